@@ -1,0 +1,1 @@
+"""OpenAI-compatible streaming client: SSE parsing, request records."""

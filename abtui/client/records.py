@@ -1,0 +1,59 @@
+"""The raw facts of one request, as measured by the client.
+
+Times are ``time.perf_counter_ns()`` values (CLOCK_MONOTONIC on Linux, so comparable across
+processes on one machine). Nothing derived is stored here: metrics are computed from these facts
+in :mod:`abtui.metrics`, so a fix to a formula re-derives old sessions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# Outcome of a request.
+OK = "ok"
+ERROR = "error"
+CANCELLED = "cancelled"
+
+# Error classes (``RequestRecord.error_class``).
+E_CONNECT = "connect"  # could not connect / connection refused / DNS
+E_TIMEOUT = "timeout"  # connect, read or total timeout
+E_HTTP = "http"  # non-2xx status, or an error object inside the stream
+E_MALFORMED = "malformed"  # the body is not a valid SSE / JSON stream
+E_DISCONNECTED = "disconnected"  # the server closed the stream before it finished
+E_CANCELLED = "cancelled"  # abtui stopped the request (Ctrl-C, end of run)
+E_OTHER = "other"  # anything else; the message says what
+ERROR_CLASSES = (E_CONNECT, E_TIMEOUT, E_HTTP, E_MALFORMED, E_DISCONNECTED, E_CANCELLED, E_OTHER)
+
+# Where token counts came from (``RequestRecord.token_source``).
+TOKENS_USAGE = "usage"  # the server's ``usage`` object
+TOKENS_CHUNKS = "chunks"  # counted from the stream's token chunks (one per chunk unless known)
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    """One request to one arm: what was scheduled, sent, received, and how it ended."""
+
+    arm: int  # index of the arm in the spec (0 = baseline)
+    item: int  # index of the workload item
+    run: int = 0  # repetition / segment number
+    warmup: bool = False  # warm-up requests are stored but excluded from results
+    scheduled_ns: int = 0  # when the schedule said to send
+    dispatched_ns: int = 0  # when the request was actually handed to the connection
+    first_byte_ns: int | None = None  # first response body byte (headers excluded)
+    done_ns: int | None = None  # end of the stream (``[DONE]`` / close) or the error
+    # Token-bearing chunks (METHODS.md §1): arrival time and tokens carried, in order.
+    chunk_ns: list[int] = field(default_factory=list)
+    chunk_tokens: list[int] = field(default_factory=list)
+    # Chunks that are tokens but carried no text (llama.cpp: a token ending inside a UTF-8
+    # character). They count as output tokens when the server sends no usage; they do not
+    # move TTFT or ITL, since the user saw nothing.
+    empty_token_chunks: int = 0
+    status: str = OK  # OK / ERROR / CANCELLED
+    http_status: int | None = None
+    error_class: str | None = None
+    error_message: str | None = None
+    n_input: int | None = None  # prompt tokens (usage, else the workload's intended length)
+    n_output: int | None = None  # generated tokens (usage, else counted)
+    token_source: str = TOKENS_CHUNKS
+    finish_reason: str | None = None
+    text: str | None = None  # generated text, unless the spec says not to store it

@@ -1,0 +1,53 @@
+"""Errors a user can act on.
+
+Every error abtui reports to a user is an :class:`AbtuiError`: a one-line message saying what
+went wrong (naming the file, line, field or endpoint) and a hint saying what to do. The CLI
+prints both and exits with code 2; a traceback is a bug.
+"""
+
+from __future__ import annotations
+
+
+class AbtuiError(Exception):
+    """Base class: ``message`` says what went wrong, ``hint`` what to do about it."""
+
+    title = "error"
+    exit_code = 2
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message if not self.hint else f"{self.message} (hint: {self.hint})"
+
+
+class SpecError(AbtuiError):
+    """The experiment spec (TOML file or flags) is invalid: names the file/field."""
+
+    title = "invalid spec"
+
+
+class UsageError(AbtuiError):
+    """A command-line option has a bad value."""
+
+    title = "invalid option"
+
+
+class EndpointError(AbtuiError):
+    """An endpoint cannot be used (unreachable, wrong URL, no model)."""
+
+    title = "endpoint"
+
+
+class WorkloadError(AbtuiError):
+    """A workload file or generator setting is invalid: names the file/line/field."""
+
+    title = "invalid workload"
+
+
+class StoreError(AbtuiError):
+    """A session file cannot be created, written or read."""
+
+    title = "session file"

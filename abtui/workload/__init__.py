@@ -1,0 +1,1 @@
+"""Workload items and arrival schedules."""
