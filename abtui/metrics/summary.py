@@ -1,0 +1,225 @@
+"""One arm of a run, summarised (METHODS.md §2) as plain, JSON-ready numbers.
+
+Definitions used by :func:`summarize` (warm-up requests are always left out):
+
+- **Outcomes.** ``sent`` = ok + error requests. Cancelled requests (abtui stopped them: Ctrl-C,
+  end of run) are counted in ``cancelled`` but are *not* sent: they say nothing about the
+  endpoint. ``errors`` counts error requests by error class (``"other"`` when unset).
+- **Latency distributions** (TTFT, TTFT_user, TPOT, E2E per request; ITL per chunk gap, pooled)
+  are over *ok* requests only, NaN values dropped. Percentiles are
+  ``numpy.percentile(..., method="linear")`` (numpy's default, linear interpolation between the
+  two closest ranks, the common choice). All in seconds.
+- **Duration** ``T`` = first dispatch → last completion over ok + error requests, where a
+  request completes at ``done_ns`` (else its last token, else its dispatch).
+- **Throughput**: ok requests / T, Σ n_output (ok) / T, Σ (n_input + n_output) (ok) / T; NULL
+  token counts count as 0.
+- **SLOs** (``slo`` maps a key to a limit in seconds; keys :data:`SLO_KEYS`): ``"ttft"``,
+  ``"ttft_user"``, ``"tpot"``, ``"e2e"``, and ``"itl"`` = the request's *largest* gap between
+  token chunks (a stall the user sees). A request is *good* when it is ok and meets every
+  configured limit (``value <= limit``). A missing TTFT / TTFT_user / E2E (an ok request with no
+  token) is a miss; a missing TPOT (≤ 1 output token) or ITL (< 2 chunks) is not applicable and
+  passes. Errors and timeouts are misses. ``slo_attainment = good / sent``; goodput = good / T
+  (requests) and Σ n_output (good) / T (tokens).
+- **Load-generator health**: schedule lag (dispatched − scheduled) P50 / P99 / max over every
+  non-warm-up request of the arm; ``generator_behind`` when P99 > :data:`LAG_P99_LIMIT_S` or
+  max > :data:`LAG_MAX_LIMIT_S`.
+
+When nothing qualifies, figures are NaN (``to_dict`` writes them as ``None``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+import numpy as np
+
+from abtui.client.records import CANCELLED, E_OTHER, ERROR, OK
+from abtui.metrics import request as rm
+from abtui.metrics.table import NA, RequestTable
+
+PERCENTILE_METHOD = "linear"
+LAG_P99_LIMIT_S = 0.010  # schedule lag P99 above this: the generator fell behind
+LAG_MAX_LIMIT_S = 0.100  # ... or any single request this late
+SLO_KEYS = ("ttft", "ttft_user", "tpot", "e2e", "itl")
+_NAN_PASSES = frozenset({"tpot", "itl"})  # NaN = not applicable, not a miss
+
+
+@dataclass
+class Dist:
+    """Distribution of one latency metric (seconds): count, mean and percentiles."""
+
+    n: int = 0
+    mean: float = math.nan
+    p50: float = math.nan
+    p90: float = math.nan
+    p95: float = math.nan
+    p99: float = math.nan
+
+    @classmethod
+    def of(cls, values: np.ndarray) -> Dist:
+        v = np.asarray(values, dtype=np.float64)
+        v = v[np.isfinite(v)]
+        if not len(v):
+            return cls()
+        p50, p90, p95, p99 = np.percentile(v, [50, 90, 95, 99], method=PERCENTILE_METHOD)
+        return cls(len(v), float(v.mean()), float(p50), float(p90), float(p95), float(p99))
+
+
+@dataclass
+class ArmSummary:
+    """Everything one arm did in a run; see the module docstring for definitions."""
+
+    arm: int
+    sent: int = 0
+    ok: int = 0
+    n_errors: int = 0
+    errors: dict[str, int] = field(default_factory=dict)
+    cancelled: int = 0
+    duration_s: float = math.nan
+    ttft: Dist = field(default_factory=Dist)
+    ttft_user: Dist = field(default_factory=Dist)
+    tpot: Dist = field(default_factory=Dist)
+    itl: Dist = field(default_factory=Dist)
+    e2e: Dist = field(default_factory=Dist)
+    input_tokens: int = 0  # Σ n_input over ok requests
+    output_tokens: int = 0  # Σ n_output over ok requests
+    requests_per_s: float = math.nan
+    output_tokens_per_s: float = math.nan
+    total_tokens_per_s: float = math.nan
+    slo: dict[str, float] = field(default_factory=dict)
+    good: int = 0
+    slo_attainment: float = math.nan
+    goodput_requests_per_s: float = math.nan
+    goodput_output_tokens_per_s: float = math.nan
+    lag_p50_s: float = math.nan
+    lag_p99_s: float = math.nan
+    lag_max_s: float = math.nan
+    generator_behind: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict for JSON (strict: NaN and ±inf become None)."""
+        return _nan_to_none(asdict(self))
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ArmSummary:
+        """Inverse of :meth:`to_dict` (None → NaN for float fields)."""
+        kw: dict[str, Any] = {}
+        for f in fields(cls):
+            if f.name not in d:
+                continue
+            v = d[f.name]
+            if f.type == "Dist":
+                v = Dist(**{k: (math.nan if x is None else x) for k, x in (v or {}).items()})
+            elif f.type == "float" and v is None:
+                v = math.nan
+            kw[f.name] = v
+        return cls(**kw)
+
+
+def _nan_to_none(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {k: _nan_to_none(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_nan_to_none(v) for v in obj]
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def _rate(count: float, duration_s: float) -> float:
+    return count / duration_s if duration_s > 0 else math.nan
+
+
+def _sum(col: np.ndarray) -> int:
+    return int(col[col != NA].sum())
+
+
+def run_duration_s(t: RequestTable) -> float:
+    """First dispatch → last completion of the rows of ``t`` (NaN when empty)."""
+    if not len(t):
+        return math.nan
+    done = np.where(t.done_ns != NA, t.done_ns, t.last_token_ns)
+    done = np.where(done != NA, done, t.dispatched_ns)
+    return float(done.max() - t.dispatched_ns.min()) / rm.NS_PER_S
+
+
+def slo_met(t: RequestTable, slo: dict[str, float] | None) -> np.ndarray:
+    """Per row: ok and every configured SLO met (see the module docstring)."""
+    good = t.ok.copy()
+    if not slo:
+        return good
+    unknown = set(slo) - set(SLO_KEYS)
+    if unknown:
+        raise ValueError(f"unknown SLO key(s) {sorted(unknown)}; known: {', '.join(SLO_KEYS)}")
+    metrics = rm.request_metrics(t)
+    for key, limit in slo.items():
+        v = metrics[key]
+        met = v <= float(limit)  # NaN compares False
+        if key in _NAN_PASSES:
+            met |= np.isnan(v)
+        good &= met
+    return good
+
+
+def summarize(table: RequestTable, arm: int, slo: dict[str, float] | None = None) -> ArmSummary:
+    """Summary of ``arm`` in ``table`` (warm-up rows left out) under ``slo`` (seconds)."""
+    t = table.select((table.arm == arm) & ~table.warmup)
+    status = t.status
+    is_ok, is_err = status == OK, status == ERROR
+    s = ArmSummary(arm=int(arm), slo={k: float(v) for k, v in (slo or {}).items()})
+    s.ok, s.n_errors = int(is_ok.sum()), int(is_err.sum())
+    s.cancelled = int((status == CANCELLED).sum())
+    s.sent = s.ok + s.n_errors
+    classes, counts = np.unique(
+        np.array([c or E_OTHER for c in t.error_class[is_err]], dtype=object).astype(str),
+        return_counts=True,
+    )
+    s.errors = {str(c): int(k) for c, k in zip(classes, counts, strict=True)}
+
+    done = t.select(is_ok | is_err)
+    s.duration_s = run_duration_s(done)
+    T = s.duration_s
+
+    ok = t.select(is_ok)
+    s.ttft = Dist.of(rm.ttft_s(ok))
+    s.ttft_user = Dist.of(rm.ttft_user_s(ok))
+    s.tpot = Dist.of(rm.tpot_s(ok))
+    s.itl = Dist.of(rm.itl_s(ok))
+    s.e2e = Dist.of(rm.e2e_s(ok))
+    s.input_tokens, s.output_tokens = _sum(ok.n_input), _sum(ok.n_output)
+    s.requests_per_s = _rate(s.ok, T)
+    s.output_tokens_per_s = _rate(s.output_tokens, T)
+    s.total_tokens_per_s = _rate(s.input_tokens + s.output_tokens, T)
+
+    good = slo_met(t, slo)
+    s.good = int(good.sum())
+    s.slo_attainment = s.good / s.sent if s.sent else math.nan
+    s.goodput_requests_per_s = _rate(s.good, T)
+    s.goodput_output_tokens_per_s = _rate(_sum(t.n_output[good]), T)
+
+    lag = rm.schedule_lag_s(t)
+    lag = lag[np.isfinite(lag)]
+    if len(lag):
+        p50, p99 = np.percentile(lag, [50, 99], method=PERCENTILE_METHOD)
+        s.lag_p50_s, s.lag_p99_s, s.lag_max_s = float(p50), float(p99), float(lag.max())
+        s.generator_behind = bool(s.lag_p99_s > LAG_P99_LIMIT_S or s.lag_max_s > LAG_MAX_LIMIT_S)
+    return s
+
+
+def summarize_all(
+    table: RequestTable, slo: dict[str, float] | None = None
+) -> dict[int, ArmSummary]:
+    """:func:`summarize` for every arm present in ``table``."""
+    return {int(a): summarize(table, int(a), slo) for a in np.unique(table.arm)}
+
+
+def ratio(b: float | None, a: float | None) -> float:
+    """``b / a`` (B over A for one statistic); NaN if either is missing/NaN or ``a`` is 0."""
+    if a is None or b is None:
+        return math.nan
+    a, b = float(a), float(b)
+    if not (math.isfinite(a) and math.isfinite(b)) or a == 0:
+        return math.nan
+    return b / a

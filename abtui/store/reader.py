@@ -1,0 +1,291 @@
+"""Read a session file, including one whose writer crashed or is still running.
+
+How the file is opened (DuckDB 1.x/2.x behaviour, checked on 2.0.1):
+
+1. ``duckdb.connect(path, read_only=True)``. A leftover ``.wal`` from a killed writer is
+   replayed in memory by DuckDB; the file is not modified.
+2. If another *process* holds the file open for writing, DuckDB refuses with a lock error.
+   The reader then copies the file and its ``.wal`` into a private temporary directory and opens
+   the copy (read-write, so DuckDB may replay the WAL into the copy; the original is never
+   touched). The copy is a snapshot: rows committed after it are not seen; reopen to refresh.
+   The copy is deleted on :meth:`SessionReader.close`.
+3. If *this* process already has a read-write connection to the file (the TUI reading the
+   session its own writer is writing), DuckDB refuses a read-only connection with a different
+   configuration; the reader then connects with the default configuration, which shares the
+   process's database instance and sees every committed row. The reader never writes.
+
+Errors a user can act on (missing file, not a DuckDB file, not an abtui session, a session
+written by a newer abtui) are :class:`~abtui.errors.StoreError`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+
+from abtui.errors import StoreError
+from abtui.metrics.table import NA, NULLABLE_COLUMNS, ROW_COLUMNS, STR_COLUMNS, RequestTable
+from abtui.store.schema import COMPLETE, ITEM_COLUMNS, SCHEMA_VERSION
+from abtui.workload.items import Item
+
+COPY_ATTEMPTS = 3
+
+
+def _plain(col: np.ndarray, fill: Any = None) -> np.ndarray:
+    """A fetchnumpy column as a plain array (masked entries → ``fill``)."""
+    if isinstance(col, np.ma.MaskedArray):
+        if col.dtype == object:
+            out = np.asarray(col.data, dtype=object).copy()
+            out[np.ma.getmaskarray(col)] = fill
+            return out
+        return col.filled(fill)
+    return np.asarray(col)
+
+
+def _loads(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+class SessionReader:
+    """Read-only view of a session file (see the module docstring for how it is opened)."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+        self.snapshot = False  # True when reading a copy (the file was locked by a writer)
+        self._tmpdir: str | None = None
+        if not self.path.exists():
+            raise StoreError(
+                f"session file {self.path} does not exist",
+                "check the path; sessions are written under sessions/ by default",
+            )
+        if self.path.is_dir():
+            raise StoreError(f"{self.path} is a directory, not a session file")
+        self._con = self._connect()
+        try:
+            self._check()
+        except BaseException:
+            self.close()
+            raise
+
+    # -- opening --------------------------------------------------------------------------------
+
+    def _connect(self) -> duckdb.DuckDBPyConnection:
+        path = str(self.path)
+        try:
+            return duckdb.connect(path, read_only=True)
+        except duckdb.ConnectionException as e:
+            if "different configuration" not in str(e):
+                raise self._open_error(e) from e
+            try:  # this process writes the file: share its database instance
+                return duckdb.connect(path)
+            except duckdb.Error as e2:
+                raise self._open_error(e2) from e2
+        except duckdb.Error as e:
+            text = str(e)
+            if "not a valid DuckDB database" in text or "does not exist" in text:
+                raise self._open_error(e) from e
+            return self._connect_copy(e)  # locked by a writing process (or a WAL problem)
+
+    def _connect_copy(self, cause: Exception) -> duckdb.DuckDBPyConnection:
+        self._tmpdir = tempfile.mkdtemp(prefix="abtui-session-")
+        copy = Path(self._tmpdir) / self.path.name
+        wal = Path(str(self.path) + ".wal")
+        error: Exception = cause
+        for _ in range(COPY_ATTEMPTS):  # a copy taken mid-checkpoint may not open: retry
+            try:
+                Path(str(copy) + ".wal").unlink(missing_ok=True)
+                shutil.copyfile(self.path, copy)
+                if wal.exists():
+                    shutil.copyfile(wal, str(copy) + ".wal")
+                con = duckdb.connect(str(copy))
+            except (OSError, duckdb.Error) as e:
+                error = e
+                time.sleep(0.05)
+                continue
+            self.snapshot = True
+            return con
+        raise self._open_error(error, cause)
+
+    def _open_error(self, e: Exception, cause: Exception | None = None) -> StoreError:
+        text = str(e)
+        if "not a valid DuckDB database" in text:
+            return StoreError(
+                f"{self.path} is not a DuckDB file",
+                "give a session file written by abtui (sessions/<name>.duckdb)",
+            )
+        extra = f" (first attempt: {cause})" if cause is not None else ""
+        return StoreError(
+            f"cannot open session file {self.path}: {text}{extra}",
+            "check the file's permissions; if a writer is running, wait for it or retry",
+        )
+
+    def _check(self) -> None:
+        tables = {
+            r[0] for r in self._con.execute("SELECT table_name FROM duckdb_tables()").fetchall()
+        }
+        if not {"meta", "requests", "chunks"} <= tables:
+            raise StoreError(
+                f"{self.path} is a DuckDB file but not an abtui session",
+                "give a session file written by abtui (sessions/<name>.duckdb)",
+            )
+        self._meta = self._read_meta()
+        version = self._meta.get("schema_version")
+        if not isinstance(version, int):
+            raise StoreError(f"{self.path} is not an abtui session (no schema version)")
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.path} uses session schema {version}, newer than this abtui's "
+                f"({SCHEMA_VERSION})",
+                "upgrade abtui to read it",
+            )
+
+    def _read_meta(self) -> dict:
+        rows = self._con.execute("SELECT key, value FROM meta").fetchall()
+        return {k: _loads(v) for k, v in rows}
+
+    # -- reading ----------------------------------------------------------------------------------
+
+    def meta(self) -> dict:
+        """Every meta key, JSON-decoded (re-read each call: a live writer may change status)."""
+        self._meta = self._read_meta()
+        return dict(self._meta)
+
+    @property
+    def status(self) -> str | None:
+        return self.meta().get("status")
+
+    @property
+    def complete(self) -> bool:
+        """Whether the writer closed the session normally ("running" = crashed or still going)."""
+        return self.status == COMPLETE
+
+    def to_wall(self, t_ns: int) -> datetime:
+        """A monotonic ``*_ns`` value of this session as local wall time (via the clock anchor)."""
+        anchor = self._meta["clock_anchor"]
+        wall_ns = anchor["wall_ns"] + (int(t_ns) - anchor["perf_counter_ns"])
+        return datetime.fromtimestamp(wall_ns / 1e9).astimezone()
+
+    def arms(self) -> list[dict]:
+        rows = self._con.execute(
+            "SELECT arm, name, role, url, model, api, config FROM arms ORDER BY arm"
+        ).fetchall()
+        keys = ("arm", "name", "role", "url", "model", "api", "config")
+        out = [dict(zip(keys, r, strict=True)) for r in rows]
+        for a in out:
+            a["config"] = _loads(a["config"]) or {}
+        return out
+
+    def items(self) -> list[Item]:
+        cols = ", ".join(ITEM_COLUMNS)
+        rows = self._con.execute(f"SELECT {cols} FROM items ORDER BY item").fetchall()
+        return [
+            Item(
+                index=i,
+                id=id_,
+                arrival_s=arrival,
+                prompt=prompt,
+                messages=_loads(messages),
+                max_tokens=128 if max_tokens is None else max_tokens,
+                n_input=n_input,
+                expected=expected,
+                suite=suite,
+                tags=[] if tags in (None, "[]") else json.loads(tags),
+            )
+            for (
+                i,
+                id_,
+                arrival,
+                prompt,
+                messages,
+                max_tokens,
+                n_input,
+                expected,
+                suite,
+                tags,
+            ) in rows
+        ]
+
+    def request_table(self, include_warmup: bool = False) -> RequestTable:
+        """All requests (warm-up excluded unless asked) and their chunks, one query each."""
+        where = "" if include_warmup else "WHERE NOT warmup"
+        select = ", ".join(
+            f"COALESCE({c}, {NA}) AS {c}" if c in NULLABLE_COLUMNS else c for c in ROW_COLUMNS
+        )
+        rows = self._con.execute(f"SELECT {select} FROM requests {where} ORDER BY req").fetchnumpy()
+        rows = {c: _plain(rows[c]) for c in ROW_COLUMNS}
+        for c in STR_COLUMNS:
+            rows[c] = _plain(rows[c]).astype(object)
+        chunk_where = "" if include_warmup else "WHERE NOT r.warmup"
+        chunks = self._con.execute(
+            "SELECT c.req, c.t_ns, c.n_tokens FROM chunks c JOIN requests r ON c.req = r.req "
+            f"{chunk_where} ORDER BY c.req, c.seq"
+        ).fetchnumpy()
+        return RequestTable.from_columns(
+            rows, _plain(chunks["req"]), _plain(chunks["t_ns"]), _plain(chunks["n_tokens"], 1)
+        )
+
+    def texts(self, include_warmup: bool = False) -> dict[int, str | None]:
+        """Generated text per request id (None where it was not stored)."""
+        where = "" if include_warmup else "WHERE NOT warmup"
+        return dict(self._con.execute(f"SELECT req, text FROM requests {where}").fetchall())
+
+    def events(self) -> list[dict]:
+        rows = self._con.execute(
+            "SELECT t_ns, wall, kind, arm, message FROM events ORDER BY t_ns"
+        ).fetchall()
+        keys = ("t_ns", "wall", "kind", "arm", "message")
+        return [dict(zip(keys, r, strict=True)) for r in rows]
+
+    def telemetry(self) -> dict[str, np.ndarray]:
+        """Columns arm (NA for none), source, t_ns, metric, value, ordered by time."""
+        cols = self._con.execute(
+            f"SELECT COALESCE(arm, {NA}) AS arm, source, t_ns, metric, value "
+            "FROM telemetry ORDER BY t_ns"
+        ).fetchnumpy()
+        return {k: _plain(v, np.nan if k == "value" else None) for k, v in cols.items()}
+
+    def quality(self) -> list[dict]:
+        rows = self._con.execute(
+            "SELECT arm, item, run, score, correct, detail FROM quality ORDER BY arm, item, run"
+        ).fetchall()
+        keys = ("arm", "item", "run", "score", "correct", "detail")
+        return [dict(zip(keys, r, strict=True)) for r in rows]
+
+    def verdicts(self) -> list[dict]:
+        rows = self._con.execute("SELECT created, policy, result FROM verdicts").fetchall()
+        return [{"created": c, "policy": _loads(p), "result": _loads(r)} for c, p, r in rows]
+
+    def query(self, sql: str, params: Any = None) -> list[tuple]:
+        """Run an ad-hoc read query (for exports and debugging)."""
+        return self._con.execute(sql, params).fetchall()
+
+    # -- end ------------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        con, self._con = getattr(self, "_con", None), None
+        if con is not None:
+            con.close()
+        if self._tmpdir is not None:
+            shutil.rmtree(self._tmpdir, ignore_errors=True)
+            self._tmpdir = None
+
+    def __enter__(self) -> SessionReader:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass

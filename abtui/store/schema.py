@@ -1,0 +1,160 @@
+"""DDL of the session file.
+
+Conventions:
+
+- Times are monotonic ``time.perf_counter_ns()`` values (BIGINT ns). The ``clock_anchor`` meta
+  key holds one (perf_counter_ns, wall time) pair taken at session start so that any ``*_ns``
+  value can be shown as wall time.
+- JSON values (every ``meta.value``, ``arms.config``, ``items.messages``, ``items.tags``,
+  ``verdicts.*``) are JSON *text* in VARCHAR columns, so that no DuckDB extension is needed.
+- Raw facts only: ``requests.first_token_ns`` / ``last_token_ns`` duplicate the first and last
+  rows of ``chunks`` for convenience; every metric is derived (see :mod:`abtui.metrics.request`).
+- Bump ``SCHEMA_VERSION`` on any incompatible change; readers refuse newer versions.
+"""
+
+from __future__ import annotations
+
+SCHEMA_VERSION = 1
+
+# meta["status"] values.
+RUNNING = "running"
+COMPLETE = "complete"
+INTERRUPTED = "interrupted"
+FAILED = "failed"
+STATUSES = (RUNNING, COMPLETE, INTERRUPTED, FAILED)
+
+# Columns of ``requests`` in table order (the writer inserts them by name).
+REQUEST_COLUMNS = (
+    "req",
+    "arm",
+    "item",
+    "run",
+    "warmup",
+    "scheduled_ns",
+    "dispatched_ns",
+    "first_byte_ns",
+    "done_ns",
+    "first_token_ns",
+    "last_token_ns",
+    "n_chunks",
+    "empty_token_chunks",
+    "status",
+    "http_status",
+    "error_class",
+    "error_message",
+    "n_input",
+    "n_output",
+    "token_source",
+    "finish_reason",
+    "text",
+)
+
+ITEM_COLUMNS = (
+    "item",
+    "id",
+    "arrival_s",
+    "prompt",
+    "messages",
+    "max_tokens",
+    "n_input",
+    "expected",
+    "suite",
+    "tags",
+)
+
+DDL = (
+    """CREATE TABLE IF NOT EXISTS meta (
+        key VARCHAR PRIMARY KEY,
+        value VARCHAR
+    )""",
+    """CREATE TABLE IF NOT EXISTS arms (
+        arm INTEGER,
+        name VARCHAR,
+        role VARCHAR,
+        url VARCHAR,
+        model VARCHAR,
+        api VARCHAR,
+        config VARCHAR
+    )""",
+    """CREATE TABLE IF NOT EXISTS items (
+        item INTEGER,
+        id VARCHAR,
+        arrival_s DOUBLE,
+        prompt VARCHAR,
+        messages VARCHAR,
+        max_tokens INTEGER,
+        n_input INTEGER,
+        expected VARCHAR,
+        suite VARCHAR,
+        tags VARCHAR
+    )""",
+    """CREATE TABLE IF NOT EXISTS requests (
+        req BIGINT,
+        arm INTEGER,
+        item INTEGER,
+        run INTEGER,
+        warmup BOOLEAN,
+        scheduled_ns BIGINT,
+        dispatched_ns BIGINT,
+        first_byte_ns BIGINT,
+        done_ns BIGINT,
+        first_token_ns BIGINT,
+        last_token_ns BIGINT,
+        n_chunks INTEGER,
+        empty_token_chunks INTEGER,
+        status VARCHAR,
+        http_status INTEGER,
+        error_class VARCHAR,
+        error_message VARCHAR,
+        n_input INTEGER,
+        n_output INTEGER,
+        token_source VARCHAR,
+        finish_reason VARCHAR,
+        text VARCHAR
+    )""",
+    """CREATE TABLE IF NOT EXISTS chunks (
+        req BIGINT,
+        seq INTEGER,
+        t_ns BIGINT,
+        n_tokens INTEGER
+    )""",
+    """CREATE TABLE IF NOT EXISTS telemetry (
+        arm INTEGER,
+        source VARCHAR,
+        t_ns BIGINT,
+        metric VARCHAR,
+        value DOUBLE
+    )""",
+    """CREATE TABLE IF NOT EXISTS quality (
+        arm INTEGER,
+        item INTEGER,
+        run INTEGER,
+        score DOUBLE,
+        correct BOOLEAN,
+        detail VARCHAR
+    )""",
+    """CREATE TABLE IF NOT EXISTS verdicts (
+        created VARCHAR,
+        policy VARCHAR,
+        result VARCHAR
+    )""",
+    """CREATE TABLE IF NOT EXISTS events (
+        t_ns BIGINT,
+        wall VARCHAR,
+        kind VARCHAR,
+        arm INTEGER,
+        message VARCHAR
+    )""",
+)
+
+TABLES = (
+    "meta",
+    "arms",
+    "items",
+    "requests",
+    "chunks",
+    "telemetry",
+    "quality",
+    "verdicts",
+    "events",
+)

@@ -1,0 +1,436 @@
+"""Write a session file: create it, then append batches that are durable at every flush.
+
+The writer lives in the main process (the load generators send it record batches). It is not
+thread-safe: use it from one thread.
+
+Durability: :meth:`SessionWriter.flush` inserts everything buffered in one transaction and
+commits it, so the rows are in DuckDB's write-ahead log (``<file>.wal``) when it returns. A process
+killed right after (SIGKILL, OOM, power cut after the OS wrote the WAL) leaves a file that opens
+with every flushed row: DuckDB replays the WAL on open. Callers call :meth:`maybe_flush` often;
+it flushes at most every ``FLUSH_INTERVAL_S``, so a crash loses at most about that much.
+
+Bulk inserts use DuckDB replacement scans of local dicts of numpy arrays
+(``INSERT INTO chunks SELECT ... FROM chunk_df``), about 100x faster than ``executemany``;
+NULL-able integer columns are numpy masked arrays (DuckDB maps masked entries to NULL).
+
+Secrets never reach the file: :func:`scrub_secrets` drops every config key that names a
+credential (API keys, tokens, auth headers, passwords), recursively, and :func:`scrub_url` drops
+user info and credential query parameters from URLs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import platform
+import re
+import socket
+import sys
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import duckdb
+import numpy as np
+
+from abtui import __version__
+from abtui.client.records import RequestRecord
+from abtui.errors import StoreError
+from abtui.metrics.table import NA, NULLABLE_COLUMNS, ROW_COLUMNS, RequestTable
+from abtui.store.schema import (
+    COMPLETE,
+    DDL,
+    FAILED,
+    INTERRUPTED,
+    ITEM_COLUMNS,
+    REQUEST_COLUMNS,
+    RUNNING,
+    SCHEMA_VERSION,
+    STATUSES,
+)
+from abtui.workload.items import Item
+
+FLUSH_INTERVAL_S = 0.5  # maybe_flush flushes when this much time passed since the last flush
+FLUSH_RECORDS = 20_000  # ... or when this many requests are buffered
+FLUSH_CHUNKS = 500_000  # ... or this many chunks
+
+# A config key names a secret if one of its ``_``-separated words is one of these (after
+# lower-casing and mapping ``-`` to ``_``): ``api_key``, ``hf_token``, ``Authorization``,
+# ``extra_headers`` are dropped; ``max_tokens``, ``tokenizer`` are kept.
+_SECRET_KEY = re.compile(
+    r"(^|_)(api_?key|apikey|authorization|auth|token|secret|password|passwd|headers?|"
+    r"bearer|credentials?|cookie)($|_)"
+)
+
+
+def is_secret_key(key: object) -> bool:
+    """Whether a config key names a credential (see ``_SECRET_KEY``)."""
+    return bool(_SECRET_KEY.search(str(key).lower().replace("-", "_")))
+
+
+def scrub_secrets(obj: Any) -> Any:
+    """A copy of ``obj`` without any dict key naming a credential, at any depth."""
+    if isinstance(obj, dict):
+        return {k: scrub_secrets(v) for k, v in obj.items() if not is_secret_key(k)}
+    if isinstance(obj, list | tuple):
+        return [scrub_secrets(v) for v in obj]
+    return obj
+
+
+def scrub_url(url: str | None) -> str | None:
+    """``url`` without user info (``user:pass@``) and without credential query parameters."""
+    if not url:
+        return url
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)[-1]
+    query = urlencode([(k, v) for k, v in parse_qsl(parts.query) if not is_secret_key(k)])
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def _now_iso() -> str:
+    return datetime.now().astimezone().isoformat(timespec="milliseconds")
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def host_fingerprint() -> dict:
+    """Where the session ran: host, platform, Python, CPUs and the versions that matter."""
+    return {
+        "hostname": socket.gethostname(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "python": sys.version.split()[0],
+        "cpu_count": os.cpu_count(),
+        "versions": {d: _version(d) for d in ("abtui", "httpx", "duckdb", "numpy", "scipy")},
+    }
+
+
+def _objects(values: list) -> np.ndarray:
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return out
+
+
+def _nullable(values: list, dtype: type) -> np.ndarray:
+    """An integer array, masked where a value is None (DuckDB inserts NULL there)."""
+    n = len(values)
+    mask = np.fromiter((v is None for v in values), dtype=bool, count=n)
+    data = np.fromiter((0 if v is None else v for v in values), dtype=dtype, count=n)
+    return np.ma.masked_array(data, mask=mask) if mask.any() else data
+
+
+def _record_columns(
+    records: list[RequestRecord], texts: list[str | None], first_req: int
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Columns of ``requests`` and ``chunks`` for ``records`` (req ids from ``first_req``).
+
+    Built through :meth:`RequestTable.from_records`, so the live and the stored tables are
+    derived by the same code; ``NA`` entries become masked (NULL).
+    """
+    t = RequestTable.from_records(records)
+    rows: dict[str, np.ndarray] = {}
+    for name in ROW_COLUMNS:
+        col = getattr(t, name)
+        if name in NULLABLE_COLUMNS and (col == NA).any():
+            col = np.ma.masked_equal(col, NA)
+        rows[name] = col
+    rows["req"] = t.req + first_req
+    rows["error_message"] = _objects([r.error_message for r in records])
+    rows["finish_reason"] = _objects([r.finish_reason for r in records])
+    rows["text"] = _objects(texts)
+    starts = np.cumsum(t.n_chunks) - t.n_chunks
+    chunks = {
+        "req": rows["req"][t.chunk_req_idx],
+        "seq": np.arange(t.n_chunk_rows, dtype=np.int64) - starts[t.chunk_req_idx],
+        "t_ns": t.chunk_t_ns,
+        "n_tokens": t.chunk_n,
+    }
+    return rows, chunks
+
+
+class SessionWriter:
+    """Creates a session file and appends to it; see the module docstring.
+
+    Use as a context manager: on a normal exit the session is closed "complete"; on
+    ``KeyboardInterrupt`` "interrupted"; on any other exception "failed" (buffered rows are
+    flushed in every case).
+    """
+
+    def __init__(self, path: str | os.PathLike, *, overwrite: bool = False) -> None:
+        self.path = Path(path)
+        wal = Path(str(self.path) + ".wal")
+        if self.path.is_dir():
+            raise StoreError(f"{self.path} is a directory", "give a file name such as x.duckdb")
+        if self.path.exists() or wal.exists():
+            if not overwrite:
+                raise StoreError(
+                    f"session file {self.path} already exists",
+                    "choose another session name, or pass --overwrite to replace it",
+                )
+            for p in (self.path, wal):
+                p.unlink(missing_ok=True)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._con: duckdb.DuckDBPyConnection | None = duckdb.connect(str(self.path))
+            for ddl in DDL:
+                self._con.execute(ddl)
+        except (OSError, duckdb.Error) as e:
+            raise StoreError(
+                f"cannot create session file {self.path}: {e}",
+                "check that the directory is writable and the disk is not full",
+            ) from e
+        self._records: list[RequestRecord] = []
+        self._texts: list[str | None] = []
+        self._n_chunks = 0
+        self._events: list[tuple] = []
+        self._telemetry: list[tuple] = []
+        self._next_req = 0
+        self._last_flush = time.monotonic()
+        self.n_written = 0  # requests flushed so far
+        anchor_ns = time.perf_counter_ns()
+        wall_ns = time.time_ns()
+        self.write_meta(
+            abtui_version=__version__,
+            schema_version=SCHEMA_VERSION,
+            created=_now_iso(),
+            host=host_fingerprint(),
+            clock_anchor={
+                "perf_counter_ns": anchor_ns,
+                "wall_ns": wall_ns,
+                "wall": datetime.fromtimestamp(wall_ns / 1e9).astimezone().isoformat(),
+            },
+            status=RUNNING,
+        )
+
+    # -- small, immediate writes ------------------------------------------------------------
+
+    @property
+    def con(self) -> duckdb.DuckDBPyConnection:
+        if self._con is None:
+            raise StoreError(f"session file {self.path} is already closed")
+        return self._con
+
+    def _execute(self, sql: str, params: Any = None) -> None:
+        try:
+            self.con.execute(sql, params)
+        except duckdb.Error as e:
+            raise StoreError(f"cannot write session file {self.path}: {e}") from e
+
+    def write_meta(self, **kv: Any) -> None:
+        """Set meta keys (values are stored as JSON text), committed at once."""
+        rows = [[k, json.dumps(v, default=str)] for k, v in kv.items()]
+        with self._transaction() as con:
+            con.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", rows)
+
+    def set_status(self, status: str) -> None:
+        if status not in STATUSES:
+            raise ValueError(f"unknown session status {status!r}; expected one of {STATUSES}")
+        self.write_meta(status=status)
+
+    def write_arms(self, arms: list[dict]) -> None:
+        """One row per arm: keys arm, name, role, url, model, api, config (dict).
+
+        Any other key goes into config. Secrets are dropped from config and URL.
+        """
+        cols = ("arm", "name", "role", "url", "model", "api")
+        rows = []
+        for a in arms:
+            config = dict(a.get("config") or {})
+            config.update({k: v for k, v in a.items() if k not in cols and k != "config"})
+            rows.append(
+                [
+                    int(a["arm"]),
+                    a.get("name"),
+                    a.get("role"),
+                    scrub_url(a.get("url")),
+                    a.get("model"),
+                    a.get("api"),
+                    json.dumps(scrub_secrets(config), default=str),
+                ]
+            )
+        if rows:
+            with self._transaction() as con:
+                con.executemany("INSERT INTO arms VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+
+    def write_items(self, items: list[Item]) -> None:
+        """The workload, in one bulk insert."""
+        dumps = json.dumps
+        item_df = {  # noqa: F841 (read by the replacement scan below)
+            "item": np.fromiter((it.index for it in items), np.int32, len(items)),
+            "id": _objects([it.id for it in items]),
+            "arrival_s": np.fromiter((it.arrival_s for it in items), np.float64, len(items)),
+            "prompt": _objects([it.prompt for it in items]),
+            "messages": _objects(
+                [None if it.messages is None else dumps(it.messages) for it in items]
+            ),
+            "max_tokens": _nullable([it.max_tokens for it in items], np.int32),
+            "n_input": _nullable([it.n_input for it in items], np.int32),
+            "expected": _objects([it.expected for it in items]),
+            "suite": _objects([it.suite for it in items]),
+            "tags": _objects([dumps(list(it.tags or [])) for it in items]),
+        }
+        cols = ", ".join(ITEM_COLUMNS)
+        with self._transaction() as con:
+            con.execute(f"INSERT INTO items ({cols}) SELECT {cols} FROM item_df")
+
+    def write_quality(self, rows: Iterable[dict]) -> None:
+        """Quality rows: keys arm, item, run (default 0), score, correct, detail (str or dict)."""
+        data = [
+            [
+                int(r["arm"]),
+                int(r["item"]),
+                int(r.get("run", 0)),
+                r.get("score"),
+                r.get("correct"),
+                r["detail"] if isinstance(r.get("detail"), str | None) else json.dumps(r["detail"]),
+            ]
+            for r in rows
+        ]
+        if data:
+            with self._transaction() as con:
+                con.executemany("INSERT INTO quality VALUES (?, ?, ?, ?, ?, ?)", data)
+
+    def write_verdict(self, policy: dict, result: dict) -> None:
+        self._execute(
+            "INSERT INTO verdicts VALUES (?, ?, ?)",
+            [_now_iso(), json.dumps(policy, default=str), json.dumps(result, default=str)],
+        )
+
+    # -- buffered writes ----------------------------------------------------------------------
+
+    def add_records(self, records: list[RequestRecord], store_text: bool = True) -> None:
+        """Buffer request records (and their chunks) until the next flush."""
+        self.con  # noqa: B018 (raises StoreError once closed)
+        self._records.extend(records)
+        self._texts.extend(r.text if store_text else None for r in records)
+        self._n_chunks += sum(len(r.chunk_ns) for r in records)
+
+    def event(self, kind: str, message: str, arm: int | None = None) -> None:
+        """Buffer an event (e.g. "start", "arm_unhealthy", "interrupt") with the time now."""
+        self.con  # noqa: B018 (raises StoreError once closed)
+        self._events.append((time.perf_counter_ns(), _now_iso(), kind, arm, message))
+
+    def add_telemetry(self, rows: Iterable[tuple[int | None, str, int, str, float]]) -> None:
+        """Buffer telemetry samples: (arm, source, t_ns, metric, value)."""
+        self._telemetry.extend(rows)
+
+    @property
+    def pending(self) -> int:
+        """Buffered rows not yet flushed."""
+        return len(self._records) + len(self._events) + len(self._telemetry)
+
+    def maybe_flush(self) -> bool:
+        """Flush if ``FLUSH_INTERVAL_S`` passed since the last flush or the buffer is large."""
+        if not self.pending:
+            return False
+        big = len(self._records) >= FLUSH_RECORDS or self._n_chunks >= FLUSH_CHUNKS
+        if big or time.monotonic() - self._last_flush >= FLUSH_INTERVAL_S:
+            self.flush()
+            return True
+        return False
+
+    def flush(self) -> None:
+        """Write everything buffered in one transaction and commit it (durable on return)."""
+        self._last_flush = time.monotonic()
+        if not self.pending:
+            return
+        records, texts = self._records, self._texts
+        events, telemetry = self._events, self._telemetry
+        # On failure the buffers are kept (the transaction is rolled back), so a retry can work.
+        with self._transaction() as con:
+            if records:
+                req_df, chunk_df = _record_columns(records, texts, self._next_req)
+                cols = ", ".join(REQUEST_COLUMNS)
+                con.execute(f"INSERT INTO requests ({cols}) SELECT {cols} FROM req_df")
+                con.execute(
+                    "INSERT INTO chunks (req, seq, t_ns, n_tokens) "
+                    "SELECT req, seq, t_ns, n_tokens FROM chunk_df"
+                )
+            if events:
+                con.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?)", events)
+            if telemetry:
+                tel_df = {  # noqa: F841 (read by the replacement scan below)
+                    "arm": _nullable([t[0] for t in telemetry], np.int32),
+                    "source": _objects([t[1] for t in telemetry]),
+                    "t_ns": np.fromiter((t[2] for t in telemetry), np.int64, len(telemetry)),
+                    "metric": _objects([t[3] for t in telemetry]),
+                    "value": np.fromiter(
+                        (np.nan if t[4] is None else t[4] for t in telemetry),
+                        np.float64,
+                        len(telemetry),
+                    ),
+                }
+                con.execute(
+                    "INSERT INTO telemetry (arm, source, t_ns, metric, value) "
+                    "SELECT arm, source, t_ns, metric, value FROM tel_df"
+                )
+        self._next_req += len(records)
+        self.n_written += len(records)
+        self._records, self._texts, self._n_chunks = [], [], 0
+        self._events, self._telemetry = [], []
+
+    @contextmanager
+    def _transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        con = self.con
+        try:
+            con.execute("BEGIN TRANSACTION")
+            yield con
+            con.execute("COMMIT")
+        except BaseException as e:
+            try:
+                con.execute("ROLLBACK")
+            except duckdb.Error:
+                pass
+            if isinstance(e, duckdb.Error):
+                raise StoreError(
+                    f"cannot write session file {self.path}: {e}",
+                    "check free disk space and that nothing else writes the file",
+                ) from e
+            raise
+
+    # -- end ----------------------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        return self._con is None
+
+    def close(self, status: str = COMPLETE) -> None:
+        """Flush, record ``status`` and the end time, checkpoint and close. Idempotent."""
+        if self._con is None:
+            return
+        try:
+            self.flush()
+            self.write_meta(status=status, ended=_now_iso())
+            self._con.execute("CHECKPOINT")
+        finally:
+            self._con.close()
+            self._con = None
+
+    def __enter__(self) -> SessionWriter:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if exc_type is None:
+            status = COMPLETE
+        elif issubclass(exc_type, KeyboardInterrupt | asyncio.CancelledError):
+            status = INTERRUPTED
+        else:
+            status = FAILED
+        if exc_type is not None and self._con is not None:
+            self.event(status, f"{exc_type.__name__}: {exc}")
+        self.close(status)
+        return False
