@@ -13,11 +13,12 @@ class AbtuiError(Exception):
 
     title = "error"
     exit_code = 2
+    default_hint: str | None = None  # used when the raiser gives no hint of its own
 
     def __init__(self, message: str, hint: str | None = None) -> None:
         super().__init__(message)
         self.message = message
-        self.hint = hint
+        self.hint = hint or self.default_hint
 
     def __str__(self) -> str:
         return self.message if not self.hint else f"{self.message} (hint: {self.hint})"
@@ -27,12 +28,14 @@ class SpecError(AbtuiError):
     """The experiment spec (TOML file or flags) is invalid: names the file/field."""
 
     title = "invalid spec"
+    default_hint = "the spec format is in README.md (Spec files) and `abtui run --help`"
 
 
 class UsageError(AbtuiError):
     """A command-line option has a bad value."""
 
     title = "invalid option"
+    default_hint = "see `abtui --help`"
 
 
 class EndpointError(AbtuiError):

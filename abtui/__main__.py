@@ -1,0 +1,5 @@
+import sys
+
+from abtui.cli import main
+
+sys.exit(main())

@@ -1,0 +1,260 @@
+"""Command line: subcommands → core calls. The TUI, when there is one, is imported lazily.
+
+Every user error is an :class:`~abtui.errors.AbtuiError`, printed as one line with a hint, exit
+code 2. Options with a bad value get the same treatment (no argparse usage dump).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from abtui import __version__
+from abtui.errors import AbtuiError, UsageError
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, a hint, exit code 2
+        raise UsageError(f"{self.prog}: {message}", f"see `{self.prog} --help`")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected a number ≥ 1, got {v}")
+    return v
+
+
+def _nonneg_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"expected a number ≥ 0, got {v}")
+    return v
+
+
+def _positive_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not v > 0 or v == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return v
+
+
+def _add_run_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("arms")
+    g.add_argument("--baseline", metavar="URL", help="baseline endpoint, e.g. http://127.0.0.1:8001/v1")
+    g.add_argument(
+        "--candidate", metavar="URL", action="append", default=None,
+        help="candidate endpoint (repeat for several candidates)",
+    )
+    g.add_argument("--model", help="model name for every arm (default: the first the endpoint lists)")
+    g.add_argument("--api", choices=("completions", "chat"), help="API to use (default: completions)")
+    g = p.add_argument_group("workload and load")
+    g.add_argument("--requests", type=_positive_int, help="measured requests per arm (default 200)")
+    g.add_argument("--input-tokens", type=_positive_int, help="prompt length in tokens (default 512)")
+    g.add_argument("--output-tokens", type=_positive_int, help="max_tokens of each request (default 128)")
+    g.add_argument("--seed", type=int, help="workload and schedule seed (default 0)")
+    g.add_argument("--rate", type=_positive_float, help="open loop: requests/s to every arm")
+    g.add_argument("--arrival", choices=("poisson", "constant"), help="arrival process (default poisson)")
+    g.add_argument(
+        "--concurrency", type=_positive_int,
+        help="closed loop: requests in flight per arm (with --rate: a cap)",
+    )
+    g.add_argument("--warmup", type=_nonneg_int, help="warm-up requests per arm, excluded (default 2)")
+    g = p.add_argument_group("SLOs and requests")
+    g.add_argument("--slo", metavar="SPEC", help="per-request SLOs, e.g. ttft=500ms,tpot=50ms")
+    g.add_argument("--timeout", metavar="DURATION", help="whole-request timeout (default 600s)")
+    g = p.add_argument_group("session")
+    g.add_argument("--name", help="session name: sessions/<name>.duckdb (default: a timestamp)")
+    g.add_argument("--sessions-dir", metavar="DIR", help="folder of session files (default sessions)")
+    g.add_argument("--overwrite", action="store_true", help="replace an existing session file")
+    g.add_argument("--no-store-text", action="store_true", help="do not store generated text")
+    g.add_argument("--headless", action="store_true", help="print progress and the summary (no TUI)")
+
+
+def _apply_flags(spec, args):
+    """Flags override the spec file."""
+    from abtui.spec import ArmSpec, parse_duration, parse_slo_string
+
+    if args.baseline or args.candidate:
+        if not (args.baseline and args.candidate):
+            raise UsageError(
+                "give both --baseline URL and --candidate URL",
+                "or put [[arms]] in a spec file",
+            )
+        arms = [ArmSpec(name="baseline", url=args.baseline, role="baseline")]
+        cands = args.candidate
+        for i, url in enumerate(cands):
+            name = "candidate" if len(cands) == 1 else f"candidate{i + 1}"
+            arms.append(ArmSpec(name=name, url=url, role="candidate"))
+        spec.arms = arms
+    if args.model:
+        for a in spec.arms:
+            a.model = args.model
+    if args.api:
+        spec.request.api = args.api
+        for a in spec.arms:
+            a.api = args.api
+    w, ld = spec.workload, spec.load
+    for flag, obj, attr in (
+        ("requests", w, "requests"),
+        ("input_tokens", w, "input_tokens"),
+        ("output_tokens", w, "output_tokens"),
+        ("seed", w, "seed"),
+        ("arrival", ld, "arrival"),
+        ("warmup", ld, "warmup"),
+        ("name", spec, "name"),
+    ):
+        v = getattr(args, flag)
+        if v is not None:
+            setattr(obj, attr, v)
+    if args.rate is not None:
+        ld.rate = args.rate
+    if args.concurrency is not None:
+        ld.concurrency = args.concurrency
+    if args.slo:
+        spec.slo = parse_slo_string(args.slo)
+    if args.timeout:
+        spec.request.timeout_s = parse_duration(args.timeout, "--timeout")
+    if args.sessions_dir:
+        spec.store.dir = args.sessions_dir
+    if args.no_store_text:
+        spec.store.text = False
+    return spec
+
+
+def cmd_run(args) -> int:
+    from abtui.spec import Spec, load_spec, validate
+
+    if args.spec:
+        spec, text = load_spec(args.spec)
+        source = args.spec
+    else:
+        spec, text, source = Spec(), "", "command line"
+    spec = validate(_apply_flags(spec, args), source)
+    return _run_and_report(spec, text, overwrite=args.overwrite)
+
+
+def _run_and_report(spec, text: str, *, overwrite: bool) -> int:
+    from abtui.report.console import HeadlessObserver, print_session_summary
+    from abtui.runner.session import run_session
+
+    obs = HeadlessObserver(sys.stderr)
+    result = run_session(spec, text, obs, overwrite=overwrite)
+    print_session_summary(result.path, sys.stdout)
+    return {"complete": 0, "interrupted": 130}.get(result.status, 1)
+
+
+def cmd_demo(args) -> int:
+    """Two simulated endpoints on loopback, a replayed workload, the summary."""
+    from datetime import datetime
+
+    from abtui.sim.engine import SimConfig
+    from abtui.sim.process import SimProcess
+    from abtui.spec import ArmSpec, Spec, validate
+
+    print(
+        "abtui demo: starting two simulated endpoints on 127.0.0.1 "
+        "(baseline: TTFT 40 ms, ITL 8 ms; candidate: TTFT 30 ms, ITL 6 ms)",
+        file=sys.stderr,
+    )
+    base_cfg = SimConfig(port=0, model="demo-bf16", ttft_ms=40, itl_ms=8, jitter_ms=2, seed=1)
+    cand_cfg = SimConfig(port=0, model="demo-fp8", ttft_ms=30, itl_ms=6, jitter_ms=2, seed=2)
+    with SimProcess(base_cfg) as a, SimProcess(cand_cfg) as b:
+        spec = Spec(
+            name=args.name or datetime.now().strftime("demo-%Y%m%d-%H%M%S"),
+            arms=[
+                ArmSpec(name="bf16", url=a.url, role="baseline"),
+                ArmSpec(name="fp8", url=b.url),
+            ],
+        )
+        spec.workload.requests = args.requests
+        spec.workload.input_tokens = 256
+        spec.workload.output_tokens = 64
+        spec.load.rate = args.rate
+        spec.slo = {"ttft": 0.2, "tpot": 0.02}
+        if args.sessions_dir:
+            spec.store.dir = args.sessions_dir
+        spec = validate(spec, "demo")
+        return _run_and_report(spec, "", overwrite=False)
+
+
+def cmd_sim_serve(args) -> int:
+    from abtui.sim.cli_args import config_from_args
+    from abtui.sim.server import serve
+
+    serve(config_from_args(args))
+    return 0
+
+
+def cmd_report(args) -> int:
+    from abtui.report.console import print_session_summary
+
+    print_session_summary(Path(args.session), sys.stdout)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="abtui",
+        description="A/B test LLM inference endpoints: same workload, side by side, a verdict.",
+    )
+    p.add_argument("--version", action="version", version=f"abtui {__version__}")
+    sub = p.add_subparsers(dest="command", parser_class=_Parser)
+
+    r = sub.add_parser("run", help="run an A/B session (spec file and/or flags)",
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    r.add_argument("spec", nargs="?", help="experiment spec (TOML); flags override it")
+    _add_run_options(r)
+    r.set_defaults(func=cmd_run)
+
+    d = sub.add_parser("demo", help="run an A/B session against two built-in simulated endpoints")
+    d.add_argument("--requests", type=_positive_int, default=200, help="requests per arm (default 200)")
+    d.add_argument("--rate", type=_positive_float, default=20.0, help="requests/s (default 20)")
+    d.add_argument("--name", help="session name (default: demo-<timestamp>)")
+    d.add_argument("--sessions-dir", metavar="DIR", help="folder of session files (default sessions)")
+    d.add_argument("--headless", action="store_true", help="print the summary (no TUI)")
+    d.set_defaults(func=cmd_demo)
+
+    s = sub.add_parser("sim", help="the simulated OpenAI-compatible endpoint")
+    ssub = s.add_subparsers(dest="sim_command", parser_class=_Parser)
+    ss = ssub.add_parser("serve", help="serve a simulated endpoint on 127.0.0.1")
+    from abtui.sim.cli_args import add_arguments
+
+    add_arguments(ss)
+    ss.set_defaults(func=cmd_sim_serve)
+
+    rep = sub.add_parser("report", help="print the summary of a saved session")
+    rep.add_argument("session", help="session file (.duckdb)")
+    rep.set_defaults(func=cmd_report)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if not getattr(args, "func", None):
+            parser.print_help()
+            return 0
+        return args.func(args)
+    except AbtuiError as e:
+        hint = f" (hint: {e.hint})" if e.hint else ""
+        print(f"abtui: {e.message}{hint}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("abtui: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,459 @@
+"""The measured hot path: streaming HTTP/1.1 on a bare ``asyncio.Protocol``.
+
+Why not httpx here: profiled on the 2-core dev machine, httpx (httpcore + h11 + anyio) costs
+about 100 µs of CPU per streamed read, so one process saturates near 5k tokens/s at 64 streams
+of one token per read, and a saturated loop inflates every measured latency. This module reads
+the socket in ``data_received``, timestamps each read *in the callback* (no task wake-up between
+the bytes arriving and the clock being read), decodes chunked transfer encoding and SSE there,
+and wakes the request's coroutine once, at the end. httpx remains abtui's HTTP client for
+everything else (endpoint checks, model lists, scraping) and is kept as an alternative streaming
+path (``abtui.client.stream.stream_request``); tests check that both paths record the same facts.
+
+Scope, deliberately small: HTTP/1.1 (and 1.0) over TCP or TLS, keep-alive pooling per host,
+``Content-Length``, chunked and close-delimited bodies. No proxies, no redirects, no HTTP/2.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import ssl
+import time
+from urllib.parse import urlsplit
+
+from abtui.client import records as R
+from abtui.client.records import RequestRecord
+from abtui.client.sse import SSEParser
+from abtui.client.stream import _MAX_ERROR_BODY, Target, _error_text, _fail, _StreamState
+from abtui.workload.items import Item
+
+_now = time.perf_counter_ns
+
+
+class _Malformed(Exception):
+    pass
+
+
+class _Conn(asyncio.Protocol):
+    """One keep-alive connection; hands every read to the current exchange."""
+
+    __slots__ = ("transport", "exchange", "closed", "used")
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.exchange: _Exchange | None = None
+        self.closed = False
+        self.used = 0
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
+
+    def data_received(self, data: bytes) -> None:
+        t = _now()
+        ex = self.exchange
+        if ex is not None:
+            ex.on_data(data, t)
+        # bytes with no exchange (after a response ended) make the connection unusable
+        elif data:
+            self.close()
+
+    def eof_received(self):
+        ex = self.exchange
+        if ex is not None:
+            ex.on_eof(_now())
+        self.closed = True
+        return False  # close the transport
+
+    def connection_lost(self, exc) -> None:
+        self.closed = True
+        ex = self.exchange
+        if ex is not None:
+            ex.on_lost(exc, _now())
+
+    def close(self) -> None:
+        self.closed = True
+        if self.transport is not None:
+            self.transport.close()
+
+
+class _Exchange:
+    """One request/response on a connection: HTTP framing → SSE → the record."""
+
+    __slots__ = (
+        "conn", "state", "rec", "fut", "head", "status", "mode", "remaining", "keep_alive",
+        "parser", "err_body", "last_rx", "got_bytes", "_chunk_buf",
+    )
+
+    def __init__(self, conn: _Conn, state: _StreamState) -> None:
+        self.conn = conn
+        self.state = state
+        self.rec = state.rec
+        self.fut: asyncio.Future = asyncio.get_running_loop().create_future()
+        self.head = b""
+        self.status = 0
+        self.mode = ""  # "chunked" | "length" | "close"
+        self.remaining = 0
+        self.keep_alive = True
+        self.parser = SSEParser()
+        self.err_body: bytearray | None = None
+        self.last_rx = _now()
+        self.got_bytes = False
+        self._chunk_buf = b""
+
+    # -- completion ---------------------------------------------------------------------
+    def _finish(self, t: int, error: tuple[str, str] | None = None) -> None:
+        if self.fut.done():
+            return
+        rec = self.rec
+        if error is not None:
+            if rec.status == R.OK:
+                _fail(rec, error[0], error[1])
+            self.keep_alive = False
+        elif self.err_body is not None:
+            _fail(rec, R.E_HTTP, f"HTTP {self.status}: {_error_text(bytes(self.err_body))}")
+        rec.done_ns = rec.done_ns or t
+        self.conn.exchange = None
+        self.fut.set_result(None)
+
+    # -- protocol events ----------------------------------------------------------------
+    def on_data(self, data: bytes, t: int) -> None:
+        self.last_rx = t
+        if self.fut.done():
+            return
+        if not self.got_bytes:
+            self.got_bytes = True
+        try:
+            if self.status == 0:
+                data = self._on_head(data, t)
+                if self.status == 0 or self.fut.done():
+                    return
+            if self.mode == "chunked":
+                self._on_chunked(data, t)
+            elif self.mode == "length":
+                n = len(data)
+                if n >= self.remaining:
+                    piece, extra = data[: self.remaining], data[self.remaining :]
+                    self.remaining = 0
+                    self._body(piece, t)
+                    if extra:
+                        self.keep_alive = False
+                    self._end_of_body(t)
+                else:
+                    self.remaining -= n
+                    self._body(data, t)
+            else:
+                self._body(data, t)
+        except _Malformed as e:
+            self._finish(t, (R.E_MALFORMED, str(e)))
+
+    def _on_head(self, data: bytes, t: int) -> bytes:
+        self.head += data
+        end = self.head.find(b"\r\n\r\n")
+        if end < 0:
+            if len(self.head) > 65536:
+                raise _Malformed("response headers larger than 64 KiB")
+            return b""
+        head, rest = self.head[:end], self.head[end + 4 :]
+        lines = head.split(b"\r\n")
+        parts = lines[0].split(None, 2)
+        if len(parts) < 2 or not parts[0].startswith(b"HTTP/") or not parts[1].isdigit():
+            raise _Malformed(f"not an HTTP response: {lines[0][:80]!r}")
+        status = int(parts[1])
+        if 100 <= status < 200:  # interim response: the real one follows
+            self.head = b""
+            return self._on_head(rest, t) if rest else b""
+        headers: dict[bytes, bytes] = {}
+        for line in lines[1:]:
+            k, _, v = line.partition(b":")
+            headers[k.strip().lower()] = v.strip()
+        self.status = status
+        rec = self.rec
+        rec.http_status = status
+        rec.first_byte_ns = t
+        conn_hdr = headers.get(b"connection", b"").lower()
+        self.keep_alive = (
+            conn_hdr != b"close" if parts[0] == b"HTTP/1.1" else conn_hdr == b"keep-alive"
+        )
+        if b"chunked" in headers.get(b"transfer-encoding", b"").lower():
+            self.mode = "chunked"
+        elif b"content-length" in headers:
+            try:
+                self.remaining = int(headers[b"content-length"])
+            except ValueError:
+                raise _Malformed("bad Content-Length") from None
+            self.mode = "length"
+        else:
+            self.mode = "close"
+            self.keep_alive = False
+        if status >= 300 or status < 200:
+            self.err_body = bytearray()
+        if self.mode == "length" and self.remaining == 0:
+            self._end_of_body(t)
+            return b""
+        return rest
+
+    def _on_chunked(self, data: bytes, t: int) -> None:
+        buf = self._chunk_buf + data if self._chunk_buf else data
+        pos, n = 0, len(buf)
+        pieces = []
+        while pos < n:
+            if self.remaining > 0:
+                take = min(self.remaining, n - pos)
+                pieces.append(buf[pos : pos + take])
+                pos += take
+                self.remaining -= take
+                if self.remaining == 0:
+                    self.remaining = -2  # expect the CRLF after the chunk data
+                continue
+            if self.remaining == -2:
+                if n - pos < 2:
+                    break
+                if buf[pos : pos + 2] != b"\r\n":
+                    raise _Malformed("chunked body: missing CRLF after a chunk")
+                pos += 2
+                self.remaining = 0
+                continue
+            if self.remaining == -3:  # after the last chunk: trailers until an empty line
+                eol = buf.find(b"\r\n", pos)
+                if eol < 0:
+                    break
+                line, pos = buf[pos:eol], eol + 2
+                if not line:
+                    self._chunk_buf = b""
+                    if pieces:
+                        self._body(b"".join(pieces), t)
+                    self._end_of_body(t)
+                    return
+                continue
+            eol = buf.find(b"\r\n", pos)
+            if eol < 0:
+                if n - pos > 1024:
+                    raise _Malformed("chunked body: chunk size line too long")
+                break
+            size_text = buf[pos:eol].split(b";", 1)[0].strip()
+            try:
+                size = int(size_text, 16)
+            except ValueError:
+                raise _Malformed(f"chunked body: bad chunk size {size_text[:20]!r}") from None
+            pos = eol + 2
+            if size == 0:
+                self.remaining = -3
+            else:
+                self.remaining = size
+        self._chunk_buf = buf[pos:] if pos < n else b""
+        if pieces:
+            self._body(pieces[0] if len(pieces) == 1 else b"".join(pieces), t)
+
+    def _body(self, piece: bytes, t: int) -> None:
+        if self.err_body is not None:
+            if len(self.err_body) < _MAX_ERROR_BODY:
+                self.err_body += piece
+            return
+        st = self.state
+        if st.done:
+            return
+        on_event = st.on_event
+        for ev, data in self.parser.feed(piece):
+            err = on_event(ev, data, t)
+            if err:
+                raise _Malformed(err)
+            if st.done:
+                break
+
+    def _end_of_body(self, t: int) -> None:
+        st = self.state
+        if self.err_body is None and not st.done:
+            for ev, data in self.parser.close():
+                err = st.on_event(ev, data, t)
+                if err:
+                    raise _Malformed(err)
+        self._finish(t)
+
+    def on_eof(self, t: int) -> None:
+        self.keep_alive = False
+        if self.fut.done():
+            return
+        if self.status and self.mode == "close":
+            try:
+                self._end_of_body(t)
+            except _Malformed as e:
+                self._finish(t, (R.E_MALFORMED, str(e)))
+        else:
+            self._lost(t, None)
+
+    def on_lost(self, exc, t: int) -> None:
+        self.keep_alive = False
+        if not self.fut.done():
+            self.on_eof(t) if exc is None else self._lost(t, exc)
+
+    def _lost(self, t: int, exc) -> None:
+        why = f" ({exc})" if exc else ""
+        if not self.status:
+            msg = f"the server closed the connection without a response{why}"
+        else:
+            msg = f"connection lost mid-stream after {len(self.rec.chunk_ns)} token chunks{why}"
+        self._finish(t, (R.E_DISCONNECTED, msg))
+
+
+class FastClient:
+    """A pool of keep-alive connections per (scheme, host, port); one per event loop."""
+
+    def __init__(self, max_idle_per_host: int = 4096) -> None:
+        self._idle: dict[tuple, list[_Conn]] = {}
+        self._all: set[_Conn] = set()
+        self.max_idle = max_idle_per_host
+        self._ssl: ssl.SSLContext | None = None
+
+    async def __aenter__(self) -> FastClient:
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        for c in list(self._all):
+            c.close()
+        self._all.clear()
+        self._idle.clear()
+        await asyncio.sleep(0)
+
+    async def _connect(self, key: tuple, timeout: float) -> _Conn:
+        scheme, host, port = key
+        loop = asyncio.get_running_loop()
+        kw = {}
+        if scheme == "https":
+            if self._ssl is None:
+                self._ssl = ssl.create_default_context()
+            kw = {"ssl": self._ssl, "server_hostname": host}
+        async with asyncio.timeout(timeout):
+            _, conn = await loop.create_connection(_Conn, host, port, **kw)
+        self._all.add(conn)
+        return conn
+
+    def _acquire_idle(self, key: tuple) -> _Conn | None:
+        idle = self._idle.get(key)
+        while idle:
+            c = idle.pop()
+            if not c.closed:
+                return c
+            self._all.discard(c)
+        return None
+
+    def _release(self, key: tuple, conn: _Conn, reusable: bool) -> None:
+        conn.exchange = None
+        if reusable and not conn.closed:
+            idle = self._idle.setdefault(key, [])
+            if len(idle) < self.max_idle:
+                idle.append(conn)
+                return
+        conn.close()
+        self._all.discard(conn)
+
+
+def _request_bytes(target: Target, path: str, host: str, body: bytes) -> bytes:
+    lines = [
+        f"POST {path} HTTP/1.1",
+        f"Host: {host}",
+        "Content-Type: application/json",
+        "Accept: text/event-stream",
+        "Accept-Encoding: identity",
+        f"Content-Length: {len(body)}",
+    ]
+    lines += [f"{k}: {v}" for k, v in target.headers.items()]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+
+
+async def fast_stream_request(
+    client: FastClient,
+    target: Target,
+    item: Item,
+    body: bytes,
+    rec: RequestRecord,
+    *,
+    store_text: bool = True,
+) -> RequestRecord:
+    """Same contract as :func:`abtui.client.stream.stream_request`, on the fast path."""
+    u = urlsplit(target.url)
+    scheme = u.scheme
+    port = u.port or (443 if scheme == "https" else 80)
+    key = (scheme, u.hostname, port)
+    host_hdr = u.netloc
+    path = u.path + (f"?{u.query}" if u.query else "")
+    payload = _request_bytes(target, path, host_hdr, body)
+    st = _StreamState(rec, store_text)
+    conn: _Conn | None = None
+    ex: _Exchange | None = None
+    loop = asyncio.get_running_loop()
+    watchdog = None
+    try:
+        async with asyncio.timeout(target.timeout_s):
+            rec.dispatched_ns = _now()
+            for attempt in (0, 1):
+                conn = client._acquire_idle(key)
+                reused = conn is not None
+                if conn is None:
+                    try:
+                        conn = await client._connect(key, target.connect_timeout_s)
+                    except TimeoutError:
+                        _fail(rec, R.E_TIMEOUT, f"connect to {target.url} timed out after {target.connect_timeout_s:g} s")
+                        return rec
+                    except OSError as e:
+                        _fail(rec, R.E_CONNECT, f"cannot connect to {target.url}: {e.strerror or e}")
+                        return rec
+                ex = _Exchange(conn, st)
+                conn.exchange = ex
+                conn.used += 1
+                conn.transport.write(payload)
+
+                def check(ex=ex):
+                    nonlocal watchdog
+                    if ex.fut.done():
+                        return
+                    idle = (_now() - ex.last_rx) / 1e9
+                    if idle >= target.read_timeout_s:
+                        ex._finish(_now(), (R.E_TIMEOUT, f"no data for {target.read_timeout_s:g} s"))
+                    else:
+                        watchdog = loop.call_later(target.read_timeout_s - idle, check)
+
+                watchdog = loop.call_later(target.read_timeout_s, check)
+                await ex.fut
+                watchdog.cancel()
+                # a kept-alive connection the server had closed: retry once on a fresh one
+                if (
+                    reused and attempt == 0 and not ex.got_bytes
+                    and rec.error_class == R.E_DISCONNECTED
+                ):
+                    client._release(key, conn, False)
+                    rec.status, rec.error_class, rec.error_message, rec.done_ns = R.OK, None, None, None
+                    st = _StreamState(rec, store_text)
+                    continue
+                break
+        if rec.status == R.OK and not st.done and rec.finish_reason is None:
+            _fail(
+                rec,
+                R.E_DISCONNECTED,
+                f"stream ended after {len(rec.chunk_ns)} token chunks without [DONE] or a finish_reason",
+            )
+    except TimeoutError:
+        if ex is not None:
+            ex.keep_alive = False
+        _fail(rec, R.E_TIMEOUT, f"no complete response within {target.timeout_s:g} s")
+    except asyncio.CancelledError:
+        if ex is not None:
+            ex.keep_alive = False
+        _fail(rec, R.E_CANCELLED, "cancelled by abtui", status=R.CANCELLED)
+        raise
+    finally:
+        if watchdog is not None:
+            watchdog.cancel()
+        if conn is not None:
+            ok_to_reuse = ex is not None and ex.fut.done() and ex.keep_alive and rec.status == R.OK
+            client._release(key, conn, ok_to_reuse)
+        st.finish(item)
+    return rec

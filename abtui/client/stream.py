@@ -1,0 +1,308 @@
+"""One streamed request to an OpenAI-compatible endpoint, measured (METHODS.md §1).
+
+The hot path of the load generator: every read is timestamped the moment it arrives, SSE is
+parsed on raw bytes, and a chunk's JSON is decoded once. A chunk is *token-bearing* if it carries
+non-empty ``text`` / ``delta.content`` / ``delta.reasoning_content`` / ``delta.tool_calls``; the
+chat role prelude, comments, finish-only chunks and the trailing usage-only chunk are not, so
+they never move TTFT or E2E.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+
+import httpx
+
+from abtui.client import records as R
+from abtui.client.records import RequestRecord
+from abtui.client.sse import SSEParser
+from abtui.workload.items import Item
+
+_now = time.perf_counter_ns
+_MAX_ERROR_BODY = 8192
+
+
+@dataclass(slots=True)
+class Target:
+    """A resolved endpoint as the client needs it. Holds headers (and so credentials):
+    it is never written to a session file."""
+
+    base_url: str  # e.g. http://127.0.0.1:8000/v1 (no trailing slash)
+    model: str
+    api: str = "completions"  # "completions" | "chat"
+    headers: dict[str, str] = field(default_factory=dict)
+    params: dict = field(default_factory=dict)  # extra body fields: temperature, seed, ignore_eos…
+    include_usage: bool = True
+    timeout_s: float = 600.0  # whole request
+    connect_timeout_s: float = 10.0
+    read_timeout_s: float = 120.0  # longest silence between two reads
+
+    @property
+    def url(self) -> str:
+        return (
+            f"{self.base_url}/chat/completions"
+            if self.api == "chat"
+            else f"{self.base_url}/completions"
+        )
+
+
+def build_body(target: Target, item: Item, extra: dict | None = None) -> bytes:
+    """The request body for ``item``, serialised once, before its send time comes."""
+    body: dict = {"model": target.model}
+    if target.api == "chat":
+        body["messages"] = item.chat_messages()
+    else:
+        body["prompt"] = item.prompt if item.prompt is not None else _flatten(item.chat_messages())
+    body["max_tokens"] = item.max_tokens
+    body["stream"] = True
+    if target.include_usage:
+        body["stream_options"] = {"include_usage": True}
+    body.update(target.params)
+    if extra:
+        body.update(extra)
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+def _flatten(messages: list[dict]) -> str:
+    return "\n".join(str(m.get("content", "")) for m in messages)
+
+
+def make_client(max_connections: int) -> httpx.AsyncClient:
+    """An HTTP/1.1 client sized so that requests never wait for a pooled connection.
+
+    ``trust_env=False``: a proxy from the environment must never sit between abtui and the
+    endpoint it measures.
+    """
+    limits = httpx.Limits(
+        max_connections=max_connections,
+        max_keepalive_connections=max_connections,
+        keepalive_expiry=30.0,
+    )
+    return httpx.AsyncClient(limits=limits, trust_env=False, timeout=None)
+
+
+def _fail(rec: RequestRecord, cls: str, msg: str, status: str = R.ERROR) -> None:
+    rec.status = status
+    rec.error_class = cls
+    rec.error_message = msg[:500]
+    if rec.done_ns is None:
+        rec.done_ns = _now()
+
+
+def _error_text(body: bytes) -> str:
+    try:
+        obj = json.loads(body)
+    except ValueError:
+        return body[:300].decode("utf-8", "replace").strip() or "(empty body)"
+    if isinstance(obj, dict):
+        err = obj.get("error", obj.get("detail", obj.get("message")))
+        if isinstance(err, dict):
+            err = err.get("message", err)
+        if err is not None:
+            return str(err)[:300]
+    return str(obj)[:300]
+
+
+class _StreamState:
+    """Per-request decoding state: what the chunks said, and when."""
+
+    __slots__ = ("rec", "texts", "store_text", "done", "usage")
+
+    def __init__(self, rec: RequestRecord, store_text: bool) -> None:
+        self.rec = rec
+        self.texts: list[str] = []
+        self.store_text = store_text
+        self.done = False
+        self.usage: dict | None = None
+
+    def on_event(self, event: bytes | None, data: bytes, t: int) -> str | None:
+        """Handle one SSE event that arrived at ``t``; return an error message if malformed."""
+        if data == b"[DONE]":
+            self.done = True
+            return None
+        try:
+            obj = json.loads(data)
+        except ValueError:
+            return f"chunk is not JSON: {data[:120]!r}"
+        if not isinstance(obj, dict):
+            return f"chunk is not a JSON object: {data[:120]!r}"
+        if event == b"error" or "error" in obj:
+            err = obj.get("error", obj)
+            msg = err.get("message", err) if isinstance(err, dict) else err
+            rec = self.rec
+            rec.status, rec.error_class = R.ERROR, R.E_HTTP
+            rec.error_message = f"error in stream: {str(msg)[:300]}"
+            self.done = True
+            return None
+        usage = obj.get("usage")
+        if usage and isinstance(usage, dict):
+            self.usage = usage
+        choices = obj.get("choices")
+        if not choices:
+            return None
+        if not isinstance(choices, list):
+            return "chunk 'choices' is not a list"
+        rec = self.rec
+        for ch in choices:
+            if not isinstance(ch, dict):
+                return "chunk choice is not an object"
+            if ch.get("index", 0) != 0:
+                continue  # n > 1 is not measured; only the first choice counts
+            fr = ch.get("finish_reason")
+            if fr is not None:
+                rec.finish_reason = fr
+            delta = ch.get("delta")
+            if delta is not None:
+                if not isinstance(delta, dict):
+                    return "chunk 'delta' is not an object"
+                text = delta.get("content")
+                tokens = bool(text) or bool(
+                    delta.get("reasoning_content")
+                    or delta.get("reasoning")
+                    or delta.get("tool_calls")
+                )
+                is_token_chunk = "content" in delta and "role" not in delta
+                lp = ch.get("logprobs")
+                n = (
+                    len(lp["content"])
+                    if isinstance(lp, dict) and isinstance(lp.get("content"), list)
+                    else 1
+                )
+            else:
+                text = ch.get("text")
+                tokens = bool(text)
+                is_token_chunk = text is not None
+                lp = ch.get("logprobs")
+                n = (
+                    len(lp["tokens"])
+                    if isinstance(lp, dict) and isinstance(lp.get("tokens"), list)
+                    else 1
+                )
+            if tokens:
+                rec.chunk_ns.append(t)
+                rec.chunk_tokens.append(n or 1)
+                if self.store_text and text:
+                    self.texts.append(text if isinstance(text, str) else str(text))
+            elif is_token_chunk and fr is None:
+                # Text-less token (llama.cpp: a token ending inside a UTF-8 character).
+                rec.empty_token_chunks += 1
+        return None
+
+    def finish(self, item: Item) -> None:
+        rec = self.rec
+        u = self.usage
+        if u and isinstance(u.get("completion_tokens"), int):
+            rec.n_output = u["completion_tokens"]
+            rec.n_input = u.get("prompt_tokens", item.n_input)
+            rec.token_source = R.TOKENS_USAGE
+        else:
+            rec.n_output = sum(rec.chunk_tokens) + rec.empty_token_chunks
+            rec.n_input = item.n_input
+            rec.token_source = R.TOKENS_CHUNKS
+        if self.store_text:
+            rec.text = "".join(self.texts)
+
+
+async def stream_request(
+    client: httpx.AsyncClient,
+    target: Target,
+    item: Item,
+    body: bytes,
+    rec: RequestRecord,
+    *,
+    store_text: bool = True,
+) -> RequestRecord:
+    """Send ``body`` for ``item`` and fill ``rec`` in place as the stream arrives.
+
+    Never raises for endpoint trouble: the outcome is in ``rec`` (status, error class, message).
+    Cancellation (Ctrl-C, end of run) marks ``rec`` cancelled and propagates, so the caller's
+    reference to ``rec`` always holds what was measured.
+    """
+    st = _StreamState(rec, store_text)
+    timeout = httpx.Timeout(
+        connect=target.connect_timeout_s,
+        read=target.read_timeout_s,
+        write=target.connect_timeout_s,
+        pool=target.connect_timeout_s,
+    )
+    headers = {"content-type": "application/json", "accept-encoding": "identity", **target.headers}
+    try:
+        async with asyncio.timeout(target.timeout_s):
+            rec.dispatched_ns = _now()
+            async with client.stream(
+                "POST", target.url, content=body, headers=headers, timeout=timeout
+            ) as resp:
+                rec.http_status = resp.status_code
+                if not 200 <= resp.status_code < 300:
+                    raw = b""
+                    async for piece in resp.aiter_raw():
+                        if rec.first_byte_ns is None:
+                            rec.first_byte_ns = _now()
+                        raw += piece
+                        if len(raw) > _MAX_ERROR_BODY:
+                            break
+                    _fail(rec, R.E_HTTP, f"HTTP {resp.status_code}: {_error_text(raw)}")
+                    return rec
+                parser = SSEParser()
+                feed = parser.feed
+                on_event = st.on_event
+                async for piece in resp.aiter_raw():
+                    t = _now()
+                    if rec.first_byte_ns is None:
+                        rec.first_byte_ns = t
+                    if st.done:
+                        continue  # drain to the end so the connection can be reused
+                    for ev, data in feed(piece):
+                        err = on_event(ev, data, t)
+                        if err:
+                            _fail(rec, R.E_MALFORMED, err)
+                            return rec
+                        if st.done:
+                            break
+                t_end = _now()
+                if not st.done:
+                    for ev, data in parser.close():
+                        err = on_event(ev, data, t_end)
+                        if err:
+                            _fail(rec, R.E_MALFORMED, err)
+                            return rec
+                rec.done_ns = t_end
+        if rec.status == R.OK and not st.done and rec.finish_reason is None:
+            if rec.first_byte_ns is None:
+                _fail(rec, R.E_DISCONNECTED, "the server closed the response without a body")
+            else:
+                _fail(
+                    rec,
+                    R.E_DISCONNECTED,
+                    f"stream ended after {len(rec.chunk_ns)} token chunks without [DONE] or a finish_reason",
+                )
+    except TimeoutError:
+        _fail(rec, R.E_TIMEOUT, f"no complete response within {target.timeout_s:g} s")
+    except httpx.ConnectTimeout:
+        _fail(rec, R.E_TIMEOUT, f"connect timed out after {target.connect_timeout_s:g} s")
+    except httpx.ReadTimeout:
+        _fail(rec, R.E_TIMEOUT, f"no data for {target.read_timeout_s:g} s")
+    except httpx.TimeoutException as e:
+        _fail(rec, R.E_TIMEOUT, f"{type(e).__name__}: {e}")
+    except httpx.ConnectError as e:
+        _fail(rec, R.E_CONNECT, f"cannot connect to {target.url}: {e}")
+    except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as e:
+        cls = (
+            R.E_CONNECT
+            if rec.http_status is None
+            and rec.first_byte_ns is None
+            and isinstance(e, httpx.WriteError)
+            else R.E_DISCONNECTED
+        )
+        _fail(rec, cls, f"connection lost ({type(e).__name__}: {e or 'closed'})")
+    except httpx.HTTPError as e:
+        _fail(rec, R.E_OTHER, f"{type(e).__name__}: {e}")
+    except asyncio.CancelledError:
+        _fail(rec, R.E_CANCELLED, "cancelled by abtui", status=R.CANCELLED)
+        raise
+    finally:
+        st.finish(item)
+    return rec

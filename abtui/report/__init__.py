@@ -1,0 +1,1 @@
+"""Renderings of a session: headless console summary (Markdown/HTML/JSON later)."""

@@ -1,0 +1,177 @@
+"""Headless mode: progress lines while running, and the side-by-side summary of a session.
+
+The summary is computed from the session file (never from live state), so ``abtui report``
+on a saved session prints exactly what the run printed.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+from typing import TextIO
+
+from rich.console import Console
+from rich.table import Table
+
+from abtui.metrics.summary import ArmSummary, summarize
+from abtui.runner.observer import ArmProgress, RunInfo, Snapshot
+from abtui.store.reader import SessionReader
+
+
+def _ms(v: float) -> str:
+    return "n/a" if not math.isfinite(v) else f"{v * 1e3:.1f}"
+
+
+class HeadlessObserver:
+    """Prints a progress line every couple of seconds to ``out`` (stderr by default)."""
+
+    def __init__(self, out: TextIO | None = None, every_s: float = 2.0) -> None:
+        self.out = out or sys.stderr
+        self.every_s = every_s
+        self._last = -1e9
+
+    def _p(self, text: str) -> None:
+        print(text, file=self.out, flush=True)
+
+    def started(self, info: RunInfo) -> None:
+        self._p(f"abtui: session {info.session_name} → {info.session_path}")
+        for name, url, model in zip(info.arm_names, info.arm_urls, info.arm_models, strict=True):
+            self._p(f"  {name:<12} {url}  model={model}")
+        self._p(f"  load: {info.load}, {info.planned_per_arm} requests per arm")
+
+    def progress(self, snap: Snapshot) -> None:
+        if snap.elapsed_s - self._last < self.every_s:
+            return
+        self._last = snap.elapsed_s
+        parts = [f"{_progress(a)}" for a in snap.arms]
+        self._p(f"  [{snap.elapsed_s:6.1f}s {snap.phase}] " + " | ".join(parts))
+
+    def arm_finished(self, arm: int, progress: ArmProgress) -> None:
+        pass
+
+    def message(self, text: str) -> None:
+        self._p(f"abtui: {text}")
+
+    def finished(self, snap: Snapshot, status: str) -> None:
+        self._p(f"abtui: session {status} after {snap.elapsed_s:.1f} s")
+
+
+def _progress(a: ArmProgress) -> str:
+    err = sum(a.errors.values())
+    return (
+        f"{a.name} {a.done}/{a.planned} ok={a.ok} err={err} "
+        f"ttft50={_ms(a.recent_ttft_p50_s)}ms tpot50={_ms(a.recent_tpot_p50_s)}ms"
+    )
+
+
+# ------------------------------------------------------------------------- the summary
+
+_DISTS = (
+    ("TTFT", "ttft", "ms", 1e3),
+    ("TTFT (user)", "ttft_user", "ms", 1e3),
+    ("TPOT", "tpot", "ms", 1e3),
+    ("ITL", "itl", "ms", 1e3),
+    ("E2E", "e2e", "s", 1.0),
+)
+_STATS = (("mean", "mean"), ("P50", "p50"), ("P90", "p90"), ("P95", "p95"), ("P99", "p99"))
+
+
+def _num(v: float, scale: float = 1.0, digits: int = 1) -> str:
+    if v is None or not math.isfinite(v):
+        return "n/a"
+    return f"{v * scale:,.{digits}f}"
+
+
+def _ratio(b: float, a: float) -> str:
+    if not (math.isfinite(a) and math.isfinite(b)) or a == 0:
+        return "n/a"
+    return f"{b / a:.3f}"
+
+
+def _slo_text(slo: dict[str, float]) -> str:
+    return ", ".join(f"{k}≤{v * 1e3:g}ms" for k, v in slo.items())
+
+
+def summary_table(names: list[str], sums: list[ArmSummary], slo: dict[str, float]) -> Table:
+    """Metrics × arms, with B/A ratio columns for each candidate against the baseline."""
+    t = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+    t.add_column("metric")
+    t.add_column("stat")
+    for n in names:
+        t.add_column(n, justify="right")
+    for n in names[1:]:
+        t.add_column(f"{n}/{names[0]}", justify="right")
+
+    def row(metric: str, stat: str, values: list[float], scale=1.0, digits=1, ratio=True):
+        cells = [_num(v, scale, digits) for v in values]
+        ratios = [_ratio(v, values[0]) if ratio else "" for v in values[1:]]
+        t.add_row(metric, stat, *cells, *ratios)
+
+    t.add_row("requests", "ok / sent", *[f"{s.ok}/{s.sent}" for s in sums], *[""] * (len(sums) - 1))
+    errs = []
+    for s in sums:
+        errs.append(", ".join(f"{k} {v}" for k, v in sorted(s.errors.items())) or "0")
+    t.add_row("", "errors", *errs, *[""] * (len(sums) - 1))
+    if any(s.cancelled for s in sums):
+        t.add_row("", "cancelled", *[str(s.cancelled) for s in sums], *[""] * (len(sums) - 1))
+    for label, key, unit, scale in _DISTS:
+        for i, (stat_label, stat) in enumerate(_STATS):
+            vals = [getattr(getattr(s, key), stat) for s in sums]
+            row(f"{label} ({unit})" if i == 0 else "", stat_label, vals, scale, 1 if unit == "ms" else 3)
+    row("throughput", "requests/s", [s.requests_per_s for s in sums], digits=2)
+    row("", "output tok/s", [s.output_tokens_per_s for s in sums], digits=0)
+    row("", "total tok/s", [s.total_tokens_per_s for s in sums], digits=0)
+    if slo:
+        row(f"SLO {_slo_text(slo)}", "attainment %", [s.slo_attainment for s in sums], 100.0)
+        row("", "goodput req/s", [s.goodput_requests_per_s for s in sums], digits=2)
+        row("", "goodput tok/s", [s.goodput_output_tokens_per_s for s in sums], digits=0)
+    row("generator", "lag P99 (ms)", [s.lag_p99_s for s in sums], 1e3, 2, ratio=False)
+    row("", "lag max (ms)", [s.lag_max_s for s in sums], 1e3, 2, ratio=False)
+    return t
+
+
+def print_session_summary(path: str | Path, out: TextIO | None = None) -> list[ArmSummary]:
+    """Summarise the session file at ``path`` side by side; returns the per-arm summaries."""
+    out = out or sys.stdout
+    with SessionReader(path) as rd:
+        meta = rd.meta()
+        arms = rd.arms()
+        table = rd.request_table()
+        spec = meta.get("spec") or {}
+        slo = spec.get("slo") or {}
+        sums = [summarize(table, a["arm"], slo) for a in arms]
+        names = [a["name"] for a in arms]
+        first_errors = rd.query(
+            "SELECT arm, error_class, any_value(error_message), count(*) FROM requests "
+            "WHERE status = 'error' AND NOT warmup GROUP BY arm, error_class ORDER BY arm, 4 DESC"
+        )
+    console = Console(file=out, width=max(100, 40 + 16 * len(names) * 2), highlight=False)
+    status = meta.get("status", "?")
+    console.print(f"[bold]Session {meta.get('session_name', Path(path).stem)}[/] ({status}) — {path}")
+    wl = spec.get("workload", {})
+    console.print(
+        f"load: {meta.get('load', '?')}; {wl.get('requests', '?')} requests per arm, "
+        f"{wl.get('input_tokens', '?')} input / {wl.get('output_tokens', '?')} output tokens, "
+        f"seed {wl.get('seed', '?')}"
+    )
+    for a in arms:
+        console.print(f"  {a['role']:<9} {a['name']:<12} {a['url']}  model={a['model']}")
+    console.print()
+    console.print(summary_table(names, sums, slo))
+    if first_errors:
+        console.print()
+        for arm, cls, msg, count in first_errors:
+            console.print(f"  {names[arm]}: {count} × {cls}: {msg}")
+    if status != "complete":
+        console.print(f"\n[yellow]note:[/] the session is {status}: figures cover what was measured.")
+    if any(s.generator_behind for s in sums):
+        console.print(
+            "[yellow]warning:[/] the load generator fell behind its schedule "
+            "(schedule lag above limits): latencies include client-side delay."
+        )
+    console.print(
+        "\nPoint estimates only: whether a difference is real (CIs, tests, verdict) is not "
+        "computed yet."
+    )
+    return sums

@@ -1,0 +1,1 @@
+"""Running an experiment: endpoint checks, load-generator processes, observer protocol."""

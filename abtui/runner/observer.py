@@ -1,0 +1,79 @@
+"""How the runner reports, so that a UI (or headless printing) can attach as an observer.
+
+The runner calls these from the main process, a few times a second at most: never once per
+token, and never from the load generator's event loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+@dataclass
+class ArmProgress:
+    """Live counts for one arm (a running view; the verdict is computed from the store)."""
+
+    name: str
+    planned: int
+    done: int = 0
+    ok: int = 0
+    errors: dict[str, int] = field(default_factory=dict)
+    cancelled: int = 0
+    warmup_done: int = 0
+    in_flight: int = 0
+    recent_ttft_p50_s: float = float("nan")  # over the last completed requests
+    recent_tpot_p50_s: float = float("nan")
+    output_tokens: int = 0
+    schedule_lag_max_s: float = 0.0
+    generator_cpu_s: float = 0.0
+    finished: bool = False
+
+
+@dataclass
+class Snapshot:
+    elapsed_s: float
+    arms: list[ArmProgress]
+    phase: str  # "warmup" | "measuring" | "stopping" | "done"
+
+
+@dataclass
+class RunInfo:
+    session_name: str
+    session_path: str
+    arm_names: list[str]
+    arm_urls: list[str]
+    arm_models: list[str]
+    planned_per_arm: int
+    load: str  # human description: "poisson 20 req/s", "closed loop, concurrency 8"
+
+
+class Observer(Protocol):
+    def started(self, info: RunInfo) -> None: ...
+
+    def progress(self, snap: Snapshot) -> None: ...
+
+    def arm_finished(self, arm: int, progress: ArmProgress) -> None: ...
+
+    def message(self, text: str) -> None: ...
+
+    def finished(self, snap: Snapshot, status: str) -> None: ...
+
+
+class NullObserver:
+    """Observes nothing (tests, library use)."""
+
+    def started(self, info: RunInfo) -> None:
+        pass
+
+    def progress(self, snap: Snapshot) -> None:
+        pass
+
+    def arm_finished(self, arm: int, progress: ArmProgress) -> None:
+        pass
+
+    def message(self, text: str) -> None:
+        pass
+
+    def finished(self, snap: Snapshot, status: str) -> None:
+        pass

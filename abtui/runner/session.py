@@ -1,0 +1,319 @@
+"""One A/B session, driven from the main process.
+
+Main process: checks the endpoints, writes the workload to the session file, starts one load
+generator process per arm, starts them on a common ``t0`` so every arm sees the same schedule
+(parallel mode), stores the records they ship (committed at least every second), keeps live
+counts for the observer, and stops everything cleanly on Ctrl-C / SIGTERM, keeping what was
+measured.
+"""
+
+from __future__ import annotations
+
+import collections
+import multiprocessing as mp
+import queue as queue_mod
+import random
+import signal
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+
+from abtui.client import records as R
+from abtui.client.records import RequestRecord
+from abtui.runner.endpoints import resolve_targets
+from abtui.runner.generator import ArmPlan, generator_main
+from abtui.runner.observer import ArmProgress, NullObserver, Observer, RunInfo, Snapshot
+from abtui.spec import Spec
+from abtui.store.writer import SessionWriter
+from abtui.workload.arrivals import arrival_offsets
+from abtui.workload.items import Item, synthetic_items, synthetic_prompt
+
+_now = time.perf_counter_ns
+PROGRESS_INTERVAL_S = 0.5
+START_DELAY_S = 0.1  # between "all generators ready" and t0
+READY_TIMEOUT_S = 120.0  # warm-up must finish within this
+
+
+@dataclass
+class SessionResult:
+    path: Path
+    name: str
+    status: str  # complete | interrupted | failed
+    snapshot: Snapshot
+
+
+def session_path(spec: Spec) -> tuple[str, Path]:
+    name = spec.name or datetime.now().strftime("%Y%m%d-%H%M%S")
+    return name, Path(spec.store.dir) / f"{name}.duckdb"
+
+
+def build_workload(spec: Spec) -> tuple[list[Item], list[Item]]:
+    """Measured items (same for every arm) and warm-up items (distinct prompts, after them)."""
+    w, ld = spec.workload, spec.load
+    offsets = arrival_offsets(w.requests, ld.rate, ld.arrival, w.seed)
+    items = synthetic_items(w.requests, w.input_tokens, w.output_tokens, w.seed, offsets)
+    rng = random.Random(w.seed + 1_000_003)
+    warm = [
+        Item(
+            index=w.requests + k,
+            id=f"warmup{k}",
+            prompt=f"warmup {k} " + synthetic_prompt(max(1, w.input_tokens - 2), rng),
+            max_tokens=w.output_tokens,
+            n_input=w.input_tokens,
+            tags=["warmup"],
+        )
+        for k in range(ld.warmup)
+    ]
+    return items, warm
+
+
+def describe_load(spec: Spec) -> str:
+    ld = spec.load
+    if ld.rate is None:
+        return f"closed loop, concurrency {ld.concurrency}"
+    cap = f", at most {ld.concurrency} in flight" if ld.concurrency else ""
+    return f"{ld.arrival} {ld.rate:g} req/s{cap}"
+
+
+class _Live:
+    """Running counts per arm for the observer (bounded: no list grows with the run)."""
+
+    def __init__(self, names: list[str], planned: int) -> None:
+        self.arms = [ArmProgress(name=n, planned=planned) for n in names]
+        self._ttft = [collections.deque(maxlen=256) for _ in names]
+        self._tpot = [collections.deque(maxlen=256) for _ in names]
+
+    def add(self, arm: int, recs: list[RequestRecord], stats: dict) -> None:
+        p = self.arms[arm]
+        p.in_flight = stats.get("in_flight", p.in_flight)
+        p.generator_cpu_s = stats.get("cpu_s", p.generator_cpu_s)
+        p.schedule_lag_max_s = max(p.schedule_lag_max_s, stats.get("lag_max_s", 0.0))
+        for r in recs:
+            if r.warmup:
+                p.warmup_done += 1
+                continue
+            p.done += 1
+            if r.status == R.OK:
+                p.ok += 1
+                p.output_tokens += r.n_output or 0
+                if r.chunk_ns:
+                    ttft = (r.chunk_ns[0] - r.dispatched_ns) / 1e9
+                    self._ttft[arm].append(ttft)
+                    if (r.n_output or 0) > 1:
+                        e2e = (r.chunk_ns[-1] - r.dispatched_ns) / 1e9
+                        self._tpot[arm].append((e2e - ttft) / (r.n_output - 1))
+            elif r.status == R.CANCELLED:
+                p.cancelled += 1
+            else:
+                cls = r.error_class or R.E_OTHER
+                p.errors[cls] = p.errors.get(cls, 0) + 1
+        if self._ttft[arm]:
+            p.recent_ttft_p50_s = float(np.median(self._ttft[arm]))
+        if self._tpot[arm]:
+            p.recent_tpot_p50_s = float(np.median(self._tpot[arm]))
+
+
+def _host_fingerprint() -> dict:
+    import os
+    import platform
+    import socket
+    from importlib import metadata
+
+    def ver(pkg: str) -> str | None:
+        try:
+            return metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            return None
+
+    return {
+        "hostname": socket.gethostname(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "versions": {p: ver(p) for p in ("abtui", "httpx", "duckdb", "numpy", "scipy")},
+    }
+
+
+def run_session(
+    spec: Spec,
+    spec_text: str = "",
+    observer: Observer | None = None,
+    *,
+    overwrite: bool = False,
+    generator_cpus: list[int] | None = None,
+) -> SessionResult:
+    """Run ``spec`` (already validated) to the end, or until Ctrl-C / SIGTERM."""
+    obs = observer or NullObserver()
+    targets = resolve_targets(spec)  # fails early, before any file is written
+    name, path = session_path(spec)
+    items, warm = build_workload(spec)
+    mode = "open" if spec.load.rate is not None else "closed"
+
+    writer = SessionWriter(path, overwrite=overwrite)
+    status = "failed"
+    procs: list = []
+    old_handlers: dict = {}
+    live = _Live([a.name for a in spec.arms], len(items))
+    t_start = _now()
+    phase = "warmup"
+
+    def snap() -> Snapshot:
+        return Snapshot(elapsed_s=(_now() - t_start) / 1e9, arms=live.arms, phase=phase)
+
+    try:
+        writer.write_meta(
+            session_name=name,
+            spec_text=spec_text,
+            spec=spec.to_dict(),
+            host=_host_fingerprint(),
+            mode="parallel",
+            load=describe_load(spec),
+        )
+        writer.write_arms(
+            [
+                {
+                    "arm": i,
+                    "name": a.name,
+                    "role": a.role,
+                    "url": a.url,
+                    "model": t.model,
+                    "api": t.api,
+                    # the request body settings; headers (credentials) are never stored
+                    "config": {"params": t.params, "api_key_env": a.api_key_env,
+                               "timeout_s": t.timeout_s},
+                }
+                for i, (a, t) in enumerate(zip(spec.arms, targets, strict=True))
+            ]
+        )
+        writer.write_items(items + warm)
+        obs.started(
+            RunInfo(
+                session_name=name,
+                session_path=str(path),
+                arm_names=[a.name for a in spec.arms],
+                arm_urls=[a.url for a in spec.arms],
+                arm_models=[t.model for t in targets],
+                planned_per_arm=len(items),
+                load=describe_load(spec),
+            )
+        )
+
+        ctx = mp.get_context("spawn")
+        results = ctx.Queue()
+        stop = ctx.Event()
+        pipes = []
+        for i, t in enumerate(targets):
+            plan = ArmPlan(
+                arm=i,
+                target=t,
+                items=items,
+                warmup_items=warm,
+                mode=mode,
+                concurrency=spec.load.concurrency,
+                store_text=spec.store.text,
+                http=spec.request.http,
+                cpu=generator_cpus[i % len(generator_cpus)] if generator_cpus else None,
+            )
+            parent_end, child_end = ctx.Pipe()
+            p = ctx.Process(
+                target=generator_main,
+                args=(plan, results, child_end, stop),
+                name=f"abtui-gen-{spec.arms[i].name}",
+                daemon=True,
+            )
+            p.start()
+            procs.append(p)
+            pipes.append(parent_end)
+
+        interrupted = {"n": 0}
+
+        def on_signal(signum, frame):  # noqa: ARG001
+            interrupted["n"] += 1
+            stop.set()
+            if interrupted["n"] >= 2:  # second Ctrl-C: stop now
+                for p in procs:
+                    if p.is_alive():
+                        p.terminate()
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            old_handlers[sig] = signal.signal(sig, on_signal)
+
+        n = len(targets)
+        ready: set[int] = set()
+        done: set[int] = set()
+        fatal: dict[int, str] = {}
+        started = False
+        t_ready_deadline = time.monotonic() + READY_TIMEOUT_S
+        last_progress = 0.0
+        while len(done) < n:
+            try:
+                msg = results.get(timeout=0.1)
+            except queue_mod.Empty:
+                msg = None
+            if msg is not None:
+                kind, arm = msg[0], msg[1]
+                if kind == "batch":
+                    writer.add_records(msg[2], store_text=spec.store.text)
+                    live.add(arm, msg[2], msg[3])
+                elif kind == "ready":
+                    ready.add(arm)
+                elif kind == "done":
+                    done.add(arm)
+                    live.arms[arm].finished = True
+                    live.arms[arm].in_flight = 0
+                    obs.arm_finished(arm, live.arms[arm])
+                elif kind == "fatal":
+                    fatal[arm] = msg[2]
+                    done.add(arm)
+                    writer.event("generator_failed", msg[2], arm=arm)
+                    obs.message(f"load generator of {spec.arms[arm].name} failed: {msg[2]}")
+            if not started and len(ready | done) == n:
+                t0 = _now() + int(START_DELAY_S * 1e9)
+                for i, pe in enumerate(pipes):
+                    if i in ready:
+                        pe.send(t0)
+                started = True
+                phase = "measuring"
+                writer.event("start", f"t0={t0}")
+            if not started and time.monotonic() > t_ready_deadline:
+                stop.set()
+                writer.event("warmup_timeout", f"warm-up did not finish in {READY_TIMEOUT_S:g} s")
+                obs.message(f"warm-up did not finish within {READY_TIMEOUT_S:g} s; stopping")
+            if msg is None:
+                # a generator that died without a word (killed): don't wait for it forever
+                for i, p in enumerate(procs):
+                    if i not in done and not p.is_alive() and results.empty():
+                        done.add(i)
+                        fatal.setdefault(i, f"exited with code {p.exitcode}")
+                        writer.event("generator_died", f"exit code {p.exitcode}", arm=i)
+            if interrupted["n"] and phase != "stopping":
+                phase = "stopping"
+                writer.event("interrupted", "stop requested (signal)")
+                obs.message("stopping: cancelling in-flight requests, keeping what was measured")
+            writer.maybe_flush()
+            t = time.monotonic()
+            if t - last_progress >= PROGRESS_INTERVAL_S:
+                last_progress = t
+                obs.progress(snap())
+        for p in procs:
+            p.join(timeout=5)
+        if interrupted["n"]:
+            status = "interrupted"
+        elif fatal:
+            status = "failed"
+        else:
+            status = "complete"
+        phase = "done"
+        return SessionResult(path=path, name=name, status=status, snapshot=snap())
+    finally:
+        for sig, h in old_handlers.items():
+            signal.signal(sig, h)
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
+                p.join(timeout=2)
+        writer.close(status=status)
+        obs.finished(snap(), status)

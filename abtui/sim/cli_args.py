@@ -1,0 +1,86 @@
+"""Command-line options of the sim, shared by ``python -m abtui.sim`` and ``abtui sim serve``."""
+
+from __future__ import annotations
+
+import argparse
+
+from abtui.sim.engine import SimConfig
+
+_D = SimConfig()
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the sim's options (defaults from :class:`SimConfig`) to ``parser``."""
+    g = parser.add_argument_group("simulated endpoint")
+    g.add_argument("--host", default=_D.host, help="address to listen on (default %(default)s)")
+    g.add_argument(
+        "--port", type=int, default=_D.port, help="TCP port, 0 = any free one (default %(default)s)"
+    )
+    g.add_argument("--model", default=_D.model, help="served model name (default %(default)s)")
+    g.add_argument(
+        "--ttft-ms", type=float, default=_D.ttft_ms,
+        help="time to first token chunk, ms (default %(default)s)",
+    )  # fmt: skip
+    g.add_argument(
+        "--itl-ms", type=float, default=_D.itl_ms,
+        help="time between token chunks, ms (default %(default)s)",
+    )  # fmt: skip
+    g.add_argument(
+        "--jitter-ms", type=float, default=_D.jitter_ms,
+        help="uniform ±jitter on each delay, ms, seeded (default %(default)s)",
+    )  # fmt: skip
+    g.add_argument(
+        "--tokens-per-chunk", type=int, default=_D.tokens_per_chunk,
+        help="tokens per streamed chunk; >1 emulates speculative decoding (default %(default)s)",
+    )  # fmt: skip
+    g.add_argument(
+        "--default-max-tokens", type=int, default=_D.default_max_tokens,
+        help="tokens generated when a request gives no max_tokens (default %(default)s)",
+    )  # fmt: skip
+    g.add_argument(
+        "--seed", type=int, default=_D.seed,
+        help="seed of the generated text and jitter (default %(default)s)",
+    )  # fmt: skip
+    g.add_argument(
+        "--chunk-log", metavar="PATH", default=None,
+        help="write a JSONL log of every chunk's send time to PATH",
+    )  # fmt: skip
+    g.add_argument(
+        "--no-usage", dest="usage", action="store_false",
+        help="ignore stream_options.include_usage (no usage chunk in streams)",
+    )  # fmt: skip
+
+
+def config_from_args(args: argparse.Namespace) -> SimConfig:
+    """The validated :class:`SimConfig` of parsed options; raises ``UsageError``."""
+    config = SimConfig(
+        host=args.host,
+        port=args.port,
+        model=args.model,
+        ttft_ms=args.ttft_ms,
+        itl_ms=args.itl_ms,
+        jitter_ms=args.jitter_ms,
+        tokens_per_chunk=args.tokens_per_chunk,
+        seed=args.seed,
+        chunk_log=args.chunk_log,
+        usage=args.usage,
+        default_max_tokens=args.default_max_tokens,
+    )
+    config.validate()
+    return config
+
+
+def config_to_argv(config: SimConfig) -> list[str]:
+    """The options that reproduce ``config`` (used to start the sim as a child process)."""
+    argv = [
+        "--host", config.host, "--port", str(config.port), "--model", config.model,
+        "--ttft-ms", repr(float(config.ttft_ms)), "--itl-ms", repr(float(config.itl_ms)),
+        "--jitter-ms", repr(float(config.jitter_ms)),
+        "--tokens-per-chunk", str(config.tokens_per_chunk),
+        "--default-max-tokens", str(config.default_max_tokens), "--seed", str(config.seed),
+    ]  # fmt: skip
+    if config.chunk_log:
+        argv += ["--chunk-log", config.chunk_log]
+    if not config.usage:
+        argv.append("--no-usage")
+    return argv

@@ -1,0 +1,348 @@
+"""The experiment spec: arms, workload, load, SLOs, request settings, storage.
+
+One typed model, loaded from TOML (``abtui run spec.toml``) and/or command-line flags (flags
+override the file). Every field has a docstring-comment; validation names the file and the field.
+
+Example::
+
+    name = "fp8-vs-bf16"
+
+    [[arms]]
+    name = "bf16"
+    role = "baseline"
+    url = "http://127.0.0.1:8001/v1"
+
+    [[arms]]
+    name = "fp8"
+    url = "http://127.0.0.1:8002/v1"
+    api_key_env = "FP8_API_KEY"     # the variable's name; the key itself is never stored
+
+    [workload]
+    requests = 200
+    input_tokens = 512
+    output_tokens = 128
+
+    [load]
+    rate = 20                       # requests/s; omit for closed loop with `concurrency`
+    arrival = "poisson"
+
+    [slo]
+    ttft = "500ms"
+    tpot = "50ms"
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from abtui.errors import SpecError
+
+APIS = ("completions", "chat")
+ARRIVALS = ("constant", "poisson")
+HTTP_CLIENTS = ("fast", "httpx")
+SLO_KEYS = ("ttft", "ttft_user", "tpot", "itl", "e2e")
+
+
+@dataclass
+class ArmSpec:
+    name: str
+    """Short label shown in every table (e.g. ``bf16``, ``fp8``)."""
+    url: str
+    """Base URL of the OpenAI-compatible API, ending in ``/v1``."""
+    role: str = "candidate"
+    """``baseline`` (exactly one arm, the first by default) or ``candidate``."""
+    model: str | None = None
+    """Model name to send; default: the first model the endpoint lists at ``/v1/models``."""
+    api: str | None = None
+    """``completions`` or ``chat``; default: ``request.api``."""
+    api_key_env: str | None = None
+    """Name of the environment variable holding this arm's API key (sent as a Bearer token)."""
+    params: dict = field(default_factory=dict)
+    """Extra fields merged into every request body for this arm (engine-specific knobs)."""
+
+
+@dataclass
+class WorkloadSpec:
+    requests: int = 200
+    """Number of measured requests per arm (warm-up not included)."""
+    input_tokens: int = 512
+    """Prompt length of the synthetic workload, in tokens (about one word each)."""
+    output_tokens: int = 128
+    """``max_tokens`` of every request."""
+    seed: int = 0
+    """Seed of the synthetic prompts and of the arrival schedule: same seed, same workload."""
+
+
+@dataclass
+class LoadSpec:
+    rate: float | None = None
+    """Open loop: requests/s offered to every arm. ``None``: closed loop with ``concurrency``."""
+    arrival: str = "poisson"
+    """Open-loop arrival process: ``poisson`` (seeded) or ``constant``."""
+    concurrency: int | None = None
+    """Closed loop: requests kept in flight per arm. With ``rate``: a cap on in-flight requests."""
+    warmup: int = 2
+    """Warm-up requests per arm before the measured schedule; stored, excluded from results."""
+
+
+@dataclass
+class RequestSpec:
+    api: str = "completions"
+    """Default API of the arms: ``completions`` (``/v1/completions``) or ``chat``."""
+    temperature: float = 0.0
+    """Sampling temperature sent to every arm (0 = greedy, as latency A/B runs should be)."""
+    seed: int | None = 0
+    """``seed`` sent to every arm (``None`` to leave it out)."""
+    ignore_eos: bool = True
+    """Send ``ignore_eos`` (vLLM/SGLang) so every request generates exactly ``max_tokens``."""
+    timeout_s: float = 600.0
+    """Whole-request timeout, seconds."""
+    read_timeout_s: float = 120.0
+    """Longest silence allowed between two reads of a stream, seconds."""
+    connect_timeout_s: float = 10.0
+    """Connect timeout, seconds."""
+    http: str = "fast"
+    """Streaming client: ``fast`` (abtui's asyncio hot path, the default) or ``httpx``."""
+
+
+@dataclass
+class StoreSpec:
+    dir: str = "sessions"
+    """Folder of session files."""
+    text: bool = True
+    """Store each request's generated text (``--no-store-text`` to leave it out)."""
+
+
+@dataclass
+class Spec:
+    name: str | None = None
+    """Session name; the file is ``<store.dir>/<name>.duckdb``. Default: a timestamp."""
+    arms: list[ArmSpec] = field(default_factory=list)
+    workload: WorkloadSpec = field(default_factory=WorkloadSpec)
+    load: LoadSpec = field(default_factory=LoadSpec)
+    slo: dict[str, float] = field(default_factory=dict)
+    """Per-request SLOs in seconds: ttft, ttft_user, tpot, itl (largest gap), e2e."""
+    request: RequestSpec = field(default_factory=RequestSpec)
+    store: StoreSpec = field(default_factory=StoreSpec)
+
+    @property
+    def baseline(self) -> ArmSpec:
+        return next(a for a in self.arms if a.role == "baseline")
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+# ---------------------------------------------------------------- parsing helpers
+
+_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(us|µs|ms|s|m|min)?\s*$")
+_UNIT = {"us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, None: 1.0}
+
+
+def parse_duration(value: Any, where: str) -> float:
+    """Seconds from ``500ms``, ``0.5s``, ``2m`` or a bare number (seconds)."""
+    if isinstance(value, bool):
+        raise SpecError(f"{where} must be a duration like '500ms' or a number of seconds, got {value!r}")
+    if isinstance(value, int | float):
+        if not value >= 0 or math.isinf(value):
+            raise SpecError(f"{where} must be a non-negative duration, got {value!r}")
+        return float(value)
+    if isinstance(value, str):
+        m = _DURATION.match(value)
+        if m:
+            return float(m.group(1)) * _UNIT[m.group(2)]
+    raise SpecError(
+        f"{where} must be a duration like '500ms', '0.5s' or a number of seconds, got {value!r}"
+    )
+
+
+def parse_slo_string(text: str, where: str = "--slo") -> dict[str, float]:
+    """``ttft=500ms,tpot=50ms`` → ``{"ttft": 0.5, "tpot": 0.05}``."""
+    out: dict[str, float] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        key, sep, val = part.partition("=")
+        key = key.strip().lower()
+        if not sep:
+            raise SpecError(f"{where}: {part!r} is not KEY=DURATION", "e.g. --slo ttft=500ms,tpot=50ms")
+        out[key] = parse_duration(val.strip(), f"{where} {key}")
+    _check_slo_keys(out, where)
+    return out
+
+
+def _check_slo_keys(slo: dict, where: str) -> None:
+    for key in slo:
+        if key not in SLO_KEYS:
+            raise SpecError(f"{where}: unknown SLO {key!r}", f"known SLOs: {', '.join(SLO_KEYS)}")
+
+
+def _type_name(t: Any) -> str:
+    return {int: "an integer", float: "a number", str: "a string", bool: "true or false"}.get(
+        t, str(t)
+    )
+
+
+def _coerce(value: Any, typ: str, where: str) -> Any:
+    """Check a TOML value against a field's annotation (as a string, e.g. ``float | None``)."""
+    kinds = [k.strip() for k in typ.split("|")]
+    if value is None and "None" in kinds:
+        return None
+    for k in kinds:
+        if k == "bool" and isinstance(value, bool):
+            return value
+        if k == "int" and isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if k == "float" and isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+        if k == "str" and isinstance(value, str):
+            return value
+        if k == "dict" and isinstance(value, dict):
+            return value
+    wanted = " or ".join(
+        _type_name({"int": int, "float": float, "str": str, "bool": bool}.get(k, k))
+        for k in kinds
+        if k != "None"
+    )
+    raise SpecError(f"{where} must be {wanted}, got {type(value).__name__} {value!r}")
+
+
+_DURATION_FIELDS = {"timeout_s", "read_timeout_s", "connect_timeout_s"}
+_ALIASES = {"timeout": "timeout_s", "read_timeout": "read_timeout_s", "connect_timeout": "connect_timeout_s"}
+
+
+def _fill(cls: type, data: Any, where: str) -> Any:
+    """Build dataclass ``cls`` from a TOML table, rejecting unknown keys and wrong types."""
+    if not isinstance(data, dict):
+        raise SpecError(f"{where} must be a table, got {type(data).__name__}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    kwargs: dict[str, Any] = {}
+    for key, value in data.items():
+        name = _ALIASES.get(key, key)
+        if name not in fields:
+            raise SpecError(
+                f"{where}: unknown key {key!r}",
+                f"known keys here: {', '.join(sorted(fields))}",
+            )
+        w = f"{where}.{key}" if where else key
+        if name in _DURATION_FIELDS:
+            kwargs[name] = parse_duration(value, w)
+        else:
+            kwargs[name] = _coerce(value, str(fields[name].type), w)
+    try:
+        return cls(**kwargs)
+    except TypeError as e:  # a required field is missing
+        missing = [n for n, f in fields.items() if f.default is dataclasses.MISSING
+                   and f.default_factory is dataclasses.MISSING and n not in kwargs]
+        raise SpecError(f"{where}: missing required key {', '.join(missing) or e}") from None
+
+
+_SECTIONS = {"workload": WorkloadSpec, "load": LoadSpec, "request": RequestSpec, "store": StoreSpec}
+
+
+def spec_from_dict(data: dict, source: str = "spec") -> Spec:
+    """Validate a parsed TOML document. ``source`` (the file name) prefixes every message."""
+    spec = Spec()
+    for key, value in data.items():
+        where = f"{source}: {key}"
+        if key == "name":
+            spec.name = _coerce(value, "str", where)
+        elif key == "arms":
+            if not isinstance(value, list):
+                raise SpecError(f"{where} must be an array of tables ([[arms]])")
+            spec.arms = [_fill(ArmSpec, a, f"{source}: arms[{i}]") for i, a in enumerate(value)]
+        elif key == "slo":
+            if not isinstance(value, dict):
+                raise SpecError(f"{where} must be a table")
+            spec.slo = {k: parse_duration(v, f"{source}: slo.{k}") for k, v in value.items()}
+            _check_slo_keys(spec.slo, f"{source}: slo")
+        elif key in _SECTIONS:
+            setattr(spec, key, _fill(_SECTIONS[key], value, f"{source}: {key}"))
+        else:
+            known = ", ".join(["name", "arms", "slo", *_SECTIONS])
+            raise SpecError(f"{source}: unknown key {key!r}", f"known top-level keys: {known}")
+    return spec
+
+
+def load_spec(path: str | Path) -> tuple[Spec, str]:
+    """Read and validate a TOML spec file; returns the spec and the file's text."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError(f"spec file {p} does not exist") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise SpecError(f"cannot read spec file {p}: {e}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise SpecError(f"{p}: not valid TOML: {e}", "check the line and column named") from None
+    return spec_from_dict(data, str(p)), text
+
+
+def validate(spec: Spec, source: str = "spec") -> Spec:
+    """Cross-field checks, after flags were applied. Fills defaults that depend on others."""
+    if len(spec.arms) < 2:
+        raise SpecError(
+            f"{source}: needs at least two arms (a baseline and a candidate), got {len(spec.arms)}",
+            "give --baseline URL --candidate URL, or [[arms]] tables in the spec",
+        )
+    names = [a.name for a in spec.arms]
+    if len(set(names)) != len(names):
+        raise SpecError(f"{source}: arm names must be unique, got {names}")
+    roles = [a.role for a in spec.arms]
+    for a in spec.arms:
+        if a.role not in ("baseline", "candidate"):
+            raise SpecError(f"{source}: arm {a.name!r}: role must be 'baseline' or 'candidate', got {a.role!r}")
+    if roles.count("baseline") == 0:
+        spec.arms[0].role = "baseline"
+    elif roles.count("baseline") > 1:
+        raise SpecError(f"{source}: exactly one arm can be the baseline, got {roles.count('baseline')}")
+    # the baseline first: arm index 0 is the baseline everywhere downstream
+    spec.arms.sort(key=lambda a: a.role != "baseline")
+    for a in spec.arms:
+        a.url = a.url.rstrip("/")
+        if not re.match(r"^https?://[^/\s]+", a.url):
+            raise SpecError(
+                f"{source}: arm {a.name!r}: url {a.url!r} is not an http(s) URL",
+                "e.g. http://127.0.0.1:8000/v1",
+            )
+        if not a.url.endswith("/v1"):
+            raise SpecError(
+                f"{source}: arm {a.name!r}: url {a.url!r} does not end in /v1",
+                f"OpenAI-compatible servers serve under /v1: try {a.url}/v1",
+            )
+        a.api = a.api or spec.request.api
+        if a.api not in APIS:
+            raise SpecError(f"{source}: arm {a.name!r}: api must be one of {', '.join(APIS)}, got {a.api!r}")
+    w, ld = spec.workload, spec.load
+    for key in ("requests", "input_tokens", "output_tokens"):
+        if getattr(w, key) < 1:
+            raise SpecError(f"{source}: workload.{key} must be ≥ 1, got {getattr(w, key)}")
+    if ld.rate is not None and not (ld.rate > 0 and math.isfinite(ld.rate)):
+        raise SpecError(f"{source}: load.rate must be a positive number of requests/s, got {ld.rate}")
+    if ld.concurrency is not None and ld.concurrency < 1:
+        raise SpecError(f"{source}: load.concurrency must be ≥ 1, got {ld.concurrency}")
+    if ld.rate is None and ld.concurrency is None:
+        raise SpecError(
+            f"{source}: set load.rate (open loop, requests/s) or load.concurrency (closed loop)",
+            "e.g. --rate 20 or --concurrency 8",
+        )
+    if ld.arrival not in ARRIVALS:
+        raise SpecError(f"{source}: load.arrival must be one of {', '.join(ARRIVALS)}, got {ld.arrival!r}")
+    if ld.warmup < 0:
+        raise SpecError(f"{source}: load.warmup must be ≥ 0, got {ld.warmup}")
+    if spec.request.http not in HTTP_CLIENTS:
+        raise SpecError(f"{source}: request.http must be one of {', '.join(HTTP_CLIENTS)}")
+    if spec.request.api not in APIS:
+        raise SpecError(f"{source}: request.api must be one of {', '.join(APIS)}")
+    if spec.name is not None and not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*$", spec.name):
+        raise SpecError(
+            f"{source}: name {spec.name!r} must be letters, digits, '.', '_' or '-'",
+            "it becomes the session file's name",
+        )
+    return spec

@@ -1,0 +1,716 @@
+"""The streaming client against scripted HTTP responses served over real loopback TCP.
+
+Each test starts a tiny asyncio server on 127.0.0.1 that reads one HTTP request (headers and a
+Content-Length body) and replies with a scripted list of steps: bytes to write, sleeps (a float,
+in seconds), ``CLOSE`` (abrupt close of the connection) or ``HANG`` (never write again).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import time
+
+import pytest
+
+from abtui.client import records as R
+from abtui.client.records import RequestRecord
+from abtui.client.stream import Target, build_body, make_client, stream_request
+from abtui.workload.items import Item
+
+MS = 1_000_000  # ns
+
+CLOSE = "close"  # close the connection now (mid-body if the body is not finished)
+HANG = "hang"  # write nothing more, never close
+
+SSE_HEAD = (
+    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+)
+END = b"0\r\n\r\n"  # terminating zero-length chunk
+
+
+def chunk(b: bytes) -> bytes:
+    return b"%x\r\n" % len(b) + b + b"\r\n"
+
+
+def sse(obj) -> bytes:
+    """One SSE event carrying ``obj`` (JSON), wrapped as one HTTP chunk."""
+    data = obj if isinstance(obj, bytes) else json.dumps(obj).encode()
+    return chunk(b"data: " + data + b"\n\n")
+
+
+DONE = chunk(b"data: [DONE]\n\n")
+
+
+def response(status: int, reason: str, body: bytes, ctype: str = "application/json") -> bytes:
+    return (
+        f"HTTP/1.1 {status} {reason}\r\ncontent-type: {ctype}\r\n"
+        f"content-length: {len(body)}\r\n\r\n"
+    ).encode() + body
+
+
+def chat(content=None, finish=None, **delta) -> dict:
+    d = dict(delta)
+    if content is not None:
+        d["content"] = content
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion.chunk",
+        "model": "m",
+        "choices": [{"index": 0, "delta": d, "finish_reason": finish}],
+    }
+
+
+def comp(text: str, finish=None, **extra) -> dict:
+    ch = {"index": 0, "text": text, "finish_reason": finish, **extra}
+    return {"id": "cmpl-1", "object": "text_completion", "model": "m", "choices": [ch]}
+
+
+class Server:
+    """Serves ``scripts`` in order, one per request; several requests may share a connection."""
+
+    def __init__(self, *scripts: list) -> None:
+        self.scripts = list(scripts)
+        self.requests: list[tuple[bytes, bytes]] = []  # (head, body) per request
+        self.connections = 0
+        self._tasks: set[asyncio.Task] = set()
+        self._writers: list[asyncio.StreamWriter] = []
+
+    async def __aenter__(self) -> Server:
+        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        self._server.close()
+        for w in self._writers:
+            w.transport.abort()
+        for t in list(self._tasks):
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._tasks.add(asyncio.current_task())
+        self._writers.append(writer)
+        self.connections += 1
+        try:
+            while self.scripts:
+                try:
+                    head = await reader.readuntil(b"\r\n\r\n")
+                except (asyncio.IncompleteReadError, ConnectionError):
+                    return  # the client closed the connection
+                n = 0
+                for line in head.split(b"\r\n")[1:]:
+                    name, _, value = line.partition(b":")
+                    if name.strip().lower() == b"content-length":
+                        n = int(value)
+                body = await reader.readexactly(n)
+                self.requests.append((head, body))
+                for step in self.scripts.pop(0):
+                    if isinstance(step, bytes):
+                        writer.write(step)
+                        await writer.drain()
+                    elif isinstance(step, float | int):
+                        await asyncio.sleep(step)
+                    elif step == CLOSE:
+                        writer.transport.abort()
+                        return
+                    elif step == HANG:
+                        await asyncio.Event().wait()
+                    else:
+                        raise AssertionError(step)
+            await reader.read()  # keep the connection until the client closes it
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        except asyncio.CancelledError:
+            pass  # torn down by __aexit__ (asyncio would log a cancelled handler task)
+        finally:
+            writer.transport.abort()
+
+
+ITEM = Item(index=0, id="i0", prompt="hello there world", max_tokens=8, n_input=3)
+
+
+def target(port: int, api: str = "chat", **kw) -> Target:
+    return Target(base_url=f"http://127.0.0.1:{port}/v1", model="m", api=api, **kw)
+
+
+def new_record() -> RequestRecord:
+    return RequestRecord(arm=0, item=0, scheduled_ns=time.perf_counter_ns())
+
+
+async def _request(port: int, api: str = "chat", client=None, **kw) -> RequestRecord:
+    tgt = target(port, api, **kw)
+    rec = new_record()
+    if client is not None:
+        return await stream_request(client, tgt, ITEM, build_body(tgt, ITEM), rec)
+    async with make_client(8) as c:
+        return await stream_request(c, tgt, ITEM, build_body(tgt, ITEM), rec)
+
+
+def serve_one(script: list, api: str = "chat", **kw) -> tuple[RequestRecord, Server]:
+    async def go():
+        async with Server(script) as srv:
+            rec = await _request(srv.port, api, **kw)
+        return rec, srv
+
+    return asyncio.run(go())
+
+
+def assert_ok_timing(rec: RequestRecord) -> None:
+    """Relations that hold for every successful record."""
+    assert rec.status == R.OK and rec.error_class is None and rec.error_message is None
+    assert rec.scheduled_ns <= rec.dispatched_ns
+    assert rec.first_byte_ns is not None and rec.done_ns is not None
+    assert rec.dispatched_ns < rec.first_byte_ns <= rec.chunk_ns[0]
+    assert rec.chunk_ns == sorted(rec.chunk_ns)
+    assert rec.chunk_ns[-1] <= rec.done_ns
+    assert len(rec.chunk_tokens) == len(rec.chunk_ns)
+
+
+# --------------------------------------------------------------------------------------------
+# Successful streams
+
+
+def test_vllm_chat_stream():
+    usage = {"prompt_tokens": 11, "completion_tokens": 4, "total_tokens": 15}
+    script = [
+        SSE_HEAD,
+        sse(chat("", role="assistant")),  # the role prelude: not a token
+        0.04,
+        sse(chat("Hel")),
+        sse(chat("lo")),
+        0.005,
+        sse(chat(",")),
+        sse(chat(" world")),
+        sse(chat(finish="length")),  # empty delta + finish_reason: not a token
+        0.04,
+        sse({"id": "chatcmpl-1", "choices": [], "usage": usage}),  # usage-only: not a token
+        DONE,
+        END,
+    ]
+    rec, srv = serve_one(script)
+    assert_ok_timing(rec)
+    assert rec.http_status == 200
+    assert rec.text == "Hello, world"
+    assert rec.finish_reason == "length"
+    assert len(rec.chunk_ns) == 4 and rec.chunk_tokens == [1, 1, 1, 1]
+    assert rec.empty_token_chunks == 0
+    assert (rec.n_output, rec.n_input, rec.token_source) == (4, 11, R.TOKENS_USAGE)
+    # The prelude moved first_byte, not TTFT.
+    assert rec.chunk_ns[0] - rec.dispatched_ns >= 35 * MS
+    assert rec.chunk_ns[0] - rec.first_byte_ns >= 35 * MS
+    # E2E ends at the last token chunk, not at the usage chunk that came 40 ms later.
+    assert rec.done_ns - rec.chunk_ns[-1] >= 35 * MS
+    assert rec.chunk_ns[2] - rec.chunk_ns[1] >= 4 * MS
+    # The request the server saw.
+    head, body = srv.requests[0]
+    assert head.startswith(b"POST /v1/chat/completions HTTP/1.1\r\n")
+    assert b"content-type: application/json" in head.lower()
+    sent = json.loads(body)
+    assert sent["stream"] is True and sent["stream_options"] == {"include_usage": True}
+    assert sent["messages"] == [{"role": "user", "content": "hello there world"}]
+
+
+def test_completions_stream_with_keepalive_comments():
+    script = [
+        SSE_HEAD,
+        chunk(b": ping\n\n"),
+        0.04,
+        sse(comp("one")),
+        chunk(b": ping\n\n"),
+        0.03,
+        chunk(b": ping\n\n"),
+        sse(comp(" two")),
+        chunk(b": ping\n\n"),
+        sse(comp(" three", finish="length")),
+        DONE,
+        END,
+    ]
+    rec, srv = serve_one(script, api="completions", include_usage=False)
+    assert_ok_timing(rec)
+    assert rec.text == "one two three"
+    assert rec.finish_reason == "length"
+    assert len(rec.chunk_ns) == 3 and rec.chunk_tokens == [1, 1, 1]
+    assert (rec.n_output, rec.n_input, rec.token_source) == (3, 3, R.TOKENS_CHUNKS)
+    # The comment arrived first; it moved first_byte but not TTFT.
+    assert rec.chunk_ns[0] - rec.first_byte_ns >= 35 * MS
+    assert rec.chunk_ns[1] - rec.chunk_ns[0] >= 25 * MS
+    head, body = srv.requests[0]
+    assert head.startswith(b"POST /v1/completions HTTP/1.1\r\n")
+    sent = json.loads(body)
+    assert sent["prompt"] == "hello there world" and "stream_options" not in sent
+
+
+def test_llamacpp_style_no_usage_and_empty_utf8_chunks():
+    # "é" (b"\xc3\xa9") split over two tokens: the first decodes to no text.
+    script = [
+        SSE_HEAD,
+        sse(comp("")),  # first token ends inside a character: no text, not TTFT
+        0.04,
+        sse(comp("caf\u00e9"[:3])),
+        0.03,
+        sse(comp("")),
+        sse(comp("\u00e9")),
+        sse(comp(" ok")),
+        sse(comp("", finish="length")),  # the final chunk: no token
+        DONE,
+        END,
+    ]
+    rec, _ = serve_one(script, api="completions")  # include_usage asked, none sent
+    assert_ok_timing(rec)
+    assert rec.text == "caf\u00e9 ok"
+    assert rec.finish_reason == "length"
+    assert len(rec.chunk_ns) == 3
+    assert rec.empty_token_chunks == 2
+    assert (rec.n_output, rec.token_source) == (5, R.TOKENS_CHUNKS)
+    assert rec.n_input == 3  # the item's intended length, in the absence of usage
+    # TTFT is at the first chunk with text, 40 ms after the empty one.
+    assert rec.chunk_ns[0] - rec.first_byte_ns >= 35 * MS
+    assert rec.chunk_ns[1] - rec.chunk_ns[0] >= 25 * MS
+
+
+def test_llamacpp_chat_empty_content_delta():
+    script = [
+        SSE_HEAD,
+        sse(chat(None, role="assistant")),
+        sse(chat("")),  # an empty token
+        0.04,
+        sse(chat("\u00e9")),
+        sse(chat(None, finish="stop")),
+        DONE,
+        END,
+    ]
+    rec, _ = serve_one(script)
+    assert_ok_timing(rec)
+    assert rec.text == "\u00e9" and rec.finish_reason == "stop"
+    assert len(rec.chunk_ns) == 1 and rec.empty_token_chunks == 1
+    assert (rec.n_output, rec.token_source) == (2, R.TOKENS_CHUNKS)
+    assert rec.chunk_ns[0] - rec.first_byte_ns >= 35 * MS
+
+
+def test_reasoning_and_tool_call_deltas_are_tokens():
+    tool = [
+        {"index": 0, "id": "c1", "type": "function", "function": {"name": "f", "arguments": ""}}
+    ]
+    script = [
+        SSE_HEAD,
+        sse(chat("", role="assistant")),
+        0.04,
+        sse(chat(None, reasoning_content="Let me")),
+        sse(chat(None, reasoning_content=" think")),
+        sse(chat(None, reasoning="hmm")),
+        sse(chat(None, tool_calls=tool)),
+        sse(chat(None, tool_calls=[{"index": 0, "function": {"arguments": '{"a":1}'}}])),
+        sse(chat("done")),
+        sse(chat(None, finish="tool_calls")),
+        DONE,
+        END,
+    ]
+    rec, _ = serve_one(script)
+    assert_ok_timing(rec)
+    assert len(rec.chunk_ns) == 6 and rec.chunk_tokens == [1] * 6
+    assert rec.empty_token_chunks == 0
+    assert rec.text == "done"  # only content is stored as text
+    assert rec.finish_reason == "tool_calls"
+    assert (rec.n_output, rec.token_source) == (6, R.TOKENS_CHUNKS)
+    assert rec.chunk_ns[0] - rec.first_byte_ns >= 35 * MS
+
+
+def test_logprobs_count_tokens_per_chunk():
+    def lp(*toks):
+        return {"content": [{"token": t, "logprob": -0.1, "top_logprobs": []} for t in toks]}
+
+    c1 = chat("a b c")
+    c1["choices"][0]["logprobs"] = lp("a", " b", " c")  # speculative decoding: 3 tokens
+    c2 = chat(" d")
+    c2["choices"][0]["logprobs"] = lp(" d")
+    c3 = comp(" e f")  # completions-format logprobs on a chat stream are ignored (1 token)
+    script = [SSE_HEAD, sse(c1), sse(c2), sse(chat(None, finish="length")), DONE, END]
+    rec, _ = serve_one(script)
+    assert_ok_timing(rec)
+    assert rec.chunk_tokens == [3, 1]
+    assert (rec.n_output, rec.token_source) == (4, R.TOKENS_CHUNKS)
+    assert rec.text == "a b c d"
+
+    c3["choices"][0]["logprobs"] = {"tokens": [" e", " f"], "token_logprobs": [-1.0, -2.0]}
+    script = [SSE_HEAD, sse(c3), sse(comp("", finish="length")), DONE, END]
+    rec, _ = serve_one(script, api="completions")
+    assert_ok_timing(rec)
+    assert rec.chunk_tokens == [2]
+    assert rec.n_output == 2
+
+
+def test_ends_with_finish_reason_but_no_done_is_ok():
+    script = [SSE_HEAD, sse(comp("a")), sse(comp("b", finish="stop")), END]
+    rec, _ = serve_one(script, api="completions")
+    assert_ok_timing(rec)
+    assert rec.finish_reason == "stop" and rec.text == "ab"
+    assert len(rec.chunk_ns) == 2 and rec.n_output == 2
+
+
+def test_connection_close_body_without_length():
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n"
+    script = [
+        head,
+        b'data: {"choices":[{"index":0,"text":"x"}]}\n\n',
+        0.04,
+        b'data: {"choices":[{"index":0,"text":"y","finish_reason":"length"}]}\n\n',
+        b"data: [DONE]",  # no newline at all: close() must still dispatch it
+        0.04,
+        CLOSE,
+    ]
+    rec, _ = serve_one(script, api="completions")
+    assert_ok_timing(rec)
+    assert rec.text == "xy" and rec.finish_reason == "length"
+    assert len(rec.chunk_ns) == 2 and rec.n_output == 2
+    assert rec.chunk_ns[1] - rec.chunk_ns[0] >= 35 * MS
+    assert rec.done_ns - rec.chunk_ns[1] >= 35 * MS
+
+
+def test_usage_in_last_token_chunk_and_zero_prompt_tokens():
+    last = chat(" b", finish="length")
+    last["usage"] = {"prompt_tokens": 0, "completion_tokens": 2}
+    script = [SSE_HEAD, sse(chat("a")), sse(last), DONE, END]
+    rec, _ = serve_one(script)
+    assert_ok_timing(rec)
+    assert (rec.n_output, rec.n_input, rec.token_source) == (2, 0, R.TOKENS_USAGE)
+    assert len(rec.chunk_ns) == 2
+
+
+def test_store_text_false():
+    async def go():
+        async with Server(
+            [SSE_HEAD, sse(chat("a")), sse(chat("b", finish="stop")), DONE, END]
+        ) as s:
+            tgt = target(s.port)
+            async with make_client(2) as c:
+                rec = new_record()
+                await stream_request(c, tgt, ITEM, build_body(tgt, ITEM), rec, store_text=False)
+        return rec
+
+    rec = asyncio.run(go())
+    assert_ok_timing(rec)
+    assert rec.text is None and rec.n_output == 2
+
+
+def test_keepalive_two_requests_one_connection():
+    script = [SSE_HEAD, sse(comp("a")), sse(comp("b", finish="length")), DONE, END]
+
+    async def go():
+        async with Server(list(script), list(script)) as srv:
+            async with make_client(8) as c:
+                r1 = await _request(srv.port, "completions", client=c)
+                r2 = await _request(srv.port, "completions", client=c)
+        return r1, r2, srv
+
+    r1, r2, srv = asyncio.run(go())
+    for rec in (r1, r2):
+        assert_ok_timing(rec)
+        assert rec.text == "ab" and rec.n_output == 2
+    assert len(srv.requests) == 2
+    assert srv.connections == 1
+    assert r1.done_ns <= r2.dispatched_ns
+
+
+def test_body_arrives_after_done_is_drained_not_parsed():
+    """Events after [DONE] are ignored (and the body is read to its end)."""
+    script = [SSE_HEAD, sse(comp("a", finish="stop")), DONE, sse(b"not json"), END]
+    rec, _ = serve_one(script, api="completions")
+    assert_ok_timing(rec)
+    assert rec.text == "a" and rec.n_output == 1
+
+
+# --------------------------------------------------------------------------------------------
+# HTTP errors
+
+
+def test_http_500_json_error():
+    body = json.dumps({"error": {"message": "CUDA out of memory", "type": "server_error"}})
+    rec, _ = serve_one([response(500, "Internal Server Error", body.encode())])
+    assert rec.status == R.ERROR and rec.error_class == R.E_HTTP
+    assert rec.http_status == 500
+    assert "500" in rec.error_message and "CUDA out of memory" in rec.error_message
+    assert rec.chunk_ns == [] and rec.n_output == 0 and rec.text == ""
+    assert rec.first_byte_ns is not None and rec.done_ns >= rec.first_byte_ns
+
+
+def test_http_429_text_body():
+    rec, _ = serve_one([response(429, "Too Many Requests", b"slow down please", "text/plain")])
+    assert rec.status == R.ERROR and rec.error_class == R.E_HTTP
+    assert rec.http_status == 429
+    assert "slow down please" in rec.error_message
+
+
+def test_http_404_fastapi_detail():
+    rec, _ = serve_one([response(404, "Not Found", b'{"detail":"Not Found"}')])
+    assert (rec.status, rec.error_class, rec.http_status) == (R.ERROR, R.E_HTTP, 404)
+    assert "Not Found" in rec.error_message
+
+
+def test_http_400_chunked_error_body():
+    head = b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n"
+    body = b'{"object":"error","message":"max_tokens is too large","code":400}'
+    rec, _ = serve_one([head, chunk(body[:20]), 0.01, chunk(body[20:]), END])
+    assert (rec.error_class, rec.http_status) == (R.E_HTTP, 400)
+    assert "max_tokens is too large" in rec.error_message
+
+
+def test_http_307_redirect_is_an_http_error():
+    """A redirect (FastAPI's trailing-slash 307) is not followed and is not a stream."""
+    head = (
+        b"HTTP/1.1 307 Temporary Redirect\r\nlocation: /v1/chat/completions/\r\n"
+        b"content-length: 0\r\n\r\n"
+    )
+    rec, _ = serve_one([head])
+    assert (rec.status, rec.error_class, rec.http_status) == (R.ERROR, R.E_HTTP, 307)
+    assert "307" in rec.error_message
+
+
+# --------------------------------------------------------------------------------------------
+# Malformed streams and in-stream errors
+
+
+def test_malformed_json_chunk():
+    script = [SSE_HEAD, sse(comp("a")), sse(b'{"choices": [oops'), sse(comp("b")), DONE, END]
+    rec, _ = serve_one(script, api="completions")
+    assert rec.status == R.ERROR and rec.error_class == R.E_MALFORMED
+    assert "oops" in rec.error_message
+    assert rec.http_status == 200
+    assert len(rec.chunk_ns) == 1 and rec.n_output == 1 and rec.text == "a"
+    assert rec.done_ns >= rec.chunk_ns[0]
+
+
+def test_json_array_chunk_is_malformed():
+    rec, _ = serve_one([SSE_HEAD, sse(b"[1, 2]"), DONE, END], api="completions")
+    assert rec.status == R.ERROR and rec.error_class == R.E_MALFORMED
+    assert "[1, 2]" in rec.error_message
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"choices": {"index": 0}},
+        {"choices": [1]},
+        {"choices": [{"index": 0, "delta": "x"}]},
+    ],
+    ids=["choices-dict", "choice-int", "delta-str"],
+)
+def test_malformed_structure(bad):
+    rec, _ = serve_one([SSE_HEAD, sse(bad), DONE, END])
+    assert rec.status == R.ERROR and rec.error_class == R.E_MALFORMED
+
+
+def test_odd_usage_and_logprobs_values_do_not_raise():
+    """``stream_request`` never raises for endpoint trouble, even for oddly typed fields."""
+    c = chat("a")
+    c["choices"][0]["logprobs"] = [1, 2]
+    d = comp("b")
+    d["choices"][0]["logprobs"] = "x"
+    for api, ch in (("chat", c), ("completions", d)):
+        script = [SSE_HEAD, sse(ch), sse({"choices": [], "usage": [1]}), DONE, END]
+        rec, _ = serve_one(script, api=api)
+        assert rec.status == R.OK, rec.error_message
+        assert rec.chunk_tokens == [1]
+        assert (rec.n_output, rec.token_source) == (1, R.TOKENS_CHUNKS)
+
+
+def test_in_stream_error_object():
+    script = [SSE_HEAD, sse(chat("a")), sse({"error": {"message": "boom", "code": 500}}), DONE, END]
+    rec, _ = serve_one(script)
+    assert rec.status == R.ERROR and rec.error_class == R.E_HTTP
+    assert rec.http_status == 200
+    assert "boom" in rec.error_message
+    assert len(rec.chunk_ns) == 1 and rec.text == "a"
+    assert rec.done_ns is not None and rec.done_ns >= rec.chunk_ns[0]
+
+
+def test_in_stream_error_event_name():
+    script = [
+        SSE_HEAD,
+        chunk(b'event: error\ndata: {"message": "overloaded"}\n\n'),
+        END,
+    ]
+    rec, _ = serve_one(script)
+    assert rec.status == R.ERROR and rec.error_class == R.E_HTTP
+    assert "overloaded" in rec.error_message
+
+
+# --------------------------------------------------------------------------------------------
+# Disconnects
+
+
+def test_server_closes_mid_stream():
+    script = [
+        SSE_HEAD,
+        sse(chat("a")),
+        sse(chat("b")),
+        0.03,
+        b'40\r\ndata: {"choices"',  # half of a chunk, then the connection drops
+        CLOSE,
+    ]
+    rec, _ = serve_one(script)
+    assert rec.status == R.ERROR and rec.error_class == R.E_DISCONNECTED
+    assert rec.http_status == 200
+    assert len(rec.chunk_ns) == 2 and rec.text == "ab"
+    assert (rec.n_output, rec.token_source) == (2, R.TOKENS_CHUNKS)
+    assert rec.finish_reason is None
+    assert rec.done_ns - rec.chunk_ns[-1] >= 25 * MS
+
+
+def test_server_closes_between_chunks():
+    rec, _ = serve_one([SSE_HEAD, sse(comp("a")), 0.02, CLOSE], api="completions")
+    assert rec.error_class == R.E_DISCONNECTED
+    assert len(rec.chunk_ns) == 1 and rec.text == "a"
+
+
+def test_clean_end_without_done_or_finish_reason():
+    rec, _ = serve_one([SSE_HEAD, sse(chat("a")), sse(chat("b")), END])
+    assert rec.status == R.ERROR and rec.error_class == R.E_DISCONNECTED
+    assert "2 token chunks" in rec.error_message
+    assert len(rec.chunk_ns) == 2 and rec.n_output == 2
+
+
+def test_clean_end_with_empty_body():
+    rec, _ = serve_one([SSE_HEAD, END])
+    assert rec.status == R.ERROR and rec.error_class == R.E_DISCONNECTED
+    assert rec.chunk_ns == [] and rec.n_output == 0
+
+
+def test_close_before_any_response():
+    rec, _ = serve_one([CLOSE])
+    assert rec.status == R.ERROR and rec.error_class == R.E_DISCONNECTED
+    assert rec.http_status is None and rec.done_ns is not None
+
+
+# --------------------------------------------------------------------------------------------
+# Connect errors and timeouts
+
+
+def _free_port() -> int:
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def test_connection_refused():
+    rec = asyncio.run(_request(_free_port()))
+    assert rec.status == R.ERROR and rec.error_class == R.E_CONNECT
+    assert rec.http_status is None and rec.first_byte_ns is None
+    assert rec.done_ns >= rec.dispatched_ns > 0
+    assert rec.n_output == 0
+
+
+def test_server_never_answers_read_timeout():
+    rec, srv = serve_one([HANG], read_timeout_s=0.3)
+    assert rec.status == R.ERROR and rec.error_class == R.E_TIMEOUT
+    assert len(srv.requests) == 1
+    assert rec.http_status is None
+    # The timeout fired after the 0.3 s silence, and not far later (loose bound).
+    assert 0.25e9 <= rec.done_ns - rec.dispatched_ns < 1.5e9
+
+
+def test_silence_mid_stream_read_timeout():
+    rec, _ = serve_one([SSE_HEAD, sse(chat("a")), HANG], read_timeout_s=0.2)
+    assert rec.error_class == R.E_TIMEOUT
+    assert len(rec.chunk_ns) == 1 and rec.text == "a" and rec.n_output == 1
+    assert rec.done_ns - rec.chunk_ns[0] >= 0.15e9
+
+
+def test_total_timeout_while_server_trickles_comments():
+    script = [SSE_HEAD, sse(chat("a"))] + [chunk(b": ping\n\n"), 0.05] * 60
+    rec, _ = serve_one(script, timeout_s=0.3)
+    assert rec.status == R.ERROR and rec.error_class == R.E_TIMEOUT
+    assert "0.3" in rec.error_message
+    assert len(rec.chunk_ns) == 1 and rec.n_output == 1
+    assert 0.25e9 <= rec.done_ns - rec.dispatched_ns < 2e9
+
+
+# --------------------------------------------------------------------------------------------
+# Cancellation
+
+
+def test_cancellation_keeps_what_was_measured():
+    script = [SSE_HEAD, sse(chat("", role="assistant"))]
+    for i in range(100):
+        script += [sse(chat(f"t{i} ")), 0.03]
+
+    async def go():
+        async with Server(script) as srv:
+            tgt = target(srv.port)
+            rec = new_record()
+            async with make_client(8) as c:
+                task = asyncio.create_task(stream_request(c, tgt, ITEM, build_body(tgt, ITEM), rec))
+                for _ in range(500):
+                    if len(rec.chunk_ns) >= 3:
+                        break
+                    await asyncio.sleep(0.01)
+                task.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await task
+                # The client stays usable after a cancelled stream.
+                srv.scripts.append([SSE_HEAD, sse(chat("z", finish="stop")), DONE, END])
+                rec2 = new_record()
+                await stream_request(c, tgt, ITEM, build_body(tgt, ITEM), rec2)
+        return rec, rec2
+
+    rec, rec2 = asyncio.run(go())
+    assert rec.status == R.CANCELLED and rec.error_class == R.E_CANCELLED
+    assert 3 <= len(rec.chunk_ns) < 100
+    assert rec.n_output == len(rec.chunk_ns) and rec.token_source == R.TOKENS_CHUNKS
+    assert rec.text == "".join(f"t{i} " for i in range(len(rec.chunk_ns)))
+    assert rec.done_ns >= rec.chunk_ns[-1]
+    assert rec2.status == R.OK and rec2.text == "z"
+
+
+# --------------------------------------------------------------------------------------------
+# Request bodies
+
+
+def test_build_body_chat_and_completions():
+    item = Item(index=3, id="x", prompt="say hi", max_tokens=17, n_input=2)
+    t = Target(
+        base_url="http://127.0.0.1:1/v1",
+        model="llama",
+        api="chat",
+        params={"temperature": 0, "seed": 7, "ignore_eos": True},
+    )
+    assert t.url == "http://127.0.0.1:1/v1/chat/completions"
+    body = json.loads(build_body(t, item))
+    assert body == {
+        "model": "llama",
+        "messages": [{"role": "user", "content": "say hi"}],
+        "max_tokens": 17,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "temperature": 0,
+        "seed": 7,
+        "ignore_eos": True,
+    }
+
+    t.api = "completions"
+    t.include_usage = False
+    assert t.url == "http://127.0.0.1:1/v1/completions"
+    body = json.loads(build_body(t, item, extra={"seed": 9, "logprobs": 1}))
+    assert body == {
+        "model": "llama",
+        "prompt": "say hi",
+        "max_tokens": 17,
+        "stream": True,
+        "temperature": 0,
+        "seed": 9,
+        "ignore_eos": True,
+        "logprobs": 1,
+    }
+
+
+def test_build_body_messages():
+    msgs = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]
+    item = Item(index=0, id="x", messages=msgs, max_tokens=5)
+    chat_t = Target(base_url="http://h/v1", model="m", api="chat")
+    assert json.loads(build_body(chat_t, item))["messages"] == msgs
+    comp_t = Target(base_url="http://h/v1", model="m", api="completions")
+    assert json.loads(build_body(comp_t, item))["prompt"] == "be brief\nhi"

@@ -1,0 +1,143 @@
+"""Spec files and flags: typed, validated, and errors that name the file and the field."""
+
+import pytest
+
+from abtui.errors import SpecError
+from abtui.spec import load_spec, parse_duration, parse_slo_string, spec_from_dict, validate
+
+GOOD = """
+name = "fp8-vs-bf16"
+
+[[arms]]
+name = "bf16"
+role = "baseline"
+url = "http://127.0.0.1:8001/v1/"
+
+[[arms]]
+name = "fp8"
+url = "http://127.0.0.1:8002/v1"
+api_key_env = "FP8_KEY"
+params = { top_k = 1 }
+
+[workload]
+requests = 50
+input_tokens = 64
+output_tokens = 16
+
+[load]
+rate = 5
+arrival = "constant"
+
+[slo]
+ttft = "500ms"
+tpot = 0.05
+
+[request]
+timeout = "30s"
+api = "chat"
+"""
+
+
+def write(tmp_path, text, name="spec.toml"):
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def test_good_spec_loads_and_validates(tmp_path):
+    spec, text = load_spec(write(tmp_path, GOOD))
+    spec = validate(spec)
+    assert text.startswith("\nname")
+    assert [a.name for a in spec.arms] == ["bf16", "fp8"]
+    assert spec.arms[0].url == "http://127.0.0.1:8001/v1"  # trailing slash dropped
+    assert spec.arms[1].params == {"top_k": 1}
+    assert spec.arms[1].api == "chat"  # inherited from [request]
+    assert spec.workload.requests == 50 and spec.load.rate == 5.0
+    assert spec.slo == {"ttft": 0.5, "tpot": 0.05}
+    assert spec.request.timeout_s == 30.0
+
+
+def test_baseline_is_moved_first(tmp_path):
+    spec = spec_from_dict(
+        {
+            "arms": [
+                {"name": "b", "url": "http://h/v1"},
+                {"name": "a", "url": "http://h2/v1", "role": "baseline"},
+            ],
+            "load": {"concurrency": 2},
+        }
+    )
+    spec = validate(spec)
+    assert [a.name for a in spec.arms] == ["a", "b"]
+
+
+@pytest.mark.parametrize(
+    "mutation, needle",
+    [
+        (("[load]\nrate = 5", "[load]\nrat = 5"), "spec.toml: load: unknown key 'rat'"),
+        (("rate = 5", 'rate = "fast"'), "load.rate must be a number"),
+        (("requests = 50", "requests = 5.5"), "workload.requests must be an integer"),
+        (('ttft = "500ms"', 'ttft = "soon"'), "slo.ttft must be a duration"),
+        (('ttft = "500ms"', 'ttfb = "5ms"'), "unknown SLO 'ttfb'"),
+        (('name = "fp8-vs-bf16"', 'nmae = "x"'), "unknown key 'nmae'"),
+        (
+            ('url = "http://127.0.0.1:8002/v1"', 'url = "http://127.0.0.1:8002"'),
+            "does not end in /v1",
+        ),
+        (('url = "http://127.0.0.1:8002/v1"', 'url = "ftp://x/v1"'), "is not an http(s) URL"),
+        (('arrival = "constant"', 'arrival = "bursty"'), "load.arrival must be one of"),
+        (('name = "fp8"', 'name = "bf16"'), "arm names must be unique"),
+        (('name = "fp8-vs-bf16"', 'name = "has space"'), "must be letters, digits"),
+    ],
+)
+def test_bad_specs_name_the_field(tmp_path, mutation, needle):
+    old, new = mutation
+    assert old in GOOD
+    p = write(tmp_path, GOOD.replace(old, new, 1))
+    with pytest.raises(SpecError) as e:
+        validate(load_spec(p)[0], str(p))
+    assert needle in str(e.value)
+
+
+def test_toml_syntax_error_names_line(tmp_path):
+    p = write(tmp_path, "[load\nrate = 1\n")
+    with pytest.raises(SpecError) as e:
+        load_spec(p)
+    assert "spec.toml: not valid TOML" in str(e.value) and "line 1" in str(e.value)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(SpecError, match="does not exist"):
+        load_spec(tmp_path / "nope.toml")
+
+
+def test_needs_two_arms_and_a_load():
+    with pytest.raises(SpecError, match="at least two arms"):
+        validate(
+            spec_from_dict({"arms": [{"name": "a", "url": "http://h/v1"}], "load": {"rate": 1}})
+        )
+    with pytest.raises(SpecError, match="set load.rate"):
+        validate(
+            spec_from_dict(
+                {"arms": [{"name": "a", "url": "http://h/v1"}, {"name": "b", "url": "http://h/v1"}]}
+            )
+        )
+
+
+def test_arm_missing_url():
+    with pytest.raises(SpecError, match=r"arms\[0\]: missing required key url"):
+        spec_from_dict({"arms": [{"name": "a"}]})
+
+
+def test_durations_and_slo_strings():
+    assert parse_duration("500ms", "x") == 0.5
+    assert parse_duration("2m", "x") == 120.0
+    assert parse_duration(3, "x") == 3.0
+    assert parse_duration("250us", "x") == pytest.approx(250e-6)
+    with pytest.raises(SpecError):
+        parse_duration(-1, "x")
+    with pytest.raises(SpecError):
+        parse_duration(True, "x")
+    assert parse_slo_string("ttft=500ms, tpot=50ms") == {"ttft": 0.5, "tpot": 0.05}
+    with pytest.raises(SpecError, match="not KEY=DURATION"):
+        parse_slo_string("ttft")
