@@ -342,6 +342,17 @@ def test_logprobs_count_tokens_per_chunk():
     assert rec.n_output == 2
 
 
+def test_only_the_first_choice_counts():
+    two = chat("a")
+    two["choices"].append({"index": 1, "delta": {"content": "X"}, "finish_reason": None})
+    other = chat("Y")
+    other["choices"][0]["index"] = 1
+    script = [SSE_HEAD, sse(two), sse(other), sse(chat(" b", finish="stop")), DONE, END]
+    rec, _ = serve_one(script)
+    assert_ok_timing(rec)
+    assert rec.text == "a b" and len(rec.chunk_ns) == 2 and rec.n_output == 2
+
+
 def test_ends_with_finish_reason_but_no_done_is_ok():
     script = [SSE_HEAD, sse(comp("a")), sse(comp("b", finish="stop")), END]
     rec, _ = serve_one(script, api="completions")
