@@ -16,10 +16,24 @@ import pytest
 
 from abtui.client import records as R
 from abtui.client.records import RequestRecord
+from abtui.client import stream as _httpx_path
+from abtui.client.fast import FastClient, fast_stream_request
 from abtui.client.stream import Target, build_body, make_client, stream_request
 from abtui.workload.items import Item
 
 MS = 1_000_000  # ns
+
+
+@pytest.fixture(autouse=True, params=["httpx", "fast"])
+def transport(request, monkeypatch):
+    """Every case runs on both streaming paths: they must record the same facts."""
+    if request.param == "fast":
+        monkeypatch.setitem(globals(), "stream_request", fast_stream_request)
+        monkeypatch.setitem(globals(), "make_client", lambda n: FastClient())
+    else:
+        monkeypatch.setitem(globals(), "stream_request", _httpx_path.stream_request)
+        monkeypatch.setitem(globals(), "make_client", _httpx_path.make_client)
+    return request.param
 
 CLOSE = "close"  # close the connection now (mid-body if the body is not finished)
 HANG = "hang"  # write nothing more, never close
