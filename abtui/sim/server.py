@@ -10,7 +10,7 @@ client cannot make memory grow; the chunks that fell due meanwhile go out in one
 
 Chunk log (``SimConfig.chunk_log``), JSONL, buffered and flushed every 0.5 s and at close:
 ``{"req", "key", "event": "recv", "t_ns"}`` when a request's body is in;
-``{"req", "key", "seq", "t_ns", "n"}`` per token chunk written (``t_ns`` taken right after the
+``{"req", "key", "seq", "t_ns", "n"}`` per token chunk written (``t_ns`` taken right before the
 ``transport.write``; the prelude is not logged); ``{"req", "key", "event": "response", "t_ns",
 "n"}`` for a non-streamed response; ``{"req", "key", "event": "cancel", "t_ns"}`` when the
 client went away before the end.
@@ -392,15 +392,19 @@ class _Connection(asyncio.Protocol):
             self.next = nxt
             if nxt[0] > now or size >= MAX_WRITE:  # type: ignore[index]
                 break
+        # The logged send time is taken just before the bytes go to the kernel: a client's
+        # receive time can then never precede it (taken after write(), it could, when the
+        # client on the other core reads the bytes before write() returns here).
         if req.stream:
             data = _frame("".join(parts).encode())
             if last:
                 data += _frame(fmt.tail(self.tokens).encode()) + b"0\r\n\r\n"
+            sent = _perf_ns()
             t.write(data)
-        elif last:
-            body = fmt.full("".join(self.texts), self.tokens)
-            self._send(200, body)
-        sent = _perf_ns()
+        else:
+            sent = _perf_ns()
+            if last:
+                self._send(200, fmt.full("".join(self.texts), self.tokens))
         log = self.sim.log
         if log is not None:
             if req.stream:
