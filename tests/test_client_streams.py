@@ -35,6 +35,7 @@ def transport(request, monkeypatch):
         monkeypatch.setitem(globals(), "make_client", _httpx_path.make_client)
     return request.param
 
+
 CLOSE = "close"  # close the connection now (mid-body if the body is not finished)
 HANG = "hang"  # write nothing more, never close
 
