@@ -42,11 +42,11 @@ from pathlib import Path
 from typing import Any
 
 from abtui.errors import SpecError
+from abtui.metrics.summary import SLO_KEYS
 
 APIS = ("completions", "chat")
 ARRIVALS = ("constant", "poisson")
 HTTP_CLIENTS = ("fast", "httpx")
-SLO_KEYS = ("ttft", "ttft_user", "tpot", "itl", "e2e")
 
 
 @dataclass

@@ -434,12 +434,7 @@ async def fast_stream_request(
                     st = _StreamState(rec, store_text)
                     continue
                 break
-        if rec.status == R.OK and not st.done and rec.finish_reason is None:
-            _fail(
-                rec,
-                R.E_DISCONNECTED,
-                f"stream ended after {len(rec.chunk_ns)} token chunks without [DONE] or a finish_reason",
-            )
+        st.check_end()
     except TimeoutError:
         if ex is not None:
             ex.keep_alive = False

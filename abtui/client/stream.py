@@ -191,6 +191,21 @@ class _StreamState:
                 rec.empty_token_chunks += 1
         return None
 
+    def check_end(self) -> None:
+        """After the body ended cleanly: a stream with neither ``[DONE]`` nor a finish reason
+        was cut short (METHODS: it must not pass as a complete response)."""
+        rec = self.rec
+        if rec.status != R.OK or self.done or rec.finish_reason is not None:
+            return
+        if rec.first_byte_ns is None:
+            _fail(rec, R.E_DISCONNECTED, "the server closed the response without a body")
+        else:
+            _fail(
+                rec,
+                R.E_DISCONNECTED,
+                f"stream ended after {len(rec.chunk_ns)} token chunks without [DONE] or a finish_reason",
+            )
+
     def finish(self, item: Item) -> None:
         rec = self.rec
         u = self.usage
@@ -270,15 +285,7 @@ async def stream_request(
                             _fail(rec, R.E_MALFORMED, err)
                             return rec
                 rec.done_ns = t_end
-        if rec.status == R.OK and not st.done and rec.finish_reason is None:
-            if rec.first_byte_ns is None:
-                _fail(rec, R.E_DISCONNECTED, "the server closed the response without a body")
-            else:
-                _fail(
-                    rec,
-                    R.E_DISCONNECTED,
-                    f"stream ended after {len(rec.chunk_ns)} token chunks without [DONE] or a finish_reason",
-                )
+        st.check_end()
     except TimeoutError:
         _fail(rec, R.E_TIMEOUT, f"no complete response within {target.timeout_s:g} s")
     except httpx.ConnectTimeout:
