@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from abtui.sim.engine import SimConfig
+from abtui.sim.faults import add_fault_arguments, faults_from_args
 
 _D = SimConfig()
 
@@ -49,6 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--no-usage", dest="usage", action="store_false",
         help="ignore stream_options.include_usage (no usage chunk in streams)",
     )  # fmt: skip
+    add_fault_arguments(parser)
 
 
 def config_from_args(args: argparse.Namespace) -> SimConfig:
@@ -65,6 +67,7 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
         chunk_log=args.chunk_log,
         usage=args.usage,
         default_max_tokens=args.default_max_tokens,
+        faults=faults_from_args(args),
     )
     config.validate()
     return config
@@ -83,4 +86,4 @@ def config_to_argv(config: SimConfig) -> list[str]:
         argv += ["--chunk-log", config.chunk_log]
     if not config.usage:
         argv.append("--no-usage")
-    return argv
+    return argv + config.faults.to_argv()

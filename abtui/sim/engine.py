@@ -27,10 +27,11 @@ import hashlib
 import math
 import random
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from abtui.errors import UsageError
+from abtui.sim.faults import FaultConfig
 
 
 @dataclass(slots=True)
@@ -48,6 +49,7 @@ class SimConfig:
     chunk_log: str | None = None  # path of a JSONL log of chunk send times (None = no log)
     usage: bool = True  # honour stream_options.include_usage
     default_max_tokens: int = 16  # tokens generated when a request gives no max_tokens
+    faults: FaultConfig = field(default_factory=FaultConfig)  # injected faults (off by default)
 
     def validate(self) -> None:
         """Raise :class:`~abtui.errors.UsageError` naming the option with a bad value."""
@@ -79,6 +81,7 @@ class SimConfig:
             raise bad("--model", self.model, "a non-empty model name")
         if not isinstance(self.host, str) or not self.host:
             raise bad("--host", self.host, "an address such as 127.0.0.1")
+        self.faults.validate()
 
 
 @dataclass(slots=True)

@@ -29,6 +29,7 @@ from collections.abc import Iterator
 from abtui.errors import UsageError
 from abtui.sim.api import BadRequest, Formatter, error_body, models_body, parse_request
 from abtui.sim.engine import Engine, FixedDelayEngine, SimConfig, SimRequest, text_base, words
+from abtui.sim.faults import make_faults
 
 MAX_HEAD = 64 * 1024  # bytes of request line + headers
 MAX_BODY = 64 * 1024 * 1024
@@ -83,6 +84,7 @@ class SimServer:
         self.tag = os.urandom(4).hex()
         self.requests = 0  # requests accepted so far (the last request id)
         self.connections: set[_Connection] = set()
+        self.faults = make_faults(config.faults, config.seed)  # None: no fault injected
         self._server: asyncio.AbstractServer | None = None
         # loop.time() at perf_counter_ns() == 0, to turn deadlines into call_at times
         self._offset = loop.time() - _perf_ns() / 1e9
@@ -178,6 +180,7 @@ class _Connection(asyncio.Protocol):
         self.seq = 0
         self.texts: list[str] = []
         self.key = "null"
+        self.fault = None  # the response's StreamFault (abtui.sim.faults), None when healthy
 
     # -- asyncio.Protocol ------------------------------------------------------------------
 
@@ -297,6 +300,8 @@ class _Connection(asyncio.Protocol):
                 return self._fail(exc.status, exc.message)
             if not sim.config.usage:
                 req.include_usage = False
+            if sim.faults is not None and sim.faults.intercept(self, req):
+                return None  # an injected fault answered, or holds, the request
             return self._start(req)
         if path in ("/v1/models", "/models", "/health"):
             if method not in ("GET", "HEAD"):
@@ -371,6 +376,8 @@ class _Connection(asyncio.Protocol):
         now = _perf_ns()
         if self.next[0] > now:  # the timer fired a hair early
             return self._arm(self.next[0])
+        if self.fault is not None and self.fault.stall(self):
+            return None  # an injected stall: its timer ticks again
         parts: list[str] = []
         counts: list[int] = []
         size, last = 0, False
@@ -396,7 +403,10 @@ class _Connection(asyncio.Protocol):
         # receive time can then never precede it (taken after write(), it could, when the
         # client on the other core reads the bytes before write() returns here).
         if req.stream:
-            data = _frame("".join(parts).encode())
+            sse = "".join(parts)
+            if self.fault is not None and (sse := self.fault.on_write(self, sse)) is None:
+                return None  # an injected disconnect closed the connection
+            data = _frame(sse.encode())
             if last:
                 data += _frame(fmt.tail(self.tokens).encode()) + b"0\r\n\r\n"
             sent = _perf_ns()
