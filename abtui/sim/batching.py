@@ -1,7 +1,513 @@
-"""The batching engine (in progress): see :mod:`abtui.sim.engine_stats` for its stats."""
+"""The batching engine: a discrete-event model of iteration-level (continuous) batching.
+
+One :class:`BatchEngine` models one serving replica (one GPU, or ``tp`` GPUs in tensor
+parallel) of a :class:`~abtui.sim.presets.Preset`, vLLM-style:
+
+- **Queue**: requests wait in FCFS order. One is admitted when a batch slot is free
+  (``max_num_seqs``) and the KV cache has room for its prompt *and* all its ``max_tokens``
+  (the whole reservation is taken at admission, so nothing is ever preempted; ``kv_usage`` is
+  the reserved fraction). A request that could never fit is refused at submission.
+- **Steps**: each step plans a batch under a token budget (``max_batched_tokens``): every
+  decoding request first (1 token each, or ``k + 1`` with speculative decoding), then prefill
+  chunks of the requests still prefilling in admission order, then newly admitted requests'
+  first chunks. Requests arriving during a step are considered at the next one.
+- **Time**: a step lasts :func:`abtui.hardware.roofline.step_cost` of its shape (weights
+  streamed once, every sequence's KV read, matmul and attention FLOPs, TP all-reduces,
+  overhead), divided by the time scale. A prompt's last chunk yields its first token at the
+  step's end; each later step yields the decoding requests' next tokens.
+- **Speculative decoding** (``spec_k`` = k, ``spec_alpha`` = α): each decoding request
+  verifies k draft tokens per step and gets 1 + (accepted) tokens, the accepted run sampled per
+  request per step from a seeded RNG (expected (1 − α^(k+1)) / (1 − α)); the step pays for
+  k + 1 query tokens per request plus the draft passes, k × (``draft_fraction`` of the step's
+  kernel time + ``draft_pass_s``).
+
+The same step logic serves two drivers: :meth:`BatchEngine.simulate` runs a list of requests
+offline at full speed (no HTTP), and the live server attaches the engine to its event loop
+(:meth:`BatchEngine.attach`, :meth:`submit`, :meth:`cancel`), where a timer per step pushes each
+running request's new tokens to its sink at the step's end. Per-step work is O(batch) live
+(every request gets tokens) and O(changes) offline without speculation (a heap of finishing
+steps; the batch's total context is kept incrementally).
+"""
 
 from __future__ import annotations
 
-from abtui.sim.engine_stats import EngineStats, Histogram
+import asyncio
+import heapq
+import random
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
-__all__ = ["EngineStats", "Histogram"]
+from abtui.errors import UsageError
+from abtui.hardware import roofline as rl
+from abtui.sim.engine_stats import EngineStats, Histogram
+from abtui.sim.presets import Preset
+
+__all__ = ["BatchEngine", "EngineOptions", "EngineStats", "Histogram", "RequestTiming"]
+
+Sink = Callable[[int, bool], None]  # (new tokens, last) at a step's end
+
+
+@dataclass(frozen=True, slots=True)
+class EngineOptions:
+    """Serving settings of one replica (vLLM's flags of the same names)."""
+
+    max_num_seqs: int = 256  # requests in the running batch at most
+    max_batched_tokens: int = 8192  # query tokens per step at most (chunked-prefill budget)
+    gpu_mem_util: float = 0.9  # fraction of GPU memory for weights + activations + KV
+    time_scale: float = 1.0  # 20 = run 20x faster than the modelled GPU
+    seed: int = 0  # seeds the speculative-decoding acceptance draws
+    efficiency: rl.Efficiency = rl.Efficiency()  # noqa: RUF009 - frozen
+    draft_fraction: float = 0.05  # draft model cost relative to the target's kernel time
+    draft_pass_s: float = 50e-6  # fixed cost of one draft pass
+
+    def validate(self) -> None:
+        def bad(flag: str, value: object, what: str) -> UsageError:
+            return UsageError(f"{flag} {value!r} is invalid: {what}", f"give {flag} {what}")
+
+        for flag, value in (
+            ("--max-num-seqs", self.max_num_seqs),
+            ("--max-batched-tokens", self.max_batched_tokens),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise bad(flag, value, "an integer >= 1")
+        if self.max_batched_tokens < self.max_num_seqs:
+            raise bad("--max-batched-tokens", self.max_batched_tokens,
+                      f"an integer >= --max-num-seqs ({self.max_num_seqs})")  # fmt: skip
+        if not 0.05 <= self.gpu_mem_util <= 1.0:
+            raise bad("--gpu-mem-util", self.gpu_mem_util, "a fraction in 0.05..1")
+        if not 0.001 <= self.time_scale <= 1e6:
+            raise bad("--time-scale", self.time_scale, "a factor in 0.001..1e6")
+
+
+@dataclass(slots=True)
+class RequestTiming:
+    """One request's life in :meth:`BatchEngine.simulate`, seconds from the run's start."""
+
+    arrival: float
+    admitted: float = -1.0
+    first_token: float = -1.0
+    finished: float = -1.0
+    prompt_tokens: int = 0
+    tokens: int = 0  # generated
+    chunks: int = 0  # token deliveries (steps that gave this request tokens)
+
+    @property
+    def ttft(self) -> float:
+        return self.first_token - self.arrival
+
+    @property
+    def queue(self) -> float:
+        return self.admitted - self.arrival
+
+    @property
+    def e2e(self) -> float:
+        return self.finished - self.arrival
+
+    @property
+    def tpot(self) -> float:
+        return (self.finished - self.first_token) / max(1, self.tokens - 1)
+
+
+class _Seq:
+    __slots__ = ("id", "prompt", "max_tokens", "arrival", "sink", "done_prompt", "generated",
+                 "reserve", "t_admit", "t_first", "chunks", "rng", "cancelled", "timing")  # fmt: skip
+
+    def __init__(self, sid: int, prompt: int, max_tokens: int, arrival: float) -> None:
+        self.id, self.prompt, self.max_tokens, self.arrival = sid, prompt, max_tokens, arrival
+        self.sink: Sink | None = None
+        self.done_prompt = self.generated = self.chunks = 0
+        self.reserve = prompt + max_tokens
+        self.t_admit = self.t_first = -1.0
+        self.rng: random.Random | None = None
+        self.cancelled = False
+        self.timing: RequestTiming | None = None
+
+
+class BatchEngine:
+    """See the module docstring. Not thread-safe: drive it from one thread / event loop."""
+
+    def __init__(self, preset: Preset, options: EngineOptions | None = None) -> None:
+        o = options or EngineOptions()
+        o.validate()
+        self.preset, self.options = preset, o
+        g, m, w, kv, tp = preset.gpu, preset.model, preset.weight_dtype, preset.kv_dtype, preset.tp
+        self.kv_capacity = rl.kv_capacity_tokens(g, m, w, kv, tp, o.gpu_mem_util,
+                                                 o.max_batched_tokens)  # fmt: skip
+        if self.kv_capacity < 16:
+            need = rl.weight_bytes(m, w) / tp / 2**30
+            raise UsageError(
+                f"--preset {preset.name}: the weights ({need:.1f} GiB per GPU) leave no room "
+                f"for a KV cache in {g.memory_bytes / 2**30:.0f} GiB x {o.gpu_mem_util:g}",
+                "use a larger GPU, fp8/int4 weights, a higher tp=, or a larger --gpu-mem-util",
+            )
+        # step-time coefficients (per GPU), the same as roofline.step_cost's
+        e = o.efficiency
+        self._inv_bw = 1.0 / (g.mem_bw * e.bw)
+        self._inv_fl = 1.0 / (g.flops_for(rl.matmul_dtype(g, w)) * e.flops)
+        self._w_bytes = rl.streamed_weight_bytes(m, w) / tp
+        self._kv_bytes = rl.kv_bytes_per_token_per_gpu(m, kv, tp)
+        self._fl_tok = 2 * m.linear_params() / tp
+        self._fl_head = 2 * m.lm_head_params() / tp
+        self._fl_pair = 4 * m.layers * m.q_dim / tp
+        self._comm0 = rl.allreduce_time(g, m, 0, tp)
+        self._comm1 = rl.allreduce_time(g, m, 1, tp) - self._comm0
+        self._over0, self._over1 = e.step_overhead_s, e.per_seq_overhead_s
+        self._scale = 1.0 / o.time_scale
+        self._k, self._alpha = preset.spec_k, preset.spec_alpha
+        self.max_context = m.max_context
+        self._mem_fixed = rl.weight_bytes(m, w) / tp + rl.activation_reserve_bytes(
+            m, tp, o.max_batched_tokens
+        )
+        # state
+        self.now = 0.0  # engine clock (s): loop.time() live, run time offline
+        self._waiting: deque[_Seq] = deque()
+        self._prefilling: list[_Seq] = []  # admitted, prompt not done, admission order
+        self._decoding: dict[int, _Seq] = {}  # first token out, more to come
+        self._kv_used = 0
+        self._sum_ctx = 0  # total context (prompt + generated) of the decoding requests
+        self._per_seq = True  # walk every decoding request each step (live, or speculation)
+        self._g = 0  # decode steps run (offline heap path)
+        self._heap: list[tuple[int, int, _Seq]] = []
+        self._next_id = 0
+        self._busy = False  # a step is in flight (live)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._timer: asyncio.TimerHandle | asyncio.Handle | None = None
+        self._plan: tuple[list[tuple[_Seq, int]], float] | None = None
+        self._spec_rng = random.Random(o.seed)
+        self._init_stats()
+
+    # -- live driver ---------------------------------------------------------------------------
+
+    def attach(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Serve in real time on ``loop`` (engine clock = ``loop.time()``)."""
+        self._loop = loop
+        self.now = self._t0 = loop.time()
+
+    def check(self, prompt_tokens: int, max_tokens: int) -> str | None:
+        """Why a request can never be served (as vLLM's 400 says), or None."""
+        total = max(1, prompt_tokens) + max_tokens
+        if total > self.max_context:
+            return (
+                f"This model's maximum context length is {self.max_context} tokens. However, "
+                f"you requested {total} tokens ({max(1, prompt_tokens)} in the messages, "
+                f"{max_tokens} in the completion). Please reduce the length."
+            )
+        if total > self.kv_capacity:
+            return (
+                f"the request needs {total} KV-cache tokens but the simulated cache holds "
+                f"{self.kv_capacity}"
+            )
+        return None
+
+    def submit(self, prompt_tokens: int, max_tokens: int, sink: Sink, arrival: float) -> _Seq:
+        """Queue a request arriving at ``arrival`` (engine clock); ``sink`` gets its tokens."""
+        seq = self._new_seq(prompt_tokens, max_tokens, arrival)
+        seq.sink = sink
+        self._waiting.append(seq)
+        if not self._busy and self._timer is None and self._loop is not None:
+            self._timer = self._loop.call_soon(self._kick)
+        return seq
+
+    def cancel(self, seq: _Seq) -> None:
+        """The client went away: drop the request wherever it is, free its KV."""
+        if seq.cancelled or seq.sink is None:  # already gone, or finished
+            return
+        seq.cancelled, seq.sink = True, None
+        if seq.t_admit < 0:
+            self._waiting.remove(seq)
+        else:
+            if self._decoding.pop(seq.id, None) is not None:
+                self._sum_ctx -= seq.prompt + seq.generated
+            else:
+                self._prefilling.remove(seq)
+            self._kv_used -= seq.reserve
+        self.cancelled_total += 1
+
+    def _kick(self) -> None:
+        self._timer = None
+        if self._busy:
+            return
+        assert self._loop is not None
+        self.now = max(self.now, self._loop.time())
+        self._start_step()
+
+    def _start_step(self) -> None:
+        d = self._plan_step()
+        if d is None:
+            self._busy = False
+            return
+        self._busy = True
+        self._timer = self._loop.call_at(self.now + d, self._live_end)  # type: ignore[union-attr]
+        self._step_end = self.now + d
+
+    def _live_end(self) -> None:
+        self._timer = None
+        self.now = self._step_end
+        self._end_step()
+        self._start_step()
+
+    # -- offline driver ------------------------------------------------------------------------
+
+    def simulate(
+        self, requests: Iterable[tuple[float, int, int]], *, per_seq: bool | None = None
+    ) -> list[RequestTiming]:
+        """Serve ``(arrival_s, prompt_tokens, max_tokens)`` requests at full speed, no HTTP.
+
+        Arrivals need not be sorted. Requests that could never be served (see :meth:`check`)
+        get ``admitted = -1``. ``per_seq`` forces the live path's per-request bookkeeping (for
+        checking both paths agree); default: only with speculative decoding.
+        """
+        if self._loop is not None:
+            raise RuntimeError("simulate() on an engine attached to a live loop")
+        self._per_seq = bool(self._k) if per_seq is None else per_seq
+        reqs = sorted(requests, key=lambda r: r[0])
+        out: list[RequestTiming] = []
+        pending: deque[_Seq] = deque()
+        for arrival, prompt, max_tokens in reqs:
+            t = RequestTiming(arrival=float(arrival), prompt_tokens=prompt)
+            out.append(t)
+            if self.check(prompt, max_tokens) is None:
+                seq = self._new_seq(prompt, max_tokens, float(arrival))
+                seq.timing = t
+                pending.append(seq)
+        self.now = self._t0 = pending[0].arrival if pending else 0.0
+        waiting = self._waiting
+        while pending or waiting or self._prefilling or self._decoding:
+            while pending and pending[0].arrival <= self.now:
+                waiting.append(pending.popleft())
+            d = self._plan_step()
+            if d is None:  # idle: jump to the next arrival
+                self.now = pending[0].arrival
+                continue
+            self.now += d
+            self._end_step()
+        return out
+
+    # -- the step ------------------------------------------------------------------------------
+
+    def _new_seq(self, prompt: int, max_tokens: int, arrival: float) -> _Seq:
+        self._next_id += 1
+        seq = _Seq(self._next_id, max(1, prompt), max_tokens, arrival)
+        if self._k:
+            seq.rng = random.Random(self._spec_rng.getrandbits(64))
+        return seq
+
+    def _plan_step(self) -> float | None:
+        """Choose the next step's batch at ``self.now``; return its duration, None if idle."""
+        o = self.options
+        k1 = self._k + 1
+        n_dec = len(self._decoding)
+        budget = o.max_batched_tokens - n_dec * k1
+        tokens = n_dec * k1
+        sampled = tokens
+        kv_read = self._sum_ctx
+        pairs = k1 * self._sum_ctx + n_dec * k1 * (k1 - 1) / 2
+        chunks: list[tuple[_Seq, int]] = []
+        for seq in self._prefilling:
+            if budget <= 0:
+                break
+            n = min(seq.prompt - seq.done_prompt, budget)
+            chunks.append((seq, n))
+            budget -= n
+        waiting = self._waiting
+        running = n_dec + len(self._prefilling)
+        while waiting and budget > 0 and running < o.max_num_seqs:
+            seq = waiting[0]
+            if self._kv_used + seq.reserve > self.kv_capacity:
+                break  # FCFS: the head waits for room, nobody overtakes it
+            waiting.popleft()
+            self._kv_used += seq.reserve
+            seq.t_admit = self.now
+            self._prefilling.append(seq)
+            running += 1
+            n = min(seq.prompt, budget)
+            chunks.append((seq, n))
+            budget -= n
+        if tokens == 0 and not chunks:
+            return None
+        for seq, n in chunks:
+            c0 = seq.done_prompt
+            tokens += n
+            kv_read += c0
+            pairs += n * c0 + n * (n + 1) / 2
+            if c0 + n >= seq.prompt:
+                sampled += 1
+        kv_bytes = self._kv_bytes * (kv_read + tokens)
+        nbytes = self._w_bytes + kv_bytes
+        flops = self._fl_tok * tokens + self._fl_head * sampled + self._fl_pair * pairs
+        t_mem, t_cmp = nbytes * self._inv_bw, flops * self._inv_fl
+        kernels = t_mem if t_mem > t_cmp else t_cmp
+        t = kernels + self._comm0 + self._comm1 * tokens + self._over0 + self._over1 * running
+        if self._k and n_dec:
+            t += self._k * (self.options.draft_fraction * kernels + self.options.draft_pass_s)
+        self._plan = (chunks, t)
+        # GPU activity of this step (simulated seconds)
+        self._last = (nbytes, flops, t, kernels)
+        return t * self._scale
+
+    def _end_step(self) -> None:
+        """Apply the planned step at its end (``self.now``): progress, tokens, finishes."""
+        chunks, t_sim = self._plan  # type: ignore[misc]
+        self._plan = None
+        now = self.now
+        self._account(t_sim)
+        k = self._k
+        finished: list[_Seq] = []
+        # decodes (the requests that were decoding when the step was planned)
+        if self._per_seq:
+            gen_total = 0
+            for seq in list(self._decoding.values()):  # a sink may not change the batch,
+                # but copy anyway: the list is O(batch) like the loop
+                n = 1
+                if k:
+                    rnd, alpha = seq.rng.random, self._alpha  # type: ignore[union-attr]
+                    while n <= k and rnd() < alpha:
+                        n += 1
+                    self.spec_drafts_total += 1
+                    self.spec_draft_tokens_total += k
+                    self.spec_accepted_tokens_total += n - 1
+                left = seq.max_tokens - seq.generated
+                if n >= left:
+                    n = left
+                    finished.append(seq)
+                seq.generated += n
+                seq.chunks += 1
+                gen_total += n
+                if seq.sink is not None:
+                    seq.sink(n, n == left)
+            self._sum_ctx += gen_total
+            self.generation_tokens_total += gen_total
+        elif self._decoding:
+            n_dec = len(self._decoding)
+            self._g += 1
+            self._sum_ctx += n_dec
+            self.generation_tokens_total += n_dec
+            heap = self._heap
+            while heap and heap[0][0] <= self._g:
+                seq = heapq.heappop(heap)[2]
+                seq.generated = seq.max_tokens
+                seq.chunks = seq.max_tokens
+                finished.append(seq)
+        for seq in finished:
+            del self._decoding[seq.id]
+            self._sum_ctx -= seq.prompt + seq.generated
+            self._finish(seq, now)
+        # prefill chunks
+        for seq, n in chunks:
+            if seq.cancelled:  # the client went away during the step
+                continue
+            seq.done_prompt += n
+            self.prompt_tokens_total += n
+            if seq.done_prompt >= seq.prompt:
+                self._prefilling.remove(seq)
+                seq.t_first = now
+                seq.generated = 1
+                seq.chunks = 1
+                self.generation_tokens_total += 1
+                last = seq.max_tokens == 1
+                if seq.sink is not None:
+                    seq.sink(1, last)
+                if last:
+                    self._finish(seq, now)
+                else:
+                    self._decoding[seq.id] = seq
+                    self._sum_ctx += seq.prompt + 1
+                    if not self._per_seq:
+                        heapq.heappush(self._heap, (self._g + seq.max_tokens - 1, seq.id, seq))
+
+    def _finish(self, seq: _Seq, now: float) -> None:
+        self._kv_used -= seq.reserve
+        seq.sink = None
+        self.finished_total += 1
+        queue, prefill = seq.t_admit - seq.arrival, seq.t_first - seq.t_admit
+        decode = now - seq.t_first
+        self._h_queue.observe(queue)
+        self._h_prefill.observe(prefill)
+        self._h_decode.observe(decode)
+        self._h_infer.observe(now - seq.t_admit)
+        self._h_e2e.observe(now - seq.arrival)
+        self._h_ttft.observe(seq.t_first - seq.arrival)
+        if seq.generated > 1:
+            self._h_tpot.observe(decode / (seq.generated - 1))
+        t = seq.timing
+        if t is not None:
+            t.admitted, t.first_token, t.finished = seq.t_admit, seq.t_first, now
+            t.tokens, t.chunks = seq.generated, seq.chunks
+
+    # -- stats ---------------------------------------------------------------------------------
+
+    def _init_stats(self) -> None:
+        s = EngineStats()
+        self._h_queue, self._h_prefill, self._h_decode = s.queue_s, s.prefill_s, s.decode_s
+        self._h_infer, self._h_e2e, self._h_ttft, self._h_tpot = (
+            s.inference_s, s.e2e_s, s.ttft_s, s.tpot_s,
+        )  # fmt: skip
+        self.prompt_tokens_total = self.generation_tokens_total = 0
+        self.finished_total = self.cancelled_total = self.steps_total = 0
+        self.spec_drafts_total = self.spec_draft_tokens_total = 0
+        self.spec_accepted_tokens_total = 0
+        self.energy_j = 0.0  # over simulated busy time, per GPU
+        self.busy_sim_s = 0.0  # simulated seconds spent in steps
+        self._last = (0.0, 0.0, 0.0, 0.0)
+        self._last_activity = (0.0, 0.0, 0.0)  # dram, tensor, sm of the last step
+        self._t0 = 0.0  # engine clock at start (for idle energy)
+
+    def _account(self, t_sim: float) -> None:
+        nbytes, flops, t, kernels = self._last
+        g = self.preset.gpu
+        dram = nbytes / (g.mem_bw * t) if t > 0 else 0.0
+        peak = g.flops_for(rl.matmul_dtype(g, self.preset.weight_dtype))
+        tensor = flops / (peak * t) if t > 0 else 0.0
+        sm = min(1.0, kernels / t) if t > 0 else 0.0
+        self._last_activity = (dram, tensor, sm)
+        self.energy_j += self._power(dram, tensor) * t_sim
+        self.busy_sim_s += t_sim
+        self.steps_total += 1
+
+    def _power(self, dram: float, tensor: float) -> float:
+        g = self.preset.gpu
+        return g.idle_w + (g.tdp_w - g.idle_w) * min(1.0, max(dram, tensor))
+
+    def stats(self, now: float | None = None) -> EngineStats:
+        """A snapshot (see :class:`EngineStats`); ``now`` defaults to the engine clock.
+
+        The GPU gauges describe the last step when the engine is busy, idle otherwise; energy
+        adds idle power over the simulated time the engine spent idle.
+        """
+        if now is None:
+            now = self._loop.time() if self._loop is not None else self.now
+        g, tp = self.preset.gpu, self.preset.tp
+        busy = self._busy or (self._loop is None and (self._decoding or self._prefilling))
+        dram, tensor, sm = self._last_activity if busy else (0.0, 0.0, 0.0)
+        idle_sim = max(0.0, (now - self._t0) * self.options.time_scale - self.busy_sim_s)
+        kv_total = self._kv_bytes * self.kv_capacity
+        return EngineStats(
+            running=len(self._decoding) + len(self._prefilling),
+            waiting=len(self._waiting),
+            kv_usage=self._kv_used / self.kv_capacity,
+            kv_capacity_tokens=self.kv_capacity,
+            prompt_tokens_total=self.prompt_tokens_total,
+            generation_tokens_total=self.generation_tokens_total,
+            requests_finished_total=self.finished_total,
+            requests_cancelled_total=self.cancelled_total,
+            preemptions_total=0,
+            steps_total=self.steps_total,
+            spec_drafts_total=self.spec_drafts_total,
+            spec_draft_tokens_total=self.spec_draft_tokens_total,
+            spec_accepted_tokens_total=self.spec_accepted_tokens_total,
+            queue_s=self._h_queue.copy(),
+            prefill_s=self._h_prefill.copy(),
+            decode_s=self._h_decode.copy(),
+            inference_s=self._h_infer.copy(),
+            e2e_s=self._h_e2e.copy(),
+            ttft_s=self._h_ttft.copy(),
+            tpot_s=self._h_tpot.copy(),
+            gpu_count=tp,
+            gpu_memory_used_bytes=int(self._mem_fixed + kv_total),
+            gpu_memory_total_bytes=g.memory_bytes,
+            dram_active=min(1.0, dram),
+            sm_active=sm,
+            power_w=self._power(dram, tensor),
+            energy_j_total=self.energy_j + g.idle_w * idle_sim,
+        )

@@ -1,0 +1,125 @@
+"""GPU table, model configs and the roofline formulas of METHODS.md §5."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from abtui.errors import UsageError
+from abtui.hardware import roofline as rl
+from abtui.hardware.gpus import GPUS, get_gpu
+from abtui.hardware.models import MODELS, ModelConfigError, get_model, load_hf_config
+
+
+def test_gpu_table_has_the_methods_peaks_and_aliases():
+    h100 = get_gpu("h100")
+    assert get_gpu("H100-SXM") is h100 and get_gpu("h100_sxm") is h100
+    assert h100.bf16_flops == 989e12 and h100.fp8_flops == 1979e12 and h100.mem_bw == 3.35e12
+    assert get_gpu("h200").mem_bw == 4.8e12 and get_gpu("h200").bf16_flops == h100.bf16_flops
+    assert get_gpu("a100").fp8_flops is None and get_gpu("a100").flops_for("fp8") == 312e12
+    assert get_gpu("l40s").mem_bw == 0.864e12 and get_gpu("l4").mem_bw == 0.3e12
+    assert get_gpu("b200").fp8_flops == 4500e12
+    assert {g.name for g in GPUS} >= {"h100-sxm", "h200", "a100-80gb", "l40s", "l4", "b200"}
+    with pytest.raises(UsageError) as err:
+        get_gpu("h800")
+    assert "h100-sxm" in err.value.hint
+
+
+@pytest.mark.parametrize("model", MODELS, ids=lambda m: m.name)
+def test_param_count_derived_from_the_config_matches_the_published_total(model):
+    assert model.known_params is not None
+    assert abs(model.param_count() - model.known_params) / model.known_params < 0.005
+
+
+def test_kv_bytes_per_token_and_decode_time_of_llama3_8b_on_h100():
+    m, g = get_model("llama-3-8b"), get_gpu("h100")
+    assert rl.kv_bytes_per_token(m, "bf16") == 128 * 1024
+    assert rl.kv_bytes_per_token(m, "fp8") == 64 * 1024
+    assert rl.kv_bytes_per_token_per_gpu(m, "bf16", tp=2) == 64 * 1024
+    # METHODS.md: W = N · 2 bytes ≈ 16 GB; at peak bandwidth ≈ 4.8 ms per token
+    assert rl.weight_bytes(m, "bf16") == m.param_count() * 2
+    assert rl.weight_bytes(m, "bf16") / g.mem_bw == pytest.approx(4.8e-3, rel=0.01)
+    peak = rl.Efficiency(bw=1.0, flops=1.0, step_overhead_s=0, per_seq_overhead_s=0)
+    c = rl.step_cost(g, m, "bf16", "bf16", rl.decode_shape(1, 1), eff=peak)
+    assert c.bound == "memory"
+    # the embedding is not streamed per step, so a little under METHODS' 4.8 ms
+    assert c.time == pytest.approx(rl.streamed_weight_bytes(m, "bf16") / g.mem_bw, rel=1e-3)
+    assert 4.3e-3 < c.time < 4.8e-3
+
+
+def test_weight_dtypes_shrink_the_layer_weights_only():
+    m = get_model("llama-3-8b")
+    bf16, fp8, int4 = (rl.weight_bytes(m, d) for d in ("bf16", "fp8", "int4"))
+    embed_and_head = 2 * m.embedding_params() * 2
+    assert fp8 == pytest.approx(m.linear_params() + embed_and_head)
+    assert bf16 > fp8 > int4 > embed_and_head
+    assert rl.matmul_dtype(get_gpu("h100"), "fp8") == "fp8"
+    assert rl.matmul_dtype(get_gpu("a100"), "fp8") == "bf16"  # no FP8 tensor cores
+    assert rl.matmul_dtype(get_gpu("h100"), "int4") == "bf16"  # weight-only
+
+
+def test_prefill_flops_and_bound():
+    m, g = get_model("llama-3-8b"), get_gpu("h100")
+    p = 4096
+    _, flops = rl.step_bytes_flops(m, "bf16", "bf16", rl.prefill_shape(p))
+    # the step's FLOPs ≈ METHODS' 2NP + 2·L·d·P² (the LM head runs once, not P times)
+    head = 2 * m.lm_head_params() * (p - 1)
+    assert flops == pytest.approx(rl.prefill_flops(m, p) - head, rel=0.01)
+    assert rl.step_cost(g, m, "bf16", "bf16", rl.prefill_shape(p)).bound == "compute"
+    assert rl.step_cost(g, m, "bf16", "bf16", rl.decode_shape(8, 2048)).bound == "memory"
+
+
+def test_decode_at_large_batch_turns_compute_bound_and_mbu_mfu_are_fractions():
+    m, g = get_model("llama-3-8b"), get_gpu("h100")
+    small = rl.step_cost(g, m, "fp8", "fp8", rl.decode_shape(1, 128))
+    big = rl.step_cost(g, m, "fp8", "fp8", rl.decode_shape(4096, 128))
+    assert small.bound == "memory" and big.bound == "compute"
+    assert 0 < rl.mbu(small.bytes, small.time, g) < 1
+    assert 0 < rl.mfu(big.flops, big.time, g, "fp8") < 1
+
+
+def test_tensor_parallel_splits_bytes_and_adds_allreduce():
+    m, g = get_model("llama-3-70b"), get_gpu("h200")
+    one = rl.step_cost(g, m, "bf16", "bf16", rl.decode_shape(1, 1024), tp=1)
+    four = rl.step_cost(g, m, "bf16", "bf16", rl.decode_shape(1, 1024), tp=4)
+    assert four.bytes == pytest.approx(one.bytes / 4, rel=1e-6)
+    assert one.t_comm == 0 and four.t_comm > 2 * m.layers * 5e-6
+    assert four.time < one.time
+    # 8 KV heads over tp=8: one each; over tp=16 they would be replicated
+    assert rl.kv_bytes_per_token_per_gpu(m, "bf16", 8) == rl.kv_bytes_per_token(m, "bf16") / 8
+
+
+def test_kv_capacity_follows_memory_minus_weights():
+    m, g = get_model("llama-3-8b"), get_gpu("h100")
+    cap = rl.kv_capacity_tokens(g, m, "bf16", "bf16")
+    assert 400_000 < cap < 500_000  # vLLM reports ~450k tokens for this setup
+    assert rl.kv_capacity_tokens(g, m, "bf16", "fp8") == pytest.approx(2 * cap, rel=0.01)
+    assert rl.kv_capacity_tokens(g, m, "fp8", "bf16") > cap
+    assert rl.kv_capacity_tokens(get_gpu("l4"), get_model("llama-3-70b"), "bf16", "bf16") < 0
+
+
+def test_load_hf_config(tmp_path):
+    cfg = {
+        "model_type": "qwen2", "num_hidden_layers": 28, "hidden_size": 3584,
+        "num_attention_heads": 28, "num_key_value_heads": 4, "intermediate_size": 18944,
+        "vocab_size": 152064, "tie_word_embeddings": False, "max_position_embeddings": 32768,
+    }  # fmt: skip
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    m = load_hf_config(path, name="my-qwen")
+    assert m.name == "my-qwen" and m.head_dim == 128 and m.qkv_bias
+    assert m.param_count() == get_model("qwen2.5-7b").known_params
+    del cfg["intermediate_size"]
+    path.write_text(json.dumps(cfg))
+    with pytest.raises(ModelConfigError) as err:
+        load_hf_config(path)
+    assert "intermediate_size" in err.value.message and str(path) in err.value.message
+    path.write_text(json.dumps({**cfg, "intermediate_size": "big"}))
+    with pytest.raises(ModelConfigError, match="positive integer"):
+        load_hf_config(path)
+    path.write_text("{not json")
+    with pytest.raises(ModelConfigError, match="not valid JSON"):
+        load_hf_config(path)
+    with pytest.raises(ModelConfigError, match="cannot read"):
+        load_hf_config(tmp_path / "missing.json")
