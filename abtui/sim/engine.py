@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from abtui.errors import UsageError
+from abtui.sim.engine_stats import EngineStats
 from abtui.sim.faults import FaultConfig
 
 
@@ -50,6 +51,7 @@ class SimConfig:
     usage: bool = True  # honour stream_options.include_usage
     default_max_tokens: int = 16  # tokens generated when a request gives no max_tokens
     faults: FaultConfig = field(default_factory=FaultConfig)  # injected faults (off by default)
+    preset: Any = None  # PresetOptions (abtui.sim.preset_cli): the batching engine; None = fixed
 
     def validate(self) -> None:
         """Raise :class:`~abtui.errors.UsageError` naming the option with a bad value."""
@@ -82,6 +84,8 @@ class SimConfig:
         if not isinstance(self.host, str) or not self.host:
             raise bad("--host", self.host, "an address such as 127.0.0.1")
         self.faults.validate()
+        if self.preset is not None:
+            self.preset.validate()
 
 
 @dataclass(slots=True)
@@ -118,6 +122,8 @@ class FixedDelayEngine:
         self._jitter_ns = round(config.jitter_ms * 1e6)
         self._per_chunk = config.tokens_per_chunk
         self._seed = config.seed
+        # what /metrics can honestly say of a fixed-delay endpoint (tokens count when planned)
+        self._running = self._prompt_total = self._generated_total = self._finished = 0
 
     def schedule(self, req: SimRequest) -> Iterator[tuple[int, int]]:
         jitter = self._jitter_ns
@@ -125,15 +131,31 @@ class FixedDelayEngine:
         t = req.arrival_ns
         delay = self._ttft_ns
         left = req.max_tokens
-        while left > 0:
-            if rng is not None:
-                t += max(0, delay + round(rng.uniform(-jitter, jitter)))
-            else:
-                t += delay
-            n = min(self._per_chunk, left)
-            left -= n
-            yield t, n
-            delay = self._itl_ns
+        self._running += 1
+        self._prompt_total += req.prompt_tokens
+        try:
+            while left > 0:
+                if rng is not None:
+                    t += max(0, delay + round(rng.uniform(-jitter, jitter)))
+                else:
+                    t += delay
+                n = min(self._per_chunk, left)
+                left -= n
+                self._generated_total += n
+                self._finished += left == 0
+                yield t, n
+                delay = self._itl_ns
+        finally:
+            self._running -= 1
+
+    def stats(self) -> EngineStats:
+        """Requests in progress and token / request counters; no KV cache, no GPU."""
+        return EngineStats(
+            running=self._running,
+            prompt_tokens_total=self._prompt_total,
+            generation_tokens_total=self._generated_total,
+            requests_finished_total=self._finished,
+        )
 
 
 # The generated text: words from a small vocabulary of plain ASCII words (no JSON escaping is

@@ -30,6 +30,8 @@ from abtui.errors import UsageError
 from abtui.sim.api import BadRequest, Formatter, error_body, models_body, parse_request
 from abtui.sim.engine import Engine, FixedDelayEngine, SimConfig, SimRequest, text_base, words
 from abtui.sim.faults import make_faults
+from abtui.sim.prom import CONTENT_TYPE as PROM_CONTENT_TYPE
+from abtui.sim.prom import metrics_text
 
 MAX_HEAD = 64 * 1024  # bytes of request line + headers
 MAX_BODY = 64 * 1024 * 1024
@@ -309,16 +311,25 @@ class _Connection(asyncio.Protocol):
             if path == "/health":
                 return self._send(200, b'{"status":"ok"}')
             return self._send(200, models_body(self.sim.config.model, self.sim.created))
+        if path == "/metrics":
+            if method not in ("GET", "HEAD"):
+                return self._fail(405, f"use GET for {path}")
+            text = metrics_text(self.sim)
+            if text is None:
+                return self._fail(404, "this simulated engine keeps no statistics")
+            return self._send(200, text.encode(), ctype=PROM_CONTENT_TYPE)
         self._fail(404, f"no route for {method} {path}; the sim serves /v1/completions, "
-                   "/v1/chat/completions, /v1/models and /health")  # fmt: skip
+                   "/v1/chat/completions, /v1/models, /metrics and /health")  # fmt: skip
 
-    def _send(self, status: int, body: bytes, close: bool = False) -> None:
+    def _send(
+        self, status: int, body: bytes, close: bool = False, ctype: str = "application/json"
+    ) -> None:
         if self.t is None or self.t.is_closing():
             return
         close = close or not self.keep_alive
         head = (
             f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}\r\n"
-            f"content-type: application/json\r\ncontent-length: {len(body)}\r\n"
+            f"content-type: {ctype}\r\ncontent-length: {len(body)}\r\n"
             f"server: abtui-sim\r\nconnection: {'close' if close else 'keep-alive'}\r\n\r\n"
         )
         self.t.write(head.encode() + body)
