@@ -1,0 +1,189 @@
+"""A tiny Llama-architecture GGUF with seeded random weights, and its quantized copies.
+
+No weights can be downloaded where abtui's CI runs, so the model is made: 2 layers, 128 hidden,
+4 query heads sharing 2 KV heads, a byte-fallback SentencePiece-style vocabulary (``<unk>``,
+``<s>``, ``</s>``, the 256 byte tokens, then the word pieces of abtui's synthetic prompts and
+their prefixes, so the prompts tokenize to whole words). The text it generates is meaningless,
+but quantization damage is real: Q8_0 and Q4_0 copies made with llama.cpp's own quantize API
+change greedy continuations, Q4_0 more than Q8_0.
+
+The output rows of ``<unk>``, ``<s>`` and ``</s>`` are zero while every other logit is drawn
+with a spread of a few units, so greedy decoding never ends early: every request generates
+exactly ``max_tokens`` tokens (llama.cpp has no ``ignore_eos``), which lets a test check token
+counts although the server reports no usage in its stream.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from abtui.errors import AbtuiError
+
+SPACE = "\u2581"  # SentencePiece's word-boundary mark
+UNK, BOS, EOS = 0, 1, 2
+N_BYTES = 256
+# Pieces that are more than one UTF-8 byte, so generated text holds multi-byte characters.
+_EXTRA = ("é", "ü", "ß", "→", "€", "中", "文", f"{SPACE}café", f"{SPACE}naïve")
+
+
+@dataclass(frozen=True, slots=True)
+class TinyConfig:
+    """Shape of the model; the defaults give a ~2 MB FP32 file."""
+
+    n_layer: int = 2
+    d_model: int = 128
+    n_head: int = 4
+    n_head_kv: int = 2
+    d_ff: int = 256
+    n_ctx: int = 2048
+    seed: int = 0
+    logit_scale: float = 0.25  # std of the output weights: logits spread ~ scale·√d_model
+
+
+class EngineError(AbtuiError):
+    """The engine (llama-cpp-python, gguf) is missing or failed."""
+
+
+def _require(module: str):
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise EngineError(
+            f"the Python package providing {module!r} is not installed",
+            "install abtui with its engine extra: pip install -e '.[engine]'",
+        ) from None
+
+
+def vocabulary() -> tuple[list[bytes], list[float], list[int]]:
+    """Tokens, scores and token types of the byte-fallback SentencePiece-style vocabulary."""
+    from abtui.workload.items import _WORDS
+
+    toks: list[bytes] = [b"<unk>", b"<s>", b"</s>"]
+    types = [2, 3, 3]  # UNKNOWN, CONTROL, CONTROL (gguf.TokenType)
+    scores = [0.0, 0.0, 0.0]
+    for b in range(N_BYTES):
+        toks.append(f"<0x{b:02X}>".encode())
+        types.append(6)  # BYTE
+        scores.append(0.0)
+    pieces: dict[str, None] = {SPACE: None}
+    for c in "abcdefghijklmnopqrstuvwxyz0123456789":
+        pieces[c] = None
+    for w in (*_WORDS, *(str(i) for i in range(10))):
+        full = SPACE + w
+        for k in range(2, len(full) + 1):  # every prefix: SentencePiece merges pairwise
+            pieces[full[:k]] = None
+    for p in _EXTRA:
+        for k in range(1, len(p) + 1):
+            pieces[p[:k]] = None
+    for p in pieces:
+        toks.append(p.encode())
+        types.append(1)  # NORMAL
+        scores.append(float(len(p)))  # longer merges first
+    return toks, scores, types
+
+
+def write_fp32(path: Path, cfg: TinyConfig = TinyConfig()) -> Path:
+    """Write the FP32 model to ``path`` (deterministic given ``cfg.seed``)."""
+    gguf = _require("gguf")
+    toks, scores, types = vocabulary()
+    n_vocab, d, d_head = len(toks), cfg.d_model, cfg.d_model // cfg.n_head
+    kv = cfg.n_head_kv * d_head
+    rng = np.random.default_rng(cfg.seed)
+
+    def w(rows: int, cols: int, std: float | None = None) -> np.ndarray:
+        s = (1.0 / np.sqrt(cols)) if std is None else std
+        return (rng.standard_normal((rows, cols)) * s).astype(np.float32)
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    wr = gguf.GGUFWriter(str(path), "llama")
+    wr.add_name(f"abtui-tiny-seed{cfg.seed}")
+    wr.add_context_length(cfg.n_ctx)
+    wr.add_embedding_length(d)
+    wr.add_block_count(cfg.n_layer)
+    wr.add_feed_forward_length(cfg.d_ff)
+    wr.add_head_count(cfg.n_head)
+    wr.add_head_count_kv(cfg.n_head_kv)
+    wr.add_layer_norm_rms_eps(1e-5)
+    wr.add_rope_dimension_count(d_head)
+    wr.add_rope_freq_base(10000.0)
+    wr.add_vocab_size(n_vocab)
+    wr.add_file_type(0)  # ALL_F32
+    wr.add_tokenizer_model("llama")
+    wr.add_token_list(toks)
+    wr.add_token_scores(scores)
+    wr.add_token_types(types)
+    wr.add_unk_token_id(UNK)
+    wr.add_bos_token_id(BOS)
+    wr.add_eos_token_id(EOS)
+    wr.add_add_bos_token(True)
+    wr.add_add_space_prefix(True)
+
+    wr.add_tensor("token_embd.weight", w(n_vocab, d, 1.0))
+    for i in range(cfg.n_layer):
+        p = f"blk.{i}."
+        wr.add_tensor(p + "attn_norm.weight", np.ones(d, np.float32))
+        wr.add_tensor(p + "attn_q.weight", w(d, d))
+        wr.add_tensor(p + "attn_k.weight", w(kv, d))
+        wr.add_tensor(p + "attn_v.weight", w(kv, d))
+        wr.add_tensor(p + "attn_output.weight", w(d, d))
+        wr.add_tensor(p + "ffn_norm.weight", np.ones(d, np.float32))
+        wr.add_tensor(p + "ffn_gate.weight", w(cfg.d_ff, d))
+        wr.add_tensor(p + "ffn_up.weight", w(cfg.d_ff, d))
+        wr.add_tensor(p + "ffn_down.weight", w(d, cfg.d_ff))
+    wr.add_tensor("output_norm.weight", np.ones(d, np.float32))
+    out = w(n_vocab, d, cfg.logit_scale)
+    out[[UNK, BOS, EOS]] = 0.0  # never the greedy choice: no early end of a request
+    wr.add_tensor("output.weight", out)
+    wr.write_header_to_file()
+    wr.write_kv_data_to_file()
+    wr.write_tensors_to_file()
+    wr.close()
+    return path
+
+
+# llama.cpp's ``llama_ftype`` values for the formats used here.
+FTYPES = {"Q8_0": 7, "Q4_0": 2}
+
+
+def quantize(src: Path, dst: Path, fmt: str, threads: int = 1) -> Path:
+    """Quantize ``src`` to ``fmt`` (``Q8_0`` / ``Q4_0``) with llama.cpp's ``llama_model_quantize``."""
+    import ctypes
+
+    llama_cpp = _require("llama_cpp")
+    if fmt not in FTYPES:
+        raise EngineError(f"unknown quantization {fmt!r}", f"use one of {', '.join(FTYPES)}")
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = FTYPES[fmt]
+    params.nthread = threads
+    rc = llama_cpp.llama_model_quantize(str(src).encode(), str(dst).encode(), ctypes.byref(params))
+    if rc != 0 or not Path(dst).exists():
+        raise EngineError(
+            f"llama.cpp could not quantize {src} to {fmt} (return code {rc})",
+            "see llama.cpp's messages above",
+        )
+    return Path(dst)
+
+
+def build_models(folder: Path, cfg: TinyConfig = TinyConfig()) -> dict[str, Path]:
+    """FP32, Q8_0 and Q4_0 files in ``folder`` (made once; reused when already there)."""
+    folder = Path(folder)
+    fp32 = folder / f"tiny-s{cfg.seed}-f32.gguf"
+    if not fp32.exists():
+        tmp = fp32.with_suffix(".tmp")
+        write_fp32(tmp, cfg)
+        tmp.rename(fp32)
+    out = {"FP32": fp32}
+    for fmt in FTYPES:
+        q = folder / f"tiny-s{cfg.seed}-{fmt.lower()}.gguf"
+        if not q.exists():
+            tmp = q.with_suffix(".tmp")
+            quantize(fp32, tmp, fmt)
+            tmp.rename(q)
+        out[fmt] = q
+    return out
