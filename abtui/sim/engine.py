@@ -101,6 +101,9 @@ class SimRequest:
     stream: bool = False
     include_usage: bool = False  # send the usage-only chunk before [DONE]
     key: Any = None  # the body's "abtui_key" field, echoed into the chunk log
+    ignore_eos: bool = False  # the body's "ignore_eos": generate max_tokens whatever the text
+    answer: tuple[str, ...] | None = None  # the quality face's answer tokens (None: filler)
+    finish_reason: str = "length"  # "stop" when the quality face's answer ends the response
 
 
 class Engine(Protocol):

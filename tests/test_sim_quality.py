@@ -1,0 +1,181 @@
+"""The simulator's quality face: prompt formats, recogniser, accuracy function, answers."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import pytest
+
+from abtui.sim.engine import SimRequest, count_prompt_tokens
+from abtui.sim.quality_face import (
+    QualityFace,
+    Variant,
+    accuracy,
+    answer,
+    arithmetic_prompt,
+    format_prompt,
+    keys_prompt,
+    needle_prompt,
+    recognise,
+)
+
+BF16, FP8, INT4 = Variant("bf16", "bf16"), Variant("fp8", "bf16"), Variant("int4", "bf16")
+INT4_KV8, FP8_KV8 = Variant("int4", "fp8"), Variant("fp8", "fp8")
+
+
+@pytest.mark.parametrize("tokens", [300, 2000, 16000])
+def test_retrieval_generators_length_leaks_and_determinism(tokens):
+    for seed in range(5):
+        for item in (needle_prompt(seed, tokens), keys_prompt(seed, tokens, n_keys=5)):
+            assert item == (needle_prompt if item.task == "niah" else keys_prompt)(
+                seed, tokens, *(() if item.task == "niah" else (5,))
+            )
+            n = count_prompt_tokens(item.prompt)
+            assert n == item.context_tokens
+            assert abs(n - tokens) <= max(3, 0.01 * tokens)  # within 1% of the asked length
+            # the answer appears once, in its statement; the filler holds no digits at all
+            assert item.prompt.count(item.answer) == 1
+            statements = re.findall(r"The pass key for \S+ is \d+\.", item.prompt)
+            assert len(statements) == (1 if item.task == "niah" else 5)
+            rest = re.sub(r"The pass key for \S+ is \d+\.", "", item.prompt)
+            rest = re.sub(r"Question: what is the pass key for \S+\?", "", rest)
+            assert not re.search(r"\d", rest) and "pass key" not in rest.replace(
+                "Answer with the pass key only.", ""
+            )
+            task = recognise(item.prompt)
+            assert task is not None and (task.task, task.answer) == (item.task, item.answer)
+    assert needle_prompt(1, 500).prompt != needle_prompt(2, 500).prompt
+
+
+def test_needle_depth_and_confusable_keys():
+    for depth in (0.0, 0.5, 1.0):
+        p = needle_prompt(3, 4000, depth=depth).prompt
+        at = p.index("The pass key for") / len(p)
+        assert abs(at - depth) < 0.05
+    item = keys_prompt(4, 1000, n_keys=4)
+    keys = re.findall(r"The pass key for (\S+) is", item.prompt)
+    assert len({k.rsplit("-", 1)[0] for k in keys}) == 1  # one stem: confusable
+    assert len(set(keys)) == 4
+
+
+def test_exact_answer_generators():
+    for seed in range(30):
+        a = arithmetic_prompt(seed)
+        x, op, y = re.match(r"What is (-?\d+) ([+*-]) (-?\d+)\?", a.prompt).groups()
+        assert (
+            int(a.answer) == {"+": int(x) + int(y), "-": int(x) - int(y), "*": int(x) * int(y)}[op]
+        )
+        assert recognise(a.prompt).answer == a.answer
+        f = format_prompt(seed)
+        assert f.answer.isupper() and recognise(f.prompt).answer == f.answer
+    # embedded in a chat (messages joined by newlines) they are still recognised
+    chat = "You are a helpful assistant.\n" + arithmetic_prompt(1).prompt
+    assert recognise(chat).task == "arith"
+
+
+@pytest.mark.parametrize(
+    "prompt",
+    [
+        "What is the capital of France?",
+        "the pass key for nothing",
+        "The pass key for a-b-12 is 1234567.\nQuestion: what is the pass key for c-d-34? "
+        "Answer with the pass key only.",  # the asked key is not in the context
+        "What is 2 + two? Answer with the number only.",
+        "",
+    ],
+)
+def test_free_form_prompts_are_not_tasks(prompt):
+    assert recognise(prompt) is None
+    assert answer(prompt, 100, BF16, 0) is None
+
+
+def test_accuracy_function_shape():
+    for task in ("niah", "keys", "arith", "format"):
+        for n in (512, 4096, 32768, 131072):
+            assert accuracy(task, BF16, n) >= accuracy(task, FP8, n) >= accuracy(task, INT4, n)
+            assert accuracy(task, FP8, n) >= accuracy(task, FP8_KV8, n)
+            assert 0.02 <= accuracy(task, INT4_KV8, n) <= 1
+    # no long-context loss up to 4k; then it grows per doubling, more for confusable keys
+    assert accuracy("niah", INT4_KV8, 4096) == accuracy("niah", INT4_KV8, 1000)
+    assert accuracy("niah", INT4_KV8, 32768) < accuracy("niah", INT4_KV8, 8192) - 0.05
+    loss = lambda t, v: accuracy(t, BF16, 4096) - accuracy(t, v, 32768)  # noqa: E731
+    assert loss("keys", INT4_KV8) > 1.8 * loss("niah", INT4_KV8)
+    # exact-answer tasks do not depend on the context length
+    assert accuracy("arith", INT4, 100) == accuracy("arith", INT4, 100_000)
+    # the documented formula, one case by hand: int4 weights, fp8 KV, keys at 32k
+    assert accuracy("keys", INT4_KV8, 32768) == pytest.approx(0.98 - 0.02 - 3 * 0.045 * 2)
+
+
+def test_answers_follow_the_accuracy_and_are_plausible_when_wrong():
+    n, ctx = 1500, 32768
+    items = [keys_prompt(s, 120, n_keys=4) for s in range(n)]  # short text, long context claimed
+    for variant in (BF16, FP8_KV8, INT4_KV8):
+        p = accuracy("keys", variant, ctx)
+        got = [answer(it.prompt, ctx, variant, seed=7) for it in items]
+        right = sum(g == it.answer for g, it in zip(got, items, strict=True))
+        sd = math.sqrt(n * p * (1 - p))
+        assert abs(right - n * p) <= 4 * sd + 1, (variant, right / n, p)
+        for g, it in zip(got, items, strict=True):
+            if g != it.answer:  # a confusable key's value: present in the context
+                assert re.search(rf"The pass key for \S+ is {g}\.", it.prompt)
+    # one draw per (seed, prompt): the weaker variant fails a superset of the stronger's items
+    fails = {
+        v: {i for i, it in enumerate(items) if answer(it.prompt, ctx, v, 7) != it.answer}
+        for v in (BF16, INT4_KV8)
+    }
+    assert fails[BF16] <= fails[INT4_KV8] and len(fails[INT4_KV8]) > len(fails[BF16])
+    # another seed draws differently
+    assert [answer(it.prompt, ctx, INT4_KV8, 8) for it in items] != [
+        answer(it.prompt, ctx, INT4_KV8, 7) for it in items
+    ]
+
+
+def test_wrong_answers_of_needle_arith_format():
+    floor = Variant("int4", "fp8")
+    ctx = 10**9  # accuracy at its floor: nearly every answer is wrong
+    for s in range(40):
+        it = needle_prompt(s, 80)
+        g = answer(it.prompt, ctx, floor, 0)
+        if g != it.answer:
+            assert len(g) == 7 and sum(a != b for a, b in zip(g, it.answer, strict=True)) == 1
+    wrong_arith = 0
+    for s in range(300):
+        it = arithmetic_prompt(s)
+        g = answer(it.prompt, 50, INT4, 0)
+        if g != it.answer:
+            wrong_arith += 1
+            assert abs(int(g) - int(it.answer)) in (1, 10)
+        it = format_prompt(s)
+        g = answer(it.prompt, 50, INT4, 0)
+        assert g in (it.answer, it.answer.lower())
+    assert 0 < wrong_arith < 30  # 5% expected
+
+
+def _req(prompt: str, max_tokens: int, ignore_eos: bool = False) -> SimRequest:
+    return SimRequest(
+        req_id=1, chat=False, prompt=prompt, prompt_tokens=count_prompt_tokens(prompt),
+        max_tokens=max_tokens, arrival_ns=0, ignore_eos=ignore_eos,
+    )  # fmt: skip
+
+
+def test_face_prepares_answer_stop_and_text_source():
+    face = QualityFace(seed=0, variant=BF16)
+    it = arithmetic_prompt(5)
+    req = _req(it.prompt, 64)
+    face.prepare(req)
+    assert (req.answer, req.max_tokens, req.finish_reason) == ((" " + it.answer,), 1, "stop")
+    assert face.text_source(req)(0, 1) == " " + it.answer
+    # ignore_eos: the answer, then filler up to max_tokens; finish_reason stays "length"
+    req = _req(it.prompt, 5, ignore_eos=True)
+    face.prepare(req)
+    text = face.text_source(req)
+    assert (req.max_tokens, req.finish_reason) == (5, "length")
+    full = text(0, 2) + text(2, 3)
+    assert full.startswith(" " + it.answer + " ") and len(full.split()) == 5
+    # free-form: untouched, the usual filler
+    req = _req("tell me a story", 4)
+    face.prepare(req)
+    assert req.answer is None and req.max_tokens == 4 and req.finish_reason == "length"
+    assert len(face.text_source(req)(0, 4).split()) == 4
+    assert face.describe()["simulated"] is True
