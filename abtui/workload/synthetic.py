@@ -1,0 +1,87 @@
+"""Seeded synthetic workloads with realistic shapes: lognormal lengths, bursty arrivals.
+
+Chat traffic is not 512-in / 128-out at a constant rate: prompt and answer lengths are skewed
+(a long tail of long prompts), and requests come in bursts. :func:`chat_items` builds such a
+workload from a :class:`ChatShape` and a seed; the same seed gives the same items and arrival
+offsets, so every arm, and every rerun, sees the same workload.
+
+- Lengths: lognormal with the given median and log-space sigma, clamped to ``[lo, hi]``
+  (:func:`lognormal_lengths`).
+- Arrivals: gamma-distributed gaps with mean ``1/rate`` and coefficient of variation ``cv``
+  (:func:`gamma_offsets`): ``cv = 1`` is a Poisson process, ``cv > 1`` is burstier (requests
+  bunch up, then gaps), ``cv < 1`` more regular.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import numpy as np
+
+from abtui.errors import UsageError
+from abtui.workload.items import Item, synthetic_prompt
+
+
+@dataclass(frozen=True, slots=True)
+class ChatShape:
+    """Length and arrival distributions of a chat-like workload."""
+
+    input_median: int = 512  # prompt tokens, median
+    input_sigma: float = 0.8  # lognormal sigma of prompt lengths (P90 ≈ 2.8 × median)
+    input_range: tuple[int, int] = (16, 8192)
+    output_median: int = 160  # max_tokens, median
+    output_sigma: float = 0.6  # lognormal sigma of output lengths (P90 ≈ 2.2 × median)
+    output_range: tuple[int, int] = (8, 1024)
+    cv: float = 1.5  # arrival gaps' coefficient of variation (1 = Poisson)
+
+    def describe(self) -> str:
+        return (
+            f"lognormal prompts median {self.input_median} tokens (σ {self.input_sigma:g}), "
+            f"outputs median {self.output_median} (σ {self.output_sigma:g}), "
+            f"gamma arrivals cv {self.cv:g}"
+        )
+
+
+def lognormal_lengths(
+    n: int, median: int, sigma: float, lo: int, hi: int, rng: np.random.Generator
+) -> list[int]:
+    """``n`` integer lengths, lognormal around ``median``, clamped to ``[lo, hi]``."""
+    if not (median >= 1 and sigma >= 0 and 1 <= lo <= hi):
+        raise UsageError(f"bad length distribution: median {median}, sigma {sigma}, [{lo}, {hi}]")
+    x = rng.lognormal(np.log(median), sigma, size=n)
+    return np.clip(np.rint(x), lo, hi).astype(int).tolist()
+
+
+def gamma_offsets(n: int, rate: float, cv: float, rng: np.random.Generator) -> list[float]:
+    """Arrival offsets (s) of ``n`` requests at mean ``rate`` req/s; the first at 0."""
+    if not (rate > 0 and cv > 0):
+        raise UsageError(f"arrivals need rate > 0 and cv > 0, got rate {rate}, cv {cv}")
+    if n <= 0:
+        return []
+    shape = 1.0 / (cv * cv)
+    gaps = rng.gamma(shape, 1.0 / (rate * shape), size=n)
+    gaps[0] = 0.0
+    return np.cumsum(gaps).tolist()
+
+
+def chat_items(n: int, rate: float, seed: int, shape: ChatShape | None = None) -> list[Item]:
+    """``n`` chat-like items at mean ``rate`` req/s (see the module docstring)."""
+    shape = shape or ChatShape()
+    rng = np.random.default_rng(seed)
+    n_in = lognormal_lengths(n, shape.input_median, shape.input_sigma, *shape.input_range, rng)
+    n_out = lognormal_lengths(n, shape.output_median, shape.output_sigma, *shape.output_range, rng)
+    offsets = gamma_offsets(n, rate, shape.cv, rng)
+    words = random.Random(seed)
+    return [
+        Item(
+            index=i,
+            id=f"i{i}",
+            arrival_s=offsets[i],
+            # the index first: no two prompts share a prefix by accident (prefix caching)
+            prompt=f"{i} " + synthetic_prompt(max(1, n_in[i] - 1), words),
+            max_tokens=n_out[i],
+            n_input=n_in[i],
+        )
+        for i in range(n)
+    ]
