@@ -32,8 +32,11 @@ def error_body(message: str, status: int = 400) -> bytes:
     return json.dumps(err).encode()
 
 
-def models_body(model: str, created: int) -> bytes:
+def models_body(model: str, created: int, meta: dict | None = None) -> bytes:
     entry = {"id": model, "object": "model", "created": created, "owned_by": "abtui-sim"}
+    if meta:
+        entry["max_model_len"] = meta.pop("max_model_len", None)
+        entry["metadata"] = meta
     return json.dumps({"object": "list", "data": [entry]}).encode()
 
 

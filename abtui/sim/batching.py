@@ -210,7 +210,8 @@ class BatchEngine:
         return seq
 
     def cancel(self, seq: _Seq) -> None:
-        """The client went away: drop the request wherever it is, free its KV."""
+        """The client went away: drop the request wherever it is, free its KV (a no-op once
+        its last tokens went to the sink)."""
         if seq.cancelled or seq.sink is None:  # already gone, or finished
             return
         seq.cancelled, seq.sink = True, None
@@ -374,8 +375,11 @@ class BatchEngine:
                 seq.generated += n
                 seq.chunks += 1
                 gen_total += n
-                if seq.sink is not None:
-                    seq.sink(n, n == left)
+                sink = seq.sink
+                if sink is not None:
+                    if n == left:
+                        seq.sink = None  # finished: a cancel() from the sink is a no-op
+                    sink(n, n == left)
             self._sum_ctx += gen_total
             self.generation_tokens_total += gen_total
         elif self._decoding:
@@ -406,8 +410,11 @@ class BatchEngine:
                 seq.chunks = 1
                 self.generation_tokens_total += 1
                 last = seq.max_tokens == 1
-                if seq.sink is not None:
-                    seq.sink(1, last)
+                sink = seq.sink
+                if sink is not None:
+                    if last:
+                        seq.sink = None
+                    sink(1, last)
                 if last:
                     self._finish(seq, now)
                 else:
@@ -434,6 +441,23 @@ class BatchEngine:
         if t is not None:
             t.admitted, t.first_token, t.finished = seq.t_admit, seq.t_first, now
             t.tokens, t.chunks = seq.generated, seq.chunks
+
+    def models_meta(self) -> dict:
+        """What ``/v1/models`` says of this endpoint (``simulated`` is always true)."""
+        p = self.preset
+        return {
+            "simulated": True,
+            "preset": p.name,
+            "gpu": p.gpu.label,
+            "model": p.model.name,
+            "weight_dtype": p.weight_dtype,
+            "kv_dtype": p.kv_dtype,
+            "tensor_parallel": p.tp,
+            "spec_decode": {"k": p.spec_k, "alpha": p.spec_alpha} if p.spec_k else None,
+            "kv_capacity_tokens": self.kv_capacity,
+            "max_model_len": p.model.max_context,
+            "time_scale": self.options.time_scale,
+        }
 
     # -- stats ---------------------------------------------------------------------------------
 

@@ -6,6 +6,7 @@ import argparse
 
 from abtui.sim.engine import SimConfig
 from abtui.sim.faults import add_fault_arguments, faults_from_args
+from abtui.sim.preset_cli import add_preset_arguments, preset_from_args
 
 _D = SimConfig()
 
@@ -51,6 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="ignore stream_options.include_usage (no usage chunk in streams)",
     )  # fmt: skip
     add_fault_arguments(parser)
+    add_preset_arguments(parser)
 
 
 def config_from_args(args: argparse.Namespace) -> SimConfig:
@@ -68,6 +70,7 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
         usage=args.usage,
         default_max_tokens=args.default_max_tokens,
         faults=faults_from_args(args),
+        preset=preset_from_args(args),
     )
     config.validate()
     return config
@@ -86,4 +89,6 @@ def config_to_argv(config: SimConfig) -> list[str]:
         argv += ["--chunk-log", config.chunk_log]
     if not config.usage:
         argv.append("--no-usage")
+    if config.preset is not None:
+        argv += config.preset.to_argv()
     return argv + config.faults.to_argv()

@@ -39,6 +39,7 @@ MAX_WRITE = 64 * 1024  # coalesce due chunks up to about this many bytes per wri
 _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed"}
 _REASONS |= {411: "Length Required", 413: "Payload Too Large", 431: "Headers Too Large"}
 _perf_ns = time.perf_counter_ns
+_DEFAULT_MODEL = SimConfig().model
 
 
 class ChunkLog:
@@ -119,7 +120,13 @@ async def start_server(config: SimConfig, engine: Engine | None = None) -> SimSe
     """Start the sim in the running loop; ``engine`` defaults to :class:`FixedDelayEngine`."""
     config.validate()
     loop = asyncio.get_running_loop()
-    sim = SimServer(config, engine or FixedDelayEngine(config), loop)
+    if engine is None:  # --preset: the batching engine; else the scripted fixed delays
+        engine = config.preset.build(config.seed) if config.preset else FixedDelayEngine(config)
+    if hasattr(engine, "attach"):  # a push engine runs its step timer on this loop
+        engine.attach(loop)
+        if config.model == _DEFAULT_MODEL:
+            config.model = engine.preset.name
+    sim = SimServer(config, engine, loop)
     if config.chunk_log:
         sim.log = ChunkLog(config.chunk_log, loop)
     try:
@@ -183,6 +190,9 @@ class _Connection(asyncio.Protocol):
         self.texts: list[str] = []
         self.key = "null"
         self.fault = None  # the response's StreamFault (abtui.sim.faults), None when healthy
+        self.handle = None  # the push engine's request (see _push), None for pull engines
+        self.pending: list[int] = []  # token counts pushed and not yet written
+        self.pending_last = False  # the last pushed count ends the answer
 
     # -- asyncio.Protocol ------------------------------------------------------------------
 
@@ -310,7 +320,9 @@ class _Connection(asyncio.Protocol):
                 return self._fail(405, f"use GET for {path}")
             if path == "/health":
                 return self._send(200, b'{"status":"ok"}')
-            return self._send(200, models_body(self.sim.config.model, self.sim.created))
+            engine = self.sim.engine
+            meta = engine.models_meta() if hasattr(engine, "models_meta") else None
+            return self._send(200, models_body(self.sim.config.model, self.sim.created, meta))
         if path == "/metrics":
             if method not in ("GET", "HEAD"):
                 return self._fail(405, f"use GET for {path}")
@@ -343,6 +355,13 @@ class _Connection(asyncio.Protocol):
 
     def _start(self, req: SimRequest) -> None:
         sim = self.sim
+        check = getattr(sim.engine, "check", None)
+        if check is not None and (why := check(req.prompt_tokens, req.max_tokens)):
+            self.busy = False  # (a slow-first-byte fault holds the connection busy)
+            self._fail(400, why)
+            if self.buf:
+                sim.loop.call_soon(self._process)
+            return
         prefix = "chatcmpl" if req.chat else "cmpl"
         self.fmt = Formatter(
             req, model=sim.config.model, resp_id=f"{prefix}-{sim.tag}{req.req_id}",
@@ -363,6 +382,12 @@ class _Connection(asyncio.Protocol):
             ).encode()
             prelude = self.fmt.prelude().encode()
             self.t.write(head + _frame(prelude) if prelude else head)  # type: ignore[union-attr]
+        if hasattr(sim.engine, "submit"):  # a push engine: tokens come at its step ends
+            self.pending, self.pending_last = [], False
+            self.handle = sim.engine.submit(
+                req.prompt_tokens, req.max_tokens, self._push, sim.when(req.arrival_ns)
+            )
+            return
         self.it = sim.engine.schedule(req)
         self.next = next(self.it, None)
         if self.next is None:  # an engine with nothing to send: answer at once
@@ -376,23 +401,44 @@ class _Connection(asyncio.Protocol):
         else:
             self.timer = loop.call_at(self.sim.when(deadline), self._tick)
 
+    def _push(self, n: int, last: bool) -> None:
+        """A push engine's step end gave this response ``n`` more tokens (``last``: done)."""
+        self.pending.append(n)
+        self.pending_last = last
+        if self.timer is None:  # (a stall fault's timer writes them when it ends)
+            self._tick()
+
     def _tick(self) -> None:
         self.timer = None
         t, req, fmt = self.t, self.req, self.fmt
-        if t is None or req is None or fmt is None or self.next is None or t.is_closing():
+        push = self.handle is not None
+        if t is None or req is None or fmt is None or t.is_closing():
+            return
+        if not (self.pending if push else self.next is not None):
             return
         if self.paused:
             self.due = True
             return
         now = _perf_ns()
-        if self.next[0] > now:  # the timer fired a hair early
-            return self._arm(self.next[0])
+        if not push and self.next[0] > now:  # type: ignore[index]  # the timer fired early
+            return self._arm(self.next[0])  # type: ignore[index]
         if self.fault is not None and self.fault.stall(self):
             return None  # an injected stall: its timer ticks again
         parts: list[str] = []
         counts: list[int] = []
         size, last = 0, False
-        while True:
+        if push:  # every count pushed since the last write, in one write
+            pushed, self.pending = self.pending, []
+            for i, n in enumerate(pushed):
+                text = words(self.base, self.tokens, n)
+                self.tokens += n
+                last = self.pending_last and i == len(pushed) - 1
+                if req.stream:
+                    parts.append(fmt.token_event(text, last))
+                    counts.append(n)
+                else:
+                    self.texts.append(text)
+        while not push:
             n = max(0, min(self.next[1], req.max_tokens - self.tokens))
             text = words(self.base, self.tokens, n)
             self.tokens += n
@@ -441,8 +487,8 @@ class _Connection(asyncio.Protocol):
                 t.close()
             elif self.buf:
                 self.sim.loop.call_soon(self._process)
-        else:
-            self._arm(self.next[0])
+        elif not push:
+            self._arm(self.next[0])  # type: ignore[index]
 
     def _log_event(self, event: str, t_ns: int) -> str:
         req = self.req
@@ -455,6 +501,10 @@ class _Connection(asyncio.Protocol):
         it, self.it = self.it, None
         if it is not None and hasattr(it, "close"):
             it.close()
+        handle, self.handle = self.handle, None
+        if handle is not None:
+            self.sim.engine.cancel(handle)  # a no-op when it has finished
+        self.pending = []
         self.busy = False
         self.req = self.fmt = self.next = None
         self.texts = []

@@ -1,0 +1,97 @@
+"""The ``--preset`` options of ``abtui sim serve``: which engine a simulated endpoint runs.
+
+Without ``--preset`` the endpoint runs the scripted fixed-delay engine (``--ttft-ms``,
+``--itl-ms``); with it, the batching engine (:mod:`abtui.sim.batching`) modelling that GPU,
+model and variant (grammar in :mod:`abtui.sim.presets`). ``SimConfig.preset`` holds a
+:class:`PresetOptions`, or None.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+
+from abtui.errors import UsageError
+from abtui.sim.batching import BatchEngine, EngineOptions
+from abtui.sim.presets import GRAMMAR, Preset, parse_preset
+
+_E = EngineOptions()
+
+
+@dataclass(slots=True)
+class PresetOptions:
+    """The batching engine's settings (flags of the same names)."""
+
+    preset: str  # e.g. "h100:llama-3-8b:fp8"
+    model_config: str | None = None  # a Hugging Face config.json giving the model's shape
+    time_scale: float = 1.0  # 20 = run 20x faster than the modelled GPU
+    max_num_seqs: int = _E.max_num_seqs
+    max_batched_tokens: int = _E.max_batched_tokens
+    gpu_mem_util: float = _E.gpu_mem_util
+
+    def parsed(self) -> Preset:
+        return parse_preset(self.preset, self.model_config)
+
+    def engine_options(self, seed: int = 0) -> EngineOptions:
+        return EngineOptions(
+            max_num_seqs=self.max_num_seqs,
+            max_batched_tokens=self.max_batched_tokens,
+            gpu_mem_util=self.gpu_mem_util,
+            time_scale=self.time_scale,
+            seed=seed,
+        )
+
+    def validate(self) -> None:
+        """Raise ``UsageError`` naming the flag (also when the model does not fit)."""
+        for flag, value in (("--time-scale", self.time_scale), ("--gpu-mem-util",
+                                                                self.gpu_mem_util)):  # fmt: skip
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise UsageError(f"{flag} {value!r} is invalid", f"give {flag} a number")
+        self.build()
+
+    def build(self, seed: int = 0) -> BatchEngine:
+        return BatchEngine(self.parsed(), self.engine_options(seed))
+
+    def to_argv(self) -> list[str]:
+        argv = ["--preset", self.preset, "--time-scale", repr(float(self.time_scale)),
+                "--max-num-seqs", str(self.max_num_seqs),
+                "--max-batched-tokens", str(self.max_batched_tokens),
+                "--gpu-mem-util", repr(float(self.gpu_mem_util))]  # fmt: skip
+        if self.model_config:
+            argv += ["--model-config", self.model_config]
+        return argv
+
+
+def add_preset_arguments(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group(
+        "batching engine (--preset)",
+        "model continuous batching on a GPU instead of fixed delays; the grammar is " + GRAMMAR,
+    )
+    g.add_argument(
+        "--preset", metavar="PRESET", default=None,
+        help="e.g. h100:llama-3-8b:fp8, h200:llama-3-70b:bf16:tp=4, "
+        "h100:llama-3-8b:bf16:spec=k4a0.7 (default: none, the fixed-delay engine)",
+    )  # fmt: skip
+    g.add_argument("--model-config", metavar="FILE", default=None,
+                   help="a Hugging Face config.json giving the model's shape")  # fmt: skip
+    g.add_argument("--time-scale", type=float, default=1.0,
+                   help="run this many times faster than the modelled GPU (default 1)")  # fmt: skip
+    g.add_argument("--max-num-seqs", type=int, default=_E.max_num_seqs,
+                   help="requests in the running batch at most (default %(default)s)")  # fmt: skip
+    g.add_argument("--max-batched-tokens", type=int, default=_E.max_batched_tokens,
+                   help="tokens per step at most (default %(default)s)")  # fmt: skip
+    g.add_argument("--gpu-mem-util", type=float, default=_E.gpu_mem_util,
+                   help="fraction of GPU memory used (default %(default)s)")  # fmt: skip
+
+
+def preset_from_args(args: argparse.Namespace) -> PresetOptions | None:
+    """The :class:`PresetOptions` of parsed flags, or None without ``--preset``."""
+    if args.preset is None:
+        if args.model_config is not None:
+            raise UsageError("--model-config needs --preset", "give e.g. --preset h100:custom:bf16")
+        return None
+    return PresetOptions(
+        preset=args.preset, model_config=args.model_config, time_scale=args.time_scale,
+        max_num_seqs=args.max_num_seqs, max_batched_tokens=args.max_batched_tokens,
+        gpu_mem_util=args.gpu_mem_util,
+    )  # fmt: skip
