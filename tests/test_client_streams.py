@@ -305,6 +305,32 @@ def test_llamacpp_chat_empty_content_delta():
     assert rec.chunk_ns[0] - rec.first_byte_ns >= 35 * MS
 
 
+def test_llamacpp_logprobs_one_chunk_per_token():
+    # llama-cpp-python with ``logprobs``: every token its own chunk, text-less ones included
+    def lp(text, finish=None):
+        c = comp(text, finish=finish)
+        c["choices"][0]["logprobs"] = {"tokens": [text], "token_logprobs": [-1.0],
+                                       "text_offset": [0], "top_logprobs": [{text: -1.0}]}  # fmt: skip
+        return c
+
+    script = [SSE_HEAD, sse(lp("")), sse(lp(" a")), sse(lp("")), sse(lp(" b"))]
+    script += [sse(comp("", finish="length")), DONE, END]
+    rec, _ = serve_one(script, api="completions")
+    assert rec.status == R.OK, rec.error_message
+    assert rec.chunk_tokens == [1, 1] and rec.empty_token_chunks == 2
+    assert (rec.n_output, rec.token_source) == (4, R.TOKENS_CHUNKS)
+
+
+def test_done_without_finish_reason_is_cut_short():
+    # llama-cpp-python's server (default --interrupt_requests) ends a running stream this way
+    # when another request arrives: [DONE], no finish_reason. It must not pass as complete.
+    for api, mk in (("completions", comp), ("chat", chat)):
+        rec, _ = serve_one([SSE_HEAD, sse(mk("a")), sse(mk(" b")), DONE, END], api=api)
+        assert (rec.status, rec.error_class) == (R.ERROR, R.E_DISCONNECTED)
+        assert "no finish_reason after 2 token chunks" in rec.error_message
+        assert rec.n_output == 2 and rec.text == "a b"  # what did arrive is kept
+
+
 def test_reasoning_and_tool_call_deltas_are_tokens():
     tool = [
         {"index": 0, "id": "c1", "type": "function", "function": {"name": "f", "arguments": ""}}
@@ -475,6 +501,18 @@ def test_http_404_fastapi_detail():
     assert "Not Found" in rec.error_message
 
 
+def test_http_error_bodies_on_one_line():
+    # llama-cpp-python answers a bad field with HTTP 500 and a multi-line message
+    msg = "1 validation error:\n  {'loc': ('body', 'max_tokens')}\n\n  File \"app.py\", line 264"
+    body = json.dumps({"error": {"message": msg, "type": "internal_server_error"}}).encode()
+    rec, _ = serve_one([response(500, "Internal Server Error", body)])
+    assert "\n" not in rec.error_message and "1 validation error: {'loc'" in rec.error_message
+    # FastAPI's validation list (HTTP 422)
+    detail = {"detail": [{"loc": ["body", "max_tokens"], "msg": "Input should be a valid integer"}]}
+    rec, _ = serve_one([response(422, "Unprocessable Entity", json.dumps(detail).encode())])
+    assert "body.max_tokens: Input should be a valid integer" in rec.error_message
+
+
 def test_http_400_chunked_error_body():
     head = b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n"
     body = b'{"object":"error","message":"max_tokens is too large","code":400}'
@@ -530,9 +568,9 @@ def test_malformed_structure(bad):
 
 def test_odd_usage_and_logprobs_values_do_not_raise():
     """``stream_request`` never raises for endpoint trouble, even for oddly typed fields."""
-    c = chat("a")
+    c = chat("a", finish="stop")
     c["choices"][0]["logprobs"] = [1, 2]
-    d = comp("b")
+    d = comp("b", finish="stop")
     d["choices"][0]["logprobs"] = "x"
     for api, ch in (("chat", c), ("completions", d)):
         script = [SSE_HEAD, sse(ch), sse({"choices": [], "usage": [1]}), DONE, END]

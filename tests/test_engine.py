@@ -74,3 +74,43 @@ llama_perf_context_print:       total time =       3.32 ms /    17 tokens
     assert (a.prompt_ms, a.prompt_tokens, a.eval_ms, a.eval_runs) == (0.04, 9, 2.78, 15)
     assert a.total_ms == 8.95
     assert (b.prompt_tokens, b.eval_runs) == (1, 16) and b.ms_per_token == pytest.approx(0.145)
+
+
+@pytest.mark.engine
+def test_interrupted_stream_is_not_counted_complete(tmp_path):
+    """llama-cpp-python's default ``--interrupt_requests``: a second request cuts the running
+    stream short with ``[DONE]`` and no finish reason; abtui must call it ``disconnected``."""
+    _require_engine()
+    import asyncio
+
+    from abtui.client import records as R
+    from abtui.client.fast import FastClient, fast_stream_request
+    from abtui.client.records import RequestRecord
+    from abtui.client.stream import Target, build_body
+    from abtui.engine.llamacpp import LlamaServer
+    from abtui.engine.tinymodel import build_models
+    from abtui.workload.items import Item
+
+    model = build_models(tmp_path)["Q4_0"]
+    with LlamaServer(model, name="q4", interrupt_requests=True) as srv:
+        tgt = Target(base_url=srv.url, model="q4", params={"temperature": 0.0, "logprobs": 0})
+        items = [
+            Item(index=i, id=f"i{i}", prompt=f"{i} the of and", max_tokens=400) for i in (0, 1)
+        ]
+
+        async def go():
+            async with FastClient() as c:
+                recs = [RequestRecord(arm=0, item=i) for i in (0, 1)]
+                first = asyncio.create_task(
+                    fast_stream_request(c, tgt, items[0], build_body(tgt, items[0]), recs[0])
+                )
+                while not recs[0].chunk_ns:  # the first stream is running
+                    await asyncio.sleep(0.005)
+                await fast_stream_request(c, tgt, items[1], build_body(tgt, items[1]), recs[1])
+                await first
+                return recs
+
+        cut, whole = asyncio.run(go())
+    assert (cut.status, cut.error_class) == (R.ERROR, R.E_DISCONNECTED), cut.error_message
+    assert "no finish_reason" in cut.error_message and 0 < cut.n_output < 400
+    assert whole.status == R.OK and whole.finish_reason == "length" and whole.n_output >= 400

@@ -92,18 +92,31 @@ def _fail(rec: RequestRecord, cls: str, msg: str, status: str = R.ERROR) -> None
         rec.done_ns = _now()
 
 
+def _one_line(text: str) -> str:
+    return " ".join(text.split())[:300]
+
+
 def _error_text(body: bytes) -> str:
+    """The message of an error body, on one line: OpenAI's ``{"error": {"message"}}``, vLLM's
+    top-level ``message``, TGI's ``{"error": "..."}``, FastAPI's ``detail`` list (docs/compatibility.md)."""
     try:
         obj = json.loads(body)
     except ValueError:
-        return body[:300].decode("utf-8", "replace").strip() or "(empty body)"
+        return _one_line(body[:300].decode("utf-8", "replace")) or "(empty body)"
     if isinstance(obj, dict):
         err = obj.get("error", obj.get("detail", obj.get("message")))
         if isinstance(err, dict):
             err = err.get("message", err)
+        elif isinstance(err, list):  # FastAPI validation errors: [{"loc": [...], "msg": ...}]
+            err = "; ".join(
+                f"{'.'.join(map(str, e.get('loc', ())))}: {e.get('msg', e)}"
+                if isinstance(e, dict)
+                else str(e)
+                for e in err
+            )
         if err is not None:
-            return str(err)[:300]
-    return str(obj)[:300]
+            return _one_line(str(err))
+    return _one_line(str(obj))
 
 
 class _StreamState:
@@ -192,12 +205,22 @@ class _StreamState:
         return None
 
     def check_end(self) -> None:
-        """After the body ended cleanly: a stream with neither ``[DONE]`` nor a finish reason
-        was cut short (METHODS: it must not pass as a complete response)."""
+        """After the body ended cleanly: a stream without a finish reason was cut short
+        (METHODS: it must not pass as a complete response), whether or not ``[DONE]`` came.
+        llama-cpp-python's server ends a running stream with ``[DONE]`` and no finish reason
+        when another request arrives (its default ``--interrupt_requests``)."""
         rec = self.rec
-        if rec.status != R.OK or self.done or rec.finish_reason is not None:
+        if rec.status != R.OK or rec.finish_reason is not None:
             return
-        if rec.first_byte_ns is None:
+        if self.done:
+            _fail(
+                rec,
+                R.E_DISCONNECTED,
+                f"stream ended with [DONE] but no finish_reason after {len(rec.chunk_ns)} token "
+                "chunks: the server cut it short (llama-cpp-python does when another request "
+                "arrives, unless started with --interrupt_requests False)",
+            )
+        elif rec.first_byte_ns is None:
             _fail(rec, R.E_DISCONNECTED, "the server closed the response without a body")
         else:
             _fail(

@@ -79,8 +79,8 @@ class LlamaServer:
 
     ``threads`` is llama.cpp's thread count (prefill and decode); ``cpu`` pins the process to
     one core, so that two arms' servers on a small machine do not fight over the same one.
-    ``interrupt_requests`` is off: by default this server cuts a running stream short (sends
-    ``[DONE]`` with no finish reason) as soon as another request waits.
+    ``interrupt_requests`` is off unless asked: by default this server cuts a running stream
+    short (sends ``[DONE]`` with no finish reason) as soon as another request waits.
     """
 
     def __init__(
@@ -94,6 +94,7 @@ class LlamaServer:
         python: str | None = None,
         log_path: Path | None = None,
         startup_timeout: float = 120.0,
+        interrupt_requests: bool = False,
         extra_args: tuple[str, ...] = (),
     ) -> None:
         self.model = Path(model)
@@ -104,6 +105,7 @@ class LlamaServer:
         self.python = python or sys.executable
         self.log_path = log_path
         self.startup_timeout = startup_timeout
+        self.interrupt_requests = interrupt_requests
         self.extra_args = extra_args
         self.port = 0
         self.url = ""
@@ -116,7 +118,7 @@ class LlamaServer:
             "--model", str(self.model), "--model_alias", self.name,
             "--host", "127.0.0.1", "--port", str(self.port),
             "--n_threads", str(self.threads), "--n_threads_batch", str(self.threads),
-            "--n_ctx", str(self.n_ctx), "--interrupt_requests", "False", "--verbose", "True",
+            "--n_ctx", str(self.n_ctx), "--interrupt_requests", str(self.interrupt_requests), "--verbose", "True",
             *self.extra_args,
         ]  # fmt: skip
 
