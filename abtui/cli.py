@@ -192,6 +192,18 @@ def cmd_sim_serve(args) -> int:
     return 0
 
 
+def cmd_sim_predict(args) -> int:
+    from abtui.sim.batching import EngineOptions
+    from abtui.sim.predict import parse_batches, print_prediction
+    from abtui.sim.presets import parse_preset
+
+    preset = parse_preset(args.preset, args.model_config)
+    options = EngineOptions(gpu_mem_util=args.gpu_mem_util)
+    options.validate()
+    print_prediction(preset, parse_batches(args.batch), args.context, sys.stdout, options)
+    return 0
+
+
 def cmd_report(args) -> int:
     from abtui.report.console import print_session_summary
 
@@ -228,6 +240,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_arguments(ss)
     ss.set_defaults(func=cmd_sim_serve)
+    sp = ssub.add_parser("predict", help="the roofline prediction of a preset (TPOT floor, bound)")
+    sp.add_argument("--preset", required=True, help="e.g. h100:llama-3-8b:fp8 (see sim serve --help)")
+    sp.add_argument("--model-config", metavar="FILE", help="a Hugging Face config.json for MODEL")
+    sp.add_argument("--batch", default="1,8,64", help="batch sizes (default %(default)s)")
+    sp.add_argument("--context", type=int, default=2048, help="tokens per sequence (default %(default)s)")
+    sp.add_argument("--gpu-mem-util", type=float, default=0.9, help="for the KV capacity (default %(default)s)")
+    sp.set_defaults(func=cmd_sim_predict)
 
     rep = sub.add_parser("report", help="print the summary of a saved session")
     rep.add_argument("session", help="session file (.duckdb)")
