@@ -140,48 +140,26 @@ def cmd_run(args) -> int:
     return _run_and_report(spec, text, overwrite=args.overwrite)
 
 
-def _run_and_report(spec, text: str, *, overwrite: bool) -> int:
+def _run_and_report(spec, text: str, *, overwrite: bool, items=None) -> int:
     from abtui.report.console import HeadlessObserver, print_session_summary
     from abtui.runner.session import run_session
 
     obs = HeadlessObserver(sys.stderr)
-    result = run_session(spec, text, obs, overwrite=overwrite)
+    result = run_session(spec, text, obs, overwrite=overwrite, items=items)
     print_session_summary(result.path, sys.stdout)
     return {"complete": 0, "interrupted": 130}.get(result.status, 1)
 
 
 def cmd_demo(args) -> int:
-    """Two simulated endpoints on loopback, a replayed workload, the summary."""
-    from datetime import datetime
+    """Two simulated GPUs on loopback, a chat-like workload, the summary (abtui.demo)."""
+    from abtui.demo import DemoOptions, run_demo
 
-    from abtui.sim.engine import SimConfig
-    from abtui.sim.process import SimProcess
-    from abtui.spec import ArmSpec, Spec, validate
-
-    print(
-        "abtui demo: starting two simulated endpoints on 127.0.0.1 "
-        "(baseline: TTFT 40 ms, ITL 8 ms; candidate: TTFT 30 ms, ITL 6 ms)",
-        file=sys.stderr,
-    )
-    base_cfg = SimConfig(port=0, model="demo-bf16", ttft_ms=40, itl_ms=8, jitter_ms=2, seed=1)
-    cand_cfg = SimConfig(port=0, model="demo-fp8", ttft_ms=30, itl_ms=6, jitter_ms=2, seed=2)
-    with SimProcess(base_cfg) as a, SimProcess(cand_cfg) as b:
-        spec = Spec(
-            name=args.name or datetime.now().strftime("demo-%Y%m%d-%H%M%S"),
-            arms=[
-                ArmSpec(name="bf16", url=a.url, role="baseline"),
-                ArmSpec(name="fp8", url=b.url),
-            ],
-        )
-        spec.workload.requests = args.requests
-        spec.workload.input_tokens = 256
-        spec.workload.output_tokens = 64
-        spec.load.rate = args.rate
-        spec.slo = {"ttft": 0.2, "tpot": 0.02}
-        if args.sessions_dir:
-            spec.store.dir = args.sessions_dir
-        spec = validate(spec, "demo")
-        return _run_and_report(spec, "", overwrite=False)
+    opts = DemoOptions(
+        baseline_preset=args.baseline_preset, candidate_preset=args.candidate_preset,
+        requests=args.requests, rate=args.rate, time_scale=args.time_scale, seed=args.seed,
+        name=args.name, sessions_dir=args.sessions_dir,
+    )  # fmt: skip
+    return run_demo(opts, lambda spec, items: _run_and_report(spec, "", overwrite=False, items=items))
 
 
 def cmd_sim_serve(args) -> int:
@@ -225,9 +203,19 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run_options(r)
     r.set_defaults(func=cmd_run)
 
-    d = sub.add_parser("demo", help="run an A/B session against two built-in simulated endpoints")
-    d.add_argument("--requests", type=_positive_int, default=200, help="requests per arm (default 200)")
-    d.add_argument("--rate", type=_positive_float, default=20.0, help="requests/s (default 20)")
+    from abtui.demo import DemoOptions
+
+    _d = DemoOptions()
+    d = sub.add_parser("demo", help="run an A/B session against two simulated GPUs (offline)")
+    d.add_argument("--baseline-preset", default=_d.baseline_preset, metavar="PRESET",
+                   help="simulated baseline (default %(default)s; grammar: `abtui sim serve --help`)")
+    d.add_argument("--candidate-preset", default=_d.candidate_preset, metavar="PRESET",
+                   help="simulated candidate (default %(default)s)")
+    d.add_argument("--requests", type=_positive_int, default=_d.requests, help="requests per arm (default %(default)s)")
+    d.add_argument("--rate", type=_positive_float, default=_d.rate, help="requests/s, Poisson (default %(default)s)")
+    d.add_argument("--time-scale", type=_positive_float, default=_d.time_scale,
+                   help="run the simulated GPUs this many times faster (default %(default)s)")
+    d.add_argument("--seed", type=int, default=_d.seed, help="workload seed (default %(default)s)")
     d.add_argument("--name", help="session name (default: demo-<timestamp>)")
     d.add_argument("--sessions-dir", metavar="DIR", help="folder of session files (default sessions)")
     d.add_argument("--headless", action="store_true", help="print the summary (no TUI)")

@@ -144,12 +144,17 @@ def run_session(
     *,
     overwrite: bool = False,
     generator_cpus: list[int] | None = None,
+    items: list[Item] | None = None,
 ) -> SessionResult:
-    """Run ``spec`` (already validated) to the end, or until Ctrl-C / SIGTERM."""
+    """Run ``spec`` (already validated) to the end, or until Ctrl-C / SIGTERM.
+
+    ``items``: a workload built by the caller (``abtui demo``), sent to every arm instead of
+    the spec's synthetic one; ``spec.workload.requests`` should be its length."""
     obs = observer or NullObserver()
     targets = resolve_targets(spec)  # fails early, before any file is written
     name, path = session_path(spec)
-    items, warm = build_workload(spec)
+    built, warm = build_workload(spec)
+    items = built if items is None else items
     mode = "open" if spec.load.rate is not None else "closed"
 
     writer = SessionWriter(path, overwrite=overwrite)

@@ -1,0 +1,119 @@
+"""``abtui demo``: an A/B session against two simulated GPUs, offline, in about a minute.
+
+Two simulated endpoints run in child processes (:class:`~abtui.sim.process.SimProcess`), each
+the batching engine of a preset (default: Llama-3-8B on an H100 in BF16 against the same in
+FP8 weights); a seeded chat-like workload (:func:`abtui.workload.synthetic.chat_items`:
+lognormal prompt and answer lengths, Poisson arrivals) is replayed against both at the same
+instants, and the headless summary is printed and the session file written, as ``abtui run``
+does. Every GPU figure behind it is simulated; nothing needs a GPU or the network.
+
+The default load (16 req/s of ~512-token prompts and ~160-token answers, at most 32 requests in
+a batch) keeps a batch of a few dozen requests running on BF16: decode is memory-bound there, so
+FP8 weights show a clearly lower TPOT, and the BF16 arm, slower to drain its batch, has
+requests queueing at times (its TTFT tail grows) while FP8 keeps up.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from abtui.errors import UsageError
+
+BASELINE = "h100:llama-3-8b:bf16"
+CANDIDATE = "h100:llama-3-8b:fp8"
+
+
+@dataclass(slots=True)
+class DemoOptions:
+    baseline_preset: str = BASELINE
+    candidate_preset: str = CANDIDATE
+    requests: int = 880  # per arm: 55 s of arrivals at the default rate
+    rate: float = 16.0  # requests/s (Poisson)
+    time_scale: float = 1.0  # >1: the simulated GPUs run that many times faster
+    max_num_seqs: int = 32  # running batch cap per endpoint (vLLM's --max-num-seqs)
+    seed: int = 0
+    name: str | None = None
+    sessions_dir: str | None = None
+    slo_ttft_s: float = 0.2
+    slo_tpot_s: float = 0.01
+
+
+def arm_names(baseline: str, candidate: str) -> tuple[str, str]:
+    """Short arm names: the preset fields that differ (``bf16`` / ``fp8``)."""
+    a, b = baseline.lower().split(":"), candidate.lower().split(":")
+    if a == b:
+        return "baseline", "candidate"
+    if len(a) == len(b):
+        diff = [i for i in range(len(a)) if a[i] != b[i]]
+        return ":".join(a[i] for i in diff), ":".join(b[i] for i in diff)
+    return baseline, candidate
+
+
+def _sim_config(flag: str, preset: str, opts: DemoOptions):
+    from abtui.sim.engine import SimConfig
+    from abtui.sim.preset_cli import PresetOptions
+
+    # the same seed on both arms: identical text, and paired quality-face draws
+    po = PresetOptions(preset, time_scale=opts.time_scale, max_num_seqs=opts.max_num_seqs)
+    cfg = SimConfig(port=0, seed=opts.seed, preset=po)
+    try:
+        cfg.validate()
+    except UsageError as exc:
+        raise UsageError(f"{flag}: {exc.message}", exc.hint) from None
+    return cfg
+
+
+def build_spec(opts: DemoOptions, urls: tuple[str, str], n_items: int, median_in: int,
+               median_out: int):  # fmt: skip
+    from abtui.spec import ArmSpec, Spec, validate
+
+    a_name, b_name = arm_names(opts.baseline_preset, opts.candidate_preset)
+    spec = Spec(
+        name=opts.name or datetime.now().strftime("demo-%Y%m%d-%H%M%S"),
+        arms=[
+            ArmSpec(name=a_name, url=urls[0], role="baseline"),
+            ArmSpec(name=b_name, url=urls[1], role="candidate"),
+        ],
+    )
+    w = spec.workload
+    w.requests, w.input_tokens, w.output_tokens, w.seed = n_items, median_in, median_out, opts.seed
+    spec.load.rate = opts.rate
+    spec.load.arrival = "poisson"
+    # SLOs of the modelled GPU, on the endpoint's clock (which runs time_scale times faster)
+    spec.slo = {
+        "ttft": opts.slo_ttft_s / opts.time_scale,
+        "tpot": opts.slo_tpot_s / opts.time_scale,
+    }
+    if opts.sessions_dir:
+        spec.store.dir = opts.sessions_dir
+    return validate(spec, "demo")
+
+
+def run_demo(opts: DemoOptions, run_and_report) -> int:
+    """Start the two simulated endpoints, replay the workload through ``run_and_report(spec,
+    items)`` (the CLI's run + summary), stop the endpoints; returns its exit code."""
+    import sys
+
+    from abtui.sim.process import SimProcess
+    from abtui.workload.synthetic import ChatShape, chat_items
+
+    if opts.time_scale <= 0:
+        raise UsageError(f"--time-scale {opts.time_scale:g} is invalid", "give a factor > 0")
+    shape = replace(ChatShape(), cv=1.0)  # Poisson: what the summary's load line says
+    items = chat_items(opts.requests, opts.rate, opts.seed, shape)
+    base_cfg = _sim_config("--baseline-preset", opts.baseline_preset, opts)
+    cand_cfg = _sim_config("--candidate-preset", opts.candidate_preset, opts)
+    scale = f", time scale ×{opts.time_scale:g}" if opts.time_scale != 1 else ""
+    print(
+        f"abtui demo: two simulated GPUs on 127.0.0.1 — baseline {opts.baseline_preset}, "
+        f"candidate {opts.candidate_preset} (simulated, at most {opts.max_num_seqs} requests "
+        f"in a batch{scale})\n"
+        f"  workload: {opts.requests} chat-like requests per arm at {opts.rate:g} req/s, "
+        f"{shape.describe()}",
+        file=sys.stderr,
+    )
+    with SimProcess(base_cfg) as a, SimProcess(cand_cfg) as b:
+        spec = build_spec(opts, (a.url, b.url), len(items), shape.input_median,
+                          shape.output_median)  # fmt: skip
+        return run_and_report(spec, items)

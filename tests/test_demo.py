@@ -1,0 +1,62 @@
+"""`abtui demo` end to end: two simulated GPUs in child processes, the chat-like workload,
+the summary and the session file — small and time-scaled so that it runs in seconds."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from abtui.cli import main
+from abtui.demo import arm_names
+from abtui.metrics.summary import summarize
+from abtui.store.reader import SessionReader
+
+
+def test_demo_runs_end_to_end_and_fp8_decodes_faster(tmp_path, capsys):
+    rc = main(
+        ["demo", "--requests", "40", "--rate", "10", "--time-scale", "2", "--seed", "3",
+         "--name", "demo-test", "--sessions-dir", str(tmp_path), "--headless"]
+    )  # fmt: skip
+    cap = capsys.readouterr()
+    assert rc == 0, cap.err
+    assert "h100:llama-3-8b:bf16" in cap.err and "simulated" in cap.err
+    assert "TPOT (ms)" in cap.out and "fp8/bf16" in cap.out
+    with SessionReader(tmp_path / "demo-test.duckdb") as rd:
+        assert rd.complete
+        arms = rd.arms()
+        items = rd.items()
+        t = rd.request_table()
+        slo = rd.meta()["spec"]["slo"]
+    assert [(a["name"], a["model"]) for a in arms] == [
+        ("bf16", "h100-sxm:llama-3-8b:bf16"),
+        ("fp8", "h100-sxm:llama-3-8b:fp8"),
+    ]
+    assert len(t) == 80 and set(t.status) == {"ok"}
+    # the chat-like workload: varied lengths, every request generated its max_tokens
+    measured = [i for i in items if "warmup" not in i.tags]
+    assert len({i.n_input for i in measured}) > 20 and len({i.max_tokens for i in measured}) > 20
+    want = {i.index: i.max_tokens for i in measured}
+    assert all(n == want[i] for i, n in zip(t.item, t.n_output, strict=True))
+    # SLOs are the modelled GPU's, on the endpoint's (time-scaled) clock
+    assert slo == {"ttft": 0.1, "tpot": 0.005}
+    # the physics shows through: FP8 weights decode faster than BF16 (memory-bound decode)
+    bf16, fp8 = summarize(t, 0, {}), summarize(t, 1, {})
+    assert fp8.tpot.p50 < 0.8 * bf16.tpot.p50
+    a, b = t.select(t.arm == 0), t.select(t.arm == 1)
+    assert (np.sort(a.scheduled_ns - a.scheduled_ns.min())
+            == np.sort(b.scheduled_ns - b.scheduled_ns.min())).all()  # fmt: skip
+
+
+def test_demo_bad_preset_names_the_flag(tmp_path, capsys):
+    rc = main(
+        ["demo", "--candidate-preset", "h100:llama-3-8b:fp9", "--sessions-dir", str(tmp_path)]
+    )
+    err = capsys.readouterr().err
+    assert rc == 2 and "--candidate-preset" in err and "fp9" in err and "Traceback" not in err
+    assert not list(tmp_path.iterdir())  # nothing started, nothing written
+
+
+def test_arm_names():
+    assert arm_names("h100:llama-3-8b:bf16", "h100:llama-3-8b:fp8") == ("bf16", "fp8")
+    assert arm_names("h100:llama-3-8b:bf16", "h200:llama-3-8b:bf16") == ("h100", "h200")
+    assert arm_names("a:b:c", "a:b:c") == ("baseline", "candidate")
+    assert arm_names("h100:m:bf16", "h100:m:bf16:kv=fp8") == ("h100:m:bf16", "h100:m:bf16:kv=fp8")
