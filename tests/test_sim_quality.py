@@ -179,3 +179,92 @@ def test_face_prepares_answer_stop_and_text_source():
     assert req.answer is None and req.max_tokens == 4 and req.finish_reason == "length"
     assert len(face.text_source(req)(0, 4).split()) == 4
     assert face.describe()["simulated"] is True
+
+
+# -- over HTTP ---------------------------------------------------------------------------------
+
+
+async def _post_all(config, bodies: list[tuple[str, dict]], engine=None) -> tuple[list, dict]:
+    import httpx
+
+    from abtui.sim.server import start_server
+
+    sim = await start_server(config, engine)
+    try:
+        async with httpx.AsyncClient(trust_env=False, timeout=30) as c:
+            out = []
+            for path, body in bodies:
+                r = await c.post(sim.url + path, json=body)
+                if body.get("stream"):
+                    out.append([ln[6:] for ln in r.text.splitlines() if ln.startswith("data: ")])
+                else:
+                    assert r.status_code == 200, r.text
+                    out.append(r.json())
+            models = (await c.get(sim.url + "/models")).json()
+    finally:
+        await sim.close()
+    return out, models
+
+
+def test_fixed_endpoint_answers_quality_prompts_and_stops():
+    import asyncio
+    import json
+
+    from abtui.sim.engine import SimConfig
+
+    it = arithmetic_prompt(11)
+    needle = needle_prompt(2, 300)
+    chat = [{"role": "system", "content": "Be exact."}, {"role": "user", "content": it.prompt}]
+    bodies = [
+        ("/completions", {"prompt": needle.prompt, "max_tokens": 32}),
+        ("/chat/completions", {"messages": chat, "max_tokens": 32}),
+        ("/completions", {"prompt": it.prompt, "max_tokens": 6, "ignore_eos": True}),
+        ("/completions", {"prompt": "once upon a time", "max_tokens": 6}),
+        ("/completions", {"prompt": it.prompt, "max_tokens": 32, "stream": True,
+                          "stream_options": {"include_usage": True}}),
+    ]  # fmt: skip
+    out, models = asyncio.run(_post_all(SimConfig(port=0, ttft_ms=1, itl_ms=1), bodies))
+    (c0,), (c1,) = out[0]["choices"], out[1]["choices"]
+    assert (c0["text"], c0["finish_reason"]) == (" " + needle.answer, "stop")
+    assert out[0]["usage"]["completion_tokens"] == 1
+    assert (c1["message"]["content"], c1["finish_reason"]) == (" " + it.answer, "stop")
+    # ignore_eos: the answer, then filler to max_tokens, like a model forced past its end
+    c2 = out[2]["choices"][0]
+    assert c2["text"].split()[0] == it.answer and len(c2["text"].split()) == 6
+    assert c2["finish_reason"] == "length"
+    # free-form: the usual filler, max_tokens of it
+    assert len(out[3]["choices"][0]["text"].split()) == 6
+    events = [json.loads(e) for e in out[4] if e != "[DONE]"]
+    tokens = [e["choices"][0] for e in events if e["choices"]]
+    assert [t["text"] for t in tokens] == [" " + it.answer] and tokens[-1][
+        "finish_reason"
+    ] == "stop"
+    assert events[-1]["usage"]["completion_tokens"] == 1 and out[4][-1] == "[DONE]"
+    face = models["data"][0]["metadata"]["quality_face"]
+    assert face["simulated"] is True and (face["weight_dtype"], face["kv_dtype"]) == (
+        "bf16",
+        "bf16",
+    )
+
+
+def test_preset_variant_loses_long_context_retrieval_over_http():
+    import asyncio
+
+    from abtui.sim.engine import SimConfig
+    from abtui.sim.preset_cli import PresetOptions
+
+    items = [keys_prompt(s, 24000, n_keys=4) for s in range(24)]
+    bodies = [("/completions", {"prompt": it.prompt, "max_tokens": 16}) for it in items]
+    right = {}
+    for preset in ("qwen2.5-7b:bf16", "qwen2.5-7b:int4:kv=fp8"):
+        po = PresetOptions("h100:" + preset, time_scale=200)
+        out, models = asyncio.run(_post_all(SimConfig(port=0, seed=5, preset=po), bodies))
+        assert models["data"][0]["metadata"]["quality_face"]["weight_dtype"] == preset.split(":")[1]
+        got = [o["choices"][0]["text"].strip() for o in out]
+        right[preset] = {i for i, (g, it) in enumerate(zip(got, items, strict=True))
+                         if g == it.answer}  # fmt: skip
+        for g, it in zip(got, items, strict=True):  # wrong answers are confusable keys' values
+            assert g == it.answer or f" is {g}." in it.prompt
+    # at 24k tokens int4 weights + fp8 KV lose retrieval (p ≈ 0.73 vs 0.955), on the same items
+    assert right["qwen2.5-7b:int4:kv=fp8"] < right["qwen2.5-7b:bf16"]
+    assert len(right["qwen2.5-7b:bf16"]) - len(right["qwen2.5-7b:int4:kv=fp8"]) >= 2

@@ -2,7 +2,8 @@
 
 The shapes follow vLLM's: ``text_completion`` chunks for ``/v1/completions``, a role prelude
 then ``chat.completion.chunk`` deltas for ``/v1/chat/completions``, the last token chunk with
-``finish_reason: "length"``, then an optional usage-only chunk and ``data: [DONE]``.
+``finish_reason: "length"`` (``"stop"`` after a quality-face answer, see
+:mod:`abtui.sim.quality_face`), then an optional usage-only chunk and ``data: [DONE]``.
 Streaming events are built by string concatenation from prefixes made once per request: the
 generated words are plain ASCII (see :data:`abtui.sim.engine.VOCAB`), so need no escaping.
 """
@@ -117,6 +118,7 @@ def parse_request(
         stream=stream,
         include_usage=include_usage,
         key=obj.get("abtui_key"),
+        ignore_eos=obj.get("ignore_eos") is True,
     )
 
 
@@ -149,7 +151,7 @@ class Formatter:
             self._pre = self._head + '[{"index":0,"text":"'
             tail = '","logprobs":null,"finish_reason":'
         self._mid = tail + "null}]}\n\n"
-        self._end = tail + '"length"}]}\n\n'
+        self._end = tail + f'"{req.finish_reason}"}}]}}\n\n'
 
     def prelude(self) -> str:
         """The chat role prelude (empty for completions): sent as soon as the request is in."""
@@ -177,11 +179,14 @@ class Formatter:
             obj = "chat.completion"
             choice = (
                 '{"index":0,"message":{"role":"assistant","content":"' + text + '"},'
-                '"logprobs":null,"finish_reason":"length"}'
+                f'"logprobs":null,"finish_reason":"{self._req.finish_reason}"}}'
             )
         else:
             obj = "text_completion"
-            choice = '{"index":0,"text":"' + text + '","logprobs":null,"finish_reason":"length"}'
+            choice = (
+                '{"index":0,"text":"' + text + '","logprobs":null,'
+                f'"finish_reason":"{self._req.finish_reason}"}}'
+            )
         return (
             f'{{"id":"{self._id}","object":"{obj}","created":{self._created},'
             f'"model":{self._model},"choices":[{choice}],'

@@ -28,10 +28,11 @@ from collections.abc import Iterator
 
 from abtui.errors import UsageError
 from abtui.sim.api import BadRequest, Formatter, error_body, models_body, parse_request
-from abtui.sim.engine import Engine, FixedDelayEngine, SimConfig, SimRequest, text_base, words
+from abtui.sim.engine import Engine, FixedDelayEngine, SimConfig, SimRequest
 from abtui.sim.faults import make_faults
 from abtui.sim.prom import CONTENT_TYPE as PROM_CONTENT_TYPE
 from abtui.sim.prom import metrics_text
+from abtui.sim.quality_face import QualityFace, variant_of
 
 MAX_HEAD = 64 * 1024  # bytes of request line + headers
 MAX_BODY = 64 * 1024 * 1024
@@ -88,6 +89,8 @@ class SimServer:
         self.requests = 0  # requests accepted so far (the last request id)
         self.connections: set[_Connection] = set()
         self.faults = make_faults(config.faults, config.seed)  # None: no fault injected
+        # answers the built-in quality prompts (simulated), and gives each response its text
+        self.quality = QualityFace(config.seed, variant_of(getattr(engine, "preset", None)))
         self._server: asyncio.AbstractServer | None = None
         # loop.time() at perf_counter_ns() == 0, to turn deadlines into call_at times
         self._offset = loop.time() - _perf_ns() / 1e9
@@ -184,7 +187,7 @@ class _Connection(asyncio.Protocol):
         self.it: Iterator[tuple[int, int]] | None = None
         self.next: tuple[int, int] | None = None
         self.timer: asyncio.TimerHandle | asyncio.Handle | None = None
-        self.base = 0
+        self.text = None  # the response's text source: text(start, n) -> str (quality face)
         self.tokens = 0
         self.seq = 0
         self.texts: list[str] = []
@@ -312,6 +315,7 @@ class _Connection(asyncio.Protocol):
                 return self._fail(exc.status, exc.message)
             if not sim.config.usage:
                 req.include_usage = False
+            sim.quality.prepare(req)  # a quality-suite prompt gets its simulated answer
             if sim.faults is not None and sim.faults.intercept(self, req):
                 return None  # an injected fault answered, or holds, the request
             return self._start(req)
@@ -321,7 +325,8 @@ class _Connection(asyncio.Protocol):
             if path == "/health":
                 return self._send(200, b'{"status":"ok"}')
             engine = self.sim.engine
-            meta = engine.models_meta() if hasattr(engine, "models_meta") else None
+            meta = engine.models_meta() if hasattr(engine, "models_meta") else {}
+            meta["quality_face"] = self.sim.quality.describe()
             return self._send(200, models_body(self.sim.config.model, self.sim.created, meta))
         if path == "/metrics":
             if method not in ("GET", "HEAD"):
@@ -368,7 +373,7 @@ class _Connection(asyncio.Protocol):
             created=int(time.time()),
         )  # fmt: skip
         self.req, self.busy = req, True
-        self.base = text_base(sim.config.seed, req.prompt)
+        self.text = sim.quality.text_source(req)
         self.tokens = self.seq = 0
         self.texts = []
         if sim.log is not None:
@@ -430,7 +435,7 @@ class _Connection(asyncio.Protocol):
         if push:  # every count pushed since the last write, in one write
             pushed, self.pending = self.pending, []
             for i, n in enumerate(pushed):
-                text = words(self.base, self.tokens, n)
+                text = self.text(self.tokens, n)
                 self.tokens += n
                 last = self.pending_last and i == len(pushed) - 1
                 if req.stream:
@@ -440,7 +445,7 @@ class _Connection(asyncio.Protocol):
                     self.texts.append(text)
         while not push:
             n = max(0, min(self.next[1], req.max_tokens - self.tokens))
-            text = words(self.base, self.tokens, n)
+            text = self.text(self.tokens, n)
             self.tokens += n
             nxt = None if self.tokens >= req.max_tokens else next(self.it, None)  # type: ignore[arg-type]
             last = nxt is None
