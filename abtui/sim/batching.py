@@ -46,6 +46,7 @@ from abtui.sim.presets import Preset
 __all__ = ["BatchEngine", "EngineOptions", "EngineStats", "Histogram", "RequestTiming"]
 
 Sink = Callable[[int, bool], None]  # (new tokens, last) at a step's end
+CATCH_UP = 64  # due steps run back to back in one loop callback at most
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,13 +235,35 @@ class BatchEngine:
         self._start_step()
 
     def _start_step(self) -> None:
-        d = self._plan_step()
-        if d is None:
-            self._busy = False
+        """Plan steps from ``self.now``; run those already due (the loop fell behind, or the
+        time scale makes steps shorter than a loop turn) at once, up to ``CATCH_UP`` in a row,
+        so that their tokens reach each sink in one write; then arm the timer of the next."""
+        loop = self._loop
+        assert loop is not None
+        for _ in range(CATCH_UP):
+            d = self._plan_step()
+            if d is None and self._waiting:  # only requests "from the future" wait: now
+                self.now = max(self.now, loop.time())
+                d = self._plan_step()
+            if d is None:
+                self._busy = False
+                return
+            end = self.now + d
+            if end > loop.time():
+                break
+            self.now = end
+            self._end_step()
+        else:
+            self._busy = True
+            self._timer = loop.call_soon(self._resume)  # let the loop breathe, then go on
             return
         self._busy = True
-        self._timer = self._loop.call_at(self.now + d, self._live_end)  # type: ignore[union-attr]
-        self._step_end = self.now + d
+        self._step_end = end
+        self._timer = loop.call_at(end, self._live_end)
+
+    def _resume(self) -> None:
+        self._timer = None
+        self._start_step()
 
     def _live_end(self) -> None:
         self._timer = None
@@ -315,8 +338,8 @@ class BatchEngine:
         running = n_dec + len(self._prefilling)
         while waiting and budget > 0 and running < o.max_num_seqs:
             seq = waiting[0]
-            if self._kv_used + seq.reserve > self.kv_capacity:
-                break  # FCFS: the head waits for room, nobody overtakes it
+            if self._kv_used + seq.reserve > self.kv_capacity or seq.arrival > self.now:
+                break  # FCFS: the head waits for room (or its arrival), nobody overtakes it
             waiting.popleft()
             self._kv_used += seq.reserve
             seq.t_admit = self.now

@@ -410,8 +410,9 @@ class _Connection(asyncio.Protocol):
         """A push engine's step end gave this response ``n`` more tokens (``last``: done)."""
         self.pending.append(n)
         self.pending_last = last
-        if self.timer is None:  # (a stall fault's timer writes them when it ends)
-            self._tick()
+        if self.timer is None:  # write once the engine's callback is over: the tokens of
+            # steps run back to back go out in one write (a stall fault's timer holds them)
+            self.timer = self.sim.loop.call_soon(self._tick)
 
     def _tick(self) -> None:
         self.timer = None
