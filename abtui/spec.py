@@ -65,6 +65,10 @@ class ArmSpec:
     """Name of the environment variable holding this arm's API key (sent as a Bearer token)."""
     params: dict = field(default_factory=dict)
     """Extra fields merged into every request body for this arm (engine-specific knobs)."""
+    gpu_price: float | None = None
+    """USD per GPU-hour of this arm (overrides ``[cost] gpu_price``)."""
+    gpus: int | None = None
+    """GPUs this arm uses (overrides ``[cost] gpus``)."""
 
 
 @dataclass
@@ -120,6 +124,38 @@ class StoreSpec:
 
 
 @dataclass
+class CostSpec:
+    gpu_price: float | None = None
+    """USD per GPU-hour for every arm (``--gpu-price``); unset: no cost figures."""
+    gpus: int = 1
+    """GPUs per arm (``--gpus``)."""
+
+
+DEFAULT_GUARDRAILS = ("ttft.p50", "ttft.p99", "tpot.p50", "tpot.p99", "e2e.p99")
+
+
+@dataclass
+class PolicySpec:
+    primary: str = "e2e.p50"
+    """The objective that must be IMPROVED for GO, as ``metric.stat`` (e.g. ``tpot.p50``,
+    ``goodput.output_tokens``, ``cost.per_mtok_good``)."""
+    guardrails: list = field(default_factory=lambda: list(DEFAULT_GUARDRAILS))
+    """Effects that must not be REGRESSED (one regressed: NO-GO)."""
+    alpha: float = 0.05
+    """Significance level (Holm over primary + guardrails, Benjamini–Hochberg over the rest)."""
+    delta: float = 0.02
+    """Noise threshold δ for means, medians, throughput, goodput and cost (0.02 = 2%)."""
+    delta_tail: float = 0.05
+    """Noise threshold δ for P90 / P95 / P99."""
+    resamples: int = 10_000
+    """Bootstrap resamples."""
+    seed: int = 0
+    """Seed of the bootstrap (same seed, same verdict)."""
+    noise_floor: str | None = None
+    """An A/A session (``abtui run --aa``) whose measured noise raises δ per metric."""
+
+
+@dataclass
 class Spec:
     name: str | None = None
     """Session name; the file is ``<store.dir>/<name>.duckdb``. Default: a timestamp."""
@@ -130,6 +166,8 @@ class Spec:
     """Per-request SLOs in seconds: ttft, ttft_user, tpot, itl (largest gap), e2e."""
     request: RequestSpec = field(default_factory=RequestSpec)
     store: StoreSpec = field(default_factory=StoreSpec)
+    cost: CostSpec = field(default_factory=CostSpec)
+    policy: PolicySpec = field(default_factory=PolicySpec)
 
     @property
     def baseline(self) -> ArmSpec:
@@ -203,8 +241,10 @@ def _coerce(value: Any, typ: str, where: str) -> Any:
             return value
         if k == "dict" and isinstance(value, dict):
             return value
+        if k == "list" and isinstance(value, list) and all(isinstance(x, str) for x in value):
+            return value
     wanted = " or ".join(
-        _type_name({"int": int, "float": float, "str": str, "bool": bool}.get(k, k))
+        _type_name({"int": int, "float": float, "str": str, "bool": bool, "list": "a list of strings"}.get(k, k))
         for k in kinds
         if k != "None"
     )
@@ -241,7 +281,14 @@ def _fill(cls: type, data: Any, where: str) -> Any:
         raise SpecError(f"{where}: missing required key {', '.join(missing) or e}") from None
 
 
-_SECTIONS = {"workload": WorkloadSpec, "load": LoadSpec, "request": RequestSpec, "store": StoreSpec}
+_SECTIONS = {
+    "workload": WorkloadSpec,
+    "load": LoadSpec,
+    "request": RequestSpec,
+    "store": StoreSpec,
+    "cost": CostSpec,
+    "policy": PolicySpec,
+}
 
 
 def spec_from_dict(data: dict, source: str = "spec") -> Spec:
@@ -340,9 +387,44 @@ def validate(spec: Spec, source: str = "spec") -> Spec:
         raise SpecError(f"{source}: request.http must be one of {', '.join(HTTP_CLIENTS)}")
     if spec.request.api not in APIS:
         raise SpecError(f"{source}: request.api must be one of {', '.join(APIS)}")
+    _validate_cost_policy(spec, source)
     if spec.name is not None and not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*$", spec.name):
         raise SpecError(
             f"{source}: name {spec.name!r} must be letters, digits, '.', '_' or '-'",
             "it becomes the session file's name",
         )
     return spec
+
+
+def _validate_cost_policy(spec: Spec, source: str) -> None:
+    from abtui.stats.decide import METRIC_KEYS
+
+    prices = [spec.cost.gpu_price] + [a.gpu_price for a in spec.arms]
+    for p in prices:
+        if p is not None and not (p >= 0 and math.isfinite(p)):
+            raise SpecError(f"{source}: gpu_price must be a non-negative USD/GPU-hour, got {p}")
+    for g in [spec.cost.gpus] + [a.gpus for a in spec.arms]:
+        if g is not None and g < 1:
+            raise SpecError(f"{source}: gpus must be ≥ 1, got {g}")
+    if spec.cost.gpu_price is None and any(a.gpu_price is not None for a in spec.arms):
+        missing = [a.name for a in spec.arms if a.gpu_price is None]
+        if missing:
+            raise SpecError(
+                f"{source}: gpu_price is set on some arms but not on {', '.join(missing)}",
+                "set [cost] gpu_price for every arm, or gpu_price on each [[arms]] table",
+            )
+    pol = spec.policy
+    hint = "known: " + ", ".join(METRIC_KEYS)
+    if pol.primary not in METRIC_KEYS:
+        raise SpecError(f"{source}: policy.primary: unknown metric {pol.primary!r}", hint)
+    for g in pol.guardrails:
+        if g not in METRIC_KEYS:
+            raise SpecError(f"{source}: policy.guardrails: unknown metric {g!r}", hint)
+    if not 0 < pol.alpha < 1:
+        raise SpecError(f"{source}: policy.alpha must be between 0 and 1, got {pol.alpha}")
+    for key in ("delta", "delta_tail"):
+        v = getattr(pol, key)
+        if not (0 <= v < 1):
+            raise SpecError(f"{source}: policy.{key} must be a fraction in [0, 1), got {v}")
+    if pol.resamples < 100:
+        raise SpecError(f"{source}: policy.resamples must be ≥ 100, got {pol.resamples}")

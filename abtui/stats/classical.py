@@ -1,0 +1,106 @@
+"""Classical tests: paired Wilcoxon on log ratios with Hodges–Lehmann, Mann–Whitney, McNemar,
+and the one-sided comparison of error rates. Thin, documented wrappers over scipy.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+from scipy import stats as sps
+
+HL_EXACT_MAX = 2000  # above this many values, Walsh averages / pair differences are sampled
+HL_SAMPLE = 1_000_000
+
+
+@dataclass
+class RankTest:
+    """One rank test of B against A on one metric."""
+
+    test: str  # "wilcoxon" (paired, on log(B/A)) or "mann-whitney"
+    n: int  # pairs (wilcoxon) or n_A + n_B (mann-whitney)
+    p: float
+    shift: float  # Hodges–Lehmann location as a ratio effect: exp(HL of log values) − 1
+
+    def to_dict(self) -> dict:
+        return {
+            k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+            for k, v in asdict(self).items()
+        }
+
+
+def _positive(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float64)
+    return x[np.isfinite(x) & (x > 0)]
+
+
+def hodges_lehmann_one(d: np.ndarray, seed: int = 0) -> float:
+    """Median of the Walsh averages ``(d_i + d_j)/2, i ≤ j`` (one-sample HL estimator)."""
+    d = np.asarray(d, dtype=np.float64)
+    n = len(d)
+    if not n:
+        return math.nan
+    if n <= HL_EXACT_MAX:
+        i, j = np.triu_indices(n)
+        return float(np.median((d[i] + d[j]) / 2))
+    rng = np.random.default_rng(seed)
+    i, j = rng.integers(0, n, HL_SAMPLE), rng.integers(0, n, HL_SAMPLE)
+    return float(np.median((d[i] + d[j]) / 2))
+
+
+def hodges_lehmann_two(a: np.ndarray, b: np.ndarray, seed: int = 0) -> float:
+    """Median of all differences ``b_j − a_i`` (two-sample HL shift)."""
+    if not len(a) or not len(b):
+        return math.nan
+    if len(a) * len(b) <= HL_EXACT_MAX**2:
+        return float(np.median(np.subtract.outer(b, a)))
+    rng = np.random.default_rng(seed)
+    return float(
+        np.median(b[rng.integers(0, len(b), HL_SAMPLE)] - a[rng.integers(0, len(a), HL_SAMPLE)])
+    )
+
+
+def wilcoxon_log_ratio(a: np.ndarray, b: np.ndarray) -> RankTest:
+    """Paired: ``a[i]`` and ``b[i]`` are the same item. Wilcoxon signed-rank (two-sided, scipy's
+    automatic exact/normal choice, zeros dropped) on ``log(b/a)``; HL location of the log ratios."""
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    keep = np.isfinite(a) & np.isfinite(b) & (a > 0) & (b > 0)
+    d = np.log(b[keep] / a[keep])
+    if len(d) < 2 or not np.any(d != 0):
+        return RankTest(
+            "wilcoxon", len(d), 1.0 if len(d) else math.nan, 0.0 if len(d) else math.nan
+        )
+    res = sps.wilcoxon(d, zero_method="wilcox", alternative="two-sided")
+    return RankTest("wilcoxon", len(d), float(res.pvalue), math.expm1(hodges_lehmann_one(d)))
+
+
+def mann_whitney(a: np.ndarray, b: np.ndarray) -> RankTest:
+    """Unpaired: Mann–Whitney U (two-sided, scipy's automatic method) and the two-sample HL
+    shift of the log values as a ratio."""
+    a, b = _positive(a), _positive(b)
+    if len(a) < 1 or len(b) < 1:
+        return RankTest("mann-whitney", len(a) + len(b), math.nan, math.nan)
+    res = sps.mannwhitneyu(b, a, alternative="two-sided")
+    shift = math.expm1(hodges_lehmann_two(np.log(a), np.log(b)))
+    return RankTest("mann-whitney", len(a) + len(b), float(res.pvalue), shift)
+
+
+def mcnemar_exact(b: int, c: int) -> float:
+    """Exact two-sided McNemar p-value for discordant counts ``b`` (A right, B wrong) and ``c``
+    (A wrong, B right): ``min(1, 2 · P(X ≤ min(b, c)))``, X ~ Binomial(b + c, ½)."""
+    if b < 0 or c < 0:
+        raise ValueError("discordant counts must be ≥ 0")
+    n = b + c
+    if n == 0:
+        return 1.0
+    return float(min(1.0, 2.0 * sps.binom.cdf(min(b, c), n, 0.5)))
+
+
+def error_rate_higher_p(errors_a: int, sent_a: int, errors_b: int, sent_b: int) -> float:
+    """One-sided Fisher exact p-value that B's error rate is higher than A's."""
+    if sent_a <= 0 or sent_b <= 0:
+        return math.nan
+    table = [[errors_b, sent_b - errors_b], [errors_a, sent_a - errors_a]]
+    return float(sps.fisher_exact(table, alternative="greater").pvalue)

@@ -1,0 +1,345 @@
+"""Effects of arm B against arm A, with bootstrap CIs, for every metric of a session.
+
+Rows (``key`` = ``metric.stat``):
+
+- latency, lower is better: ``ttft``, ``ttft_user``, ``tpot``, ``e2e`` (per ok request) and
+  ``itl`` (per chunk gap, pooled) at ``mean``, ``p50``, ``p90``, ``p95``, ``p99``;
+- rates, higher is better: ``throughput.requests``, ``throughput.output_tokens`` and, with SLOs,
+  ``goodput.requests``, ``goodput.output_tokens``, ``slo.attainment``.
+
+Point estimates are exact (the same numbers as :func:`abtui.metrics.summary.summarize`); the effect
+is ``r = B / A − 1``. CIs: :mod:`abtui.stats.bootstrap`. Latency units are items of the schedule
+(keyed by ``(run, item)``, so a future alternation run or block is a unit boundary), resampled
+jointly for both arms. Rates are resampled over time windows: each arm's run is cut into ``K``
+equal windows by completion time (``K = clamp(sent / 10, 10, MAX_UNITS)``), window ``k`` of A is
+paired with window ``k`` of B, and a rate is ``Σ w·count / Σ w·duration``.
+
+Each latency metric also gets a rank test: paired Wilcoxon on ``log(B/A)`` per item with the
+Hodges–Lehmann location when the load is light (mean requests in flight ≤ 1 in both arms, so
+requests are independent), Mann–Whitney otherwise. Under load the rank test assumes independence
+that does not hold; it is reported, and the decisions use the block-bootstrap p-values.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from abtui.metrics import request as rm
+from abtui.metrics.summary import ArmSummary, run_duration_s, slo_met, summarize
+from abtui.metrics.table import NA, RequestTable
+from abtui.stats import bootstrap as bs
+from abtui.stats.classical import RankTest, mann_whitney, wilcoxon_log_ratio
+from abtui.stats.decide import INCONCLUSIVE
+
+LATENCY_METRICS = ("ttft", "ttft_user", "tpot", "itl", "e2e")
+RANK_TESTED = ("ttft", "ttft_user", "tpot", "e2e")
+RATE_ROWS = (  # key, ArmSummary field, needs SLOs
+    ("throughput.requests", "requests_per_s", False),
+    ("throughput.output_tokens", "output_tokens_per_s", False),
+    ("goodput.requests", "goodput_requests_per_s", True),
+    ("goodput.output_tokens", "goodput_output_tokens_per_s", True),
+    ("slo.attainment", "slo_attainment", True),
+)
+COST_ROWS = (  # key, the rate it divides, ArmCost field
+    ("cost.per_mtok_output", "throughput.output_tokens", "usd_per_mtok_output"),
+    ("cost.per_mtok_good", "goodput.output_tokens", "usd_per_mtok_good"),
+    ("cost.per_1k_good_requests", "goodput.requests", "usd_per_1k_good_requests"),
+)
+LIGHT_LOAD_IN_FLIGHT = 1.0
+
+
+@dataclass
+class Effect:
+    """One row: metric, statistic, both arms' values, the ratio effect, its CI and decision."""
+
+    key: str
+    metric: str
+    stat: str
+    lower_is_better: bool
+    a: float
+    b: float
+    n_a: int
+    n_b: int
+    ratio: float  # B / A − 1
+    lo: float
+    hi: float
+    p: float  # bootstrap p-value (two-sided, uncorrected)
+    block_len: int  # in units
+    p_adj: float = math.nan
+    family: str = "breakdown"  # "primary" (Holm) or "breakdown" (Benjamini–Hochberg)
+    delta: float = math.nan
+    outcome: str = INCONCLUSIVE
+    significant: bool = False
+    samples_needed: int | None = None
+    note: str = ""
+
+    def to_dict(self) -> dict:
+        return _clean(asdict(self))
+
+
+@dataclass
+class Comparison:
+    """Arm ``b`` against arm ``a``: every effect row, rank tests and how they were computed."""
+
+    a: int
+    b: int
+    effects: list[Effect]
+    rank_tests: dict[str, RankTest]
+    design: dict
+    summaries: tuple[ArmSummary, ArmSummary]
+    by_key: dict[str, Effect] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.by_key = {e.key: e for e in self.effects}
+
+    def get(self, key: str) -> Effect | None:
+        return self.by_key.get(key)
+
+    def to_dict(self) -> dict:
+        return _clean(
+            {
+                "a": self.a,
+                "b": self.b,
+                "design": self.design,
+                "effects": [e.to_dict() for e in self.effects],
+                "rank_tests": {k: v.to_dict() for k, v in self.rank_tests.items()},
+            }
+        )
+
+
+def _clean(obj):
+    if isinstance(obj, dict):
+        return {k: _clean(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_clean(v) for v in obj]
+    if isinstance(obj, float | np.floating):
+        return float(obj) if math.isfinite(obj) else None
+    if isinstance(obj, np.integer | np.bool_):
+        return obj.item()
+    return obj
+
+
+def _in_flight(t: RequestTable) -> float:
+    """Mean requests in flight (Little's law) over the ok rows of ``t``."""
+    e2e = rm.e2e_s(t.select(t.ok))
+    duration = run_duration_s(t)
+    e2e = e2e[np.isfinite(e2e)]
+    if not len(e2e) or not duration > 0:
+        return 0.0
+    return float(e2e.sum() / duration)
+
+
+def _ratio(b: float, a: float) -> float:
+    if not (math.isfinite(a) and math.isfinite(b)) or a == 0:
+        return math.nan
+    return b / a - 1.0
+
+
+class _Weights:
+    """Resample weights, one matrix per (units, block length), from one seeded stream."""
+
+    def __init__(self, resamples: int, seed: int) -> None:
+        self.resamples, self.seed = resamples, seed
+        self._cache: dict[tuple[int, int, str], np.ndarray] = {}
+
+    def get(self, n_units: int, ell: int, purpose: str) -> np.ndarray:
+        k = (n_units, ell, purpose)
+        if k not in self._cache:
+            rng = np.random.default_rng([self.seed, n_units, ell, len(purpose)])
+            self._cache[k] = bs.circular_block_weights(n_units, ell, self.resamples, rng)
+        return self._cache[k]
+
+
+def _latency_values(t: RequestTable, metric: str) -> tuple[np.ndarray, np.ndarray]:
+    """(values, row of each value) for the ok rows of ``t``."""
+    if metric == "itl":
+        rows, gaps = rm.chunk_gaps(t)
+        return gaps, rows
+    fn = {"ttft": rm.ttft_s, "ttft_user": rm.ttft_user_s, "tpot": rm.tpot_s, "e2e": rm.e2e_s}
+    return fn[metric](t), np.arange(len(t))
+
+
+def compare(
+    table: RequestTable,
+    a: int,
+    b: int,
+    slo: dict[str, float] | None = None,
+    *,
+    resamples: int = bs.DEFAULT_RESAMPLES,
+    seed: int = 0,
+    level: float = 0.95,
+    prices: tuple[float, float] | None = None,
+    metrics: tuple[str, ...] = LATENCY_METRICS,
+    block_len: int | None = None,
+) -> Comparison:
+    """Effects of arm ``b`` against arm ``a`` (warm-up rows are left out).
+
+    ``prices`` = (USD/hour of A, USD/hour of B) adds the cost rows (:data:`COST_ROWS`).
+    ``metrics`` limits the latency metrics; ``block_len`` overrides the block-length rule (1 =
+    the i.i.d. bootstrap; for validation)."""
+    t = table.select(((table.arm == a) | (table.arm == b)) & ~table.warmup)
+    key = t.run.astype(np.int64) * (int(t.item.max(initial=0)) + 1) + t.item
+    unit, n_units, unit_size = bs.unit_index(key)
+    weights = _Weights(resamples, seed)
+    arm_rows = {x: (t.arm == x) & ~(t.status == "cancelled") for x in (a, b)}
+    parts = {x: t.select(arm_rows[x]) for x in (a, b)}
+    units = {x: unit[arm_rows[x]] for x in (a, b)}
+    in_flight = {x: _in_flight(parts[x]) for x in (a, b)}
+    light = max(in_flight.values()) <= LIGHT_LOAD_IN_FLIGHT
+    sums = (summarize(table, a, slo), summarize(table, b, slo))
+    effects: list[Effect] = []
+    rank_tests: dict[str, RankTest] = {}
+
+    for metric in metrics:
+        vals, sk_units = {}, {}
+        for x in (a, b):
+            ok = parts[x].select(parts[x].ok)
+            v, rows = _latency_values(ok, metric)
+            vals[x], sk_units[x] = v, units[x][parts[x].ok][rows]
+        grid = bs.Grid.covering(vals[a], vals[b])
+        sk = {x: bs.Sketch.of(vals[x], sk_units[x], n_units, grid) for x in (a, b)}
+        ell = block_len or bs.block_length(
+            [sk[a].unit_means(), sk[b].unit_means()], max(in_flight.values()), unit_size
+        )
+        w = weights.get(n_units, ell, "latency")
+        widen = bs.expansion(math.ceil(n_units / ell), level)
+        rep_a, rep_b = sk[a].resampled(w), sk[b].resampled(w)
+        for stat in bs.STATS:
+            ratio = _ratio(sk[b].exact[stat], sk[a].exact[stat])
+            with np.errstate(invalid="ignore", divide="ignore"):
+                reps = bs.expand(rep_b[stat] / rep_a[stat] - 1.0, ratio, widen)
+            lo, hi = bs.percentile_ci(reps, level)
+            effects.append(
+                Effect(
+                    key=f"{metric}.{stat}",
+                    metric=metric,
+                    stat=stat,
+                    lower_is_better=True,
+                    a=sk[a].exact[stat],
+                    b=sk[b].exact[stat],
+                    n_a=sk[a].n,
+                    n_b=sk[b].n,
+                    ratio=ratio,
+                    lo=lo,
+                    hi=hi,
+                    p=bs.bootstrap_p(reps),
+                    block_len=ell,
+                )
+            )
+        if metric in RANK_TESTED:
+            rank_tests[metric] = _rank_test(parts[a], parts[b], metric, light)
+
+    effects += _rate_effects(parts[a], parts[b], sums, slo, weights, level, prices)
+    design = {
+        "paired_units": True,
+        "light_load": light,
+        "rank_test": "wilcoxon" if light else "mann-whitney",
+        "in_flight": [in_flight[a], in_flight[b]],
+        "units": n_units,
+        "unit_size": unit_size,
+        "resamples": resamples,
+        "seed": seed,
+        "ci_level": level,
+        "bins": bs.N_BINS,
+    }
+    return Comparison(a, b, effects, rank_tests, design, sums)
+
+
+def _rank_test(ta: RequestTable, tb: RequestTable, metric: str, light: bool) -> RankTest:
+    oka, okb = ta.select(ta.ok), tb.select(tb.ok)
+    va, _ = _latency_values(oka, metric)
+    vb, _ = _latency_values(okb, metric)
+    if not light:
+        return mann_whitney(va, vb)
+    ka = oka.run * (1 << 32) + oka.item
+    kb = okb.run * (1 << 32) + okb.item
+    common, ia, ib = np.intersect1d(ka, kb, assume_unique=False, return_indices=True)
+    return wilcoxon_log_ratio(va[ia], vb[ib])
+
+
+def _windows(t: RequestTable, k: int, slo: dict | None) -> tuple[dict[str, np.ndarray], float]:
+    """Per completion-time window: sent, ok, output tokens, good, good tokens; and duration."""
+    done = np.where(t.done_ns != NA, t.done_ns, t.last_token_ns)
+    done = np.where(done != NA, done, t.dispatched_ns)
+    duration = run_duration_s(t)
+    if not len(t) or not duration > 0:
+        return {}, math.nan
+    pos = (done - t.dispatched_ns.min()) / (duration * rm.NS_PER_S)
+    win = np.clip(np.floor(pos * k), 0, k - 1).astype(np.int64)
+    n_out = np.where(t.n_output != NA, t.n_output, 0)
+    good = slo_met(t, slo)
+    ok = t.ok
+
+    def per(w):
+        return np.bincount(win, weights=w, minlength=k).astype(np.float64)
+
+    cols = {
+        "sent": per(np.ones(len(t))),
+        "requests_per_s": per(ok),
+        "output_tokens_per_s": per(np.where(ok, n_out, 0)),
+        "goodput_requests_per_s": per(good),
+        "goodput_output_tokens_per_s": per(np.where(good, n_out, 0)),
+    }
+    return cols, duration
+
+
+def _rate_effects(ta, tb, sums, slo, weights: _Weights, level: float, prices) -> list[Effect]:
+    sa, sb = sums
+    k = int(min(bs.MAX_UNITS, max(10, min(sa.sent, sb.sent) // 10)))
+    (wa, da), (wb, db) = _windows(ta, k, slo), _windows(tb, k, slo)
+    out = []
+    if not wa or not wb:
+        return out
+    ell = bs.block_length([wa["requests_per_s"], wb["requests_per_s"]], 1.0, 1)
+    w = weights.get(k, ell, "rates")
+    widen = bs.expansion(math.ceil(k / ell), level)
+    tot_a, tot_b = w @ wa["sent"], w @ wb["sent"]
+    replicates = {}
+    for key, fld, needs_slo in RATE_ROWS:
+        if needs_slo and not slo:
+            continue
+        if fld == "slo_attainment":
+            num_a, num_b = w @ wa["goodput_requests_per_s"], w @ wb["goodput_requests_per_s"]
+            with np.errstate(invalid="ignore", divide="ignore"):
+                reps = (num_b / tot_b) / (num_a / tot_a) - 1.0
+        else:
+            with np.errstate(invalid="ignore", divide="ignore"):
+                reps = (w @ wb[fld]) / (w @ wa[fld]) * (da / db) - 1.0
+        a_val, b_val = float(getattr(sa, fld)), float(getattr(sb, fld))
+        reps = replicates[key] = bs.expand(reps, _ratio(b_val, a_val), widen)
+        out.append(_rate_row(key, False, a_val, b_val, sa, sb, reps, ell, level))
+    if prices:
+        from abtui.cost import arm_cost
+
+        ca, cb = arm_cost(sa, prices[0]), arm_cost(sb, prices[1])
+        for key, rate_key, fld in COST_ROWS:
+            if not slo:  # no SLO: every ok request is good
+                rate_key = rate_key.replace("goodput.", "throughput.")
+            with np.errstate(invalid="ignore", divide="ignore"):
+                reps = (prices[1] / prices[0]) / (1.0 + replicates[rate_key]) - 1.0
+            a_val, b_val = getattr(ca, fld), getattr(cb, fld)
+            out.append(_rate_row(key, True, a_val, b_val, sa, sb, reps, ell, level))
+    return out
+
+
+def _rate_row(key, lower_is_better, a_val, b_val, sa, sb, reps, ell, level) -> Effect:
+    lo, hi = bs.percentile_ci(reps, level)
+    metric, stat = key.split(".")
+    return Effect(
+        key=key,
+        metric=metric,
+        stat=stat,
+        lower_is_better=lower_is_better,
+        a=a_val,
+        b=b_val,
+        n_a=sa.sent,
+        n_b=sb.sent,
+        ratio=_ratio(b_val, a_val),
+        lo=lo,
+        hi=hi,
+        p=bs.bootstrap_p(reps),
+        block_len=ell,
+    )

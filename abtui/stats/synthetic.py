@@ -1,0 +1,102 @@
+"""Synthetic request tables with known truth, for validating the statistics and benchmarking.
+
+:func:`synthetic_table` builds a :class:`~abtui.metrics.table.RequestTable` of ``n`` requests per
+arm: request ``i`` of every arm is item ``i`` scheduled at ``i / rate`` seconds; TTFT and TPOT
+are log-normal around each arm's medians, multiplied by ``scale`` (e.g. ``1.10`` for a known 10%
+regression); ``ar`` > 0 makes each arm's latencies an AR(1) series in log space (dependent
+consecutive requests, as under load); each request streams ``n_output`` one-token chunks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from abtui.metrics.table import RequestTable
+
+NS = 1_000_000_000
+
+
+@dataclass
+class ArmTruth:
+    ttft_s: float = 0.040  # median
+    tpot_s: float = 0.010  # median
+    sigma: float = 0.25  # log-normal spread of TTFT and TPOT
+    ttft_scale: float = 1.0
+    tpot_scale: float = 1.0
+    ar: float = 0.0  # AR(1) coefficient of the log multipliers (0 = independent)
+    error_rate: float = 0.0
+
+
+def _log_noise(rng: np.random.Generator, n: int, sigma: float, ar: float) -> np.ndarray:
+    e = rng.standard_normal(n) * sigma
+    if ar <= 0:
+        return e
+    # AR(1) with stationary variance σ²: x_i = φ x_{i-1} + √(1−φ²) e_i, via a linear filter
+    from scipy.signal import lfilter
+
+    x = lfilter([np.sqrt(1 - ar * ar)], [1.0, -ar], e)
+    x[0] = e[0]
+    return x
+
+
+def synthetic_table(
+    n: int,
+    arms: list[ArmTruth],
+    *,
+    n_output: int = 16,
+    rate: float = 20.0,
+    seed: int = 0,
+    itl_jitter: float = 0.05,
+) -> RequestTable:
+    """``n`` requests for each arm in ``arms`` (arm index = position); see the module doc."""
+    rng = np.random.default_rng(seed)
+    cols: dict[str, list[np.ndarray]] = {}
+    chunk_req, chunk_t = [], []
+    for arm, truth in enumerate(arms):
+        sched = (np.arange(n) * (NS / rate)).astype(np.int64) + 10 * NS
+        disp = sched + 20_000
+        ttft = truth.ttft_s * truth.ttft_scale * np.exp(_log_noise(rng, n, truth.sigma, truth.ar))
+        tpot = truth.tpot_s * truth.tpot_scale * np.exp(_log_noise(rng, n, truth.sigma, truth.ar))
+        first = disp + (ttft * NS).astype(np.int64)
+        gaps = tpot[:, None] * np.exp(rng.standard_normal((n, n_output - 1)) * itl_jitter)
+        times = np.concatenate(
+            [first[:, None], first[:, None] + np.cumsum((gaps * NS).astype(np.int64), axis=1)],
+            axis=1,
+        )
+        err = rng.random(n) < truth.error_rate
+        last = times[:, -1]
+        row = np.arange(n, dtype=np.int64) + arm * n
+        na = np.iinfo(np.int64).min
+        parts = {
+            "req": row,
+            "arm": np.full(n, arm),
+            "item": np.arange(n),
+            "run": np.zeros(n, dtype=np.int64),
+            "warmup": np.zeros(n, dtype=bool),
+            "scheduled_ns": sched,
+            "dispatched_ns": disp,
+            "first_byte_ns": np.where(err, na, first - 1000),
+            "done_ns": np.where(err, disp + 1_000_000, last + 1000),
+            "first_token_ns": np.where(err, na, first),
+            "last_token_ns": np.where(err, na, last),
+            "n_chunks": np.where(err, 0, n_output),
+            "empty_token_chunks": np.zeros(n, dtype=np.int64),
+            "n_input": np.full(n, 256),
+            "n_output": np.where(err, na, n_output),
+            "http_status": np.where(err, 500, 200),
+            "status": np.where(err, "error", "ok").astype(object),
+            "error_class": np.where(err, "http", None).astype(object),
+            "token_source": np.full(n, "usage", dtype=object),
+        }
+        for k, v in parts.items():
+            cols.setdefault(k, []).append(np.asarray(v))
+        ok_rows = np.flatnonzero(~err)
+        chunk_req.append(np.repeat(row[ok_rows], n_output))
+        chunk_t.append(times[ok_rows].ravel())
+    rows = {k: np.concatenate(v) for k, v in cols.items()}
+    creq = np.concatenate(chunk_req)
+    return RequestTable.from_columns(
+        rows, creq, np.concatenate(chunk_t), np.ones(len(creq), np.int64)
+    )

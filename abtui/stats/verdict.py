@@ -1,0 +1,315 @@
+"""GO / NO-GO / INCONCLUSIVE for each candidate against the baseline (METHODS.md §7).
+
+For each candidate (and, with several, each candidate against the previous one: the ablation
+ladder, reported but not part of the exit code):
+
+1. :func:`abtui.stats.effects.compare` gives every effect with its CI and bootstrap p-value.
+2. δ per row: ``policy.delta`` (means, medians, rates, cost) or ``policy.delta_tail`` (P90/P95/P99),
+   raised to the A/A noise floor of that row when ``policy.noise_floor`` names an A/A session.
+3. Families: the primary objective and the guardrails are the *primary* family (Holm); every other
+   row is a breakdown (Benjamini–Hochberg). Rows refused by the small-sample tail rule are left
+   out of both.
+4. Each row gets IMPROVED / REGRESSED / EQUIVALENT / INCONCLUSIVE (:mod:`abtui.stats.decide`).
+5. The pair's result:
+
+   - **NO-GO** when a guardrail or the primary REGRESSED, or the candidate's error rate is
+     significantly higher (one-sided Fisher exact, p < α);
+   - **GO** when the primary IMPROVED and none of these holds: a NO-GO reason; a higher error
+     rate at all; a load generator that fell behind its schedule in either arm (its latencies
+     include client delay); a session that did not complete (the plan was not carried out);
+   - **INCONCLUSIVE** otherwise, saying what more is needed.
+
+The overall result: NO-GO if any candidate is NO-GO, GO if every candidate is GO, otherwise
+INCONCLUSIVE. Exit codes: :data:`EXIT_CODES`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+
+import numpy as np
+
+from abtui.cost import arm_cost, arm_prices
+from abtui.metrics.table import RequestTable
+from abtui.stats import decide as dc
+from abtui.stats.classical import error_rate_higher_p
+from abtui.stats.effects import Comparison, Effect, compare
+from abtui.stats.multiple import benjamini_hochberg, holm
+
+GO, NO_GO, INCONCLUSIVE = "GO", "NO-GO", "INCONCLUSIVE"
+EXIT_CODES = {GO: 0, NO_GO: 3, INCONCLUSIVE: 4}
+
+DEFAULT_POLICY = {
+    "primary": "e2e.p50",
+    "guardrails": ["ttft.p50", "ttft.p99", "tpot.p50", "tpot.p99", "e2e.p99"],
+    "alpha": dc.DEFAULT_ALPHA,
+    "delta": dc.DELTA_CENTRAL,
+    "delta_tail": dc.DELTA_TAIL,
+    "resamples": 10_000,
+    "seed": 0,
+    "noise_floor": None,
+}
+
+_METRIC_LABEL = {
+    "ttft": "TTFT",
+    "ttft_user": "TTFT (user)",
+    "tpot": "TPOT",
+    "itl": "ITL",
+    "e2e": "E2E",
+}
+_STAT_LABEL = {"mean": "mean", "p50": "P50", "p90": "P90", "p95": "P95", "p99": "P99"}
+_RATE_LABEL = {
+    "throughput.requests": "throughput (requests/s)",
+    "throughput.output_tokens": "throughput (output tok/s)",
+    "goodput.requests": "goodput (requests/s)",
+    "goodput.output_tokens": "goodput (output tok/s)",
+    "slo.attainment": "SLO attainment",
+    "cost.per_mtok_output": "$/Mtok output",
+    "cost.per_mtok_good": "$/Mtok good",
+    "cost.per_1k_good_requests": "$ per 1k good requests",
+}
+
+
+def label(key: str) -> str:
+    """``ttft.p99`` → ``P99 TTFT``; ``goodput.requests`` → ``goodput (requests/s)``."""
+    if key in _RATE_LABEL:
+        return _RATE_LABEL[key]
+    metric, _, stat = key.partition(".")
+    return f"{_STAT_LABEL.get(stat, stat)} {_METRIC_LABEL.get(metric, metric)}"
+
+
+def pct(x: float) -> str:
+    return "n/a" if x is None or not math.isfinite(x) else f"{x * 100:+.1f}%"
+
+
+def describe(e: Effect) -> str:
+    """``P99 TTFT regressed +12.0% [+7.0%, +18.0%]``."""
+    verb = {
+        dc.IMPROVED: "improved",
+        dc.REGRESSED: "regressed",
+        dc.EQUIVALENT: "unchanged",
+        dc.INCONCLUSIVE: "inconclusive",
+    }[e.outcome]
+    return f"{label(e.key)} {verb} {pct(e.ratio)} [{pct(e.lo)}, {pct(e.hi)}]"
+
+
+@dataclass
+class PairVerdict:
+    baseline: str
+    candidate: str
+    a: int
+    b: int
+    result: str
+    reasons: list[str]
+    comparison: Comparison
+    errors: dict
+    generator: dict
+    cost: dict | None = None
+
+    def to_dict(self) -> dict:
+        d = {k: v for k, v in asdict(self).items() if k != "comparison"}
+        d["comparison"] = self.comparison.to_dict()
+        return _finite(d)
+
+
+@dataclass
+class Verdict:
+    result: str
+    pairs: list[PairVerdict]
+    ladder: list[PairVerdict]
+    policy: dict
+    session: dict
+    created: str = field(default_factory=lambda: datetime.now(UTC).isoformat())
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self.result]
+
+    def to_dict(self) -> dict:
+        return {
+            "result": self.result,
+            "exit_code": self.exit_code,
+            "created": self.created,
+            "policy": self.policy,
+            "session": self.session,
+            "pairs": [p.to_dict() for p in self.pairs],
+            "ladder": [p.to_dict() for p in self.ladder],
+        }
+
+
+def _finite(obj):
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_finite(v) for v in obj]
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def resolve_policy(policy: dict | None) -> dict:
+    out = dict(DEFAULT_POLICY)
+    out.update({k: v for k, v in (policy or {}).items() if k in DEFAULT_POLICY})
+    out["guardrails"] = list(out["guardrails"])
+    return out
+
+
+def apply_policy(
+    comp: Comparison, policy: dict, noise_floor: dict[str, float] | None = None
+) -> None:
+    """Set δ, family, corrected p and outcome on every row of ``comp`` (in place)."""
+    primary_keys = {policy["primary"], *policy["guardrails"]}
+    alpha = policy["alpha"]
+    n_min = {e.key: min(e.n_a, e.n_b) for e in comp.effects}
+    callable_rows = []
+    for e in comp.effects:
+        base = policy["delta_tail"] if e.stat in dc.TAIL_Q else policy["delta"]
+        e.delta = max(base, (noise_floor or {}).get(e.key, 0.0))
+        e.family = "primary" if e.key in primary_keys else "breakdown"
+        tail_ok = n_min[e.key] >= dc.tail_min_n(e.stat)
+        if tail_ok and math.isfinite(e.p):
+            callable_rows.append(e)
+    for fam, adjust in (("primary", holm), ("breakdown", benjamini_hochberg)):
+        rows = [e for e in callable_rows if e.family == fam]
+        for e, p in zip(rows, adjust([e.p for e in rows]), strict=True):
+            e.p_adj = float(p)
+    for e in comp.effects:
+        d = dc.decide(
+            e.ratio,
+            e.lo,
+            e.hi,
+            e.p_adj if math.isfinite(e.p_adj) else None,
+            e.delta,
+            lower_is_better=e.lower_is_better,
+            n=n_min[e.key],
+            stat=e.stat,
+            alpha=alpha,
+        )
+        e.outcome, e.significant, e.samples_needed, e.note = (
+            d.outcome,
+            d.significant,
+            d.samples_needed,
+            d.note,
+        )
+
+
+def _pair_result(
+    comp: Comparison, policy: dict, status: str, names: list[str]
+) -> tuple[str, list[str], dict, dict]:
+    sa, sb = comp.summaries
+    alpha = policy["alpha"]
+    blockers: list[str] = []  # cannot be GO
+    no_go: list[str] = []
+    rate_a = sa.n_errors / sa.sent if sa.sent else math.nan
+    rate_b = sb.n_errors / sb.sent if sb.sent else math.nan
+    p_err = error_rate_higher_p(sa.n_errors, sa.sent, sb.n_errors, sb.sent)
+    errors = {"rate_a": rate_a, "rate_b": rate_b, "p_higher": p_err}
+    if sb.sent and sa.sent and rate_b > rate_a:
+        text = f"errors rose: {rate_b:.1%} of requests vs {rate_a:.1%} (one-sided Fisher p = {p_err:.3g})"
+        (no_go if p_err < alpha else blockers).append(text)
+    generator = {}
+    for s, name in ((sa, names[comp.a]), (sb, names[comp.b])):
+        generator[name] = {
+            "lag_p99_s": s.lag_p99_s,
+            "lag_max_s": s.lag_max_s,
+            "behind": s.generator_behind,
+        }
+        if s.generator_behind:
+            blockers.append(
+                f"the load generator of {name} fell behind its schedule (lag P99 "
+                f"{s.lag_p99_s * 1e3:.1f} ms, max {s.lag_max_s * 1e3:.1f} ms): its latencies include "
+                "client-side delay, so this run cannot be GO"
+            )
+    if status != "complete":
+        blockers.append(f"the session is {status}: the planned workload was not completed")
+    for key in policy["guardrails"]:
+        e = comp.get(key)
+        if e is not None and e.outcome == dc.REGRESSED and key != policy["primary"]:
+            no_go.append(f"{describe(e)}, beyond the {e.delta:.0%} guardrail")
+    prim = comp.get(policy["primary"])
+    if prim is None:
+        blockers.append(
+            f"the primary objective {label(policy['primary'])} was not measured "
+            "(set SLOs for goodput, a GPU price for cost)"
+        )
+    elif prim.outcome == dc.REGRESSED:
+        no_go.append(f"primary objective {describe(prim)}, beyond δ {prim.delta:.0%}")
+    if no_go:
+        return NO_GO, no_go + blockers, errors, generator
+    if prim is not None and prim.outcome == dc.IMPROVED and not blockers:
+        reasons = [
+            f"primary objective {describe(prim)}, beyond δ {prim.delta:.0%}",
+            "no guardrail regressed: " + ", ".join(label(k) for k in policy["guardrails"]),
+        ]
+        return GO, reasons, errors, generator
+    reasons = list(blockers)
+    if prim is not None:
+        if prim.outcome == dc.IMPROVED:
+            reasons.insert(0, f"primary objective {describe(prim)}, but:")
+        elif prim.outcome == dc.EQUIVALENT:
+            reasons.insert(
+                0, f"primary objective {describe(prim)}: within ±{prim.delta:.0%}, nothing to gain"
+            )
+        else:
+            more = f" ({prim.note})" if prim.note else ""
+            reasons.insert(0, f"primary objective {describe(prim)}{more}")
+    return INCONCLUSIVE, reasons, errors, generator
+
+
+def evaluate(
+    table: RequestTable,
+    arms: list[dict],
+    spec: dict,
+    *,
+    status: str = "complete",
+    policy: dict | None = None,
+    noise_floor: dict[str, float] | None = None,
+    session: dict | None = None,
+) -> Verdict:
+    """The verdict of a session: ``arms`` as stored (index 0 = baseline), ``spec`` the resolved
+    spec dict (SLOs, cost, policy). ``policy`` overrides ``spec["policy"]``."""
+    pol = resolve_policy(policy if policy is not None else spec.get("policy"))
+    slo = spec.get("slo") or {}
+    names = [a["name"] for a in arms]
+    prices = arm_prices(spec, len(arms))
+    usd = [p * g for p, g in prices] if prices else None
+
+    def pair(a: int, b: int) -> PairVerdict:
+        comp = compare(
+            table,
+            a,
+            b,
+            slo,
+            resamples=int(pol["resamples"]),
+            seed=int(pol["seed"]),
+            prices=(usd[a], usd[b]) if usd else None,
+        )
+        apply_policy(comp, pol, noise_floor)
+        result, reasons, errors, generator = _pair_result(comp, pol, status, names)
+        cost = None
+        if prices:
+            cost = {
+                names[x]: arm_cost(s, *prices[x]).to_dict()
+                for x, s in ((a, comp.summaries[0]), (b, comp.summaries[1]))
+            }
+        return PairVerdict(names[a], names[b], a, b, result, reasons, comp, errors, generator, cost)
+
+    present = set(np.unique(table.arm).tolist())
+    idx = [i for i in range(len(arms)) if i in present]
+    pairs = [pair(0, b) for b in idx if b != 0] if 0 in present else []
+    ladder = [pair(idx[k - 1], idx[k]) for k in range(2, len(idx))] if len(idx) > 2 else []
+    results = [p.result for p in pairs]
+    if not results:
+        overall = INCONCLUSIVE
+    elif NO_GO in results:
+        overall = NO_GO
+    elif all(r == GO for r in results):
+        overall = GO
+    else:
+        overall = INCONCLUSIVE
+    pol_out = dict(pol)
+    if noise_floor:
+        pol_out["noise_floor_values"] = noise_floor
+    return Verdict(overall, pairs, ladder, pol_out, dict(session or {}, status=status))

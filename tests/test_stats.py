@@ -1,0 +1,244 @@
+"""The statistics, validated against known truth and independent reference values.
+
+Repeated-trial tests (A/A false positives, power, autocorrelation) use 400–500 bootstrap
+resamples instead of 10,000 to keep the suite fast; the rates they check do not depend on the
+resample count beyond Monte Carlo noise of a few tenths of a percent in the CI bounds.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from abtui.stats import bootstrap as bs
+from abtui.stats import decide as dc
+from abtui.stats.classical import (
+    hodges_lehmann_one,
+    hodges_lehmann_two,
+    mann_whitney,
+    mcnemar_exact,
+    wilcoxon_log_ratio,
+)
+from abtui.stats.effects import compare
+from abtui.stats.multiple import benjamini_hochberg, holm
+from abtui.stats.synthetic import ArmTruth, synthetic_table
+from abtui.stats.verdict import apply_policy, resolve_policy
+
+ALPHA = 0.05
+# 200 Bernoulli(0.05) trials: SD 0.0154; α + 2.6 SD is a false-alarm bound that a correct
+# method exceeds with probability < 0.5%
+FP_BOUND = ALPHA + 0.04
+
+
+# ----------------------------------------------------------------------- reference values
+
+
+def _holm_by_closed_testing(p):
+    """Holm adjusted p-values from the definition: p̃_(i) = max_{j≤i} (m−j+1) p_(j), capped."""
+    m = len(p)
+    order = sorted(range(m), key=lambda i: p[i])
+    out = [0.0] * m
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p[i]))
+        out[i] = running
+    return out
+
+
+def test_holm_matches_textbook_and_definition():
+    p = [0.01, 0.04, 0.03, 0.005]
+    assert holm(p) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        q = rng.random(7) ** 3
+        assert holm(q) == pytest.approx(_holm_by_closed_testing(list(q)))
+
+
+def test_bh_matches_textbook_and_scipy():
+    assert benjamini_hochberg([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.02, 0.04, 0.04, 0.02])
+    rng = np.random.default_rng(4)
+    for _ in range(20):
+        q = rng.random(9) ** 2
+        assert benjamini_hochberg(q) == pytest.approx(sps.false_discovery_control(q, method="bh"))
+
+
+def test_corrections_skip_missing_p_values():
+    out = holm([0.01, None, math.nan, 0.02])
+    assert out[0] == pytest.approx(0.02) and out[3] == pytest.approx(0.02)
+    assert math.isnan(out[1]) and math.isnan(out[2])
+
+
+def test_mcnemar_exact_reference_values():
+    assert mcnemar_exact(1, 9) == pytest.approx(2 * 11 / 1024)  # 2·P(X ≤ 1), X ~ Bin(10, ½)
+    assert mcnemar_exact(0, 0) == 1.0
+    assert mcnemar_exact(5, 5) == 1.0
+    for b, c in [(3, 12), (20, 7), (0, 6), (40, 55)]:
+        assert mcnemar_exact(b, c) == pytest.approx(sps.binomtest(b, b + c, 0.5).pvalue)
+
+
+def test_hodges_lehmann_matches_brute_force():
+    rng = np.random.default_rng(5)
+    d = rng.normal(0.1, 1, 25)
+    walsh = [(d[i] + d[j]) / 2 for i, j in itertools.combinations_with_replacement(range(25), 2)]
+    assert hodges_lehmann_one(d) == pytest.approx(np.median(walsh))
+    a, b = rng.normal(0, 1, 12), rng.normal(0.5, 1, 15)
+    assert hodges_lehmann_two(a, b) == pytest.approx(np.median([y - x for x in a for y in b]))
+
+
+def test_rank_tests_agree_with_scipy_and_detect_a_shift():
+    rng = np.random.default_rng(6)
+    a = rng.lognormal(0, 0.3, 40)
+    b = a * rng.lognormal(np.log(0.9), 0.05, 40)  # paired: every item 10% faster
+    w = wilcoxon_log_ratio(a, b)
+    assert w.p == pytest.approx(sps.wilcoxon(np.log(b / a)).pvalue)
+    assert w.p < 1e-6 and w.shift == pytest.approx(-0.1, abs=0.03)
+    mw = mann_whitney(a, b)
+    assert mw.p == pytest.approx(sps.mannwhitneyu(b, a, alternative="two-sided").pvalue)
+
+
+def test_bootstrap_mean_and_median_match_scipy_percentile_interval():
+    rng = np.random.default_rng(7)
+    v = rng.lognormal(0, 0.5, 300)
+    sk = bs.Sketch.of(v, np.arange(300), 300, bs.Grid.covering(v))
+    w = bs.circular_block_weights(300, 1, 10_000, np.random.default_rng(1))
+    reps = sk.resampled(w)
+    for stat, fn in (
+        ("mean", np.mean),
+        ("p50", np.median),
+        ("p90", lambda x: np.percentile(x, 90)),
+    ):
+        ref = sps.bootstrap((v,), fn, method="percentile", n_resamples=10_000, random_state=2)
+        lo, hi = bs.percentile_ci(reps[stat])
+        width = ref.confidence_interval.high - ref.confidence_interval.low
+        assert lo == pytest.approx(ref.confidence_interval.low, abs=0.08 * width), stat
+        assert hi == pytest.approx(ref.confidence_interval.high, abs=0.08 * width), stat
+    assert sk.exact["p99"] == pytest.approx(np.percentile(v, 99))
+
+
+def test_circular_blocks_wrap_and_cover_whole_blocks():
+    w = bs.circular_block_weights(10, 3, 500, np.random.default_rng(0))
+    assert (w.sum(axis=1) == 12).all()  # ⌈10/3⌉ = 4 blocks of 3, the last kept whole
+    # every unit, including the wrap-around ones, is drawn equally often on average
+    assert w.mean(axis=0) == pytest.approx(np.full(10, 1.2), abs=0.15)
+
+
+def test_block_length_rule_sees_dependence():
+    rng = np.random.default_rng(8)
+    iid = rng.normal(size=1000)
+    ar = np.zeros(1000)
+    for i in range(1, 1000):
+        ar[i] = 0.9 * ar[i - 1] + rng.normal()
+    assert bs.politis_white_length(iid) < 3
+    assert bs.politis_white_length(ar) > 15
+    assert bs.block_length([iid], in_flight=12.0) == 12  # a generation of concurrent requests
+    assert bs.block_length([iid], in_flight=12.0, unit_size=4) == 3
+
+
+# ----------------------------------------------------------------------- decisions
+
+
+def test_decisions_follow_ci_and_delta():
+    kw = dict(lower_is_better=True, n=500, stat="p50")
+    assert dc.decide(-0.10, -0.12, -0.08, 0.001, 0.02, **kw).outcome == dc.IMPROVED
+    assert dc.decide(0.10, 0.08, 0.12, 0.001, 0.02, **kw).outcome == dc.REGRESSED
+    assert dc.decide(0.0, -0.01, 0.01, 0.9, 0.02, **kw).outcome == dc.EQUIVALENT
+    # significant but the CI reaches inside δ: not a call
+    d = dc.decide(-0.03, -0.05, -0.01, 0.001, 0.02, **kw)
+    assert d.outcome == dc.INCONCLUSIVE and d.samples_needed > 500
+    # beyond δ but not significant after correction
+    assert dc.decide(-0.10, -0.12, -0.08, 0.2, 0.02, **kw).outcome == dc.INCONCLUSIVE
+    # higher is better
+    assert (
+        dc.decide(0.1, 0.08, 0.12, 0.001, 0.02, lower_is_better=False, n=9).outcome == dc.IMPROVED
+    )
+
+
+def test_p99_small_sample_rule_refuses_a_call_and_says_why():
+    d = dc.decide(-0.5, -0.6, -0.4, 1e-6, 0.05, lower_is_better=True, n=500, stat="p99")
+    assert d.outcome == dc.INCONCLUSIVE and not d.significant
+    assert "5 beyond it" in d.note and "n ≥ 1000" in d.note and d.samples_needed == 1000
+    assert (
+        dc.decide(-0.5, -0.6, -0.4, 1e-6, 0.05, lower_is_better=True, n=1000, stat="p99").outcome
+        == dc.IMPROVED
+    )
+
+
+def test_samples_needed_shrinks_the_ci_to_the_threshold():
+    # r = −5%, CI [−8%, −2%], δ 2%: the bound facing zero must move from −2% to below −2%:
+    # half-width 3% → 3% − … target |r| − δ = 3%: already there
+    assert dc.samples_needed(400, -0.05, -0.08, -0.02, 0.02) == 400
+    # r = −4%, CI [−8%, 0%]: half-width 4% must shrink to 2% → 4× the samples
+    assert dc.samples_needed(400, -0.04, -0.08, 0.0, 0.02) == 1600
+    assert dc.samples_needed(400, -0.02, -0.05, 0.01, 0.02) is None  # sits on δ
+
+
+# ----------------------------------------------------------------------- known truth
+
+
+def _aa_calls(n, reps, resamples, **truth):
+    """Over ``reps`` seeded A/A tables: fraction of raw p < α on e2e.p50, and of any primary
+    family row significant after Holm (δ = 0: significance alone makes the call)."""
+    raw = fam = 0
+    policy = resolve_policy(
+        {
+            "primary": "e2e.p50",
+            "guardrails": ["ttft.p50", "tpot.p50", "tpot.p90"],
+            "delta": 0.0,
+            "delta_tail": 0.0,
+        }
+    )
+    for seed in range(reps):
+        t = synthetic_table(n, [ArmTruth(**truth), ArmTruth(**truth)], seed=seed)
+        comp = compare(
+            t, 0, 1, None, resamples=resamples, seed=seed, metrics=("ttft", "tpot", "e2e")
+        )
+        apply_policy(comp, policy)
+        raw += comp.get("e2e.p50").p < ALPHA
+        fam += any(
+            e.outcome in (dc.IMPROVED, dc.REGRESSED) for e in comp.effects if e.family == "primary"
+        )
+    return raw / reps, fam / reps
+
+
+def test_aa_false_positive_rate_is_at_most_alpha():
+    raw, family = _aa_calls(n=200, reps=200, resamples=400)
+    assert raw <= FP_BOUND
+    assert family <= FP_BOUND  # Holm keeps the family-wise rate at α
+    assert raw > 0.0  # the test can see a false positive at all
+
+
+def test_ten_percent_tpot_shift_is_called_with_high_power_at_the_recommended_size():
+    """README: 500 requests per arm (P99 calls need ≥ 1000). Per-request TPOT spread here is
+    log-normal σ = 0.25 (a wide spread); δ is the default 2%."""
+    policy = resolve_policy({"primary": "tpot.p50", "guardrails": ["tpot.mean"]})
+    calls = {(k, o): 0 for k in ("tpot.p50", "tpot.mean") for o in (dc.IMPROVED, dc.REGRESSED)}
+    reps = 40
+    for seed in range(reps):
+        for scale, outcome in ((0.9, dc.IMPROVED), (1.1, dc.REGRESSED)):
+            t = synthetic_table(500, [ArmTruth(), ArmTruth(tpot_scale=scale)], seed=1000 + seed)
+            comp = compare(t, 0, 1, None, resamples=400, seed=seed, metrics=("tpot",))
+            apply_policy(comp, policy)
+            for key in ("tpot.p50", "tpot.mean"):
+                calls[(key, outcome)] += comp.get(key).outcome == outcome
+    for k, v in calls.items():
+        assert v / reps >= 0.9, k
+
+
+def test_autocorrelated_series_fools_iid_bootstrap_but_not_block_bootstrap():
+    """Two arms with identical truth whose latencies drift (AR(1), φ = 0.9, as under load)."""
+    rejections = {"iid": 0, "block": 0}
+    reps = 150
+    for seed in range(reps):
+        t = synthetic_table(1000, [ArmTruth(ar=0.9), ArmTruth(ar=0.9)], seed=seed, n_output=4)
+        for kind, ell in (("iid", 1), ("block", None)):
+            comp = compare(
+                t, 0, 1, None, resamples=400, seed=seed, metrics=("tpot",), block_len=ell
+            )
+            rejections[kind] += comp.get("tpot.mean").p < ALPHA
+    iid, block = rejections["iid"] / reps, rejections["block"] / reps
+    assert iid >= 0.4  # the i.i.d. bootstrap calls a change in most identical pairs
+    assert block <= 0.10  # blocks of ≈ 40–60 items keep it near α
