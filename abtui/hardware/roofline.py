@@ -41,7 +41,7 @@ ALLREDUCE_LATENCY_S = {"nvlink": 5e-6, "pcie": 15e-6}
 class Efficiency:
     """How much of the datasheet peak the kernels reach, and the fixed cost of a step."""
 
-    bw: float = 0.80  # fraction of peak memory bandwidth reached by streaming kernels
+    bw: float = 0.68  # fraction of peak memory bandwidth reached (fitted: docs/simulator.md)
     flops: float = 0.60  # fraction of peak matmul FLOP/s reached by large GEMMs
     step_overhead_s: float = 0.35e-3  # launch / scheduling / sampling time per step
     per_seq_overhead_s: float = 3e-6  # extra per running sequence (input prep, sampling)
