@@ -497,17 +497,20 @@ class BatchEngine:
         self.energy_j = 0.0  # over simulated busy time, per GPU
         self.busy_sim_s = 0.0  # simulated seconds spent in steps
         self._last = (0.0, 0.0, 0.0, 0.0)
-        self._last_activity = (0.0, 0.0, 0.0)  # dram, tensor, sm of the last step
         self._t0 = 0.0  # engine clock at start (for idle energy)
 
-    def _account(self, t_sim: float) -> None:
+    def _activity(self) -> tuple[float, float, float]:
+        """(DRAM, tensor, SM) activity of the latest planned step: bytes / (peak BW x time),
+        FLOPs / (peak FLOP/s x time), kernel time / step time."""
         nbytes, flops, t, kernels = self._last
+        if t <= 0:
+            return 0.0, 0.0, 0.0
         g = self.preset.gpu
-        dram = nbytes / (g.mem_bw * t) if t > 0 else 0.0
         peak = g.flops_for(rl.matmul_dtype(g, self.preset.weight_dtype))
-        tensor = flops / (peak * t) if t > 0 else 0.0
-        sm = min(1.0, kernels / t) if t > 0 else 0.0
-        self._last_activity = (dram, tensor, sm)
+        return nbytes / (g.mem_bw * t), flops / (peak * t), min(1.0, kernels / t)
+
+    def _account(self, t_sim: float) -> None:
+        dram, tensor, _ = self._activity()
         self.energy_j += self._power(dram, tensor) * t_sim
         self.busy_sim_s += t_sim
         self.steps_total += 1
@@ -519,16 +522,16 @@ class BatchEngine:
     def stats(self, now: float | None = None) -> EngineStats:
         """A snapshot (see :class:`EngineStats`); ``now`` defaults to the engine clock.
 
-        The GPU gauges describe the last step when the engine is busy, idle otherwise; energy
+        The GPU gauges describe the step in flight when the engine is busy, idle otherwise; energy
         adds idle power over the simulated time the engine spent idle.
         """
         if now is None:
             now = self._loop.time() if self._loop is not None else self.now
         g, tp = self.preset.gpu, self.preset.tp
         busy = self._busy or (self._loop is None and (self._decoding or self._prefilling))
-        dram, tensor, sm = self._last_activity if busy else (0.0, 0.0, 0.0)
+        dram, tensor, sm = self._activity() if busy else (0.0, 0.0, 0.0)  # the step in flight
         idle_sim = max(0.0, (now - self._t0) * self.options.time_scale - self.busy_sim_s)
-        kv_total = self._kv_bytes * self.kv_capacity
+        kv_used = self._kv_bytes * self._kv_used  # (vLLM preallocates the pool; we show use)
         return EngineStats(
             running=len(self._decoding) + len(self._prefilling),
             waiting=len(self._waiting),
@@ -551,7 +554,7 @@ class BatchEngine:
             ttft_s=self._h_ttft.copy(),
             tpot_s=self._h_tpot.copy(),
             gpu_count=tp,
-            gpu_memory_used_bytes=int(self._mem_fixed + kv_total),
+            gpu_memory_used_bytes=int(self._mem_fixed + kv_used),
             gpu_memory_total_bytes=g.memory_bytes,
             dram_active=min(1.0, dram),
             sm_active=sm,
