@@ -19,6 +19,7 @@ from abtui.errors import UsageError
 from abtui.sim.cli_args import add_arguments, config_from_args, config_to_argv
 from abtui.sim.engine import SimConfig
 from abtui.sim.faults import FaultConfig, Faults, parse_fail
+from abtui.sim.preset_cli import PresetOptions
 from abtui.sim.process import SimProcess
 from abtui.sim.server import start_server
 from abtui.store.reader import SessionReader
@@ -40,12 +41,19 @@ async def _one(sim, api: str, http: str, read_timeout: float = 5.0) -> RequestRe
 
 
 def request_through_fault(
-    faults: FaultConfig, api: str = "chat", http: str = "fast", read_timeout: float = 5.0
+    faults: FaultConfig,
+    api: str = "chat",
+    http: str = "fast",
+    read_timeout: float = 5.0,
+    preset: str | None = None,
 ) -> tuple[RequestRecord, dict]:
-    """One streamed request through abtui's client to a sim injecting ``faults``."""
+    """One streamed request through abtui's client to a sim injecting ``faults`` (the
+    fixed-delay engine, or the batching engine of ``preset``)."""
+    po = PresetOptions(preset, time_scale=10) if preset else None
 
     async def go():
-        sim = await start_server(SimConfig(port=0, ttft_ms=2, itl_ms=1, faults=faults))
+        cfg = SimConfig(port=0, ttft_ms=2, itl_ms=1, faults=faults, preset=po)
+        sim = await start_server(cfg)
         try:
             rec = await _one(sim, api, http, read_timeout)
         finally:
@@ -216,3 +224,29 @@ def test_run_against_a_faulty_sim_accounts_for_every_request(tmp_path, capsys):
     assert {"ok", "http", "timeout", "disconnected", "malformed"} <= set(classes)
     # and the summary reports them by class
     assert all(f"{cls} {classes[cls]}" in out for cls in ("http", "malformed", "disconnected"))
+
+
+@pytest.mark.parametrize(
+    "faults, cls",
+    [
+        (FaultConfig(fail={503: 1.0}), R.E_HTTP),
+        (FaultConfig(disconnect_rate=1.0), R.E_DISCONNECTED),
+        (FaultConfig(malformed_rate=1.0), R.E_MALFORMED),
+        (FaultConfig(hang_rate=1.0), R.E_TIMEOUT),
+        (FaultConfig(stall_rate=1.0, stall_ms=1500), R.E_TIMEOUT),
+        (FaultConfig(stall_rate=1.0, stall_ms=100), None),
+        (FaultConfig(slow_first_byte_ms=100), None),
+    ],
+)
+def test_faults_on_the_batching_engine(faults, cls):
+    """The same faults when a preset's batching engine pushes the tokens."""
+    rec, injected = request_through_fault(
+        faults, read_timeout=0.4 if cls == R.E_TIMEOUT else 5.0, preset="h100:llama-3-8b:fp8"
+    )
+    assert rec.error_class == cls and sum(injected.values()) == 1
+    if cls is None:
+        assert rec.status == R.OK and rec.n_output == ITEM.max_tokens
+        gaps = [
+            b - a for a, b in zip([rec.dispatched_ns, *rec.chunk_ns], rec.chunk_ns, strict=False)
+        ]
+        assert max(gaps) >= 100 * MS  # the stall (between chunks) or the withheld first byte

@@ -220,3 +220,68 @@ def test_engine_without_stats_and_wrong_method():
     r, p = asyncio.run(go())
     assert r.status_code == 404 and "no statistics" in r.json()["error"]["message"]
     assert p.status_code == 405
+
+
+def test_batching_engine_metrics_over_http():
+    """The real engine (a preset) behind /metrics: consistent with what was served."""
+    from abtui.sim.preset_cli import PresetOptions
+
+    async def go():
+        po = PresetOptions("h100:llama-3-8b:bf16:spec=k3a0.7", time_scale=5)
+        sim = await start_server(SimConfig(port=0, preset=po))
+        base = sim.url.removesuffix("/v1")
+        try:
+            async with httpx.AsyncClient(trust_env=False, timeout=30) as c:
+                bodies = [{"prompt": " ".join(["word"] * (200 + 50 * i)), "max_tokens": 120 + i}
+                          for i in range(8)]  # fmt: skip
+                posts = [c.post(sim.url + "/completions", json=b) for b in bodies]
+                tasks = [asyncio.ensure_future(p) for p in posts]
+                for _ in range(2000):  # mid-run: a step has ended and requests still run
+                    mid = await c.get(base + "/metrics")
+                    f = parse_prometheus(mid.text)
+                    if value(f, "vllm:generation_tokens_total") > 0 and value(
+                        f, "vllm:num_requests_running"
+                    ):
+                        break
+                    await asyncio.sleep(0.001)
+                done = await asyncio.gather(*tasks)
+                after = await c.get(base + "/metrics")
+        finally:
+            await sim.close()
+        return bodies, done, mid, after
+
+    bodies, done, mid, after = asyncio.run(go())
+    assert all(r.status_code == 200 for r in done)
+    f_mid, f = parse_prometheus(mid.text), parse_prometheus(after.text)
+    model = {"model_name": "h100-sxm:llama-3-8b:bf16:spec=k3a0.7"}
+    assert value(f_mid, "vllm:num_requests_running", **model) >= 1
+    assert 0 < value(f_mid, "vllm:kv_cache_usage_perc") <= 1
+    assert value(f, "vllm:num_requests_running") == value(f, "vllm:num_requests_waiting") == 0
+    assert value(f, "vllm:kv_cache_usage_perc") == 0
+    n_prompt = sum(len(b["prompt"].split()) for b in bodies)
+    n_gen = sum(b["max_tokens"] for b in bodies)
+    assert value(f, "vllm:prompt_tokens_total") == n_prompt
+    assert value(f, "vllm:generation_tokens_total") == n_gen
+    assert value(f, "vllm:request_success_total") == 8
+    for h in ("vllm:e2e_request_latency_seconds", "vllm:time_to_first_token_seconds",
+              "vllm:request_queue_time_seconds", "vllm:request_prefill_time_seconds",
+              "vllm:request_decode_time_seconds"):  # fmt: skip
+        assert value(f, h + "_count") == 8
+    # e2e = queue + prefill + decode for every request, so the sums add up
+    parts = sum(
+        value(f, f"vllm:request_{p}_time_seconds_sum") for p in ("queue", "prefill", "decode")
+    )
+    assert value(f, "vllm:e2e_request_latency_seconds_sum") == pytest.approx(parts, rel=1e-6)
+    # speculative decoding: drafts proposed, some accepted, fewer than proposed
+    drafts = value(f, "vllm:spec_decode_num_draft_tokens_total")
+    accepted = value(f, "vllm:spec_decode_num_accepted_tokens_total")
+    assert drafts == 3 * value(f, "vllm:spec_decode_num_drafts_total") and 0 < accepted < drafts
+    # the simulated H100: memory adds up to 80 GiB, power between idle and TDP, energy grows
+    gpu = {"gpu": "0", "modelName": "NVIDIA H100 SXM 80GB"}
+    used, free = value(f, "DCGM_FI_DEV_FB_USED", **gpu), value(f, "DCGM_FI_DEV_FB_FREE", **gpu)
+    assert abs(used + free - 80 * 1024) <= 1 and used > 15 * 1024  # 16 GB of bf16 weights
+    assert 70 <= value(f_mid, "DCGM_FI_DEV_POWER_USAGE") <= 700
+    assert 0 < value(f_mid, "DCGM_FI_PROF_DRAM_ACTIVE") <= 1
+    assert value(f, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION") > value(
+        f_mid, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
+    )
