@@ -10,15 +10,19 @@ then check what abtui stored against what the server itself says:
 - token counts: the server streams no ``usage``, so abtui counts token chunks (text-less ones
   included); each count must equal the ``usage.completion_tokens`` the same server reports for
   the same prompt without streaming (greedy decoding, so the same tokens);
-- timing: the server's own prompt-eval time is a lower bound of abtui's TTFT, its decode time
-  per step a lower bound of abtui's TPOT, and its prompt + decode time a lower bound of E2E
-  (the client's windows contain the server's; anything else means a misread stream);
+- timing, per request: the server's own prompt-eval time is a lower bound of abtui's TTFT (no
+  token can be sent before the prefill ends, which starts after dispatch) and its prompt +
+  decode time a lower bound of E2E (the last token is sent after the last decode step); per arm:
+  the median TPOT is no less than the server's median decode time per step. (Per request, TPOT
+  can fall below it: the server sometimes holds chunks back and sends them in one burst — seen
+  on a first request — so that is not a law; the median is.)
 - quality: the stored outputs agree with FP32's more often for Q8_0 than for Q4_0, and FP32's
   outputs are the same in both sessions (greedy decoding is deterministic on one thread).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from dataclasses import dataclass, field
@@ -204,10 +208,6 @@ def _check_arm(
             problems.append(
                 f"{where}: item {item}: TTFT {ttft[row]:.2f} ms < server prompt eval {st.prompt_ms:.2f} ms"
             )
-        if not tpot[row] >= st.ms_per_token:
-            problems.append(
-                f"{where}: item {item}: TPOT {tpot[row]:.3f} ms < server decode {st.ms_per_token:.3f} ms/token"
-            )
         if not e2e[row] >= st.prompt_ms + st.eval_ms:
             problems.append(
                 f"{where}: item {item}: E2E {e2e[row]:.2f} ms < server prompt+decode {st.prompt_ms + st.eval_ms:.2f} ms"
@@ -220,6 +220,11 @@ def _check_arm(
         x = x[~np.isnan(x)]
         return float(np.median(x)) if len(x) else float("nan")
 
+    tpot_med, decode_med = med(tpot[m]), med([s.ms_per_token for s in ms])
+    if not tpot_med >= decode_med:
+        problems.append(
+            f"{where}: median TPOT {tpot_med:.3f} ms < the server's median decode {decode_med:.3f} ms/token"
+        )
     return ArmFigures(
         session=session, arm=name, n_ok=int((measured.status == "ok").sum()), n_sent=len(measured),
         ttft_ms=med(ttft[m]), tpot_ms=med(tpot[m]), e2e_ms=med(e2e[m]),
@@ -262,7 +267,8 @@ def run_engine_ab(folder: Path, cfg: ABConfig | None = None, *, log=sys.stderr) 
             spec = folder / f"{name}.toml"
             spec.write_text(_spec_text(cfg, name, base, c, folder))
             before = {k: len(servers[k].timings()) for k in ("FP32", cand)}
-            rc = abtui_main(["run", str(spec), "--headless", "--overwrite"])
+            with contextlib.redirect_stdout(log):  # abtui run's summary table
+                rc = abtui_main(["run", str(spec), "--headless", "--overwrite"])
             if rc != 0:
                 res.problems.append(f"{name}: abtui run exited with code {rc}")
             timings = {k: servers[k].timings()[before[k] :] for k in ("FP32", cand)}

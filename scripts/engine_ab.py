@@ -1,0 +1,149 @@
+"""abtui against a real engine: llama.cpp's server (llama-cpp-python), FP32 vs Q4_0 and FP32 vs Q8_0.
+
+    python scripts/engine_ab.py [--requests 24] [--output-tokens 32] [--repeat 3] [--model-seed 0]
+
+Needs the engine extra (``pip install -e '.[engine]'``). Builds the tiny seeded GGUF models,
+serves each with one llama.cpp thread (FP32 pinned to the first core, the candidate to the
+second, where there are two), runs two ``abtui run`` sessions per repeat, checks them against
+the server's own token counts and timing (``abtui.engine.ab``), and prints per arm the medians of
+abtui's figures next to the server's own, the output agreement with FP32, then one summary line.
+
+The client (main process + one load-generator process per arm) is not pinned: on a 2-core
+machine it shares the cores with the servers, which is part of every figure printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from abtui.engine.ab import ABConfig, EngineAB, run_engine_ab
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "?"
+
+
+def _load() -> str:
+    try:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "?"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--requests", type=int, default=24, help="measured requests per arm (24)")
+    ap.add_argument("--input-tokens", type=int, default=32, help="prompt words (32)")
+    ap.add_argument("--output-tokens", type=int, default=32, help="max_tokens (32)")
+    ap.add_argument("--repeat", type=int, default=3, help="whole runs; figures are medians (3)")
+    ap.add_argument("--model-seed", type=int, default=0, help="seed of the random weights (0)")
+    ap.add_argument("--no-logprobs", action="store_true",
+                    help="do not ask for logprobs (chunks may then carry several tokens)")  # fmt: skip
+    ap.add_argument("--no-pin", action="store_true", help="do not pin the servers to cores")
+    ap.add_argument("--http", choices=("fast", "httpx"), default="fast")
+    ap.add_argument("--dir", type=Path, help="work folder (default: a temporary one)")
+    a = ap.parse_args(argv)
+    cfg = ABConfig(
+        requests=a.requests, input_tokens=a.input_tokens, output_tokens=a.output_tokens,
+        model_seed=a.model_seed, per_token_chunks=not a.no_logprobs, pin=not a.no_pin,
+        http=a.http,
+    )  # fmt: skip
+    load_before = _load()
+    results: list[EngineAB] = []
+    with tempfile.TemporaryDirectory(prefix="abtui-engine-") as tmp:
+        base = a.dir or Path(tmp)
+        for r in range(a.repeat):
+            print(f"engine_ab: run {r + 1}/{a.repeat}", file=sys.stderr)
+            results.append(run_engine_ab(base / f"run{r}", cfg, log=sys.stderr))
+    v = results[0].versions
+    print()
+    print(f"machine   {_cpu_model()}, {v['cpus']} CPUs, {platform.system()} {platform.release()}")
+    print(
+        f"versions  abtui {v['abtui']}, llama-cpp-python {v['llama_cpp_python']}, "
+        f"gguf {v['gguf']}, Python {v['python']}, httpx {v['httpx']}"
+    )
+    print(f"load avg  before {load_before}, after {_load()} (1/5/15 min)")
+    print(
+        f"workload  {cfg.requests} requests/arm, {cfg.input_tokens}-word prompts, "
+        f"max_tokens {cfg.output_tokens}, closed loop concurrency {cfg.concurrency}, "
+        f"warm-up {cfg.warmup}, logprobs {'0' if cfg.per_token_chunks else 'off'}, "
+        f"{cfg.threads} llama.cpp thread/server, pinned {cfg.pin}, {a.repeat} repeats (medians)"
+    )
+    print()
+    hdr = (
+        f"{'session':<8} {'arm':<5} {'ok/sent':>8} {'TTFT':>6} {'TPOT':>6} {'ITL':>6} {'E2E':>6}"
+        f" | {'srv prompt':>10} {'srv ms/tok':>10} {'srv p+d':>8} | {'tok/req':>7} {'empty/req':>9}"
+    )
+    print("abtui medians (ms) | the server's own (ms, its log) | tokens")
+    print(hdr)
+    print("-" * len(hdr))
+    n_arms = len(results[0].figures)
+    for i in range(n_arms):
+        fs = [res.figures[i] for res in results]
+
+        def med(attr: str, fs=fs) -> float:
+            return float(np.median([getattr(f, attr) for f in fs]))
+
+        f0 = fs[0]
+        ok, sent = sum(f.n_ok for f in fs), sum(f.n_sent for f in fs)
+        print(
+            f"{f0.session:<8} {f0.arm:<5} {f'{ok}/{sent}':>8} {med('ttft_ms'):6.2f} "
+            f"{med('tpot_ms'):6.3f} {med('itl_ms'):6.3f} {med('e2e_ms'):6.2f} | "
+            f"{med('server_prompt_ms'):10.2f} {med('server_decode_ms_per_token'):10.3f} "
+            f"{med('server_gen_ms'):8.2f} | {med('tokens_per_request'):7.2f} "
+            f"{med('empty_chunks_per_request'):9.2f}"
+        )
+    print()
+    print("output agreement with FP32 (stored texts, greedy, same prompts):")
+    for cand in results[0].agreement:
+        ex = [res.agreement[cand]["exact"] for res in results]
+        pre = [res.agreement[cand]["prefix_chars"] for res in results]
+        ln = results[0].agreement[cand]["fp32_chars"]
+        print(
+            f"  {cand}: identical {np.median(ex):.0%} of items, common prefix "
+            f"{np.median(pre):.1f} of {ln:.1f} chars (medians over repeats)"
+        )
+    problems = [p for res in results for p in res.problems]
+    if problems:
+        print(f"\n{len(problems)} problems:")
+        for p in problems[:20]:
+            print("  " + p)
+    print()
+    ag = "; ".join(
+        f"{c} identical {np.median([r.agreement[c]['exact'] for r in results]):.0%}, "
+        f"prefix {np.median([r.agreement[c]['prefix_chars'] for r in results]):.1f} ch"
+        for c in ("Q8_0", "Q4_0")
+    )
+    tpot = " ".join(
+        f"{fs[0].session}/{fs[0].arm} {np.median([f.tpot_ms for f in fs]):.3f}"
+        for fs in ([r.figures[i] for r in results] for i in range(n_arms))
+    )
+    ok = sum(f.n_ok for r in results for f in r.figures)
+    sent = sum(f.n_sent for r in results for f in r.figures)
+    status = (
+        "OK: token counts = the server's, timing within the server's"
+        if not problems
+        else f"{len(problems)} PROBLEMS (listed above)"
+    )
+    print(
+        f"engine A/B {status}; {ok}/{sent} requests ok in {a.repeat} runs; vs FP32: {ag}; "
+        f"TPOT ms {tpot}"
+    )
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
