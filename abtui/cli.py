@@ -75,13 +75,73 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--overwrite", action="store_true", help="replace an existing session file")
     g.add_argument("--no-store-text", action="store_true", help="do not store generated text")
     g.add_argument("--headless", action="store_true", help="print progress and the summary (no TUI)")
+    g = p.add_argument_group("verdict")
+    g.add_argument(
+        "--aa", action="store_true",
+        help="A/A calibration: send the baseline's schedule to the baseline twice and store the "
+             "measured noise floor (no --candidate needed)",
+    )  # fmt: skip
+    _add_verdict_options(g)
+
+
+def _add_verdict_options(g) -> None:
+    g.add_argument("--gpu-price", type=_nonneg_float, metavar="USD",
+                   help="USD per GPU-hour of every arm: adds $/Mtok and $ per 1k good requests")
+    g.add_argument("--gpus", type=_positive_int, metavar="N", help="GPUs per arm (default 1)")
+    g.add_argument("--primary", metavar="METRIC",
+                   help="primary objective, e.g. tpot.p50 or cost.per_mtok_good (default e2e.p50)")
+    g.add_argument("--noise-floor", metavar="SESSION",
+                   help="an A/A session (abtui run --aa) whose noise floor raises δ")  # fmt: skip
+
+
+def _nonneg_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not v >= 0 or v == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number ≥ 0, got {text!r}")
+    return v
+
+
+def _verdict_overrides(args) -> tuple[dict, dict]:
+    """(cost, policy) overrides from the verdict flags (None values: not given)."""
+    from abtui.stats.decide import METRIC_KEYS
+
+    if args.primary is not None and args.primary not in METRIC_KEYS:
+        raise UsageError(f"--primary: unknown metric {args.primary!r}", "known: " + ", ".join(METRIC_KEYS))
+    cost = {"gpu_price": args.gpu_price, "gpus": args.gpus}
+    policy = {"primary": args.primary, "noise_floor": args.noise_floor}
+    return cost, policy
+
+
+def _apply_aa(spec, args):
+    """--aa: two arms, both the baseline (same URL, model, settings)."""
+    import dataclasses
+
+    if args.candidate:
+        raise UsageError("--aa sends the baseline's schedule to the baseline twice: drop --candidate")
+    if args.baseline:
+        from abtui.spec import ArmSpec
+
+        base = ArmSpec(name="baseline", url=args.baseline, role="baseline")
+    elif spec.arms:
+        base = next((a for a in spec.arms if a.role == "baseline"), spec.arms[0])
+        base = dataclasses.replace(base, role="baseline")
+    else:
+        raise UsageError("--aa needs a baseline: --baseline URL or [[arms]] in the spec")
+    again = dataclasses.replace(base, name=f"{base.name}-again", role="candidate")
+    spec.arms = [base, again]
+    return spec
 
 
 def _apply_flags(spec, args):
     """Flags override the spec file."""
     from abtui.spec import ArmSpec, parse_duration, parse_slo_string
 
-    if args.baseline or args.candidate:
+    if getattr(args, "aa", False):
+        spec = _apply_aa(spec, args)
+    elif args.baseline or args.candidate:
         if not (args.baseline and args.candidate):
             raise UsageError(
                 "give both --baseline URL and --candidate URL",
@@ -125,6 +185,18 @@ def _apply_flags(spec, args):
         spec.store.dir = args.sessions_dir
     if args.no_store_text:
         spec.store.text = False
+    if args.gpu_price is not None:
+        spec.cost.gpu_price = args.gpu_price
+        for a in spec.arms:
+            a.gpu_price = None
+    if args.gpus is not None:
+        spec.cost.gpus = args.gpus
+        for a in spec.arms:
+            a.gpus = None
+    if args.primary is not None:
+        spec.policy.primary = args.primary
+    if args.noise_floor is not None:
+        spec.policy.noise_floor = args.noise_floor
     return spec
 
 
@@ -140,14 +212,32 @@ def cmd_run(args) -> int:
     return _run_and_report(spec, text, overwrite=args.overwrite)
 
 
-def _run_and_report(spec, text: str, *, overwrite: bool, items=None) -> int:
+def _run_and_report(spec, text: str, *, overwrite: bool, items=None, gate: bool = True) -> int:
+    """Run, print the summary and the verdict. Exit code: the verdict's (0 GO, 3 NO-GO,
+    4 INCONCLUSIVE) for a complete run; 130 for an interrupted one (its verdict is still printed
+    and stored, and cannot be GO); 1 when the run failed. ``gate=False`` (the demo): 0 for any
+    complete run."""
     from abtui.report.console import HeadlessObserver, print_session_summary
     from abtui.runner.session import run_session
 
     obs = HeadlessObserver(sys.stderr)
     result = run_session(spec, text, obs, overwrite=overwrite, items=items)
     print_session_summary(result.path, sys.stdout)
-    return {"complete": 0, "interrupted": 130}.get(result.status, 1)
+    if result.status not in ("complete", "interrupted"):
+        return 1
+    sv = _print_verdict(result.path, {}, {})
+    if result.status == "interrupted":
+        return 130
+    return sv.exit_code if gate else 0
+
+
+def _print_verdict(path, cost: dict, policy: dict):
+    from abtui.report.verdict_text import print_verdict
+    from abtui.stats.session import session_verdict
+
+    sv = session_verdict(path, cost=cost, policy=policy)
+    print_verdict(sv, sys.stdout)
+    return sv
 
 
 def cmd_demo(args) -> int:
@@ -159,7 +249,9 @@ def cmd_demo(args) -> int:
         requests=args.requests, rate=args.rate, time_scale=args.time_scale, seed=args.seed,
         name=args.name, sessions_dir=args.sessions_dir,
     )  # fmt: skip
-    return run_demo(opts, lambda spec, items: _run_and_report(spec, "", overwrite=False, items=items))
+    return run_demo(
+        opts, lambda spec, items: _run_and_report(spec, "", overwrite=False, items=items, gate=False)
+    )
 
 
 def cmd_sim_serve(args) -> int:
@@ -183,10 +275,16 @@ def cmd_sim_predict(args) -> int:
 
 
 def cmd_report(args) -> int:
+    """The summary and verdict of a saved session; exit code = the verdict's (0/3/4)."""
     from abtui.report.console import print_session_summary
 
-    print_session_summary(Path(args.session), sys.stdout)
-    return 0
+    cost, policy = _verdict_overrides(args)
+    if args.format == "text":
+        print_session_summary(Path(args.session), sys.stdout)
+        return _print_verdict(Path(args.session), cost, policy).exit_code
+    from abtui.report.export import write_report
+
+    return write_report(Path(args.session), args.format, args.output, cost=cost, policy=policy)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -236,8 +334,15 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--gpu-mem-util", type=float, default=0.9, help="for the KV capacity (default %(default)s)")
     sp.set_defaults(func=cmd_sim_predict)
 
-    rep = sub.add_parser("report", help="print the summary of a saved session")
+    rep = sub.add_parser(
+        "report", help="the summary and verdict of a saved session (exit code 0 GO, 3 NO-GO, 4 INCONCLUSIVE)"
+    )
     rep.add_argument("session", help="session file (.duckdb)")
+    rep.add_argument("--format", choices=("text", "md", "html", "json"), default="text",
+                     help="text (the terminal summary, default), md, html (one self-contained file) or json")
+    rep.add_argument("-o", "--output", metavar="FILE",
+                     help="write the md/html/json report here (default stdout)")  # fmt: skip
+    _add_verdict_options(rep.add_argument_group("verdict"))
     rep.set_defaults(func=cmd_report)
     return p
 

@@ -170,8 +170,4 @@ def print_session_summary(path: str | Path, out: TextIO | None = None) -> list[A
             "[yellow]warning:[/] the load generator fell behind its schedule "
             "(schedule lag above limits): latencies include client-side delay."
         )
-    console.print(
-        "\nPoint estimates only: whether a difference is real (CIs, tests, verdict) is not "
-        "computed yet."
-    )
     return sums

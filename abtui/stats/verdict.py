@@ -39,7 +39,8 @@ from abtui.stats.effects import Comparison, Effect, compare
 from abtui.stats.multiple import benjamini_hochberg, holm
 
 GO, NO_GO, INCONCLUSIVE = "GO", "NO-GO", "INCONCLUSIVE"
-EXIT_CODES = {GO: 0, NO_GO: 3, INCONCLUSIVE: 4}
+CALIBRATED = "CALIBRATED"  # an A/A session without a significant change (abtui.stats.session)
+EXIT_CODES = {GO: 0, NO_GO: 3, INCONCLUSIVE: 4, CALIBRATED: 0}
 
 DEFAULT_POLICY = {
     "primary": "e2e.p50",

@@ -1,0 +1,231 @@
+"""Shareable reports of a session: ``abtui report SESSION --format md|html|json``.
+
+Every format holds the same facts: the verdict and its reasons, the metrics table (A, B, Δ%,
+CI, corrected p, outcome, δ), SLO attainment, cost, and what differs between the arms'
+configurations. Strings that came from an endpoint, a trace or a spec (arm names, URLs, model
+names, parameters, error messages) are untrusted: Markdown escapes them (:func:`md_escape`),
+HTML escapes them with :func:`html.escape` (:mod:`abtui.report.html`), JSON encodes them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+from abtui.errors import UsageError
+from abtui.metrics.summary import summarize
+from abtui.report.verdict_text import p_text, value
+from abtui.stats.session import SessionVerdict, session_verdict
+from abtui.stats.verdict import label, pct
+from abtui.store.reader import SessionReader
+
+_MD_SPECIAL = str.maketrans(
+    {
+        "\\": "\\\\", "|": "\\|", "`": "\\`", "*": "\\*", "_": "\\_", "[": "\\[", "]": "\\]",
+        "<": "&lt;", ">": "&gt;", "&": "&amp;", "#": "\\#", "\n": " ", "\r": " ",
+    }
+)  # fmt: skip
+
+
+def md_escape(text) -> str:
+    """A string safe inside Markdown text and table cells (no markup, no HTML, one line)."""
+    return str(text).translate(_MD_SPECIAL)
+
+
+def config_diff(arms: list[dict], spec: dict) -> list[tuple[str, list[str]]]:
+    """``(setting, value per arm)`` for every setting that differs between arms."""
+    spec_arms = spec.get("arms") or []
+    flat: list[dict[str, str]] = []
+    for i, a in enumerate(arms):
+        d = {"url": a.get("url"), "model": a.get("model"), "api": a.get("api")}
+        for k, v in sorted((a.get("config") or {}).items()):
+            if k == "params" and isinstance(v, dict):
+                d.update({f"params.{pk}": pv for pk, pv in sorted(v.items())})
+            else:
+                d[k] = v
+        sa = spec_arms[i] if i < len(spec_arms) else {}
+        for k in ("gpu_price", "gpus"):
+            d[k] = sa.get(k) if sa.get(k) is not None else (spec.get("cost") or {}).get(k)
+        flat.append({k: json.dumps(v) if not isinstance(v, str) else v for k, v in d.items()})
+    keys = sorted({k for d in flat for k in d})
+    out = []
+    for k in keys:
+        vals = [d.get(k, "—") for d in flat]
+        if len(set(vals)) > 1:
+            out.append((k, vals))
+    return out
+
+
+def report_data(sv: SessionVerdict) -> dict:
+    """Everything a report shows, as JSON-ready data (also the ``--format json`` document)."""
+    with SessionReader(sv.path) as rd:
+        table = rd.request_table()
+    slo = sv.spec.get("slo") or {}
+    doc = sv.to_dict()
+    doc["arms"] = [
+        {k: a.get(k) for k in ("arm", "name", "role", "url", "model", "api", "config")}
+        for a in sv.arms
+    ]
+    doc["summaries"] = {a["name"]: summarize(table, a["arm"], slo).to_dict() for a in sv.arms}
+    doc["slo"] = slo
+    doc["config_diff"] = [{"setting": k, "values": v} for k, v in config_diff(sv.arms, sv.spec)]
+    doc["status"] = sv.meta.get("status")
+    return doc
+
+
+def to_markdown(sv: SessionVerdict, doc: dict) -> str:
+    v = sv.verdict
+    e_ = md_escape
+    lines = [f"# abtui report: {e_(doc['session']['name'])}", ""]
+    title = "A/A calibration" if sv.aa else "Verdict"
+    lines += [
+        f"**{title}: {v.result}** (exit code {sv.exit_code}; session {e_(doc['status'])}, "
+        f"load {e_(doc['session'].get('load'))})",
+        "",
+    ]
+    for pair in v.pairs + v.ladder:
+        kind = "ladder step" if pair in v.ladder else "candidate"
+        lines += [f"## {e_(pair.candidate)} vs {e_(pair.baseline)} ({kind}): {pair.result}", ""]
+        lines += [f"- {e_(r)}" for r in pair.reasons] + [""]
+        lines += [
+            f"| metric | {e_(pair.baseline)} | {e_(pair.candidate)} | Δ | 95% CI | δ | p (adj) | outcome | note |",
+            "|---|--:|--:|--:|--:|--:|--:|---|---|",
+        ]
+        for e in pair.comparison.effects:
+            role = (
+                " (primary)"
+                if e.key == v.policy["primary"]
+                else (" (guardrail)" if e.key in v.policy["guardrails"] else "")
+            )
+            lines.append(
+                f"| {label(e.key)}{role} | {value(e, e.a)} | {value(e, e.b)} | {pct(e.ratio)} | "
+                f"[{pct(e.lo)}, {pct(e.hi)}] | ±{e.delta:.0%} | {p_text(e.p_adj)} | {e.outcome} | "
+                f"{e_(e.note)} |"
+            )
+        rt = pair.comparison.rank_tests
+        if rt:
+            lines += [
+                "",
+                "Rank tests ("
+                + ", ".join(
+                    f"{label(k + '.p50').split(' ', 1)[1]}: {t.test} p={p_text(t.p)}, shift {pct(t.shift)}"
+                    for k, t in rt.items()
+                )
+                + ")",
+            ]
+        if pair.cost:
+            lines += [
+                "",
+                "| cost | " + " | ".join(e_(n) for n in pair.cost) + " |",
+                "|---|" + "--:|" * len(pair.cost),
+            ]
+            for field, lab in (
+                ("usd_per_hour", "$/hour"),
+                ("usd_per_mtok_output", "$/Mtok output"),
+                ("usd_per_mtok_total", "$/Mtok total"),
+                ("usd_per_mtok_good", "$/Mtok good"),
+                ("usd_per_1k_good_requests", "$ per 1k good requests"),
+            ):
+                lines.append(
+                    f"| {lab} | " + " | ".join(_money(c[field]) for c in pair.cost.values()) + " |"
+                )
+        lines.append("")
+    lines += _md_summary(doc)
+    if doc["config_diff"]:
+        lines += [
+            "## Configuration differences",
+            "",
+            "| setting | " + " | ".join(e_(a["name"]) for a in doc["arms"]) + " |",
+            "|---|" + "---|" * len(doc["arms"]),
+        ]
+        lines += [
+            f"| {e_(d['setting'])} | " + " | ".join(e_(x) for x in d["values"]) + " |"
+            for d in doc["config_diff"]
+        ]
+        lines.append("")
+    lines += [_policy_line(doc), ""]
+    return "\n".join(lines)
+
+
+def _money(x) -> str:
+    return "n/a" if x is None or not math.isfinite(x) else f"${x:,.4f}"
+
+
+def _md_summary(doc: dict) -> list[str]:
+    names = list(doc["summaries"])
+    out = [
+        "## SLO attainment and throughput",
+        "",
+        "| | " + " | ".join(md_escape(n) for n in names) + " |",
+        "|---|" + "--:|" * len(names),
+    ]
+    rows = (
+        ("requests ok / sent", lambda s: f"{s['ok']}/{s['sent']}"),
+        (
+            "errors",
+            lambda s: ", ".join(f"{md_escape(k)} {v}" for k, v in s["errors"].items()) or "0",
+        ),
+        ("SLO attainment", lambda s: _pct0(s["slo_attainment"])),
+        ("goodput req/s", lambda s: _num(s["goodput_requests_per_s"], 2)),
+        ("output tok/s", lambda s: _num(s["output_tokens_per_s"], 0)),
+        (
+            "schedule lag P99 (ms)",
+            lambda s: _num(None if s["lag_p99_s"] is None else s["lag_p99_s"] * 1e3, 2),
+        ),
+    )
+    for lab, fn in rows:
+        out.append(f"| {lab} | " + " | ".join(fn(doc["summaries"][n]) for n in names) + " |")
+    slo = ", ".join(f"{k} ≤ {v * 1e3:g} ms" for k, v in doc["slo"].items()) or "none set"
+    return out + ["", f"SLOs: {slo}.", ""]
+
+
+def _pct0(x) -> str:
+    return "n/a" if x is None else f"{x * 100:.1f}%"
+
+
+def _num(x, digits: int) -> str:
+    return "n/a" if x is None else f"{x:,.{digits}f}"
+
+
+def _policy_line(doc: dict) -> str:
+    p = doc["policy"]
+    design = doc["pairs"][0]["comparison"]["design"] if doc["pairs"] else {}
+    return (
+        f"Policy: primary {label(p['primary'])}; guardrails "
+        f"{', '.join(label(g) for g in p['guardrails']) or 'none'}; α {p['alpha']}; "
+        f"δ {p['delta']:.0%} (means, medians, rates, cost) / {p['delta_tail']:.0%} (P90–P99)"
+        f"{' raised to the A/A noise floor' if p.get('noise_floor_values') else ''}. "
+        f"CIs: circular block bootstrap, {design.get('resamples', '?')} resamples, "
+        f"{design.get('units', '?')} units; Holm over primary and guardrails, "
+        "Benjamini–Hochberg over the rest; percentiles with fewer than 10 samples beyond them "
+        "get no significance call."
+    )
+
+
+def write_report(path: Path, fmt: str, output: str | None, *, cost=None, policy=None) -> int:
+    """Render the report of the session at ``path``; returns the verdict's exit code."""
+    if fmt not in ("md", "html", "json"):
+        raise UsageError(f"--format {fmt!r}: expected md, html or json")
+    sv = session_verdict(path, cost=cost, policy=policy)
+    doc = report_data(sv)
+    if fmt == "json":
+        text = json.dumps(doc, indent=2, allow_nan=False, default=str)
+    elif fmt == "md":
+        text = to_markdown(sv, doc)
+    else:
+        from abtui.report.html import to_html
+
+        text = to_html(sv, doc)
+    if output:
+        try:
+            Path(output).write_text(text, encoding="utf-8")
+        except OSError as e:
+            raise UsageError(
+                f"cannot write {output}: {e}", "check the folder exists and is writable"
+            ) from None
+        print(f"abtui: wrote {fmt} report to {output} ({sv.result})", file=sys.stderr)
+    else:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    return sv.exit_code

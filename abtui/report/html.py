@@ -1,0 +1,225 @@
+"""The HTML report: one self-contained file (inline CSS and SVG, no scripts, no external assets).
+
+Every string that did not come from abtui itself (arm names, URLs, models, parameters, notes
+built from them) goes through :func:`esc` (``html.escape`` with quotes), in text and in SVG
+alike. Latency distributions are empirical CDFs drawn as inline SVG polylines on a log time axis.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+
+import numpy as np
+
+from abtui.metrics import request as rm
+from abtui.report.export import _policy_line, config_diff  # noqa: F401 (config_diff re-exported)
+from abtui.report.verdict_text import p_text, value
+from abtui.stats.session import SessionVerdict
+from abtui.stats.verdict import label, pct
+from abtui.store.reader import SessionReader
+
+COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf")
+_RESULT_COLOR = {"GO": "#1a7f37", "NO-GO": "#cf222e", "CALIBRATED": "#1a7f37"}
+_OUTCOME_CLASS = {"IMPROVED": "imp", "REGRESSED": "reg", "EQUIVALENT": "eq"}
+PLOTS = (("ttft", "TTFT", rm.ttft_s), ("tpot", "TPOT", rm.tpot_s), ("e2e", "E2E", rm.e2e_s))
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2em;color:#1f2328;max-width:1200px}
+table{border-collapse:collapse;margin:.5em 0 1.2em;font-size:13px}
+td,th{border:1px solid #d0d7de;padding:3px 7px;text-align:right}
+td:first-child,th:first-child{text-align:left}
+th{background:#f6f8fa}.imp{color:#1a7f37;font-weight:600}.reg{color:#cf222e;font-weight:600}
+.eq{color:#0969da}.muted{color:#656d76;font-size:12px}.plots{display:flex;flex-wrap:wrap;gap:12px}
+.verdict{font-size:22px;font-weight:700}
+"""
+
+
+def esc(text) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def ecdf_svg(title: str, series: list[tuple[str, np.ndarray]], width=360, height=230) -> str:
+    """An empirical CDF per series, log-scaled x (milliseconds), as an inline <svg>."""
+    left, right, top, bottom = 44, 10, 22, 34
+    vals = [np.sort(v[np.isfinite(v) & (v > 0)]) * 1e3 for _, v in series]
+    present = [v for v in vals if len(v)]
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'role="img" aria-label="{esc(title)}">',
+        f'<text x="{width / 2}" y="14" text-anchor="middle" font-size="12">{esc(title)}</text>',
+    ]
+    if not present:
+        parts.append(
+            f'<text x="{width / 2}" y="{height / 2}" text-anchor="middle" font-size="11">'
+            "no data</text></svg>"
+        )
+        return "".join(parts)
+    lo = math.log10(min(v[0] for v in present))
+    hi = math.log10(max(v[-1] for v in present))
+    if hi - lo < 1e-6:
+        lo, hi = lo - 0.5, hi + 0.5
+    pw, ph = width - left - right, height - top - bottom
+
+    def x(ms: np.ndarray) -> np.ndarray:
+        return left + (np.log10(ms) - lo) / (hi - lo) * pw
+
+    parts.append(
+        f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#d0d7de"/>'
+    )
+    for dec in range(math.floor(lo), math.ceil(hi) + 1):
+        for m in (1, 2, 5):
+            t = math.log10(m) + dec
+            if lo <= t <= hi:
+                xx = left + (t - lo) / (hi - lo) * pw
+                parts.append(
+                    f'<line x1="{xx:.1f}" y1="{top}" x2="{xx:.1f}" y2="{top + ph}" stroke="#eaeef2"/>'
+                    f'<text x="{xx:.1f}" y="{top + ph + 12}" font-size="9" text-anchor="middle">'
+                    f"{10**t:g}</text>"
+                )
+    for q in (0.5, 0.9, 0.99):
+        yy = top + (1 - q) * ph
+        parts.append(
+            f'<line x1="{left}" y1="{yy:.1f}" x2="{left + pw}" y2="{yy:.1f}" stroke="#eaeef2"/>'
+            f'<text x="{left - 3}" y="{yy + 3:.1f}" font-size="9" text-anchor="end">P{q * 100:g}</text>'
+        )
+    parts.append(
+        f'<text x="{left + pw / 2}" y="{height - 4}" font-size="10" text-anchor="middle">ms (log)</text>'
+    )
+    for i, ((name, _), v) in enumerate(zip(series, vals, strict=True)):
+        if not len(v):
+            continue
+        probs = np.linspace(0, 1, min(len(v), 300))
+        xs = x(np.quantile(v, probs))
+        ys = top + (1 - probs) * ph
+        pts = " ".join(f"{a:.1f},{b:.1f}" for a, b in zip(xs, ys, strict=True))
+        color = COLORS[i % len(COLORS)]
+        parts.append(
+            f'<polyline fill="none" stroke="{color}" stroke-width="1.6" points="{pts}">'
+            f"<title>{esc(name)}</title></polyline>"
+        )
+        parts.append(
+            f'<text x="{left + 6}" y="{top + 12 + 12 * i}" font-size="10" fill="{color}">'
+            f"{esc(name)} (n={len(v)})</text>"
+        )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _plots(sv: SessionVerdict) -> str:
+    with SessionReader(sv.path) as rd:
+        table = rd.request_table()
+    ok = table.select(table.ok)
+    out = []
+    for _, title, fn in PLOTS:
+        series = [(a["name"], fn(ok.for_arm(a["arm"]))) for a in sv.arms]
+        out.append(ecdf_svg(f"{title} distribution (CDF)", series))
+    return '<div class="plots">' + "".join(out) + "</div>"
+
+
+def _fmt(x, scale: float, digits: int) -> str:
+    return "n/a" if x is None else f"{x * scale:,.{digits}f}"
+
+
+def to_html(sv: SessionVerdict, doc: dict) -> str:
+    v = sv.verdict
+    name = doc["session"]["name"]
+    h = [
+        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        f"<title>abtui report: {esc(name)}</title><style>{CSS}</style></head><body>",
+        f"<h1>abtui report: {esc(name)}</h1>",
+        f'<p class="verdict" style="color:{_RESULT_COLOR.get(v.result, "#9a6700")}">'
+        f"{'A/A calibration' if sv.aa else 'Verdict'}: {esc(v.result)}</p>",
+        f'<p class="muted">exit code {sv.exit_code}; session {esc(doc["status"])}; '
+        f"load {esc(doc['session'].get('load'))}</p>",
+    ]
+    for pair in v.pairs + v.ladder:
+        kind = "ladder step" if pair in v.ladder else "candidate"
+        h.append(
+            f"<h2>{esc(pair.candidate)} vs {esc(pair.baseline)} ({kind}): {esc(pair.result)}</h2><ul>"
+        )
+        h += [f"<li>{esc(r)}</li>" for r in pair.reasons]
+        h.append(
+            "</ul><table><tr><th>metric</th><th>role</th>"
+            f"<th>{esc(pair.baseline)}</th><th>{esc(pair.candidate)}</th><th>Δ</th><th>95% CI</th>"
+            "<th>δ</th><th>p (adj)</th><th>outcome</th><th>note</th></tr>"
+        )
+        for e in pair.comparison.effects:
+            role = (
+                "primary"
+                if e.key == v.policy["primary"]
+                else ("guardrail" if e.key in v.policy["guardrails"] else "")
+            )
+            h.append(
+                f"<tr><td>{esc(label(e.key))}</td><td>{role}</td><td>{esc(value(e, e.a))}</td>"
+                f"<td>{esc(value(e, e.b))}</td><td>{pct(e.ratio)}</td><td>[{pct(e.lo)}, {pct(e.hi)}]</td>"
+                f"<td>±{e.delta:.0%}</td><td>{p_text(e.p_adj)}</td>"
+                f'<td class="{_OUTCOME_CLASS.get(e.outcome, "")}">{e.outcome}</td>'
+                f'<td class="muted">{esc(e.note)}</td></tr>'
+            )
+        h.append("</table>")
+        if pair.cost:
+            h.append(
+                "<table><tr><th>cost</th>"
+                + "".join(f"<th>{esc(n)}</th>" for n in pair.cost)
+                + "</tr>"
+            )
+            for field, lab in (
+                ("usd_per_hour", "$/hour"),
+                ("usd_per_mtok_output", "$/Mtok output"),
+                ("usd_per_mtok_total", "$/Mtok total"),
+                ("usd_per_mtok_good", "$/Mtok good"),
+                ("usd_per_1k_good_requests", "$ per 1k good requests"),
+            ):
+                cells = "".join(
+                    f"<td>{'n/a' if c[field] is None else f'${c[field]:,.4f}'}</td>"
+                    for c in pair.cost.values()
+                )
+                h.append(f"<tr><td>{lab}</td>{cells}</tr>")
+            h.append("</table>")
+    h.append("<h2>Latency distributions</h2>" + _plots(sv))
+    names = list(doc["summaries"])
+    h.append(
+        "<h2>SLO attainment and throughput</h2><table><tr><th></th>"
+        + "".join(f"<th>{esc(n)}</th>" for n in names)
+        + "</tr>"
+    )
+    for lab, key, scale, digits in (
+        ("SLO attainment %", "slo_attainment", 100, 1),
+        ("goodput req/s", "goodput_requests_per_s", 1, 2),
+        ("output tok/s", "output_tokens_per_s", 1, 0),
+        ("schedule lag P99 ms", "lag_p99_s", 1e3, 2),
+    ):
+        cells = "".join(f"<td>{_fmt(doc['summaries'][n][key], scale, digits)}</td>" for n in names)
+        h.append(f"<tr><td>{lab}</td>{cells}</tr>")
+    h.append(
+        "<tr><td>requests ok / sent</td>"
+        + "".join(
+            f"<td>{doc['summaries'][n]['ok']}/{doc['summaries'][n]['sent']}</td>" for n in names
+        )
+        + "</tr>"
+    )
+    h.append(
+        "<tr><td>errors</td>"
+        + "".join(
+            f"<td>{esc(', '.join(f'{k} {c}' for k, c in doc['summaries'][n]['errors'].items()) or '0')}</td>"
+            for n in names
+        )
+        + "</tr></table>"
+    )
+    slo = ", ".join(f"{k} ≤ {val * 1e3:g} ms" for k, val in doc["slo"].items()) or "none set"
+    h.append(f'<p class="muted">SLOs: {esc(slo)}</p>')
+    if doc["config_diff"]:
+        h.append(
+            "<h2>Configuration differences</h2><table><tr><th>setting</th>"
+            + "".join(f"<th>{esc(a['name'])}</th>" for a in doc["arms"])
+            + "</tr>"
+        )
+        for d in doc["config_diff"]:
+            h.append(
+                f"<tr><td>{esc(d['setting'])}</td>"
+                + "".join(f"<td>{esc(x)}</td>" for x in d["values"])
+                + "</tr>"
+            )
+        h.append("</table>")
+    h.append(f'<p class="muted">{esc(_policy_line(doc))}</p></body></html>')
+    return "\n".join(h)

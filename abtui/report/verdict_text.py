@@ -1,0 +1,152 @@
+"""The verdict in the terminal (headless ``abtui run`` / ``abtui report``), after the summary.
+
+One block per candidate: the result and its reasons in words, then the decision rows — the
+primary objective, the guardrails and a few more — with A, B, Δ%, CI, corrected p and outcome.
+Every figure comes from :class:`abtui.stats.session.SessionVerdict`; nothing is recomputed here.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TextIO
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from abtui.stats.effects import Effect
+from abtui.stats.session import SessionVerdict
+from abtui.stats.verdict import GO, NO_GO, PairVerdict, label, pct
+
+_COLOR = {GO: "green", NO_GO: "red", "CALIBRATED": "green"}
+_OUTCOME_COLOR = {"IMPROVED": "green", "REGRESSED": "red", "EQUIVALENT": "cyan"}
+SHOWN = (  # rows shown besides primary and guardrails
+    "ttft.p50",
+    "ttft.p99",
+    "tpot.p50",
+    "tpot.p99",
+    "itl.p99",
+    "e2e.p50",
+    "e2e.p99",
+    "throughput.output_tokens",
+    "goodput.output_tokens",
+    "slo.attainment",
+    "cost.per_mtok_good",
+)
+
+
+def value(e: Effect, v: float) -> str:
+    """A row's value in its natural unit (ms for latency)."""
+    if v is None or not math.isfinite(v):
+        return "n/a"
+    if e.metric in ("ttft", "ttft_user", "tpot", "itl", "e2e"):
+        return f"{v * 1e3:,.2f} ms" if v < 10 else f"{v:,.2f} s"
+    if e.key == "slo.attainment":
+        return f"{v * 100:.1f}%"
+    if e.metric == "cost":
+        return f"${v:,.3f}"
+    return f"{v:,.1f}/s"
+
+
+def p_text(p: float) -> str:
+    if p is None or not math.isfinite(p):
+        return "—"
+    return f"{p:.4f}" if p >= 1e-4 else "<0.0001"
+
+
+def rows_of(pair: PairVerdict, policy: dict) -> list[Effect]:
+    keys = [policy["primary"], *policy["guardrails"], *SHOWN]
+    seen, out = set(), []
+    for k in keys:
+        e = pair.comparison.get(k)
+        if e is not None and k not in seen:
+            seen.add(k)
+            out.append(e)
+    return out
+
+
+def effect_table(pair: PairVerdict, policy: dict) -> Table:
+    t = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+    for col, just in (
+        ("metric", "left"),
+        ("role", "left"),
+        (pair.baseline, "right"),
+        (pair.candidate, "right"),
+        ("Δ", "right"),
+        ("95% CI", "right"),
+        ("δ", "right"),
+        ("p (adj)", "right"),
+        ("outcome", "left"),
+    ):
+        t.add_column(escape(col), justify=just)
+    for e in rows_of(pair, policy):
+        role = (
+            "primary"
+            if e.key == policy["primary"]
+            else "guardrail"
+            if e.key in policy["guardrails"]
+            else ""
+        )
+        color = _OUTCOME_COLOR.get(e.outcome, "yellow")
+        t.add_row(
+            label(e.key),
+            role,
+            value(e, e.a),
+            value(e, e.b),
+            pct(e.ratio),
+            f"[{pct(e.lo)}, {pct(e.hi)}]",
+            f"±{e.delta:.0%}",
+            p_text(e.p_adj),
+            f"[{color}]{e.outcome}[/]",
+        )
+    return t
+
+
+def print_verdict(sv: SessionVerdict, out: TextIO) -> None:
+    v = sv.verdict
+    console = Console(file=out, width=130, highlight=False)
+    pol = v.policy
+    console.print()
+    title = "A/A calibration" if sv.aa else "Verdict"
+    console.print(f"[bold]{title}: [{_COLOR.get(v.result, 'yellow')}]{v.result}[/][/]")
+    for pair in v.pairs:
+        console.print(
+            f"\n[bold]{escape(pair.candidate)}[/] vs [bold]{escape(pair.baseline)}[/]: "
+            f"[{_COLOR.get(pair.result, 'yellow')}]{pair.result}[/]"
+        )
+        for r in pair.reasons:
+            console.print(f"  - {escape(r)}")
+        console.print(effect_table(pair, pol))
+        for e in rows_of(pair, pol):
+            if e.note and e.key in (pol["primary"], *pol["guardrails"]):
+                console.print(f"  {label(e.key)}: {escape(e.note)}")
+        if pair.cost:
+            parts = [
+                f"{escape(n)} ${c['usd_per_mtok_good'] or math.inf:,.3f}/Mtok good, "
+                f"${c['usd_per_1k_good_requests'] or math.inf:,.3f} per 1k good requests"
+                for n, c in pair.cost.items()
+            ]
+            console.print("  cost: " + "; ".join(parts))
+    for pair in v.ladder:
+        console.print(
+            f"\nladder: [bold]{escape(pair.candidate)}[/] vs [bold]{escape(pair.baseline)}[/]: "
+            f"{pair.result} — " + "; ".join(escape(r) for r in pair.reasons[:2])
+        )
+    if v.pairs:
+        d = v.pairs[0].comparison.design
+        console.print(
+            f"\n[dim]policy: primary {label(pol['primary'])}; α {pol['alpha']:g} (Holm over primary + "
+            f"guardrails, BH over the rest); δ {pol['delta']:.0%} central / {pol['delta_tail']:.0%} "
+            f"tail{' raised by the A/A noise floor' if pol.get('noise_floor_values') else ''}; "
+            f"{d['resamples']:,} circular-block bootstrap resamples over {d['units']} units "
+            f"(rank test: {d['rank_test']}); exit code {sv.exit_code}.[/]"
+        )
+    if sv.noise_floor:
+        worst = sorted(sv.noise_floor.items(), key=lambda kv: -kv[1])[:6]
+        console.print(
+            "noise floor (largest |A/A CI bound|): "
+            + ", ".join(f"{label(k)} {x:.1%}" for k, x in worst)
+            + f"; use it with --noise-floor {escape(str(sv.path))}"
+        )
+    if not sv.stored:
+        console.print("[yellow]note:[/] the verdict was not stored (the session file is in use).")

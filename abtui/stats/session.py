@@ -1,0 +1,168 @@
+"""The verdict of a saved session: read the file, evaluate, store the result in it.
+
+Everything comes from the session file (requests, arms, the resolved spec with its SLOs, cost
+and policy), so ``abtui report`` on another machine gives the same verdict as the run did
+(the bootstrap is seeded by ``policy.seed``). Overrides (``--gpu-price``, ``--primary``, …)
+change what is evaluated, not the stored spec.
+
+**A/A sessions** (every arm has the same URL, model, API and request settings: ``abtui run --aa``)
+measure the setup's noise floor instead of a verdict: for each effect row, the largest magnitude
+of its A/A CI, ``floor = max(|lo|, |hi|)`` (rows refused by the small-sample tail rule are left
+out). A later verdict given that session (``--noise-floor FILE`` or ``policy.noise_floor``) uses
+``δ = max(default δ, floor)`` per row: no change smaller than what the setup produces between
+identical arms can be called. The A/A result is CALIBRATED (exit 0) when no row changed
+significantly, INCONCLUSIVE (exit 4) when the baseline "changed" against itself — the setup is
+not stable enough to compare anything at that size.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from abtui.errors import StoreError, UsageError
+from abtui.stats import decide as dc
+from abtui.stats.verdict import CALIBRATED, INCONCLUSIVE, Verdict, describe, evaluate
+from abtui.store.reader import SessionReader
+from abtui.store.verdicts import append_verdict
+
+
+@dataclass
+class SessionVerdict:
+    verdict: Verdict
+    path: Path
+    arms: list[dict]
+    spec: dict
+    meta: dict
+    aa: bool
+    noise_floor: dict[str, float] | None  # measured here (A/A session)
+    stored: bool
+
+    @property
+    def result(self) -> str:
+        return self.verdict.result
+
+    @property
+    def exit_code(self) -> int:
+        return self.verdict.exit_code
+
+    def to_dict(self) -> dict:
+        d = self.verdict.to_dict()
+        d["exit_code"] = self.exit_code
+        d["aa"] = self.aa
+        if self.noise_floor is not None:
+            d["noise_floor"] = self.noise_floor
+        return d
+
+
+def is_aa(arms: list[dict]) -> bool:
+    """Every arm is the same endpoint with the same settings (an A/A calibration)."""
+    if len(arms) < 2:
+        return False
+    sig = [(a["url"], a["model"], a["api"], repr(a.get("config"))) for a in arms]
+    return all(s == sig[0] for s in sig)
+
+
+def noise_floor_of(verdict: Verdict) -> dict[str, float]:
+    """Per row, ``max(|lo|, |hi|)`` of the A/A CI (see the module docstring)."""
+    floor: dict[str, float] = {}
+    for pair in verdict.pairs:
+        for e in pair.comparison.effects:
+            if min(e.n_a, e.n_b) < dc.tail_min_n(e.stat):
+                continue
+            if math.isfinite(e.lo) and math.isfinite(e.hi):
+                floor[e.key] = max(floor.get(e.key, 0.0), abs(e.lo), abs(e.hi))
+    return floor
+
+
+def load_noise_floor(path: str | Path) -> dict[str, float]:
+    """The noise floor stored by an A/A session (computed now if it was never stored)."""
+    with SessionReader(path) as rd:
+        arms = rd.arms()
+        rows = rd.verdicts()
+    if not is_aa(arms):
+        raise UsageError(
+            f"{path} is not an A/A session (its arms differ)",
+            "run `abtui run --aa --baseline URL …` to measure the noise floor",
+        )
+    for row in reversed(rows):
+        floor = (row.get("result") or {}).get("noise_floor")
+        if floor:
+            return {k: float(v) for k, v in floor.items()}
+    sv = session_verdict(path, store=False)
+    return sv.noise_floor or {}
+
+
+def _apply_overrides(spec: dict, cost: dict | None, policy: dict | None) -> dict:
+    spec = copy.deepcopy(spec)
+    if cost:
+        spec.setdefault("cost", {}).update({k: v for k, v in cost.items() if v is not None})
+        for arm in spec.get("arms") or []:  # flags apply to every arm
+            for k, v in cost.items():
+                if v is not None:
+                    arm[k] = None
+    if policy:
+        spec["policy"] = {
+            **(spec.get("policy") or {}),
+            **{k: v for k, v in policy.items() if v is not None},
+        }
+    return spec
+
+
+def session_verdict(
+    path: str | Path,
+    *,
+    cost: dict | None = None,
+    policy: dict | None = None,
+    noise_floor_path: str | Path | None = None,
+    store: bool = True,
+) -> SessionVerdict:
+    """Evaluate the session at ``path`` (and store the result in it unless ``store`` is False).
+
+    ``cost``: ``{"gpu_price": …, "gpus": …}`` for every arm; ``policy``: fields of ``[policy]``."""
+    path = Path(path)
+    with SessionReader(path) as rd:
+        meta = rd.meta()
+        arms = rd.arms()
+        table = rd.request_table()
+    if not arms:
+        raise StoreError(f"{path} has no arms: the run failed before it started")
+    spec = _apply_overrides(meta.get("spec") or {}, cost, policy)
+    pol = spec.get("policy") or {}
+    floor_path = noise_floor_path or pol.get("noise_floor")
+    floor = load_noise_floor(floor_path) if floor_path else None
+    status = meta.get("status") or "running"
+    aa = is_aa(arms)
+    session = {
+        "name": meta.get("session_name", path.stem),
+        "path": str(path),
+        "load": meta.get("load"),
+        "arms": [a["name"] for a in arms],
+    }
+    verdict = evaluate(
+        table, arms, spec, status=status, policy=pol, noise_floor=floor, session=session
+    )
+    measured = None
+    if aa:
+        measured = noise_floor_of(verdict)
+        changed = [
+            e
+            for p in verdict.pairs
+            for e in p.comparison.effects
+            if e.outcome in (dc.IMPROVED, dc.REGRESSED)
+        ]
+        if changed:
+            verdict.result = INCONCLUSIVE
+            reasons = [f"the baseline differs from itself: {describe(e)}" for e in changed[:5]]
+            reasons.append("the setup is not stable enough to compare endpoints at this size")
+        else:
+            verdict.result = CALIBRATED
+            reasons = ["no significant difference between identical arms; noise floor stored"]
+        for p in verdict.pairs:
+            p.result, p.reasons = verdict.result, reasons
+    sv = SessionVerdict(verdict, path, arms, spec, meta, aa, measured, False)
+    if store:
+        sv.stored = append_verdict(path, verdict.policy, sv.to_dict())
+    return sv

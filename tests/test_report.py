@@ -1,0 +1,136 @@
+"""`abtui report SESSION --format md|html|json` on a real session whose endpoint and spec carry
+hostile strings (model output is untrusted input), the verdict's exit codes, and cost."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from abtui.cli import main
+from abtui.cost import arm_cost
+from abtui.metrics.summary import ArmSummary
+from abtui.report.export import config_diff, md_escape
+from abtui.sim.engine import SimConfig
+from abtui.sim.process import SimProcess
+from abtui.store.reader import SessionReader
+
+EVIL_MODEL = '<script>alert("model")</script>&amp;'
+EVIL_ARM = "<img src=x onerror=alert(1)>|**x**"
+
+
+@pytest.fixture(scope="module")
+def session(tmp_path_factory):
+    d = tmp_path_factory.mktemp("report")
+    with (
+        SimProcess(SimConfig(seed=1, ttft_ms=20, itl_ms=2, jitter_ms=1, model="plain")) as a,
+        SimProcess(SimConfig(seed=2, ttft_ms=12, itl_ms=1.2, jitter_ms=1, model=EVIL_MODEL)) as b,
+    ):
+        spec = d / "evil.toml"
+        spec.write_text(
+            f"""
+name = "evil"
+[[arms]]
+name = "base"
+url = "{a.url}"
+gpu_price = 2.0
+[[arms]]
+name = {json.dumps(EVIL_ARM)}
+url = "{b.url}"
+gpu_price = 3.0
+gpus = 2
+params = {{ note = "</td><script>x()</script>" }}
+[workload]
+requests = 60
+input_tokens = 16
+output_tokens = 8
+[load]
+rate = 30
+[slo]
+ttft = "100ms"
+[store]
+dir = "{d}"
+"""
+        )
+        rc = main(["run", str(spec), "--headless"])
+    assert rc in (0, 3, 4)
+    return d / "evil.duckdb"
+
+
+def _report(session, fmt, tmp_path, capsys, *extra):
+    out = tmp_path / f"r.{fmt}"
+    rc = main(["report", str(session), "--format", fmt, "-o", str(out), *extra])
+    capsys.readouterr()
+    return rc, out.read_text(encoding="utf-8")
+
+
+def test_html_is_self_contained_and_escapes_every_untrusted_string(session, tmp_path, capsys):
+    rc, text = _report(session, "html", tmp_path, capsys)
+    assert rc in (0, 3, 4)
+    assert "<script" not in text and "<img" not in text and "</td><script>" not in text
+    assert "&lt;script&gt;alert(&quot;model&quot;)&lt;/script&gt;&amp;amp;" in text
+    assert "&lt;img src=x onerror=alert(1)&gt;|**x**" in text
+    assert "<svg" in text and "<polyline" in text  # the latency distributions, inline
+    # nothing is loaded from anywhere: no external references at all
+    assert not re.search(r"""(src|href)\s*=\s*["']?\s*(https?:|//)""", text)
+    assert "<link" not in text and "@import" not in text
+    assert "Configuration differences" in text and "gpu_price" in text
+
+
+def test_markdown_escapes_untrusted_strings(session, tmp_path, capsys):
+    rc, text = _report(session, "md", tmp_path, capsys)
+    assert "<script" not in text and "<img" not in text
+    assert "&lt;img src=x onerror=alert(1)&gt;\\|\\*\\*x\\*\\*" in text  # no table break, no bold
+    assert "| metric |" in text and "95% CI" in text and "$/Mtok good" in text
+
+
+def test_json_report_holds_the_verdict_and_matches_the_exit_code(session, tmp_path, capsys):
+    rc, text = _report(session, "json", tmp_path, capsys)
+    doc = json.loads(text)
+    assert doc["exit_code"] == rc and doc["result"] in ("GO", "NO-GO", "INCONCLUSIVE")
+    assert {0: "GO", 3: "NO-GO", 4: "INCONCLUSIVE"}[rc] == doc["result"]
+    assert doc["arms"][1]["name"] == EVIL_ARM and doc["arms"][1]["model"] == EVIL_MODEL
+    pair = doc["pairs"][0]
+    assert pair["cost"][EVIL_ARM]["usd_per_hour"] == 6.0  # 3 $/GPU-h × 2 GPUs
+    keys = {e["key"] for e in pair["comparison"]["effects"]}
+    assert {"tpot.p50", "e2e.p99", "goodput.requests", "cost.per_mtok_good"} <= keys
+    # the verdict stored in the session is the one reported
+    with SessionReader(session) as rd:
+        stored = rd.verdicts()[-1]["result"]
+    assert stored["result"] == doc["result"]
+
+
+def test_flags_override_the_stored_policy_and_cost(session, tmp_path, capsys):
+    rc, text = _report(
+        session, "json", tmp_path, capsys, "--gpu-price", "1", "--primary", "tpot.p50"
+    )
+    doc = json.loads(text)
+    assert doc["policy"]["primary"] == "tpot.p50"
+    cost = doc["pairs"][0]["cost"]  # --gpu-price replaces every arm's price; gpus stay
+    assert cost["base"]["usd_per_hour"] == 1.0 and cost[EVIL_ARM]["usd_per_hour"] == 2.0
+    assert main(["report", str(session), "--primary", "nonsense.p50"]) == 2
+    assert "unknown metric" in capsys.readouterr().err
+
+
+def test_cost_formulas():
+    s = ArmSummary(arm=0, output_tokens_per_s=1000.0, total_tokens_per_s=5000.0,
+                   goodput_output_tokens_per_s=500.0, goodput_requests_per_s=4.0,
+                   requests_per_s=8.0, slo={"ttft": 0.1})  # fmt: skip
+    c = arm_cost(s, gpu_price=3.6, gpus=2)  # 7.2 $/h = 0.002 $/s
+    assert c.usd_per_mtok_output == pytest.approx(0.002 * 1e6 / 1000)
+    assert c.usd_per_mtok_total == pytest.approx(0.002 * 1e6 / 5000)
+    assert c.usd_per_mtok_good == pytest.approx(0.002 * 1e6 / 500)
+    assert c.usd_per_1k_good_requests == pytest.approx(0.002 * 1e3 / 4)
+    s.slo = {}  # no SLO: every ok request is good
+    assert arm_cost(s, 3.6, 2).usd_per_mtok_good == pytest.approx(c.usd_per_mtok_output)
+
+
+def test_config_diff_and_md_escape():
+    arms = [
+        {"url": "u1", "model": "m", "api": "chat", "config": {"params": {"top_k": 1}}},
+        {"url": "u2", "model": "m", "api": "chat", "config": {"params": {"top_k": 2}}},
+    ]
+    diff = dict(config_diff(arms, {"cost": {"gpu_price": 2.0}}))
+    assert diff == {"url": ["u1", "u2"], "params.top_k": ["1", "2"]}
+    assert md_escape("a|b\n<c>") == "a\\|b &lt;c&gt;"

@@ -1,0 +1,130 @@
+"""The verdict end to end: `abtui run` against simulated endpoints on 127.0.0.1, real load
+generators, the session file, the verdict stored in it, and the exit codes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from abtui.cli import main
+from abtui.sim.engine import SimConfig
+from abtui.sim.faults import FaultConfig
+from abtui.sim.process import SimProcess
+from abtui.store.reader import SessionReader
+
+BASE = dict(ttft_ms=20.0, itl_ms=2.0, jitter_ms=1.0)
+
+
+def _spec(tmp_path, name: str, base_url: str, cand_url: str, requests: int = 150) -> str:
+    """A spec with a P90 E2E guardrail (P99 needs ≥ 1000 requests per arm to be called)."""
+    p = tmp_path / f"{name}.toml"
+    p.write_text(
+        f"""
+name = "{name}"
+[[arms]]
+name = "base"
+url = "{base_url}"
+[[arms]]
+name = "cand"
+url = "{cand_url}"
+[workload]
+requests = {requests}
+input_tokens = 16
+output_tokens = 8
+[load]
+rate = 25  # light enough that a busy 2-core CI box keeps the schedule (lag P99 < 10 ms)
+[store]
+dir = "{tmp_path}"
+text = false
+[policy]
+primary = "e2e.p50"
+guardrails = ["ttft.p50", "tpot.p50", "e2e.p90"]
+"""
+    )
+    return str(p)
+
+
+def _stored(path):
+    with SessionReader(path) as rd:
+        rows = rd.verdicts()
+    assert rows, "the verdict was stored in the session"
+    return rows[-1]["result"]
+
+
+def test_clearly_faster_candidate_gets_go(tmp_path, capsys):
+    with (
+        SimProcess(SimConfig(seed=1, **BASE)) as a,
+        SimProcess(SimConfig(seed=2, ttft_ms=12.0, itl_ms=1.2, jitter_ms=1.0)) as b,
+    ):
+        rc = main(
+            ["run", _spec(tmp_path, "faster", a.url, b.url), "--headless", "--gpu-price", "2.5"]
+        )
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "Verdict: GO" in out and "P50 E2E improved" in out
+    res = _stored(tmp_path / "faster.duckdb")
+    assert res["result"] == "GO" and res["exit_code"] == 0
+    pair = res["pairs"][0]
+    assert pair["cost"]["cand"]["usd_per_hour"] == 2.5  # --gpu-price reached the verdict
+    rows = {e["key"]: e for e in pair["comparison"]["effects"]}
+    assert rows["e2e.p50"]["outcome"] == "IMPROVED" and rows["e2e.p50"]["hi"] < -0.02
+
+
+def test_tail_regression_gets_no_go_with_that_reason(tmp_path, capsys):
+    stall = FaultConfig(stall_rate=0.2, stall_ms=120.0)
+    with (
+        SimProcess(SimConfig(seed=1, **BASE)) as a,
+        SimProcess(SimConfig(seed=2, faults=stall, **BASE)) as b,
+    ):
+        rc = main(["run", _spec(tmp_path, "tail", a.url, b.url), "--headless"])
+    out = capsys.readouterr().out
+    assert rc == 3, out
+    res = _stored(tmp_path / "tail.duckdb")
+    assert res["result"] == "NO-GO"
+    reasons = " ".join(res["pairs"][0]["reasons"])
+    assert "P90 E2E regressed" in reasons and "beyond the 5% guardrail" in reasons
+    # the median is untouched by a 20% stall rate: the reason is the tail, not the primary
+    rows = {e["key"]: e for e in res["pairs"][0]["comparison"]["effects"]}
+    assert rows["e2e.p50"]["outcome"] != "REGRESSED"
+
+
+def test_identical_endpoints_never_get_a_significant_change(tmp_path, capsys):
+    with SimProcess(SimConfig(seed=1, **BASE)) as a, SimProcess(SimConfig(seed=2, **BASE)) as b:
+        rc = main(["run", _spec(tmp_path, "same", a.url, b.url), "--headless"])
+    out = capsys.readouterr().out
+    assert rc == 4, out
+    res = _stored(tmp_path / "same.duckdb")
+    assert res["result"] == "INCONCLUSIVE"
+    for e in res["pairs"][0]["comparison"]["effects"]:
+        if e["family"] == "primary":
+            assert e["outcome"] in ("EQUIVALENT", "INCONCLUSIVE"), e
+
+
+def test_aa_run_stores_a_noise_floor_that_raises_delta(tmp_path, capsys):
+    with SimProcess(SimConfig(seed=1, **BASE)) as a:
+        rc = main(
+            ["run", "--aa", "--baseline", a.url, "--requests", "120", "--rate", "40",
+             "--input-tokens", "16", "--output-tokens", "8", "--name", "aa",
+             "--sessions-dir", str(tmp_path), "--headless"]
+        )  # fmt: skip
+        out = capsys.readouterr().out
+        assert rc in (0, 4), out
+        assert "A/A calibration" in out and "noise floor" in out
+        res = _stored(tmp_path / "aa.duckdb")
+        assert res["aa"] is True and res["noise_floor"]["e2e.p50"] > 0
+        with SessionReader(tmp_path / "aa.duckdb") as rd:
+            assert [x["url"] for x in rd.arms()] == [a.url, a.url]
+    floor = res["noise_floor"]
+    # a later report given that session uses δ = max(default, floor) on every row
+    r = subprocess.run(
+        [sys.executable, "-m", "abtui", "report", str(tmp_path / "aa.duckdb"), "--format", "json",
+         "--noise-floor", str(tmp_path / "aa.duckdb")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    doc = json.loads(r.stdout)
+    rows = {e["key"]: e for e in doc["pairs"][0]["comparison"]["effects"]}
+    assert rows["e2e.p50"]["delta"] == pytest.approx(max(0.02, floor["e2e.p50"]))
+    assert rows["tpot.p90"]["delta"] == pytest.approx(max(0.05, floor["tpot.p90"]))
