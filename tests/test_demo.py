@@ -17,7 +17,7 @@ def test_demo_runs_end_to_end_and_fp8_decodes_faster(tmp_path, capsys):
          "--name", "demo-test", "--sessions-dir", str(tmp_path), "--headless"]
     )  # fmt: skip
     cap = capsys.readouterr()
-    assert rc == 0, cap.err
+    assert rc in (0, 3, 4), cap.err  # the verdict's exit code (GO / NO-GO / INCONCLUSIVE)
     assert "h100:llama-3-8b:bf16" in cap.err and "simulated" in cap.err
     assert "TPOT (ms)" in cap.out and "fp8/bf16" in cap.out
     with SessionReader(tmp_path / "demo-test.duckdb") as rd:

@@ -255,6 +255,15 @@ def error_response(status: int, body_kind: str, retry_after_s: int, keep_alive: 
     return head.encode() + body
 
 
+def _incoming(conn: Any) -> int:
+    """Tokens the connection's next write carries at least: what a push engine has handed
+    over, or a pull engine's next chunk."""
+    if getattr(conn, "handle", None) is not None:
+        return sum(conn.pending)
+    nxt = getattr(conn, "next", None)
+    return nxt[1] if nxt else 0
+
+
 class StreamFault:
     """The fault that strikes one response mid-way: ``kind`` at token ``at``."""
 
@@ -268,14 +277,15 @@ class StreamFault:
         self.faults = faults
 
     def stall(self, conn: Any) -> bool:
-        """Before a write (``conn.tokens`` sent so far): True = hold it; a timer calls
-        ``conn._tick`` again when the stall is over (early wake-ups, such as a
-        ``resume_writing``, re-arm it)."""
+        """Before a write: True = hold it. The stall strikes before the write that would take
+        the tokens sent past ``at`` (however many the write carries); a timer calls
+        ``conn._tick`` again when it is over (early wake-ups, such as a ``resume_writing``,
+        re-arm it)."""
         if self.kind != "stall":
             return False
         now = _perf_ns()
         if not self.until:
-            if conn.tokens < self.at:
+            if conn.tokens + _incoming(conn) <= self.at:
                 return False
             self.until = now + self.stall_ns
             self.faults.count("stall")
@@ -354,7 +364,7 @@ class Faults:
         if kind is not None and (req.stream or kind == "stall"):
             n = req.max_tokens
             # disconnect/malformed: strike on the write reaching token 1..n; a stall: before
-            # the write after token 1..n-1 (at 0 for a one-token answer: after the headers)
+            # the write that goes past token 1..n-1 (0 for a one-token answer: after headers)
             at = 1 + int(v * n) if kind != "stall" else (1 + int(v * (n - 1)) if n > 1 else 0)
             conn.fault = StreamFault(kind, at, self._stall_ns, self)
         if self._slow_s > 0:
