@@ -157,3 +157,35 @@ def test_bad_preset_options_are_one_line_errors(argv, needle):
     )  # fmt: skip
     assert proc.returncode == 2
     assert needle in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_stream_faults_work_on_the_batching_engine_and_free_its_kv():
+    from abtui.sim.faults import FaultConfig
+
+    cfg = SimConfig(
+        preset=PresetOptions("h100:llama-3-8b:bf16", time_scale=20),
+        faults=FaultConfig(disconnect_rate=0.5, stall_rate=0.5, stall_ms=30),
+    )
+    with SimProcess(cfg) as sim, httpx.Client() as c:
+        base = sim.url.removesuffix("/v1")
+        outcomes = []
+        for i in range(12):
+            body = {"prompt": f"p{i} " * 20, "max_tokens": 60, "stream": True}
+            n, done = 0, False
+            try:
+                with c.stream("POST", sim.url + "/completions", json=body) as r:
+                    for line in r.iter_lines():
+                        if line == "data: [DONE]":
+                            done = True
+                        elif line.startswith("data: "):
+                            n += len(json.loads(line[6:])["choices"][0]["text"].split())
+            except httpx.HTTPError:
+                pass
+            outcomes.append((done, n))
+        running = _metric(base, "vllm:num_requests_running")
+        kv = _metric(base, "vllm:kv_cache_usage_perc")
+    stalled = [n for done, n in outcomes if done]
+    cut = [n for done, n in outcomes if not done]
+    assert stalled and cut  # both faults struck
+    assert all(n == 60 for n in stalled) and all(n < 60 for n in cut)
+    assert running == 0 and kv == 0.0  # the disconnected requests were dropped from the batch
