@@ -12,7 +12,8 @@ from abtui.sim.cli_args import add_arguments, config_from_args
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m abtui.sim",
-        description="Simulated OpenAI-compatible endpoint with fixed TTFT/ITL.",
+        description="Simulated OpenAI-compatible endpoint: fixed TTFT/ITL, or --preset for a "
+        "continuous-batching model of a GPU.",
     )
     add_arguments(parser)
     args = parser.parse_args(argv)
