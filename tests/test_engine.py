@@ -114,3 +114,26 @@ def test_interrupted_stream_is_not_counted_complete(tmp_path):
     assert (cut.status, cut.error_class) == (R.ERROR, R.E_DISCONNECTED), cut.error_message
     assert "no finish_reason" in cut.error_message and 0 < cut.n_output < 400
     assert whole.status == R.OK and whole.finish_reason == "length" and whole.n_output >= 400
+
+
+def test_hf_tokenizer_folder_matches_the_gguf_vocabulary(tmp_path):
+    """The peers' local tokenizer (scripts/peer_check.py) has the GGUF's tokens at the same ids,
+    and every merge joins two tokens into a third (so each word piece is reachable)."""
+    import json
+
+    from abtui.engine.tinymodel import vocabulary, write_hf_tokenizer
+
+    folder = write_hf_tokenizer(tmp_path / "hf")
+    tok = json.loads((folder / "tokenizer.json").read_text())
+    cfg = json.loads((folder / "tokenizer_config.json").read_text())
+    toks, _, _ = vocabulary()
+    vocab = tok["model"]["vocab"]
+    assert vocab == {t.decode(): i for i, t in enumerate(toks)} and len(vocab) == 656
+    assert tok["model"]["byte_fallback"] is True and "<0xE9>" in vocab
+    merges = tok["model"]["merges"]
+    assert len(merges) > 300
+    for m in merges:
+        a, b = m.split(" ")
+        assert a in vocab and b in vocab and a + b in vocab
+    assert "\u2581th e" in merges  # "▁the" = "▁th" + "e"
+    assert (cfg["bos_token"], cfg["eos_token"]) == ("<s>", "</s>")

@@ -187,3 +187,89 @@ def build_models(folder: Path, cfg: TinyConfig = TinyConfig()) -> dict[str, Path
             tmp.rename(q)
         out[fmt] = q
     return out
+
+
+def write_hf_tokenizer(folder: Path) -> Path:
+    """The tiny vocabulary as a Hugging Face tokenizer folder (``tokenizer.json`` and
+    ``tokenizer_config.json``), for peers that need a local tokenizer (GuideLLM, AIPerf).
+
+    A byte-fallback BPE shaped like Llama 2's: a ``▁`` is prepended and spaces become ``▁``;
+    every word piece is reachable by merging its prefix with its last character, as llama.cpp's
+    SentencePiece tokenizer reaches it (its scores prefer longer pieces). It counts the same
+    tokens as the server for the synthetic prompts; for generated text it can differ where the
+    server decoded a byte token to nothing (docs/peer-check.md).
+    """
+    import json
+
+    toks, _, types = vocabulary()
+    text = [t.decode("utf-8") for t in toks]
+    vocab = {t: i for i, t in enumerate(text)}
+    merges = []
+    for t, ty in zip(text, types, strict=True):
+        if ty == 1 and len(t) >= 2 and t[:-1] in vocab and t[-1] in vocab:
+            merges.append((len(t), f"{t[:-1]} {t[-1]}"))
+    specials = [
+        {"id": i, "content": text[i], "single_word": False, "lstrip": False, "rstrip": False,
+         "normalized": False, "special": True}
+        for i in (UNK, BOS, EOS)
+    ]  # fmt: skip
+    tok = {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": specials,
+        "normalizer": {
+            "type": "Sequence",
+            "normalizers": [
+                {"type": "Prepend", "prepend": SPACE},
+                {"type": "Replace", "pattern": {"String": " "}, "content": SPACE},
+            ],
+        },
+        "pre_tokenizer": None,
+        "post_processor": {
+            "type": "TemplateProcessing",
+            "single": [
+                {"SpecialToken": {"id": "<s>", "type_id": 0}},
+                {"Sequence": {"id": "A", "type_id": 0}},
+            ],
+            "pair": [
+                {"SpecialToken": {"id": "<s>", "type_id": 0}},
+                {"Sequence": {"id": "A", "type_id": 0}},
+                {"Sequence": {"id": "B", "type_id": 1}},
+            ],
+            "special_tokens": {"<s>": {"id": "<s>", "ids": [BOS], "tokens": ["<s>"]}},
+        },
+        "decoder": {
+            "type": "Sequence",
+            "decoders": [
+                {"type": "Replace", "pattern": {"String": SPACE}, "content": " "},
+                {"type": "ByteFallback"},
+                {"type": "Fuse"},
+                {"type": "Strip", "content": " ", "start": 1, "stop": 0},
+            ],
+        },
+        "model": {
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": "<unk>",
+            "continuing_subword_prefix": None,
+            "end_of_word_suffix": None,
+            "fuse_unk": True,
+            "byte_fallback": True,
+            "vocab": vocab,
+            "merges": [m for _, m in sorted(merges, key=lambda x: x[0])],
+        },
+    }
+    config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "bos_token": "<s>",
+        "eos_token": "</s>",
+        "unk_token": "<unk>",
+        "add_bos_token": True,
+        "model_max_length": TinyConfig().n_ctx,
+    }
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "tokenizer.json").write_text(json.dumps(tok, ensure_ascii=False))
+    (folder / "tokenizer_config.json").write_text(json.dumps(config, indent=1))
+    return folder
