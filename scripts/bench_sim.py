@@ -134,7 +134,7 @@ def part_b(repeat: int) -> list[tuple[str, float, int, float]]:
             t0 = time.perf_counter()
             engine.simulate(reqs)
             times.append(time.perf_counter() - t0)
-            steps = engine.steps_total
+            steps = engine.stats().steps_total
         rows.append((preset, statistics.median(times), steps, 0.8 * capacity))
     return rows
 

@@ -75,7 +75,7 @@ def test_long_prompt_ttft_grows_with_length_and_is_compute_bound():
 
 def test_chunked_prefill_splits_a_long_prompt_over_steps():
     engine, res = run("h100:llama-3.1-8b:bf16", [(0.0, 8192, 2)], max_batched_tokens=1024)
-    assert engine.steps_total == 8 + 1  # 8 chunks (the last yields token 1), then 1 decode
+    assert engine.stats().steps_total == 8 + 1  # 8 chunks (the last yields token 1), then 1 decode
     _, whole = run("h100:llama-3.1-8b:bf16", [(0.0, 8192, 2)], max_batched_tokens=8192)
     assert res[0].ttft > whole[0].ttft  # weights streamed 8 times, overhead paid 8 times
 
@@ -194,3 +194,11 @@ def test_stats_count_tokens_and_bucket_phase_times():
     assert s.ttft_s.cumulative()[-1] == 50 and sum(s.ttft_s.counts) == 50
     assert s.running == s.waiting == 0 and s.energy_j_total > 0
     assert s.gpu_memory_used_bytes < s.gpu_memory_total_bytes
+
+
+def test_simulate_returns_timings_in_the_order_requests_were_given():
+    reqs = poisson(20, 50, 300, 20, seed=4)
+    _, ordered = run("h100:llama-3-8b:fp8", reqs)
+    _, backwards = run("h100:llama-3-8b:fp8", reqs[::-1])
+    assert [r.arrival for r in backwards] == [t for t, _, _ in reqs[::-1]]
+    assert [r.finished for r in backwards] == [r.finished for r in ordered][::-1]

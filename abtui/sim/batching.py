@@ -21,8 +21,9 @@ parallel) of a :class:`~abtui.sim.presets.Preset`, vLLM-style:
   k + 1 query tokens per request plus the draft passes, k × (``draft_fraction`` of the step's
   kernel time + ``draft_pass_s``).
 
-The same step logic serves two drivers: :meth:`BatchEngine.simulate` runs a list of requests
-offline at full speed (no HTTP), and the live server attaches the engine to its event loop
+The same step logic serves two drivers: :meth:`BatchEngine.simulate` (:mod:`abtui.sim.offline`)
+runs a list of requests offline at full speed (no HTTP), and the live server attaches the
+engine to its event loop
 (:meth:`BatchEngine.attach`, :meth:`submit`, :meth:`cancel`), where a timer per step pushes each
 running request's new tokens to its sink at the step's end. Per-step work is O(batch) live
 (every request gets tokens) and O(changes) offline without speculation (a heap of finishing
@@ -36,16 +37,22 @@ import heapq
 import random
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from abtui.errors import UsageError
 from abtui.hardware import roofline as rl
 from abtui.sim.engine_stats import EngineStats, Histogram
+from abtui.sim.gpu_model import SimulatedGpu
 from abtui.sim.presets import Preset
 
-__all__ = ["BatchEngine", "EngineOptions", "EngineStats", "Histogram", "RequestTiming"]
+if TYPE_CHECKING:
+    from abtui.sim.offline import RequestTiming
+
+__all__ = ["BatchEngine", "EngineOptions", "EngineStats", "Histogram"]
 
 Sink = Callable[[int, bool], None]  # (new tokens, last) at a step's end
+_HISTOGRAMS = ("queue_s", "prefill_s", "decode_s", "inference_s", "e2e_s", "ttft_s", "tpot_s")
 CATCH_UP = 64  # due steps run back to back in one loop callback at most
 
 
@@ -79,35 +86,6 @@ class EngineOptions:
             raise bad("--gpu-mem-util", self.gpu_mem_util, "a fraction in 0.05..1")
         if not 0.001 <= self.time_scale <= 1e6:
             raise bad("--time-scale", self.time_scale, "a factor in 0.001..1e6")
-
-
-@dataclass(slots=True)
-class RequestTiming:
-    """One request's life in :meth:`BatchEngine.simulate`, seconds from the run's start."""
-
-    arrival: float
-    admitted: float = -1.0
-    first_token: float = -1.0
-    finished: float = -1.0
-    prompt_tokens: int = 0
-    tokens: int = 0  # generated
-    chunks: int = 0  # token deliveries (steps that gave this request tokens)
-
-    @property
-    def ttft(self) -> float:
-        return self.first_token - self.arrival
-
-    @property
-    def queue(self) -> float:
-        return self.admitted - self.arrival
-
-    @property
-    def e2e(self) -> float:
-        return self.finished - self.arrival
-
-    @property
-    def tpot(self) -> float:
-        return (self.finished - self.first_token) / max(1, self.tokens - 1)
 
 
 class _Seq:
@@ -157,9 +135,11 @@ class BatchEngine:
         self._scale = 1.0 / o.time_scale
         self._k, self._alpha = preset.spec_k, preset.spec_alpha
         self.max_context = m.max_context
-        self._mem_fixed = rl.weight_bytes(m, w) / tp + rl.activation_reserve_bytes(
+        fixed = rl.weight_bytes(m, w) / tp + rl.activation_reserve_bytes(
             m, tp, o.max_batched_tokens
         )
+        self.gpu = SimulatedGpu(preset, o.time_scale, fixed)
+        self._s = EngineStats()  # counters and histograms, kept up to date; gauges in stats()
         # state
         self.now = 0.0  # engine clock (s): loop.time() live, run time offline
         self._waiting: deque[_Seq] = deque()
@@ -176,14 +156,13 @@ class BatchEngine:
         self._timer: asyncio.TimerHandle | asyncio.Handle | None = None
         self._plan: tuple[list[tuple[_Seq, int]], float] | None = None
         self._spec_rng = random.Random(o.seed)
-        self._init_stats()
 
     # -- live driver ---------------------------------------------------------------------------
 
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
         """Serve in real time on ``loop`` (engine clock = ``loop.time()``)."""
         self._loop = loop
-        self.now = self._t0 = loop.time()
+        self.now = self.gpu.t0 = loop.time()
 
     def check(self, prompt_tokens: int, max_tokens: int) -> str | None:
         """Why a request can never be served (as vLLM's 400 says), or None."""
@@ -224,7 +203,7 @@ class BatchEngine:
             else:
                 self._prefilling.remove(seq)
             self._kv_used -= seq.reserve
-        self.cancelled_total += 1
+        self._s.requests_cancelled_total += 1
 
     def _kick(self) -> None:
         self._timer = None
@@ -276,37 +255,11 @@ class BatchEngine:
     def simulate(
         self, requests: Iterable[tuple[float, int, int]], *, per_seq: bool | None = None
     ) -> list[RequestTiming]:
-        """Serve ``(arrival_s, prompt_tokens, max_tokens)`` requests at full speed, no HTTP.
+        """Serve ``(arrival_s, prompt_tokens, max_tokens)`` requests at full speed, no HTTP:
+        see :func:`abtui.sim.offline.simulate`."""
+        from abtui.sim.offline import simulate
 
-        Arrivals need not be sorted. Requests that could never be served (see :meth:`check`)
-        get ``admitted = -1``. ``per_seq`` forces the live path's per-request bookkeeping (for
-        checking both paths agree); default: only with speculative decoding.
-        """
-        if self._loop is not None:
-            raise RuntimeError("simulate() on an engine attached to a live loop")
-        self._per_seq = bool(self._k) if per_seq is None else per_seq
-        reqs = sorted(requests, key=lambda r: r[0])
-        out: list[RequestTiming] = []
-        pending: deque[_Seq] = deque()
-        for arrival, prompt, max_tokens in reqs:
-            t = RequestTiming(arrival=float(arrival), prompt_tokens=prompt)
-            out.append(t)
-            if self.check(prompt, max_tokens) is None:
-                seq = self._new_seq(prompt, max_tokens, float(arrival))
-                seq.timing = t
-                pending.append(seq)
-        self.now = self._t0 = pending[0].arrival if pending else 0.0
-        waiting = self._waiting
-        while pending or waiting or self._prefilling or self._decoding:
-            while pending and pending[0].arrival <= self.now:
-                waiting.append(pending.popleft())
-            d = self._plan_step()
-            if d is None:  # idle: jump to the next arrival
-                self.now = pending[0].arrival
-                continue
-            self.now += d
-            self._end_step()
-        return out
+        return simulate(self, requests, per_seq=per_seq)
 
     # -- the step ------------------------------------------------------------------------------
 
@@ -366,16 +319,16 @@ class BatchEngine:
         if self._k and n_dec:
             t += self._k * (self.options.draft_fraction * kernels + self.options.draft_pass_s)
         self._plan = (chunks, t)
-        # GPU activity of this step (simulated seconds)
-        self._last = (nbytes, flops, t, kernels)
+        self.gpu.step = (nbytes, flops, t, kernels)  # simulated seconds
         return t * self._scale
 
     def _end_step(self) -> None:
         """Apply the planned step at its end (``self.now``): progress, tokens, finishes."""
         chunks, t_sim = self._plan  # type: ignore[misc]
         self._plan = None
-        now = self.now
-        self._account(t_sim)
+        now, s = self.now, self._s
+        self.gpu.step_done(t_sim)
+        s.steps_total += 1
         k = self._k
         finished: list[_Seq] = []
         # decodes (the requests that were decoding when the step was planned)
@@ -388,9 +341,9 @@ class BatchEngine:
                     rnd, alpha = seq.rng.random, self._alpha  # type: ignore[union-attr]
                     while n <= k and rnd() < alpha:
                         n += 1
-                    self.spec_drafts_total += 1
-                    self.spec_draft_tokens_total += k
-                    self.spec_accepted_tokens_total += n - 1
+                    s.spec_drafts_total += 1
+                    s.spec_draft_tokens_total += k
+                    s.spec_accepted_tokens_total += n - 1
                 left = seq.max_tokens - seq.generated
                 if n >= left:
                     n = left
@@ -404,12 +357,12 @@ class BatchEngine:
                         seq.sink = None  # finished: a cancel() from the sink is a no-op
                     sink(n, n == left)
             self._sum_ctx += gen_total
-            self.generation_tokens_total += gen_total
+            s.generation_tokens_total += gen_total
         elif self._decoding:
             n_dec = len(self._decoding)
             self._g += 1
             self._sum_ctx += n_dec
-            self.generation_tokens_total += n_dec
+            s.generation_tokens_total += n_dec
             heap = self._heap
             while heap and heap[0][0] <= self._g:
                 seq = heapq.heappop(heap)[2]
@@ -425,13 +378,13 @@ class BatchEngine:
             if seq.cancelled:  # the client went away during the step
                 continue
             seq.done_prompt += n
-            self.prompt_tokens_total += n
+            s.prompt_tokens_total += n
             if seq.done_prompt >= seq.prompt:
                 self._prefilling.remove(seq)
                 seq.t_first = now
                 seq.generated = 1
                 seq.chunks = 1
-                self.generation_tokens_total += 1
+                s.generation_tokens_total += 1
                 last = seq.max_tokens == 1
                 sink = seq.sink
                 if sink is not None:
@@ -449,17 +402,17 @@ class BatchEngine:
     def _finish(self, seq: _Seq, now: float) -> None:
         self._kv_used -= seq.reserve
         seq.sink = None
-        self.finished_total += 1
-        queue, prefill = seq.t_admit - seq.arrival, seq.t_first - seq.t_admit
+        s = self._s
+        s.requests_finished_total += 1
         decode = now - seq.t_first
-        self._h_queue.observe(queue)
-        self._h_prefill.observe(prefill)
-        self._h_decode.observe(decode)
-        self._h_infer.observe(now - seq.t_admit)
-        self._h_e2e.observe(now - seq.arrival)
-        self._h_ttft.observe(seq.t_first - seq.arrival)
+        s.queue_s.observe(seq.t_admit - seq.arrival)
+        s.prefill_s.observe(seq.t_first - seq.t_admit)
+        s.decode_s.observe(decode)
+        s.inference_s.observe(now - seq.t_admit)
+        s.e2e_s.observe(now - seq.arrival)
+        s.ttft_s.observe(seq.t_first - seq.arrival)
         if seq.generated > 1:
-            self._h_tpot.observe(decode / (seq.generated - 1))
+            s.tpot_s.observe(decode / (seq.generated - 1))
         t = seq.timing
         if t is not None:
             t.admitted, t.first_token, t.finished = seq.t_admit, seq.t_first, now
@@ -484,80 +437,19 @@ class BatchEngine:
 
     # -- stats ---------------------------------------------------------------------------------
 
-    def _init_stats(self) -> None:
-        s = EngineStats()
-        self._h_queue, self._h_prefill, self._h_decode = s.queue_s, s.prefill_s, s.decode_s
-        self._h_infer, self._h_e2e, self._h_ttft, self._h_tpot = (
-            s.inference_s, s.e2e_s, s.ttft_s, s.tpot_s,
-        )  # fmt: skip
-        self.prompt_tokens_total = self.generation_tokens_total = 0
-        self.finished_total = self.cancelled_total = self.steps_total = 0
-        self.spec_drafts_total = self.spec_draft_tokens_total = 0
-        self.spec_accepted_tokens_total = 0
-        self.energy_j = 0.0  # over simulated busy time, per GPU
-        self.busy_sim_s = 0.0  # simulated seconds spent in steps
-        self._last = (0.0, 0.0, 0.0, 0.0)
-        self._t0 = 0.0  # engine clock at start (for idle energy)
-
-    def _activity(self) -> tuple[float, float, float]:
-        """(DRAM, tensor, SM) activity of the latest planned step: bytes / (peak BW x time),
-        FLOPs / (peak FLOP/s x time), kernel time / step time."""
-        nbytes, flops, t, kernels = self._last
-        if t <= 0:
-            return 0.0, 0.0, 0.0
-        g = self.preset.gpu
-        peak = g.flops_for(rl.matmul_dtype(g, self.preset.weight_dtype))
-        return nbytes / (g.mem_bw * t), flops / (peak * t), min(1.0, kernels / t)
-
-    def _account(self, t_sim: float) -> None:
-        dram, tensor, _ = self._activity()
-        self.energy_j += self._power(dram, tensor) * t_sim
-        self.busy_sim_s += t_sim
-        self.steps_total += 1
-
-    def _power(self, dram: float, tensor: float) -> float:
-        g = self.preset.gpu
-        return g.idle_w + (g.tdp_w - g.idle_w) * min(1.0, max(dram, tensor))
-
     def stats(self, now: float | None = None) -> EngineStats:
-        """A snapshot (see :class:`EngineStats`); ``now`` defaults to the engine clock.
-
-        The GPU gauges describe the step in flight when the engine is busy, idle otherwise; energy
-        adds idle power over the simulated time the engine spent idle.
-        """
+        """A snapshot (see :class:`EngineStats`); ``now`` defaults to the engine clock. The GPU
+        gauges are :class:`~abtui.sim.gpu_model.SimulatedGpu`'s, of the step in flight."""
         if now is None:
             now = self._loop.time() if self._loop is not None else self.now
-        g, tp = self.preset.gpu, self.preset.tp
-        busy = self._busy or (self._loop is None and (self._decoding or self._prefilling))
-        dram, tensor, sm = self._activity() if busy else (0.0, 0.0, 0.0)  # the step in flight
-        idle_sim = max(0.0, (now - self._t0) * self.options.time_scale - self.busy_sim_s)
-        kv_used = self._kv_bytes * self._kv_used  # (vLLM preallocates the pool; we show use)
-        return EngineStats(
+        s = self._s
+        busy = self._busy or (self._loop is None and bool(self._decoding or self._prefilling))
+        return replace(
+            s,
             running=len(self._decoding) + len(self._prefilling),
             waiting=len(self._waiting),
             kv_usage=self._kv_used / self.kv_capacity,
             kv_capacity_tokens=self.kv_capacity,
-            prompt_tokens_total=self.prompt_tokens_total,
-            generation_tokens_total=self.generation_tokens_total,
-            requests_finished_total=self.finished_total,
-            requests_cancelled_total=self.cancelled_total,
-            preemptions_total=0,
-            steps_total=self.steps_total,
-            spec_drafts_total=self.spec_drafts_total,
-            spec_draft_tokens_total=self.spec_draft_tokens_total,
-            spec_accepted_tokens_total=self.spec_accepted_tokens_total,
-            queue_s=self._h_queue.copy(),
-            prefill_s=self._h_prefill.copy(),
-            decode_s=self._h_decode.copy(),
-            inference_s=self._h_infer.copy(),
-            e2e_s=self._h_e2e.copy(),
-            ttft_s=self._h_ttft.copy(),
-            tpot_s=self._h_tpot.copy(),
-            gpu_count=tp,
-            gpu_memory_used_bytes=int(self._mem_fixed + kv_used),
-            gpu_memory_total_bytes=g.memory_bytes,
-            dram_active=min(1.0, dram),
-            sm_active=sm,
-            power_w=self._power(dram, tensor),
-            energy_j_total=self.energy_j + g.idle_w * idle_sim,
+            **{h: getattr(s, h).copy() for h in _HISTOGRAMS},
+            **self.gpu.gauges(busy, now, self._kv_bytes * self._kv_used),
         )
