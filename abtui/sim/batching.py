@@ -222,7 +222,7 @@ class BatchEngine:
         for _ in range(CATCH_UP):
             d = self._plan_step()
             if d is None and self._waiting:  # only requests "from the future" wait: now
-                self.now = max(self.now, loop.time())
+                self.now = max(self.now, loop.time(), self._waiting[0].arrival)
                 d = self._plan_step()
             if d is None:
                 self._busy = False
