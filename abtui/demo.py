@@ -7,10 +7,10 @@ lognormal prompt and answer lengths, Poisson arrivals) is replayed against both 
 instants, and the headless summary is printed and the session file written, as ``abtui run``
 does. Every GPU figure behind it is simulated; nothing needs a GPU or the network.
 
-The default load (16 req/s of ~512-token prompts and ~160-token answers, at most 32 requests in
-a batch) keeps a batch of a few dozen requests running on BF16: decode is memory-bound there, so
-FP8 weights show a clearly lower TPOT, and the BF16 arm, slower to drain its batch, has
-requests queueing at times (its TTFT tail grows) while FP8 keeps up.
+The default load (13 req/s of ~512-token prompts and ~160-token answers, at most 32 requests in
+a batch) keeps a batch of a few dozen requests running on BF16, about 80% of what it can serve:
+decode is memory-bound there, so FP8 weights show about half the TPOT, and the BF16 arm, slower
+to drain its batch, has requests queueing at times (its TTFT tail grows) while FP8 keeps up.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ CANDIDATE = "h100:llama-3-8b:fp8"
 class DemoOptions:
     baseline_preset: str = BASELINE
     candidate_preset: str = CANDIDATE
-    requests: int = 880  # per arm: 55 s of arrivals at the default rate
-    rate: float = 16.0  # requests/s (Poisson)
+    requests: int = 720  # per arm: 55 s of arrivals at the default rate
+    rate: float = 13.0  # requests/s (Poisson): ~80% of what the BF16 arm can serve
     time_scale: float = 1.0  # >1: the simulated GPUs run that many times faster
     max_num_seqs: int = 32  # running batch cap per endpoint (vLLM's --max-num-seqs)
     seed: int = 0
