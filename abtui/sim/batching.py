@@ -6,7 +6,7 @@ parallel) of a :class:`~abtui.sim.presets.Preset`, vLLM-style:
 - **Queue**: requests wait in FCFS order. One is admitted when a batch slot is free
   (``max_num_seqs``) and the KV cache has room for its prompt *and* all its ``max_tokens``
   (the whole reservation is taken at admission, so nothing is ever preempted; ``kv_usage`` is
-  the reserved fraction). A request that could never fit is refused at submission.
+  the reserved fraction). A request that could never fit is refused (:meth:`check`).
 - **Steps**: each step plans a batch under a token budget (``max_batched_tokens``): every
   decoding request first (1 token each, or ``k + 1`` with speculative decoding), then prefill
   chunks of the requests still prefilling in admission order, then newly admitted requests'
@@ -23,9 +23,9 @@ parallel) of a :class:`~abtui.sim.presets.Preset`, vLLM-style:
 
 The same step logic serves two drivers: :meth:`BatchEngine.simulate` (:mod:`abtui.sim.offline`)
 runs a list of requests offline at full speed (no HTTP), and the live server attaches the
-engine to its event loop
-(:meth:`BatchEngine.attach`, :meth:`submit`, :meth:`cancel`), where a timer per step pushes each
-running request's new tokens to its sink at the step's end. Per-step work is O(batch) live
+engine to its event loop (:meth:`BatchEngine.attach`, :meth:`submit`, :meth:`cancel`), where a
+timer per step pushes each running request's new tokens to its sink at the step's end (due
+steps run back to back, see :meth:`_start_step`). Per-step work is O(batch) live
 (every request gets tokens) and O(changes) offline without speculation (a heap of finishing
 steps; the batch's total context is kept incrementally).
 """
