@@ -202,3 +202,14 @@ def test_simulate_returns_timings_in_the_order_requests_were_given():
     _, backwards = run("h100:llama-3-8b:fp8", reqs[::-1])
     assert [r.arrival for r in backwards] == [t for t, _, _ in reqs[::-1]]
     assert [r.finished for r in backwards] == [r.finished for r in ordered][::-1]
+
+
+def test_gpu_energy_is_power_over_busy_and_idle_time():
+    engine, (one,) = run("h100:llama-3-8b:bf16", [(0.0, 500, 50)])
+    gpu = engine.gpu
+    assert gpu.busy_s == pytest.approx(one.e2e)  # busy from arrival to the last token
+    s = engine.stats(now=one.finished + 2.0)  # then 2 s idle
+    p = parse_preset("h100:llama-3-8b:bf16").gpu
+    assert p.idle_w * one.e2e < gpu.energy_j < p.tdp_w * one.e2e
+    assert s.energy_j_total == pytest.approx(gpu.energy_j + 2.0 * p.idle_w)
+    assert s.power_w == p.idle_w and s.dram_active == 0  # idle now
