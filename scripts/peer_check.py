@@ -43,9 +43,9 @@ def setup(root: Path) -> None:
             subprocess.run([str(venv / "bin" / "pip"), "install", "-q", req], check=True)
 
 
-def _row(tool: str, ttft, tpot, e2e, n_out, native: str, st: list[ServerTiming]) -> dict:
+def _row(tool: str, prompts, ttft, tpot, e2e, n_out, native: str, st: list[ServerTiming]) -> dict:
     return {
-        "tool": tool, "n": len(ttft), "ttft": np.asarray(ttft, float),
+        "tool": tool, "n": len(ttft), "prompts": list(prompts), "ttft": np.asarray(ttft, float),
         "tpot": np.asarray(tpot, float), "e2e": np.asarray(e2e, float),
         "n_out": np.asarray(n_out, float), "native": native,
         "srv_prompt": np.array([s.prompt_ms for s in st]),
@@ -81,22 +81,33 @@ def run_abtui(work: Path, srv: LlamaServer, model: Path, n: int, isl: int, osl: 
             abtui_main(["run", str(spec), "--headless", "--overwrite"])
         st = srv.timings()[before + WARMUP :]
     with SessionReader(work / "peer-abtui.duckdb") as rd:
-        t = rd.request_table()
-    t = t.select(t.arm == 0)
+        everything = rd.request_table(include_warmup=True)
+        prompt_of = {it.index: it.prompt for it in rd.items()}
+    a = everything.select(everything.arm == 0)
+    sent = [prompt_of[int(i)] for i in a.item[np.argsort(a.dispatched_ns, kind="stable")]]
+    t = a.select(~a.warmup)
     o = np.argsort(t.dispatched_ns, kind="stable")  # the server's order
-    return _row("abtui", ttft_s(t)[o] * 1e3, tpot_s(t)[o] * 1e3, e2e_s(t)[o] * 1e3, t.n_output[o],
-                "TPOT = (E2E - TTFT)/(n-1), n = token chunks incl. text-less ones", st)  # fmt: skip
+    prompts = [prompt_of[int(i)] for i in t.item[o]]
+    row = _row("abtui", prompts, ttft_s(t)[o] * 1e3, tpot_s(t)[o] * 1e3, e2e_s(t)[o] * 1e3,
+               t.n_output[o], "TPOT = (E2E - TTFT)/(n-1), n = token chunks incl. text-less ones",
+               st)  # fmt: skip
+    row["sent"] = sent  # warm-up prompts first: the peers send the same list in the same order
+    return row
 
 
-def run_guidellm(work: Path, srv: LlamaServer, venv: Path, hf: Path, n: int, isl: int, osl: int):
+def run_guidellm(work: Path, srv: LlamaServer, venv: Path, hf: Path, sent: list[str], osl: int):
+    data = work / "prompts-guidellm.jsonl"
+    data.write_text(
+        "".join(json.dumps({"prompt": p, "output_tokens_count": osl}) + "\n" for p in sent)
+    )
     spec = {"spec": {
         "backend": {"kind": "openai_http", "target": srv.url[: -len("/v1")], "model": srv.name,
                     "request_format": "/v1/completions", "validate_backend": False,
                     "extras": {"body": {"logprobs": 0, "temperature": 0.0, "seed": 0}}},
         "profile": {"kind": "concurrent", "streams": [1]},
-        "data": [{"kind": "synthetic_text", "prompt_tokens": isl, "output_tokens": osl}],
+        "data": [{"kind": "json_file", "path": str(data)}],
         "tokenizer": {"kind": "huggingface_auto", "model": str(hf)},
-        "constraints": [{"kind": "max_requests", "count": n + WARMUP}],
+        "constraints": [{"kind": "max_requests", "count": len(sent)}],
         "outputs": [{"kind": "json", "path": str(work / "guidellm.json")}],
     }}  # fmt: skip
     (work / "guidellm-scenario.json").write_text(json.dumps(spec))
@@ -109,24 +120,26 @@ def run_guidellm(work: Path, srv: LlamaServer, venv: Path, hf: Path, n: int, isl
     reqs = json.loads((work / "guidellm.json").read_text())["benchmarks"][0]["requests"]
     ok = sorted(reqs["successful"], key=lambda r: r["request_start_time"])[WARMUP:]
     return _row(
-        "GuideLLM", [r["time_to_first_token_ms"] for r in ok],
+        "GuideLLM", [json.loads(r["request_args"])["body"]["prompt"] for r in ok],
+        [r["time_to_first_token_ms"] for r in ok],
         [r["inter_token_latency_ms"] for r in ok],
         [1e3 * (r["info"]["timings"]["last_token_iteration"] - r["request_start_time"]) for r in ok],
         [r["output_tokens"] for r in ok],
-        "ITL = (last - first)/(n-1); TPOT = (last - start)/n, "
-        f"P50 {np.median([r['time_per_output_token_ms'] for r in ok]):.3f} ms",
+        "ITL = (last - first)/(n-1); its TPOT = (last - start)/n",
         st,
-    )  # fmt: skip
+    ) | {"own_tpot": np.array([r["time_per_output_token_ms"] for r in ok])}  # fmt: skip
 
 
-def run_aiperf(work: Path, srv: LlamaServer, venv: Path, hf: Path, n: int, isl: int, osl: int):
+def run_aiperf(work: Path, srv: LlamaServer, venv: Path, hf: Path, sent: list[str], osl: int):
     out = work / "aiperf"
+    data = work / "prompts-aiperf.jsonl"
+    data.write_text("".join(json.dumps({"text": p, "output_length": osl}) + "\n" for p in sent))
     cmd = [
         str(venv / "bin" / "aiperf"), "profile", "--model", srv.name,
         "--url", srv.url[: -len("/v1")], "--endpoint-type", "completions", "--streaming",
-        "--concurrency", "1", "--request-count", str(n), "--warmup-request-count", str(WARMUP),
-        "--prompt-input-tokens-mean", str(isl), "--prompt-input-tokens-stddev", "0",
-        "--prompt-output-tokens-mean", str(osl), "--prompt-output-tokens-stddev", "0",
+        "--concurrency", "1", "--request-count", str(len(sent)),
+        "--input-file", str(data), "--custom-dataset-type", "single_turn",
+        "--dataset-sampling-strategy", "sequential", "--export-outputs-json",
         "--extra-inputs", '{"logprobs": 0, "temperature": 0.0, "seed": 0, "ignore_eos": true}',
         "--use-legacy-max-tokens", "--tokenizer", str(hf), "--random-seed", "0",
         "--output-artifact-dir", str(out),
@@ -141,14 +154,30 @@ def run_aiperf(work: Path, srv: LlamaServer, venv: Path, hf: Path, n: int, isl: 
     recs = [json.loads(line) for line in (out / "profile_export.jsonl").read_text().splitlines()]
     recs = [r for r in recs if r["metadata"].get("benchmark_phase") == "profiling"]
     recs.sort(key=lambda r: r["metadata"]["request_start_ns"])
+    recs = recs[WARMUP:]
+    inputs = json.loads((out / "inputs.json").read_text())["data"]
+    prompt_of = {d["session_id"]: d["payloads"][0]["prompt"] for d in inputs}
     m = [r["metrics"] for r in recs]
     return _row(
-        "AIPerf", [x["time_to_first_token"]["value"] for x in m],
+        "AIPerf", [prompt_of.get(r["metadata"]["conversation_id"], "?") for r in recs],
+        [x["time_to_first_token"]["value"] for x in m],
         [x["inter_token_latency"]["value"] for x in m],
         [x["request_latency"]["value"] for x in m],
         [x["output_sequence_length"]["value"] for x in m],
         "ITL = (latency - TTFT)/(OSL-1), OSL by re-tokenizing the text", st,
     )  # fmt: skip
+
+
+def _pool(rows: list[dict]) -> dict:
+    """One tool's rows of several rounds as one: arrays joined, prompts tagged with the round
+    (a per-prompt comparison pairs requests of the same round only)."""
+    out = dict(rows[0])
+    for key, v in rows[0].items():
+        if isinstance(v, np.ndarray):
+            out[key] = np.concatenate([r[key] for r in rows])
+    out["prompts"] = [(k, q) for k, r in enumerate(rows) for q in r["prompts"]]
+    out["n"] = sum(r["n"] for r in rows)
+    return out
 
 
 def _cpus() -> list[int]:
@@ -162,15 +191,29 @@ def report(rows: list[dict], args) -> None:
     def mean(x):
         return f"{np.mean(x):.2f}" if len(x) else "-"
 
+    base = rows[0]
+    pos = {q: i for i, q in enumerate(base["prompts"])}
+
+    def vs_abtui(r: dict, key: str) -> str:
+        pairs = [(i, pos[q]) for i, q in enumerate(r["prompts"]) if q in pos]
+        if not pairs:
+            return "-"
+        return f"{np.median([r[key][i] - base[key][j] for i, j in pairs]):+.3f}"
+
     cols = [r["tool"] for r in rows]
     lines = [
         ("requests measured", [str(r["n"]) for r in rows]),
+        ("  of them abtui's prompts", [str(sum(q in pos for q in r["prompts"])) for r in rows]),
         ("TTFT P50 (ms)", [p50(r["ttft"]) for r in rows]),
         ("TTFT mean (ms)", [mean(r["ttft"]) for r in rows]),
         ("TPOT/ITL P50 (ms)", [f"{np.median(r['tpot']):.3f}" for r in rows]),
         ("TPOT/ITL mean (ms)", [f"{np.mean(r['tpot']):.3f}" for r in rows]),
         ("  same, server's token count, P50", [f"{np.median(_tpot_server_count(r)):.3f}" for r in rows]),
         ("E2E P50 (ms)", [p50(r["e2e"]) for r in rows]),
+        ("its own 'TPOT' (incl. TTFT) P50", [p50(r["own_tpot"]) if "own_tpot" in r else "-" for r in rows]),
+        ("TTFT - abtui's, same prompt, P50", [vs_abtui(r, "ttft") for r in rows]),
+        ("TPOT/ITL - abtui's, same prompt, P50", [vs_abtui(r, "tpot") for r in rows]),
+        ("E2E - abtui's, same prompt, P50", [vs_abtui(r, "e2e") for r in rows]),
         ("output tokens/req, as counted", [mean(r["n_out"]) for r in rows]),
         ("server: tokens/req generated", [mean(r["srv_tokens"]) for r in rows]),
         ("server: prompt eval P50 (ms)", [p50(r["srv_prompt"]) for r in rows]),
@@ -186,7 +229,8 @@ def report(rows: list[dict], args) -> None:
     for r in rows:
         print(f"{r['tool']}: {r['native']}")
     print(
-        f"\nload: closed loop, 1 in flight, {args.requests} requests + {WARMUP} warm-up, "
+        f"\nload: {args.repeat} rounds (abtui, then each peer) of: closed loop, 1 in flight, "
+        f"{args.requests} requests + {WARMUP} warm-up, "
         f"~{args.input_tokens}-token prompts, max_tokens {args.output_tokens}, logprobs 0, "
         f"temperature 0; llama.cpp 1 thread pinned to CPU {_cpus()[0] if _cpus() else '-'}; "
         f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
@@ -206,7 +250,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--peers-dir", type=Path, default=Path("/tmp/abtui-peers"),
                     help="where the peers' venvs are (<dir>/guidellm, <dir>/aiperf)")  # fmt: skip
     ap.add_argument("--setup", action="store_true", help="create the peers' venvs, then exit")
-    ap.add_argument("--tools", default="abtui,guidellm,aiperf")
+    ap.add_argument("--tools", default="guidellm,aiperf", help="peers to run after abtui")
+    ap.add_argument(
+        "--repeat", type=int, default=3, help="rounds of all tools; figures pool them (3)"
+    )
     ap.add_argument("--dir", type=Path, help="work folder (default: a temporary one)")
     a = ap.parse_args(argv)
     if a.setup:
@@ -225,17 +272,25 @@ def main(argv: list[str] | None = None) -> int:
         models = build_models(work / "models")
         hf = write_hf_tokenizer(work / "hf-tokenizer")
         cpu = _cpus()[0] if _cpus() else None
-        rows = []
+        rounds: list[list[dict]] = []
         with LlamaServer(models["FP32"], name="FP32", cpu=cpu, log_path=work / "server.log") as srv:
-            args = (a.requests, a.input_tokens, a.output_tokens)
-            for t in tools:
-                print(f"peer_check: running {t}", file=sys.stderr)
-                if t == "abtui":
-                    rows.append(run_abtui(work, srv, models["FP32"], *args))
-                elif t == "guidellm":
-                    rows.append(run_guidellm(work, srv, a.peers_dir / t, hf, *args))
-                elif t == "aiperf":
-                    rows.append(run_aiperf(work, srv, a.peers_dir / t, hf, *args))
+            for k in range(a.repeat):
+                rd = work / f"round{k}"
+                rd.mkdir(exist_ok=True)
+                print(f"peer_check: round {k + 1}/{a.repeat}: abtui", file=sys.stderr)
+                rows = [run_abtui(rd, srv, models["FP32"], a.requests, a.input_tokens,
+                                  a.output_tokens)]  # fmt: skip
+                sent = rows[0]["sent"]  # every peer sends abtui's prompts, in the same order
+                for t in tools:
+                    print(f"peer_check: round {k + 1}/{a.repeat}: {t}", file=sys.stderr)
+                    if t == "guidellm":
+                        rows.append(
+                            run_guidellm(rd, srv, a.peers_dir / t, hf, sent, a.output_tokens)
+                        )
+                    elif t == "aiperf":
+                        rows.append(run_aiperf(rd, srv, a.peers_dir / t, hf, sent, a.output_tokens))
+                rounds.append(rows)
+        rows = [_pool([rnd[i] for rnd in rounds]) for i in range(len(rounds[0]))]
         report(rows, a)
     return 0
 
