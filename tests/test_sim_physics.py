@@ -213,3 +213,34 @@ def test_gpu_energy_is_power_over_busy_and_idle_time():
     assert p.idle_w * one.e2e < gpu.energy_j < p.tdp_w * one.e2e
     assert s.energy_j_total == pytest.approx(gpu.energy_j + 2.0 * p.idle_w)
     assert s.power_w == p.idle_w and s.dram_active == 0  # idle now
+
+
+def test_grow_policy_runs_more_at_once_preempts_the_newest_and_recomputes(monkeypatch):
+    reqs = [(0.0, 6000, 2000)] * 120
+    peak_kv: list[int] = []
+    end_step = BatchEngine._end_step
+
+    def checked(self):
+        end_step(self)
+        peak_kv.append(self._kv_used)
+        assert self._kv_used <= self.kv_capacity  # never more KV than the cache holds
+
+    monkeypatch.setattr(BatchEngine, "_end_step", checked)
+    reserve, res_r = run("l40s:llama-3-8b:bf16", reqs)
+    grow, res_g = run("l40s:llama-3-8b:bf16", reqs, kv_policy="grow")
+    fits = reserve.kv_capacity // 8000
+    assert max_concurrency(res_r) == fits and max_concurrency(res_g) > fits
+    s = grow.stats()
+    assert s.preemptions_total > 0 and reserve.stats().preemptions_total == 0
+    assert all(r.tokens == 2000 for r in res_g)  # recomputed, nothing lost or repeated
+    assert s.prompt_tokens_total == 120 * 6000 and s.generation_tokens_total == 120 * 2000
+    assert s.kv_usage == 0 and s.running == s.waiting == 0
+    assert max(peak_kv) > 0.95 * grow.kv_capacity  # the cache does fill up
+
+
+def test_grow_policy_without_pressure_matches_reserve():
+    reqs = poisson(5, 100, 300, 50, seed=5)
+    _, a = run("h100:llama-3-8b:bf16", reqs)
+    engine, b = run("h100:llama-3-8b:bf16", reqs, kv_policy="grow")
+    assert [r.finished for r in a] == pytest.approx([r.finished for r in b])
+    assert engine.stats().preemptions_total == 0

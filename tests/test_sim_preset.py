@@ -189,3 +189,28 @@ def test_stream_faults_work_on_the_batching_engine_and_free_its_kv():
     assert stalled and cut  # both faults struck
     assert all(n == 60 for n in stalled) and all(n < 60 for n in cut)
     assert running == 0 and kv == 0.0  # the disconnected requests were dropped from the batch
+
+
+def test_grow_policy_preempts_live_and_every_stream_still_gets_all_its_tokens():
+    with preset_sim("l4:llama-3-8b:fp8", time_scale=100, gpu_mem_util=0.5, kv_policy="grow") as sim:
+        base = sim.url.removesuffix("/v1")
+        texts: dict[int, str] = {}
+
+        def one(i: int) -> None:
+            with httpx.Client(timeout=60) as c:
+                events, _ = stream(c, sim.url, {"prompt": f"w{i} " * 3000, "max_tokens": 1000})
+                texts[i] = "".join(e["choices"][0]["text"] for e in events)
+
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        preempted = _metric(base, "vllm:num_preemptions_total")
+        with httpx.Client() as c:  # the same prompt, unhurried: the same text
+            again = c.post(
+                sim.url + "/completions", json={"prompt": "w0 " * 3000, "max_tokens": 1000}
+            )
+    assert preempted > 0
+    assert sorted(len(t.split()) for t in texts.values()) == [1000] * 6
+    assert again.json()["choices"][0]["text"] == texts[0]

@@ -4,9 +4,13 @@ One :class:`BatchEngine` models one serving replica (one GPU, or ``tp`` GPUs in 
 parallel) of a :class:`~abtui.sim.presets.Preset`, vLLM-style:
 
 - **Queue**: requests wait in FCFS order. One is admitted when a batch slot is free
-  (``max_num_seqs``) and the KV cache has room for its prompt *and* all its ``max_tokens``
-  (the whole reservation is taken at admission, so nothing is ever preempted; ``kv_usage`` is
-  the reserved fraction). A request that could never fit is refused (:meth:`check`).
+  (``max_num_seqs``) and the KV cache has room. ``kv_policy="reserve"`` (the default): room for
+  its prompt *and* all its ``max_tokens``, taken at admission, so nothing is ever preempted and
+  ``kv_usage`` is the reserved fraction. ``kv_policy="grow"`` (vLLM's way): room for its prompt,
+  the cache then grows with each token; when the next step's tokens would not fit, the most
+  recently admitted request is preempted (its KV freed, back to the head of the queue, its
+  prompt and generated tokens recomputed as a prefill when readmitted). A request that could
+  never fit is refused (:meth:`check`).
 - **Steps**: each step plans a batch under a token budget (``max_batched_tokens``): every
   decoding request first (1 token each, or ``k + 1`` with speculative decoding), then prefill
   chunks of the requests still prefilling in admission order, then newly admitted requests'
@@ -54,6 +58,7 @@ __all__ = ["BatchEngine", "EngineOptions", "EngineStats", "Histogram"]
 Sink = Callable[[int, bool], None]  # (new tokens, last) at a step's end
 _HISTOGRAMS = ("queue_s", "prefill_s", "decode_s", "inference_s", "e2e_s", "ttft_s", "tpot_s")
 CATCH_UP = 64  # due steps run back to back in one loop callback at most
+KV_POLICIES = ("reserve", "grow")
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +73,7 @@ class EngineOptions:
     efficiency: rl.Efficiency = rl.Efficiency()  # noqa: RUF009 - frozen
     draft_fraction: float = 0.05  # draft model cost relative to the target's kernel time
     draft_pass_s: float = 50e-6  # fixed cost of one draft pass
+    kv_policy: str = "reserve"  # "reserve": prompt + max_tokens at admission; "grow": vLLM's
 
     def validate(self) -> None:
         def bad(flag: str, value: object, what: str) -> UsageError:
@@ -86,17 +92,23 @@ class EngineOptions:
             raise bad("--gpu-mem-util", self.gpu_mem_util, "a fraction in 0.05..1")
         if not 0.001 <= self.time_scale <= 1e6:
             raise bad("--time-scale", self.time_scale, "a factor in 0.001..1e6")
+        if self.kv_policy not in KV_POLICIES:
+            raise bad("--kv-policy", self.kv_policy, "reserve or grow")
 
 
 class _Seq:
     __slots__ = ("id", "prompt", "max_tokens", "arrival", "sink", "done_prompt", "generated",
-                 "reserve", "t_admit", "t_first", "chunks", "rng", "cancelled", "timing")  # fmt: skip
+                 "target", "held", "state", "admit_no", "t_admit", "t_first", "chunks", "rng",
+                 "cancelled", "timing")  # fmt: skip
 
     def __init__(self, sid: int, prompt: int, max_tokens: int, arrival: float) -> None:
         self.id, self.prompt, self.max_tokens, self.arrival = sid, prompt, max_tokens, arrival
         self.sink: Sink | None = None
         self.done_prompt = self.generated = self.chunks = 0
-        self.reserve = prompt + max_tokens
+        self.target = prompt  # tokens to prefill: the prompt (after a preemption: + generated)
+        self.held = 0  # KV-cache tokens this request holds (counted in the engine's _kv_used)
+        self.state = "wait"  # "wait" | "prefill" | "decode" | "done"
+        self.admit_no = 0
         self.t_admit = self.t_first = -1.0
         self.rng: random.Random | None = None
         self.cancelled = False
@@ -134,6 +146,7 @@ class BatchEngine:
         self._over0, self._over1 = e.step_overhead_s, e.per_seq_overhead_s
         self._scale = 1.0 / o.time_scale
         self._k, self._alpha = preset.spec_k, preset.spec_alpha
+        self._grow = o.kv_policy == "grow"
         self.max_context = m.max_context
         fixed = rl.weight_bytes(m, w) / tp + rl.activation_reserve_bytes(
             m, tp, o.max_batched_tokens
@@ -150,7 +163,7 @@ class BatchEngine:
         self._per_seq = True  # walk every decoding request each step (live, or speculation)
         self._g = 0  # decode steps run (offline heap path)
         self._heap: list[tuple[int, int, _Seq]] = []
-        self._next_id = 0
+        self._next_id = self._admitted = 0
         self._busy = False  # a step is in flight (live)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._timer: asyncio.TimerHandle | asyncio.Handle | None = None
@@ -195,15 +208,21 @@ class BatchEngine:
         if seq.cancelled or seq.sink is None:  # already gone, or finished
             return
         seq.cancelled, seq.sink = True, None
-        if seq.t_admit < 0:
-            self._waiting.remove(seq)
-        else:
-            if self._decoding.pop(seq.id, None) is not None:
-                self._sum_ctx -= seq.prompt + seq.generated
-            else:
-                self._prefilling.remove(seq)
-            self._kv_used -= seq.reserve
+        self._drop(seq)
+        seq.state = "done"
         self._s.requests_cancelled_total += 1
+
+    def _drop(self, seq: _Seq) -> None:
+        """Take ``seq`` out of the queue or the batch and free its KV."""
+        if seq.state == "wait":
+            self._waiting.remove(seq)
+        elif seq.state == "decode":
+            del self._decoding[seq.id]
+            self._sum_ctx -= seq.prompt + seq.generated
+        elif seq.state == "prefill":
+            self._prefilling.remove(seq)
+        self._kv_used -= seq.held
+        seq.held = 0
 
     def _kick(self) -> None:
         self._timer = None
@@ -274,6 +293,9 @@ class BatchEngine:
         """Choose the next step's batch at ``self.now``; return its duration, None if idle."""
         o = self.options
         k1 = self._k + 1
+        if self._grow:  # the decodes' next tokens must fit: preempt the newest until they do
+            while self._decoding and self._kv_used + len(self._decoding) * k1 > self.kv_capacity:
+                self._preempt()
         n_dec = len(self._decoding)
         budget = o.max_batched_tokens - n_dec * k1
         tokens = n_dec * k1
@@ -284,21 +306,27 @@ class BatchEngine:
         for seq in self._prefilling:
             if budget <= 0:
                 break
-            n = min(seq.prompt - seq.done_prompt, budget)
+            n = min(seq.target - seq.done_prompt, budget)
             chunks.append((seq, n))
             budget -= n
         waiting = self._waiting
         running = n_dec + len(self._prefilling)
+        growth = n_dec * k1 if self._grow else 0  # KV the decodes take this step
         while waiting and budget > 0 and running < o.max_num_seqs:
             seq = waiting[0]
-            if self._kv_used + seq.reserve > self.kv_capacity or seq.arrival > self.now:
+            hold = seq.target + 1 if self._grow else seq.prompt + seq.max_tokens
+            if self._kv_used + growth + hold > self.kv_capacity or seq.arrival > self.now:
                 break  # FCFS: the head waits for room (or its arrival), nobody overtakes it
             waiting.popleft()
-            self._kv_used += seq.reserve
-            seq.t_admit = self.now
+            self._kv_used += hold
+            seq.held, seq.state = hold, "prefill"
+            self._admitted += 1
+            seq.admit_no = self._admitted
+            if seq.t_admit < 0:
+                seq.t_admit = self.now
             self._prefilling.append(seq)
             running += 1
-            n = min(seq.prompt, budget)
+            n = min(seq.target, budget)
             chunks.append((seq, n))
             budget -= n
         if tokens == 0 and not chunks:
@@ -308,7 +336,7 @@ class BatchEngine:
             tokens += n
             kv_read += c0
             pairs += n * c0 + n * (n + 1) / 2
-            if c0 + n >= seq.prompt:
+            if c0 + n >= seq.target:
                 sampled += 1
         kv_bytes = self._kv_bytes * (kv_read + tokens)
         nbytes = self._w_bytes + kv_bytes
@@ -351,6 +379,9 @@ class BatchEngine:
                 seq.generated += n
                 seq.chunks += 1
                 gen_total += n
+                if self._grow:
+                    seq.held += n
+                    self._kv_used += n
                 sink = seq.sink
                 if sink is not None:
                     if n == left:
@@ -370,37 +401,57 @@ class BatchEngine:
                 seq.chunks = seq.max_tokens
                 finished.append(seq)
         for seq in finished:
-            del self._decoding[seq.id]
-            self._sum_ctx -= seq.prompt + seq.generated
             self._finish(seq, now)
         # prefill chunks
         for seq, n in chunks:
             if seq.cancelled:  # the client went away during the step
                 continue
             seq.done_prompt += n
-            s.prompt_tokens_total += n
-            if seq.done_prompt >= seq.prompt:
+            if seq.t_first < 0:  # (a recomputed prefill is not counted again)
+                s.prompt_tokens_total += n
+            if seq.done_prompt >= seq.target:
                 self._prefilling.remove(seq)
-                seq.t_first = now
-                seq.generated = 1
-                seq.chunks = 1
+                if seq.t_first < 0:
+                    seq.t_first = now
+                seq.generated += 1
+                seq.chunks += 1
                 s.generation_tokens_total += 1
-                last = seq.max_tokens == 1
+                last = seq.generated >= seq.max_tokens
                 sink = seq.sink
                 if sink is not None:
                     if last:
                         seq.sink = None
                     sink(1, last)
                 if last:
-                    self._finish(seq, now)
+                    seq.state = "done"
+                    self._kv_used -= seq.held
+                    seq.held = 0
+                    self._record(seq, now)
                 else:
+                    seq.state = "decode"
                     self._decoding[seq.id] = seq
-                    self._sum_ctx += seq.prompt + 1
+                    self._sum_ctx += seq.prompt + seq.generated
                     if not self._per_seq:
-                        heapq.heappush(self._heap, (self._g + seq.max_tokens - 1, seq.id, seq))
+                        finish_g = self._g + seq.max_tokens - seq.generated
+                        heapq.heappush(self._heap, (finish_g, seq.id, seq))
+
+    def _preempt(self) -> None:
+        """Free the most recently admitted request's KV; it waits at the head of the queue
+        and recomputes its prompt and generated tokens when readmitted (vLLM's recompute)."""
+        victim = max((*self._decoding.values(), *self._prefilling), key=lambda q: q.admit_no)
+        self._drop(victim)
+        victim.state, victim.done_prompt = "wait", 0
+        victim.target = victim.prompt + victim.generated
+        self._waiting.appendleft(victim)
+        self._s.preemptions_total += 1
 
     def _finish(self, seq: _Seq, now: float) -> None:
-        self._kv_used -= seq.reserve
+        """A decoding request generated its last token."""
+        self._drop(seq)
+        seq.state = "done"
+        self._record(seq, now)
+
+    def _record(self, seq: _Seq, now: float) -> None:
         seq.sink = None
         s = self._s
         s.requests_finished_total += 1

@@ -83,7 +83,7 @@ class EngineStats:
     generation_tokens_total: int = 0
     requests_finished_total: int = 0  # requests that generated all their tokens
     requests_cancelled_total: int = 0  # requests whose client went away first
-    preemptions_total: int = 0  # always 0: admission reserves a request's whole KV (see docs)
+    preemptions_total: int = 0  # requests preempted (kv_policy "grow"; "reserve" never does)
     steps_total: int = 0  # engine iterations (forward passes) run
     spec_drafts_total: int = 0  # speculative verify passes (one per decoding request per step)
     spec_draft_tokens_total: int = 0  # draft tokens proposed

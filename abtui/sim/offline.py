@@ -57,11 +57,12 @@ def simulate(
     Requests that could never be served (see
     :meth:`BatchEngine.check`) get ``admitted = -1``. ``per_seq`` forces the live path's
     per-request bookkeeping (for checking both paths agree); default: only with speculative
-    decoding.
+    decoding or ``kv_policy="grow"``.
     """
     if engine._loop is not None:
         raise RuntimeError("simulate() on an engine attached to a live loop")
-    engine._per_seq = bool(engine._k) if per_seq is None else per_seq
+    # (the heap path cannot follow preemptions: kv_policy "grow" walks every request)
+    engine._per_seq = engine._grow or (bool(engine._k) if per_seq is None else per_seq)
     reqs = list(requests)
     out = [RequestTiming(arrival=float(a), prompt_tokens=p) for a, p, _ in reqs]
     pending: deque[_Seq] = deque()

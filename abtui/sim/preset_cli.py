@@ -12,7 +12,7 @@ import argparse
 from dataclasses import dataclass
 
 from abtui.errors import UsageError
-from abtui.sim.batching import BatchEngine, EngineOptions
+from abtui.sim.batching import KV_POLICIES, BatchEngine, EngineOptions
 from abtui.sim.presets import GRAMMAR, Preset, parse_preset
 
 _E = EngineOptions()
@@ -28,6 +28,7 @@ class PresetOptions:
     max_num_seqs: int = _E.max_num_seqs
     max_batched_tokens: int = _E.max_batched_tokens
     gpu_mem_util: float = _E.gpu_mem_util
+    kv_policy: str = _E.kv_policy  # "reserve" (prompt + max_tokens at admission) or "grow"
 
     def parsed(self) -> Preset:
         return parse_preset(self.preset, self.model_config)
@@ -39,6 +40,7 @@ class PresetOptions:
             gpu_mem_util=self.gpu_mem_util,
             time_scale=self.time_scale,
             seed=seed,
+            kv_policy=self.kv_policy,
         )
 
     def validate(self) -> None:
@@ -56,7 +58,8 @@ class PresetOptions:
         argv = ["--preset", self.preset, "--time-scale", repr(float(self.time_scale)),
                 "--max-num-seqs", str(self.max_num_seqs),
                 "--max-batched-tokens", str(self.max_batched_tokens),
-                "--gpu-mem-util", repr(float(self.gpu_mem_util))]  # fmt: skip
+                "--gpu-mem-util", repr(float(self.gpu_mem_util)),
+                "--kv-policy", self.kv_policy]  # fmt: skip
         if self.model_config:
             argv += ["--model-config", self.model_config]
         return argv
@@ -82,6 +85,10 @@ def add_preset_arguments(parser: argparse.ArgumentParser) -> None:
                    help="tokens per step at most (default %(default)s)")  # fmt: skip
     g.add_argument("--gpu-mem-util", type=float, default=_E.gpu_mem_util,
                    help="fraction of GPU memory used (default %(default)s)")  # fmt: skip
+    g.add_argument("--kv-policy", choices=KV_POLICIES, default=_E.kv_policy,
+                   help="reserve: a request's prompt + max_tokens of KV at admission, never "
+                   "preempted; grow: KV grows per token, the newest request is preempted and "
+                   "recomputed when it runs out, as vLLM does (default %(default)s)")  # fmt: skip
 
 
 def preset_from_args(args: argparse.Namespace) -> PresetOptions | None:
@@ -93,5 +100,5 @@ def preset_from_args(args: argparse.Namespace) -> PresetOptions | None:
     return PresetOptions(
         preset=args.preset, model_config=args.model_config, time_scale=args.time_scale,
         max_num_seqs=args.max_num_seqs, max_batched_tokens=args.max_batched_tokens,
-        gpu_mem_util=args.gpu_mem_util,
+        gpu_mem_util=args.gpu_mem_util, kv_policy=args.kv_policy,
     )  # fmt: skip
