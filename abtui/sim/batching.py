@@ -41,11 +41,12 @@ import heapq
 import random
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from abtui.errors import UsageError
 from abtui.hardware import roofline as rl
+from abtui.sim.engine_options import KV_POLICIES, EngineOptions
 from abtui.sim.engine_stats import EngineStats, Histogram
 from abtui.sim.gpu_model import SimulatedGpu
 from abtui.sim.presets import Preset
@@ -53,47 +54,11 @@ from abtui.sim.presets import Preset
 if TYPE_CHECKING:
     from abtui.sim.offline import RequestTiming
 
-__all__ = ["BatchEngine", "EngineOptions", "EngineStats", "Histogram"]
+__all__ = ["KV_POLICIES", "BatchEngine", "EngineOptions", "EngineStats", "Histogram"]
 
 Sink = Callable[[int, bool], None]  # (new tokens, last) at a step's end
 _HISTOGRAMS = ("queue_s", "prefill_s", "decode_s", "inference_s", "e2e_s", "ttft_s", "tpot_s")
 CATCH_UP = 64  # due steps run back to back in one loop callback at most
-KV_POLICIES = ("reserve", "grow")
-
-
-@dataclass(frozen=True, slots=True)
-class EngineOptions:
-    """Serving settings of one replica (vLLM's flags of the same names)."""
-
-    max_num_seqs: int = 256  # requests in the running batch at most
-    max_batched_tokens: int = 8192  # query tokens per step at most (chunked-prefill budget)
-    gpu_mem_util: float = 0.9  # fraction of GPU memory for weights + activations + KV
-    time_scale: float = 1.0  # 20 = run 20x faster than the modelled GPU
-    seed: int = 0  # seeds the speculative-decoding acceptance draws
-    efficiency: rl.Efficiency = rl.Efficiency()  # noqa: RUF009 - frozen
-    draft_fraction: float = 0.05  # draft model cost relative to the target's kernel time
-    draft_pass_s: float = 50e-6  # fixed cost of one draft pass
-    kv_policy: str = "reserve"  # "reserve": prompt + max_tokens at admission; "grow": vLLM's
-
-    def validate(self) -> None:
-        def bad(flag: str, value: object, what: str) -> UsageError:
-            return UsageError(f"{flag} {value!r} is invalid: {what}", f"give {flag} {what}")
-
-        for flag, value in (
-            ("--max-num-seqs", self.max_num_seqs),
-            ("--max-batched-tokens", self.max_batched_tokens),
-        ):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise bad(flag, value, "an integer >= 1")
-        if self.max_batched_tokens < self.max_num_seqs:
-            raise bad("--max-batched-tokens", self.max_batched_tokens,
-                      f"an integer >= --max-num-seqs ({self.max_num_seqs})")  # fmt: skip
-        if not 0.05 <= self.gpu_mem_util <= 1.0:
-            raise bad("--gpu-mem-util", self.gpu_mem_util, "a fraction in 0.05..1")
-        if not 0.001 <= self.time_scale <= 1e6:
-            raise bad("--time-scale", self.time_scale, "a factor in 0.001..1e6")
-        if self.kv_policy not in KV_POLICIES:
-            raise bad("--kv-policy", self.kv_policy, "reserve or grow")
 
 
 class _Seq:
