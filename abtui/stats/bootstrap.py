@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 DEFAULT_RESAMPLES = 10_000
-MAX_UNITS = 1000
+MAX_UNITS = 500
 N_BINS = 512
 EPS_S = 1e-6  # values are sketched as log(v + EPS_S): zero gaps are allowed
 STATS = ("mean", "p50", "p90", "p95", "p99")
@@ -277,8 +277,17 @@ def unit_index(keys: np.ndarray, max_units: int = MAX_UNITS) -> tuple[np.ndarray
 
     Distinct keys in ascending order are grouped ``m = ⌈distinct / max_units⌉`` at a time.
     """
-    keys = np.asarray(keys)
-    uniq, inverse = np.unique(keys, return_inverse=True)
-    m = max(1, math.ceil(len(uniq) / max_units))
-    unit = inverse // m
-    return unit.astype(np.int64), int(math.ceil(len(uniq) / m)) if len(uniq) else 0, m
+    keys = np.asarray(keys, dtype=np.int64)
+    if not len(keys):
+        return np.zeros(0, dtype=np.int64), 0, 1
+    lo, hi = int(keys.min()), int(keys.max())
+    if hi - lo <= 4 * len(keys):  # dense keys (schedule positions): rank by counting, O(n)
+        present = np.zeros(hi - lo + 1, dtype=bool)
+        present[keys - lo] = True
+        rank = np.cumsum(present) - 1
+        n_distinct, inverse = int(present.sum()), rank[keys - lo]
+    else:
+        uniq, inverse = np.unique(keys, return_inverse=True)
+        n_distinct = len(uniq)
+    m = max(1, math.ceil(n_distinct / max_units))
+    return (inverse // m).astype(np.int64), int(math.ceil(n_distinct / m)), m

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from abtui.metrics import request as rm
-from abtui.metrics.summary import ArmSummary, run_duration_s, slo_met, summarize
+from abtui.metrics.summary import ArmSummary, slo_met, summarize
 from abtui.metrics.table import NA, RequestTable
 from abtui.stats import bootstrap as bs
 from abtui.stats.classical import RankTest, mann_whitney, wilcoxon_log_ratio
@@ -49,6 +49,7 @@ COST_ROWS = (  # key, the rate it divides, ArmCost field
     ("cost.per_1k_good_requests", "goodput.requests", "usd_per_1k_good_requests"),
 )
 LIGHT_LOAD_IN_FLIGHT = 1.0
+RANK_MAX = 20_000
 
 
 @dataclass
@@ -122,10 +123,8 @@ def _clean(obj):
     return obj
 
 
-def _in_flight(t: RequestTable) -> float:
-    """Mean requests in flight (Little's law) over the ok rows of ``t``."""
-    e2e = rm.e2e_s(t.select(t.ok))
-    duration = run_duration_s(t)
+def _in_flight(e2e: np.ndarray, duration: float) -> float:
+    """Mean requests in flight (Little's law): Σ E2E of ok requests / the run's duration."""
     e2e = e2e[np.isfinite(e2e)]
     if not len(e2e) or not duration > 0:
         return 0.0
@@ -153,13 +152,24 @@ class _Weights:
         return self._cache[k]
 
 
-def _latency_values(t: RequestTable, metric: str) -> tuple[np.ndarray, np.ndarray]:
-    """(values, row of each value) for the ok rows of ``t``."""
-    if metric == "itl":
-        rows, gaps = rm.chunk_gaps(t)
-        return gaps, rows
+def _arm_values(
+    ok: RequestTable, metrics: tuple[str, ...]
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per metric: (values, row of each value) over the ok rows ``ok``, each computed once."""
     fn = {"ttft": rm.ttft_s, "ttft_user": rm.ttft_user_s, "tpot": rm.tpot_s, "e2e": rm.e2e_s}
-    return fn[metric](t), np.arange(len(t))
+    out = {}
+    rows = np.arange(len(ok))
+    for m in metrics:
+        if m == "itl":
+            r, gaps = rm.chunk_gaps(ok)
+            out[m] = (gaps, r)
+        else:
+            out[m] = (fn[m](ok), rows)
+    return out
+
+
+def _is_cancelled(status: np.ndarray) -> np.ndarray:
+    return status == "cancelled"
 
 
 def compare(
@@ -180,25 +190,36 @@ def compare(
     ``prices`` = (USD/hour of A, USD/hour of B) adds the cost rows (:data:`COST_ROWS`).
     ``metrics`` limits the latency metrics; ``block_len`` overrides the block-length rule (1 =
     the i.i.d. bootstrap; for validation)."""
-    t = table.select(((table.arm == a) | (table.arm == b)) & ~table.warmup)
+    keep = ((table.arm == a) | (table.arm == b)) & ~table.warmup
+    t = table if keep.all() else table.select(keep)
     key = t.run.astype(np.int64) * (int(t.item.max(initial=0)) + 1) + t.item
     unit, n_units, unit_size = bs.unit_index(key)
     weights = _Weights(resamples, seed)
-    arm_rows = {x: (t.arm == x) & ~(t.status == "cancelled") for x in (a, b)}
-    parts = {x: t.select(arm_rows[x]) for x in (a, b)}
-    units = {x: unit[arm_rows[x]] for x in (a, b)}
-    in_flight = {x: _in_flight(parts[x]) for x in (a, b)}
+    ok_all = t.ok
+    sent_all = ok_all | (t.status == "error")  # cancelled requests were not sent
+    arm_rows = {x: t.arm == x for x in (a, b)}
+    ok_mask = {x: arm_rows[x] & ok_all for x in (a, b)}
+    units = {x: unit[ok_mask[x]] for x in (a, b)}
+    values, pair_keys, windows = {}, {}, {}
+    for x in (a, b):  # one arm's ok rows at a time: only the derived arrays are kept
+        ok = t.select(ok_mask[x])
+        values[x] = _arm_values(ok, tuple(dict.fromkeys(metrics + ("e2e",))))
+        pair_keys[x] = ok.run * (1 << 32) + ok.item
+        windows[x] = _windows(t, arm_rows[x] & sent_all, ok, slo)
+        del ok
+    sums = (summarize(t, a, slo), summarize(t, b, slo))
+    in_flight = {
+        x: _in_flight(values[x]["e2e"][0], s.duration_s) for x, s in zip((a, b), sums, strict=True)
+    }
     light = max(in_flight.values()) <= LIGHT_LOAD_IN_FLIGHT
-    sums = (summarize(table, a, slo), summarize(table, b, slo))
     effects: list[Effect] = []
     rank_tests: dict[str, RankTest] = {}
 
     for metric in metrics:
         vals, sk_units = {}, {}
         for x in (a, b):
-            ok = parts[x].select(parts[x].ok)
-            v, rows = _latency_values(ok, metric)
-            vals[x], sk_units[x] = v, units[x][parts[x].ok][rows]
+            v, rows = values[x][metric]
+            vals[x], sk_units[x] = v, units[x][rows]
         grid = bs.Grid.covering(vals[a], vals[b])
         sk = {x: bs.Sketch.of(vals[x], sk_units[x], n_units, grid) for x in (a, b)}
         ell = block_len or bs.block_length(
@@ -230,9 +251,12 @@ def compare(
                 )
             )
         if metric in RANK_TESTED:
-            rank_tests[metric] = _rank_test(parts[a], parts[b], metric, light)
+            rank_tests[metric] = _rank_test(pair_keys[a], pair_keys[b], vals[a], vals[b], light)
 
-    effects += _rate_effects(parts[a], parts[b], sums, slo, weights, level, prices)
+    for w, s in zip((windows[a], windows[b]), sums, strict=True):
+        if w is not None:
+            w["duration"] = s.duration_s
+    effects += _rate_effects(windows[a], windows[b], sums, slo, weights, level, prices)
     design = {
         "paired_units": True,
         "light_load": light,
@@ -248,51 +272,75 @@ def compare(
     return Comparison(a, b, effects, rank_tests, design, sums)
 
 
-def _rank_test(ta: RequestTable, tb: RequestTable, metric: str, light: bool) -> RankTest:
-    oka, okb = ta.select(ta.ok), tb.select(tb.ok)
-    va, _ = _latency_values(oka, metric)
-    vb, _ = _latency_values(okb, metric)
+def _rank_test(
+    ka: np.ndarray, kb: np.ndarray, va: np.ndarray, vb: np.ndarray, light: bool
+) -> RankTest:
+    """Paired Wilcoxon (light load) or Mann–Whitney on at most RANK_MAX values per arm (an
+    evenly spaced subsample in schedule order beyond that: at 10⁵+ values a rank test flags
+    any shift, and the decision uses the bootstrap anyway)."""
     if not light:
-        return mann_whitney(va, vb)
-    ka = oka.run * (1 << 32) + oka.item
-    kb = okb.run * (1 << 32) + okb.item
-    common, ia, ib = np.intersect1d(ka, kb, assume_unique=False, return_indices=True)
-    return wilcoxon_log_ratio(va[ia], vb[ib])
+        return mann_whitney(_thin(va), _thin(vb))
+    _, ia, ib = np.intersect1d(ka, kb, assume_unique=False, return_indices=True)
+    keep = _thin(np.arange(len(ia)))
+    return wilcoxon_log_ratio(va[ia[keep]], vb[ib[keep]])
 
 
-def _windows(t: RequestTable, k: int, slo: dict | None) -> tuple[dict[str, np.ndarray], float]:
-    """Per completion-time window: sent, ok, output tokens, good, good tokens; and duration."""
-    done = np.where(t.done_ns != NA, t.done_ns, t.last_token_ns)
-    done = np.where(done != NA, done, t.dispatched_ns)
-    duration = run_duration_s(t)
-    if not len(t) or not duration > 0:
-        return {}, math.nan
-    pos = (done - t.dispatched_ns.min()) / (duration * rm.NS_PER_S)
-    win = np.clip(np.floor(pos * k), 0, k - 1).astype(np.int64)
-    n_out = np.where(t.n_output != NA, t.n_output, 0)
-    good = slo_met(t, slo)
-    ok = t.ok
+def _thin(v: np.ndarray) -> np.ndarray:
+    if len(v) <= RANK_MAX:
+        return v
+    return v[np.linspace(0, len(v) - 1, RANK_MAX).astype(np.int64)]
 
-    def per(w):
-        return np.bincount(win, weights=w, minlength=k).astype(np.float64)
 
-    cols = {
-        "sent": per(np.ones(len(t))),
-        "requests_per_s": per(ok),
-        "output_tokens_per_s": per(np.where(ok, n_out, 0)),
-        "goodput_requests_per_s": per(good),
-        "goodput_output_tokens_per_s": per(np.where(good, n_out, 0)),
+def _done_ns(t: RequestTable, mask: np.ndarray | None = None) -> np.ndarray:
+    """When each request completed: ``done``, else its last token, else its dispatch."""
+    pick = (lambda c: c) if mask is None else (lambda c: c[mask])
+    done = np.where(pick(t.done_ns) != NA, pick(t.done_ns), pick(t.last_token_ns))
+    return np.where(done != NA, done, pick(t.dispatched_ns))
+
+
+def _windows(t: RequestTable, sent: np.ndarray, ok: RequestTable, slo):
+    """Per completion-time window (``k`` later): the completion time of each sent request of
+    the arm (``sent`` mask over ``t``) and of each of its ok requests, with tokens and SLO."""
+    if not sent.any():
+        return None
+    n_out = np.where(ok.n_output != NA, ok.n_output, 0).astype(np.float64)
+    good = slo_met(ok, slo)
+    return {
+        "t0": int(t.dispatched_ns[sent].min()),
+        "sent_done": _done_ns(t, sent),
+        "ok_done": _done_ns(ok),
+        "ok_tokens": n_out,
+        "good": good,
     }
-    return cols, duration
 
 
-def _rate_effects(ta, tb, sums, slo, weights: _Weights, level: float, prices) -> list[Effect]:
+def _per_window(w: dict, k: int) -> dict[str, np.ndarray]:
+    def win(done):
+        pos = (done - w["t0"]) / (w["duration"] * rm.NS_PER_S)
+        return np.clip(np.floor(pos * k), 0, k - 1).astype(np.int64)
+
+    ws, wo = win(w["sent_done"]), win(w["ok_done"])
+
+    def per(idx, weights=None):
+        return np.bincount(idx, weights=weights, minlength=k).astype(np.float64)
+
+    return {
+        "sent": per(ws),
+        "requests_per_s": per(wo),
+        "output_tokens_per_s": per(wo, w["ok_tokens"]),
+        "goodput_requests_per_s": per(wo, w["good"].astype(np.float64)),
+        "goodput_output_tokens_per_s": per(wo, np.where(w["good"], w["ok_tokens"], 0.0)),
+    }
+
+
+def _rate_effects(win_a, win_b, sums, slo, weights: _Weights, level: float, prices) -> list[Effect]:
     sa, sb = sums
-    k = int(min(bs.MAX_UNITS, max(10, min(sa.sent, sb.sent) // 10)))
-    (wa, da), (wb, db) = _windows(ta, k, slo), _windows(tb, k, slo)
-    out = []
-    if not wa or not wb:
+    out: list[Effect] = []
+    if win_a is None or win_b is None or not (win_a["duration"] > 0 and win_b["duration"] > 0):
         return out
+    k = int(min(bs.MAX_UNITS, max(10, min(sa.sent, sb.sent) // 10)))
+    wa, wb = _per_window(win_a, k), _per_window(win_b, k)
+    da, db = win_a["duration"], win_b["duration"]
     ell = bs.block_length([wa["requests_per_s"], wb["requests_per_s"]], 1.0, 1)
     w = weights.get(k, ell, "rates")
     widen = bs.expansion(math.ceil(k / ell), level)

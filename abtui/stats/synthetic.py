@@ -86,8 +86,8 @@ def synthetic_table(
             "n_input": np.full(n, 256),
             "n_output": np.where(err, na, n_output),
             "http_status": np.where(err, 500, 200),
-            "status": np.where(err, "error", "ok").astype(object),
-            "error_class": np.where(err, "http", None).astype(object),
+            "status": np.array(["ok", "error"], dtype=object)[err.astype(np.int64)],
+            "error_class": np.array([None, "http"], dtype=object)[err.astype(np.int64)],
             "token_source": np.full(n, "usage", dtype=object),
         }
         for k, v in parts.items():
