@@ -27,6 +27,7 @@ class ArmTruth:
     tpot_scale: float = 1.0
     ar: float = 0.0  # AR(1) coefficient of the log multipliers (0 = independent)
     error_rate: float = 0.0
+    lag_s: float = 0.0  # extra schedule lag (dispatched − scheduled) of every 10th request
 
 
 def _log_noise(rng: np.random.Generator, n: int, sigma: float, ar: float) -> np.ndarray:
@@ -56,7 +57,7 @@ def synthetic_table(
     chunk_req, chunk_t = [], []
     for arm, truth in enumerate(arms):
         sched = (np.arange(n) * (NS / rate)).astype(np.int64) + 10 * NS
-        disp = sched + 20_000
+        disp = sched + 20_000 + np.where(np.arange(n) % 10 == 0, int(truth.lag_s * NS), 0)
         ttft = truth.ttft_s * truth.ttft_scale * np.exp(_log_noise(rng, n, truth.sigma, truth.ar))
         tpot = truth.tpot_s * truth.tpot_scale * np.exp(_log_noise(rng, n, truth.sigma, truth.ar))
         first = disp + (ttft * NS).astype(np.int64)

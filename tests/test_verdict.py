@@ -1,0 +1,85 @@
+"""The verdict policy on synthetic sessions with known truth: GO, NO-GO and the conditions that
+forbid GO (a degraded load generator, more errors, an unfinished session), the ladder, δ from a
+noise floor. 500 bootstrap resamples keep it fast; the effects here are far from the limits."""
+
+from __future__ import annotations
+
+import pytest
+
+from abtui.stats.synthetic import ArmTruth, synthetic_table
+from abtui.stats.verdict import GO, INCONCLUSIVE, NO_GO, evaluate
+
+ARMS = [{"name": "base"}, {"name": "cand"}, {"name": "cand2"}]
+SPEC = {"policy": {"resamples": 500, "guardrails": ["ttft.p50", "tpot.p50", "e2e.p90"]}}
+FASTER = ArmTruth(ttft_scale=0.8, tpot_scale=0.8)
+
+
+def _verdict(*truths, status="complete", spec=SPEC, n=400, **kw):
+    t = synthetic_table(n, list(truths), seed=7)
+    return evaluate(t, ARMS[: len(truths)], spec, status=status, **kw)
+
+
+def test_faster_candidate_is_go_and_says_why():
+    v = _verdict(ArmTruth(), FASTER)
+    assert v.result == GO and v.exit_code == 0
+    assert v.pairs[0].reasons[0].startswith("primary objective P50 E2E improved -")
+
+
+def test_guardrail_regression_is_no_go_naming_the_metric_and_threshold():
+    v = _verdict(ArmTruth(), ArmTruth(ttft_scale=1.3, tpot_scale=0.7))
+    assert v.result == NO_GO and v.exit_code == 3
+    assert any(
+        "P50 TTFT regressed +" in r and "beyond the 2% guardrail" in r for r in v.pairs[0].reasons
+    )
+
+
+def test_a_degraded_load_generator_cannot_be_go():
+    v = _verdict(ArmTruth(), ArmTruth(ttft_scale=0.8, tpot_scale=0.8, lag_s=0.05))
+    assert v.result == INCONCLUSIVE
+    assert any("load generator of cand fell behind" in r for r in v.pairs[0].reasons)
+    assert v.pairs[0].generator["cand"]["behind"] is True
+
+
+def test_more_errors_cannot_be_go_and_significantly_more_is_no_go():
+    slight = _verdict(
+        ArmTruth(error_rate=0.0), ArmTruth(ttft_scale=0.8, tpot_scale=0.8, error_rate=0.015)
+    )
+    assert slight.result == INCONCLUSIVE and any(
+        "errors rose" in r for r in slight.pairs[0].reasons
+    )
+    many = _verdict(
+        ArmTruth(error_rate=0.0), ArmTruth(ttft_scale=0.8, tpot_scale=0.8, error_rate=0.1)
+    )
+    assert many.result == NO_GO and any("errors rose" in r for r in many.pairs[0].reasons)
+
+
+def test_an_unfinished_session_cannot_be_go():
+    v = _verdict(ArmTruth(), FASTER, status="interrupted")
+    assert v.result == INCONCLUSIVE
+    assert any("the session is interrupted" in r for r in v.pairs[0].reasons)
+
+
+def test_several_candidates_get_a_ladder_and_the_worst_result():
+    v = _verdict(ArmTruth(), FASTER, ArmTruth(ttft_scale=1.3))
+    assert [p.result for p in v.pairs] == [GO, NO_GO] and v.result == NO_GO
+    assert [(p.baseline, p.candidate) for p in v.ladder] == [("cand", "cand2")]
+
+
+def test_noise_floor_raises_delta_per_row():
+    v = _verdict(ArmTruth(), FASTER, noise_floor={"e2e.p50": 0.5, "ttft.p99": 0.01})
+    rows = v.pairs[0].comparison.by_key
+    assert rows["e2e.p50"].delta == 0.5 and rows["ttft.p99"].delta == 0.05
+    assert rows["e2e.p50"].outcome != "IMPROVED"  # a 20% gain is inside a 50% noise floor
+    assert v.result == INCONCLUSIVE
+
+
+def test_cost_primary_objective():
+    spec = {
+        "policy": {"resamples": 500, "primary": "cost.per_mtok_good"},
+        "cost": {"gpu_price": 2.0},
+        "arms": [{"name": "base"}, {"name": "cand", "gpu_price": 1.0}],
+    }
+    v = _verdict(ArmTruth(), ArmTruth(), spec=spec)
+    e = v.pairs[0].comparison.get("cost.per_mtok_good")
+    assert e.ratio == pytest.approx(-0.5, abs=0.01) and e.outcome == "IMPROVED"
+    assert v.pairs[0].cost["cand"]["usd_per_hour"] == 1.0
