@@ -83,6 +83,7 @@ def run_abtui(work: Path, srv: LlamaServer, model: Path, n: int, isl: int, osl: 
     with SessionReader(work / "peer-abtui.duckdb") as rd:
         everything = rd.request_table(include_warmup=True)
         prompt_of = {it.index: it.prompt for it in rd.items()}
+        text_of = rd.texts(include_warmup=True)
     a = everything.select(everything.arm == 0)
     sent = [prompt_of[int(i)] for i in a.item[np.argsort(a.dispatched_ns, kind="stable")]]
     t = a.select(~a.warmup)
@@ -92,6 +93,7 @@ def run_abtui(work: Path, srv: LlamaServer, model: Path, n: int, isl: int, osl: 
                t.n_output[o], "TPOT = (E2E - TTFT)/(n-1), n = token chunks incl. text-less ones",
                st)  # fmt: skip
     row["sent"] = sent  # warm-up prompts first: the peers send the same list in the same order
+    row["outputs"] = [text_of[int(r)] or "" for r in t.req[o]]
     return row
 
 
@@ -127,7 +129,8 @@ def run_guidellm(work: Path, srv: LlamaServer, venv: Path, hf: Path, sent: list[
         [r["output_tokens"] for r in ok],
         "ITL = (last - first)/(n-1); its TPOT = (last - start)/n",
         st,
-    ) | {"own_tpot": np.array([r["time_per_output_token_ms"] for r in ok])}  # fmt: skip
+    ) | {"own_tpot": np.array([r["time_per_output_token_ms"] for r in ok]),
+         "outputs": [r["output"] or "" for r in ok]}  # fmt: skip
 
 
 def run_aiperf(work: Path, srv: LlamaServer, venv: Path, hf: Path, sent: list[str], osl: int):
@@ -158,7 +161,9 @@ def run_aiperf(work: Path, srv: LlamaServer, venv: Path, hf: Path, sent: list[st
     inputs = json.loads((out / "inputs.json").read_text())["data"]
     prompt_of = {d["session_id"]: d["payloads"][0]["prompt"] for d in inputs}
     m = [r["metrics"] for r in recs]
-    return _row(
+    texts = {d["x_request_id"]: d.get("response_text") or ""
+             for d in json.loads((out / "outputs.json").read_text())["data"]}  # fmt: skip
+    row = _row(
         "AIPerf", [prompt_of.get(r["metadata"]["conversation_id"], "?") for r in recs],
         [x["time_to_first_token"]["value"] for x in m],
         [x["inter_token_latency"]["value"] for x in m],
@@ -166,6 +171,8 @@ def run_aiperf(work: Path, srv: LlamaServer, venv: Path, hf: Path, sent: list[st
         [x["output_sequence_length"]["value"] for x in m],
         "ITL = (latency - TTFT)/(OSL-1), OSL by re-tokenizing the text", st,
     )  # fmt: skip
+    row["outputs"] = [texts.get(r["metadata"]["x_request_id"], "?") for r in recs]
+    return row
 
 
 def _pool(rows: list[dict]) -> dict:
@@ -176,6 +183,7 @@ def _pool(rows: list[dict]) -> dict:
         if isinstance(v, np.ndarray):
             out[key] = np.concatenate([r[key] for r in rows])
     out["prompts"] = [(k, q) for k, r in enumerate(rows) for q in r["prompts"]]
+    out["outputs"] = [x for r in rows for x in r.get("outputs", [])]
     out["n"] = sum(r["n"] for r in rows)
     return out
 
@@ -200,10 +208,20 @@ def report(rows: list[dict], args) -> None:
             return "-"
         return f"{np.median([r[key][i] - base[key][j] for i, j in pairs]):+.3f}"
 
+    def same_output(r: dict) -> str:
+        if len(r["outputs"]) != len(r["prompts"]):
+            return "-"
+        ok = sum(
+            q in pos and base["outputs"][pos[q]] == x
+            for q, x in zip(r["prompts"], r["outputs"], strict=True)
+        )
+        return str(ok)
+
     cols = [r["tool"] for r in rows]
     lines = [
         ("requests measured", [str(r["n"]) for r in rows]),
         ("  of them abtui's prompts", [str(sum(q in pos for q in r["prompts"])) for r in rows]),
+        ("  output identical to abtui's", [same_output(r) for r in rows]),
         ("TTFT P50 (ms)", [p50(r["ttft"]) for r in rows]),
         ("TTFT mean (ms)", [mean(r["ttft"]) for r in rows]),
         ("TPOT/ITL P50 (ms)", [f"{np.median(r['tpot']):.3f}" for r in rows]),
