@@ -116,6 +116,10 @@ def main(argv: list[str] | None = None) -> int:
             f"  {cand}: identical {np.median(ex):.0%} of items, common prefix "
             f"{np.median(pre):.1f} of {ln:.1f} chars (medians over repeats)"
         )
+    verdicts = {0: "GO", 3: "NO-GO", 4: "INCONCLUSIVE"}
+    for cand in results[0].exit_codes:
+        codes = [verdicts.get(r.exit_codes[cand], f"exit {r.exit_codes[cand]}") for r in results]
+        print(f"  abtui's verdict, FP32 vs {cand}: {', '.join(codes)}")
     problems = [p for res in results for p in res.problems]
     if problems:
         print(f"\n{len(problems)} problems:")
@@ -146,4 +150,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from abtui.errors import AbtuiError
+
+    try:
+        sys.exit(main())
+    except AbtuiError as e:  # e.g. the engine extra is not installed
+        print(f"engine_ab: {e}", file=sys.stderr)
+        sys.exit(2)

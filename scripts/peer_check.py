@@ -314,4 +314,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from abtui.errors import AbtuiError
+
+    try:
+        sys.exit(main())
+    except AbtuiError as e:  # e.g. the engine extra is not installed
+        print(f"peer_check: {e}", file=sys.stderr)
+        sys.exit(2)

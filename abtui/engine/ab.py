@@ -73,25 +73,14 @@ class ArmFigures:
 
 @dataclass(slots=True)
 class EngineAB:
+    """What one engine A/B found: per-arm figures, output agreement, and every failed check."""
+
     sessions: dict[str, Path] = field(default_factory=dict)  # candidate → session file
     figures: list[ArmFigures] = field(default_factory=list)
     agreement: dict[str, dict[str, float]] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
     versions: dict[str, str] = field(default_factory=dict)
-
-    def summary_line(self) -> str:
-        ag = ", ".join(
-            f"{k} exact {v['exact']:.0%} prefix {v['prefix_chars']:.1f} ch"
-            for k, v in self.agreement.items()
-        )
-        ok = sum(f.n_ok for f in self.figures)
-        sent = sum(f.n_sent for f in self.figures)
-        status = "OK" if not self.problems else f"{len(self.problems)} PROBLEMS"
-        med = {f"{f.session}/{f.arm}": f.tpot_ms for f in self.figures}
-        tp = " ".join(f"{k}={v:.2f}" for k, v in med.items())
-        return (
-            f"engine A/B {status}: {ok}/{sent} requests ok; agreement vs FP32: {ag}; TPOT ms {tp}"
-        )
+    exit_codes: dict[str, int] = field(default_factory=dict)  # candidate → `abtui run`'s exit code
 
 
 def _spec_text(cfg: ABConfig, name: str, base: LlamaServer, cand: LlamaServer, folder: Path) -> str:
@@ -269,7 +258,9 @@ def run_engine_ab(folder: Path, cfg: ABConfig | None = None, *, log=sys.stderr) 
             before = {k: len(servers[k].timings()) for k in ("FP32", cand)}
             with contextlib.redirect_stdout(log):  # abtui run's summary table
                 rc = abtui_main(["run", str(spec), "--headless", "--overwrite"])
-            if rc != 0:
+            # 0 GO, 3 NO-GO, 4 INCONCLUSIVE: the run completed (the verdict is not checked here)
+            res.exit_codes[cand] = rc
+            if rc not in (0, 3, 4):
                 res.problems.append(f"{name}: abtui run exited with code {rc}")
             timings = {k: servers[k].timings()[before[k] :] for k in ("FP32", cand)}
             path = folder / f"{name}.duckdb"
@@ -278,6 +269,8 @@ def run_engine_ab(folder: Path, cfg: ABConfig | None = None, *, log=sys.stderr) 
         texts: dict[str, dict[str, dict[int, str]]] = {}
         for cand, (timings, path) in runs.items():
             with SessionReader(path) as rd:
+                if rd.status != "complete":
+                    res.problems.append(f"{path.name}: session status {rd.status!r}, not complete")
                 items = rd.items()
                 table = rd.request_table(include_warmup=True)
                 txt = rd.texts()
