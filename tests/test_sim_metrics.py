@@ -285,3 +285,23 @@ def test_batching_engine_metrics_over_http():
     assert value(f, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION") > value(
         f_mid, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
     )
+
+
+def test_head_requests_get_headers_only_and_keep_the_connection_usable():
+    async def go():
+        sim = await start_server(SimConfig(port=0))
+        base = sim.url.removesuffix("/v1")
+        try:
+            async with httpx.AsyncClient(trust_env=False, timeout=5) as c:  # one connection
+                out = []
+                for path in ("/metrics", "/v1/models", "/health"):
+                    h = await c.head(base + path)
+                    g = await c.get(base + path)  # the same keep-alive connection
+                    out.append((h, g))
+                return out
+        finally:
+            await sim.close()
+
+    for h, g in asyncio.run(go()):
+        assert h.status_code == g.status_code == 200 and h.content == b""
+        assert int(h.headers["content-length"]) > 0 and g.content

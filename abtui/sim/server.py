@@ -323,23 +323,31 @@ class _Connection(asyncio.Protocol):
             if method not in ("GET", "HEAD"):
                 return self._fail(405, f"use GET for {path}")
             if path == "/health":
-                return self._send(200, b'{"status":"ok"}')
+                return self._send(200, b'{"status":"ok"}', head_only=method == "HEAD")
             engine = self.sim.engine
             meta = engine.models_meta() if hasattr(engine, "models_meta") else {}
             meta["quality_face"] = self.sim.quality.describe()
-            return self._send(200, models_body(self.sim.config.model, self.sim.created, meta))
+            body = models_body(self.sim.config.model, self.sim.created, meta)
+            return self._send(200, body, head_only=method == "HEAD")
         if path == "/metrics":
             if method not in ("GET", "HEAD"):
                 return self._fail(405, f"use GET for {path}")
             text = metrics_text(self.sim)
             if text is None:
                 return self._fail(404, "this simulated engine keeps no statistics")
-            return self._send(200, text.encode(), ctype=PROM_CONTENT_TYPE)
+            return self._send(
+                200, text.encode(), ctype=PROM_CONTENT_TYPE, head_only=method == "HEAD"
+            )
         self._fail(404, f"no route for {method} {path}; the sim serves /v1/completions, "
                    "/v1/chat/completions, /v1/models, /metrics and /health")  # fmt: skip
 
     def _send(
-        self, status: int, body: bytes, close: bool = False, ctype: str = "application/json"
+        self,
+        status: int,
+        body: bytes,
+        close: bool = False,
+        ctype: str = "application/json",
+        head_only: bool = False,  # a HEAD request: the headers (with the body's length) only
     ) -> None:
         if self.t is None or self.t.is_closing():
             return
@@ -349,7 +357,7 @@ class _Connection(asyncio.Protocol):
             f"content-type: {ctype}\r\ncontent-length: {len(body)}\r\n"
             f"server: abtui-sim\r\nconnection: {'close' if close else 'keep-alive'}\r\n\r\n"
         )
-        self.t.write(head.encode() + body)
+        self.t.write(head.encode() + (b"" if head_only else body))
         if close:
             self.t.close()
 
