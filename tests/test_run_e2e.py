@@ -51,7 +51,7 @@ def test_headless_run_measures_and_stores(sims, tmp_path, capsys):
          "--sessions-dir", str(tmp_path), "--headless", "--warmup", "2"]
     )  # fmt: skip
     out = capsys.readouterr().out
-    assert rc == 0
+    assert rc in (0, 3, 4)  # the run completed; the code is its verdict's (GO/NO-GO/INCONCLUSIVE)
     assert "TTFT (ms)" in out and "candidate/baseline" in out and "attainment %" in out
     path = tmp_path / "e2e.duckdb"
     with SessionReader(path) as rd:
@@ -114,7 +114,7 @@ text = false
 """
     )
     rc = main(["run", str(spec), "--requests", "7", "--headless"])
-    assert rc == 0
+    assert rc in (0, 3, 4)  # complete; 7 requests rarely decide anything
     assert "bf16" in capsys.readouterr().out
     with SessionReader(tmp_path / "from-file.duckdb") as rd:
         assert "requests = 5" in rd.meta()["spec_text"]

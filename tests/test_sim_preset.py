@@ -128,7 +128,7 @@ def test_abtui_run_sees_fp8_decode_faster_than_bf16(tmp_path, capsys):
              "--sessions-dir", str(tmp_path), "--headless", "--warmup", "1"]
         )  # fmt: skip
     capsys.readouterr()
-    assert rc == 0
+    assert rc in (0, 3, 4)  # the run completed; the code is its verdict's (GO/NO-GO/INCONCLUSIVE)
     with SessionReader(tmp_path / "p.duckdb") as rd:
         t = rd.request_table()
         models = [arm["model"] for arm in rd.arms()]
