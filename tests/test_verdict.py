@@ -83,3 +83,20 @@ def test_cost_primary_objective():
     e = v.pairs[0].comparison.get("cost.per_mtok_good")
     assert e.ratio == pytest.approx(-0.5, abs=0.01) and e.outcome == "IMPROVED"
     assert v.pairs[0].cost["cand"]["usd_per_hour"] == 1.0
+
+
+def test_input_length_breakdowns_are_a_benjamini_hochberg_family():
+    t = synthetic_table(400, [ArmTruth(), FASTER], seed=7, vary_input=True)
+    v = evaluate(t, ARMS[:2], SPEC)
+    rows = [e for e in v.pairs[0].comparison.effects if "@in" in e.key]
+    assert {e.key for e in rows} == {
+        f"{m}.p50@in{lo}-{hi}"
+        for m in ("ttft", "e2e")
+        for lo, hi in ((64, 64), (128, 128), (256, 256), (512, 512))
+    }
+    assert all(e.family == "breakdown" and e.n_a == 100 for e in rows)
+    assert all(e.outcome == "IMPROVED" for e in rows)  # 20% faster in every bucket
+    flat = synthetic_table(400, [ArmTruth(), FASTER], seed=7)
+    assert not any(
+        "@in" in e.key for e in evaluate(flat, ARMS[:2], SPEC).pairs[0].comparison.effects
+    )

@@ -5,7 +5,9 @@ Rows (``key`` = ``metric.stat``):
 - latency, lower is better: ``ttft``, ``ttft_user``, ``tpot``, ``e2e`` (per ok request) and
   ``itl`` (per chunk gap, pooled) at ``mean``, ``p50``, ``p90``, ``p95``, ``p99``;
 - rates, higher is better: ``throughput.requests``, ``throughput.output_tokens`` and, with SLOs,
-  ``goodput.requests``, ``goodput.output_tokens``, ``slo.attainment``.
+  ``goodput.requests``, ``goodput.output_tokens``, ``slo.attainment``;
+- breakdowns by input length (``ttft.p50@in512-1023``, ``e2e.p50@in…``): the pooled quartiles
+  of ``n_input`` as buckets, when at least two buckets hold ≥ 50 ok requests in each arm.
 
 Point estimates are exact (the same numbers as :func:`abtui.metrics.summary.summarize`); the effect
 is ``r = B / A − 1``. CIs: :mod:`abtui.stats.bootstrap`. Latency units are items of the schedule
@@ -50,6 +52,8 @@ COST_ROWS = (  # key, the rate it divides, ArmCost field
 )
 LIGHT_LOAD_IN_FLIGHT = 1.0
 RANK_MAX = 20_000
+BREAKDOWN_METRICS = ("ttft", "e2e")  # by input-length bucket, P50 (Benjamini–Hochberg family)
+BUCKET_MIN = 50
 
 
 @dataclass
@@ -200,11 +204,12 @@ def compare(
     arm_rows = {x: t.arm == x for x in (a, b)}
     ok_mask = {x: arm_rows[x] & ok_all for x in (a, b)}
     units = {x: unit[ok_mask[x]] for x in (a, b)}
-    values, pair_keys, windows = {}, {}, {}
+    values, pair_keys, windows, n_in = {}, {}, {}, {}
     for x in (a, b):  # one arm's ok rows at a time: only the derived arrays are kept
         ok = t.select(ok_mask[x])
         values[x] = _arm_values(ok, tuple(dict.fromkeys(metrics + ("e2e",))))
         pair_keys[x] = ok.run * (1 << 32) + ok.item
+        n_in[x] = ok.n_input
         windows[x] = _windows(t, arm_rows[x] & sent_all, ok, slo)
         del ok
     sums = (summarize(t, a, slo), summarize(t, b, slo))
@@ -215,6 +220,7 @@ def compare(
     effects: list[Effect] = []
     rank_tests: dict[str, RankTest] = {}
 
+    ells: dict[str, int] = {}
     for metric in metrics:
         vals, sk_units = {}, {}
         for x in (a, b):
@@ -225,34 +231,23 @@ def compare(
         ell = block_len or bs.block_length(
             [sk[a].unit_means(), sk[b].unit_means()], max(in_flight.values()), unit_size
         )
+        ells[metric] = ell
         w = weights.get(n_units, ell, "latency")
-        widen = bs.expansion(math.ceil(n_units / ell), level)
-        rep_a, rep_b = sk[a].resampled(w), sk[b].resampled(w)
-        for stat in bs.STATS:
-            ratio = _ratio(sk[b].exact[stat], sk[a].exact[stat])
-            with np.errstate(invalid="ignore", divide="ignore"):
-                reps = bs.expand(rep_b[stat] / rep_a[stat] - 1.0, ratio, widen)
-            lo, hi = bs.percentile_ci(reps, level)
-            effects.append(
-                Effect(
-                    key=f"{metric}.{stat}",
-                    metric=metric,
-                    stat=stat,
-                    lower_is_better=True,
-                    a=sk[a].exact[stat],
-                    b=sk[b].exact[stat],
-                    n_a=sk[a].n,
-                    n_b=sk[b].n,
-                    ratio=ratio,
-                    lo=lo,
-                    hi=hi,
-                    p=bs.bootstrap_p(reps),
-                    block_len=ell,
-                )
-            )
+        effects += _latency_rows(metric, sk[a], sk[b], w, ell, bs.STATS, level, "")
         if metric in RANK_TESTED:
             rank_tests[metric] = _rank_test(pair_keys[a], pair_keys[b], vals[a], vals[b], light)
 
+    for lo_in, hi_in in _input_buckets(n_in[a], n_in[b]):
+        for metric in (m for m in BREAKDOWN_METRICS if m in ells):
+            sk = {}
+            grid = bs.Grid.covering(values[a][metric][0], values[b][metric][0])
+            for x in (a, b):
+                v, rows = values[x][metric]
+                inside = (n_in[x][rows] >= lo_in) & (n_in[x][rows] <= hi_in)
+                sk[x] = bs.Sketch.of(v[inside], units[x][rows][inside], n_units, grid)
+            w = weights.get(n_units, ells[metric], "latency")
+            suffix = f"@in{lo_in}-{hi_in}"
+            effects += _latency_rows(metric, sk[a], sk[b], w, ells[metric], ("p50",), level, suffix)
     for w, s in zip((windows[a], windows[b]), sums, strict=True):
         if w is not None:
             w["duration"] = s.duration_s
@@ -270,6 +265,47 @@ def compare(
         "bins": bs.N_BINS,
     }
     return Comparison(a, b, effects, rank_tests, design, sums)
+
+
+def _latency_rows(metric, ska, skb, w, ell, stats, level, suffix) -> list[Effect]:
+    widen = bs.expansion(math.ceil(len(ska.count) / ell), level)
+    rep_a, rep_b = ska.resampled(w, stats), skb.resampled(w, stats)
+    out = []
+    for stat in stats:
+        ratio = _ratio(skb.exact[stat], ska.exact[stat])
+        with np.errstate(invalid="ignore", divide="ignore"):
+            reps = bs.expand(rep_b[stat] / rep_a[stat] - 1.0, ratio, widen)
+        lo, hi = bs.percentile_ci(reps, level)
+        out.append(
+            Effect(
+                key=f"{metric}.{stat}{suffix}", metric=metric, stat=stat, lower_is_better=True,
+                a=ska.exact[stat], b=skb.exact[stat], n_a=ska.n, n_b=skb.n, ratio=ratio,
+                lo=lo, hi=hi, p=bs.bootstrap_p(reps), block_len=ell,
+            )
+        )  # fmt: skip
+    return out
+
+
+def _input_buckets(na: np.ndarray, nb: np.ndarray) -> list[tuple[int, int]]:
+    """Input-length buckets for breakdowns: the pooled quartiles of ``n_input``, kept when
+    there are at least two and each holds ≥ BUCKET_MIN ok requests in both arms."""
+    na, nb = na[na != NA], nb[nb != NA]
+    if not len(na) or not len(nb):
+        return []
+    edges = np.unique(np.quantile(np.concatenate([na, nb]), [0.25, 0.5, 0.75]).astype(np.int64))
+    bounds = [
+        int(min(na.min(), nb.min())),
+        *[int(e) + 1 for e in edges],
+        int(max(na.max(), nb.max())) + 1,
+    ]
+    buckets = []
+    for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+        if hi <= lo:
+            continue
+        if min(((x >= lo) & (x < hi)).sum() for x in (na, nb)) >= BUCKET_MIN:
+            inside = np.concatenate([x[(x >= lo) & (x < hi)] for x in (na, nb)])
+            buckets.append((int(inside.min()), int(inside.max())))  # the lengths present
+    return buckets if len(buckets) >= 2 else []
 
 
 def _rank_test(

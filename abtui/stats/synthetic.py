@@ -5,6 +5,7 @@ arm: request ``i`` of every arm is item ``i`` scheduled at ``i / rate`` seconds;
 are log-normal around each arm's medians, multiplied by ``scale`` (e.g. ``1.10`` for a known 10%
 regression); ``ar`` > 0 makes each arm's latencies an AR(1) series in log space (dependent
 consecutive requests, as under load); each request streams ``n_output`` one-token chunks.
+``vary_input`` gives item ``i`` a prompt of ``64 · 2^(i mod 4)`` tokens (else 256).
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ def synthetic_table(
     rate: float = 20.0,
     seed: int = 0,
     itl_jitter: float = 0.05,
+    vary_input: bool = False,
 ) -> RequestTable:
     """``n`` requests for each arm in ``arms`` (arm index = position); see the module doc."""
     rng = np.random.default_rng(seed)
@@ -84,7 +86,7 @@ def synthetic_table(
             "last_token_ns": np.where(err, na, last),
             "n_chunks": np.where(err, 0, n_output),
             "empty_token_chunks": np.zeros(n, dtype=np.int64),
-            "n_input": np.full(n, 256),
+            "n_input": 64 * 2 ** (np.arange(n) % 4) if vary_input else np.full(n, 256),
             "n_output": np.where(err, na, n_output),
             "http_status": np.where(err, 500, 200),
             "status": np.array(["ok", "error"], dtype=object)[err.astype(np.int64)],

@@ -74,7 +74,11 @@ _RATE_LABEL = {
 
 
 def label(key: str) -> str:
-    """``ttft.p99`` → ``P99 TTFT``; ``goodput.requests`` → ``goodput (requests/s)``."""
+    """``ttft.p99`` → ``P99 TTFT``; ``goodput.requests`` → ``goodput (requests/s)``;
+    ``e2e.p50@in16-255`` → ``P50 E2E (input 16–255 tokens)``."""
+    key, _, bucket = key.partition("@in")
+    if bucket:
+        return f"{label(key)} (input {bucket.replace('-', '–')} tokens)"
     if key in _RATE_LABEL:
         return _RATE_LABEL[key]
     metric, _, stat = key.partition(".")
