@@ -1,0 +1,193 @@
+"""Engine metric names → abtui's telemetry names (METHODS.md §5).
+
+Each engine names the same facts differently; abtui stores one vocabulary, with the engine as
+the row's ``source`` so nothing is passed off as something else:
+
+=====================  ========================================================================
+abtui metric           meaning (kind)
+=====================  ========================================================================
+running, waiting       requests in the running batch / in the queue (gauge)
+kv_usage               KV-cache in use, fraction 0..1 (gauge; SGLang's ``token_usage``)
+spec_accept_length     mean accepted draft length (gauge, SGLang)
+prompt_tokens,         prefill tokens, generated tokens, finished requests, preemptions,
+generation_tokens,     spec-decode drafts / draft tokens / accepted tokens (counters)
+requests_finished,
+preemptions, spec_*
+queue_s, prefill_s,    per-request time in each phase, seconds (histograms: ``.sum``/``.count``)
+decode_s, inference_s,
+ttft_s, tpot_s, e2e_s
+prefill_batch_s,       TGI: forward-pass time of prefill / decode *batches* (histograms; a batch
+decode_batch_s         serves many requests, so these are server busy time, not request time)
+gpu.*                  DCGM exporter: memory (bytes), DRAM / SM / tensor activity (0..1), time
+                       busy (0..1), power (W), energy (J, counter), clocks (MHz), temperature
+                       (°C), ``gpu.throttled`` (1 when a power/thermal/slowdown reason is set)
+=====================  ========================================================================
+
+Names checked against the engines' public documentation: vLLM v1 (≥ 0.10, and the older
+``gpu_cache_usage_perc``), SGLang ``--enable-metrics``, TGI's router, dcgm-exporter's defaults.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from abtui.telemetry.promtext import Scrape
+
+# Throttle reason bits that mean "slowed down" (NVML's nvmlClocksEventReasons / DCGM's
+# DCGM_FI_DEV_CLOCK_THROTTLE_REASONS): SW power cap, HW slowdown, SW thermal, HW thermal,
+# HW power brake. GPU idle (0x1), application clocks (0x2) and sync boost (0x10) are not.
+THROTTLE_BITS = {
+    0x4: "sw_power_cap",
+    0x8: "hw_slowdown",
+    0x20: "sw_thermal",
+    0x40: "hw_thermal",
+    0x80: "hw_power_brake",
+}
+THROTTLE_MASK = sum(THROTTLE_BITS)
+
+
+def throttled(reasons: float) -> float:
+    """1.0 when the bitmask ``reasons`` holds a slowdown reason, else 0.0."""
+    return 1.0 if int(reasons) & THROTTLE_MASK else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    metric: str  # abtui's name
+    engine: str  # vllm | sglang | tgi | dcgm (stored as the row's source)
+    family: str  # the engine's name (histograms: the base name, without _sum/_count)
+    kind: str = "gauge"  # gauge | counter | histogram
+    scale: float = 1.0
+    reduce: str = "sum"  # over series (GPUs, models): sum | mean | max
+    where: tuple[tuple[str, str], ...] = ()  # label filter, e.g. (("method", "prefill"),)
+    transform: Callable[[float], float] | None = None
+
+
+def _r(metric, engine, family, kind="gauge", scale=1.0, reduce="sum", where=(), transform=None):
+    return Rule(metric, engine, family, kind, scale, reduce, where, transform)
+
+
+_H = "histogram"
+_C = "counter"
+MiB = float(1 << 20)
+
+RULES: tuple[Rule, ...] = (
+    # vLLM (v1 names first; the v0 name of the KV gauge as a fallback)
+    _r("running", "vllm", "vllm:num_requests_running"),
+    _r("waiting", "vllm", "vllm:num_requests_waiting"),
+    _r("kv_usage", "vllm", "vllm:kv_cache_usage_perc", reduce="mean"),
+    _r("kv_usage", "vllm", "vllm:gpu_cache_usage_perc", reduce="mean"),
+    _r("prompt_tokens", "vllm", "vllm:prompt_tokens_total", _C),
+    _r("generation_tokens", "vllm", "vllm:generation_tokens_total", _C),
+    _r("requests_finished", "vllm", "vllm:request_success_total", _C),
+    _r("preemptions", "vllm", "vllm:num_preemptions_total", _C),
+    _r("spec_drafts", "vllm", "vllm:spec_decode_num_drafts_total", _C),
+    _r("spec_draft_tokens", "vllm", "vllm:spec_decode_num_draft_tokens_total", _C),
+    _r("spec_accepted_tokens", "vllm", "vllm:spec_decode_num_accepted_tokens_total", _C),
+    _r("queue_s", "vllm", "vllm:request_queue_time_seconds", _H),
+    _r("prefill_s", "vllm", "vllm:request_prefill_time_seconds", _H),
+    _r("decode_s", "vllm", "vllm:request_decode_time_seconds", _H),
+    _r("inference_s", "vllm", "vllm:request_inference_time_seconds", _H),
+    _r("ttft_s", "vllm", "vllm:time_to_first_token_seconds", _H),
+    _r("tpot_s", "vllm", "vllm:time_per_output_token_seconds", _H),
+    _r("e2e_s", "vllm", "vllm:e2e_request_latency_seconds", _H),
+    # SGLang
+    _r("running", "sglang", "sglang:num_running_reqs"),
+    _r("waiting", "sglang", "sglang:num_queue_reqs"),
+    _r("kv_usage", "sglang", "sglang:token_usage", reduce="mean"),
+    _r("spec_accept_length", "sglang", "sglang:spec_accept_length", reduce="mean"),
+    _r("prompt_tokens", "sglang", "sglang:prompt_tokens_total", _C),
+    _r("generation_tokens", "sglang", "sglang:generation_tokens_total", _C),
+    _r("requests_finished", "sglang", "sglang:num_requests_total", _C),
+    _r("queue_s", "sglang", "sglang:queue_time_seconds", _H),
+    _r("ttft_s", "sglang", "sglang:time_to_first_token_seconds", _H),
+    _r("tpot_s", "sglang", "sglang:inter_token_latency_seconds", _H),
+    _r("tpot_s", "sglang", "sglang:time_per_output_token_seconds", _H),
+    _r("e2e_s", "sglang", "sglang:e2e_request_latency_seconds", _H),
+    # TGI (text-generation-router)
+    _r("running", "tgi", "tgi_batch_current_size"),
+    _r("waiting", "tgi", "tgi_queue_size"),
+    _r("requests_finished", "tgi", "tgi_request_success", _C),
+    _r("queue_s", "tgi", "tgi_request_queue_duration", _H),
+    _r("inference_s", "tgi", "tgi_request_inference_duration", _H),
+    _r("tpot_s", "tgi", "tgi_request_mean_time_per_token_duration", _H),
+    _r("e2e_s", "tgi", "tgi_request_duration", _H),
+    _r("prefill_batch_s", "tgi", "tgi_batch_forward_duration", _H, where=(("method", "prefill"),)),
+    _r("decode_batch_s", "tgi", "tgi_batch_forward_duration", _H, where=(("method", "decode"),)),
+    # DCGM exporter (one series per GPU; memory, power, energy add up, activities average)
+    _r("gpu.mem_used_bytes", "dcgm", "DCGM_FI_DEV_FB_USED", scale=MiB),
+    _r("gpu.mem_free_bytes", "dcgm", "DCGM_FI_DEV_FB_FREE", scale=MiB),
+    _r("gpu.dram_active", "dcgm", "DCGM_FI_PROF_DRAM_ACTIVE", reduce="mean"),
+    _r("gpu.sm_active", "dcgm", "DCGM_FI_PROF_SM_ACTIVE", reduce="mean"),
+    _r("gpu.tensor_active", "dcgm", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", reduce="mean"),
+    _r("gpu.util", "dcgm", "DCGM_FI_DEV_GPU_UTIL", scale=0.01, reduce="mean"),
+    _r("gpu.power_w", "dcgm", "DCGM_FI_DEV_POWER_USAGE"),
+    _r("gpu.energy_j", "dcgm", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", _C, scale=1e-3),
+    _r("gpu.sm_clock_mhz", "dcgm", "DCGM_FI_DEV_SM_CLOCK", reduce="mean"),
+    _r("gpu.mem_clock_mhz", "dcgm", "DCGM_FI_DEV_MEM_CLOCK", reduce="mean"),
+    _r("gpu.temp_c", "dcgm", "DCGM_FI_DEV_GPU_TEMP", reduce="max"),
+    _r("gpu.throttled", "dcgm", "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", reduce="max",
+       transform=throttled),
+)  # fmt: skip
+
+ENGINES = ("vllm", "sglang", "tgi", "dcgm")
+
+
+@dataclass
+class Extracted:
+    """One scrape in abtui's names: gauges, and cumulative values of counters/histograms."""
+
+    gauges: dict[str, tuple[str, float]]  # metric -> (engine, value)
+    cumulative: dict[str, tuple[str, float]]  # "x" (counter), "x.sum"/"x.count" -> (engine, v)
+    engines: set[str]
+
+
+def _reduce(values: list[float], how: str) -> float:
+    if how == "mean":
+        return sum(values) / len(values)
+    if how == "max":
+        return max(values)
+    return sum(values)
+
+
+def extract(scrape: Scrape, gpus: set[str] | None = None) -> Extracted:
+    """abtui's metrics from ``scrape``. ``gpus``: keep only DCGM series whose ``gpu`` label is
+    one of these (an exporter on a shared node serves every GPU); ``None`` keeps all."""
+    by_name: dict[str, list] = {}
+    for s in scrape.samples:
+        by_name.setdefault(s.name, []).append(s)
+    gauges: dict[str, tuple[str, float]] = {}
+    cumulative: dict[str, tuple[str, float]] = {}
+    engines: set[str] = set()
+    done: set[tuple[str, str]] = set()  # (engine, metric) already taken by an earlier rule
+    for rule in RULES:
+        if (rule.engine, rule.metric) in done:
+            continue
+        parts = ("_sum", "_count") if rule.kind == "histogram" else ("",)
+        found: dict[str, list[float]] = {}
+        for part in parts:
+            vals = []
+            for s in by_name.get(rule.family + part, ()):
+                if any(s.labels.get(k) != v for k, v in rule.where):
+                    continue
+                if gpus is not None and rule.engine == "dcgm" and s.labels.get("gpu") not in gpus:
+                    continue
+                v = s.value if rule.transform is None else rule.transform(s.value)
+                if v == v:  # NaN carries no information
+                    vals.append(v * rule.scale)
+            if vals:
+                found[part] = vals
+        if len(found) != len(parts):
+            continue
+        done.add((rule.engine, rule.metric))
+        engines.add(rule.engine)
+        if rule.kind == "gauge":
+            if rule.metric not in gauges:  # the first engine that has it wins
+                gauges[rule.metric] = (rule.engine, _reduce(found[""], rule.reduce))
+        elif rule.kind == "counter":
+            cumulative.setdefault(rule.metric, (rule.engine, sum(found[""])))
+        else:
+            cumulative.setdefault(rule.metric + ".sum", (rule.engine, sum(found["_sum"])))
+            cumulative.setdefault(rule.metric + ".count", (rule.engine, sum(found["_count"])))
+    return Extracted(gauges, cumulative, engines)
