@@ -85,6 +85,11 @@ def to_markdown(sv: SessionVerdict, doc: dict) -> str:
         f"load {e_(doc['session'].get('load'))})",
         "",
     ]
+    if not v.pairs:
+        lines += [
+            "Nothing to compare: the baseline or every candidate has no measured request.",
+            "",
+        ]
     for pair in v.pairs + v.ladder:
         kind = "ladder step" if pair in v.ladder else "candidate"
         lines += [f"## {e_(pair.candidate)} vs {e_(pair.baseline)} ({kind}): {pair.result}", ""]

@@ -109,6 +109,10 @@ def print_verdict(sv: SessionVerdict, out: TextIO) -> None:
     console.print()
     title = "A/A calibration" if sv.aa else "Verdict"
     console.print(f"[bold]{title}: [{_COLOR.get(v.result, 'yellow')}]{v.result}[/][/]")
+    if not v.pairs:
+        console.print(
+            "  nothing to compare: the baseline or every candidate has no measured request"
+        )
     for pair in v.pairs:
         console.print(
             f"\n[bold]{escape(pair.candidate)}[/] vs [bold]{escape(pair.baseline)}[/]: "
