@@ -114,7 +114,7 @@ def test_dcgm_names_units_and_gpu_filter():
     assert g["gpu.mem_used_bytes"] == (76000 + 75000) * 2**20
     assert g["gpu.power_w"] == pytest.approx(1202.75)
     assert g["gpu.dram_active"] == pytest.approx(0.6)
-    assert g["gpu.util"] == pytest.approx(0.99)
+    assert g["gpu.busy"] == pytest.approx(0.99)
     assert g["gpu.temp_c"] == 83 and g["gpu.throttled"] == 1.0  # gpu 1: SW thermal (0x20)
     assert ex.cumulative["gpu.energy_j"] == ("dcgm", 3000.0)
     only0 = extract(parse(_fixture("dcgm.txt")), gpus={"0"})

@@ -18,9 +18,11 @@ decode_s, inference_s,
 ttft_s, tpot_s, e2e_s
 prefill_batch_s,       TGI: forward-pass time of prefill / decode *batches* (histograms; a batch
 decode_batch_s         serves many requests, so these are server busy time, not request time)
-gpu.*                  DCGM exporter: memory (bytes), DRAM / SM / tensor activity (0..1), time
-                       busy (0..1), power (W), energy (J, counter), clocks (MHz), temperature
-                       (°C), ``gpu.throttled`` (1 when a power/thermal/slowdown reason is set)
+gpu.*                  DCGM exporter: memory (bytes), DRAM / SM / tensor activity (0..1; DRAM
+                       activity is the share of peak bandwidth in use), ``gpu.busy`` and
+                       ``gpu.mem_busy`` (share of *time* a kernel ran / memory was accessed,
+                       0..1: not bandwidth), power (W), energy (J, counter), clocks (MHz),
+                       temperature (°C), ``gpu.throttled`` (1 when a slowdown reason is set)
 =====================  ========================================================================
 
 Names checked against the engines' public documentation: vLLM v1 (≥ 0.10, and the older
@@ -121,7 +123,8 @@ RULES: tuple[Rule, ...] = (
     _r("gpu.dram_active", "dcgm", "DCGM_FI_PROF_DRAM_ACTIVE", reduce="mean"),
     _r("gpu.sm_active", "dcgm", "DCGM_FI_PROF_SM_ACTIVE", reduce="mean"),
     _r("gpu.tensor_active", "dcgm", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", reduce="mean"),
-    _r("gpu.util", "dcgm", "DCGM_FI_DEV_GPU_UTIL", scale=0.01, reduce="mean"),
+    _r("gpu.busy", "dcgm", "DCGM_FI_DEV_GPU_UTIL", scale=0.01, reduce="mean"),
+    _r("gpu.mem_busy", "dcgm", "DCGM_FI_DEV_MEM_COPY_UTIL", scale=0.01, reduce="mean"),
     _r("gpu.power_w", "dcgm", "DCGM_FI_DEV_POWER_USAGE"),
     _r("gpu.energy_j", "dcgm", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", _C, scale=1e-3),
     _r("gpu.sm_clock_mhz", "dcgm", "DCGM_FI_DEV_SM_CLOCK", reduce="mean"),
