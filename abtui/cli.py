@@ -60,12 +60,16 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--output-tokens", type=_positive_int, help="max_tokens of each request (default 128)")
     g.add_argument("--seed", type=int, help="workload and schedule seed (default 0)")
     g.add_argument("--rate", type=_positive_float, help="open loop: requests/s to every arm")
-    g.add_argument("--arrival", choices=("poisson", "constant"), help="arrival process (default poisson)")
+    g.add_argument("--arrival", choices=("poisson", "constant", "gamma", "replay"),
+                   help="arrival process (default poisson; replay: the workload file's timestamps)")
     g.add_argument(
         "--concurrency", type=_positive_int,
         help="closed loop: requests in flight per arm (with --rate: a cap)",
     )
     g.add_argument("--warmup", type=_nonneg_int, help="warm-up requests per arm, excluded (default 2)")
+    from abtui.workload.cli import add_run_workload_options
+
+    add_run_workload_options(g)
     g = p.add_argument_group("SLOs and requests")
     g.add_argument("--slo", metavar="SPEC", help="per-request SLOs, e.g. ttft=500ms,tpot=50ms")
     g.add_argument("--timeout", metavar="DURATION", help="whole-request timeout (default 600s)")
@@ -173,6 +177,9 @@ def _apply_flags(spec, args):
         v = getattr(args, flag)
         if v is not None:
             setattr(obj, attr, v)
+    from abtui.workload.cli import apply_run_workload_options
+
+    apply_run_workload_options(spec, args)
     if args.rate is not None:
         ld.rate = args.rate
     if args.concurrency is not None:
@@ -333,6 +340,10 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--context", type=int, default=2048, help="tokens per sequence (default %(default)s)")
     sp.add_argument("--gpu-mem-util", type=float, default=0.9, help="for the KV capacity (default %(default)s)")
     sp.set_defaults(func=cmd_sim_predict)
+
+    from abtui.workload.cli import add_workload_parser
+
+    add_workload_parser(sub)
 
     rep = sub.add_parser(
         "report", help="the summary and verdict of a saved session (exit code 0 GO, 3 NO-GO, 4 INCONCLUSIVE)"

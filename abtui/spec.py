@@ -45,7 +45,7 @@ from abtui.errors import SpecError
 from abtui.metrics.summary import SLO_KEYS
 
 APIS = ("completions", "chat")
-ARRIVALS = ("constant", "poisson")
+ARRIVALS = ("constant", "poisson", "gamma", "replay")
 HTTP_CLIENTS = ("fast", "httpx")
 
 
@@ -69,18 +69,48 @@ class ArmSpec:
     """USD per GPU-hour of this arm (overrides ``[cost] gpu_price``)."""
     gpus: int | None = None
     """GPUs this arm uses (overrides ``[cost] gpus``)."""
+    metrics_url: str | None = None
+    """This arm's Prometheus ``/metrics`` (vLLM, SGLang, TGI, DCGM exporter), scraped every
+    ``telemetry.interval_s``; default ``http://host:port/metrics`` of ``url``; ``"off"``: none."""
+    gpu_index: int | str | None = None
+    """Local GPU(s) serving this arm, by NVML index (``0``, or ``"0,1"`` for tensor parallel)."""
+    gpu: str | None = None
+    """GPU model for the roofline and MBU (``h100-sxm``, ``a100-80gb``, …: ``abtui roofline``)."""
+    model_preset: str | None = None
+    """Model for the roofline, a preset name (``llama-3-8b``, …)."""
+    model_config: str | None = None
+    """Model for the roofline, a Hugging Face ``config.json`` (instead of ``model_preset``)."""
+    dtype: str | None = None
+    """Weight dtype for the roofline: bf16, fp16, fp8, int8 or int4 (default bf16)."""
+    kv_dtype: str | None = None
+    """KV-cache dtype for the roofline (default bf16)."""
 
 
 @dataclass
 class WorkloadSpec:
-    requests: int = 200
-    """Number of measured requests per arm (warm-up not included)."""
+    requests: int | None = None
+    """Number of measured requests per arm (warm-up not included); default 200, or every item
+    of ``file``."""
     input_tokens: int = 512
     """Prompt length of the synthetic workload, in tokens (about one word each)."""
     output_tokens: int = 128
     """``max_tokens`` of every request."""
     seed: int = 0
     """Seed of the synthetic prompts and of the arrival schedule: same seed, same workload."""
+    file: str | None = None
+    """A workload file in abtui's JSONL format (``abtui workload import`` writes it from traces);
+    ``requests`` then takes the first N of its items (default: all)."""
+    skip_bad: bool = False
+    """Skip (and count) malformed lines of ``file`` instead of stopping at the first one."""
+    input_dist: str | None = None
+    """Prompt lengths: ``fixed:N``, ``uniform:LO:HI``, ``normal:MEAN:SD``, ``lognormal:MEDIAN:SIGMA``
+    or ``trace:FILE`` (sampled from a workload file); default ``fixed:<input_tokens>``."""
+    output_dist: str | None = None
+    """``max_tokens`` distribution, same grammar; default ``fixed:<output_tokens>``."""
+    prefix_groups: int = 0
+    """Shared-prefix groups: item i starts with group (i mod N)'s prefix (0: no sharing)."""
+    prefix_tokens: int = 0
+    """Length of each group's shared prefix, in tokens (part of the prompt length)."""
 
 
 @dataclass
@@ -88,7 +118,12 @@ class LoadSpec:
     rate: float | None = None
     """Open loop: requests/s offered to every arm. ``None``: closed loop with ``concurrency``."""
     arrival: str = "poisson"
-    """Open-loop arrival process: ``poisson`` (seeded) or ``constant``."""
+    """Open-loop arrival process: ``poisson`` (seeded), ``constant``, ``gamma`` (seeded, with
+    ``burstiness``) or ``replay`` (the workload file's own offsets, divided by ``speedup``)."""
+    burstiness: float = 1.0
+    """``gamma`` arrivals: coefficient of variation of the gaps (1 = Poisson, > 1 bursty)."""
+    speedup: float = 1.0
+    """``replay``: play the file's timestamps this many times faster."""
     concurrency: int | None = None
     """Closed loop: requests kept in flight per arm. With ``rate``: a cap on in-flight requests."""
     warmup: int = 2
@@ -113,6 +148,16 @@ class RequestSpec:
     """Connect timeout, seconds."""
     http: str = "fast"
     """Streaming client: ``fast`` (abtui's asyncio hot path, the default) or ``httpx``."""
+
+
+@dataclass
+class TelemetrySpec:
+    interval_s: float = 1.0
+    """Seconds between two telemetry samples (server ``/metrics`` and local GPUs)."""
+    scrape: bool = True
+    """Scrape each arm's ``/metrics`` (``metrics_url``, default derived from ``url``)."""
+    nvml: bool = True
+    """Sample the local GPUs named by the arms' ``gpu_index`` through NVML."""
 
 
 @dataclass
@@ -168,6 +213,7 @@ class Spec:
     store: StoreSpec = field(default_factory=StoreSpec)
     cost: CostSpec = field(default_factory=CostSpec)
     policy: PolicySpec = field(default_factory=PolicySpec)
+    telemetry: TelemetrySpec = field(default_factory=TelemetrySpec)
 
     @property
     def baseline(self) -> ArmSpec:
@@ -288,6 +334,7 @@ _SECTIONS = {
     "store": StoreSpec,
     "cost": CostSpec,
     "policy": PolicySpec,
+    "telemetry": TelemetrySpec,
 }
 
 
@@ -367,20 +414,25 @@ def validate(spec: Spec, source: str = "spec") -> Spec:
         if a.api not in APIS:
             raise SpecError(f"{source}: arm {a.name!r}: api must be one of {', '.join(APIS)}, got {a.api!r}")
     w, ld = spec.workload, spec.load
+    if w.requests is None and w.file is None:
+        w.requests = 200
     for key in ("requests", "input_tokens", "output_tokens"):
-        if getattr(w, key) < 1:
+        if getattr(w, key) is not None and getattr(w, key) < 1:
             raise SpecError(f"{source}: workload.{key} must be ≥ 1, got {getattr(w, key)}")
     if ld.rate is not None and not (ld.rate > 0 and math.isfinite(ld.rate)):
         raise SpecError(f"{source}: load.rate must be a positive number of requests/s, got {ld.rate}")
     if ld.concurrency is not None and ld.concurrency < 1:
         raise SpecError(f"{source}: load.concurrency must be ≥ 1, got {ld.concurrency}")
-    if ld.rate is None and ld.concurrency is None:
+    if ld.rate is None and ld.concurrency is None and w.file is None and ld.arrival != "replay":
         raise SpecError(
             f"{source}: set load.rate (open loop, requests/s) or load.concurrency (closed loop)",
             "e.g. --rate 20 or --concurrency 8",
         )
     if ld.arrival not in ARRIVALS:
         raise SpecError(f"{source}: load.arrival must be one of {', '.join(ARRIVALS)}, got {ld.arrival!r}")
+    from abtui.workload.spec_check import check_workload
+
+    check_workload(spec, source)
     if ld.warmup < 0:
         raise SpecError(f"{source}: load.warmup must be ≥ 0, got {ld.warmup}")
     if spec.request.http not in HTTP_CLIENTS:
@@ -388,6 +440,9 @@ def validate(spec: Spec, source: str = "spec") -> Spec:
     if spec.request.api not in APIS:
         raise SpecError(f"{source}: request.api must be one of {', '.join(APIS)}")
     _validate_cost_policy(spec, source)
+    from abtui.telemetry.arm_check import check_telemetry
+
+    check_telemetry(spec, source)
     if spec.name is not None and not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*$", spec.name):
         raise SpecError(
             f"{source}: name {spec.name!r} must be letters, digits, '.', '_' or '-'",

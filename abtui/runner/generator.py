@@ -23,6 +23,7 @@ from abtui.workload.items import Item
 _now = time.perf_counter_ns
 FLUSH_INTERVAL_S = 0.05  # how often finished records are shipped to the main process
 STOP_POLL_S = 0.05
+SPIN_NS = 2_000_000  # the last 2 ms before a scheduled send are waited by yielding, not a timer
 
 
 @dataclass
@@ -38,6 +39,17 @@ class ArmPlan:
     store_text: bool = True
     http: str = "fast"  # "fast" (asyncio protocol hot path) | "httpx"
     cpu: int | None = None  # pin this process to one core (benchmarks)
+
+
+async def _sleep_until(t_ns: int) -> None:
+    """Return at ``t_ns`` (never before). uvloop's timers have 1 ms resolution and may fire
+    up to 1 ms early, so sleep to ``SPIN_NS`` before, then yield to the loop until the time
+    (other requests' reads are served meanwhile)."""
+    delay = t_ns - _now() - SPIN_NS
+    if delay > 0:
+        await asyncio.sleep(delay / 1e9)
+    while _now() < t_ns:
+        await asyncio.sleep(0)
 
 
 def _die_with_parent() -> None:
@@ -182,9 +194,7 @@ class _Generator:
         for item in plan.items:
             body = build_body(plan.target, item)  # built before its time comes
             sched = t0 + int(item.arrival_s * 1e9)
-            delay = (sched - _now()) / 1e9
-            if delay > 0:
-                await asyncio.sleep(delay)
+            await _sleep_until(sched)
             if self.stopping:
                 return
             if sem is not None:

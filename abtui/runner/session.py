@@ -28,8 +28,8 @@ from abtui.runner.generator import ArmPlan, generator_main
 from abtui.runner.observer import ArmProgress, NullObserver, Observer, RunInfo, Snapshot
 from abtui.spec import Spec
 from abtui.store.writer import SessionWriter
-from abtui.workload.arrivals import arrival_offsets
-from abtui.workload.items import Item, synthetic_items, synthetic_prompt
+from abtui.workload.build import build_items
+from abtui.workload.items import Item, synthetic_prompt
 
 _now = time.perf_counter_ns
 PROGRESS_INTERVAL_S = 0.5
@@ -53,12 +53,11 @@ def session_path(spec: Spec) -> tuple[str, Path]:
 def build_workload(spec: Spec) -> tuple[list[Item], list[Item]]:
     """Measured items (same for every arm) and warm-up items (distinct prompts, after them)."""
     w, ld = spec.workload, spec.load
-    offsets = arrival_offsets(w.requests, ld.rate, ld.arrival, w.seed)
-    items = synthetic_items(w.requests, w.input_tokens, w.output_tokens, w.seed, offsets)
+    items = build_items(spec, ld.rate)
     rng = random.Random(w.seed + 1_000_003)
     warm = [
         Item(
-            index=w.requests + k,
+            index=len(items) + k,
             id=f"warmup{k}",
             prompt=f"warmup {k} " + synthetic_prompt(max(1, w.input_tokens - 2), rng),
             max_tokens=w.output_tokens,
@@ -72,6 +71,8 @@ def build_workload(spec: Spec) -> tuple[list[Item], list[Item]]:
 
 def describe_load(spec: Spec) -> str:
     ld = spec.load
+    if ld.arrival == "replay":
+        return f"replay of {spec.workload.file} at {ld.speedup:g}× speed"
     if ld.rate is None:
         return f"closed loop, concurrency {ld.concurrency}"
     cap = f", at most {ld.concurrency} in flight" if ld.concurrency else ""
@@ -155,7 +156,8 @@ def run_session(
     name, path = session_path(spec)
     built, warm = build_workload(spec)
     items = built if items is None else items
-    mode = "open" if spec.load.rate is not None else "closed"
+    spec.workload.requests = len(items)  # a file's items: the count the summary shows
+    mode = "open" if spec.load.rate is not None or spec.load.arrival == "replay" else "closed"
 
     writer = SessionWriter(path, overwrite=overwrite)
     status = "failed"

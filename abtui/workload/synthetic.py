@@ -85,3 +85,111 @@ def chat_items(n: int, rate: float, seed: int, shape: ChatShape | None = None) -
         )
         for i in range(n)
     ]
+
+
+# ---------------------------------------------------------------- length distributions
+
+DISTRIBUTIONS = ("fixed", "uniform", "normal", "lognormal", "trace")
+MAX_LENGTH = 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class LengthDist:
+    """A token-length distribution: ``fixed:N``, ``uniform:LO:HI``, ``normal:MEAN:SD``,
+    ``lognormal:MEDIAN:SIGMA`` or ``trace`` (sampled, with replacement, from ``values``)."""
+
+    kind: str
+    a: float = 0.0
+    b: float = 0.0
+    values: tuple[int, ...] = ()
+
+    def sample(self, n: int, rng: np.random.Generator) -> list[int]:
+        if self.kind == "fixed":
+            x = np.full(n, self.a)
+        elif self.kind == "uniform":
+            x = rng.integers(int(self.a), int(self.b) + 1, size=n)
+        elif self.kind == "normal":
+            x = rng.normal(self.a, self.b, size=n)
+        elif self.kind == "lognormal":
+            x = rng.lognormal(np.log(self.a), self.b, size=n)
+        else:
+            x = rng.choice(np.asarray(self.values), size=n)
+        return np.clip(np.rint(x), 1, MAX_LENGTH).astype(int).tolist()
+
+
+def parse_length_dist(text: str, where: str, *, output: bool = False) -> LengthDist:
+    """``lognormal:512:0.8`` → a :class:`LengthDist`; ``trace:FILE`` reads a workload file's
+    prompt lengths (or its ``max_tokens`` when ``output``). Errors name ``where``."""
+    from abtui.errors import SpecError
+
+    kind, _, rest = text.strip().partition(":")
+    hint = "fixed:N, uniform:LO:HI, normal:MEAN:SD, lognormal:MEDIAN:SIGMA or trace:FILE"
+    if kind == "trace":
+        if not rest:
+            raise SpecError(f"{where}: trace needs a file, as trace:FILE", hint)
+        from abtui.workload.jsonl import read_workload
+
+        wl = read_workload(rest, skip_bad=True)
+        vals = [it.max_tokens if output else (it.n_input or 1) for it in wl.items]
+        return LengthDist("trace", values=tuple(vals))
+    if kind not in DISTRIBUTIONS:
+        raise SpecError(f"{where}: unknown length distribution {kind!r}", hint)
+    try:
+        args = [float(x) for x in rest.split(":")] if rest else []
+    except ValueError:
+        raise SpecError(f"{where}: {text!r} has a parameter that is not a number", hint) from None
+    need = 1 if kind == "fixed" else 2
+    if len(args) != need:
+        raise SpecError(f"{where}: {kind} takes {need} number(s), got {text!r}", hint)
+    a, b = (args + [0.0])[:2]
+    ok = {
+        "fixed": a >= 1,
+        "uniform": 1 <= a <= b,
+        "normal": a >= 1 and b >= 0,
+        "lognormal": a >= 1 and b >= 0,
+    }[kind]
+    if not ok:
+        raise SpecError(f"{where}: {text!r} is not a valid {kind} length distribution", hint)
+    return LengthDist(kind, a, b)
+
+
+def shaped_items(
+    n: int,
+    offsets: list[float],
+    input_dist: LengthDist,
+    output_dist: LengthDist,
+    seed: int,
+    prefix_groups: int = 0,
+    prefix_tokens: int = 0,
+    first_index: int = 0,
+) -> list[Item]:
+    """``n`` items with lengths from the distributions; with ``prefix_groups`` = G, item i's
+    prompt starts with group (i mod G)'s ``prefix_tokens``-token prefix (identical text within a
+    group, different across groups) and continues with its own text, its index first."""
+    from abtui.workload.jsonl import PromptSynth
+
+    rng = np.random.default_rng(seed)
+    n_in = input_dist.sample(n, rng)
+    n_out = output_dist.sample(n, rng)
+    synth = PromptSynth(seed)
+    items = []
+    for k in range(n):
+        i = first_index + k
+        prefix = ""
+        own = n_in[k]
+        # the prefix is part of the prompt length; at least one token is the item's own
+        plen = min(prefix_tokens, n_in[k] - 1) if prefix_groups > 0 else 0
+        if plen > 0:
+            prefix = " ".join(synth.block(k % prefix_groups, prefix_tokens)[:plen]) + " "
+            own = n_in[k] - plen
+        items.append(
+            Item(
+                index=i,
+                id=f"i{i}",
+                arrival_s=offsets[k],
+                prompt=prefix + synth.prompt(f"i{i}", own),
+                max_tokens=n_out[k],
+                n_input=n_in[k],
+            )
+        )
+    return items

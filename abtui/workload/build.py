@@ -1,0 +1,80 @@
+"""The run's workload from its spec: a file or a synthetic shape, and its arrival schedule.
+
+One function, :func:`build_items`, used by the session for every arm and every segment, so the
+same spec and seed give the same items and offsets for every arm and every rerun.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from abtui.errors import SpecError
+from abtui.workload.arrivals import arrival_offsets
+from abtui.workload.items import Item
+
+
+def schedule(n: int, rate: float | None, arrival: str, burstiness: float, seed: int) -> list[float]:
+    """Offsets of ``n`` requests (closed loop / no rate: all 0)."""
+    if rate is None:
+        return [0.0] * n
+    if arrival == "gamma":
+        from abtui.workload.synthetic import gamma_offsets
+
+        return gamma_offsets(n, rate, burstiness, np.random.default_rng(seed))
+    return arrival_offsets(n, rate, arrival, seed)
+
+
+def file_items(spec) -> tuple[list[Item], str]:
+    """The items of ``workload.file`` (the first ``requests`` of them) and a line saying so."""
+    from abtui.workload.jsonl import read_workload
+
+    w = spec.workload
+    wl = read_workload(w.file, skip_bad=w.skip_bad, default_max_tokens=w.output_tokens, seed=w.seed)
+    items = wl.items[: w.requests] if w.requests else wl.items
+    return items, f"{w.file}: {wl.stats.describe()}"
+
+
+def build_items(
+    spec, rate: float | None, *, first_index: int = 0, seed_offset: int = 0
+) -> list[Item]:
+    """The measured items of one segment at ``rate`` (None: closed loop).
+
+    A file's items keep their text; their offsets are the file's (``arrival = "replay"``, divided
+    by ``speedup``) or drawn from the arrival process at ``rate``. A synthetic workload draws its
+    lengths from ``input_dist`` / ``output_dist`` (default: fixed lengths) with prefix groups."""
+    from abtui.workload.synthetic import parse_length_dist, shaped_items
+
+    w, ld = spec.workload, spec.load
+    seed = w.seed + seed_offset
+    if w.file:
+        base, _ = file_items(spec)
+        if ld.arrival == "replay":
+            offsets = [it.arrival_s / ld.speedup for it in base]
+        else:
+            offsets = schedule(len(base), rate, ld.arrival, ld.burstiness, seed)
+        return [
+            Item(
+                index=first_index + k,
+                id=it.id,
+                arrival_s=offsets[k],
+                prompt=it.prompt,
+                messages=it.messages,
+                max_tokens=it.max_tokens,
+                n_input=it.n_input,
+                expected=it.expected,
+                suite=it.suite,
+                tags=list(it.tags),
+            )
+            for k, it in enumerate(base)
+        ]
+    if ld.arrival == "replay":
+        raise SpecError("load.arrival = 'replay' needs a workload file", "give --workload FILE")
+    n = w.requests or 200
+    offsets = schedule(n, rate, ld.arrival, ld.burstiness, seed)
+    din = parse_length_dist(w.input_dist or f"fixed:{w.input_tokens}", "workload.input_dist")
+    dout = parse_length_dist(
+        w.output_dist or f"fixed:{w.output_tokens}", "workload.output_dist", output=True
+    )
+    return shaped_items(
+        n, offsets, din, dout, seed, w.prefix_groups, w.prefix_tokens, first_index=first_index
+    )

@@ -1,0 +1,135 @@
+"""``abtui workload import|inspect`` and the workload flags of ``abtui run``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _positive(kind):
+    def parse(text: str):
+        try:
+            v = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not v > 0 or v == float("inf"):
+            raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+        return v
+
+    return parse
+
+
+def add_run_workload_options(g) -> None:
+    g.add_argument(
+        "--workload",
+        metavar="FILE",
+        help="replay a workload file (abtui JSONL; `abtui workload import` writes one)",
+    )
+    g.add_argument(
+        "--skip-bad",
+        action="store_true",
+        help="skip and count malformed workload lines instead of stopping",
+    )
+    g.add_argument(
+        "--speedup",
+        type=_positive(float),
+        help="replay: play the file's timestamps this many times faster (default 1)",
+    )
+    g.add_argument(
+        "--burstiness",
+        type=_positive(float),
+        help="gamma arrivals: CV of the gaps (1 = Poisson, >1 bursty; default 1)",
+    )
+    g.add_argument(
+        "--input-dist",
+        metavar="DIST",
+        help="prompt lengths: fixed:N, uniform:LO:HI, normal:MEAN:SD, "
+        "lognormal:MEDIAN:SIGMA or trace:FILE (default fixed:--input-tokens)",
+    )
+    g.add_argument("--output-dist", metavar="DIST", help="max_tokens distribution (same grammar)")
+    g.add_argument(
+        "--prefix-groups",
+        type=int,
+        metavar="N",
+        help="shared-prefix groups (item i uses group i mod N)",
+    )
+    g.add_argument("--prefix-tokens", type=int, metavar="N", help="tokens of each group's prefix")
+
+
+def apply_run_workload_options(spec, args) -> None:
+    w, ld = spec.workload, spec.load
+    for flag, obj, attr in (
+        ("workload", w, "file"),
+        ("input_dist", w, "input_dist"),
+        ("output_dist", w, "output_dist"),
+        ("prefix_groups", w, "prefix_groups"),
+        ("prefix_tokens", w, "prefix_tokens"),
+        ("burstiness", ld, "burstiness"),
+        ("speedup", ld, "speedup"),
+    ):
+        v = getattr(args, flag, None)
+        if v is not None:
+            setattr(obj, attr, v)
+    if getattr(args, "skip_bad", False):
+        w.skip_bad = True
+    if args.workload and args.rate is not None and ld.arrival == "replay" and args.arrival is None:
+        ld.arrival = "poisson"  # a spec's replay, overridden by --rate
+
+
+def add_workload_parser(sub) -> None:
+    from abtui.workload.importers import FORMATS
+
+    p = sub.add_parser(
+        "workload", help="import traces into abtui's JSONL workload format, inspect one"
+    )
+    wsub = p.add_subparsers(dest="workload_command", parser_class=type(p))
+    imp = wsub.add_parser(
+        "import", help="convert a trace (ShareGPT, Mooncake, Azure, BurstGPT) to abtui JSONL"
+    )
+    imp.add_argument("format", choices=FORMATS, help="the trace's format")
+    imp.add_argument("file", help="the trace file")
+    imp.add_argument(
+        "-o", "--output", required=True, metavar="FILE", help="the JSONL file to write"
+    )
+    imp.add_argument("--skip-bad", action="store_true", help="skip and count malformed lines")
+    imp.set_defaults(func=cmd_import)
+    ins = wsub.add_parser(
+        "inspect", help="lengths, arrival rate, burstiness, prefix sharing of a workload"
+    )
+    ins.add_argument("file", help="abtui JSONL workload file")
+    ins.add_argument(
+        "--context",
+        type=_positive(int),
+        metavar="TOKENS",
+        help="warn about requests this context window cannot hold (prompt + max_tokens)",
+    )
+    ins.add_argument("--skip-bad", action="store_true", help="skip and count malformed lines")
+    ins.set_defaults(func=cmd_inspect)
+    p.set_defaults(func=lambda args: (p.print_help(), 0)[1])
+
+
+def cmd_import(args) -> int:
+    from abtui.workload.importers import import_trace
+    from abtui.workload.jsonl import write_jsonl
+
+    recs, stats, note = import_trace(args.format, args.file, skip_bad=args.skip_bad)
+    n = write_jsonl(args.output, recs)
+    msg = f"{args.output}: {n} requests from {args.file} ({args.format})"
+    if stats.skipped:
+        msg += f"; {stats.skipped} bad lines skipped: " + "; ".join(stats.examples)
+        msg += ", …" if stats.skipped > len(stats.examples) else ""
+    if note:
+        msg += f"; {note}"
+    print(msg, file=sys.stderr)
+    return 0
+
+
+def cmd_inspect(args) -> int:
+    from abtui.workload.inspect import format_stats, workload_stats
+    from abtui.workload.jsonl import read_workload
+
+    wl = read_workload(args.file, skip_bad=args.skip_bad)
+    print(format_stats(workload_stats(wl.items, args.context), args.file, args.context))
+    if wl.stats.skipped:
+        print(f"  {wl.stats.describe()}")
+    return 0

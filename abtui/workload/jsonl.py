@@ -1,0 +1,243 @@
+"""abtui's own workload format: JSON Lines, one request per line.
+
+Fields of a line (README, "Workload files"):
+
+- ``id`` (string, default ``l<line>``), ``arrival_s`` (seconds from the start, default 0),
+- the prompt, one of: ``prompt`` (text), ``messages`` (chat messages), or ``input_tokens``
+  (a length: abtui synthesises a prompt of that many tokens, seeded by the id),
+- ``prefix_ids`` (with ``input_tokens``): ids of shared prefix blocks of ``block_tokens``
+  tokens each (default 512). Items naming the same ids start with the same text, so a
+  server's prefix cache behaves as it did in production (Mooncake traces),
+- ``max_tokens`` (default: the run's ``--output-tokens``), ``expected``, ``suite``, ``tags``.
+
+A bad line stops the read with ``FILE:LINE: what is wrong``; with ``skip_bad`` it is skipped
+and counted (:class:`ReadStats`), never dropped silently.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from abtui.errors import WorkloadError
+from abtui.workload.items import _WORDS, Item
+
+BLOCK_TOKENS = 512  # Mooncake's prefix block size
+KNOWN_KEYS = frozenset(
+    "id arrival_s prompt messages input_tokens prefix_ids block_tokens max_tokens expected "
+    "suite tags".split()
+)
+MAX_BAD_SHOWN = 5
+
+
+@dataclass
+class ReadStats:
+    """What a read kept and what it skipped (and why, for the first few)."""
+
+    lines: int = 0
+    kept: int = 0
+    skipped: int = 0
+    examples: list[str] = field(default_factory=list)
+
+    def skip(self, where: str, why: str) -> None:
+        self.skipped += 1
+        if len(self.examples) < MAX_BAD_SHOWN:
+            self.examples.append(f"{where}: {why}")
+
+    def describe(self) -> str:
+        s = f"{self.kept} items read"
+        if self.skipped:
+            s += f", {self.skipped} bad lines skipped (" + "; ".join(self.examples)
+            s += ", …)" if self.skipped > len(self.examples) else ")"
+        return s
+
+
+@dataclass
+class Workload:
+    """Items in arrival order, with each one's shared prefix blocks (for ``inspect``)."""
+
+    items: list[Item]
+    prefix_ids: list[list[int]]
+    block_tokens: list[int]
+    stats: ReadStats
+    has_arrivals: bool  # some item has a non-zero arrival offset (replayable)
+
+
+def words(rng: random.Random, n: int) -> str:
+    """``n`` common words (about ``n`` tokens), from ``rng``."""
+    return " ".join(rng.choices(_WORDS, k=max(0, n)))
+
+
+class PromptSynth:
+    """Synthesises prompts from lengths; the same prefix block id gives the same text."""
+
+    def __init__(self, seed: int = 0) -> None:
+        self.seed = seed
+        self._blocks: dict[tuple[int, int], list[str]] = {}
+
+    def block(self, block_id: int, size: int) -> list[str]:
+        key = (block_id, size)
+        if key not in self._blocks:
+            rng = random.Random(f"block:{self.seed}:{block_id}")
+            # its id first: two different blocks never start alike by chance
+            self._blocks[key] = [f"b{block_id}", *rng.choices(_WORDS, k=size - 1)]
+        return self._blocks[key]
+
+    def prompt(self, item_id: str, n_tokens: int, prefix_ids=(), block_tokens=BLOCK_TOKENS) -> str:
+        out: list[str] = []
+        for b in prefix_ids:
+            if len(out) >= n_tokens:
+                break
+            out.extend(self.block(b, block_tokens))
+        out = out[:n_tokens]
+        rest = n_tokens - len(out)
+        if rest > 0:  # the item's own text, its id first (no accidental sharing)
+            rng = random.Random(f"item:{self.seed}:{item_id}")
+            out.append(f"{item_id}")
+            out.extend(rng.choices(_WORDS, k=rest - 1))
+        return " ".join(out)
+
+
+def _int(rec: dict, key: str, low: int, default=None):
+    v = rec.get(key, default)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int) or v < low:
+        raise ValueError(f"{key} must be a whole number ≥ {low}, got {v!r}")
+    return v
+
+
+def _parse(rec: object, line: int, default_max_tokens: int) -> tuple[Item, list[int], int]:
+    """One decoded line → (item, prefix ids, block tokens); ValueError says what is wrong."""
+    if not isinstance(rec, dict):
+        raise ValueError(f"expected a JSON object, got {type(rec).__name__}")
+    unknown = sorted(set(rec) - KNOWN_KEYS)
+    if unknown:
+        raise ValueError(f"unknown field {unknown[0]!r} (known: {', '.join(sorted(KNOWN_KEYS))})")
+    item_id = rec.get("id", f"l{line}")
+    if not isinstance(item_id, str | int) or isinstance(item_id, bool):
+        raise ValueError(f"id must be a string, got {item_id!r}")
+    arrival = rec.get("arrival_s", 0.0)
+    if isinstance(arrival, bool) or not isinstance(arrival, int | float) or not arrival >= 0:
+        raise ValueError(f"arrival_s must be a number of seconds ≥ 0, got {arrival!r}")
+    prompt, messages = rec.get("prompt"), rec.get("messages")
+    n_in = _int(rec, "input_tokens", 1)
+    if sum(x is not None for x in (prompt, messages, n_in)) != 1:
+        raise ValueError("give exactly one of prompt, messages, input_tokens")
+    if prompt is not None and not isinstance(prompt, str):
+        raise ValueError(f"prompt must be a string, got {type(prompt).__name__}")
+    if messages is not None and not (
+        isinstance(messages, list)
+        and messages
+        and all(isinstance(m, dict) and isinstance(m.get("role"), str) for m in messages)
+    ):
+        raise ValueError("messages must be a non-empty list of {role, content} objects")
+    prefix = rec.get("prefix_ids", [])
+    if not isinstance(prefix, list) or not all(
+        isinstance(b, int) and not isinstance(b, bool) for b in prefix
+    ):
+        raise ValueError(f"prefix_ids must be a list of whole numbers, got {prefix!r}")
+    if prefix and n_in is None:
+        raise ValueError("prefix_ids needs input_tokens (the prompt is synthesised)")
+    block = _int(rec, "block_tokens", 1, BLOCK_TOKENS)
+    max_tokens = _int(rec, "max_tokens", 1, default_max_tokens)
+    tags = rec.get("tags", [])
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        raise ValueError(f"tags must be a list of strings, got {tags!r}")
+    for key in ("expected", "suite"):
+        if rec.get(key) is not None and not isinstance(rec[key], str):
+            raise ValueError(f"{key} must be a string")
+    item = Item(
+        index=0,
+        id=str(item_id),
+        arrival_s=float(arrival),
+        prompt=prompt,
+        messages=messages,
+        max_tokens=max_tokens,
+        n_input=n_in if n_in is not None else (len(prompt.split()) if prompt else None),
+        expected=rec.get("expected"),
+        suite=rec.get("suite"),
+        tags=list(tags),
+    )
+    return item, list(prefix), block
+
+
+def read_workload(
+    path: str | Path, *, skip_bad: bool = False, default_max_tokens: int = 128, seed: int = 0
+) -> Workload:
+    """Read an abtui JSONL workload; items come back sorted by arrival (stable), re-indexed,
+    with synthesised prompts where the line gave a length."""
+    p = Path(path)
+    stats = ReadStats()
+    rows: list[tuple[Item, list[int], int]] = []
+    try:
+        fh = p.open(encoding="utf-8")
+    except OSError as e:
+        raise WorkloadError(f"cannot read workload file {p}: {e.strerror or e}") from None
+    with fh:
+        try:
+            for n, text in enumerate(fh, 1):
+                stats.lines = n
+                if not text.strip():
+                    continue
+                try:
+                    rows.append(_parse(json.loads(text), n, default_max_tokens))
+                except (ValueError, TypeError) as e:  # JSONDecodeError is a ValueError
+                    if not skip_bad:
+                        raise WorkloadError(
+                            f"{p}:{n}: {e}",
+                            "fix the line, or pass --skip-bad to skip and count bad lines",
+                        ) from None
+                    stats.skip(f"{p}:{n}", str(e))
+        except UnicodeDecodeError as e:
+            raise WorkloadError(f"{p}:{stats.lines + 1}: not UTF-8 text ({e.reason})") from None
+    if not rows:
+        raise WorkloadError(f"{p}: no usable items", "abtui's JSONL format is in README.md")
+    rows.sort(key=lambda r: r[0].arrival_s)
+    synth = PromptSynth(seed)
+    for i, (item, prefix, block) in enumerate(rows):
+        item.index = i
+        if item.prompt is None and item.messages is None:
+            item.prompt = synth.prompt(item.id, item.n_input, prefix, block)
+    stats.kept = len(rows)
+    return Workload(
+        items=[r[0] for r in rows],
+        prefix_ids=[r[1] for r in rows],
+        block_tokens=[r[2] for r in rows],
+        stats=stats,
+        has_arrivals=any(r[0].arrival_s > 0 for r in rows),
+    )
+
+
+def write_jsonl(path: str | Path, records: Iterable[dict]) -> int:
+    """Write records (dicts with the fields above) one per line; returns how many."""
+    n = 0
+    p = Path(path)
+    try:
+        with p.open("w", encoding="utf-8") as fh:
+            for rec in records:
+                fh.write(json.dumps(rec, ensure_ascii=False, separators=(",", ":")) + "\n")
+                n += 1
+    except OSError as e:
+        raise WorkloadError(f"cannot write {p}: {e.strerror or e}") from None
+    return n
+
+
+def item_records(items: Iterable[Item]) -> Iterator[dict]:
+    """Items as JSONL records (what ``abtui workload`` writes for a synthetic workload)."""
+    for it in items:
+        rec: dict = {"id": it.id, "arrival_s": round(it.arrival_s, 6)}
+        if it.messages is not None:
+            rec["messages"] = it.messages
+        else:
+            rec["prompt"] = it.prompt
+        rec["max_tokens"] = it.max_tokens
+        for key in ("expected", "suite"):
+            if getattr(it, key) is not None:
+                rec[key] = getattr(it, key)
+        if it.tags:
+            rec["tags"] = it.tags
+        yield rec

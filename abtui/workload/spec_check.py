@@ -1,0 +1,40 @@
+"""Checks of the spec's workload and arrival fields (called by :func:`abtui.spec.validate`)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from abtui.errors import SpecError
+
+
+def check_workload(spec, source: str) -> None:
+    from abtui.workload.synthetic import parse_length_dist
+
+    w, ld = spec.workload, spec.load
+    if w.file is not None and not Path(w.file).is_file():
+        raise SpecError(f"{source}: workload.file {w.file!r} does not exist",
+                        "write one with `abtui workload import`")  # fmt: skip
+    for key in ("input_dist", "output_dist"):
+        if getattr(w, key) is not None:
+            parse_length_dist(getattr(w, key), f"{source}: workload.{key}")
+    if w.prefix_groups < 0 or w.prefix_tokens < 0:
+        raise SpecError(f"{source}: workload.prefix_groups and prefix_tokens must be ≥ 0")
+    if (w.prefix_groups > 0) != (w.prefix_tokens > 0):
+        raise SpecError(
+            f"{source}: shared prefixes need both workload.prefix_groups and prefix_tokens",
+            "e.g. --prefix-groups 8 --prefix-tokens 256",
+        )
+    if not (ld.burstiness > 0 and math.isfinite(ld.burstiness)):
+        raise SpecError(f"{source}: load.burstiness must be > 0 (1 = Poisson), got {ld.burstiness}")
+    if not (ld.speedup > 0 and math.isfinite(ld.speedup)):
+        raise SpecError(f"{source}: load.speedup must be > 0, got {ld.speedup}")
+    if w.file is not None and ld.rate is None and ld.concurrency is None:
+        ld.arrival = "replay"  # a file and no load given: its own timestamps
+    if ld.arrival == "replay":
+        if w.file is None:
+            raise SpecError(f"{source}: load.arrival = 'replay' replays a workload file's timestamps",
+                            "give --workload FILE")  # fmt: skip
+        if ld.rate is not None:
+            raise SpecError(f"{source}: load.rate and arrival = 'replay' exclude each other",
+                            "replay follows the file's timestamps; --speedup scales them")  # fmt: skip
