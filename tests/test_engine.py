@@ -137,3 +137,47 @@ def test_hf_tokenizer_folder_matches_the_gguf_vocabulary(tmp_path):
         assert a in vocab and b in vocab and a + b in vocab
     assert "\u2581th e" in merges  # "▁the" = "▁th" + "e"
     assert (cfg["bos_token"], cfg["eos_token"]) == ("<s>", "</s>")
+
+
+@pytest.mark.engine
+def test_chat_stream_counts_match_the_server(tmp_path):
+    """Chat on the real server: a role-only first chunk (not a token), text-less content deltas
+    (tokens), a finish chunk with an empty delta (not a token); counts = its own usage."""
+    _require_engine()
+    import asyncio
+
+    import httpx
+
+    from abtui.client.fast import FastClient, fast_stream_request
+    from abtui.client.records import RequestRecord
+    from abtui.client.stream import Target, build_body
+    from abtui.engine.llamacpp import LlamaServer
+    from abtui.engine.tinymodel import build_models
+    from abtui.workload.items import Item
+
+    params = {"temperature": 0.0, "logprobs": True, "top_logprobs": 0}
+    items = [
+        Item(index=i, id=f"i{i}", prompt=f"{i} the of and to in", max_tokens=24) for i in range(8)
+    ]
+    with LlamaServer(build_models(tmp_path)["FP32"], name="fp32") as srv:
+        tgt = Target(base_url=srv.url, model="fp32", api="chat", params=params)
+
+        async def go():
+            async with FastClient() as c:
+                recs = []
+                for it in items:
+                    recs.append(RequestRecord(arm=0, item=it.index))
+                    await fast_stream_request(c, tgt, it, build_body(tgt, it), recs[-1])
+                return recs
+
+        recs = asyncio.run(go())
+        with httpx.Client(trust_env=False, timeout=60) as c:
+            ref = [
+                c.post(srv.url + "/chat/completions",
+                       json={"model": "fp32", "messages": it.chat_messages(), "max_tokens": 24,
+                             "temperature": 0.0}).json()["usage"]["completion_tokens"]
+                for it in items
+            ]  # fmt: skip
+    assert all(r.status == "ok" and r.finish_reason == "length" for r in recs)
+    assert [r.n_output for r in recs] == ref
+    assert sum(r.empty_token_chunks for r in recs) > 0  # text-less deltas were seen and counted
