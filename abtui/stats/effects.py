@@ -25,64 +25,26 @@ that does not hold; it is reported, and the decisions use the block-bootstrap p-
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from abtui.metrics import request as rm
-from abtui.metrics.summary import ArmSummary, slo_met, summarize
+from abtui.metrics.summary import ArmSummary, summarize
 from abtui.metrics.table import NA, RequestTable
 from abtui.stats import bootstrap as bs
 from abtui.stats.classical import RankTest, mann_whitney, wilcoxon_log_ratio
-from abtui.stats.decide import INCONCLUSIVE
+from abtui.stats.rates import COST_ROWS, RATE_ROWS, rate_effects, windows_of
+from abtui.stats.rows import Effect, clean, ratio_effect
+
+__all__ = ["COST_ROWS", "RATE_ROWS", "Comparison", "Effect", "compare"]
 
 LATENCY_METRICS = ("ttft", "ttft_user", "tpot", "itl", "e2e")
 RANK_TESTED = ("ttft", "ttft_user", "tpot", "e2e")
-RATE_ROWS = (  # key, ArmSummary field, needs SLOs
-    ("throughput.requests", "requests_per_s", False),
-    ("throughput.output_tokens", "output_tokens_per_s", False),
-    ("goodput.requests", "goodput_requests_per_s", True),
-    ("goodput.output_tokens", "goodput_output_tokens_per_s", True),
-    ("slo.attainment", "slo_attainment", True),
-)
-COST_ROWS = (  # key, the rate it divides, ArmCost field
-    ("cost.per_mtok_output", "throughput.output_tokens", "usd_per_mtok_output"),
-    ("cost.per_mtok_good", "goodput.output_tokens", "usd_per_mtok_good"),
-    ("cost.per_1k_good_requests", "goodput.requests", "usd_per_1k_good_requests"),
-)
 LIGHT_LOAD_IN_FLIGHT = 1.0
 RANK_MAX = 20_000
 BREAKDOWN_METRICS = ("ttft", "e2e")  # by input-length bucket, P50 (Benjamini–Hochberg family)
 BUCKET_MIN = 50
-
-
-@dataclass
-class Effect:
-    """One row: metric, statistic, both arms' values, the ratio effect, its CI and decision."""
-
-    key: str
-    metric: str
-    stat: str
-    lower_is_better: bool
-    a: float
-    b: float
-    n_a: int
-    n_b: int
-    ratio: float  # B / A − 1
-    lo: float
-    hi: float
-    p: float  # bootstrap p-value (two-sided, uncorrected)
-    block_len: int  # in units
-    p_adj: float = math.nan
-    family: str = "breakdown"  # "primary" (Holm) or "breakdown" (Benjamini–Hochberg)
-    delta: float = math.nan
-    outcome: str = INCONCLUSIVE
-    significant: bool = False
-    samples_needed: int | None = None
-    note: str = ""
-
-    def to_dict(self) -> dict:
-        return _clean(asdict(self))
 
 
 @dataclass
@@ -104,7 +66,7 @@ class Comparison:
         return self.by_key.get(key)
 
     def to_dict(self) -> dict:
-        return _clean(
+        return clean(
             {
                 "a": self.a,
                 "b": self.b,
@@ -115,30 +77,12 @@ class Comparison:
         )
 
 
-def _clean(obj):
-    if isinstance(obj, dict):
-        return {k: _clean(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_clean(v) for v in obj]
-    if isinstance(obj, float | np.floating):
-        return float(obj) if math.isfinite(obj) else None
-    if isinstance(obj, np.integer | np.bool_):
-        return obj.item()
-    return obj
-
-
 def _in_flight(e2e: np.ndarray, duration: float) -> float:
     """Mean requests in flight (Little's law): Σ E2E of ok requests / the run's duration."""
     e2e = e2e[np.isfinite(e2e)]
     if not len(e2e) or not duration > 0:
         return 0.0
     return float(e2e.sum() / duration)
-
-
-def _ratio(b: float, a: float) -> float:
-    if not (math.isfinite(a) and math.isfinite(b)) or a == 0:
-        return math.nan
-    return b / a - 1.0
 
 
 class _Weights:
@@ -210,7 +154,7 @@ def compare(
         values[x] = _arm_values(ok, tuple(dict.fromkeys(metrics + ("e2e",))))
         pair_keys[x] = ok.run * (1 << 32) + ok.item
         n_in[x] = ok.n_input
-        windows[x] = _windows(t, arm_rows[x] & sent_all, ok, slo)
+        windows[x] = windows_of(t, arm_rows[x] & sent_all, ok, slo)
         del ok
     sums = (summarize(t, a, slo), summarize(t, b, slo))
     in_flight = {
@@ -251,7 +195,7 @@ def compare(
     for w, s in zip((windows[a], windows[b]), sums, strict=True):
         if w is not None:
             w["duration"] = s.duration_s
-    effects += _rate_effects(windows[a], windows[b], sums, slo, weights, level, prices)
+    effects += rate_effects(windows[a], windows[b], sums, slo, weights, level, prices)
     design = {
         "paired_units": True,
         "light_load": light,
@@ -272,7 +216,7 @@ def _latency_rows(metric, ska, skb, w, ell, stats, level, suffix) -> list[Effect
     rep_a, rep_b = ska.resampled(w, stats), skb.resampled(w, stats)
     out = []
     for stat in stats:
-        ratio = _ratio(skb.exact[stat], ska.exact[stat])
+        ratio = ratio_effect(skb.exact[stat], ska.exact[stat])
         with np.errstate(invalid="ignore", divide="ignore"):
             reps = bs.expand(rep_b[stat] / rep_a[stat] - 1.0, ratio, widen)
         lo, hi = bs.percentile_ci(reps, level)
@@ -325,105 +269,3 @@ def _thin(v: np.ndarray) -> np.ndarray:
     if len(v) <= RANK_MAX:
         return v
     return v[np.linspace(0, len(v) - 1, RANK_MAX).astype(np.int64)]
-
-
-def _done_ns(t: RequestTable, mask: np.ndarray | None = None) -> np.ndarray:
-    """When each request completed: ``done``, else its last token, else its dispatch."""
-    pick = (lambda c: c) if mask is None else (lambda c: c[mask])
-    done = np.where(pick(t.done_ns) != NA, pick(t.done_ns), pick(t.last_token_ns))
-    return np.where(done != NA, done, pick(t.dispatched_ns))
-
-
-def _windows(t: RequestTable, sent: np.ndarray, ok: RequestTable, slo):
-    """Per completion-time window (``k`` later): the completion time of each sent request of
-    the arm (``sent`` mask over ``t``) and of each of its ok requests, with tokens and SLO."""
-    if not sent.any():
-        return None
-    n_out = np.where(ok.n_output != NA, ok.n_output, 0).astype(np.float64)
-    good = slo_met(ok, slo)
-    return {
-        "t0": int(t.dispatched_ns[sent].min()),
-        "sent_done": _done_ns(t, sent),
-        "ok_done": _done_ns(ok),
-        "ok_tokens": n_out,
-        "good": good,
-    }
-
-
-def _per_window(w: dict, k: int) -> dict[str, np.ndarray]:
-    def win(done):
-        pos = (done - w["t0"]) / (w["duration"] * rm.NS_PER_S)
-        return np.clip(np.floor(pos * k), 0, k - 1).astype(np.int64)
-
-    ws, wo = win(w["sent_done"]), win(w["ok_done"])
-
-    def per(idx, weights=None):
-        return np.bincount(idx, weights=weights, minlength=k).astype(np.float64)
-
-    return {
-        "sent": per(ws),
-        "requests_per_s": per(wo),
-        "output_tokens_per_s": per(wo, w["ok_tokens"]),
-        "goodput_requests_per_s": per(wo, w["good"].astype(np.float64)),
-        "goodput_output_tokens_per_s": per(wo, np.where(w["good"], w["ok_tokens"], 0.0)),
-    }
-
-
-def _rate_effects(win_a, win_b, sums, slo, weights: _Weights, level: float, prices) -> list[Effect]:
-    sa, sb = sums
-    out: list[Effect] = []
-    if win_a is None or win_b is None or not (win_a["duration"] > 0 and win_b["duration"] > 0):
-        return out
-    k = int(min(bs.MAX_UNITS, max(10, min(sa.sent, sb.sent) // 10)))
-    wa, wb = _per_window(win_a, k), _per_window(win_b, k)
-    da, db = win_a["duration"], win_b["duration"]
-    ell = bs.block_length([wa["requests_per_s"], wb["requests_per_s"]], 1.0, 1)
-    w = weights.get(k, ell, "rates")
-    widen = bs.expansion(math.ceil(k / ell), level)
-    tot_a, tot_b = w @ wa["sent"], w @ wb["sent"]
-    replicates = {}
-    for key, fld, needs_slo in RATE_ROWS:
-        if needs_slo and not slo:
-            continue
-        if fld == "slo_attainment":
-            num_a, num_b = w @ wa["goodput_requests_per_s"], w @ wb["goodput_requests_per_s"]
-            with np.errstate(invalid="ignore", divide="ignore"):
-                reps = (num_b / tot_b) / (num_a / tot_a) - 1.0
-        else:
-            with np.errstate(invalid="ignore", divide="ignore"):
-                reps = (w @ wb[fld]) / (w @ wa[fld]) * (da / db) - 1.0
-        a_val, b_val = float(getattr(sa, fld)), float(getattr(sb, fld))
-        reps = replicates[key] = bs.expand(reps, _ratio(b_val, a_val), widen)
-        out.append(_rate_row(key, False, a_val, b_val, sa, sb, reps, ell, level))
-    if prices:
-        from abtui.cost import arm_cost
-
-        ca, cb = arm_cost(sa, prices[0]), arm_cost(sb, prices[1])
-        for key, rate_key, fld in COST_ROWS:
-            if not slo:  # no SLO: every ok request is good
-                rate_key = rate_key.replace("goodput.", "throughput.")
-            with np.errstate(invalid="ignore", divide="ignore"):
-                reps = (prices[1] / prices[0]) / (1.0 + replicates[rate_key]) - 1.0
-            a_val, b_val = getattr(ca, fld), getattr(cb, fld)
-            out.append(_rate_row(key, True, a_val, b_val, sa, sb, reps, ell, level))
-    return out
-
-
-def _rate_row(key, lower_is_better, a_val, b_val, sa, sb, reps, ell, level) -> Effect:
-    lo, hi = bs.percentile_ci(reps, level)
-    metric, stat = key.split(".")
-    return Effect(
-        key=key,
-        metric=metric,
-        stat=stat,
-        lower_is_better=lower_is_better,
-        a=a_val,
-        b=b_val,
-        n_a=sa.sent,
-        n_b=sb.sent,
-        ratio=_ratio(b_val, a_val),
-        lo=lo,
-        hi=hi,
-        p=bs.bootstrap_p(reps),
-        block_len=ell,
-    )

@@ -1,0 +1,58 @@
+"""The effect row: one metric, both arms' values, the ratio effect, its CI and decision."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from abtui.stats.decide import INCONCLUSIVE
+
+
+@dataclass
+class Effect:
+    """One row: metric, statistic, both arms' values, the ratio effect, its CI and decision."""
+
+    key: str
+    metric: str
+    stat: str
+    lower_is_better: bool
+    a: float
+    b: float
+    n_a: int
+    n_b: int
+    ratio: float  # B / A − 1
+    lo: float
+    hi: float
+    p: float  # bootstrap p-value (two-sided, uncorrected)
+    block_len: int  # in units
+    p_adj: float = math.nan
+    family: str = "breakdown"  # "primary" (Holm) or "breakdown" (Benjamini–Hochberg)
+    delta: float = math.nan
+    outcome: str = INCONCLUSIVE
+    significant: bool = False
+    samples_needed: int | None = None
+    note: str = ""
+
+    def to_dict(self) -> dict:
+        return clean(asdict(self))
+
+
+def clean(obj):
+    if isinstance(obj, dict):
+        return {k: clean(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [clean(v) for v in obj]
+    if isinstance(obj, float | np.floating):
+        return float(obj) if math.isfinite(obj) else None
+    if isinstance(obj, np.integer | np.bool_):
+        return obj.item()
+    return obj
+
+
+def ratio_effect(b: float, a: float) -> float:
+    """``b / a − 1``; NaN when either is missing or ``a`` is 0."""
+    if not (math.isfinite(a) and math.isfinite(b)) or a == 0:
+        return math.nan
+    return b / a - 1.0
