@@ -242,3 +242,11 @@ def test_autocorrelated_series_fools_iid_bootstrap_but_not_block_bootstrap():
     iid, block = rejections["iid"] / reps, rejections["block"] / reps
     assert iid >= 0.4  # the i.i.d. bootstrap calls a change in most identical pairs
     assert block <= 0.10  # blocks of ≈ 40–60 items keep it near α
+
+
+def test_units_never_span_a_segment():
+    keys = np.arange(20)
+    unit, n_units, m = bs.unit_index(keys, max_units=5, segments=keys // 7)  # 3 segments
+    assert m == 4 and n_units == 6
+    assert list(unit) == [0, 0, 0, 0, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 4, 4, 4, 4, 5, 5]
+    assert list(bs.unit_index(keys, max_units=5)[0][:8]) == [0, 0, 0, 0, 1, 1, 1, 1]

@@ -272,22 +272,40 @@ def bootstrap_p(replicates: np.ndarray, null: float = 0.0) -> float:
     return float(min(1.0, 2 * min(below, above)))
 
 
-def unit_index(keys: np.ndarray, max_units: int = MAX_UNITS) -> tuple[np.ndarray, int, int]:
-    """Units from ordered keys (e.g. schedule position): ``(unit of each row, U, m)``.
-
-    Distinct keys in ascending order are grouped ``m = ⌈distinct / max_units⌉`` at a time.
-    """
-    keys = np.asarray(keys, dtype=np.int64)
-    if not len(keys):
-        return np.zeros(0, dtype=np.int64), 0, 1
+def _dense_rank(keys: np.ndarray) -> tuple[np.ndarray, int]:
+    """Rank of each key among the distinct keys (ascending), and how many there are."""
     lo, hi = int(keys.min()), int(keys.max())
     if hi - lo <= 4 * len(keys):  # dense keys (schedule positions): rank by counting, O(n)
         present = np.zeros(hi - lo + 1, dtype=bool)
         present[keys - lo] = True
         rank = np.cumsum(present) - 1
-        n_distinct, inverse = int(present.sum()), rank[keys - lo]
-    else:
-        uniq, inverse = np.unique(keys, return_inverse=True)
-        n_distinct = len(uniq)
+        return rank[keys - lo], int(present.sum())
+    uniq, inverse = np.unique(keys, return_inverse=True)
+    return inverse, len(uniq)
+
+
+def unit_index(
+    keys: np.ndarray, max_units: int = MAX_UNITS, segments: np.ndarray | None = None
+) -> tuple[np.ndarray, int, int]:
+    """Units from ordered keys (e.g. schedule position): ``(unit of each row, U, m)``.
+
+    Distinct keys in ascending order are grouped ``m = ⌈distinct / max_units⌉`` at a time. With
+    ``segments`` (a segment id per row, ascending with the keys: run, sweep level, alternation
+    block) a unit never spans two segments, so U may exceed ``max_units`` by the segment count.
+    """
+    keys = np.asarray(keys, dtype=np.int64)
+    if not len(keys):
+        return np.zeros(0, dtype=np.int64), 0, 1
+    rank, n_distinct = _dense_rank(keys)
     m = max(1, math.ceil(n_distinct / max_units))
-    return (inverse // m).astype(np.int64), int(math.ceil(n_distinct / m)), m
+    if segments is None or m == 1:
+        return (rank // m).astype(np.int64), int(math.ceil(n_distinct / m)), m
+    seg, n_seg = _dense_rank(np.asarray(segments, dtype=np.int64))
+    first = np.full(n_seg, np.iinfo(np.int64).max)
+    np.minimum.at(first, seg, rank)  # first key rank of each segment
+    last = np.full(n_seg, -1)
+    np.maximum.at(last, seg, rank)
+    per_seg = (last - first) // m + 1  # units in each segment
+    offset = np.concatenate([[0], np.cumsum(per_seg)[:-1]])
+    unit = offset[seg] + (rank - first[seg]) // m
+    return unit.astype(np.int64), int(per_seg.sum()), m

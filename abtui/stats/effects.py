@@ -7,11 +7,12 @@ Rows (``key`` = ``metric.stat``):
 - rates, higher is better: ``throughput.requests``, ``throughput.output_tokens`` and, with SLOs,
   ``goodput.requests``, ``goodput.output_tokens``, ``slo.attainment``;
 - breakdowns by input length (``ttft.p50@in512-1023``, ``e2e.p50@in…``): the pooled quartiles
-  of ``n_input`` as buckets, when at least two buckets hold ≥ 50 ok requests in each arm.
+  of ``n_input`` as buckets, when at least two buckets hold ≥ 50 ok requests in each arm; and by
+  sweep level (``e2e.p50@level2``) when the table has a ``level`` column with two or more.
 
 Point estimates are exact (the same numbers as :func:`abtui.metrics.summary.summarize`); the effect
 is ``r = B / A − 1``. CIs: :mod:`abtui.stats.bootstrap`. Latency units are items of the schedule
-(keyed by ``(run, item)``, so a future alternation run or block is a unit boundary), resampled
+(keyed by ``(run, level, block, item)``; a unit never spans two runs, levels or blocks), resampled
 jointly for both arms. Rates are resampled over time windows: each arm's run is cut into ``K``
 equal windows by completion time (``K = clamp(sent / 10, 10, MAX_UNITS)``), window ``k`` of A is
 paired with window ``k`` of B, and a rate is ``Σ w·count / Σ w·duration``.
@@ -140,20 +141,21 @@ def compare(
     the i.i.d. bootstrap; for validation)."""
     keep = ((table.arm == a) | (table.arm == b)) & ~table.warmup
     t = table if keep.all() else table.select(keep)
-    key = t.run.astype(np.int64) * (int(t.item.max(initial=0)) + 1) + t.item
-    unit, n_units, unit_size = bs.unit_index(key)
+    key, segment = _schedule_key(t)
+    unit, n_units, unit_size = bs.unit_index(key, segments=segment)
     weights = _Weights(resamples, seed)
     ok_all = t.ok
     sent_all = ok_all | (t.status == "error")  # cancelled requests were not sent
     arm_rows = {x: t.arm == x for x in (a, b)}
     ok_mask = {x: arm_rows[x] & ok_all for x in (a, b)}
     units = {x: unit[ok_mask[x]] for x in (a, b)}
-    values, pair_keys, windows, n_in = {}, {}, {}, {}
+    values, pair_keys, windows, n_in, levels = {}, {}, {}, {}, {}
     for x in (a, b):  # one arm's ok rows at a time: only the derived arrays are kept
         ok = t.select(ok_mask[x])
         values[x] = _arm_values(ok, tuple(dict.fromkeys(metrics + ("e2e",))))
         pair_keys[x] = ok.run * (1 << 32) + ok.item
         n_in[x] = ok.n_input
+        levels[x] = _column(ok, "level")
         windows[x] = windows_of(t, arm_rows[x] & sent_all, ok, slo)
         del ok
     sums = (summarize(t, a, slo), summarize(t, b, slo))
@@ -181,16 +183,23 @@ def compare(
         if metric in RANK_TESTED:
             rank_tests[metric] = _rank_test(pair_keys[a], pair_keys[b], vals[a], vals[b], light)
 
-    for lo_in, hi_in in _input_buckets(n_in[a], n_in[b]):
+    groups = [
+        (f"@in{lo}-{hi}", {x: (n_in[x] >= lo) & (n_in[x] <= hi) for x in (a, b)})
+        for lo, hi in _input_buckets(n_in[a], n_in[b])
+    ]
+    groups += [
+        (f"@level{lv}", {x: levels[x] == lv for x in (a, b)})
+        for lv in _levels(levels[a], levels[b])
+    ]
+    for suffix, member in groups:
         for metric in (m for m in BREAKDOWN_METRICS if m in ells):
             sk = {}
             grid = bs.Grid.covering(values[a][metric][0], values[b][metric][0])
             for x in (a, b):
                 v, rows = values[x][metric]
-                inside = (n_in[x][rows] >= lo_in) & (n_in[x][rows] <= hi_in)
+                inside = member[x][rows]
                 sk[x] = bs.Sketch.of(v[inside], units[x][rows][inside], n_units, grid)
             w = weights.get(n_units, ells[metric], "latency")
-            suffix = f"@in{lo_in}-{hi_in}"
             effects += _latency_rows(metric, sk[a], sk[b], w, ells[metric], ("p50",), level, suffix)
     for w, s in zip((windows[a], windows[b]), sums, strict=True):
         if w is not None:
@@ -228,6 +237,31 @@ def _latency_rows(metric, ska, skb, w, ell, stats, level, suffix) -> list[Effect
             )
         )  # fmt: skip
     return out
+
+
+def _column(t: RequestTable, name: str) -> np.ndarray:
+    """An optional integer column (``level``, ``block``: 0 where the table has none)."""
+    col = getattr(t, name, None)
+    return np.zeros(len(t), dtype=np.int64) if col is None else np.asarray(col, dtype=np.int64)
+
+
+def _schedule_key(t: RequestTable) -> tuple[np.ndarray, np.ndarray]:
+    """(schedule position, segment) of each row: positions ordered by (run, level, block, item);
+    a segment is one (run, level, block), and no unit spans two segments."""
+    key = np.zeros(len(t), dtype=np.int64)
+    for col in (t.run, _column(t, "level"), _column(t, "block")):
+        col = np.asarray(col, dtype=np.int64)
+        key = key * (int(col.max(initial=0)) + 1) + col
+    segment = key.copy()
+    item = np.asarray(t.item, dtype=np.int64)
+    return key * (int(item.max(initial=0)) + 1) + item, segment
+
+
+def _levels(la: np.ndarray, lb: np.ndarray) -> list[int]:
+    """Sweep levels with ≥ BUCKET_MIN ok requests in both arms, when there are two or more."""
+    common = [int(v) for v in np.intersect1d(la, lb)]
+    keep = [v for v in common if min((la == v).sum(), (lb == v).sum()) >= BUCKET_MIN]
+    return keep if len(keep) >= 2 else []
 
 
 def _input_buckets(na: np.ndarray, nb: np.ndarray) -> list[tuple[int, int]]:

@@ -76,9 +76,11 @@ _RATE_LABEL = {
 def label(key: str) -> str:
     """``ttft.p99`` → ``P99 TTFT``; ``goodput.requests`` → ``goodput (requests/s)``;
     ``e2e.p50@in16-255`` → ``P50 E2E (input 16–255 tokens)``."""
-    key, _, bucket = key.partition("@in")
-    if bucket:
-        return f"{label(key)} (input {bucket.replace('-', '–')} tokens)"
+    key, _, group = key.partition("@")
+    if group.startswith("in"):
+        return f"{label(key)} (input {group[2:].replace('-', '–')} tokens)"
+    if group.startswith("level"):
+        return f"{label(key)} (sweep level {group[5:]})"
     if key in _RATE_LABEL:
         return _RATE_LABEL[key]
     metric, _, stat = key.partition(".")
