@@ -4,7 +4,7 @@ A verdict is computed after the run (``abtui run``) or on demand (``abtui report
 session's writer is closed. Each row is ``(created, policy JSON, result JSON)``; a row identical
 in policy and result to the latest one is not appended again, so re-reporting a session does not
 grow the file. If another process holds the file open for writing, nothing is stored and the
-caller is told (the verdict is still printed).
+caller is told (the verdict is still printed); so is it when the file cannot be written.
 """
 
 from __future__ import annotations
@@ -14,8 +14,6 @@ import os
 from datetime import UTC, datetime
 
 import duckdb
-
-from abtui.errors import StoreError
 
 
 def _dump(obj) -> str:
@@ -28,10 +26,9 @@ def append_verdict(path: str | os.PathLike, policy: dict, result: dict) -> bool:
     ``result["created"]`` is ignored when comparing with the latest row."""
     try:
         con = duckdb.connect(str(path))
-    except duckdb.IOException:
-        return False  # a running writer holds the lock
-    except duckdb.Error as e:
-        raise StoreError(f"cannot open session file {path} to store the verdict: {e}") from e
+    except (duckdb.Error, OSError):
+        return False  # a running writer holds the lock, or the file is read-only
+
     try:
         body = {k: v for k, v in result.items() if k != "created"}
         last = con.execute(
@@ -47,7 +44,7 @@ def append_verdict(path: str | os.PathLike, policy: dict, result: dict) -> bool:
             [datetime.now(UTC).isoformat(), _dump(policy), _dump(result)],
         )
         return True
-    except duckdb.Error as e:
-        raise StoreError(f"cannot store the verdict in {path}: {e}") from e
+    except duckdb.Error:
+        return False  # e.g. a read-only file system: the verdict is still reported
     finally:
         con.close()
