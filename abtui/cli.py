@@ -230,6 +230,9 @@ def _run_and_report(spec, text: str, *, overwrite: bool, items=None, gate: bool 
     obs = HeadlessObserver(sys.stderr)
     result = run_session(spec, text, obs, overwrite=overwrite, items=items)
     print_session_summary(result.path, sys.stdout)
+    from abtui.telemetry.diagnosis import print_diagnosis
+
+    print_diagnosis(result.path, sys.stdout)
     if result.status not in ("complete", "interrupted"):
         return 1
     sv = _print_verdict(result.path, {}, {})
@@ -288,6 +291,9 @@ def cmd_report(args) -> int:
     cost, policy = _verdict_overrides(args)
     if args.format == "text":
         print_session_summary(Path(args.session), sys.stdout)
+        from abtui.telemetry.diagnosis import print_diagnosis
+
+        print_diagnosis(Path(args.session), sys.stdout)
         return _print_verdict(Path(args.session), cost, policy).exit_code
     from abtui.report.export import write_report
 

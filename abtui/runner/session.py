@@ -28,6 +28,7 @@ from abtui.runner.generator import ArmPlan, generator_main
 from abtui.runner.observer import ArmProgress, NullObserver, Observer, RunInfo, Snapshot
 from abtui.spec import Spec
 from abtui.store.writer import SessionWriter
+from abtui.telemetry import sampler as telemetry
 from abtui.workload.build import build_items
 from abtui.workload.items import Item, synthetic_prompt
 
@@ -166,6 +167,7 @@ def run_session(
     live = _Live([a.name for a in spec.arms], len(items))
     t_start = _now()
     phase = "warmup"
+    hub = None  # background telemetry (server /metrics, local GPUs)
 
     def snap() -> Snapshot:
         return Snapshot(elapsed_s=(_now() - t_start) / 1e9, arms=live.arms, phase=phase)
@@ -207,6 +209,7 @@ def run_session(
                 load=describe_load(spec),
             )
         )
+        hub = telemetry.start_for_session(spec, writer, obs.message)
 
         ctx = mp.get_context("spawn")
         results = ctx.Queue()
@@ -300,6 +303,7 @@ def run_session(
                 phase = "stopping"
                 writer.event("interrupted", "stop requested (signal)")
                 obs.message("stopping: cancelling in-flight requests, keeping what was measured")
+            telemetry.drain_into(hub, writer)
             writer.maybe_flush()
             t = time.monotonic()
             if t - last_progress >= PROGRESS_INTERVAL_S:
@@ -322,5 +326,6 @@ def run_session(
             if p.is_alive():
                 p.terminate()
                 p.join(timeout=2)
+        telemetry.finish(hub, writer)
         writer.close(status=status)
         obs.finished(snap(), status)

@@ -30,7 +30,7 @@ def check_telemetry(spec, source: str) -> None:
             if not a.metrics_url.startswith(("http://", "https://")):
                 raise SpecError(
                     f"{where}: metrics_url {a.metrics_url!r} is not an http(s) URL",
-                    "e.g. http://127.0.0.1:8000/metrics, or \"off\"",
+                    'e.g. http://127.0.0.1:8000/metrics, or "off"',
                 )
         for key in ("dtype", "kv_dtype"):
             v = getattr(a, key)

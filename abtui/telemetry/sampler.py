@@ -168,6 +168,7 @@ class TelemetryHub:
         self._msgs: list[Message] = []
         self.cpu_s = 0.0  # CPU time the sampling threads used (all of them, summed)
         self.polls = 0
+        self.say: Callable[[str], None] | None = None  # where drain_into reports messages
 
     def start(self) -> list[Message]:
         """Set the sources up and start the threads; returns the messages about the setup."""
@@ -233,10 +234,18 @@ class TelemetryHub:
             self._rows, self._msgs = [], []
         return rows, msgs
 
-    def stop(self) -> None:
+    def stop(self, last_scrape: bool = False) -> None:
+        """Stop the threads; ``last_scrape``: one more server sample first, so the counters
+        cover the run up to its end."""
         self._stop.set()
         for t in self._threads:
             t.join(timeout=self.timeout_s + 1.0)
+        if last_scrape:
+            for src in self.sources:
+                if isinstance(src, _ScrapeSource):
+                    rows, _ = src.poll(self.clock())
+                    with self._lock:
+                        self._rows.extend(rows)
         for src in self.sources:
             try:
                 src.close()
@@ -246,3 +255,55 @@ class TelemetryHub:
 
 def _gpu_labels(a: ArmTelemetry) -> set[str] | None:
     return {str(i) for i in a.gpu_indices} if a.gpu_indices else None
+
+
+def start_for_session(spec, writer, say: Callable[[str], None]) -> TelemetryHub | None:
+    """Start the telemetry of a run (``None`` when there is nothing to sample); the setup
+    messages go to ``say`` (the observer) and into the session's events."""
+    tel = getattr(spec, "telemetry", None)
+    hub = TelemetryHub(
+        arms_from_spec(spec),
+        getattr(tel, "interval_s", 1.0),
+        nvml=getattr(tel, "nvml", True),
+    )
+    if not any(a.metrics_url or a.gpu_indices for a in hub.arms):
+        return None
+    for kind, text, arm in hub.start():
+        writer.event(kind, text, arm=arm)
+        say(text)
+    hub.say = say
+    return hub
+
+
+def drain_into(hub: TelemetryHub | None, writer) -> None:
+    """Move what the sampling threads gathered into the session writer's buffers."""
+    if hub is None:
+        return
+    rows, msgs = hub.drain()
+    if rows:
+        writer.add_telemetry(rows)
+    for kind, text, arm in msgs:
+        writer.event(kind, text, arm=arm)
+        if hub.say is not None:
+            hub.say(text)
+
+
+def finish(hub: TelemetryHub | None, writer) -> None:
+    """Stop sampling, store the last rows and what the sampler cost (meta ``telemetry``)."""
+    if hub is None:
+        return
+    hub.stop(last_scrape=True)
+    drain_into(hub, writer)
+    engines = {}
+    for src in hub.sources:
+        if isinstance(src, _ScrapeSource):
+            engines[str(src.s.arm)] = sorted(src.s.engines)
+    writer.write_meta(
+        telemetry={
+            "interval_s": hub.interval_s,
+            "cpu_s": round(hub.cpu_s, 4),
+            "polls": hub.polls,
+            "engines": engines,
+            "nvml": any(isinstance(s, _NvmlSource) for s in hub.sources),
+        }
+    )
