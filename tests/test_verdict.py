@@ -100,3 +100,16 @@ def test_input_length_breakdowns_are_a_benjamini_hochberg_family():
     assert not any(
         "@in" in e.key for e in evaluate(flat, ARMS[:2], SPEC).pairs[0].comparison.effects
     )
+
+
+def test_light_load_uses_the_paired_wilcoxon_and_load_uses_mann_whitney():
+    light = synthetic_table(300, [ArmTruth(), FASTER], seed=3, rate=2.0)  # ≈ 0.4 in flight
+    comp = evaluate(light, ARMS[:2], SPEC).pairs[0].comparison
+    assert comp.design["light_load"] and comp.design["rank_test"] == "wilcoxon"
+    rt = comp.rank_tests["tpot"]
+    assert rt.test == "wilcoxon" and rt.n == 300 and rt.p < 1e-6
+    assert rt.shift == pytest.approx(-0.2, abs=0.05)  # Hodges–Lehmann of log(B/A): 20% faster
+    loaded = synthetic_table(300, [ArmTruth(), FASTER], seed=3, rate=40.0)  # ≈ 8 in flight
+    comp = evaluate(loaded, ARMS[:2], SPEC).pairs[0].comparison
+    assert comp.rank_tests["tpot"].test == "mann-whitney"
+    assert comp.get("tpot.p50").block_len >= 8  # a block spans the requests in flight
