@@ -134,3 +134,13 @@ def test_config_diff_and_md_escape():
     diff = dict(config_diff(arms, {"cost": {"gpu_price": 2.0}}))
     assert diff == {"url": ["u1", "u2"], "params.top_k": ["1", "2"]}
     assert md_escape("a|b\n<c>") == "a\\|b &lt;c&gt;"
+
+
+def test_noise_floor_must_be_an_aa_session_and_is_checked_before_running(session, capsys):
+    # the endpoints do not exist: the check must fail first, naming the session
+    rc = main(["run", "--baseline", "http://127.0.0.1:9/v1", "--candidate", "http://127.0.0.1:9/v1",
+               "--rate", "5", "--noise-floor", str(session)])  # fmt: skip
+    err = capsys.readouterr().err
+    assert rc == 2 and "is not an A/A session" in err and str(session) in err
+    assert main(["report", str(session), "--noise-floor", str(session) + ".missing"]) == 2
+    assert "does not exist" in capsys.readouterr().err
