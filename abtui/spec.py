@@ -124,6 +124,17 @@ class LoadSpec:
     """``gamma`` arrivals: coefficient of variation of the gaps (1 = Poisson, > 1 bursty)."""
     speedup: float = 1.0
     """``replay``: play the file's timestamps this many times faster."""
+    sweep_rate: list[float] | None = None
+    """A sweep: these rates (req/s), each level its own segment with its own items."""
+    sweep_concurrency: list[int] | None = None
+    """A sweep of closed-loop concurrencies, each level its own segment."""
+    runs: int = 1
+    """Repeat the whole schedule this many times (``--runs k``); requests pair by (run, item)."""
+    schedule: str = "parallel"
+    """``parallel`` (arms on separate hardware: same instants) or ``alternate`` (arms sharing
+    one GPU: they take turns over ``blocks`` blocks of the schedule, A B B A …)."""
+    blocks: int = 4
+    """``alternate``: blocks per level and run."""
     concurrency: int | None = None
     """Closed loop: requests kept in flight per arm. With ``rate``: a cap on in-flight requests."""
     warmup: int = 2
@@ -289,6 +300,11 @@ def _coerce(value: Any, typ: str, where: str) -> Any:
             return value
         if k == "list" and isinstance(value, list) and all(isinstance(x, str) for x in value):
             return value
+        if k in ("list[float]", "list[int]") and isinstance(value, list) and value and all(
+            isinstance(x, int if k == "list[int]" else int | float) and not isinstance(x, bool)
+            for x in value
+        ):
+            return [float(x) for x in value] if k == "list[float]" else value
     wanted = " or ".join(
         _type_name({"int": int, "float": float, "str": str, "bool": bool, "list": "a list of strings"}.get(k, k))
         for k in kinds
@@ -423,7 +439,8 @@ def validate(spec: Spec, source: str = "spec") -> Spec:
         raise SpecError(f"{source}: load.rate must be a positive number of requests/s, got {ld.rate}")
     if ld.concurrency is not None and ld.concurrency < 1:
         raise SpecError(f"{source}: load.concurrency must be ≥ 1, got {ld.concurrency}")
-    if ld.rate is None and ld.concurrency is None and w.file is None and ld.arrival != "replay":
+    sweep = ld.sweep_rate or ld.sweep_concurrency
+    if ld.rate is None and ld.concurrency is None and not (w.file or sweep or ld.arrival == "replay"):
         raise SpecError(
             f"{source}: set load.rate (open loop, requests/s) or load.concurrency (closed loop)",
             "e.g. --rate 20 or --concurrency 8",

@@ -35,7 +35,9 @@ class RequestRecord:
 
     arm: int  # index of the arm in the spec (0 = baseline)
     item: int  # index of the workload item
-    run: int = 0  # repetition / segment number
+    run: int = 0  # repetition (``--runs k``)
+    level: int = 0  # sweep level (index into the session's ``levels``)
+    block: int = 0  # schedule block (``alternate`` arm scheduling; 0 in ``parallel``)
     warmup: bool = False  # warm-up requests are stored but excluded from results
     scheduled_ns: int = 0  # when the schedule said to send
     dispatched_ns: int = 0  # when the request was actually handed to the connection

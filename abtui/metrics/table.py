@@ -27,6 +27,8 @@ INT_COLUMNS = (
     "arm",
     "item",
     "run",
+    "level",
+    "block",
     "scheduled_ns",
     "dispatched_ns",
     "first_byte_ns",
@@ -49,6 +51,7 @@ NULLABLE_COLUMNS = (
     "http_status",
 )
 STR_COLUMNS = ("status", "error_class", "token_source")
+SEGMENT_COLUMNS = ("level", "block")  # optional in from_columns (default 0)
 ROW_COLUMNS = INT_COLUMNS + ("warmup",) + STR_COLUMNS
 CHUNK_COLUMNS = ("chunk_req_idx", "chunk_t_ns", "chunk_n")
 
@@ -90,8 +93,15 @@ class RequestTable:
     chunk_req_idx: np.ndarray  # int64 row index of each chunk
     chunk_t_ns: np.ndarray  # int64 arrival time of each token-bearing chunk
     chunk_n: np.ndarray  # int64 tokens carried by each chunk
+    # sweep level and schedule block of each request (all 0 when not given: tables built
+    # before these columns existed, synthetic tables)
+    level: np.ndarray | None = None
+    block: np.ndarray | None = None
 
     def __post_init__(self) -> None:
+        for name in SEGMENT_COLUMNS:
+            if getattr(self, name) is None:
+                setattr(self, name, np.zeros(len(self.req), dtype=np.int64))
         for name in INT_COLUMNS + CHUNK_COLUMNS:
             setattr(self, name, np.asarray(getattr(self, name), dtype=np.int64))
         self.warmup = np.asarray(self.warmup, dtype=bool)
@@ -153,6 +163,8 @@ class RequestTable:
             arm=np.fromiter((r.arm for r in records), np.int64, n),
             item=np.fromiter((r.item for r in records), np.int64, n),
             run=np.fromiter((r.run for r in records), np.int64, n),
+            level=np.fromiter((r.level for r in records), np.int64, n),
+            block=np.fromiter((r.block for r in records), np.int64, n),
             warmup=np.fromiter((bool(r.warmup) for r in records), bool, n),
             scheduled_ns=np.fromiter((r.scheduled_ns for r in records), np.int64, n),
             dispatched_ns=np.fromiter((r.dispatched_ns for r in records), np.int64, n),
@@ -188,7 +200,8 @@ class RequestTable:
         keep = idx < len(req)
         keep[keep] = req[idx[keep]] == chunk_req[keep]
         return cls(
-            **{name: rows[name] for name in ROW_COLUMNS},
+            **{name: rows[name] for name in ROW_COLUMNS if name not in SEGMENT_COLUMNS},
+            **{name: rows.get(name) for name in SEGMENT_COLUMNS},
             chunk_req_idx=idx[keep],
             chunk_t_ns=np.asarray(chunk_t_ns, dtype=np.int64)[keep],
             chunk_n=np.asarray(chunk_n, dtype=np.int64)[keep],

@@ -39,6 +39,7 @@ class ArmPlan:
     store_text: bool = True
     http: str = "fast"  # "fast" (asyncio protocol hot path) | "httpx"
     cpu: int | None = None  # pin this process to one core (benchmarks)
+    segments: list | None = None  # Segments played in turn (None: one of items/mode/concurrency)
 
 
 async def _sleep_until(t_ns: int) -> None:
@@ -156,12 +157,7 @@ class _Generator:
                 await self._warmup()
                 self._ship()
                 self.results.put(("ready", plan.arm, self._stats()))
-                t0 = await self._wait_start()
-                if t0 is not None and not self.stopping:
-                    if plan.mode == "open":
-                        await self._open_loop(t0)
-                    else:
-                        await self._closed_loop()
+                await self._segments()
                 if self.tasks:
                     await asyncio.gather(*self.tasks, return_exceptions=True)
             finally:
@@ -179,6 +175,32 @@ class _Generator:
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
 
+    async def _segments(self) -> None:
+        """Play each segment on the ``t0`` the main process sends; report each one's end."""
+        from abtui.runner.segments import Segment
+
+        plan = self.plan
+        segs = plan.segments or [Segment(plan.items, plan.mode, plan.concurrency)]
+        for k, seg in enumerate(segs):
+            t0 = await self._wait_start()
+            if t0 is None or self.stopping:
+                return
+            if seg.arms is None or plan.arm in seg.arms:
+                self.seg = seg
+                if seg.mode == "open":
+                    await self._open_loop(t0)
+                else:
+                    await self._closed_loop()
+                if self.tasks:  # drained before the segment counts as done
+                    await asyncio.gather(*self.tasks, return_exceptions=True)
+            self._ship()
+            self.results.put(("segment_done", plan.arm, k, self._stats()))
+
+    def _record(self, item: Item, sched: int) -> RequestRecord:
+        seg = self.seg
+        return RequestRecord(arm=self.plan.arm, item=item.index, run=seg.run, level=seg.level,
+                             block=seg.block, scheduled_ns=sched)  # fmt: skip
+
     async def _wait_start(self) -> int | None:
         conn = self.start_conn
         while not conn.poll():
@@ -189,9 +211,9 @@ class _Generator:
 
     async def _open_loop(self, t0: int) -> None:
         """Send item i at ``t0 + arrival_i`` (the same instants for every arm)."""
-        plan = self.plan
-        sem = asyncio.Semaphore(plan.concurrency) if plan.concurrency else None
-        for item in plan.items:
+        plan, seg = self.plan, self.seg
+        sem = asyncio.Semaphore(seg.concurrency) if seg.concurrency else None
+        for item in seg.items:
             body = build_body(plan.target, item)  # built before its time comes
             sched = t0 + int(item.arrival_s * 1e9)
             await _sleep_until(sched)
@@ -201,7 +223,7 @@ class _Generator:
                 await sem.acquire()  # capped: the wait shows up as schedule lag / TTFT_user
                 if self.stopping:
                     return
-            rec = RequestRecord(arm=plan.arm, item=item.index, scheduled_ns=sched)
+            rec = self._record(item, sched)
             lag = _now() - sched
             if lag > self.lag_max_ns:
                 self.lag_max_ns = lag
@@ -209,19 +231,19 @@ class _Generator:
 
     async def _closed_loop(self) -> None:
         """Keep ``concurrency`` requests in flight; each worker sends its next item at once."""
-        plan = self.plan
-        queue = iter(plan.items)
+        plan, seg = self.plan, self.seg
+        queue = iter(seg.items)
 
         async def worker() -> None:
             for item in queue:
                 if self.stopping:
                     return
                 body = build_body(plan.target, item)
-                rec = RequestRecord(arm=plan.arm, item=item.index, scheduled_ns=_now())
+                rec = self._record(item, _now())
                 task = self._spawn(rec, item, body)
                 try:
                     await asyncio.shield(task)
                 except asyncio.CancelledError:
                     return
 
-        await asyncio.gather(*(worker() for _ in range(plan.concurrency or 1)))
+        await asyncio.gather(*(worker() for _ in range(seg.concurrency or 1)))

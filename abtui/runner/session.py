@@ -26,6 +26,7 @@ from abtui.client.records import RequestRecord
 from abtui.runner.endpoints import resolve_targets
 from abtui.runner.generator import ArmPlan, generator_main
 from abtui.runner.observer import ArmProgress, NullObserver, Observer, RunInfo, Snapshot
+from abtui.runner.segments import Conductor, build_levels, plan_segments
 from abtui.spec import Spec
 from abtui.store.writer import SessionWriter
 from abtui.telemetry import sampler as telemetry
@@ -72,12 +73,29 @@ def build_workload(spec: Spec) -> tuple[list[Item], list[Item]]:
 
 def describe_load(spec: Spec) -> str:
     ld = spec.load
+    extra = ""
+    if ld.schedule == "alternate":
+        extra += f"; alternate arms over {ld.blocks} blocks (A B B A)"
+    if ld.runs > 1:
+        extra += f"; {ld.runs} runs"
+    if ld.sweep_rate:
+        rates = ",".join(f"{r:g}" for r in ld.sweep_rate)
+        return f"sweep of {ld.arrival} rates {rates} req/s{extra}"
+    if ld.sweep_concurrency:
+        concs = ",".join(str(c) for c in ld.sweep_concurrency)
+        return f"sweep of closed-loop concurrencies {concs}{extra}"
+    return _describe_level(spec) + extra
+
+
+def _describe_level(spec: Spec) -> str:
+    ld = spec.load
     if ld.arrival == "replay":
         return f"replay of {spec.workload.file} at {ld.speedup:g}× speed"
     if ld.rate is None:
         return f"closed loop, concurrency {ld.concurrency}"
     cap = f", at most {ld.concurrency} in flight" if ld.concurrency else ""
-    return f"{ld.arrival} {ld.rate:g} req/s{cap}"
+    burst = f" (burstiness {ld.burstiness:g})" if ld.arrival == "gamma" else ""
+    return f"{ld.arrival}{burst} {ld.rate:g} req/s{cap}"
 
 
 class _Live:
@@ -155,8 +173,11 @@ def run_session(
     obs = observer or NullObserver()
     targets = resolve_targets(spec)  # fails early, before any file is written
     name, path = session_path(spec)
-    built, warm = build_workload(spec)
-    items = built if items is None else items
+    _, warm = build_workload(spec)
+    levels = build_levels(spec, items)  # the caller's items (the demo), or the spec's
+    items = [it for lv in levels for it in lv.items]
+    for k, it in enumerate(warm):  # warm-up items after every level's items
+        it.index = len(items) + k
     spec.workload.requests = len(items)  # a file's items: the count the summary shows
     mode = "open" if spec.load.rate is not None or spec.load.arrival == "replay" else "closed"
 
@@ -164,7 +185,11 @@ def run_session(
     status = "failed"
     procs: list = []
     old_handlers: dict = {}
-    live = _Live([a.name for a in spec.arms], len(items))
+    ld = spec.load
+    segments = plan_segments(levels, runs=ld.runs, schedule=ld.schedule, blocks=ld.blocks,
+                             n_arms=len(spec.arms), open_loop=mode == "open")  # fmt: skip
+    planned = sum(len(s.items) for s in segments if s.arms is None or 0 in s.arms)
+    live = _Live([a.name for a in spec.arms], planned)
     t_start = _now()
     phase = "warmup"
     hub = None  # background telemetry (server /metrics, local GPUs)
@@ -178,8 +203,10 @@ def run_session(
             spec_text=spec_text,
             spec=spec.to_dict(),
             host=_host_fingerprint(),
-            mode="parallel",
+            mode=ld.schedule,
             load=describe_load(spec),
+            levels=[{"level": k, "rate": lv.rate, "concurrency": lv.concurrency,
+                     "requests": len(lv.items)} for k, lv in enumerate(levels)],  # fmt: skip
         )
         writer.write_arms(
             [
@@ -205,7 +232,7 @@ def run_session(
                 arm_names=[a.name for a in spec.arms],
                 arm_urls=[a.url for a in spec.arms],
                 arm_models=[t.model for t in targets],
-                planned_per_arm=len(items),
+                planned_per_arm=planned,
                 load=describe_load(spec),
             )
         )
@@ -222,10 +249,11 @@ def run_session(
                 items=items,
                 warmup_items=warm,
                 mode=mode,
-                concurrency=spec.load.concurrency,
+                concurrency=max((lv.concurrency or 0 for lv in levels), default=0) or None,
                 store_text=spec.store.text,
                 http=spec.request.http,
                 cpu=generator_cpus[i % len(generator_cpus)] if generator_cpus else None,
+                segments=segments,
             )
             parent_end, child_end = ctx.Pipe()
             p = ctx.Process(
@@ -255,7 +283,7 @@ def run_session(
         ready: set[int] = set()
         done: set[int] = set()
         fatal: dict[int, str] = {}
-        started = False
+        conductor = Conductor(segments, [a.name for a in spec.arms], writer, START_DELAY_S)
         t_ready_deadline = time.monotonic() + READY_TIMEOUT_S
         last_progress = 0.0
         while len(done) < n:
@@ -270,6 +298,9 @@ def run_session(
                     live.add(arm, msg[2], msg[3])
                 elif kind == "ready":
                     ready.add(arm)
+                elif kind == "segment_done":
+                    conductor.on_segment_done(arm, msg[2])
+                    live.add(arm, [], msg[3])
                 elif kind == "done":
                     done.add(arm)
                     live.arms[arm].finished = True
@@ -280,15 +311,10 @@ def run_session(
                     done.add(arm)
                     writer.event("generator_failed", msg[2], arm=arm)
                     obs.message(f"load generator of {spec.arms[arm].name} failed: {msg[2]}")
-            if not started and len(ready | done) == n:
-                t0 = _now() + int(START_DELAY_S * 1e9)
-                for i, pe in enumerate(pipes):
-                    if i in ready:
-                        pe.send(t0)
-                started = True
+            if not interrupted["n"] and conductor.due(ready, done, n):
+                conductor.start_next(pipes, ready, done, _now())
                 phase = "measuring"
-                writer.event("start", f"t0={t0}")
-            if not started and time.monotonic() > t_ready_deadline:
+            if not conductor.started and time.monotonic() > t_ready_deadline:
                 stop.set()
                 writer.event("warmup_timeout", f"warm-up did not finish in {READY_TIMEOUT_S:g} s")
                 obs.message(f"warm-up did not finish within {READY_TIMEOUT_S:g} s; stopping")
@@ -309,6 +335,7 @@ def run_session(
             if t - last_progress >= PROGRESS_INTERVAL_S:
                 last_progress = t
                 obs.progress(snap())
+        conductor.close(_now())
         for p in procs:
             p.join(timeout=5)
         if interrupted["n"]:

@@ -217,8 +217,19 @@ class SessionReader:
     def request_table(self, include_warmup: bool = False) -> RequestTable:
         """All requests (warm-up excluded unless asked) and their chunks, one query each."""
         where = "" if include_warmup else "WHERE NOT warmup"
+        have = {
+            r[0]
+            for r in self._con.execute(
+                "SELECT column_name FROM duckdb_columns() WHERE table_name = 'requests'"
+            ).fetchall()
+        }
         select = ", ".join(
-            f"COALESCE({c}, {NA}) AS {c}" if c in NULLABLE_COLUMNS else c for c in ROW_COLUMNS
+            f"COALESCE({c}, {NA}) AS {c}"
+            if c in NULLABLE_COLUMNS
+            else c
+            if c in have
+            else f"0 AS {c}"  # a column newer than the file (level, block)
+            for c in ROW_COLUMNS
         )
         rows = self._con.execute(f"SELECT {select} FROM requests {where} ORDER BY req").fetchnumpy()
         rows = {c: _plain(rows[c]) for c in ROW_COLUMNS}

@@ -54,6 +54,47 @@ def add_run_workload_options(g) -> None:
         help="shared-prefix groups (item i uses group i mod N)",
     )
     g.add_argument("--prefix-tokens", type=int, metavar="N", help="tokens of each group's prefix")
+    add_run_schedule_options(g)
+
+
+def _numbers(kind, what: str):
+    def parse(text: str):
+        try:
+            vals = [kind(x) for x in text.split(",") if x.strip()]
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected comma-separated {what}, got {text!r}"
+            ) from None
+        if not vals or not all(v > 0 for v in vals):
+            raise argparse.ArgumentTypeError(f"expected positive {what}, got {text!r}")
+        return vals
+
+    return parse
+
+
+def add_run_schedule_options(g) -> None:
+    g.add_argument(
+        "--sweep-rate",
+        type=_numbers(float, "rates"),
+        metavar="R1,R2,…",
+        help="a sweep of open-loop rates (req/s), each level its own segment",
+    )
+    g.add_argument(
+        "--sweep-concurrency",
+        type=_numbers(int, "concurrencies"),
+        metavar="C1,C2,…",
+        help="a sweep of closed-loop concurrencies",
+    )
+    g.add_argument(
+        "--runs", type=_positive(int), help="repeat the whole schedule k times (default 1)"
+    )
+    g.add_argument(
+        "--schedule",
+        choices=("parallel", "alternate"),
+        help="parallel: arms at the same instants (separate hardware, default); "
+        "alternate: arms take turns over blocks, A B B A (one shared GPU)",
+    )
+    g.add_argument("--blocks", type=_positive(int), help="alternate: blocks per level (default 4)")
 
 
 def apply_run_workload_options(spec, args) -> None:
@@ -66,6 +107,11 @@ def apply_run_workload_options(spec, args) -> None:
         ("prefix_tokens", w, "prefix_tokens"),
         ("burstiness", ld, "burstiness"),
         ("speedup", ld, "speedup"),
+        ("sweep_rate", ld, "sweep_rate"),
+        ("sweep_concurrency", ld, "sweep_concurrency"),
+        ("runs", ld, "runs"),
+        ("schedule", ld, "schedule"),
+        ("blocks", ld, "blocks"),
     ):
         v = getattr(args, flag, None)
         if v is not None:

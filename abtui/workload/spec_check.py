@@ -29,6 +29,7 @@ def check_workload(spec, source: str) -> None:
         raise SpecError(f"{source}: load.burstiness must be > 0 (1 = Poisson), got {ld.burstiness}")
     if not (ld.speedup > 0 and math.isfinite(ld.speedup)):
         raise SpecError(f"{source}: load.speedup must be > 0, got {ld.speedup}")
+    _check_load_shape(spec, source)
     if w.file is not None and ld.rate is None and ld.concurrency is None:
         ld.arrival = "replay"  # a file and no load given: its own timestamps
     if ld.arrival == "replay":
@@ -38,3 +39,32 @@ def check_workload(spec, source: str) -> None:
         if ld.rate is not None:
             raise SpecError(f"{source}: load.rate and arrival = 'replay' exclude each other",
                             "replay follows the file's timestamps; --speedup scales them")  # fmt: skip
+
+
+def _check_load_shape(spec, source: str) -> None:
+    """Sweep, runs and arm scheduling."""
+    from abtui.runner.segments import SCHEDULES
+
+    ld = spec.load
+    if ld.sweep_rate and ld.sweep_concurrency:
+        raise SpecError(f"{source}: sweep either rates or concurrencies, not both")
+    if ld.sweep_rate:
+        if not all(r > 0 and math.isfinite(r) for r in ld.sweep_rate):
+            raise SpecError(
+                f"{source}: load.sweep_rate must be positive rates, got {ld.sweep_rate}"
+            )
+        ld.rate = ld.rate or ld.sweep_rate[0]  # open loop
+    if ld.sweep_concurrency:
+        if not all(c >= 1 for c in ld.sweep_concurrency):
+            raise SpecError(
+                f"{source}: load.sweep_concurrency must be ≥ 1, got {ld.sweep_concurrency}"
+            )
+        if ld.rate is not None:
+            raise SpecError(f"{source}: a concurrency sweep is closed loop: drop load.rate")
+        ld.concurrency = ld.sweep_concurrency[0]
+    if ld.runs < 1 or ld.blocks < 1:
+        raise SpecError(f"{source}: load.runs and load.blocks must be ≥ 1")
+    if ld.schedule not in SCHEDULES:
+        raise SpecError(
+            f"{source}: load.schedule must be one of {', '.join(SCHEDULES)}, got {ld.schedule!r}"
+        )

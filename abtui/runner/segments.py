@@ -1,0 +1,171 @@
+"""Segments: the parts of a session played one after another, each on its own start ``t0``.
+
+A session is ``runs × levels × blocks`` segments:
+
+- **runs** (``--runs k``): the whole schedule again, same items at the same offsets; requests
+  are paired across arms by (run, item).
+- **levels** (``--sweep-rate 5,10,20`` or ``--sweep-concurrency 1,4,16``): one segment per
+  load level, each with its own items (seeded by the level: no prompt repeats across levels,
+  so a prefix cache does not favour later levels), for the Pareto front and capacity.
+- **blocks** (``schedule = "alternate"``, arms sharing one GPU): the level's schedule cut into
+  ``blocks`` consecutive blocks; every arm plays every block, alone, the arms taking turns in
+  A B | B A | A B … order (counterbalanced, so warm-up and drift hit both arms alike). In
+  ``parallel`` mode (arms on separate hardware) there is one block, played by every arm at the
+  same instants.
+
+Each segment ends when every arm playing it has finished its requests (drained); the next one
+starts on a fresh common ``t0``. So in ``alternate`` mode the arms never overlap in time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from abtui.workload.items import Item
+
+SCHEDULES = ("parallel", "alternate")
+
+
+@dataclass
+class Segment:
+    """One part of the schedule: who plays which items, how."""
+
+    items: list[Item]  # offsets relative to this segment's t0
+    mode: str  # "open" | "closed"
+    concurrency: int | None
+    arms: tuple[int, ...] | None = None  # None: every arm
+    run: int = 0
+    level: int = 0
+    block: int = 0
+    rate: float | None = None
+
+    def describe(self, arm_names: list[str]) -> dict:
+        who = arm_names if self.arms is None else [arm_names[a] for a in self.arms]
+        return {
+            "run": self.run,
+            "level": self.level,
+            "block": self.block,
+            "arms": who,
+            "rate": self.rate,
+            "concurrency": self.concurrency,
+            "requests": len(self.items),
+        }
+
+
+@dataclass
+class Level:
+    rate: float | None
+    concurrency: int | None
+    items: list[Item] = field(default_factory=list)
+
+
+def alternate_order(block: int, n_arms: int) -> list[int]:
+    """Arms' turn order in ``block``: A B, B A, A B, … (for more arms: forward, reversed, …)."""
+    order = list(range(n_arms))
+    return order if block % 2 == 0 else order[::-1]
+
+
+def _rebased(items: list[Item], start: float) -> list[Item]:
+    import dataclasses
+
+    return [dataclasses.replace(it, arrival_s=max(0.0, it.arrival_s - start)) for it in items]
+
+
+def plan_segments(
+    levels: list[Level], *, runs: int, schedule: str, blocks: int, n_arms: int, open_loop: bool
+) -> list[Segment]:
+    """Every segment of the session, in the order they are played."""
+    segs: list[Segment] = []
+    for run in range(runs):
+        for li, lv in enumerate(levels):
+            mode = "open" if open_loop else "closed"
+            if schedule == "parallel":
+                segs.append(Segment(lv.items, mode, lv.concurrency, None, run, li, 0, lv.rate))
+                continue
+            nb = max(1, min(blocks, len(lv.items)))
+            size = -(-len(lv.items) // nb)
+            for b in range(nb):
+                part = lv.items[b * size : (b + 1) * size]
+                if not part:
+                    continue
+                part = _rebased(part, part[0].arrival_s)
+                for arm in alternate_order(b, n_arms):
+                    segs.append(Segment(part, mode, lv.concurrency, (arm,), run, li, b, lv.rate))
+    return segs
+
+
+def build_levels(spec, items: list[Item] | None = None) -> list[Level]:
+    """The load levels of ``spec`` with their items (``items``: the caller's, one level)."""
+    from abtui.workload.build import build_items
+
+    ld = spec.load
+    if items is not None:
+        return [Level(ld.rate, ld.concurrency, items)]
+    if ld.sweep_rate:
+        pairs = [(r, ld.concurrency) for r in ld.sweep_rate]
+    elif ld.sweep_concurrency:
+        pairs = [(None, c) for c in ld.sweep_concurrency]
+    else:
+        return [Level(ld.rate, ld.concurrency, build_items(spec, ld.rate))]
+    levels, first = [], 0
+    for k, (rate, conc) in enumerate(pairs):
+        lv_items = build_items(spec, rate, first_index=first, seed_offset=k)
+        levels.append(Level(rate, conc, lv_items))
+        first += len(lv_items)
+    return levels
+
+
+class Conductor:
+    """The main process's side: starts segment k+1 when every live arm finished segment k,
+    and keeps the segments record (``meta.segments``: who played what, from when to when)."""
+
+    def __init__(self, segments: list[Segment], arm_names: list[str], writer, start_delay_s: float):
+        self.segments = segments
+        self.names = arm_names
+        self.writer = writer
+        self.delay_ns = int(start_delay_s * 1e9)
+        self.k = -1
+        self.finished: set[int] = set()
+        self.log: list[dict] = []
+
+    @property
+    def started(self) -> bool:
+        return self.k >= 0
+
+    def on_segment_done(self, arm: int, k: int) -> None:
+        if k == self.k:
+            self.finished.add(arm)
+
+    def due(self, ready: set[int], done: set[int], n: int) -> bool:
+        """Whether the next segment should start now."""
+        if self.k >= len(self.segments):
+            return False
+        if self.k < 0:
+            return len(ready | done) == n
+        return len(self.finished | done) == n
+
+    def start_next(self, pipes, ready: set[int], done: set[int], now_ns: int) -> None:
+        self._close_current(now_ns)
+        self.k += 1
+        self.finished = set()
+        if self.k >= len(self.segments):
+            return
+        t0 = now_ns + self.delay_ns
+        for i, pe in enumerate(pipes):
+            if i in ready and i not in done:
+                pe.send(t0)
+        entry = {"segment": self.k, **self.segments[self.k].describe(self.names), "t0_ns": t0}
+        self.log.append(entry)
+        self.writer.write_meta(segments=self.log)
+        if self.k == 0:
+            self.writer.event("start", f"t0={t0}")
+        self.writer.event("segment", f"segment {self.k} run {entry['run']} level "
+                          f"{entry['level']} block {entry['block']} arms {','.join(entry['arms'])}")  # fmt: skip
+
+    def _close_current(self, now_ns: int) -> None:
+        if self.log and "end_ns" not in self.log[-1]:
+            self.log[-1]["end_ns"] = now_ns
+            self.writer.write_meta(segments=self.log)
+
+    def close(self, now_ns: int) -> None:
+        self._close_current(now_ns)

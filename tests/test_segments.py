@@ -1,0 +1,143 @@
+"""Sweeps, repeated runs and arm scheduling end to end: real generator processes against the
+simulator on 127.0.0.1 (the batching engine on a simulated H100, time-scaled), real session
+files; the segment plan on its own."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from abtui.cli import main
+from abtui.runner.segments import Level, alternate_order, plan_segments
+from abtui.sim.engine import SimConfig
+from abtui.sim.preset_cli import PresetOptions
+from abtui.sim.process import SimProcess
+from abtui.store.reader import SessionReader
+from abtui.workload.items import Item
+
+TIME_SCALE = 20.0  # the simulated GPU runs 20× faster than real time
+
+
+def _gpu(seed: int) -> SimConfig:
+    po = PresetOptions("h100:llama-3-8b:fp8", time_scale=TIME_SCALE)
+    return SimConfig(port=0, seed=seed, preset=po)
+
+
+@pytest.fixture(scope="module")
+def gpus():
+    with SimProcess(_gpu(1)) as a, SimProcess(_gpu(2)) as b:
+        yield a, b
+
+
+def _common(tmp_path, name):
+    return ["--input-tokens", "64", "--output-tokens", "16", "--warmup", "1", "--name", name,
+            "--sessions-dir", str(tmp_path), "--headless"]  # fmt: skip
+
+
+def test_plan_alternates_abba_and_every_arm_plays_every_block():
+    items = [Item(index=i, id=str(i), arrival_s=i * 0.1) for i in range(8)]
+    segs = plan_segments([Level(10.0, None, items)], runs=2, schedule="alternate", blocks=4,
+                         n_arms=2, open_loop=True)  # fmt: skip
+    assert [s.arms[0] for s in segs[:8]] == [0, 1, 1, 0, 0, 1, 1, 0]
+    assert [s.block for s in segs[:8]] == [0, 0, 1, 1, 2, 2, 3, 3] and segs[8].run == 1
+    assert [it.index for it in segs[2].items] == [2, 3]
+    assert [it.arrival_s for it in segs[2].items] == pytest.approx([0.0, 0.1])  # rebased
+    assert alternate_order(1, 3) == [2, 1, 0]
+    par = plan_segments([Level(1.0, None, items), Level(2.0, None, items)], runs=1,
+                        schedule="parallel", blocks=4, n_arms=2, open_loop=True)  # fmt: skip
+    assert [(s.level, s.arms) for s in par] == [(0, None), (1, None)]
+
+
+def test_rate_sweep_stores_one_segment_per_level(gpus, tmp_path):
+    a, b = gpus
+    rc = main(["run", "--baseline", a.url, "--candidate", b.url, "--sweep-rate", "4,16,40",
+               "--requests", "24", *_common(tmp_path, "sweep")])  # fmt: skip
+    assert rc in (0, 3, 4)
+    with SessionReader(tmp_path / "sweep.duckdb") as rd:
+        meta = rd.meta()
+        t = rd.request_table()
+        items = rd.items()
+    assert [lv["rate"] for lv in meta["levels"]] == [4.0, 16.0, 40.0]
+    segs = meta["segments"]
+    assert [(s["level"], s["rate"], s["requests"]) for s in segs] == [
+        (0, 4.0, 24), (1, 16.0, 24), (2, 40.0, 24)]  # fmt: skip
+    assert all(s["t0_ns"] < s["end_ns"] <= n["t0_ns"] for s, n in zip(segs, segs[1:], strict=False))
+    assert len(t) == 144 and set(t.status) == {"ok"}
+    for lv, seg in enumerate(segs):
+        rows = t.select(t.level == lv)
+        assert len(rows) == 48 and set(np.unique(rows.arm)) == {0, 1}
+        # every request of the level was sent inside its segment, at the level's rate
+        assert rows.dispatched_ns.min() >= seg["t0_ns"] and rows.done_ns.max() <= seg["end_ns"]
+        span = (rows.scheduled_ns.max() - rows.scheduled_ns.min()) / 1e9
+        assert 23 / span == pytest.approx(seg["rate"], rel=0.6)
+    # each level its own items: no prompt repeats across levels (prefix caches)
+    measured = [it for it in items if "warmup" not in it.tags]
+    assert len({it.prompt for it in measured}) == 72
+
+
+def test_alternate_arms_sharing_one_gpu_never_overlap(gpus, tmp_path):
+    """Both arms are served by ONE simulated GPU (one engine, one batch): with `alternate` the
+    arms take turns A B B A and no request of one arm is in flight during the other's."""
+    shared = gpus[0].url
+    rc = main(["run", "--baseline", shared, "--candidate", shared, "--rate", "30",
+               "--requests", "40", "--schedule", "alternate", "--blocks", "4", "--runs", "2",
+               *_common(tmp_path, "alt")])  # fmt: skip
+    assert rc in (0, 3, 4)
+    with SessionReader(tmp_path / "alt.duckdb") as rd:
+        meta = rd.meta()
+        t = rd.request_table()
+    assert meta["mode"] == "alternate"
+    segs = meta["segments"]
+    assert len(segs) == 2 * 4 * 2
+    assert [s["arms"][0] for s in segs[:4]] == ["baseline", "candidate", "candidate", "baseline"]
+    assert len(t) == 160 and set(t.status) == {"ok"}
+    assert set(np.unique(t.run)) == {0, 1} and set(np.unique(t.block)) == {0, 1, 2, 3}
+    # the same items, each arm, each run
+    for arm in (0, 1):
+        for run in (0, 1):
+            rows = t.select((t.arm == arm) & (t.run == run))
+            assert sorted(rows.item) == list(range(40))
+    _assert_no_overlap(t)
+
+
+def _assert_no_overlap(t) -> None:
+    """No request of one arm is in flight while one of the other arm is."""
+    a, b = t.select(t.arm == 0), t.select(t.arm == 1)
+    a_start, a_end = a.dispatched_ns.min(), a.done_ns.max()
+    assert a_start < a_end
+    # interval sweep: sort all (start, end, arm) and check no overlap across arms
+    ev = sorted([(s, e, 0) for s, e in zip(a.dispatched_ns, a.done_ns, strict=True)]
+                + [(s, e, 1) for s, e in zip(b.dispatched_ns, b.done_ns, strict=True)])  # fmt: skip
+    open_until = {0: -1, 1: -1}
+    for s, e, arm in ev:
+        assert s >= open_until[1 - arm], "arms overlapped in time"
+        open_until[arm] = max(open_until[arm], e)
+
+
+def test_parallel_arms_on_one_gpu_do_overlap(gpus, tmp_path):
+    """The control: the same shared GPU in `parallel` mode has the arms in flight together
+    (what `alternate` exists to avoid), so the overlap check above can fail."""
+    shared = gpus[0].url
+    rc = main(["run", "--baseline", shared, "--candidate", shared, "--rate", "30",
+               "--requests", "20", *_common(tmp_path, "par")])  # fmt: skip
+    assert rc in (0, 3, 4)
+    with SessionReader(tmp_path / "par.duckdb") as rd:
+        t = rd.request_table()
+    with pytest.raises(AssertionError, match="overlapped"):
+        _assert_no_overlap(t)
+
+
+def test_concurrency_sweep_is_closed_loop_per_level(gpus, tmp_path):
+    a, b = gpus
+    rc = main(["run", "--baseline", a.url, "--candidate", b.url, "--sweep-concurrency", "1,4",
+               "--requests", "12", *_common(tmp_path, "csweep")])  # fmt: skip
+    assert rc in (0, 3, 4)
+    with SessionReader(tmp_path / "csweep.duckdb") as rd:
+        segs = rd.meta()["segments"]
+        t = rd.request_table()
+    assert [(s["concurrency"], s["rate"]) for s in segs] == [(1, None), (4, None)]
+    for lv, conc in ((0, 1), (1, 4)):
+        rows = t.select((t.level == lv) & (t.arm == 0))
+        starts, ends = np.sort(rows.dispatched_ns), np.sort(rows.done_ns)
+        in_flight = np.searchsorted(starts, starts, side="right") - np.searchsorted(ends, starts)
+        assert in_flight.max() == conc
