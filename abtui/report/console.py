@@ -131,6 +131,25 @@ def summary_table(names: list[str], sums: list[ArmSummary], slo: dict[str, float
     return t
 
 
+def _print_generator_health(console: Console, meta: dict) -> None:
+    """The generators' stored health (abtui.runner.health) and, loudly, a degraded mark."""
+    from abtui.runner.health import format_health
+
+    health = meta.get("generator_health") or {}
+    lines = format_health(health)
+    if lines:
+        console.print()
+        for line in lines:
+            console.print(line)
+    if meta.get("degraded"):
+        console.print(
+            "[bold red]DEGRADED SESSION:[/] [bold]the load generator did not keep its schedule; "
+            "the arms did not get the load asked for, and no GO can be drawn from it.[/]"
+        )
+        for r in health.get("reasons", []):
+            console.print(f"[bold red]  ✗ {r}[/]")
+
+
 def print_session_summary(path: str | Path, out: TextIO | None = None) -> list[ArmSummary]:
     """Summarise the session file at ``path`` side by side; returns the per-arm summaries."""
     out = out or sys.stdout
@@ -170,4 +189,5 @@ def print_session_summary(path: str | Path, out: TextIO | None = None) -> list[A
             "[yellow]warning:[/] the load generator fell behind its schedule "
             "(schedule lag above limits): latencies include client-side delay."
         )
+    _print_generator_health(console, meta)
     return sums

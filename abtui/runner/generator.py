@@ -99,14 +99,23 @@ class _Generator:
         self.tasks: set[asyncio.Task] = set()
         self.stopping = False
         self.lag_max_ns = 0
+        self.in_flight_max = 0  # most requests in flight at once (measured ones)
+        self.active = 0
+        self.t_measure = None  # (perf_counter_ns, process_time) at the first segment's t0
 
     # -- plumbing -------------------------------------------------------------
     def _stats(self) -> dict:
-        return {
-            "cpu_s": time.process_time(),
+        cpu = time.process_time()
+        stats = {
+            "cpu_s": cpu,
             "in_flight": len(self.tasks),
+            "in_flight_max": self.in_flight_max,
             "lag_max_s": self.lag_max_ns / 1e9,
         }
+        if self.t_measure is not None:  # the generator's own CPU while measuring, and the wall
+            stats["measure_wall_s"] = max(0, _now() - self.t_measure[0]) / 1e9
+            stats["measure_cpu_s"] = cpu - self.t_measure[1]
+        return stats
 
     def _ship(self) -> None:
         if self.outbox:
@@ -124,6 +133,8 @@ class _Generator:
                     t.cancel()
 
     async def _one(self, rec: RequestRecord, item: Item, body: bytes, sem) -> None:
+        self.active += 1
+        self.in_flight_max = max(self.in_flight_max, self.active)
         try:
             await self._send(
                 self.client, self.plan.target, item, body, rec, store_text=self.plan.store_text
@@ -131,6 +142,7 @@ class _Generator:
         except asyncio.CancelledError:
             pass  # rec is marked cancelled by the client
         finally:
+            self.active -= 1
             self.outbox.append(rec)
             if sem is not None:
                 sem.release()
@@ -185,6 +197,9 @@ class _Generator:
             t0 = await self._wait_start()
             if t0 is None or self.stopping:
                 return
+            if self.t_measure is None:
+                self.t_measure = (t0, time.process_time())
+                self.in_flight_max = self.active  # warm-up does not count
             if seg.arms is None or plan.arm in seg.arms:
                 self.seg = seg
                 if seg.mode == "open":

@@ -47,6 +47,20 @@ class SessionResult:
     snapshot: Snapshot
 
 
+def _mark_health(writer: SessionWriter, names: list[str], stats: dict, obs) -> None:
+    """Store the generators' health; mark the session degraded (loudly) when they lagged."""
+    from abtui.runner.health import generator_health
+
+    writer.flush()
+    h = generator_health(writer.con, names, stats)
+    writer.write_meta(generator_health=h, degraded=h["degraded"])
+    for r in h["reasons"]:
+        writer.event("degraded", r)
+        obs.message(f"DEGRADED: the load generator fell behind: {r}")
+    for note in h["notes"]:
+        obs.message(f"note: {note}")
+
+
 def session_path(spec: Spec) -> tuple[str, Path]:
     name = spec.name or datetime.now().strftime("%Y%m%d-%H%M%S")
     return name, Path(spec.store.dir) / f"{name}.duckdb"
@@ -283,6 +297,7 @@ def run_session(
         ready: set[int] = set()
         done: set[int] = set()
         fatal: dict[int, str] = {}
+        gen_stats: dict[int, dict] = {}
         conductor = Conductor(segments, [a.name for a in spec.arms], writer, START_DELAY_S)
         t_ready_deadline = time.monotonic() + READY_TIMEOUT_S
         last_progress = 0.0
@@ -301,8 +316,10 @@ def run_session(
                 elif kind == "segment_done":
                     conductor.on_segment_done(arm, msg[2])
                     live.add(arm, [], msg[3])
+                    gen_stats[arm] = msg[3]
                 elif kind == "done":
                     done.add(arm)
+                    gen_stats[arm] = msg[2]
                     live.arms[arm].finished = True
                     live.arms[arm].in_flight = 0
                     obs.arm_finished(arm, live.arms[arm])
@@ -336,6 +353,7 @@ def run_session(
                 last_progress = t
                 obs.progress(snap())
         conductor.close(_now())
+        _mark_health(writer, [a.name for a in spec.arms], gen_stats, obs)
         for p in procs:
             p.join(timeout=5)
         if interrupted["n"]:
