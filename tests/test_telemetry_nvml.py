@@ -227,3 +227,28 @@ def test_gpu_index_parsing():
     for bad in ("a", "-1", True, 1.5):
         with pytest.raises(ValueError, match="x must be a GPU index"):
             parse_gpu_index(bad, "x")
+
+
+def test_gpu_check_script_prints_every_field_or_na(install):
+    import importlib.util
+    import io
+    from pathlib import Path
+
+    path = Path(__file__).parent.parent / "scripts" / "gpu_check.py"
+    spec = importlib.util.spec_from_file_location("gpu_check", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    install(fake_pynvml(unsupported={"nvmlDeviceGetPowerUsage"}, reasons=0x4))
+    out = io.StringIO()
+    assert mod.report(None, out, pause_s=0) == 0
+    text = out.getvalue()
+    assert "GPU 1: NVIDIA H100 80GB HBM3" in text
+    assert "DRAM bandwidth used / peak (GPM)             71.0 %" in text
+    assert "power                                        n/a" in text
+    assert "clock event reasons (bitmask)                0x4" in text
+    out = io.StringIO()
+    assert mod.report([5], out) == 2 and "GPU index 5 does not exist" in out.getvalue()
+    install(None)
+    out = io.StringIO()
+    assert mod.report(None, out) == 0
+    assert "no GPU telemetry: pynvml (nvidia-ml-py) is not installed" in out.getvalue()
