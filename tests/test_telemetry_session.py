@@ -90,6 +90,21 @@ def test_run_stores_server_and_gpu_telemetry_and_diagnoses_it(tmp_path, sims):
     pre = next(b for b in base.roofline if b.phase == "prefill")
     assert pre.basis == "server prefill"
 
+    # the reports carry the same block
+    import json
+
+    from abtui.cli import main
+
+    for fmt in ("md", "html", "json"):
+        out = tmp_path / f"r.{fmt}"
+        assert main(["report", str(res.path), "--format", fmt, "-o", str(out)]) in (0, 3, 4)
+        body = out.read_text()
+        if fmt == "json":
+            doc = json.loads(body)["diagnosis"]
+            assert doc[1]["spec_acceptance"] == pytest.approx(cand.spec_acceptance)
+            assert doc[0]["roofline"][0]["label"].startswith("decode: memory-bound")
+        else:
+            assert "Diagnosis: where the time went" in body and "decode: memory-bound" in body
     text = "\n".join(diagnosis_lines(diags))
     assert "phases: queue" in text and "[server (vllm)]" in text
     assert "GPU (dcgm)" in text and "throttling n/a" in text

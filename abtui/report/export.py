@@ -16,7 +16,7 @@ from pathlib import Path
 
 from abtui.errors import UsageError
 from abtui.metrics.summary import summarize
-from abtui.report.verdict_text import p_text, value
+from abtui.report.verdict_text import SWEEP_COLUMNS, p_text, sweep_cells, sweep_line, value
 from abtui.stats.session import SessionVerdict, session_verdict
 from abtui.stats.verdict import label, pct
 from abtui.store.reader import SessionReader
@@ -72,6 +72,9 @@ def report_data(sv: SessionVerdict) -> dict:
     doc["slo"] = slo
     doc["config_diff"] = [{"setting": k, "values": v} for k, v in config_diff(sv.arms, sv.spec)]
     doc["status"] = sv.meta.get("status")
+    from abtui.telemetry.diagnosis import diagnosis_doc
+
+    doc["diagnosis"] = diagnosis_doc(sv.path)
     return doc
 
 
@@ -137,6 +140,21 @@ def to_markdown(sv: SessionVerdict, doc: dict) -> str:
                     f"| {lab} | " + " | ".join(_money(c[field]) for c in pair.cost.values()) + " |"
                 )
         lines.append("")
+    if v.sweep:
+        lines += [
+            "## Load sweep",
+            "",
+            "| " + " | ".join(SWEEP_COLUMNS) + " |",
+            "|---|" + "--:|" * (len(SWEEP_COLUMNS) - 1),
+        ]
+        lines += [
+            "| " + " | ".join(e_(c) for c in sweep_cells(p)) + " |" for p in v.sweep["points"]
+        ]
+        lines += [
+            "",
+            e_(sweep_line(v.sweep)),
+            "",
+        ]
     lines += _md_summary(doc)
     if doc["config_diff"]:
         lines += [
@@ -150,6 +168,9 @@ def to_markdown(sv: SessionVerdict, doc: dict) -> str:
             for d in doc["config_diff"]
         ]
         lines.append("")
+    from abtui.telemetry.diagnosis import diagnosis_markdown
+
+    lines += diagnosis_markdown(doc, e_)
     lines += [_policy_line(doc), ""]
     return "\n".join(lines)
 
