@@ -113,3 +113,50 @@ def test_light_load_uses_the_paired_wilcoxon_and_load_uses_mann_whitney():
     comp = evaluate(loaded, ARMS[:2], SPEC).pairs[0].comparison
     assert comp.rank_tests["tpot"].test == "mann-whitney"
     assert comp.get("tpot.p50").block_len >= 8  # a block spans the requests in flight
+
+
+def _point(arm, level, load, attain, p99, usd):
+    from abtui.stats.sweep import LevelPoint
+
+    return LevelPoint(arm, level, load, None, load, 100, attain, load, load * 10, p99, p99, usd)
+
+
+def test_capacity_and_pareto_front_on_hand_made_points():
+    from abtui.stats.sweep import capacity, mark_pareto
+
+    pts = [
+        _point("a", 0, 5.0, 0.99, 0.20, 3.0),
+        _point("a", 1, 10.0, 0.95, 0.30, 2.0),
+        _point("a", 2, 20.0, 0.60, 0.90, 1.5),
+        _point("b", 0, 5.0, 0.99, 0.25, 3.5),  # dominated by a@5 (slower and dearer)
+        _point("b", 1, 10.0, 0.97, 0.28, 2.5),
+    ]
+    assert capacity(pts[:3]) == 10.0 and capacity(pts[3:]) == 10.0
+    assert capacity(pts[:3], target=0.999) is None
+    mark_pareto(pts)
+    assert [p.on_front for p in pts] == [True, True, True, False, True]
+
+
+def test_a_sweep_session_gets_capacity_cost_at_capacity_and_a_front():
+    import numpy as np
+
+    from abtui.metrics.table import RequestTable
+
+    parts = []
+    for k, scale in enumerate((1.0, 2.0, 4.0)):  # latency grows with the offered load
+        t = synthetic_table(200, [ArmTruth(ttft_scale=scale), ArmTruth(ttft_scale=0.6 * scale)],
+                            seed=20 + k, rate=5.0 * 2**k)  # fmt: skip
+        parts.append(t)
+    table = RequestTable.concat(parts)
+    table.level = np.concatenate([np.full(len(t), k) for k, t in enumerate(parts)])
+    spec = {**SPEC, "slo": {"ttft": 0.1}, "cost": {"gpu_price": 2.0}}
+    levels = [{"level": k, "rate": 5.0 * 2**k} for k in range(3)]
+    v = evaluate(table, ARMS[:2], spec, levels=levels)
+    sw = v.sweep
+    assert len(sw["points"]) == 6 and {p["level"] for p in sw["points"]} == {0, 1, 2}
+    cap = sw["capacity_rps"]
+    assert cap["base"] in (5.0, 10.0) and cap["cand"] >= cap["base"]  # faster: more capacity
+    assert sw["usd_per_mtok_good_at_capacity"]["cand"] > 0
+    assert any(p["on_front"] for p in sw["points"])
+    assert v.to_dict()["sweep"]["target"] == 0.9
+    assert _verdict(ArmTruth(), FASTER).sweep is None  # one level: no sweep section

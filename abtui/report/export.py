@@ -16,7 +16,7 @@ from pathlib import Path
 
 from abtui.errors import UsageError
 from abtui.metrics.summary import summarize
-from abtui.report.verdict_text import p_text, value
+from abtui.report.verdict_text import SWEEP_COLUMNS, p_text, sweep_cells, sweep_line, value
 from abtui.stats.session import SessionVerdict, session_verdict
 from abtui.stats.verdict import label, pct
 from abtui.store.reader import SessionReader
@@ -140,6 +140,21 @@ def to_markdown(sv: SessionVerdict, doc: dict) -> str:
                     f"| {lab} | " + " | ".join(_money(c[field]) for c in pair.cost.values()) + " |"
                 )
         lines.append("")
+    if v.sweep:
+        lines += [
+            "## Load sweep",
+            "",
+            "| " + " | ".join(SWEEP_COLUMNS) + " |",
+            "|---|" + "--:|" * (len(SWEEP_COLUMNS) - 1),
+        ]
+        lines += [
+            "| " + " | ".join(e_(c) for c in sweep_cells(p)) + " |" for p in v.sweep["points"]
+        ]
+        lines += [
+            "",
+            e_(sweep_line(v.sweep)),
+            "",
+        ]
     lines += _md_summary(doc)
     if doc["config_diff"]:
         lines += [

@@ -14,7 +14,7 @@ import numpy as np
 
 from abtui.metrics import request as rm
 from abtui.report.export import _policy_line, config_diff  # noqa: F401 (config_diff re-exported)
-from abtui.report.verdict_text import p_text, value
+from abtui.report.verdict_text import SWEEP_COLUMNS, p_text, sweep_cells, sweep_line, value
 from abtui.stats.session import SessionVerdict
 from abtui.stats.verdict import label, pct
 from abtui.store.reader import SessionReader
@@ -176,6 +176,15 @@ def to_html(sv: SessionVerdict, doc: dict) -> str:
                 )
                 h.append(f"<tr><td>{lab}</td>{cells}</tr>")
             h.append("</table>")
+    if v.sweep:
+        h.append(
+            "<h2>Load sweep</h2><table><tr>"
+            + "".join(f"<th>{esc(c)}</th>" for c in SWEEP_COLUMNS)
+            + "</tr>"
+        )
+        for p in v.sweep["points"]:
+            h.append("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in sweep_cells(p)) + "</tr>")
+        h.append(f'</table><p class="muted">{esc(sweep_line(v.sweep))}</p>')
     h.append("<h2>Latency distributions</h2>" + _plots(sv))
     names = list(doc["summaries"])
     h.append(

@@ -102,6 +102,46 @@ def effect_table(pair: PairVerdict, policy: dict) -> Table:
     return t
 
 
+SWEEP_COLUMNS = ("arm", "level", "load req/s", "attainment", "goodput tok/s", "P99 E2E",
+                 "$/Mtok good", "front")  # fmt: skip
+
+
+def sweep_cells(p: dict) -> list[str]:
+    """One sweep point as display strings (no markup: the caller escapes)."""
+    usd = p["usd_per_mtok_good"]
+    return [
+        str(p["arm"]), str(p["level"]), f"{p['load_rps']:,.2f}" if p["load_rps"] else "n/a",
+        "n/a" if p["attainment"] is None else f"{p['attainment'] * 100:.1f}%",
+        "n/a" if p["goodput_tps"] is None else f"{p['goodput_tps']:,.0f}",
+        "n/a" if p["p99_e2e_s"] is None else f"{p['p99_e2e_s'] * 1e3:,.1f} ms",
+        "n/a" if usd is None else f"${usd:,.3f}", "✓" if p["on_front"] else "",
+    ]  # fmt: skip
+
+
+def sweep_line(sweep: dict) -> str:
+    """λ* per arm (and $/Mtok good there) in words."""
+    parts = []
+    for arm, lam in sweep["capacity_rps"].items():
+        usd = sweep["usd_per_mtok_good_at_capacity"].get(arm)
+        at = f" at ${usd:,.3f}/Mtok good" if usd is not None else ""
+        parts.append(f"{arm} {'none' if lam is None else f'{lam:,.2f} req/s'}{at}")
+    second = "$/Mtok good" if sweep["front_axes"][1] == "usd_per_mtok_good" else "goodput"
+    return (
+        f"capacity goodput λ* (largest load with SLO attainment ≥ {sweep['target']:.0%}): "
+        + "; ".join(parts)
+        + f". ✓ = on the Pareto front of (P99 E2E, {second})."
+    )
+
+
+def sweep_table(sweep: dict) -> Table:
+    t = Table(show_header=True, header_style="bold", box=None, pad_edge=False, title="load sweep")
+    for c in SWEEP_COLUMNS:
+        t.add_column(c, justify="left" if c == "arm" else "right")
+    for p in sweep["points"]:
+        t.add_row(*(escape(c) for c in sweep_cells(p)))
+    return t
+
+
 def print_verdict(sv: SessionVerdict, out: TextIO) -> None:
     v = sv.verdict
     console = Console(file=out, width=130, highlight=False)
@@ -136,6 +176,10 @@ def print_verdict(sv: SessionVerdict, out: TextIO) -> None:
             f"\nladder: [bold]{escape(pair.candidate)}[/] vs [bold]{escape(pair.baseline)}[/]: "
             f"{pair.result} — " + "; ".join(escape(r) for r in pair.reasons[:2])
         )
+    if v.sweep:
+        console.print()
+        console.print(sweep_table(v.sweep))
+        console.print(escape(sweep_line(v.sweep)))
     if v.pairs:
         d = v.pairs[0].comparison.design
         console.print(

@@ -142,8 +142,9 @@ def session_verdict(
         "arms": [a["name"] for a in arms],
     }
     verdict = evaluate(
-        table, arms, spec, status=status, policy=pol, noise_floor=floor, session=session
-    )
+        table, arms, spec, status=status, policy=pol, noise_floor=floor, session=session,
+        levels=meta.get("levels"),
+    )  # fmt: skip
     measured = None
     if aa:
         measured = noise_floor_of(verdict)

@@ -37,6 +37,7 @@ from abtui.stats import decide as dc
 from abtui.stats.classical import error_rate_higher_p
 from abtui.stats.effects import Comparison, Effect, compare
 from abtui.stats.multiple import benjamini_hochberg, holm
+from abtui.stats.sweep import sweep_summary
 
 GO, NO_GO, INCONCLUSIVE = "GO", "NO-GO", "INCONCLUSIVE"
 CALIBRATED = "CALIBRATED"  # an A/A session without a significant change (abtui.stats.session)
@@ -129,6 +130,7 @@ class Verdict:
     policy: dict
     session: dict
     created: str = field(default_factory=lambda: datetime.now(UTC).isoformat())
+    sweep: dict | None = None  # abtui.stats.sweep.sweep_summary, with two or more load levels
 
     @property
     def exit_code(self) -> int:
@@ -143,6 +145,7 @@ class Verdict:
             "session": self.session,
             "pairs": [p.to_dict() for p in self.pairs],
             "ladder": [p.to_dict() for p in self.ladder],
+            "sweep": _finite(self.sweep) if self.sweep else None,
         }
 
 
@@ -274,6 +277,7 @@ def evaluate(
     policy: dict | None = None,
     noise_floor: dict[str, float] | None = None,
     session: dict | None = None,
+    levels: list[dict] | None = None,
 ) -> Verdict:
     """The verdict of a session: ``arms`` as stored (index 0 = baseline), ``spec`` the resolved
     spec dict (SLOs, cost, policy). ``policy`` overrides ``spec["policy"]``."""
@@ -319,4 +323,6 @@ def evaluate(
     pol_out = dict(pol)
     if noise_floor:
         pol_out["noise_floor_values"] = noise_floor
-    return Verdict(overall, pairs, ladder, pol_out, dict(session or {}, status=status))
+    arm_rows = [dict(a, arm=i) for i, a in enumerate(arms)]
+    sweep = sweep_summary(table, arm_rows, slo, levels, prices)
+    return Verdict(overall, pairs, ladder, pol_out, dict(session or {}, status=status), sweep=sweep)
