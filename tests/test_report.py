@@ -46,7 +46,7 @@ requests = 60
 input_tokens = 16
 output_tokens = 8
 [load]
-rate = 30
+sweep_rate = [20, 40]           # two levels: the reports get a load-sweep section
 [slo]
 ttft = "100ms"
 [store]
@@ -76,6 +76,7 @@ def test_html_is_self_contained_and_escapes_every_untrusted_string(session, tmp_
     assert not re.search(r"""(src|href)\s*=\s*["']?\s*(https?:|//)""", text)
     assert "<link" not in text and "@import" not in text
     assert "Configuration differences" in text and "gpu_price" in text
+    assert "Load sweep" in text and "capacity goodput λ*" in text
 
 
 def test_markdown_escapes_untrusted_strings(session, tmp_path, capsys):
@@ -83,6 +84,7 @@ def test_markdown_escapes_untrusted_strings(session, tmp_path, capsys):
     assert "<script" not in text and "<img" not in text
     assert "&lt;img src=x onerror=alert(1)&gt;\\|\\*\\*x\\*\\*" in text  # no table break, no bold
     assert "| metric |" in text and "95% CI" in text and "$/Mtok good" in text
+    assert "## Load sweep" in text and "\\|\\*\\*x\\*\\* | 1 |" in text  # escaped in the sweep too
 
 
 def test_json_report_holds_the_verdict_and_matches_the_exit_code(session, tmp_path, capsys):
@@ -95,6 +97,11 @@ def test_json_report_holds_the_verdict_and_matches_the_exit_code(session, tmp_pa
     assert pair["cost"][EVIL_ARM]["usd_per_hour"] == 6.0  # 3 $/GPU-h × 2 GPUs
     keys = {e["key"] for e in pair["comparison"]["effects"]}
     assert {"tpot.p50", "e2e.p99", "goodput.requests", "cost.per_mtok_good"} <= keys
+    sweep = doc["sweep"]
+    assert {(p["arm"], p["level"]) for p in sweep["points"]} == {
+        (a, lv) for a in ("base", EVIL_ARM) for lv in (0, 1)
+    }
+    assert [p["load_rps"] for p in sweep["points"]][:2] == [20.0, 20.0]
     # the verdict stored in the session is the one reported
     with SessionReader(session) as rd:
         stored = rd.verdicts()[-1]["result"]
