@@ -160,3 +160,14 @@ def test_a_sweep_session_gets_capacity_cost_at_capacity_and_a_front():
     assert any(p["on_front"] for p in sw["points"])
     assert v.to_dict()["sweep"]["target"] == 0.9
     assert _verdict(ArmTruth(), FASTER).sweep is None  # one level: no sweep section
+
+
+def test_alternation_blocks_are_resampled_whole():
+    t = synthetic_table(400, [ArmTruth(), FASTER], seed=5)
+    t.block = t.item // 50  # 8 alternation blocks of 50 items (arms took turns)
+    comp = evaluate(t, ARMS[:2], SPEC).pairs[0].comparison
+    assert comp.design["resampling"] == "alternation blocks" and comp.design["units"] == 8
+    assert comp.get("e2e.p50").block_len == 1
+    flat = evaluate(synthetic_table(400, [ArmTruth(), FASTER], seed=5), ARMS[:2], SPEC)
+    assert flat.pairs[0].comparison.design["resampling"] == "circular blocks of items"
+    assert comp.get("e2e.p50").outcome == "IMPROVED"  # 20% faster is still clear with 8 blocks

@@ -12,7 +12,9 @@ Rows (``key`` = ``metric.stat``):
 
 Point estimates are exact (the same numbers as :func:`abtui.metrics.summary.summarize`); the effect
 is ``r = B / A − 1``. CIs: :mod:`abtui.stats.bootstrap`. Latency units are items of the schedule
-(keyed by ``(run, level, block, item)``; a unit never spans two runs, levels or blocks), resampled
+(keyed by ``(run, level, block, item)``; a unit never spans two runs, levels or blocks); when the
+arms took turns (``schedule = "alternate"``: more than one block) the units are the alternation
+blocks themselves, resampled whole (block length 1, widened for few blocks), resampled
 jointly for both arms. Rates are resampled over time windows: each arm's run is cut into ``K``
 equal windows by completion time (``K = clamp(sent / 10, 10, MAX_UNITS)``), window ``k`` of A is
 paired with window ``k`` of B, and a rate is ``Σ w·count / Σ w·duration``.
@@ -142,7 +144,13 @@ def compare(
     keep = ((table.arm == a) | (table.arm == b)) & ~table.warmup
     t = table if keep.all() else table.select(keep)
     key, segment = _schedule_key(t)
-    unit, n_units, unit_size = bs.unit_index(key, segments=segment)
+    alternating = len(np.unique(_column(t, "block"))) > 1
+    if alternating:  # arms took turns: resample whole alternation blocks (a cluster bootstrap)
+        unit, n_units, _ = bs.unit_index(segment, max_units=np.iinfo(np.int32).max)
+        unit_size = max(1, len(np.unique(key)) // max(n_units, 1))
+        block_len = block_len or 1
+    else:
+        unit, n_units, unit_size = bs.unit_index(key, segments=segment)
     weights = _Weights(resamples, seed)
     ok_all = t.ok
     sent_all = ok_all | (t.status == "error")  # cancelled requests were not sent
@@ -207,6 +215,7 @@ def compare(
     effects += rate_effects(windows[a], windows[b], sums, slo, weights, level, prices)
     design = {
         "paired_units": True,
+        "resampling": "alternation blocks" if alternating else "circular blocks of items",
         "light_load": light,
         "rank_test": "wilcoxon" if light else "mann-whitney",
         "in_flight": [in_flight[a], in_flight[b]],
