@@ -135,6 +135,9 @@ class LoadSpec:
     one GPU: they take turns over ``blocks`` blocks of the schedule, A B B A …)."""
     blocks: int = 4
     """``alternate``: blocks per level and run."""
+    generators: int = 1
+    """Load-generator processes per arm (each sends every n-th request of the same schedule),
+    for rates one core cannot keep (scripts/bench_loadgen.py measures it)."""
     concurrency: int | None = None
     """Closed loop: requests kept in flight per arm. With ``rate``: a cap on in-flight requests."""
     warmup: int = 2

@@ -3,6 +3,7 @@ fell behind is marked degraded, and the summary and the verdict say so."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from abtui.cli import main
@@ -57,3 +58,24 @@ def test_a_generator_that_falls_behind_marks_the_session_degraded(sims, tmp_path
     # the saved file's report says it again
     assert main(["report", str(tmp_path / "behind.duckdb")]) != 0
     assert "DEGRADED SESSION" in capsys.readouterr().out
+
+
+def test_several_generator_processes_per_arm_share_one_schedule(sims, tmp_path):
+    assert _run(sims, tmp_path, "g2", "--rate", "40", "--generators", "2") in (0, 3, 4)
+    with SessionReader(tmp_path / "g2.duckdb") as rd:
+        meta = rd.meta()
+        t = rd.request_table()
+    assert len(t) == 60 and set(t.status) == {"ok"}
+    for arm in (0, 1):
+        rows = t.select(t.arm == arm)
+        assert sorted(rows.item) == list(range(30))  # every item once, whichever process sent it
+    a, b = t.select(t.arm == 0), t.select(t.arm == 1)
+    assert (a.scheduled_ns[np.argsort(a.item)] == b.scheduled_ns[np.argsort(b.item)]).all()
+    for name in ("baseline", "candidate"):
+        assert meta["generator_health"]["arms"][name]["processes"] == 2
+    assert meta["degraded"] is False
+
+
+def test_more_generators_than_requests_in_flight_is_refused(sims, tmp_path, capsys):
+    assert _run(sims, tmp_path, "bad", "--concurrency", "2", "--generators", "3") == 2
+    assert "cannot share a concurrency of 2" in capsys.readouterr().err

@@ -40,6 +40,11 @@ class ArmPlan:
     http: str = "fast"  # "fast" (asyncio protocol hot path) | "httpx"
     cpu: int | None = None  # pin this process to one core (benchmarks)
     segments: list | None = None  # Segments played in turn (None: one of items/mode/concurrency)
+    worker: int | None = None  # this process's id in messages (several per arm); None: ``arm``
+
+    @property
+    def wid(self) -> int:
+        return self.arm if self.worker is None else self.worker
 
 
 async def _sleep_until(t_ns: int) -> None:
@@ -85,7 +90,7 @@ def generator_main(plan: ArmPlan, results, start_conn, stop_event) -> None:
     try:
         run_loop(_Generator(plan, results, start_conn, stop_event).run())
     except BaseException as e:  # report, never die silently
-        results.put(("fatal", plan.arm, f"{type(e).__name__}: {e}"))
+        results.put(("fatal", plan.wid, f"{type(e).__name__}: {e}"))
         raise SystemExit(1) from None
 
 
@@ -119,7 +124,7 @@ class _Generator:
 
     def _ship(self) -> None:
         if self.outbox:
-            self.results.put(("batch", self.plan.arm, self.outbox, self._stats()))
+            self.results.put(("batch", self.plan.wid, self.outbox, self._stats()))
             self.outbox = []
 
     async def _pump(self) -> None:
@@ -168,14 +173,14 @@ class _Generator:
             try:
                 await self._warmup()
                 self._ship()
-                self.results.put(("ready", plan.arm, self._stats()))
+                self.results.put(("ready", plan.wid, self._stats()))
                 await self._segments()
                 if self.tasks:
                     await asyncio.gather(*self.tasks, return_exceptions=True)
             finally:
                 pump.cancel()
                 self._ship()
-        self.results.put(("done", plan.arm, self._stats()))
+        self.results.put(("done", plan.wid, self._stats()))
 
     async def _warmup(self) -> None:
         plan = self.plan
@@ -209,7 +214,7 @@ class _Generator:
                 if self.tasks:  # drained before the segment counts as done
                     await asyncio.gather(*self.tasks, return_exceptions=True)
             self._ship()
-            self.results.put(("segment_done", plan.arm, k, self._stats()))
+            self.results.put(("segment_done", plan.wid, k, self._stats()))
 
     def _record(self, item: Item, sched: int) -> RequestRecord:
         seg = self.seg

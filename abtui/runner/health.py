@@ -36,6 +36,7 @@ def generator_health(con, names: list[str], stats: dict[int, dict]) -> dict:
             "requests": n,
             "cpu_share": share,
             "in_flight_max": st.get("in_flight_max"),
+            "processes": st.get("processes", 1),
         }
         if p99 > LAG_P99_LIMIT_S or mx > LAG_MAX_LIMIT_S:
             reasons.append(
@@ -45,6 +46,25 @@ def generator_health(con, names: list[str], stats: dict[int, dict]) -> dict:
         if share is not None and share > CPU_SHARE_WARN:
             notes.append(f"{name}: its load generator used {100 * share:.0f}% of a core")
     return {"arms": arms, "degraded": bool(reasons), "reasons": reasons, "notes": notes}
+
+
+def per_arm(stats: dict[int, dict], worker_arm: list[int]) -> dict[int, dict]:
+    """Workers' stats → per arm: the busiest process's CPU share, in-flight summed."""
+    out: dict[int, dict] = {}
+    for w, st in stats.items():
+        if not isinstance(st, dict):
+            continue
+        a = out.setdefault(worker_arm[w], {"in_flight_max": 0, "processes": 0})
+        a["processes"] += 1
+        a["in_flight_max"] += st.get("in_flight_max") or 0
+        wall = st.get("measure_wall_s") or 0.0
+        if wall > 0:
+            share = st.get("measure_cpu_s", 0.0) / wall
+            if share >= a.get("share", -1.0):
+                a.update(
+                    share=share, measure_cpu_s=st.get("measure_cpu_s", 0.0), measure_wall_s=wall
+                )
+    return out
 
 
 def format_health(h: dict) -> list[str]:

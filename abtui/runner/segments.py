@@ -94,6 +94,22 @@ def plan_segments(
     return segs
 
 
+def shard(segments: list[Segment], g: int, n: int) -> list[Segment]:
+    """Generator process ``g`` of ``n`` serving one arm: every n-th item of each segment (the
+    same instants as with one process) and its share of any concurrency."""
+    import dataclasses
+
+    if n == 1:
+        return segments
+    out = []
+    for s in segments:
+        conc = None
+        if s.concurrency:
+            conc = s.concurrency // n + (1 if g < s.concurrency % n else 0)
+        out.append(dataclasses.replace(s, items=s.items[g::n], concurrency=conc))
+    return out
+
+
 def build_levels(spec, items: list[Item] | None = None) -> list[Level]:
     """The load levels of ``spec`` with their items (``items``: the caller's, one level)."""
     from abtui.workload.build import build_items

@@ -26,7 +26,7 @@ from abtui.client.records import RequestRecord
 from abtui.runner.endpoints import resolve_targets
 from abtui.runner.generator import ArmPlan, generator_main
 from abtui.runner.observer import ArmProgress, NullObserver, Observer, RunInfo, Snapshot
-from abtui.runner.segments import Conductor, build_levels, plan_segments
+from abtui.runner.segments import Conductor, build_levels, plan_segments, shard
 from abtui.spec import Spec
 from abtui.store.writer import SessionWriter
 from abtui.telemetry import sampler as telemetry
@@ -47,12 +47,12 @@ class SessionResult:
     snapshot: Snapshot
 
 
-def _mark_health(writer: SessionWriter, names: list[str], stats: dict, obs) -> None:
+def _mark_health(writer: SessionWriter, names: list[str], stats: dict, worker_arm, obs) -> None:
     """Store the generators' health; mark the session degraded (loudly) when they lagged."""
-    from abtui.runner.health import generator_health
+    from abtui.runner.health import generator_health, per_arm
 
     writer.flush()
-    h = generator_health(writer.con, names, stats)
+    h = generator_health(writer.con, names, per_arm(stats, worker_arm))
     writer.write_meta(generator_health=h, degraded=h["degraded"])
     for r in h["reasons"]:
         writer.event("degraded", r)
@@ -256,24 +256,28 @@ def run_session(
         results = ctx.Queue()
         stop = ctx.Event()
         pipes = []
-        for i, t in enumerate(targets):
+        n_gen = spec.load.generators  # processes per arm, each every n-th item of the schedule
+        worker_arm = [i for i in range(len(targets)) for _ in range(n_gen)]
+        for w, i in enumerate(worker_arm):
+            g = w % n_gen
             plan = ArmPlan(
                 arm=i,
-                target=t,
+                target=targets[i],
                 items=items,
                 warmup_items=warm,
                 mode=mode,
                 concurrency=max((lv.concurrency or 0 for lv in levels), default=0) or None,
                 store_text=spec.store.text,
                 http=spec.request.http,
-                cpu=generator_cpus[i % len(generator_cpus)] if generator_cpus else None,
-                segments=segments,
+                cpu=generator_cpus[w % len(generator_cpus)] if generator_cpus else None,
+                segments=shard(segments, g, n_gen),
+                worker=w,
             )
             parent_end, child_end = ctx.Pipe()
             p = ctx.Process(
                 target=generator_main,
                 args=(plan, results, child_end, stop),
-                name=f"abtui-gen-{spec.arms[i].name}",
+                name=f"abtui-gen-{spec.arms[i].name}" + (f"-{g}" if n_gen > 1 else ""),
                 daemon=True,
             )
             p.start()
@@ -293,7 +297,7 @@ def run_session(
         for sig in (signal.SIGINT, signal.SIGTERM):
             old_handlers[sig] = signal.signal(sig, on_signal)
 
-        n = len(targets)
+        n = len(procs)  # generator processes (workers)
         ready: set[int] = set()
         done: set[int] = set()
         fatal: dict[int, str] = {}
@@ -307,25 +311,27 @@ def run_session(
             except queue_mod.Empty:
                 msg = None
             if msg is not None:
-                kind, arm = msg[0], msg[1]
+                kind, wid = msg[0], msg[1]
+                arm = worker_arm[wid]
                 if kind == "batch":
                     writer.add_records(msg[2], store_text=spec.store.text)
                     live.add(arm, msg[2], msg[3])
                 elif kind == "ready":
-                    ready.add(arm)
+                    ready.add(wid)
                 elif kind == "segment_done":
-                    conductor.on_segment_done(arm, msg[2])
+                    conductor.on_segment_done(wid, msg[2])
                     live.add(arm, [], msg[3])
-                    gen_stats[arm] = msg[3]
+                    gen_stats[wid] = msg[3]
                 elif kind == "done":
-                    done.add(arm)
-                    gen_stats[arm] = msg[2]
-                    live.arms[arm].finished = True
-                    live.arms[arm].in_flight = 0
-                    obs.arm_finished(arm, live.arms[arm])
+                    done.add(wid)
+                    gen_stats[wid] = msg[2]
+                    if all(w in done for w, a in enumerate(worker_arm) if a == arm):
+                        live.arms[arm].finished = True
+                        live.arms[arm].in_flight = 0
+                        obs.arm_finished(arm, live.arms[arm])
                 elif kind == "fatal":
-                    fatal[arm] = msg[2]
-                    done.add(arm)
+                    fatal[wid] = msg[2]
+                    done.add(wid)
                     writer.event("generator_failed", msg[2], arm=arm)
                     obs.message(f"load generator of {spec.arms[arm].name} failed: {msg[2]}")
             if not interrupted["n"] and conductor.due(ready, done, n):
@@ -341,7 +347,8 @@ def run_session(
                     if i not in done and not p.is_alive() and results.empty():
                         done.add(i)
                         fatal.setdefault(i, f"exited with code {p.exitcode}")
-                        writer.event("generator_died", f"exit code {p.exitcode}", arm=i)
+                        writer.event("generator_died", f"exit code {p.exitcode}",
+                                     arm=worker_arm[i])  # fmt: skip
             if interrupted["n"] and phase != "stopping":
                 phase = "stopping"
                 writer.event("interrupted", "stop requested (signal)")
@@ -353,7 +360,7 @@ def run_session(
                 last_progress = t
                 obs.progress(snap())
         conductor.close(_now())
-        _mark_health(writer, [a.name for a in spec.arms], gen_stats, obs)
+        _mark_health(writer, [a.name for a in spec.arms], gen_stats, worker_arm, obs)
         for p in procs:
             p.join(timeout=5)
         if interrupted["n"]:

@@ -95,6 +95,12 @@ def add_run_schedule_options(g) -> None:
         "alternate: arms take turns over blocks, A B B A (one shared GPU)",
     )
     g.add_argument("--blocks", type=_positive(int), help="alternate: blocks per level (default 4)")
+    g.add_argument(
+        "--generators",
+        type=_positive(int),
+        metavar="N",
+        help="load-generator processes per arm, for rates one core cannot keep (default 1)",
+    )
 
 
 def apply_run_workload_options(spec, args) -> None:
@@ -112,6 +118,7 @@ def apply_run_workload_options(spec, args) -> None:
         ("runs", ld, "runs"),
         ("schedule", ld, "schedule"),
         ("blocks", ld, "blocks"),
+        ("generators", ld, "generators"),
     ):
         v = getattr(args, flag, None)
         if v is not None:

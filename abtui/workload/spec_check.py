@@ -62,8 +62,15 @@ def _check_load_shape(spec, source: str) -> None:
         if ld.rate is not None:
             raise SpecError(f"{source}: a concurrency sweep is closed loop: drop load.rate")
         ld.concurrency = ld.sweep_concurrency[0]
-    if ld.runs < 1 or ld.blocks < 1:
-        raise SpecError(f"{source}: load.runs and load.blocks must be ≥ 1")
+    if ld.runs < 1 or ld.blocks < 1 or ld.generators < 1:
+        raise SpecError(f"{source}: load.runs, load.blocks and load.generators must be ≥ 1")
+    concs = [c for c in [ld.concurrency, *(ld.sweep_concurrency or [])] if c]
+    if concs and ld.generators > min(concs):
+        raise SpecError(
+            f"{source}: {ld.generators} generator processes per arm cannot share a concurrency "
+            f"of {min(concs)}",
+            "use at most as many generators as requests in flight",
+        )
     if ld.schedule not in SCHEDULES:
         raise SpecError(
             f"{source}: load.schedule must be one of {', '.join(SCHEDULES)}, got {ld.schedule!r}"
