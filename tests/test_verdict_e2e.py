@@ -59,10 +59,16 @@ def test_clearly_faster_candidate_gets_go(tmp_path, capsys):
         SimProcess(SimConfig(seed=1, **BASE)) as a,
         SimProcess(SimConfig(seed=2, ttft_ms=12.0, itl_ms=1.2, jitter_ms=1.0)) as b,
     ):
-        rc = main(
-            ["run", _spec(tmp_path, "faster", a.url, b.url), "--headless", "--gpu-price", "2.5"]
-        )
-    out = capsys.readouterr().out
+        # A run whose load generator fell behind (a CPU-starved CI box) can never be GO, by
+        # design: it is no evidence either way, so it is repeated (at most twice more).
+        for _ in range(3):
+            rc = main(
+                ["run", _spec(tmp_path, "faster", a.url, b.url), "--headless", "--gpu-price",
+                 "2.5", "--overwrite"]
+            )  # fmt: skip
+            out = capsys.readouterr().out
+            if "fell behind its schedule" not in out:
+                break
     assert rc == 0, out
     assert "Verdict: GO" in out and "P50 E2E improved" in out
     res = _stored(tmp_path / "faster.duckdb")
