@@ -119,10 +119,6 @@ def _arm_values(
     return out
 
 
-def _is_cancelled(status: np.ndarray) -> np.ndarray:
-    return status == "cancelled"
-
-
 def compare(
     table: RequestTable,
     a: int,
