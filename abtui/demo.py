@@ -64,6 +64,19 @@ def _sim_config(flag: str, preset: str, opts: DemoOptions):
     return cfg
 
 
+def _hardware(preset: str, opts: DemoOptions) -> dict:
+    """The simulated GPU, model and dtypes of an arm, for the diagnosis's roofline and MBU;
+    none when the sim runs faster than real time (its times are then not the GPU's)."""
+    from abtui.hardware.models import model_names
+    from abtui.sim.presets import parse_preset
+
+    p = parse_preset(preset)
+    if opts.time_scale != 1 or p.model.name not in model_names():
+        return {}
+    return {"gpu": p.gpu.name, "model_preset": p.model.name, "dtype": p.weight_dtype,
+            "kv_dtype": p.kv_dtype, "gpus": p.tp}  # fmt: skip
+
+
 def build_spec(opts: DemoOptions, urls: tuple[str, str], n_items: int, median_in: int,
                median_out: int):  # fmt: skip
     from abtui.spec import ArmSpec, Spec, validate
@@ -72,8 +85,10 @@ def build_spec(opts: DemoOptions, urls: tuple[str, str], n_items: int, median_in
     spec = Spec(
         name=opts.name or datetime.now().strftime("demo-%Y%m%d-%H%M%S"),
         arms=[
-            ArmSpec(name=a_name, url=urls[0], role="baseline"),
-            ArmSpec(name=b_name, url=urls[1], role="candidate"),
+            ArmSpec(name=a_name, url=urls[0], role="baseline",
+                    **_hardware(opts.baseline_preset, opts)),
+            ArmSpec(name=b_name, url=urls[1], role="candidate",
+                    **_hardware(opts.candidate_preset, opts)),
         ],
     )
     w = spec.workload
