@@ -56,6 +56,11 @@ def test_run_stores_server_and_gpu_telemetry_and_diagnoses_it(tmp_path, sims):
         assert got[f"{arm}/scrape/scrape.ok"] >= 2
     assert "0/vllm/spec_accepted_tokens.delta" in got
 
+    # the live view: the latest gauges per arm, for the TUI
+    live = res.snapshot.arms[0].telemetry
+    assert "vllm:running" in live and "dcgm:gpu.power_w" in live and "vllm:kv_usage" in live
+    assert not any(k.endswith(".delta") for k in live)
+
     diags = diagnose(res.path)
     base, cand = diags
     assert base.engines == ["dcgm", "vllm"]
@@ -69,6 +74,8 @@ def test_run_stores_server_and_gpu_telemetry_and_diagnoses_it(tmp_path, sims):
         assert d.output_tokens <= d.server_generated <= d.output_tokens + 2 * 32
         assert d.kv_usage is not None and d.running[1] >= 1
         assert d.preemptions == 0
+        # consistency: the server's mean E2E and the client's agree within a few ms
+        assert abs(d.client_e2e_s - d.server_e2e_s) < 0.1 * d.client_e2e_s
         assert d.gpu.source == "dcgm" and d.gpu.j_per_token > 0
         assert d.gpu.throttled is None  # the simulator publishes no throttle reasons: n/a
     assert base.spec_acceptance is None

@@ -28,6 +28,9 @@ class ArmProgress:
     schedule_lag_max_s: float = 0.0
     generator_cpu_s: float = 0.0
     finished: bool = False
+    telemetry: dict[str, float] = field(default_factory=dict)
+    """Latest telemetry of this arm for live gauges: ``"source:metric"`` → value (gauges and
+    ``.rate`` counters, e.g. ``"vllm:kv_usage"``, ``"nvml:gpu.power_w"``)."""
 
 
 @dataclass

@@ -353,7 +353,7 @@ def run_session(
                 phase = "stopping"
                 writer.event("interrupted", "stop requested (signal)")
                 obs.message("stopping: cancelling in-flight requests, keeping what was measured")
-            telemetry.drain_into(hub, writer)
+            telemetry.drain_into(hub, writer, live.arms)
             writer.maybe_flush()
             t = time.monotonic()
             if t - last_progress >= PROGRESS_INTERVAL_S:

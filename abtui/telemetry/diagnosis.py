@@ -80,6 +80,8 @@ class ArmDiagnosis:
     tpot_mean_s: float | None = None
     decode_concurrency: float | None = None  # client: mean requests decoding at once
     server_generated: float | None = None  # generation tokens counted by the server
+    server_e2e_s: float | None = None  # the server's mean request latency (its histogram)
+    client_e2e_s: float | None = None  # the client's mean, dispatch to last token
     roofline: list = field(default_factory=list)  # abtui.telemetry.bottleneck.PhaseBound
 
     @property
@@ -234,6 +236,9 @@ def diagnose(path) -> list[ArmDiagnosis]:
                 d.client = _split("client (TTFT: queue + prefill + network, vs decode)",
                                   None, ttft, dec)  # fmt: skip
             d.tpot_mean_s, d.prompt_tokens_mean, d.output_tokens_mean = tpot, n_in, n_out
+            if ttft is not None and dec is not None:
+                d.client_e2e_s = ttft + dec
+        d.server_e2e_s = s.mean_of("e2e_s")
         d.kv_usage = s.gauge("kv_usage")
         d.running, d.waiting = s.gauge("running"), s.gauge("waiting")
         d.preemptions = s.total("preemptions")
@@ -278,6 +283,11 @@ def diagnosis_lines(diags: list[ArmDiagnosis]) -> list[str]:
                          f"  [{ph.view}]")  # fmt: skip
         else:
             lines.append("    phases: n/a (no request finished)")
+        if d.server_e2e_s is not None and d.client_e2e_s is not None:
+            gap = (d.client_e2e_s - d.server_e2e_s) * 1e3
+            lines.append(f"    check: mean E2E {d.server_e2e_s * 1e3:.1f} ms in the server, "
+                         f"{d.client_e2e_s * 1e3:.1f} ms at the client ({gap:+.1f} ms outside "
+                         "the engine: network, HTTP, streaming)")  # fmt: skip
         if d.server is None and d.scrapes_ok == 0:
             why = (f"{d.scrapes_failed} scrapes failed" if d.scrapes_failed
                    else "not scraped")  # fmt: skip

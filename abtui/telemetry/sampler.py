@@ -275,13 +275,18 @@ def start_for_session(spec, writer, say: Callable[[str], None]) -> TelemetryHub 
     return hub
 
 
-def drain_into(hub: TelemetryHub | None, writer) -> None:
-    """Move what the sampling threads gathered into the session writer's buffers."""
+def drain_into(hub: TelemetryHub | None, writer, live: list | None = None) -> None:
+    """Move what the sampling threads gathered into the session writer's buffers; ``live``:
+    the observer's per-arm progress, whose ``telemetry`` dict gets the latest gauges."""
     if hub is None:
         return
     rows, msgs = hub.drain()
     if rows:
         writer.add_telemetry(rows)
+    if live is not None:
+        for arm, source, _, metric, value in rows:
+            if arm is not None and 0 <= arm < len(live) and not metric.endswith(".delta"):
+                live[arm].telemetry[f"{source}:{metric}"] = value
     for kind, text, arm in msgs:
         writer.event(kind, text, arm=arm)
         if hub.say is not None:
