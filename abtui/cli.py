@@ -291,21 +291,6 @@ def cmd_roofline(args) -> int:
     return 0
 
 
-def cmd_roofline(args) -> int:
-    """The pure roofline of a GPU x model x dtype (abtui.hardware.table)."""
-    from abtui.hardware.gpus import get_gpu
-    from abtui.hardware.models import get_model, load_hf_config
-    from abtui.hardware.table import print_roofline
-    from abtui.sim.predict import parse_batches
-
-    if bool(args.model) == bool(args.model_config):
-        raise UsageError("give --model NAME or --model-config FILE", "e.g. --model llama-3-8b")
-    model = get_model(args.model) if args.model else load_hf_config(args.model_config)
-    print_roofline(get_gpu(args.gpu), model, args.dtype, args.kv_dtype, parse_batches(args.batch),
-                   args.context, sys.stdout, tp=args.tp)  # fmt: skip
-    return 0
-
-
 def cmd_sim_predict(args) -> int:
     from abtui.sim.batching import EngineOptions
     from abtui.sim.predict import parse_batches, print_prediction
@@ -380,17 +365,6 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--context", type=int, default=2048, help="tokens per sequence (default %(default)s)")
     sp.add_argument("--gpu-mem-util", type=float, default=0.9, help="for the KV capacity (default %(default)s)")
     sp.set_defaults(func=cmd_sim_predict)
-
-    rf = sub.add_parser("roofline", help="roofline floors of a GPU x model x dtype (TPOT, TTFT, bound)")
-    rf.add_argument("--gpu", required=True, help="h100-sxm, h200, a100-80gb, l40s, l4, b200")
-    rf.add_argument("--model", help="a preset model, e.g. llama-3-8b")
-    rf.add_argument("--model-config", metavar="FILE", help="or a Hugging Face config.json")
-    rf.add_argument("--dtype", default="bf16", help="weights: bf16, fp16, fp8, int8, int4 (default %(default)s)")
-    rf.add_argument("--kv-dtype", default="bf16", help="KV cache dtype (default %(default)s)")
-    rf.add_argument("--batch", default="1,8,64", help="batch sizes (default %(default)s)")
-    rf.add_argument("--context", type=int, default=2048, help="tokens per sequence (default %(default)s)")
-    rf.add_argument("--tp", type=_positive_int, default=1, help="tensor-parallel GPUs (default %(default)s)")
-    rf.set_defaults(func=cmd_roofline)
 
     rf = sub.add_parser("roofline", help="roofline floors of a GPU x model x dtype (TPOT, TTFT, bound)")
     rf.add_argument("--gpu", required=True, help="h100-sxm, h200, a100-80gb, l40s, l4, b200")
