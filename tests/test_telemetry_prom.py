@@ -151,7 +151,7 @@ def test_counters_become_deltas_and_rates_resets_handled():
     restarted = text.replace("12800.0", "300.0")
     third = _rows(s.rows_from_text(restarted, 4_000_000_000))
     assert third[("vllm", "generation_tokens.delta")] == 300.0
-    assert s.resets >= 1
+    assert s.resets >= 1 and s.restarts == 1
 
 
 def test_missing_metrics_give_no_rows_but_a_scrape():

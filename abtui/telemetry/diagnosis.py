@@ -73,6 +73,7 @@ class ArmDiagnosis:
     spec_tokens_per_step: float | None = None  # 1 + accepted tokens per draft
     gpu: GpuSummary | None = None
     scrapes_ok: int = 0
+    counter_resets: int = 0  # counters that went down: the server restarted mid-run
     scrapes_failed: int = 0
     output_tokens: int = 0
     prompt_tokens_mean: float | None = None
@@ -216,6 +217,7 @@ def diagnose(path) -> list[ArmDiagnosis]:
             "SELECT arm, coalesce(sum(n_output), 0) FROM requests WHERE NOT warmup GROUP BY arm"
         ))  # fmt: skip
     engines_meta = (meta.get("telemetry") or {}).get("engines") or {}
+    resets_meta = (meta.get("telemetry") or {}).get("counter_resets") or {}
     spec_arms = (meta.get("spec") or {}).get("arms") or []
     out = []
     for a in arms:
@@ -226,6 +228,7 @@ def diagnose(path) -> list[ArmDiagnosis]:
         )
         d = ArmDiagnosis(arm=i, name=a["name"], engines=engines)
         d.output_tokens = int(tokens.get(i, 0) or 0)
+        d.counter_resets = int(resets_meta.get(str(i), 0) or 0)
         ok = s.values("scrape.ok")
         d.scrapes_ok, d.scrapes_failed = int((ok > 0).sum()), int((ok == 0).sum())
         d.server = _server_split(s, engines)
@@ -309,6 +312,9 @@ def diagnosis_lines(diags: list[ArmDiagnosis]) -> list[str]:
             srv.append(f"spec accept length {d.spec_accept_length:.2f}")
         if srv:
             lines.append("    server: " + ", ".join(srv))
+        if d.counter_resets:
+            lines.append(f"    warning: the server's counters went back to zero {d.counter_resets} "
+                         "time(s) (a restart during the run?): deltas count from zero there")  # fmt: skip
         g = d.gpu
         if g is not None:
             fields = (

@@ -299,16 +299,18 @@ def finish(hub: TelemetryHub | None, writer) -> None:
         return
     hub.stop(last_scrape=True)
     drain_into(hub, writer)
-    engines = {}
+    engines, resets = {}, {}
     for src in hub.sources:
         if isinstance(src, _ScrapeSource):
             engines[str(src.s.arm)] = sorted(src.s.engines)
+            resets[str(src.s.arm)] = src.s.restarts
     writer.write_meta(
         telemetry={
             "interval_s": hub.interval_s,
             "cpu_s": round(hub.cpu_s, 4),
             "polls": hub.polls,
             "engines": engines,
+            "counter_resets": resets,  # per arm: a server restarted during the run
             "nvml": any(isinstance(s, _NvmlSource) for s in hub.sources),
         }
     )

@@ -11,7 +11,8 @@ maps the engine's names to abtui's (:mod:`~abtui.telemetry.engines`) and returns
   interval; the buckets are coarse and not kept: quantiles come from the client's samples).
 
 A counter that went *down* was reset (the server restarted): the interval's delta is then the new
-value (Prometheus' ``rate()`` rule), and :attr:`PromScraper.resets` counts it. The first scrape
+value (Prometheus' ``rate()`` rule); :attr:`PromScraper.resets` counts the series reset and
+:attr:`PromScraper.restarts` the scrapes where any was (server restarts). The first scrape
 only sets the baseline. Each poll also adds ``scrape.ok`` (1 or 0), ``scrape.duration_s`` and,
 when lines were malformed, ``scrape.skipped_lines`` (source ``scrape``). A failed scrape is a
 row and a message, never an exception.
@@ -85,6 +86,7 @@ class PromScraper:
         self.last_error: str | None = None
         self.n_ok = 0
         self.n_failed = 0
+        self.restarts = 0  # scrapes in which some counter went down (the server restarted)
 
     @property
     def resets(self) -> int:
@@ -123,6 +125,7 @@ class PromScraper:
         self.last_error = None
         arm = self.arm
         rows: list[Row] = [(arm, "scrape", t_ns, "scrape.ok", 1.0)]
+        resets_before = self.tracker.resets
         if scrape.skipped:
             rows.append((arm, "scrape", t_ns, "scrape.skipped_lines", float(scrape.skipped)))
         for metric, (engine, value) in ex.gauges.items():
@@ -135,6 +138,8 @@ class PromScraper:
             rows.append((arm, engine, t_ns, key + ".delta", delta))
             if not key.endswith((".sum", ".count")) and dt > 0:
                 rows.append((arm, engine, t_ns, key + ".rate", delta / dt))
+        if self.tracker.resets > resets_before:
+            self.restarts += 1
         return rows
 
     def close(self) -> None:
