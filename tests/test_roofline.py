@@ -75,3 +75,21 @@ def test_cli_prints_the_table_and_rejects_bad_input(capsys):
         assert msg in capsys.readouterr().err
     assert main(["roofline", "--gpu", "h100"]) == 2
     assert "give --model NAME or --model-config FILE" in capsys.readouterr().err
+
+
+def test_a_hugging_face_config_gives_the_presets_figures(tmp_path, capsys):
+    import json
+
+    cfg = {"num_hidden_layers": 32, "hidden_size": 4096, "num_attention_heads": 32,
+           "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 128256,
+           "max_position_embeddings": 8192}  # fmt: skip
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    common = ["roofline", "--gpu", "h100-sxm", "--batch", "1,64", "--context", "2048"]
+    assert main([*common, "--model", "llama-3-8b"]) == 0
+    preset = capsys.readouterr().out.splitlines()
+    assert main([*common, "--model-config", str(path)]) == 0
+    custom = capsys.readouterr().out.splitlines()
+    assert preset[1:] == custom[1:]  # only the title names the model differently
+    assert main([*common, "--model-config", str(tmp_path / "missing.json")]) == 2
+    assert "cannot read the model config" in capsys.readouterr().err

@@ -38,6 +38,19 @@ def test_parse_special_values_and_plain_names():
     assert sc.skipped == 0
 
 
+def test_openmetrics_exemplars_and_created_samples():
+    text = (
+        'h_bucket{le="0.5"} 3 # {trace_id="a b # c"} 0.2 1700000000.1\n'
+        "c_total 7 1700000000000 # {} 1\n"
+        "c_created 1.7e9\n"
+    )
+    sc = parse(text)
+    assert sc.skipped == 0
+    assert [(s.name, s.value) for s in sc.samples] == [("h_bucket", 3), ("c_total", 7),
+                                                        ("c_created", 1.7e9)]  # fmt: skip
+    assert sc.samples[1].timestamp_ms == 1700000000000
+
+
 def test_malformed_lines_are_skipped_and_counted_not_raised():
     text = "\n".join([
         "# HELP ok a good one",

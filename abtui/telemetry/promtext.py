@@ -3,7 +3,8 @@
 Robust by design: a scrape is evidence, not input to trust. Comments and ``# HELP`` lines are
 skipped, ``# TYPE`` lines are remembered, label values may hold escaped ``\\``, ``"`` and ``\\n``
 (and commas, braces, spaces), values may be ``NaN``, ``+Inf``, ``-Inf``, an optional integer
-timestamp (ms) may follow, and ``# EOF`` ends the text. A malformed line is skipped and counted
+timestamp (ms) may follow, an OpenMetrics exemplar (`` # {trace_id="…"} 0.1``) is dropped, and
+``# EOF`` ends the text. A malformed line is skipped and counted
 (:attr:`Scrape.skipped`), never raised: one bad line from a server must not lose the rest.
 """
 
@@ -113,7 +114,10 @@ def parse_line(line: str) -> Sample:
     labels: dict[str, str] = {}
     if i < len(line) and line[i] == "{":
         labels, i = _labels(line, i)
-    rest = line[i:].split()
+    rest = line[i:]
+    if " # " in rest:  # an OpenMetrics exemplar after the value: not part of the sample
+        rest = rest.split(" # ", 1)[0]
+    rest = rest.split()
     if not rest or (i < len(line) and line[i] not in " \t"):
         raise ValueError("no value")
     if len(rest) > 2:
