@@ -196,6 +196,7 @@ def test_hub_samples_arms_in_the_background(install):
     hub = TelemetryHub(arms, interval_s=0.02)
     msgs = hub.start()
     assert msgs and "NVML sampling GPU 0 (NVIDIA H100 80GB HBM3), 1" in msgs[0][1]
+    assert "GPU 0 serves bf16, fp8-tp2: its power, energy and activity are theirs" in msgs[1][1]
     deadline = time.monotonic() + 10
     rows = []
     while time.monotonic() < deadline:

@@ -194,6 +194,12 @@ class TelemetryHub:
                         nv.sample(i)  # opens the handle, names the GPU, primes GPM
                     names = ", ".join(f"{i} ({nv.names.get(i, '?')})" for i in indices)
                     msgs.append(("telemetry", f"NVML sampling GPU {names}", None))
+                    for i in indices:
+                        users = [a.name for a in wanted if i in a.gpu_indices]
+                        if len(users) > 1:
+                            msgs.append(("telemetry", f"GPU {i} serves {', '.join(users)}: its "
+                                         "power, energy and activity are theirs together, not "
+                                         "each arm's", None))  # fmt: skip
             else:
                 msgs.append(("telemetry", nv.status or "no GPU telemetry", None))
         for src in self.sources:
