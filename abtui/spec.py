@@ -135,6 +135,10 @@ class LoadSpec:
     one GPU: they take turns over ``blocks`` blocks of the schedule, A B B A …)."""
     blocks: int = 4
     """``alternate``: blocks per level and run."""
+    duration_s: float | None = None
+    """Longest measured phase of each segment (``duration = "60s"``): open loop, the requests
+    scheduled within it (with no ``requests`` given, as many as the rate brings); closed loop,
+    no new request after it. ``requests`` still caps the count."""
     generators: int = 1
     """Load-generator processes per arm (each sends every n-th request of the same schedule),
     for rates one core cannot keep (scripts/bench_loadgen.py measures it)."""
@@ -316,8 +320,8 @@ def _coerce(value: Any, typ: str, where: str) -> Any:
     raise SpecError(f"{where} must be {wanted}, got {type(value).__name__} {value!r}")
 
 
-_DURATION_FIELDS = {"timeout_s", "read_timeout_s", "connect_timeout_s"}
-_ALIASES = {"timeout": "timeout_s", "read_timeout": "read_timeout_s", "connect_timeout": "connect_timeout_s"}
+_DURATION_FIELDS = {"timeout_s", "read_timeout_s", "connect_timeout_s", "duration_s"}
+_ALIASES = {"duration": "duration_s", "timeout": "timeout_s", "read_timeout": "read_timeout_s", "connect_timeout": "connect_timeout_s"}
 
 
 def _fill(cls: type, data: Any, where: str) -> Any:
@@ -433,7 +437,7 @@ def validate(spec: Spec, source: str = "spec") -> Spec:
         if a.api not in APIS:
             raise SpecError(f"{source}: arm {a.name!r}: api must be one of {', '.join(APIS)}, got {a.api!r}")
     w, ld = spec.workload, spec.load
-    if w.requests is None and w.file is None:
+    if w.requests is None and w.file is None and ld.duration_s is None:
         w.requests = 200
     for key in ("requests", "input_tokens", "output_tokens"):
         if getattr(w, key) is not None and getattr(w, key) < 1:

@@ -95,3 +95,27 @@ def test_synthetic_shape_flags_same_seed_same_workload(sims, tmp_path):
 def test_bad_workload_options_are_one_line_errors(sims, tmp_path, capsys, extra, says):
     rc = main(["run", *_arms(sims), *extra, "--sessions-dir", str(tmp_path), "--headless"])
     assert rc == 2 and says in capsys.readouterr().err
+
+
+def test_duration_cuts_an_open_schedule_and_stops_a_closed_loop(sims, tmp_path, capsys):
+    common = [*_arms(sims), "--input-tokens", "16", "--output-tokens", "4", "--warmup", "1",
+              "--sessions-dir", str(tmp_path), "--headless"]  # fmt: skip
+    # open loop, no request count: as many as 40 req/s brings in 1 s
+    assert main(["run", *common, "--rate", "40", "--duration", "1s", "--name", "d1"]) in (0, 3, 4)
+    with SessionReader(tmp_path / "d1.duckdb") as rd:
+        items = [it for it in rd.items() if "warmup" not in it.tags]
+        t = rd.request_table()
+    assert 20 <= len(items) <= 65 and max(it.arrival_s for it in items) < 1.0
+    assert len(t) == 2 * len(items) and set(t.status) == {"ok"}
+    # closed loop: at most 1000, but nothing starts after 0.5 s
+    rc = main(["run", *common, "--concurrency", "2", "--requests", "1000", "--duration", "0.5s",
+               "--name", "d2"])  # fmt: skip
+    assert rc in (0, 3, 4)
+    with SessionReader(tmp_path / "d2.duckdb") as rd:
+        seg = rd.meta()["segments"][0]
+        t = rd.request_table()
+    assert 0 < len(t) < 2000 and set(t.status) == {"ok"}
+    assert (t.dispatched_ns - seg["t0_ns"]).max() < 0.5e9
+    capsys.readouterr()
+    assert main(["run", *common, "--concurrency", "2", "--duration", "1s", "--name", "d3"]) == 2
+    assert "needs a request count" in capsys.readouterr().err

@@ -210,7 +210,7 @@ class _Generator:
                 if seg.mode == "open":
                     await self._open_loop(t0)
                 else:
-                    await self._closed_loop()
+                    await self._closed_loop(t0)
                 if self.tasks:  # drained before the segment counts as done
                     await asyncio.gather(*self.tasks, return_exceptions=True)
             self._ship()
@@ -249,14 +249,15 @@ class _Generator:
                 self.lag_max_ns = lag
             self._spawn(rec, item, body, sem)
 
-    async def _closed_loop(self) -> None:
+    async def _closed_loop(self, t0: int | None = None) -> None:
         """Keep ``concurrency`` requests in flight; each worker sends its next item at once."""
         plan, seg = self.plan, self.seg
         queue = iter(seg.items)
+        end = t0 + int(seg.duration_s * 1e9) if seg.duration_s and t0 is not None else None
 
         async def worker() -> None:
             for item in queue:
-                if self.stopping:
+                if self.stopping or (end is not None and _now() >= end):
                     return
                 body = build_body(plan.target, item)
                 rec = self._record(item, _now())

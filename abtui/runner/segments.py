@@ -38,6 +38,7 @@ class Segment:
     level: int = 0
     block: int = 0
     rate: float | None = None
+    duration_s: float | None = None  # closed loop: no new request after t0 + this
 
     def describe(self, arm_names: list[str]) -> dict:
         who = arm_names if self.arms is None else [arm_names[a] for a in self.arms]
@@ -72,15 +73,23 @@ def _rebased(items: list[Item], start: float) -> list[Item]:
 
 
 def plan_segments(
-    levels: list[Level], *, runs: int, schedule: str, blocks: int, n_arms: int, open_loop: bool
+    levels: list[Level],
+    *,
+    runs: int,
+    schedule: str,
+    blocks: int,
+    n_arms: int,
+    open_loop: bool,
+    duration_s: float | None = None,
 ) -> list[Segment]:
     """Every segment of the session, in the order they are played."""
     segs: list[Segment] = []
+    dur = None if open_loop else duration_s  # open loop: the schedule was already cut
     for run in range(runs):
         for li, lv in enumerate(levels):
             mode = "open" if open_loop else "closed"
             if schedule == "parallel":
-                segs.append(Segment(lv.items, mode, lv.concurrency, None, run, li, 0, lv.rate))
+                segs.append(Segment(lv.items, mode, lv.concurrency, None, run, li, 0, lv.rate, dur))
                 continue
             nb = max(1, min(blocks, len(lv.items)))
             size = -(-len(lv.items) // nb)
@@ -90,7 +99,9 @@ def plan_segments(
                     continue
                 part = _rebased(part, part[0].arrival_s)
                 for arm in alternate_order(b, n_arms):
-                    segs.append(Segment(part, mode, lv.concurrency, (arm,), run, li, b, lv.rate))
+                    segs.append(
+                        Segment(part, mode, lv.concurrency, (arm,), run, li, b, lv.rate, dur)
+                    )
     return segs
 
 

@@ -201,7 +201,8 @@ def run_session(
     old_handlers: dict = {}
     ld = spec.load
     segments = plan_segments(levels, runs=ld.runs, schedule=ld.schedule, blocks=ld.blocks,
-                             n_arms=len(spec.arms), open_loop=mode == "open")  # fmt: skip
+                             n_arms=len(spec.arms), open_loop=mode == "open",
+                             duration_s=ld.duration_s)  # fmt: skip
     planned = sum(len(s.items) for s in segments if s.arms is None or 0 in s.arms)
     live = _Live([a.name for a in spec.arms], planned)
     t_start = _now()

@@ -42,6 +42,17 @@ def build_items(
     A file's items keep their text; their offsets are the file's (``arrival = "replay"``, divided
     by ``speedup``) or drawn from the arrival process at ``rate``. A synthetic workload draws its
     lengths from ``input_dist`` / ``output_dist`` (default: fixed lengths) with prefix groups."""
+
+    items = _build(spec, rate, first_index, seed_offset)
+    dur = spec.load.duration_s
+    if dur is not None and (rate is not None or spec.load.arrival == "replay"):
+        items = [it for it in items if it.arrival_s < dur]  # open loop: what falls in the window
+        if not items:
+            raise SpecError(f"load.duration {dur:g} s holds no request of the schedule")
+    return items
+
+
+def _build(spec, rate: float | None, first_index: int, seed_offset: int) -> list[Item]:
     from abtui.workload.synthetic import parse_length_dist, shaped_items
 
     w, ld = spec.workload, spec.load
@@ -70,6 +81,9 @@ def build_items(
     if ld.arrival == "replay":
         raise SpecError("load.arrival = 'replay' needs a workload file", "give --workload FILE")
     n = w.requests or 200
+    if w.requests is None and ld.duration_s is not None and rate is not None:
+        # enough for the window (Poisson/gamma counts vary): the rest is cut by the duration
+        n = int(rate * ld.duration_s * (1.5 + ld.burstiness)) + 20
     offsets = schedule(n, rate, ld.arrival, ld.burstiness, seed)
     din = parse_length_dist(w.input_dist or f"fixed:{w.input_tokens}", "workload.input_dist")
     dout = parse_length_dist(

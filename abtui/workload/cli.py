@@ -57,6 +57,19 @@ def add_run_workload_options(g) -> None:
     add_run_schedule_options(g)
 
 
+def _duration(text: str) -> float:
+    from abtui.errors import SpecError
+    from abtui.spec import parse_duration
+
+    try:
+        v = parse_duration(text, "--duration")
+    except SpecError as e:
+        raise argparse.ArgumentTypeError(e.message) from None
+    if not v > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive duration, got {text!r}")
+    return v
+
+
 def _numbers(kind, what: str):
     def parse(text: str):
         try:
@@ -95,6 +108,9 @@ def add_run_schedule_options(g) -> None:
         "alternate: arms take turns over blocks, A B B A (one shared GPU)",
     )
     g.add_argument("--blocks", type=_positive(int), help="alternate: blocks per level (default 4)")
+    g.add_argument("--duration", type=_duration, metavar="DURATION",
+                   help="longest measured phase per segment, e.g. 60s (open loop: the requests "
+                        "scheduled within it; closed loop: none started after it)")  # fmt: skip
     g.add_argument(
         "--generators",
         type=_positive(int),
@@ -119,6 +135,7 @@ def apply_run_workload_options(spec, args) -> None:
         ("schedule", ld, "schedule"),
         ("blocks", ld, "blocks"),
         ("generators", ld, "generators"),
+        ("duration", ld, "duration_s"),
     ):
         v = getattr(args, flag, None)
         if v is not None:

@@ -62,6 +62,13 @@ def _check_load_shape(spec, source: str) -> None:
         if ld.rate is not None:
             raise SpecError(f"{source}: a concurrency sweep is closed loop: drop load.rate")
         ld.concurrency = ld.sweep_concurrency[0]
+    closed = ld.rate is None and not ld.sweep_rate and ld.arrival != "replay"
+    if ld.duration_s is not None:
+        if not ld.duration_s > 0:
+            raise SpecError(f"{source}: load.duration must be > 0")
+        if closed and spec.workload.requests is None and spec.workload.file is None:
+            raise SpecError(f"{source}: a closed-loop run with a duration needs a request count",
+                            "give --requests N as well (the most it may send)")  # fmt: skip
     if ld.runs < 1 or ld.blocks < 1 or ld.generators < 1:
         raise SpecError(f"{source}: load.runs, load.blocks and load.generators must be ≥ 1")
     concs = [c for c in [ld.concurrency, *(ld.sweep_concurrency or [])] if c]
