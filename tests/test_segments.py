@@ -141,3 +141,30 @@ def test_concurrency_sweep_is_closed_loop_per_level(gpus, tmp_path):
         starts, ends = np.sort(rows.dispatched_ns), np.sort(rows.done_ns)
         in_flight = np.searchsorted(starts, starts, side="right") - np.searchsorted(ends, starts)
         assert in_flight.max() == conc
+
+
+def test_spec_file_keys_for_load_shape_and_workload(tmp_path):
+    from abtui.errors import SpecError
+    from abtui.spec import spec_from_dict, validate
+
+    arms = [
+        {"name": "a", "url": "http://127.0.0.1:1/v1"},
+        {"name": "b", "url": "http://127.0.0.1:2/v1"},
+    ]
+    spec = validate(spec_from_dict({
+        "arms": arms,
+        "workload": {"input_dist": "lognormal:256:0.5", "prefix_groups": 2, "prefix_tokens": 32},
+        "load": {"sweep_rate": [5, 10.5], "schedule": "alternate", "blocks": 2, "runs": 3,
+                 "arrival": "gamma", "burstiness": 2.0, "duration": "30s", "generators": 2},
+    }, "x.toml"))  # fmt: skip
+    ld = spec.load
+    assert ld.sweep_rate == [5.0, 10.5] and ld.rate == 5.0 and ld.duration_s == 30.0
+    assert (ld.schedule, ld.blocks, ld.runs, ld.generators) == ("alternate", 2, 3, 2)
+    for load, says in (
+        ({"sweep_rate": ["fast"]}, "x.toml: load.sweep_rate must be"),
+        ({"rate": 5, "schedule": "zigzag"}, "load.schedule must be one of parallel, alternate"),
+        ({"sweep_concurrency": [2, 4], "rate": 3}, "a concurrency sweep is closed loop"),
+        ({"rate": 5, "burstiness": 0}, "load.burstiness must be > 0"),
+    ):
+        with pytest.raises(SpecError, match=says):
+            validate(spec_from_dict({"arms": [dict(a) for a in arms], "load": load}, "x.toml"))
