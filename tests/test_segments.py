@@ -168,3 +168,39 @@ def test_spec_file_keys_for_load_shape_and_workload(tmp_path):
     ):
         with pytest.raises(SpecError, match=says):
             validate(spec_from_dict({"arms": [dict(a) for a in arms], "load": load}, "x.toml"))
+
+
+def test_ctrl_c_in_the_middle_of_an_alternate_sweep_stops_cleanly(gpus, tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    shared = gpus[0].url
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "abtui", "run", "--baseline", shared, "--candidate", shared,
+         "--sweep-rate", "20,30", "--requests", "400", "--schedule", "alternate",
+         *_common(tmp_path, "stop")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    path = tmp_path / "stop.duckdb"
+    deadline = time.monotonic() + 30
+    segs = 0
+    while time.monotonic() < deadline and segs < 2:  # into the second segment (the other arm)
+        time.sleep(0.3)
+        try:
+            with SessionReader(path) as rd:
+                segs = len(rd.meta().get("segments") or [])
+        except Exception:  # noqa: BLE001 - the file may be mid-creation
+            segs = 0
+    assert segs >= 2
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    with SessionReader(path) as rd:
+        assert rd.status == "interrupted"
+        meta = rd.meta()
+        t = rd.request_table()
+    assert 2 <= len(meta["segments"]) < 16 and "end_ns" in meta["segments"][-1]
+    assert set(t.status) <= {"ok", "cancelled"} and len(t) < 1600
