@@ -204,3 +204,24 @@ def test_ctrl_c_in_the_middle_of_an_alternate_sweep_stops_cleanly(gpus, tmp_path
         t = rd.request_table()
     assert 2 <= len(meta["segments"]) < 16 and "end_ns" in meta["segments"][-1]
     assert set(t.status) <= {"ok", "cancelled"} and len(t) < 1600
+
+
+def test_run_warns_about_items_the_context_window_cannot_hold(gpus, tmp_path, capsys):
+    from abtui.workload.jsonl import write_jsonl
+
+    wl = tmp_path / "long.jsonl"
+    write_jsonl(wl, [
+        {"id": "short", "arrival_s": 0.0, "input_tokens": 100, "max_tokens": 8},
+        {"id": "huge", "arrival_s": 0.05, "input_tokens": 8190, "max_tokens": 64},
+        {"id": "short2", "arrival_s": 0.1, "input_tokens": 50, "max_tokens": 8},
+    ])  # fmt: skip
+    a, b = gpus
+    rc = main(["run", "--baseline", a.url, "--candidate", b.url, "--workload", str(wl),
+               "--warmup", "0", "--name", "ctx", "--sessions-dir", str(tmp_path), "--headless"])  # fmt: skip
+    assert rc in (0, 3, 4)
+    err = capsys.readouterr().err
+    assert "1 of 3 requests need more than baseline's 8192-token context window" in err
+    assert ": huge;" in err
+    with SessionReader(tmp_path / "ctx.duckdb") as rd:
+        events = [e for e in rd.events() if e["kind"] == "context_window"]
+    assert len(events) == 2  # one per arm

@@ -31,6 +31,7 @@ from abtui.spec import Spec
 from abtui.store.writer import SessionWriter
 from abtui.telemetry import sampler as telemetry
 from abtui.workload.build import build_items
+from abtui.workload.context import check_context
 from abtui.workload.items import Item, synthetic_prompt
 
 _now = time.perf_counter_ns
@@ -251,6 +252,7 @@ def run_session(
                 load=describe_load(spec),
             )
         )
+        check_context(targets, [a.name for a in spec.arms], items, writer, obs)
         hub = telemetry.start_for_session(spec, writer, obs.message)
 
         ctx = mp.get_context("spawn")

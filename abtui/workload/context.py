@@ -1,0 +1,52 @@
+"""Items an endpoint's context window cannot hold, found before the run.
+
+vLLM (and abtui's simulator) list ``max_model_len`` with each model at ``GET /v1/models``;
+an item whose prompt plus ``max_tokens`` exceeds it will be refused or truncated by the server.
+abtui warns (and records an event) before sending anything; it does not drop the items, so
+the run still measures what the server does with them. Servers that do not say are skipped.
+"""
+
+from __future__ import annotations
+
+import httpx
+
+from abtui.workload.items import Item
+
+
+def max_model_len(base_url: str, model: str, headers: dict, timeout_s: float = 5.0) -> int | None:
+    """The ``max_model_len`` the endpoint lists for ``model``; None when it does not say."""
+    try:
+        with httpx.Client(trust_env=False, timeout=timeout_s) as c:
+            data = c.get(f"{base_url}/models", headers=headers).json().get("data", [])
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return None
+    for m in data if isinstance(data, list) else []:
+        if isinstance(m, dict) and m.get("id") == model:
+            v = m.get("max_model_len")
+            return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
+    return None
+
+
+def too_long(items: list[Item], window: int) -> list[Item]:
+    """Items whose prompt (its known length, else its word count) + max_tokens exceed ``window``."""
+    out = []
+    for it in items:
+        n_in = it.n_input if it.n_input is not None else len((it.prompt or "").split())
+        if n_in + it.max_tokens > window:
+            out.append(it)
+    return out
+
+
+def check_context(targets, names: list[str], items: list[Item], writer, obs) -> None:
+    """Warn (message + event) per arm about items its context window cannot hold."""
+    for name, t in zip(names, targets, strict=True):
+        window = max_model_len(t.base_url, t.model, t.headers)
+        if window is None:
+            continue
+        bad = too_long(items, window)
+        if bad:
+            ids = ", ".join(it.id for it in bad[:5]) + (", …" if len(bad) > 5 else "")
+            msg = (f"{len(bad)} of {len(items)} requests need more than {name}'s {window}-token "
+                   f"context window (prompt + max_tokens): {ids}")  # fmt: skip
+            writer.event("context_window", msg)
+            obs.message(f"warning: {msg}; the server will refuse or truncate them")
