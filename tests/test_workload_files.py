@@ -150,3 +150,20 @@ def test_inspect_figures():
     assert s.mean_rate == pytest.approx(2.0) and s.burstiness == pytest.approx(0.0)
     assert s.output_pct["max"] == 21 and s.input_pct["p50"] == 10
     assert json.dumps(s.window_rates)
+
+
+def test_synth_writes_the_shape_asked_for_and_inspect_measures_it(tmp_path, capsys):
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    args = ["--requests", "2000", "--rate", "10", "--arrival", "gamma", "--burstiness", "2",
+            "--input-dist", "normal:400:50", "--prefix-groups", "4", "--prefix-tokens", "100",
+            "--seed", "3"]  # fmt: skip
+    assert main(["workload", "synth", "-o", str(a), *args]) == 0
+    assert main(["workload", "synth", "-o", str(b), *args]) == 0
+    assert a.read_bytes() == b.read_bytes()  # same seed, same workload
+    s = workload_stats(read_workload(a).items)
+    assert s.mean_rate == pytest.approx(10, rel=0.1)
+    assert s.burstiness == pytest.approx(2.0, rel=0.15)
+    assert s.input_pct["p50"] == pytest.approx(400, rel=0.03)
+    # 96 of every ~400 prefix-block tokens repeat (100-token prefixes, 16-token blocks)
+    assert s.prefix_share == pytest.approx(96 / 400, rel=0.1)
+    assert main(["workload", "synth", "-o", str(a), "--prefix-tokens", "5"]) == 2

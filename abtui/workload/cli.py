@@ -175,6 +175,26 @@ def add_workload_parser(sub) -> None:
     )
     ins.add_argument("--skip-bad", action="store_true", help="skip and count malformed lines")
     ins.set_defaults(func=cmd_inspect)
+    syn = wsub.add_parser(
+        "synth", help="write a seeded synthetic workload as abtui JSONL (to inspect or share)"
+    )
+    syn.add_argument(
+        "-o", "--output", required=True, metavar="FILE", help="the JSONL file to write"
+    )
+    syn.add_argument(
+        "--requests", type=_positive(int), default=200, help="items (default %(default)s)"
+    )
+    syn.add_argument("--rate", type=_positive(float), help="req/s (default: no arrival times)")
+    syn.add_argument("--arrival", choices=("poisson", "constant", "gamma"), default="poisson")
+    syn.add_argument("--burstiness", type=_positive(float), default=1.0, help="gamma: CV of gaps")
+    syn.add_argument("--input-tokens", type=_positive(int), default=512)
+    syn.add_argument("--output-tokens", type=_positive(int), default=128)
+    syn.add_argument("--input-dist", metavar="DIST", help="as for abtui run")
+    syn.add_argument("--output-dist", metavar="DIST", help="as for abtui run")
+    syn.add_argument("--prefix-groups", type=int, default=0, metavar="N")
+    syn.add_argument("--prefix-tokens", type=int, default=0, metavar="N")
+    syn.add_argument("--seed", type=int, default=0)
+    syn.set_defaults(func=cmd_synth)
     p.set_defaults(func=lambda args: (p.print_help(), 0)[1])
 
 
@@ -202,4 +222,26 @@ def cmd_inspect(args) -> int:
     print(format_stats(workload_stats(wl.items, args.context), args.file, args.context))
     if wl.stats.skipped:
         print(f"  {wl.stats.describe()}")
+    return 0
+
+
+def cmd_synth(args) -> int:
+    """The synthetic workload ``abtui run`` would send with the same options, as JSONL."""
+    from abtui.spec import LoadSpec, Spec, WorkloadSpec
+    from abtui.workload.build import build_items
+    from abtui.workload.jsonl import item_records, write_jsonl
+    from abtui.workload.spec_check import check_workload
+
+    spec = Spec(
+        workload=WorkloadSpec(
+            requests=args.requests, input_tokens=args.input_tokens,
+            output_tokens=args.output_tokens, seed=args.seed, input_dist=args.input_dist,
+            output_dist=args.output_dist, prefix_groups=args.prefix_groups,
+            prefix_tokens=args.prefix_tokens,
+        ),
+        load=LoadSpec(rate=args.rate, arrival=args.arrival, burstiness=args.burstiness),
+    )  # fmt: skip
+    check_workload(spec, "command line")
+    n = write_jsonl(args.output, item_records(build_items(spec, args.rate)))
+    print(f"{args.output}: {n} requests", file=sys.stderr)
     return 0
