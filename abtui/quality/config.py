@@ -1,0 +1,53 @@
+"""``[quality]`` in the spec (``--quality`` / ``--quality-file`` on the command line)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from abtui.errors import SpecError
+
+DEFAULT_MARGIN = 0.01  # non-inferiority: the lower CI bound of Δacc must be ≥ −1 pp
+
+
+@dataclass
+class QualitySpec:
+    suites: list = field(default_factory=list)
+    """Built-in suites to run after the load test: ``niah``, ``keys``, ``exact`` (``--quality``)."""
+    file: str | None = None
+    """A user suite, JSON Lines (``--quality-file``)."""
+    max_tokens: int = 32
+    """Cap on each answer's tokens (greedy, natural stop)."""
+    seed: int = 0
+    """Seed of the built-in suites and of the requests' ``seed``."""
+    per_cell: int = 3
+    """Haystacks per context length (niah, keys); the exact suite has 4× as many pairs of items."""
+    max_length: int | None = 32768
+    """Longest haystack in tokens (also bounded by the smallest arm's context)."""
+    concurrency: int = 4
+    """Quality requests in flight per arm."""
+    margin: float = DEFAULT_MARGIN
+    """Gate: NO-GO when the lower 95% CI bound of Δacc is below −margin (0.01 = 1 pp)."""
+    margins: dict = field(default_factory=dict)
+    """Per-suite margins, e.g. ``{niah = 0.02}`` (the rest use ``margin``)."""
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.suites or self.file)
+
+
+def validate_quality(q: QualitySpec, source: str) -> None:
+    from abtui.quality.builtin import SUITES
+
+    for s in q.suites:
+        if s not in SUITES:
+            raise SpecError(f"{source}: quality.suites: unknown suite {s!r}",
+                            f"built-in suites: {', '.join(SUITES)}")  # fmt: skip
+    for key in ("max_tokens", "per_cell", "concurrency"):
+        if getattr(q, key) < 1:
+            raise SpecError(f"{source}: quality.{key} must be ≥ 1, got {getattr(q, key)}")
+    if q.max_length is not None and q.max_length < 1024:
+        raise SpecError(f"{source}: quality.max_length must be ≥ 1024, got {q.max_length}")
+    for name, m in [("margin", q.margin)] + [(f"margins.{k}", v) for k, v in q.margins.items()]:
+        if isinstance(m, bool) or not isinstance(m, int | float) or not 0 <= m < 1:
+            raise SpecError(f"{source}: quality.{name} must be a fraction in [0, 1), got {m!r}",
+                            "0.01 = accuracy may drop by at most 1 percentage point")  # fmt: skip

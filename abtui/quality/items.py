@@ -1,0 +1,37 @@
+"""A quality item: one prompt, its references, how it is scored, and what it is grouped by."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+SCORERS = ("exact", "contains", "regex", "numeric", "choice")
+
+
+@dataclass(frozen=True, slots=True)
+class QualityItem:
+    """One quality prompt, sent identically (greedy, fixed seed) to every arm."""
+
+    id: str  # stable within its suite ("niah-8k-d50-s3", or the user's id / "line 12")
+    suite: str  # "niah", "keys", "exact", or a user suite's name
+    cluster: str  # items sharing a context share a cluster (resampled together)
+    scorer: str  # one of SCORERS
+    references: tuple[str, ...]  # any one matching is right
+    prompt: str | None = None
+    messages: tuple[dict, ...] | None = None  # chat messages; used instead of ``prompt``
+    bucket: str = "all"  # length bucket of the paired statistics ("4k", "16k", "short"…)
+    context_tokens: int | None = None  # the prompt's intended length, when known
+    tolerance: float = 0.0  # numeric scorer: |x − ref| ≤ tolerance
+    max_tokens: int | None = None  # overrides the run's cap
+    tags: tuple[str, ...] = field(default_factory=tuple)
+
+    def describe(self) -> dict:
+        """What the quality table's ``detail`` keeps about the item (with the output)."""
+        return {
+            "id": self.id,
+            "suite": self.suite,
+            "cluster": self.cluster,
+            "bucket": self.bucket,
+            "scorer": self.scorer,
+            "references": list(self.references),
+            "context_tokens": self.context_tokens,
+        }

@@ -1,0 +1,127 @@
+"""Paired quality statistics between two arms (METHODS.md §4).
+
+Items are paired across arms by their index; an item whose request failed in either arm is
+left out (and counted). For each suite, and each length bucket within it:
+
+- accuracy of A and of B; the 2×2 table's discordant counts ``b`` (A right, B wrong) and ``c``
+  (A wrong, B right);
+- ``Δacc = (c − b) / n`` with a 95% percentile CI from the paired *cluster* bootstrap: whole
+  clusters (items sharing a context) are drawn with replacement, both arms' outcomes together;
+- McNemar's exact p (:func:`abtui.stats.classical.mcnemar_exact`);
+- the flip rate ``(b + c) / n``: accuracy can stay flat while answers change.
+
+Holm's adjustment runs over the suite rows (one family), and separately over the bucket rows.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from abtui.stats.classical import mcnemar_exact
+from abtui.stats.multiple import holm
+
+RESAMPLES = 10_000
+LEVEL = 0.95
+
+
+@dataclass
+class QualityRow:
+    suite: str
+    bucket: str  # "all" for the suite row
+    n: int  # paired items
+    clusters: int
+    acc_a: float
+    acc_b: float
+    b: int  # A right, B wrong
+    c: int  # A wrong, B right
+    delta: float  # Δacc = acc_b − acc_a
+    lo: float
+    hi: float
+    p: float  # McNemar exact
+    p_holm: float = math.nan
+    flip_rate: float = math.nan
+
+    def to_dict(self) -> dict:
+        return {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+                for k, v in asdict(self).items()}  # fmt: skip
+
+
+def cluster_bootstrap_ci(
+    diff: np.ndarray, cluster: np.ndarray, *, resamples: int = RESAMPLES, seed: int = 0,
+    level: float = LEVEL,
+) -> tuple[float, float]:  # fmt: skip
+    """Percentile CI of ``mean(diff)`` resampling whole clusters (``cluster``: ids per item)."""
+    if len(diff) == 0:
+        return math.nan, math.nan
+    ids, inv = np.unique(cluster, return_inverse=True)
+    k = len(ids)
+    sums = np.bincount(inv, weights=diff, minlength=k)
+    counts = np.bincount(inv, minlength=k).astype(np.float64)
+    if not np.any(sums):
+        return 0.0, 0.0
+    rng = np.random.default_rng(seed)
+    w = rng.multinomial(k, np.full(k, 1.0 / k), size=resamples).astype(np.float64)
+    reps = (w @ sums) / (w @ counts)
+    a = (1 - level) / 2
+    return float(np.quantile(reps, a)), float(np.quantile(reps, 1 - a))
+
+
+def _row(suite, bucket, ra, rb, cl, resamples, seed) -> QualityRow:
+    ra, rb = np.asarray(ra, dtype=bool), np.asarray(rb, dtype=bool)
+    n = len(ra)
+    b = int(np.sum(ra & ~rb))
+    c = int(np.sum(~ra & rb))
+    diff = rb.astype(np.float64) - ra.astype(np.float64)
+    lo, hi = cluster_bootstrap_ci(diff, np.asarray(cl), resamples=resamples, seed=seed)
+    return QualityRow(
+        suite, bucket, n, len(set(cl)), float(ra.mean()) if n else math.nan,
+        float(rb.mean()) if n else math.nan, b, c, (c - b) / n if n else math.nan, lo, hi,
+        mcnemar_exact(b, c), flip_rate=(b + c) / n if n else math.nan,
+    )  # fmt: skip
+
+
+def _bucket_key(bucket: str) -> tuple:
+    digits = bucket.rstrip("k")
+    return (0, int(digits)) if digits.isdigit() else (1, bucket)
+
+
+def paired(rows: list[dict], a: int, b: int, *, resamples: int = RESAMPLES, seed: int = 0) -> dict:
+    """The paired statistics of arms ``a`` and ``b`` from stored quality rows (``detail`` a dict
+    or its JSON). Returns ``{"suites": [...], "buckets": [...], "unpaired": n}``."""
+    import json
+
+    by: dict[tuple[int, int], dict] = {}
+    for r in rows:
+        if r["arm"] in (a, b):
+            d = r["detail"] if isinstance(r["detail"], dict) else json.loads(r["detail"] or "{}")
+            by[(r["arm"], r["item"])] = {"correct": r["correct"], **d}
+    items = sorted({k for (_, k) in by})
+    groups: dict[tuple[str, str], list] = defaultdict(list)
+    unpaired = 0
+    for k in items:
+        xa, xb = by.get((a, k)), by.get((b, k))
+        if xa is None or xb is None or xa["correct"] is None or xb["correct"] is None:
+            unpaired += 1
+            continue
+        rec = (bool(xa["correct"]), bool(xb["correct"]), xa.get("cluster") or str(k))
+        groups[(xa["suite"], "all")].append(rec)
+        if (xa.get("bucket") or "all") != "all":
+            groups[(xa["suite"], xa["bucket"])].append(rec)
+    suites, buckets = [], []
+    for (suite, bucket), recs in sorted(
+        groups.items(), key=lambda kv: (kv[0][0], _bucket_key(kv[0][1]))
+    ):
+        ra, rb, cl = zip(*recs, strict=True)
+        q = _row(suite, bucket, ra, rb, cl, resamples, seed)
+        if bucket == "all":
+            suites.append(q)
+        elif len({x[1] for x in groups if x[0] == suite}) > 2:  # a suite with one bucket: no split
+            buckets.append(q)
+    for fam in (suites, buckets):
+        for q, p in zip(fam, holm([q.p for q in fam]), strict=True):
+            q.p_holm = float(p)
+    return {"suites": suites, "buckets": buckets, "unpaired": unpaired}

@@ -1,0 +1,215 @@
+"""Quality suites: built-in generators, scorers, user JSONL files, paired statistics, gates."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pytest
+
+from abtui.errors import UsageError, WorkloadError
+from abtui.quality import builtin, userfile
+from abtui.quality.gates import evaluate_quality
+from abtui.quality.paired import cluster_bootstrap_ci, paired
+from abtui.quality.scorers import is_right
+from abtui.sim.quality_face import recognise
+from abtui.stats.classical import mcnemar_exact
+
+
+def _build(seed=0, ctx=20000, per_cell=2):
+    return builtin.build(["niah", "keys", "exact"], seed=seed, max_context=ctx, max_tokens=32,
+                         per_cell=per_cell)  # fmt: skip
+
+
+def test_builtin_suites_are_deterministic_and_seeded():
+    a, b, c = _build(0), _build(0), _build(1)
+    assert a == b
+    assert [i.prompt for i in a] != [i.prompt for i in c]
+    assert len({(i.suite, i.id) for i in a}) == len(a)  # ids unique
+
+
+def test_lengths_fit_the_context_and_prompts_hit_their_length():
+    # (20000 − 32) × 0.85 = 16972: lengths up to 16k
+    assert builtin.lengths_for(20000, 32) == [1024, 2048, 4096, 8192, 16384]
+    assert builtin.lengths_for(131072, 32, max_length=8192)[-1] == 8192
+    with pytest.raises(UsageError, match="too small"):
+        builtin.lengths_for(1000, 32)
+    for it in _build():
+        if it.suite == "exact":
+            continue
+        target = int(it.bucket[:-1]) * 1024
+        words = len(it.prompt.split())
+        assert abs(words - target) <= 0.02 * target, (it.id, words, target)  # ±2% (sim tokens)
+
+
+def test_items_are_what_the_sim_recognises_and_the_answer_does_not_leak():
+    for it in _build():
+        task = recognise(it.prompt)
+        assert task is not None and task.answer == it.references[0], it.id
+        if it.suite in ("niah", "keys"):
+            # the answer occurs once: in its statement, never in the filler or the question
+            assert len(re.findall(rf"\b{it.references[0]}\b", it.prompt)) == 1
+            filler = re.sub(r"The pass key for \S+ is \d+\.", "", it.prompt.rpartition("\n")[0])
+            assert not re.search(r"\d", filler)
+
+
+def test_clusters_group_items_sharing_a_context():
+    items = [i for i in _build() if i.suite == "niah" and i.bucket == "4k"]
+    by = {}
+    for i in items:
+        by.setdefault(i.cluster, []).append(i)
+    assert len(by) == 2 and all(len(v) == len(builtin.DEPTHS) for v in by.values())
+    for group in by.values():  # same haystack and needle, moved: same words, other order
+        assert len({i.prompt for i in group}) == len(group)
+        assert len({tuple(sorted(i.prompt.split())) for i in group}) == 1
+    keys = [i for i in _build() if i.suite == "keys" and i.cluster == "keys-4k-s0"]
+    assert len(keys) == 2 and keys[0].references != keys[1].references
+    assert keys[0].prompt.rpartition("\n")[0] == keys[1].prompt.rpartition("\n")[0]
+
+
+@pytest.mark.parametrize(
+    ("scorer", "output", "refs", "tol", "right"),
+    [
+        ("exact", " APPLE\n", ["APPLE"], 0, True),
+        ("exact", "APPLE.", ["APPLE"], 0, True),
+        ("exact", "apple", ["APPLE"], 0, False),
+        ("exact", "APPLE PIE", ["APPLE"], 0, False),
+        ("contains", "The key is 1234567.", ["1234567"], 0, True),
+        ("contains", "1234568", ["1234567"], 0, False),
+        ("regex", "answer: 42 apples", [r"\b42\b"], 0, True),
+        ("regex", "answer: 421", [r"\b42\b"], 0, False),
+        ("numeric", " 3.14159", ["3.14"], 0.01, True),
+        ("numeric", "1,234", ["1234"], 0, True),
+        ("numeric", "-7", ["7"], 0, False),
+        ("numeric", "no number", ["7"], 0, False),
+        ("choice", "(B) because", ["B"], 0, True),
+        ("choice", "Answer: c", ["C"], 0, True),
+        ("choice", "Because A is wrong", ["B"], 0, False),
+        ("exact", "x", ["y", "x"], 0, True),  # any reference
+    ],
+)
+def test_scorers_on_hand_made_cases(scorer, output, refs, tol, right):
+    assert is_right(scorer, output, refs, tol) is right
+
+
+def test_user_suite_loads_and_bad_lines_name_file_line_field(tmp_path):
+    p = tmp_path / "mine.jsonl"
+    p.write_text(
+        "# comment\n"
+        '{"id": "q1", "prompt": "2+2?", "reference": "4", "scorer": "numeric", "cluster": "c"}\n'
+        "\n"
+        '{"messages": [{"role": "user", "content": "pick"}], "references": ["B"], "scorer": "choice"}\n'
+    )
+    items = userfile.load(p)
+    assert [i.id for i in items] == ["q1", "line 4"] and items[0].suite == "mine"
+    assert items[1].messages[0]["content"] == "pick" and items[1].cluster == "line 4"
+    bad = {
+        '{"prompt": "x"}': "field 'reference'",
+        '{"prompt": "x", "reference": "y", "scorer": "judge"}': "unknown scorer 'judge'",
+        '{"prompt": "x", "reference": "y", "colour": 1}': "unknown field 'colour'",
+        '{"reference": "y"}': "exactly one of 'prompt' and 'messages'",
+        '{"prompt": "x", "reference": "(", "scorer": "regex"}': "bad regular expression",
+        '{"prompt": "x", "reference": "F", "scorer": "choice"}': "one letter A–E",
+        '{"prompt": "x", "reference": "y", "tolerance": -1}': "tolerance",
+        "{not json": "not valid JSON",
+        "[1, 2]": "JSON object",
+    }
+    for line, msg in bad.items():
+        p.write_text(line + "\n")
+        with pytest.raises(WorkloadError) as e:
+            userfile.load(p)
+        assert f"{p}:1" in e.value.message and msg in e.value.message, e.value.message
+    p.write_text(
+        '{"id": "a", "prompt": "x", "reference": "y"}\n{"id": "a", "prompt": "z", "reference": "y"}\n'
+    )
+    with pytest.raises(WorkloadError, match=r":2: id 'a' repeats line 1"):
+        userfile.load(p)
+    with pytest.raises(WorkloadError, match="cannot read"):
+        userfile.load(tmp_path / "missing.jsonl")
+
+
+def test_mcnemar_exact_by_hand():
+    assert mcnemar_exact(0, 0) == 1.0
+    assert mcnemar_exact(5, 0) == pytest.approx(2 * 0.5**5)  # 0.0625
+    assert mcnemar_exact(10, 2) == pytest.approx(
+        2 * sum(__import__("math").comb(12, k) for k in range(3)) / 2**12
+    )
+    assert mcnemar_exact(3, 3) == 1.0
+
+
+def _rows(outcomes_a, outcomes_b, clusters=None, bucket=None, suite="s"):
+    rows = []
+    for arm, outs in ((0, outcomes_a), (1, outcomes_b)):
+        for k, ok in enumerate(outs):
+            d = {"suite": suite, "cluster": (clusters or [str(k) for k in range(len(outs))])[k],
+                 "bucket": (bucket or ["all"] * len(outs))[k]}  # fmt: skip
+            rows.append({"arm": arm, "item": k, "run": 0, "correct": ok, "detail": json.dumps(d)})
+    return rows
+
+
+def test_paired_table_delta_flip_rate_and_unpaired_items():
+    a = [True] * 8 + [False, True, None]
+    b = [True] * 6 + [False, False, True, False, True]
+    st = paired(_rows(a, b), 0, 1, resamples=2000)
+    q = st["suites"][0]
+    assert st["unpaired"] == 1 and q.n == 10
+    assert (q.b, q.c) == (3, 1)  # items 6, 7, 9 lost; item 8 gained
+    assert q.delta == pytest.approx(-0.2) and q.flip_rate == pytest.approx(0.4)
+    assert q.acc_a == pytest.approx(0.9) and q.acc_b == pytest.approx(0.7)
+    assert q.p == pytest.approx(mcnemar_exact(3, 1))
+    assert q.lo < q.delta < q.hi
+
+
+def test_flat_accuracy_with_flips_is_seen():
+    a = [True, False] * 10
+    b = [False, True] * 10
+    q = paired(_rows(a, b), 0, 1, resamples=2000)["suites"][0]
+    assert q.delta == 0 and q.flip_rate == 1.0
+
+
+def test_cluster_bootstrap_is_wider_when_items_share_a_context():
+    rng = np.random.default_rng(0)
+    diff = np.repeat(rng.choice([-1.0, 0.0, 0.0, 1.0], 20), 5)  # 20 clusters of 5 identical items
+    lo_c, hi_c = cluster_bootstrap_ci(diff, np.repeat(np.arange(20), 5), resamples=4000)
+    lo_i, hi_i = cluster_bootstrap_ci(diff, np.arange(100), resamples=4000)
+    assert (hi_c - lo_c) > 1.7 * (hi_i - lo_i)
+    assert cluster_bootstrap_ci(np.zeros(5), np.arange(5)) == (0.0, 0.0)
+
+
+def test_buckets_and_holm_across_suites():
+    buckets = ["1k"] * 10 + ["16k"] * 10
+    a = [True] * 20
+    b = [True] * 10 + [True, False] * 5
+    rows = _rows(a, b, bucket=buckets, suite="niah") + [
+        dict(r, item=r["item"] + 100) for r in _rows([True] * 4, [True] * 4, suite="exact")
+    ]
+    st = paired(rows, 0, 1, resamples=2000)
+    assert [q.suite for q in st["suites"]] == ["exact", "niah"]
+    assert [(q.bucket, q.b) for q in st["buckets"]] == [("1k", 0), ("16k", 5)]
+    ps = [q.p for q in st["suites"]]
+    assert max(q.p_holm for q in st["suites"]) == pytest.approx(min(1.0, max(ps)))
+    assert min(q.p_holm for q in st["suites"]) == pytest.approx(min(1.0, 2 * min(ps)))
+
+
+def test_gate_fails_on_a_drop_and_passes_identical_arms():
+    buckets = ["1k"] * 20 + ["32k"] * 20
+    a = [True] * 40
+    b = [True] * 20 + [True, True, False, True] * 5
+    res = evaluate_quality(
+        _rows(a, b, bucket=buckets, suite="niah"), 0, 1, {}, resamples=2000, seed=0
+    )
+    assert res["gates"][0]["passed"] is False and len(res["no_go"]) == 1
+    assert "niah accuracy 100.0% → 87.5%" in res["no_go"][0]
+    assert (
+        "dropped beyond the −1 pp margin" in res["no_go"][0] and "worst at 32k" in res["no_go"][0]
+    )
+    # a wide enough margin passes it, per suite
+    res = evaluate_quality(_rows(a, b, bucket=buckets, suite="niah"), 0, 1,
+                           {"margins": {"niah": 0.5}}, resamples=2000, seed=0)  # fmt: skip
+    assert res["gates"][0]["passed"] and not res["no_go"]
+    same = evaluate_quality(
+        _rows(a, a, bucket=buckets, suite="niah"), 0, 1, None, resamples=2000, seed=0
+    )
+    assert same["gates"][0]["passed"] and not same["no_go"] and not same["warnings"]
+    assert evaluate_quality([], 0, 1, None, resamples=100, seed=0) is None
