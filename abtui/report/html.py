@@ -14,7 +14,14 @@ import numpy as np
 
 from abtui.metrics import request as rm
 from abtui.report.export import _policy_line, config_diff  # noqa: F401 (config_diff re-exported)
-from abtui.report.verdict_text import SWEEP_COLUMNS, p_text, sweep_cells, sweep_line, value
+from abtui.report.verdict_text import (
+    SWEEP_COLUMNS,
+    error_rates_line,
+    p_text,
+    sweep_cells,
+    sweep_line,
+    value,
+)
 from abtui.stats.session import SessionVerdict
 from abtui.stats.verdict import label, pct
 from abtui.store.reader import SessionReader
@@ -138,6 +145,7 @@ def to_html(sv: SessionVerdict, doc: dict) -> str:
             f"<h2>{esc(pair.candidate)} vs {esc(pair.baseline)} ({kind}): {esc(pair.result)}</h2><ul>"
         )
         h += [f"<li>{esc(r)}</li>" for r in pair.reasons]
+        h.append(f"<li>{esc(error_rates_line(pair))}</li>")
         h.append(
             "</ul><table><tr><th>metric</th><th>role</th>"
             f"<th>{esc(pair.baseline)}</th><th>{esc(pair.candidate)}</th><th>Δ</th><th>95% CI</th>"

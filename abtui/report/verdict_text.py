@@ -142,6 +142,15 @@ def sweep_table(sweep: dict) -> Table:
     return t
 
 
+def error_rates_line(pair: PairVerdict) -> str:
+    """Both arms' error rates, shown for every pair (a failure is never hidden by a faster arm)."""
+    parts = []
+    for name, s in zip((pair.baseline, pair.candidate), pair.comparison.summaries, strict=True):
+        rate = s.n_errors / s.sent if s.sent else math.nan
+        parts.append(f"{name} {rate:.1%} ({s.n_errors} of {s.sent} sent)")
+    return "errors: " + ", ".join(parts)
+
+
 def print_verdict(sv: SessionVerdict, out: TextIO) -> None:
     v = sv.verdict
     console = Console(file=out, width=130, highlight=False)
@@ -160,6 +169,7 @@ def print_verdict(sv: SessionVerdict, out: TextIO) -> None:
         )
         for r in pair.reasons:
             console.print(f"  - {escape(r)}")
+        console.print("  " + escape(error_rates_line(pair)))
         console.print(effect_table(pair, pol))
         for e in rows_of(pair, pol):
             if e.note and e.key in (pol["primary"], *pol["guardrails"]):
