@@ -79,6 +79,9 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--overwrite", action="store_true", help="replace an existing session file")
     g.add_argument("--no-store-text", action="store_true", help="do not store generated text")
     g.add_argument("--headless", action="store_true", help="print progress and the summary (no TUI)")
+    from abtui.quality.cli import add_quality_options
+
+    add_quality_options(p)
     g = p.add_argument_group("verdict")
     g.add_argument(
         "--aa", action="store_true",
@@ -180,6 +183,9 @@ def _apply_flags(spec, args):
     from abtui.workload.cli import apply_run_workload_options
 
     apply_run_workload_options(spec, args)
+    from abtui.quality.cli import apply_quality_options
+
+    apply_quality_options(spec, args)
     if args.rate is not None:
         ld.rate = args.rate
     if args.concurrency is not None:

@@ -43,6 +43,7 @@ from typing import Any
 
 from abtui.errors import SpecError
 from abtui.metrics.summary import SLO_KEYS
+from abtui.quality.config import QualitySpec, validate_quality
 
 APIS = ("completions", "chat")
 ARRIVALS = ("constant", "poisson", "gamma", "replay")
@@ -232,6 +233,7 @@ class Spec:
     cost: CostSpec = field(default_factory=CostSpec)
     policy: PolicySpec = field(default_factory=PolicySpec)
     telemetry: TelemetrySpec = field(default_factory=TelemetrySpec)
+    quality: QualitySpec = field(default_factory=QualitySpec)
 
     @property
     def baseline(self) -> ArmSpec:
@@ -358,6 +360,7 @@ _SECTIONS = {
     "cost": CostSpec,
     "policy": PolicySpec,
     "telemetry": TelemetrySpec,
+    "quality": QualitySpec,
 }
 
 
@@ -464,6 +467,7 @@ def validate(spec: Spec, source: str = "spec") -> Spec:
     if spec.request.api not in APIS:
         raise SpecError(f"{source}: request.api must be one of {', '.join(APIS)}")
     _validate_cost_policy(spec, source)
+    validate_quality(spec.quality, source)
     from abtui.telemetry.arm_check import check_telemetry
 
     check_telemetry(spec, source)

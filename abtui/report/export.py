@@ -112,6 +112,9 @@ def to_markdown(sv: SessionVerdict, doc: dict) -> str:
                 f"[{pct(e.lo)}, {pct(e.hi)}] | ±{e.delta:.0%} | {p_text(e.p_adj)} | {e.outcome} | "
                 f"{e_(e.note)} |"
             )
+        from abtui.report.quality import markdown as quality_md
+
+        lines += quality_md(pair.quality, e_)
         rt = pair.comparison.rank_tests
         if rt:
             lines += [

@@ -165,6 +165,9 @@ def to_html(sv: SessionVerdict, doc: dict) -> str:
                 f'<td class="muted">{esc(e.note)}</td></tr>'
             )
         h.append("</table>")
+        from abtui.report.quality import html as quality_html
+
+        h.append(quality_html(pair.quality))
         if pair.cost:
             h.append(
                 "<table><tr><th>cost</th>"

@@ -23,6 +23,7 @@ import numpy as np
 
 from abtui.client import records as R
 from abtui.client.records import RequestRecord
+from abtui.quality.run import run_for_session as run_quality
 from abtui.runner.endpoints import resolve_targets
 from abtui.runner.generator import ArmPlan, generator_main
 from abtui.runner.observer import ArmProgress, NullObserver, Observer, RunInfo, Snapshot
@@ -366,6 +367,10 @@ def run_session(
         _mark_health(writer, [a.name for a in spec.arms], gen_stats, worker_arm, obs)
         for p in procs:
             p.join(timeout=5)
+        if spec.quality.enabled and not interrupted["n"] and not fatal:
+            phase = "quality"  # after the load test, never timed with it (abtui.quality.run)
+            obs.progress(snap())
+            run_quality(spec, targets, writer, obs, stop=lambda: interrupted["n"] > 0)
         if interrupted["n"]:
             status = "interrupted"
         elif fatal:

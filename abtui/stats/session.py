@@ -127,6 +127,7 @@ def session_verdict(
         meta = rd.meta()
         arms = rd.arms()
         table = rd.request_table()
+        quality = rd.quality()
     if not arms:
         raise StoreError(f"{path} has no arms: the run failed before it started")
     spec = _apply_overrides(meta.get("spec") or {}, cost, policy)
@@ -143,7 +144,7 @@ def session_verdict(
     }
     verdict = evaluate(
         table, arms, spec, status=status, policy=pol, noise_floor=floor, session=session,
-        levels=meta.get("levels"),
+        levels=meta.get("levels"), quality=quality,
     )  # fmt: skip
     measured = None
     if aa:

@@ -33,6 +33,7 @@ import numpy as np
 
 from abtui.cost import arm_cost, arm_prices
 from abtui.metrics.table import RequestTable
+from abtui.quality.gates import evaluate_quality
 from abtui.stats import decide as dc
 from abtui.stats.classical import error_rate_higher_p
 from abtui.stats.effects import Comparison, Effect, compare
@@ -115,6 +116,7 @@ class PairVerdict:
     errors: dict
     generator: dict
     cost: dict | None = None
+    quality: dict | None = None  # abtui.quality.gates.evaluate_quality, when quality was measured
 
     def to_dict(self) -> dict:
         d = {k: v for k, v in asdict(self).items() if k != "comparison"}
@@ -278,6 +280,7 @@ def evaluate(
     noise_floor: dict[str, float] | None = None,
     session: dict | None = None,
     levels: list[dict] | None = None,
+    quality: list[dict] | None = None,
 ) -> Verdict:
     """The verdict of a session: ``arms`` as stored (index 0 = baseline), ``spec`` the resolved
     spec dict (SLOs, cost, policy). ``policy`` overrides ``spec["policy"]``."""
@@ -299,13 +302,18 @@ def evaluate(
         )
         apply_policy(comp, pol, noise_floor)
         result, reasons, errors, generator = _pair_result(comp, pol, status, names)
+        qual = evaluate_quality(quality or [], a, b, spec.get("quality"),
+                                resamples=int(pol["resamples"]), seed=int(pol["seed"]))  # fmt: skip
+        if qual and qual["no_go"]:  # a quality gate failed: NO-GO whatever the latencies say
+            result, reasons = NO_GO, qual["no_go"] + reasons
         cost = None
         if prices:
             cost = {
                 names[x]: arm_cost(s, *prices[x]).to_dict()
                 for x, s in ((a, comp.summaries[0]), (b, comp.summaries[1]))
             }
-        return PairVerdict(names[a], names[b], a, b, result, reasons, comp, errors, generator, cost)
+        return PairVerdict(names[a], names[b], a, b, result, reasons, comp, errors, generator, cost,
+                           qual)  # fmt: skip
 
     present = set(np.unique(table.arm).tolist())
     idx = [i for i in range(len(arms)) if i in present]

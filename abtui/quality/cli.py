@@ -1,0 +1,27 @@
+"""``abtui run`` options of the quality suites (flags override ``[quality]`` in the spec)."""
+
+from __future__ import annotations
+
+from abtui.errors import UsageError
+
+
+def add_quality_options(p) -> None:
+    g = p.add_argument_group("quality (after the load test, greedy, paired per item)")
+    g.add_argument("--quality", metavar="SUITES",
+                   help="built-in suites, comma-separated: niah, keys, exact")  # fmt: skip
+    g.add_argument("--quality-file", metavar="FILE", help="a user suite (JSON Lines)")
+    g.add_argument("--quality-margin", type=float, metavar="FRACTION",
+                   help="non-inferiority margin on Δacc's lower 95%% CI bound (default 0.01 = 1 pp)")  # fmt: skip
+
+
+def apply_quality_options(spec, args) -> None:
+    q = spec.quality
+    if getattr(args, "quality", None):
+        names = [s.strip() for s in args.quality.split(",") if s.strip()]
+        if not names:
+            raise UsageError("--quality: no suite named", "e.g. --quality niah,keys,exact")
+        q.suites = names
+    if getattr(args, "quality_file", None):
+        q.file = args.quality_file
+    if getattr(args, "quality_margin", None) is not None:
+        q.margin = args.quality_margin

@@ -1,0 +1,139 @@
+"""Running the quality items against every arm, and storing each output with its score.
+
+Every item goes through the load test's client (:func:`abtui.client.stream.stream_request`) with
+greedy decoding: ``temperature`` 0, the suite's fixed ``seed``, natural stop (``ignore_eos`` and
+``min_tokens`` from the load test's request settings are dropped) and ``max_tokens`` as a cap.
+Items run after the load test (never timed with it), each arm with at most ``concurrency`` in
+flight, the arms at the same time. One row per arm × item goes to the session's ``quality``
+table: ``score`` 1/0 and ``correct``, or NULL for a request that failed (it is left out of the
+pairing); ``detail`` holds the item (suite, cluster, bucket, references), the output text and
+the finish reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Callable
+
+from abtui.client import records as R
+from abtui.client.records import RequestRecord
+from abtui.client.stream import Target, build_body, make_client, stream_request
+from abtui.quality import builtin, userfile
+from abtui.quality.items import QualityItem
+from abtui.quality.scorers import score
+from abtui.workload.items import Item
+
+DROP_PARAMS = ("ignore_eos", "min_tokens", "temperature", "top_p", "top_k", "seed")
+MAX_OUTPUT_CHARS = 2000
+DEFAULT_CONTEXT = 8192  # when an endpoint does not list its max_model_len
+
+
+def greedy_target(t: Target, seed: int) -> Target:
+    """``t`` with greedy decoding, a fixed seed and a natural stop."""
+    params = {k: v for k, v in t.params.items() if k not in DROP_PARAMS}
+    params.update(temperature=0.0, seed=seed)
+    return dataclasses.replace(t, params=params)
+
+
+def as_request(k: int, qi: QualityItem, cap: int) -> Item:
+    return Item(
+        index=k, id=qi.id, prompt=qi.prompt,
+        messages=[dict(m) for m in qi.messages] if qi.messages is not None else None,
+        max_tokens=qi.max_tokens or cap,
+        n_input=qi.context_tokens, expected=qi.references[0], suite=qi.suite,
+    )  # fmt: skip
+
+
+def row(arm: int, k: int, qi: QualityItem, rec: RequestRecord) -> dict:
+    ok = rec.status == R.OK
+    text = rec.text or ""
+    right = score(qi, text) if ok else None
+    detail = qi.describe() | {
+        "output": text[:MAX_OUTPUT_CHARS],
+        "finish_reason": rec.finish_reason,
+        "status": rec.status,
+        "error": None if ok else f"{rec.error_class}: {rec.error_message}",
+    }
+    return {"arm": arm, "item": k, "run": 0, "score": None if right is None else float(right),
+            "correct": right, "detail": detail}  # fmt: skip
+
+
+async def _arm(arm: int, target: Target, items: list[QualityItem], cap: int, concurrency: int,
+               stop: Callable[[], bool]) -> list[dict]:  # fmt: skip
+    sem = asyncio.Semaphore(max(1, concurrency))
+    out: list[dict | None] = [None] * len(items)
+    async with make_client(max(1, concurrency)) as client:
+
+        async def one(k: int, qi: QualityItem) -> None:
+            async with sem:
+                if stop():
+                    return
+                req = as_request(k, qi, cap)
+                rec = RequestRecord(arm=arm, item=k)
+                await stream_request(client, target, req, build_body(target, req), rec)
+                out[k] = row(arm, k, qi, rec)
+
+        await asyncio.gather(*(one(k, qi) for k, qi in enumerate(items)))
+    return [r for r in out if r is not None]
+
+
+def run_items(
+    items: list[QualityItem],
+    targets: list[Target],
+    *,
+    max_tokens: int,
+    seed: int,
+    concurrency: int = 4,
+    stop: Callable[[], bool] = lambda: False,
+) -> list[dict]:
+    """Send every item to every target (greedy); the quality rows, arm by arm."""
+    greedy = [greedy_target(t, seed) for t in targets]
+
+    async def main() -> list[list[dict]]:
+        return await asyncio.gather(
+            *(_arm(a, t, items, max_tokens, concurrency, stop) for a, t in enumerate(greedy))
+        )
+
+    return [r for rows in asyncio.run(main()) for r in rows]
+
+
+def build_items(qspec, context_of: Callable[[], int | None]) -> list[QualityItem]:
+    """The spec's quality items: built-in suites (lengths up to the smallest arm context,
+    ``context_of()``), then the user file's."""
+    items: list[QualityItem] = []
+    if qspec.suites:
+        ctx = context_of() or DEFAULT_CONTEXT
+        items += builtin.build(list(qspec.suites), seed=qspec.seed, max_context=ctx,
+                               max_tokens=qspec.max_tokens, per_cell=qspec.per_cell,
+                               max_length=qspec.max_length)  # fmt: skip
+    if qspec.file:
+        items += userfile.load(qspec.file)
+    return items
+
+
+def run_for_session(spec, targets: list[Target], writer, obs, stop: Callable[[], bool]) -> int:
+    """The quality phase of ``abtui run``: build, send, store. Returns the rows stored."""
+    from abtui.workload.context import max_model_len
+
+    q = spec.quality
+
+    def context() -> int | None:
+        lens = [max_model_len(t.base_url, t.model, t.headers) for t in targets]
+        known = [n for n in lens if n]
+        return min(known) if known else None
+
+    items = build_items(q, context)
+    if not items:
+        return 0
+    obs.message(
+        f"quality: {len(items)} items per arm ({', '.join(sorted({i.suite for i in items}))})"
+    )
+    rows = run_items(items, targets, max_tokens=q.max_tokens, seed=q.seed,
+                     concurrency=q.concurrency, stop=stop)  # fmt: skip
+    writer.write_quality(rows)
+    failed = sum(1 for r in rows if r["correct"] is None)
+    writer.event(
+        "quality", f"{len(items)} items per arm, {len(rows)} outputs stored, {failed} failed"
+    )
+    return len(rows)

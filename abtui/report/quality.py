@@ -1,0 +1,91 @@
+"""The quality section of a pair's verdict, for every format: one row per suite (its gate) and
+per length bucket, with accuracy per arm, Δacc and its CI, McNemar's p (Holm-adjusted), the flip
+rate, and the warnings (a bucket that dropped while its suite passed)."""
+
+from __future__ import annotations
+
+import math
+from html import escape as html_escape
+
+from abtui.quality.gates import pp
+
+COLUMNS = ("suite", "length", "n", "acc A", "acc B", "Δacc", "95% CI", "McNemar p (Holm)",
+           "flip rate", "gate")  # fmt: skip
+
+
+def _acc(x) -> str:
+    return "n/a" if x is None or not math.isfinite(x) else f"{x:.1%}"
+
+
+def _p(x) -> str:
+    return "—" if x is None or not math.isfinite(x) else f"{x:.3g}"
+
+
+def rows(qual: dict) -> list[list[str]]:
+    """Text cells, suites first (each followed by its buckets)."""
+    gates = {g["suite"]: g for g in qual.get("gates", [])}
+    out = []
+    for s in qual.get("suites", []):
+        g = gates.get(s["suite"])
+        gate = (
+            ""
+            if g is None
+            else (f"{'pass' if g['passed'] else 'FAIL'} (≥ −{g['margin'] * 100:g} pp)")
+        )
+        group = [s] + [b for b in qual.get("buckets", []) if b["suite"] == s["suite"]]
+        for r in group:
+            out.append([
+                r["suite"], "all" if r is s else r["bucket"], str(r["n"]), _acc(r["acc_a"]),
+                _acc(r["acc_b"]), pp(_f(r["delta"])), f"[{pp(_f(r['lo']))}, {pp(_f(r['hi']))}]",
+                f"{_p(r['p'])} ({_p(r['p_holm'])})", _acc(r["flip_rate"]), gate if r is s else "",
+            ])  # fmt: skip
+    return out
+
+
+def _f(x) -> float:
+    return math.nan if x is None else float(x)
+
+
+def notes(qual: dict) -> list[str]:
+    out = list(qual.get("warnings", []))
+    if qual.get("unpaired"):
+        out.append(f"{qual['unpaired']} items left out: their request failed in an arm")
+    return out
+
+
+def console_lines(qual: dict | None) -> list[str]:
+    """Plain lines for the headless summary (a fixed-width table)."""
+    if not qual:
+        return []
+    table = [list(COLUMNS)] + rows(qual)
+    widths = [max(len(r[i]) for r in table) for i in range(len(COLUMNS))]
+    lines = ["  quality (paired items, greedy):"]
+    lines += [
+        "    " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+        for r in table
+    ]
+    lines += [f"    {n}" for n in notes(qual)]
+    return lines
+
+
+def markdown(qual: dict | None, esc) -> list[str]:
+    if not qual:
+        return []
+    lines = ["", "| " + " | ".join(COLUMNS) + " |", "|---|---|" + "--:|" * 7 + "---|"]
+    lines += ["| " + " | ".join(esc(c) for c in r) + " |" for r in rows(qual)]
+    lines += [f"- {esc(n)}" for n in notes(qual)]
+    return lines
+
+
+def html(qual: dict | None) -> str:
+    if not qual:
+        return ""
+    h = [
+        "<h3>Quality</h3><table><tr>"
+        + "".join(f"<th>{html_escape(c)}</th>" for c in COLUMNS)
+        + "</tr>"
+    ]
+    h += ["<tr>" + "".join(f"<td>{html_escape(c)}</td>" for c in r) + "</tr>" for r in rows(qual)]
+    h.append("</table>")
+    h += [f'<p class="muted">{html_escape(n)}</p>' for n in notes(qual)]
+    return "".join(h)

@@ -1,0 +1,118 @@
+"""End to end: quality suites through `abtui run` against two simulated endpoints whose quality
+faces differ (int4 weights + fp8 KV degrade long-context retrieval) or are identical."""
+
+from __future__ import annotations
+
+import json
+
+from abtui.cli import main
+from abtui.report.export import write_report
+from abtui.sim.engine import SimConfig
+from abtui.sim.preset_cli import PresetOptions
+from abtui.sim.process import SimProcess
+from abtui.store.reader import SessionReader
+
+BASE = "h100:llama-3.1-8b:bf16"  # a 128k-context model: haystacks up to quality.max_length
+
+
+def _spec(tmp_path, name, a, b, quality: str) -> str:
+    p = tmp_path / f"{name}.toml"
+    p.write_text(
+        f"""
+name = "{name}"
+[[arms]]
+name = "base"
+url = "{a}"
+[[arms]]
+name = "cand"
+url = "{b}"
+[workload]
+requests = 12
+input_tokens = 16
+output_tokens = 8
+[load]
+rate = 20
+[request]
+ignore_eos = true  # the load test's setting; quality requests stop naturally anyway
+[store]
+dir = "{tmp_path}"
+[quality]
+{quality}
+"""
+    )
+    return str(p)
+
+
+def _sims(cand: str):
+    opts = lambda p: PresetOptions(p, time_scale=200)  # noqa: E731
+    return SimProcess(SimConfig(seed=3, preset=opts(BASE))), SimProcess(
+        SimConfig(seed=3, preset=opts(cand))
+    )
+
+
+def _pair(path):
+    with SessionReader(path) as rd:
+        return rd.quality(), rd.verdicts()[-1]["result"]["pairs"][0]
+
+
+def test_degraded_long_context_candidate_fails_the_quality_gate(tmp_path, capsys):
+    sa, sb = _sims("h100:llama-3.1-8b:int4:kv=fp8")
+    with sa as a, sb as b:
+        spec = _spec(tmp_path, "degraded", a.url, b.url,
+                     'suites = ["niah", "keys", "exact"]\nper_cell = 3\nmax_length = 32768')  # fmt: skip
+        rc = main(["run", spec, "--headless"])
+    out = capsys.readouterr().out
+    assert rc == 3, out
+    rows, pair = _pair(tmp_path / "degraded.duckdb")
+    assert pair["result"] == "NO-GO"
+    reasons = " ".join(pair["reasons"])
+    assert "quality: keys accuracy" in reasons and "dropped beyond the −1 pp margin" in reasons
+    assert "worst at 32k" in reasons
+    q = pair["quality"]
+    keys = next(s for s in q["suites"] if s["suite"] == "keys")
+    assert keys["hi"] < 0 and keys["c"] == 0 and keys["b"] > 0  # one draw per prompt: B ⊂ A
+    long = [x for x in q["buckets"] if x["suite"] == "keys" and x["bucket"] == "32k"][0]
+    short = [x for x in q["buckets"] if x["suite"] == "keys" and x["bucket"] == "1k"][0]
+    assert long["delta"] < short["delta"]
+    # one row per arm × item, with the output, natural stop despite ignore_eos
+    n_items = len({r["item"] for r in rows})
+    assert len(rows) == 2 * n_items
+    details = [json.loads(r["detail"]) for r in rows]
+    assert all(d["finish_reason"] == "stop" for d in details)
+    assert all(
+        r["correct"] == (d["references"][0] in d["output"])
+        for r, d in zip(rows, details, strict=True)
+    )
+    # the headless summary and the reports show the quality section
+    assert "quality (paired items, greedy):" in out and "FAIL (≥ −1 pp)" in out
+    for fmt in ("md", "html", "json"):
+        dest = tmp_path / f"r.{fmt}"
+        write_report(tmp_path / "degraded.duckdb", fmt, str(dest))
+        text = dest.read_text()
+        assert "keys" in text and (
+            "FAIL" in text if fmt != "json" else '"passed": false' in text
+        ), fmt
+
+
+def test_identical_variants_pass_the_gate_user_suite_included(tmp_path, capsys):
+    suite = tmp_path / "mine.jsonl"
+    suite.write_text(
+        '{"id": "a", "prompt": "What is 12 + 30? Answer with the number only.", "reference": "42", "scorer": "numeric"}\n'
+        '{"id": "b", "prompt": "Write the word lemon in capital letters. Answer with that word only.", "reference": "LEMON"}\n'
+    )
+    sa, sb = _sims(BASE)
+    with sa as a, sb as b:
+        spec = _spec(tmp_path, "same", a.url, b.url, "per_cell = 2\nmax_length = 8192")
+        rc = main(
+            ["run", spec, "--headless", "--quality", "niah,exact", "--quality-file", str(suite)]
+        )
+    out = capsys.readouterr().out
+    assert rc in (0, 4), out
+    rows, pair = _pair(tmp_path / "same.duckdb")
+    q = pair["quality"]
+    assert {s["suite"] for s in q["suites"]} == {"niah", "exact", "mine"}
+    assert all(g["passed"] for g in q["gates"]) and not q["no_go"]
+    assert all(s["b"] == 0 and s["c"] == 0 and s["delta"] == 0 for s in q["suites"])
+    assert not any("quality" in r for r in pair["reasons"])
+    mine = [json.loads(r["detail"]) for r in rows if json.loads(r["detail"])["suite"] == "mine"]
+    assert len(mine) == 4 and all(d["output"].strip() in ("42", "LEMON") for d in mine)
