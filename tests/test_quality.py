@@ -213,3 +213,22 @@ def test_gate_fails_on_a_drop_and_passes_identical_arms():
     )
     assert same["gates"][0]["passed"] and not same["no_go"] and not same["warnings"]
     assert evaluate_quality([], 0, 1, None, resamples=100, seed=0) is None
+
+
+def test_perplexity_from_echoed_logprobs_and_the_flat_ppl_warning():
+    from abtui.quality.ppl import flat_ppl_warning, perplexity_of
+
+    body = {"choices": [{"logprobs": {"token_logprobs": [None, -1.0, -2.0, -3.0, -0.5]}}]}
+    ppl, n = perplexity_of(body)  # the first (no context) and the generated token left out
+    assert n == 3 and ppl == pytest.approx(np.exp(2.0))
+    assert perplexity_of({"choices": [{"text": "x", "logprobs": None}]}) is None
+    assert perplexity_of({"error": "echo is not supported"}) is None
+    qual = {"no_go": ["x"], "suites": [{"suite": "niah", "delta": -0.06}],
+            "gates": [{"suite": "niah", "passed": False}]}  # fmt: skip
+    flat = {"a": {"supported": True, "ppl": 5.00}, "b": {"supported": True, "ppl": 5.04}}
+    assert "PPL flat (+0.8%), but accuracy dropped: niah -6.0 pp" in flat_ppl_warning(
+        flat, "a", "b", qual
+    )
+    moved = {"a": {"supported": True, "ppl": 5.0}, "b": {"supported": True, "ppl": 6.0}}
+    assert flat_ppl_warning(moved, "a", "b", qual) is None
+    assert flat_ppl_warning(flat, "a", "b", dict(qual, no_go=[])) is None

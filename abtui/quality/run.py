@@ -21,6 +21,7 @@ from abtui.client.records import RequestRecord
 from abtui.client.stream import Target, build_body, make_client, stream_request
 from abtui.quality import builtin, userfile
 from abtui.quality.items import QualityItem
+from abtui.quality.ppl import measure
 from abtui.quality.scorers import score
 from abtui.workload.items import Item
 
@@ -132,6 +133,10 @@ def run_for_session(spec, targets: list[Target], writer, obs, stop: Callable[[],
     rows = run_items(items, targets, max_tokens=q.max_tokens, seed=q.seed,
                      concurrency=q.concurrency, stop=stop)  # fmt: skip
     writer.write_quality(rows)
+    if not stop():
+        writer.write_meta(
+            quality_ppl={a.name: measure(t) for a, t in zip(spec.arms, targets, strict=True)}
+        )
     failed = sum(1 for r in rows if r["correct"] is None)
     writer.event(
         "quality", f"{len(items)} items per arm, {len(rows)} outputs stored, {failed} failed"

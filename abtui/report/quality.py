@@ -8,6 +8,7 @@ import math
 from html import escape as html_escape
 
 from abtui.quality.gates import pp
+from abtui.quality.ppl import ppl_line
 
 COLUMNS = ("suite", "length", "n", "acc A", "acc B", "Δacc", "95% CI", "McNemar p (Holm)",
            "flip rate", "gate")  # fmt: skip
@@ -47,7 +48,8 @@ def _f(x) -> float:
 
 
 def notes(qual: dict) -> list[str]:
-    out = list(qual.get("warnings", []))
+    line = ppl_line(qual.get("ppl"))
+    out = ([line] if line else []) + list(qual.get("warnings", []))
     if qual.get("unpaired"):
         out.append(f"{qual['unpaired']} items left out: their request failed in an arm")
     return out

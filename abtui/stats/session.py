@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from abtui.errors import StoreError, UsageError
+from abtui.quality.ppl import attach as attach_ppl
 from abtui.stats import decide as dc
 from abtui.stats.verdict import CALIBRATED, INCONCLUSIVE, Verdict, describe, evaluate
 from abtui.store.reader import SessionReader
@@ -146,6 +147,7 @@ def session_verdict(
         table, arms, spec, status=status, policy=pol, noise_floor=floor, session=session,
         levels=meta.get("levels"), quality=quality,
     )  # fmt: skip
+    attach_ppl(verdict, meta)  # perplexity per arm, when the quality suites measured it
     measured = None
     if aa:
         measured = noise_floor_of(verdict)

@@ -1,0 +1,107 @@
+"""Perplexity of a fixed text via ``echo`` + ``logprobs`` on ``/v1/completions`` (METHODS.md §4).
+
+One non-streamed request per arm: ``prompt`` = :data:`FIXED_TEXT`, ``max_tokens`` 1, ``echo``
+true, ``logprobs`` 1, greedy. An endpoint that scores the prompt (vLLM) returns
+``choices[0].logprobs.token_logprobs`` over the echoed prompt; ``PPL = exp(−mean)`` of them over
+the prompt's tokens (the first is null: it has no context; the generated token is left out).
+An endpoint that refuses ``echo``, or returns no prompt logprobs (llama.cpp's server, abtui's
+simulator), gets "not supported by this endpoint" — never a made-up figure.
+
+PPL is a prefill-only measure: it may never read a quantised KV cache, so a flat PPL says
+nothing about long-context retrieval. The verdict never gates on it; it warns when PPL is flat
+(within :data:`FLAT`) while a quality gate failed.
+"""
+
+from __future__ import annotations
+
+import math
+
+import httpx
+
+from abtui.client.stream import Target
+
+FLAT = 0.02  # |PPL_B / PPL_A − 1| below this is "flat"
+NOT_SUPPORTED = "not supported by this endpoint"
+# Plain prose written for abtui (no digits, no quality-suite formats).
+FIXED_TEXT = (
+    "The harbour was quiet in the early morning. A few boats rocked against the old stone wall, "
+    "and the smell of salt and tar hung over the water. On the hill above the town, the baker "
+    "had already opened his shop, and the first loaves were cooling on a wooden table by the "
+    "window. Children walked to school along the narrow road, stopping now and then to watch "
+    "the gulls circle over the fishing nets. By the time the sun cleared the cliffs, the market "
+    "square was full of voices: farmers selling apples and cheese, a painter setting up his "
+    "easel, and an old teacher reading the newspaper on a bench beside the fountain."
+)
+
+
+def perplexity_of(body: object, n_generated: int = 1) -> tuple[float, int] | None:
+    """``(PPL, tokens)`` from a completions response with echoed prompt logprobs, else None."""
+    try:
+        lp = body["choices"][0]["logprobs"]["token_logprobs"]  # type: ignore[index]
+    except (KeyError, IndexError, TypeError):
+        return None
+    if not isinstance(lp, list):
+        return None
+    prompt = lp[: len(lp) - n_generated] if n_generated else lp
+    vals = [float(x) for x in prompt if isinstance(x, int | float) and math.isfinite(x)]
+    if len(vals) < 2:
+        return None
+    return math.exp(-sum(vals) / len(vals)), len(vals)
+
+
+def measure(target: Target, timeout_s: float = 60.0) -> dict:
+    """``{"supported", "ppl", "tokens", "note"}`` for one arm."""
+    body = {"model": target.model, "prompt": FIXED_TEXT, "max_tokens": 1, "echo": True,
+            "logprobs": 1, "temperature": 0.0, "stream": False}  # fmt: skip
+    url = f"{target.base_url}/completions"
+    try:
+        with httpx.Client(trust_env=False, timeout=timeout_s) as c:
+            r = c.post(url, json=body, headers=target.headers)
+        got = perplexity_of(r.json()) if r.status_code == 200 else None
+    except (httpx.HTTPError, ValueError):
+        got = None
+    if got is None:
+        return {"supported": False, "ppl": None, "tokens": 0, "note": NOT_SUPPORTED}
+    return {"supported": True, "ppl": got[0], "tokens": got[1], "note": ""}
+
+
+def ppl_line(ppl: dict | None) -> str | None:
+    """``perplexity of the fixed text: base 5.21, cand 5.34 (+2.5%)`` (arm name → measure)."""
+    if not ppl:
+        return None
+    parts = [f"{n} {m['ppl']:.3f}" if m.get("supported") else f"{n} {NOT_SUPPORTED}"
+             for n, m in ppl.items()]  # fmt: skip
+    vals = [m["ppl"] for m in ppl.values() if m.get("supported")]
+    ratio = f" ({vals[1] / vals[0] - 1:+.1%})" if len(vals) == 2 and len(ppl) == 2 else ""
+    return "perplexity of the fixed text (echo + logprobs): " + ", ".join(parts) + ratio
+
+
+def flat_ppl_warning(ppl: dict | None, a: str, b: str, qual: dict) -> str | None:
+    """A warning when PPL is flat but a quality gate failed ("PPL flat, retrieval −6 pp")."""
+    if not ppl or a not in ppl or b not in ppl or not qual.get("no_go"):
+        return None
+    pa, pb = ppl[a], ppl[b]
+    if not (pa.get("supported") and pb.get("supported")):
+        return None
+    r = pb["ppl"] / pa["ppl"] - 1
+    if abs(r) >= FLAT:
+        return None
+    failed = [s for s in qual["suites"] if any(g["suite"] == s["suite"] and not g["passed"]
+                                               for g in qual["gates"])]  # fmt: skip
+    drops = ", ".join(f"{s['suite']} {s['delta'] * 100:+.1f} pp" for s in failed)
+    return f"PPL flat ({r:+.1%}), but accuracy dropped: {drops} — never trust PPL alone"
+
+
+def attach(verdict, meta: dict) -> None:
+    """Add the stored perplexities (``meta.quality_ppl``) and the flat-PPL warning to every pair
+    that has a quality section."""
+    ppl = meta.get("quality_ppl")
+    if not ppl:
+        return
+    for pair in verdict.pairs + verdict.ladder:
+        if pair.quality is None:
+            continue
+        pair.quality["ppl"] = {n: ppl[n] for n in (pair.baseline, pair.candidate) if n in ppl}
+        warn = flat_ppl_warning(ppl, pair.baseline, pair.candidate, pair.quality)
+        if warn:
+            pair.quality["warnings"].append(warn)
