@@ -232,3 +232,21 @@ def test_perplexity_from_echoed_logprobs_and_the_flat_ppl_warning():
     moved = {"a": {"supported": True, "ppl": 5.0}, "b": {"supported": True, "ppl": 6.0}}
     assert flat_ppl_warning(moved, "a", "b", qual) is None
     assert flat_ppl_warning(flat, "a", "b", dict(qual, no_go=[])) is None
+
+
+def test_bad_quality_options_fail_before_anything_runs(tmp_path, capsys):
+    from abtui.cli import main
+
+    base = ["run", "--baseline", "http://127.0.0.1:9/v1", "--candidate", "http://127.0.0.1:9/v1",
+            "--rate", "1", "--headless", "--sessions-dir", str(tmp_path)]  # fmt: skip
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"prompt": "x", "reference": "y"}\n{"prompt": "x"}\n')
+    for extra, msg in (
+        (["--quality", "niah,mmlu"], "quality.suites: unknown suite 'mmlu'"),
+        (["--quality-file", str(bad)], f"{bad}:2: field 'reference'"),
+        (["--quality", "exact", "--quality-margin", "5"], "quality.margin must be a fraction"),
+    ):
+        assert main(base + extra) == 2
+        err = capsys.readouterr().err
+        assert msg in err and "Traceback" not in err, err
+    assert not list(tmp_path.glob("*.duckdb"))  # nothing was run

@@ -42,6 +42,10 @@ def validate_quality(q: QualitySpec, source: str) -> None:
         if s not in SUITES:
             raise SpecError(f"{source}: quality.suites: unknown suite {s!r}",
                             f"built-in suites: {', '.join(SUITES)}")  # fmt: skip
+    if q.file:  # a bad line fails now, not after the load test
+        from abtui.quality.userfile import load
+
+        load(q.file)
     for key in ("max_tokens", "per_cell", "concurrency"):
         if getattr(q, key) < 1:
             raise SpecError(f"{source}: quality.{key} must be ≥ 1, got {getattr(q, key)}")
