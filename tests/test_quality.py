@@ -250,3 +250,30 @@ def test_bad_quality_options_fail_before_anything_runs(tmp_path, capsys):
         err = capsys.readouterr().err
         assert msg in err and "Traceback" not in err, err
     assert not list(tmp_path.glob("*.duckdb"))  # nothing was run
+
+
+def test_logprob_agreement_and_kl_lower_bound_by_hand():
+    import math
+
+    from abtui.quality.logprobs import compare, kl_lower_bound, parse
+
+    full_a = {"x": 0.6, "y": 0.25, "z": 0.1, "w": 0.05}
+    full_b = {"x": 0.4, "y": 0.3, "z": 0.2, "w": 0.1}
+    true_kl = sum(p * math.log(p / full_b[t]) for t, p in full_a.items())
+    top = lambda d, k: {t: math.log(p) for t, p in sorted(d.items(), key=lambda kv: -kv[1])[:k]}  # noqa: E731
+    # top-2 of each: x, y in both; OTHER = 0.15 vs 0.3
+    by_hand = 0.6 * math.log(0.6 / 0.4) + 0.25 * math.log(0.25 / 0.3) + 0.15 * math.log(0.15 / 0.3)
+    assert kl_lower_bound(top(full_a, 2), top(full_b, 2)) == pytest.approx(by_hand)
+    assert by_hand <= true_kl
+    assert kl_lower_bound(top(full_a, 4), top(full_b, 4)) == pytest.approx(true_kl)
+    assert kl_lower_bound(top(full_a, 3), top(full_a, 3)) == pytest.approx(0.0, abs=1e-12)
+    # positions compared up to and including the first where the continuations differ
+    same, other = top(full_a, 3), {"y": math.log(0.5), "x": math.log(0.3)}
+    seq_a = [[["x", same], ["y", same], ["z", same]]]
+    seq_b = [[["x", same], ["q", other], ["z", same]]]
+    c = compare(seq_a, seq_b)
+    assert c["positions"] == 2 and c["top1_agreement"] == pytest.approx(0.5)
+    body = {"choices": [{"logprobs": {"tokens": [" a", " b"],
+                                      "top_logprobs": [{" a": -0.1}, {" b": -0.2, " c": -2.0}]}}]}  # fmt: skip
+    assert parse(body) == [(" a", {" a": -0.1}), (" b", {" b": -0.2, " c": -2.0})]
+    assert parse({"choices": [{"text": "x", "logprobs": None}]}) is None

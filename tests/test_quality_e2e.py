@@ -87,6 +87,7 @@ def test_degraded_long_context_candidate_fails_the_quality_gate(tmp_path, capsys
     assert q["ppl"] == {n: {"supported": False, "ppl": None, "tokens": 0,
                             "note": "not supported by this endpoint"} for n in ("base", "cand")}  # fmt: skip
     assert "base not supported by this endpoint" in out
+    assert "logprob agreement: not supported by this endpoint" in out
     # the headless summary and the reports show the quality section
     assert "quality (paired items, greedy):" in out and "FAIL (≥ −1 pp)" in out
     for fmt in ("md", "html", "json"):

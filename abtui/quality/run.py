@@ -20,6 +20,7 @@ from abtui.client import records as R
 from abtui.client.records import RequestRecord
 from abtui.client.stream import Target, build_body, make_client, stream_request
 from abtui.quality import builtin, userfile
+from abtui.quality import logprobs as lp
 from abtui.quality.items import QualityItem
 from abtui.quality.ppl import measure
 from abtui.quality.scorers import score
@@ -137,6 +138,12 @@ def run_for_session(spec, targets: list[Target], writer, obs, stop: Callable[[],
         writer.write_meta(
             quality_ppl={a.name: measure(t) for a, t in zip(spec.arms, targets, strict=True)}
         )
+    short = sorted((i for i in items if i.prompt), key=lambda i: i.context_tokens or len(i.prompt))
+    prompts = [i.prompt for i in short[: lp.N_PROMPTS]]
+    if prompts and not stop():
+        writer.write_meta(quality_logprobs={
+            a.name: lp.collect(t, prompts, q.seed) for a, t in zip(spec.arms, targets, strict=True)
+        })  # fmt: skip
     failed = sum(1 for r in rows if r["correct"] is None)
     writer.event(
         "quality", f"{len(items)} items per arm, {len(rows)} outputs stored, {failed} failed"

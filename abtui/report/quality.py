@@ -49,7 +49,7 @@ def _f(x) -> float:
 
 def notes(qual: dict) -> list[str]:
     line = ppl_line(qual.get("ppl"))
-    out = ([line] if line else []) + list(qual.get("warnings", []))
+    out = [x for x in (line, qual.get("logprob_line")) if x] + list(qual.get("warnings", []))
     if qual.get("unpaired"):
         out.append(f"{qual['unpaired']} items left out: their request failed in an arm")
     return out

@@ -1,0 +1,130 @@
+"""Logprob agreement between the baseline and a candidate (METHODS.md §4), where the endpoint
+returns logprobs for generated tokens.
+
+Collection (after the quality items): for up to :data:`N_PROMPTS` of the run's shortest quality
+prompts, one non-streamed ``/v1/completions`` request per arm — greedy, ``logprobs`` =
+:data:`TOP_K`, ``max_tokens`` = :data:`MAX_TOKENS` — keeping each generated token and its top-k
+``{token: logprob}``. The raw lists are stored (``meta.quality_logprobs``); figures are derived
+when the verdict is made.
+
+Comparison, on the baseline's greedy continuation: the candidate's distribution at position
+``t`` is conditioned on the same text as the baseline's only while both continuations agree
+before ``t``, so positions are compared up to and including the first where the generated tokens
+differ. At each position:
+
+- **top-1 agreement**: the two arms' most likely tokens are the same;
+- **KL(A‖B) lower bound**: both distributions coarse-grained onto the tokens in *both* top-k
+  lists plus one OTHER bucket (the rest of the mass, ``1 − Σ``). Coarse-graining never increases
+  KL (data-processing inequality), so this is a lower bound on the true KL; it says nothing of
+  tokens outside the lists. A token in only one list cannot be placed without its probability
+  in the other, so it falls into OTHER.
+
+Both are averaged over positions, with a 95% CI from the bootstrap of whole prompts.
+"""
+
+from __future__ import annotations
+
+import math
+
+import httpx
+import numpy as np
+
+from abtui.client.stream import Target
+from abtui.quality.paired import cluster_bootstrap_ci
+from abtui.quality.ppl import NOT_SUPPORTED
+
+TOP_K = 5
+MAX_TOKENS = 16
+N_PROMPTS = 16
+
+
+def parse(body: object) -> list[tuple[str, dict[str, float]]] | None:
+    """``[(token, {token: logprob})]`` from a completions response with logprobs, else None."""
+    try:
+        lp = body["choices"][0]["logprobs"]  # type: ignore[index]
+        tokens, tops = lp["tokens"], lp["top_logprobs"]
+    except (KeyError, IndexError, TypeError):
+        return None
+    if not isinstance(tokens, list) or not isinstance(tops, list) or len(tokens) != len(tops):
+        return None
+    out = []
+    for tok, top in zip(tokens, tops, strict=True):
+        if not isinstance(tok, str) or not isinstance(top, dict) or not top:
+            return None
+        out.append((tok, {str(k): float(v) for k, v in top.items()}))
+    return out or None
+
+
+def collect(target: Target, prompts: list[str], seed: int, timeout_s: float = 60.0) -> dict:
+    """``{"supported", "sequences", "note"}``: one parsed sequence per prompt, for one arm."""
+    seqs = []
+    with httpx.Client(trust_env=False, timeout=timeout_s) as c:
+        for prompt in prompts:
+            body = {"model": target.model, "prompt": prompt, "max_tokens": MAX_TOKENS,
+                    "temperature": 0.0, "seed": seed, "logprobs": TOP_K, "stream": False}  # fmt: skip
+            try:
+                r = c.post(f"{target.base_url}/completions", json=body, headers=target.headers)
+                got = parse(r.json()) if r.status_code == 200 else None
+            except (httpx.HTTPError, ValueError):
+                got = None
+            if got is None:
+                return {"supported": False, "sequences": [], "note": NOT_SUPPORTED}
+            seqs.append([[t, top] for t, top in got])
+    return {"supported": True, "sequences": seqs, "note": ""}
+
+
+def kl_lower_bound(top_a: dict[str, float], top_b: dict[str, float]) -> float:
+    """KL(A‖B) over (tokens in both top-k lists) ∪ OTHER; ≤ the true KL."""
+    common = [t for t in top_a if t in top_b]
+    pa = [math.exp(top_a[t]) for t in common]
+    pb = [math.exp(top_b[t]) for t in common]
+    pa.append(max(0.0, 1.0 - sum(pa)))
+    pb.append(max(0.0, 1.0 - sum(pb)))
+    kl = 0.0
+    for x, y in zip(pa, pb, strict=True):
+        if x <= 0:
+            continue
+        if y <= 0:
+            return math.inf
+        kl += x * math.log(x / y)
+    return max(0.0, kl)
+
+
+def compare(seqs_a: list, seqs_b: list) -> dict | None:
+    """Top-1 agreement and the KL lower bound of B against A (module docstring)."""
+    agree, kl, prompt = [], [], []
+    for k, (sa, sb) in enumerate(zip(seqs_a, seqs_b, strict=False)):
+        for (ta, top_a), (tb, top_b) in zip(sa, sb, strict=False):
+            agree.append(float(max(top_a, key=top_a.get) == max(top_b, key=top_b.get)))
+            kl.append(kl_lower_bound(top_a, top_b))
+            prompt.append(k)
+            if ta != tb:
+                break
+    if not agree:
+        return None
+    agree_a, kl_a, cl = np.array(agree), np.array(kl), np.array(prompt)
+    finite = np.isfinite(kl_a)
+    a_lo, a_hi = cluster_bootstrap_ci(agree_a - 1.0, cl, resamples=2000)
+    k_lo, k_hi = cluster_bootstrap_ci(kl_a[finite], cl[finite], resamples=2000)
+    return {
+        "positions": len(agree), "prompts": len(set(prompt)),
+        "top1_agreement": float(agree_a.mean()), "top1_lo": 1.0 + a_lo, "top1_hi": 1.0 + a_hi,
+        "kl_lower_bound": float(kl_a[finite].mean()) if finite.any() else math.inf,
+        "kl_lo": k_lo, "kl_hi": k_hi,
+    }  # fmt: skip
+
+
+def logprob_line(name_a: str, name_b: str, raw: dict | None) -> str | None:
+    """One sentence for the reports, from ``meta.quality_logprobs`` (arm name → collect())."""
+    if not raw or name_a not in raw or name_b not in raw:
+        return None
+    ra, rb = raw[name_a], raw[name_b]
+    if not (ra.get("supported") and rb.get("supported")):
+        return f"logprob agreement: {NOT_SUPPORTED}"
+    c = compare(ra["sequences"], rb["sequences"])
+    if c is None:
+        return None
+    return (f"logprob agreement on {name_a}'s greedy continuation ({c['prompts']} prompts, "
+            f"{c['positions']} positions): top-1 {c['top1_agreement']:.1%} "
+            f"[{c['top1_lo']:.1%}, {c['top1_hi']:.1%}], KL ≥ {c['kl_lower_bound']:.4f} nats "
+            f"[{c['kl_lo']:.4f}, {c['kl_hi']:.4f}] (a lower bound: top-{TOP_K} overlap + OTHER)")  # fmt: skip
