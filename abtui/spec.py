@@ -401,6 +401,8 @@ def load_spec(path: str | Path) -> tuple[Spec, str]:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise SpecError(f"{p}: not valid TOML: {e}", "check the line and column named") from None
+    except RecursionError:
+        raise SpecError(f"{p}: not valid TOML: arrays or tables nested too deeply") from None
     return spec_from_dict(data, str(p)), text
 
 

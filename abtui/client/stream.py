@@ -101,7 +101,7 @@ def _error_text(body: bytes) -> str:
     top-level ``message``, TGI's ``{"error": "..."}``, FastAPI's ``detail`` list (docs/compatibility.md)."""
     try:
         obj = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         return _one_line(body[:300].decode("utf-8", "replace")) or "(empty body)"
     if isinstance(obj, dict):
         err = obj.get("error", obj.get("detail", obj.get("message")))
@@ -117,6 +117,14 @@ def _error_text(body: bytes) -> str:
         if err is not None:
             return _one_line(str(err))
     return _one_line(str(obj))
+
+
+def _count(v: object) -> int | None:
+    """A token count from a server's ``usage``: a whole number a BIGINT column holds, else None
+    (a hostile or broken server's value is not stored as if measured)."""
+    if isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**63:
+        return v
+    return None
 
 
 class _StreamState:
@@ -138,7 +146,7 @@ class _StreamState:
             return None
         try:
             obj = json.loads(data)
-        except ValueError:
+        except (ValueError, RecursionError):
             return f"chunk is not JSON: {data[:120]!r}"
         if not isinstance(obj, dict):
             return f"chunk is not a JSON object: {data[:120]!r}"
@@ -166,7 +174,7 @@ class _StreamState:
                 continue  # n > 1 is not measured; only the first choice counts
             fr = ch.get("finish_reason")
             if fr is not None:
-                rec.finish_reason = fr
+                rec.finish_reason = fr if isinstance(fr, str) else str(fr)[:100]
             delta = ch.get("delta")
             if delta is not None:
                 if not isinstance(delta, dict):
@@ -232,9 +240,10 @@ class _StreamState:
     def finish(self, item: Item) -> None:
         rec = self.rec
         u = self.usage
-        if u and isinstance(u.get("completion_tokens"), int):
+        if u and _count(u.get("completion_tokens")) is not None:
             rec.n_output = u["completion_tokens"]
-            rec.n_input = u.get("prompt_tokens", item.n_input)
+            n_in = _count(u.get("prompt_tokens"))
+            rec.n_input = n_in if n_in is not None else item.n_input
             rec.token_source = R.TOKENS_USAGE
         else:
             rec.n_output = sum(rec.chunk_tokens) + rec.empty_token_chunks

@@ -125,7 +125,10 @@ def parse_line(line: str) -> Sample:
     value = parse_value(rest[0])
     ts = None
     if len(rest) == 2:
-        ts = int(float(rest[1])) if "." in rest[1] or "e" in rest[1].lower() else int(rest[1])
+        try:
+            ts = int(float(rest[1])) if "." in rest[1] or "e" in rest[1].lower() else int(rest[1])
+        except OverflowError:  # "1e999" is a float, but no timestamp
+            raise ValueError("timestamp out of range") from None
     return Sample(name, labels, value, ts)
 
 

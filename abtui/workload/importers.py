@@ -83,6 +83,8 @@ def _json_lines(path: Path) -> Iterator[tuple[int, object]]:
                     yield n, json.loads(text)
                 except json.JSONDecodeError as e:
                     yield n, _Bad(f"not JSON: {e.msg} (column {e.colno})")
+                except RecursionError:
+                    yield n, _Bad("JSON nested too deeply to decode")
 
 
 def _raise_bad(raw: object) -> object:
@@ -116,6 +118,8 @@ def _sharegpt_entries(path: Path) -> Iterator[tuple[int, object]]:
             raise WorkloadError(
                 f"{path}:{e.lineno}: not JSON: {e.msg} (column {e.colno})"
             ) from None
+        except RecursionError:
+            raise WorkloadError(f"{path}:{line}: JSON nested too deeply to decode") from None
         yield line, obj
 
 

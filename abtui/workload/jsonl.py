@@ -185,7 +185,8 @@ def read_workload(
                     continue
                 try:
                     rows.append(_parse(json.loads(text), n, default_max_tokens))
-                except (ValueError, TypeError) as e:  # JSONDecodeError is a ValueError
+                # JSONDecodeError is a ValueError; RecursionError: nested too deeply to decode
+                except (ValueError, TypeError, RecursionError) as e:
                     if not skip_bad:
                         raise WorkloadError(
                             f"{p}:{n}: {e}",

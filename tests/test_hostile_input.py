@@ -1,0 +1,277 @@
+"""Hostile and malformed input, property-based (hypothesis): whatever bytes an endpoint sends or
+a user's file holds, abtui never fails with a traceback. Parsers of untrusted bytes either
+return data of the documented types or raise an :class:`AbtuiError` that names where (file,
+line, field); the Prometheus parser skips and counts a bad line and never raises.
+"""
+
+from __future__ import annotations
+
+import json
+import string
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from abtui.client import records as R
+from abtui.client.records import RequestRecord
+from abtui.client.sse import SSEParser
+from abtui.client.stream import _StreamState
+from abtui.errors import AbtuiError, SpecError, WorkloadError
+from abtui.spec import load_spec, spec_from_dict, validate
+from abtui.telemetry import promtext
+from abtui.workload.importers import import_trace
+from abtui.workload.items import Item
+from abtui.workload.jsonl import read_workload
+
+SETTINGS = settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+INT64 = 2**63 - 1
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+# --- SSE: any bytes, split anywhere ---
+
+
+def _feed_all(chunks: list[bytes]) -> list:
+    p = SSEParser()
+    out = []
+    for c in chunks:
+        out += p.feed(c)
+    return out + p.close()
+
+
+sse_bytes = st.lists(
+    st.sampled_from([b"data:", b"data: ", b"event: error", b": ping", b"\r", b"\n", b"\r\n", b"x"])
+    | st.binary(max_size=12),
+    max_size=30,
+).map(b"".join)
+
+
+@SETTINGS
+@given(body=sse_bytes, cuts=st.lists(st.integers(min_value=0, max_value=400), max_size=8))
+@example(body=b"data: a\r\n\r\n", cuts=[8])
+def test_sse_parser_takes_any_bytes_split_anywhere(body, cuts):
+    whole = _feed_all([body])
+    pieces, last = [], 0
+    for c in sorted(set(min(c, len(body)) for c in cuts)):
+        pieces.append(body[last:c])
+        last = c
+    pieces.append(body[last:])
+    assert _feed_all(pieces) == whole  # where the network splits the body changes nothing
+    for name, data in whole:
+        assert (name is None or isinstance(name, bytes)) and isinstance(data, bytes)
+
+
+# --- a stream's events: any JSON a server sends ---
+
+ITEM = Item(index=0, id="i", prompt="a b", max_tokens=4, n_input=2)
+
+
+def _check_record(rec: RequestRecord) -> None:
+    """The fields the session file stores have the types its columns hold."""
+    assert rec.status in (R.OK, R.ERROR)
+    assert rec.finish_reason is None or isinstance(rec.finish_reason, str)
+    for v in (rec.n_input, rec.n_output):
+        assert isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= INT64
+    assert all(isinstance(n, int) and 0 < n <= INT64 for n in rec.chunk_tokens)
+    assert rec.text is None or isinstance(rec.text, str)
+    assert rec.error_message is None or isinstance(rec.error_message, str)
+
+
+chunk = st.fixed_dictionaries(
+    {},
+    optional={
+        "choices": st.lists(
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "index": json_values,
+                    "finish_reason": json_values,
+                    "delta": json_values
+                    | st.fixed_dictionaries(
+                        {}, optional={"content": json_values, "role": json_values}
+                    ),
+                    "text": json_values,
+                    "logprobs": json_values,
+                },
+            ),
+            max_size=3,
+        )
+        | json_values,
+        "usage": json_values
+        | st.fixed_dictionaries(
+            {}, optional={"completion_tokens": json_values, "prompt_tokens": json_values}
+        ),
+        "error": json_values,
+    },
+)
+
+
+@SETTINGS
+@given(events=st.lists(chunk | json_values, max_size=6), raw=st.binary(max_size=20))
+@example(events=[{"choices": [{"text": "x", "finish_reason": {"a": 1}}]}], raw=b"")
+@example(events=[{"usage": {"completion_tokens": 2**70, "prompt_tokens": "many"}}], raw=b"")
+@example(events=[{"usage": {"completion_tokens": -3, "prompt_tokens": -1}}], raw=b"")
+@example(events=[], raw=b"[" * 5000)
+def test_stream_events_of_any_shape_give_a_storable_record(events, raw):
+    rec = RequestRecord(arm=0, item=0, scheduled_ns=0)
+    state = _StreamState(rec, store_text=True)
+    for i, ev in enumerate([*events, raw]):
+        data = ev if isinstance(ev, bytes) else json.dumps(ev).encode()
+        msg = state.on_event(None, data, 1000 + i)
+        if msg is not None:
+            assert isinstance(msg, str)
+            break
+    state.finish(ITEM)
+    _check_record(rec)
+
+
+# --- Prometheus text: never raises ---
+
+prom_lines = st.lists(
+    st.sampled_from(["m", "m_total", 'm{a="x"}', 'm{a="\\"}', "m{", "# TYPE m counter", "# EOF"])
+    .flatmap(
+        lambda head: st.tuples(
+            st.just(head),
+            st.sampled_from(
+                [
+                    "",
+                    " ",
+                    " 1",
+                    " NaN",
+                    " +Inf",
+                    " 1e999",
+                    " 1 1e999",
+                    " 1 inf",
+                    " 1 nan",
+                    " 1 2 3",
+                    ' 1 # {t="x"} 1',
+                ]
+            ),  # fmt: skip
+        )
+    )
+    .map("".join)
+    | st.text(string.printable, max_size=30),
+    max_size=10,
+).map("\n".join)
+
+
+@SETTINGS
+@given(text=prom_lines)
+@example(text="m 1 1e999")
+@example(text="m 1 -1e999")
+def test_prometheus_text_never_raises(text):
+    scrape = promtext.parse(text)
+    n_lines = sum(
+        1 for line in text.splitlines() if line.strip() and not line.strip().startswith("#")
+    )
+    assert len(scrape.samples) + scrape.skipped <= n_lines
+    for s in scrape.samples:
+        assert isinstance(s.value, float)
+        assert s.timestamp_ms is None or isinstance(s.timestamp_ms, int)
+    if scrape.skipped:
+        assert scrape.first_error.startswith("line ")
+
+
+# --- spec files: any TOML document, any bytes ---
+
+spec_keys = st.sampled_from(
+    ["name", "arms", "slo", "workload", "load", "request", "policy", "store", "cost", "bogus"]
+)
+arm = st.fixed_dictionaries(
+    {},
+    optional={
+        "name": json_values, "url": json_values | st.just("http://127.0.0.1:1/v1"),
+        "role": json_values | st.sampled_from(["baseline", "candidate"]), "model": json_values,
+        "api_key_env": json_values, "headers": json_values, "params": json_values,
+    },
+)  # fmt: skip
+spec_docs = st.dictionaries(
+    spec_keys,
+    json_values
+    | st.lists(arm, max_size=3)
+    | st.dictionaries(st.text(max_size=10), json_values, max_size=4),
+    max_size=5,
+)
+
+
+@SETTINGS
+@given(doc=spec_docs)
+def test_spec_of_any_shape_is_a_spec_or_a_spec_error(doc):
+    try:
+        validate(spec_from_dict(doc, "x.toml"), "x.toml")
+    except SpecError as e:
+        assert "x.toml" in e.message or "x.toml" in str(e)
+    except AbtuiError:
+        pass  # another of abtui's errors (message + hint) is fine too
+
+
+@SETTINGS
+@given(raw=st.binary(max_size=200) | st.text(max_size=200).map(str.encode))
+@example(raw=b"\xff\xfe[arms]")
+@example(raw=b"[[arms]]\nurl = 1\n")
+@example(raw=b"a = " + b"[" * 5000)
+def test_spec_file_of_any_bytes(tmp_path, raw):
+    p = tmp_path / "s.toml"
+    p.write_bytes(raw)
+    try:
+        spec, _ = load_spec(p)
+        validate(spec, str(p))
+    except AbtuiError as e:
+        assert str(p) in str(e)
+
+
+# --- workload and trace files: any lines ---
+
+wl_line = (
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "id": json_values, "arrival_s": json_values, "prompt": json_values,
+            "input_tokens": json_values | st.integers(1, 64), "max_tokens": json_values,
+            "messages": json_values, "prefix_ids": json_values, "tags": json_values,
+        },
+    ).map(json.dumps)
+    | st.text(max_size=30).filter(lambda s: "\n" not in s and "\r" not in s)
+)  # fmt: skip
+
+
+@SETTINGS
+@given(lines=st.lists(wl_line, min_size=1, max_size=6), junk=st.binary(max_size=8))
+@example(lines=["[" * 5000], junk=b"")
+@example(lines=['{"input_tokens": 8}'], junk=b"\xff")
+def test_workload_file_of_any_lines(tmp_path, lines, junk):
+    p = tmp_path / "w.jsonl"
+    p.write_bytes("\n".join(lines).encode() + b"\n" + junk)
+    for skip_bad in (False, True):
+        try:
+            wl = read_workload(p, skip_bad=skip_bad)
+        except WorkloadError as e:
+            assert str(p) in e.message, e.message
+            continue
+        assert wl.items and all(isinstance(it.prompt, str) or it.messages for it in wl.items)
+
+
+@pytest.mark.parametrize("fmt", ["sharegpt", "mooncake", "azure", "burstgpt"])
+@SETTINGS
+@given(raw=st.lists(wl_line | st.text(",0123456789abcTIMESTAMP", max_size=40), max_size=5))
+@example(raw=["[" * 5000])
+@example(raw=['{"a": ' + "[" * 5000])
+def test_trace_import_of_any_lines(tmp_path, fmt, raw):
+    p = tmp_path / f"t.{fmt}"
+    p.write_text("\n".join(raw) + "\n", encoding="utf-8")
+    for skip_bad in (False, True):
+        try:
+            recs, stats, _ = import_trace(fmt, p, skip_bad=skip_bad)
+        except AbtuiError as e:
+            assert str(p) in str(e), str(e)
+            continue
+        assert isinstance(recs, list)
