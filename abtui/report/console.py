@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from abtui.metrics.summary import ArmSummary, summarize
+from abtui.report.untrusted import printable, term
 from abtui.runner.observer import ArmProgress, RunInfo, Snapshot
 from abtui.store.reader import SessionReader
 
@@ -37,7 +38,7 @@ class HeadlessObserver:
     def started(self, info: RunInfo) -> None:
         self._p(f"abtui: session {info.session_name} → {info.session_path}")
         for name, url, model in zip(info.arm_names, info.arm_urls, info.arm_models, strict=True):
-            self._p(f"  {name:<12} {url}  model={model}")
+            self._p(f"  {printable(name):<12} {printable(url)}  model={printable(model)}")
         self._p(f"  load: {info.load}, {info.planned_per_arm} requests per arm")
 
     def progress(self, snap: Snapshot) -> None:
@@ -175,13 +176,15 @@ def print_session_summary(path: str | Path, out: TextIO | None = None) -> list[A
         f"seed {wl.get('seed', '?')}"
     )
     for a in arms:
-        console.print(f"  {a['role']:<9} {a['name']:<12} {a['url']}  model={a['model']}")
+        console.print(
+            f"  {term(a['role']):<9} {term(a['name']):<12} {term(a['url'])}  model={term(a['model'])}"
+        )
     console.print()
     console.print(summary_table(names, sums, slo))
     if first_errors:
         console.print()
         for arm, cls, msg, count in first_errors:
-            console.print(f"  {names[arm]}: {count} × {cls}: {msg}")
+            console.print(f"  {term(names[arm])}: {count} × {term(cls)}: {term(msg)}")
     if status != "complete":
         console.print(f"\n[yellow]note:[/] the session is {status}: figures cover what was measured.")
     if any(s.generator_behind for s in sums):

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from abtui.errors import UsageError
 from abtui.metrics.summary import summarize
+from abtui.report.untrusted import printable
 from abtui.report.verdict_text import SWEEP_COLUMNS, p_text, sweep_cells, sweep_line, value
 from abtui.stats.session import SessionVerdict, session_verdict
 from abtui.stats.verdict import label, pct
@@ -31,7 +32,7 @@ _MD_SPECIAL = str.maketrans(
 
 def md_escape(text) -> str:
     """A string safe inside Markdown text and table cells (no markup, no HTML, one line)."""
-    return str(text).translate(_MD_SPECIAL)
+    return printable(str(text).translate(_MD_SPECIAL))
 
 
 def config_diff(arms: list[dict], spec: dict) -> list[tuple[str, list[str]]]:

@@ -14,6 +14,7 @@ import numpy as np
 
 from abtui.metrics import request as rm
 from abtui.report.export import _policy_line, config_diff  # noqa: F401 (config_diff re-exported)
+from abtui.report.untrusted import printable
 from abtui.report.verdict_text import (
     SWEEP_COLUMNS,
     error_rates_line,
@@ -42,7 +43,7 @@ th{background:#f6f8fa}.imp{color:#1a7f37;font-weight:600}.reg{color:#cf222e;font
 
 
 def esc(text) -> str:
-    return html.escape(str(text), quote=True)
+    return html.escape(printable(text), quote=True)
 
 
 def ecdf_svg(title: str, series: list[tuple[str, np.ndarray]], width=360, height=230) -> str:
