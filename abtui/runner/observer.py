@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from abtui.metrics.live import LiveArm
+
 
 @dataclass
 class ArmProgress:
@@ -31,6 +33,9 @@ class ArmProgress:
     telemetry: dict[str, float] = field(default_factory=dict)
     """Latest telemetry of this arm for live gauges: ``"source:metric"`` → value (gauges and
     ``.rate`` counters, e.g. ``"vllm:kv_usage"``, ``"nvml:gpu.power_w"``)."""
+    live: LiveArm = field(default_factory=LiveArm)
+    """Running histograms and throughput for live panes (bounded; read with ``live.view()``
+    from the observer's callback, which runs in the runner's thread)."""
 
 
 @dataclass

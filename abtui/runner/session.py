@@ -14,6 +14,7 @@ import multiprocessing as mp
 import queue as queue_mod
 import random
 import signal
+import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime
@@ -117,8 +118,10 @@ def _describe_level(spec: Spec) -> str:
 class _Live:
     """Running counts per arm for the observer (bounded: no list grows with the run)."""
 
-    def __init__(self, names: list[str], planned: int) -> None:
+    def __init__(self, names: list[str], planned: int, slo: dict | None = None) -> None:
         self.arms = [ArmProgress(name=n, planned=planned) for n in names]
+        for p in self.arms:
+            p.live.slo = dict(slo or {})
         self._ttft = [collections.deque(maxlen=256) for _ in names]
         self._tpot = [collections.deque(maxlen=256) for _ in names]
 
@@ -128,6 +131,7 @@ class _Live:
         p.generator_cpu_s = stats.get("cpu_s", p.generator_cpu_s)
         p.schedule_lag_max_s = max(p.schedule_lag_max_s, stats.get("lag_max_s", 0.0))
         for r in recs:
+            p.live.add(r)
             if r.warmup:
                 p.warmup_done += 1
                 continue
@@ -181,11 +185,14 @@ def run_session(
     overwrite: bool = False,
     generator_cpus: list[int] | None = None,
     items: list[Item] | None = None,
+    stop_request: threading.Event | None = None,
 ) -> SessionResult:
     """Run ``spec`` (already validated) to the end, or until Ctrl-C / SIGTERM.
 
     ``items``: a workload built by the caller (``abtui demo``), sent to every arm instead of
-    the spec's synthetic one; ``spec.workload.requests`` should be its length."""
+    the spec's synthetic one; ``spec.workload.requests`` should be its length.
+    ``stop_request``: set it to stop as Ctrl-C does (a UI running this in a thread, where
+    signal handlers cannot be installed)."""
     obs = observer or NullObserver()
     targets = resolve_targets(spec)  # fails early, before any file is written
     name, path = session_path(spec)
@@ -206,7 +213,7 @@ def run_session(
                              n_arms=len(spec.arms), open_loop=mode == "open",
                              duration_s=ld.duration_s)  # fmt: skip
     planned = sum(len(s.items) for s in segments if s.arms is None or 0 in s.arms)
-    live = _Live([a.name for a in spec.arms], planned)
+    live = _Live([a.name for a in spec.arms], planned, spec.slo)
     t_start = _now()
     phase = "warmup"
     hub = None  # background telemetry (server /metrics, local GPUs)
@@ -298,8 +305,9 @@ def run_session(
                     if p.is_alive():
                         p.terminate()
 
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            old_handlers[sig] = signal.signal(sig, on_signal)
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                old_handlers[sig] = signal.signal(sig, on_signal)
 
         n = len(procs)  # generator processes (workers)
         ready: set[int] = set()
@@ -353,6 +361,8 @@ def run_session(
                         fatal.setdefault(i, f"exited with code {p.exitcode}")
                         writer.event("generator_died", f"exit code {p.exitcode}",
                                      arm=worker_arm[i])  # fmt: skip
+            if stop_request is not None and stop_request.is_set() and not interrupted["n"]:
+                on_signal(None, None)
             if interrupted["n"] and phase != "stopping":
                 phase = "stopping"
                 writer.event("interrupted", "stop requested (signal)")

@@ -1,0 +1,220 @@
+"""Running figures for the live panes: log-binned histograms, a throughput series, B-vs-A deltas.
+
+Bounded memory (fixed bins, a fixed-length per-second series), fed by the runner in the main
+process as records arrive, read by the UI a few times a second through :meth:`LiveArm.view`.
+These are provisional running estimates for watching a run; the verdict is computed from the
+session file (abtui.stats), never from these.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from abtui.client.records import CANCELLED, OK, RequestRecord
+
+LO_S = 1e-4  # lowest bin edge: 0.1 ms
+DECADES = 6  # up to 100 s
+PER_DECADE = 40  # fine bins (≈ 6 % wide): quantiles from bins are within a few %
+EDGES = LO_S * 10.0 ** (np.arange(DECADES * PER_DECADE + 1) / PER_DECADE)
+SERIES_S = 120  # seconds of throughput history kept
+
+
+class LogHistogram:
+    """Counts on fixed log-spaced bins (values below/above the range go to the end bins)."""
+
+    def __init__(self) -> None:
+        self.counts = np.zeros(len(EDGES) - 1, dtype=np.int64)
+        self.n = 0
+
+    def add(self, v: float) -> None:
+        if not (v > 0 and math.isfinite(v)):
+            return
+        k = int(math.floor(math.log10(v / LO_S) * PER_DECADE))
+        self.counts[min(max(k, 0), len(self.counts) - 1)] += 1
+        self.n += 1
+
+    def quantile(self, q: float) -> float:
+        """The q-quantile, log-interpolated inside its bin; NaN when empty."""
+        if self.n == 0:
+            return float("nan")
+        cum = np.cumsum(self.counts)
+        target = q * self.n
+        k = int(np.searchsorted(cum, target, side="left"))
+        k = min(k, len(self.counts) - 1)
+        before = cum[k - 1] if k else 0
+        frac = (target - before) / self.counts[k] if self.counts[k] else 0.0
+        lo, hi = math.log10(float(EDGES[k])), math.log10(float(EDGES[k + 1]))
+        return 10 ** (lo + min(max(frac, 0.0), 1.0) * (hi - lo))
+
+    def mean(self) -> float:
+        if self.n == 0:
+            return float("nan")
+        mids = np.sqrt(EDGES[:-1] * EDGES[1:])
+        return float((self.counts * mids).sum() / self.n)
+
+
+@dataclass
+class HistView:
+    """A frozen copy for the UI: counts on the fine bins, P50 and P99."""
+
+    counts: np.ndarray
+    n: int
+    p50: float
+    p99: float
+
+    def nonzero_range(self) -> tuple[int, int] | None:
+        nz = np.flatnonzero(self.counts)
+        return (int(nz[0]), int(nz[-1])) if len(nz) else None
+
+
+def shared_range(views: list[HistView]) -> tuple[int, int] | None:
+    """The fine-bin index range covering every arm's samples (one axis for all arms)."""
+    rs = [r for v in views if (r := v.nonzero_range()) is not None]
+    if not rs:
+        return None
+    return min(r[0] for r in rs), max(r[1] for r in rs)
+
+
+def rebin(counts: np.ndarray, lo: int, hi: int, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """Counts of fine bins ``lo..hi`` merged into ``width`` columns; returns (counts, edges)."""
+    width = max(1, width)
+    idx = np.linspace(lo, hi + 1, width + 1)
+    cuts = np.round(idx).astype(int)
+    out = np.array([counts[cuts[i] : max(cuts[i + 1], cuts[i] + 1)].sum() for i in range(width)])
+    edges = LO_S * 10.0 ** (idx / PER_DECADE)
+    return out, edges
+
+
+def column_of(value: float, edges: np.ndarray) -> int | None:
+    """The display column whose bin holds ``value`` (None outside the axis)."""
+    if not (value > 0 and math.isfinite(value)) or value < edges[0] or value > edges[-1]:
+        return None
+    return min(int(np.searchsorted(edges, value, side="right")) - 1, len(edges) - 2)
+
+
+@dataclass
+class ArmView:
+    """What the live pane of one arm shows, copied out of the runner's state."""
+
+    ttft: HistView
+    tpot: HistView
+    throughput: list[float]  # output tok/s per second, oldest first
+    goodput: list[float] | None  # output tok/s of requests within the SLO (None: no SLO)
+    out_tok_s: float  # over the last ten seconds
+    good_tok_s: float | None
+    ttft_mean_s: float
+    decode_mean_s: float
+    lag_mean_s: float
+
+
+@dataclass
+class LiveArm:
+    """Running figures of one arm (measured requests only; warm-up is left out)."""
+
+    slo: dict[str, float] = field(default_factory=dict)
+    ttft: LogHistogram = field(default_factory=LogHistogram)
+    tpot: LogHistogram = field(default_factory=LogHistogram)
+    _tok: deque = field(default_factory=lambda: deque(maxlen=SERIES_S))  # [second, tok, good]
+    _sum_ttft: float = 0.0
+    _sum_decode: float = 0.0
+    _sum_lag: float = 0.0
+    _n_ok: int = 0
+    _t0_ns: int | None = None
+
+    def add(self, r: RequestRecord) -> None:
+        if r.warmup or r.status == CANCELLED:
+            return
+        if self._t0_ns is None:
+            self._t0_ns = r.dispatched_ns
+        if r.status != OK or not r.chunk_ns:
+            return
+        ttft = (r.chunk_ns[0] - r.dispatched_ns) / 1e9
+        e2e = (r.chunk_ns[-1] - r.dispatched_ns) / 1e9
+        n = r.n_output or 0
+        tpot = (e2e - ttft) / (n - 1) if n > 1 else float("nan")
+        self.ttft.add(ttft)
+        self.tpot.add(tpot)
+        self._n_ok += 1
+        self._sum_ttft += ttft
+        self._sum_decode += e2e - ttft
+        self._sum_lag += max(0.0, (r.dispatched_ns - r.scheduled_ns) / 1e9)
+        good = self._within_slo(ttft, tpot, e2e)
+        sec = int(((r.done_ns or r.chunk_ns[-1]) - self._t0_ns) // 1_000_000_000)
+        self._bump(sec, n, n if good else 0)
+
+    def _within_slo(self, ttft: float, tpot: float, e2e: float) -> bool:
+        got = {"ttft": ttft, "tpot": tpot, "e2e": e2e}
+        return all(k not in got or not (got[k] > lim) for k, lim in self.slo.items())
+
+    def _bump(self, sec: int, tok: int, good: int) -> None:
+        if self._tok and sec < self._tok[-1][0]:  # a late arrival: into its own second if kept
+            for row in self._tok:
+                if row[0] == sec:
+                    row[1] += tok
+                    row[2] += good
+                    return
+            return
+        while not self._tok or self._tok[-1][0] < sec:
+            nxt = self._tok[-1][0] + 1 if self._tok else sec
+            self._tok.append([nxt, 0, 0])
+        self._tok[-1][1] += tok
+        self._tok[-1][2] += good
+
+    def view(self) -> ArmView:
+        tok = [float(r[1]) for r in self._tok]
+        good = [float(r[2]) for r in self._tok]
+        recent = self._tok and list(self._tok)[-10:]
+        span = len(recent) if recent else 0
+        n = self._n_ok or float("nan")
+        return ArmView(
+            ttft=_hv(self.ttft),
+            tpot=_hv(self.tpot),
+            throughput=tok,
+            goodput=good if self.slo else None,
+            out_tok_s=sum(r[1] for r in recent) / span if span else float("nan"),
+            good_tok_s=(sum(r[2] for r in recent) / span if span else float("nan"))
+            if self.slo
+            else None,
+            ttft_mean_s=self._sum_ttft / n,
+            decode_mean_s=self._sum_decode / n,
+            lag_mean_s=self._sum_lag / n,
+        )
+
+
+def _hv(h: LogHistogram) -> HistView:
+    return HistView(h.counts.copy(), h.n, h.quantile(0.5), h.quantile(0.99))
+
+
+DELTA_ROWS = (
+    ("TTFT P50", lambda v: v.ttft.p50, "lower"),
+    ("TTFT P99", lambda v: v.ttft.p99, "lower"),
+    ("TPOT P50", lambda v: v.tpot.p50, "lower"),
+    ("TPOT P99", lambda v: v.tpot.p99, "lower"),
+    ("throughput", lambda v: v.out_tok_s, "higher"),
+    ("goodput", lambda v: v.good_tok_s if v.good_tok_s is not None else float("nan"), "higher"),
+)
+
+
+@dataclass
+class Delta:
+    label: str
+    a: float
+    b: float
+    ratio: float  # b / a - 1 (NaN when either is missing)
+    better: bool | None  # None: unknown or unchanged
+
+
+def deltas(a: ArmView, b: ArmView) -> list[Delta]:
+    """B vs A for the delta strip (running estimates: provisional, not the verdict)."""
+    out = []
+    for label, get, good_dir in DELTA_ROWS:
+        va, vb = float(get(a)), float(get(b))
+        ok = math.isfinite(va) and math.isfinite(vb) and va > 0
+        ratio = vb / va - 1 if ok else float("nan")
+        better = None if not ok or ratio == 0 else bool((ratio < 0) == (good_dir == "lower"))
+        out.append(Delta(label, va, vb, ratio, better))
+    return out
