@@ -226,10 +226,30 @@ def cmd_run(args) -> int:
         from abtui.stats.session import load_noise_floor
 
         load_noise_floor(spec.policy.noise_floor)
-    return _run_and_report(spec, text, overwrite=args.overwrite)
+    return _run_and_report(spec, text, overwrite=args.overwrite, tui=_use_tui(args))
 
 
-def _run_and_report(spec, text: str, *, overwrite: bool, items=None, gate: bool = True) -> int:
+def _use_tui(args) -> bool:
+    """The TUI on a terminal, unless --headless; plain output when piped or redirected."""
+    return not args.headless and sys.stdin.isatty() and sys.stdout.isatty()
+
+
+def _run_in_tui(job):
+    """Run ``job(observer, stop_event)`` under the live TUI; its result (the session) after the
+    app closes. An error of the run (bad endpoint…) is raised here, as headless would."""
+    from abtui.tui.app import AbtuiApp
+
+    app = AbtuiApp(job=job)
+    result = app.run()
+    if app.error is not None:
+        raise app.error
+    if result is None:
+        raise SystemExit(130)  # quit before the session started
+    return result
+
+
+def _run_and_report(spec, text: str, *, overwrite: bool, items=None, gate: bool = True,
+                    tui: bool = False) -> int:  # fmt: skip
     """Run, print the summary and the verdict. Exit code: the verdict's (0 GO, 3 NO-GO,
     4 INCONCLUSIVE) for a complete run; 130 for an interrupted one (its verdict is still printed
     and stored, and cannot be GO); 1 when the run failed. ``gate=False`` (the demo): 0 for any
@@ -237,8 +257,12 @@ def _run_and_report(spec, text: str, *, overwrite: bool, items=None, gate: bool 
     from abtui.report.console import HeadlessObserver, print_session_summary
     from abtui.runner.session import run_session
 
-    obs = HeadlessObserver(sys.stderr)
-    result = run_session(spec, text, obs, overwrite=overwrite, items=items)
+    if tui:
+        result = _run_in_tui(lambda obs, stop: run_session(
+            spec, text, obs, overwrite=overwrite, items=items, stop_request=stop))  # fmt: skip
+    else:
+        result = run_session(spec, text, HeadlessObserver(sys.stderr), overwrite=overwrite,
+                             items=items)  # fmt: skip
     print_session_summary(result.path, sys.stdout)
     from abtui.telemetry.diagnosis import print_diagnosis
 
@@ -270,7 +294,10 @@ def cmd_demo(args) -> int:
         name=args.name, sessions_dir=args.sessions_dir,
     )  # fmt: skip
     return run_demo(
-        opts, lambda spec, items: _run_and_report(spec, "", overwrite=False, items=items, gate=False)
+        opts,
+        lambda spec, items: _run_and_report(
+            spec, "", overwrite=False, items=items, gate=False, tui=_use_tui(args)
+        ),
     )
 
 

@@ -1,0 +1,189 @@
+"""The Textual app: runs one session (or opens a saved one) and shows the live panes, then the
+verdict. A thin layer: the run is one core call in a thread worker that reports through
+:class:`abtui.tui.observer.TuiObserver`; the verdict is loaded by another worker."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from rich.text import Text
+from textual import work
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Footer, Static
+from textual.worker import Worker, WorkerState
+
+from abtui.runner.observer import Observer
+from abtui.tui.messages import RunFinished, RunNote, RunProgress, RunStarted
+from abtui.tui.observer import TuiObserver
+from abtui.tui.screens.live import LiveScreen
+from abtui.tui.screens.verdict import VerdictData, VerdictScreen, load_verdict
+
+# Job: runs the session (abtui.runner.session.run_session) with the observer and stop event.
+Job = Callable[[Observer, threading.Event], object]
+
+KEYS = (  # every key, for the help screen
+    ("?", "this list of keys"),
+    ("q", "quit (asks first while a session runs; the samples so far are kept)"),
+    ("v", "live panes: show the verdict (once the run has finished)"),
+    ("l / Esc", "verdict: back to the live panes"),
+    ("m", "verdict: write the Markdown report next to the session file"),
+    ("h", "verdict: write the HTML report next to the session file"),
+    ("Tab / arrows", "move focus and scroll"),
+)
+
+
+class HelpScreen(ModalScreen):
+    BINDINGS = [("escape", "app.pop_screen", "close"), ("question_mark", "app.pop_screen", "close")]
+
+    def compose(self) -> ComposeResult:
+        t = Text("Keys\n\n", "bold")
+        for k, what in KEYS:
+            t.append(f"{k:>13}  ", "bold")
+            t.append(what + "\n")
+        t.append("\nEsc or ? closes this list.", "dim")
+        with Vertical(id="dialog"):
+            yield Static(t, id="keys")
+
+
+class ConfirmQuit(ModalScreen[bool]):
+    BINDINGS = [("y", "answer(True)", "yes, stop"), ("n", "answer(False)", "no"),
+                ("escape", "answer(False)", "no")]  # fmt: skip
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Static(
+                "A session is running. Stop it and quit?\n\n"
+                "Every sample so far is kept; the session is marked interrupted.\n\n"
+                "y: stop and quit    n / Esc: keep running",
+                id="question",
+            )
+
+    def action_answer(self, yes: bool) -> None:
+        self.dismiss(yes)
+
+
+class AbtuiApp(App):
+    CSS_PATH = "app.tcss"
+    TITLE = "abtui"
+    BINDINGS = [
+        Binding("q", "request_quit", "quit"),
+        Binding("question_mark", "help", "keys"),
+    ]
+
+    def __init__(self, job: Job | None = None, session: Path | None = None) -> None:
+        super().__init__()
+        if job is not None:
+            # multiprocessing starts its resource tracker on first use, passing it stderr's file
+            # descriptor; under the app stderr is Textual's capture (no descriptor): start it now
+            from multiprocessing import resource_tracker
+
+            resource_tracker.ensure_running()
+        self.job = job
+        self.session = session
+        self.stop = threading.Event()
+        self.running = False
+        self.quitting = False
+        self.result = None  # the run's SessionResult
+        self.status: str | None = None
+        self.error: BaseException | None = None
+        self.verdict: VerdictData | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static("abtui: starting…", id="boot")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        if self.job is not None:
+            self.running = True
+            self.run_job()
+        elif self.session is not None:
+            self.load_verdict(self.session)
+
+    # ---------------------------------------------------------------- workers (thin shims)
+    @work(thread=True, exclusive=True, exit_on_error=False, group="run")
+    def run_job(self):
+        return self.job(TuiObserver(self), self.stop)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="verdict")
+    def load_verdict(self, path: Path) -> VerdictData:
+        return load_verdict(path)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        w = event.worker
+        if event.state == WorkerState.ERROR:
+            if w.group == "run":
+                self.running = False
+            self.error = w.error
+            self._note(
+                f"error: {w.error}" + (f" — {w.error.hint}" if getattr(w.error, "hint", "") else "")
+            )
+            if self.quitting or w.group == "run" and self.live is None:
+                self.exit(self.result)
+        elif event.state == WorkerState.SUCCESS:
+            if w.group == "run":
+                self.running = False
+                self.result = w.result
+                if self.quitting:
+                    self.exit(self.result)
+                elif self.result is not None:
+                    self._note("computing the verdict…")
+                    self.load_verdict(Path(self.result.path))
+            elif w.group == "verdict":
+                self.verdict = w.result
+                self.push_screen(VerdictScreen(w.result))
+
+    # ---------------------------------------------------------------- the run's messages
+    @property
+    def live(self) -> LiveScreen | None:
+        for s in self.screen_stack:
+            if isinstance(s, LiveScreen):
+                return s
+        return None
+
+    def on_run_started(self, msg: RunStarted) -> None:
+        self.push_screen(LiveScreen(msg.info))
+
+    def on_run_progress(self, msg: RunProgress) -> None:
+        if self.live is not None and self.live.is_mounted:
+            self.live.show_progress(msg, self.status)
+
+    def on_run_note(self, msg: RunNote) -> None:
+        self._note(msg.text)
+
+    def on_run_finished(self, msg: RunFinished) -> None:
+        self.status = msg.status
+        if self.live is not None and self.live.last is not None and self.live.is_mounted:
+            self.live.show_progress(self.live.last, msg.status)
+
+    def _note(self, text: str) -> None:
+        if self.live is not None and self.live.is_mounted:
+            self.live.note(text)
+        else:
+            self.query_one("#boot", Static).update(text)
+
+    # ---------------------------------------------------------------- keys
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    def action_show_verdict(self) -> None:
+        if self.verdict is not None and not isinstance(self.screen, VerdictScreen):
+            self.push_screen(VerdictScreen(self.verdict))
+
+    def action_request_quit(self) -> None:
+        if not self.running:
+            self.exit(self.result)
+            return
+
+        def answer(yes: bool | None) -> None:
+            if yes:
+                self.quitting = True
+                self.stop.set()
+                self._note("stopping: cancelling in-flight requests, keeping what was measured")
+
+        self.push_screen(ConfirmQuit(), answer)

@@ -1,0 +1,46 @@
+"""Messages from the run (posted by :class:`abtui.tui.observer.TuiObserver` from the runner's
+thread) to the app. Progress coalesces: a burst of snapshots collapses to the newest."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual.message import Message
+
+from abtui.metrics.live import ArmView
+from abtui.runner.observer import ArmProgress, RunInfo
+
+
+class RunStarted(Message):
+    def __init__(self, info: RunInfo) -> None:
+        super().__init__()
+        self.info = info
+
+
+@dataclass
+class ArmState:
+    progress: ArmProgress  # a copy (the runner keeps mutating its own)
+    view: ArmView
+
+
+class RunProgress(Message):
+    def __init__(self, elapsed_s: float, phase: str, arms: list[ArmState]) -> None:
+        super().__init__()
+        self.elapsed_s = elapsed_s
+        self.phase = phase
+        self.arms = arms
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, RunProgress)
+
+
+class RunNote(Message):
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+
+
+class RunFinished(Message):
+    def __init__(self, status: str) -> None:
+        super().__init__()
+        self.status = status

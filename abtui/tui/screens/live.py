@@ -1,0 +1,187 @@
+"""The live run: a header, one column per arm, and the provisional B-vs-A delta strip.
+
+Widgets only render what abtui.metrics.live computed (copied into ``RunProgress``)."""
+
+from __future__ import annotations
+
+import math
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+
+from abtui.metrics.live import deltas, shared_range
+from abtui.runner.observer import RunInfo
+from abtui.tui.messages import ArmState, RunProgress
+from abtui.tui.widgets.charts import Chart, fmt_s, histogram_text, phase_bar, sparkline
+
+GPU_FIELDS = (  # (metric suffix, label, format)
+    ("gpu.mem_used_bytes", "mem", lambda v: f"{v / 2**30:.1f}G"),
+    ("gpu.busy", "util", lambda v: f"{v:.0%}"),
+    ("gpu.sm_active", "SM", lambda v: f"{v:.0%}"),
+    ("gpu.dram_active", "DRAM", lambda v: f"{v:.0%}"),
+    ("gpu.power_w", "power", lambda v: f"{v:.0f}W"),
+)
+
+
+def gpu_line(telemetry: dict[str, float]) -> Text:
+    """GPU gauges from the arm's latest telemetry, or a plain 'no GPU telemetry' line."""
+    t = Text()
+    for src in ("nvml", "dcgm"):
+        got = {k.split(":", 1)[1]: v for k, v in telemetry.items() if k.startswith(src + ":")}
+        if not got:
+            continue
+        t.append(f"GPU ({src}) ", "bold")
+        parts = []
+        for key, lab, f in GPU_FIELDS:
+            if key in got and math.isfinite(got[key]):
+                val = f(got[key])
+                total = got.get("gpu.mem_total_bytes") or (
+                    got["gpu.mem_used_bytes"] + got["gpu.mem_free_bytes"]
+                    if "gpu.mem_free_bytes" in got and key == "gpu.mem_used_bytes"
+                    else None
+                )
+                if key == "gpu.mem_used_bytes" and total:
+                    val += f"/{total / 2**30:.0f}G"
+                parts.append(f"{lab} {val}")
+        return t.append(" · ".join(parts) or "no GPU fields reported")
+    return t.append("no GPU telemetry", "dim")
+
+
+def engine_line(telemetry: dict[str, float]) -> Text:
+    """The server's own queue: running / waiting requests and KV-cache use, when scraped."""
+    for eng in ("vllm", "sglang", "tgi"):
+        got = {k.split(":", 1)[1]: v for k, v in telemetry.items() if k.startswith(eng + ":")}
+        parts = [f"{lab} {f(got[k])}" for k, lab, f in (
+            ("running", "running", lambda v: f"{v:.0f}"),
+            ("waiting", "waiting", lambda v: f"{v:.0f}"),
+            ("kv_usage", "KV", lambda v: f"{v:.0%}"),
+        ) if k in got and math.isfinite(got[k])]  # fmt: skip
+        if parts:
+            return Text.assemble((f"server ({eng}) ", "bold"), " · ".join(parts))
+    return Text("server queue: not scraped", "dim")
+
+
+def error_line(state: ArmState) -> Text:
+    p = state.progress
+    t = Text()
+    if not p.errors and not p.cancelled:
+        return t.append("errors: none", "dim")
+    t.append("errors: ", "bold red")
+    t.append(", ".join(f"{k} {v}" for k, v in sorted(p.errors.items())) or "none")
+    if p.cancelled:
+        t.append(f"; cancelled {p.cancelled}")
+    return t
+
+
+class ArmPane(Vertical):
+    """One arm's column."""
+
+    def __init__(self, index: int, name: str, url: str, model: str) -> None:
+        super().__init__(id=f"arm-{index}", classes="arm")
+        self.arm_name, self.url, self.model = name, url, model
+
+    def compose(self) -> ComposeResult:
+        yield Static(Text.assemble((self.arm_name, "bold"), f"  {self.model}"), classes="title")
+        yield Static("", classes="counts")
+        yield Chart(classes="ttft")
+        yield Chart(classes="tpot")
+        yield Chart(classes="spark")
+        yield Static("", classes="gpu")
+        yield Static("", classes="engine")
+        yield Chart(classes="phase")
+        yield Static("", classes="errors")
+
+
+class LiveScreen(Screen):
+    BINDINGS = [("v", "app.show_verdict", "verdict")]
+
+    def __init__(self, info: RunInfo) -> None:
+        super().__init__(id="live")
+        self.info = info
+        self.last: RunProgress | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static(f"abtui · session {self.info.session_name} · starting…", id="header")
+        with Horizontal(id="arms"):
+            for i, (n, u, m) in enumerate(
+                zip(self.info.arm_names, self.info.arm_urls, self.info.arm_models, strict=True)
+            ):
+                yield ArmPane(i, n, u, m)
+        yield Static("", id="delta")
+        yield Static("", id="note")
+        yield Footer()
+
+    def note(self, text: str) -> None:
+        self.query_one("#note", Static).update(Text(text, "italic"))
+
+    def show_progress(self, msg: RunProgress, status: str | None = None) -> None:
+        self.last = msg
+        done = sum(a.progress.done for a in msg.arms)
+        planned = sum(a.progress.planned for a in msg.arms)
+        lag = max((a.progress.schedule_lag_max_s for a in msg.arms), default=0.0)
+        health = "generator ok" if lag < 0.1 else f"generator LATE (lag max {fmt_s(lag)})"
+        state = status or msg.phase
+        self.query_one("#header", Static).update(
+            Text.assemble(
+                ("abtui", "bold"),
+                f" · {self.info.session_name} · {state} · {msg.elapsed_s:6.1f}s · "
+                f"{done}/{planned} requests · {self.info.load} · ",
+                (health, "green" if lag < 0.1 else "bold red"),
+            )
+        )
+        ttft_rng = shared_range([a.view.ttft for a in msg.arms])
+        tpot_rng = shared_range([a.view.tpot for a in msg.arms])
+        for i, st in enumerate(msg.arms):
+            self._show_arm(i, st, ttft_rng, tpot_rng)
+        self._show_delta(msg.arms)
+
+    def _show_arm(self, i: int, st: ArmState, ttft_rng, tpot_rng) -> None:
+        pane = self.query_one(f"#arm-{i}", ArmPane)
+        p, v = st.progress, st.view
+        pane.query_one(".counts", Static).update(
+            f"{p.done}/{p.planned} done · ok {p.ok} · in flight {p.in_flight}"
+            + (" · finished" if p.finished else "")
+        )
+        pane.query_one(".ttft", Chart).show(lambda w: histogram_text("TTFT", v.ttft, ttft_rng, w))
+        pane.query_one(".tpot", Chart).show(lambda w: histogram_text("TPOT", v.tpot, tpot_rng, w))
+
+        def spark(w: int) -> Text:
+            t = Text()
+            tok = "n/a" if not math.isfinite(v.out_tok_s) else f"{v.out_tok_s:,.0f}"
+            t.append(f"tok/s {tok:>7} ", "bold")
+            t.append(sparkline(v.throughput, w - 14) + "\n", "cyan")
+            if v.goodput is None:
+                return t.append("goodput: no SLO given", "dim")
+            good = "n/a" if not math.isfinite(v.good_tok_s) else f"{v.good_tok_s:,.0f}"
+            t.append(f"good   {good:>7} ", "bold")
+            return t.append(sparkline(v.goodput, w - 14), "green")
+
+        pane.query_one(".spark", Chart).show(spark)
+        pane.query_one(".gpu", Static).update(gpu_line(p.telemetry))
+        pane.query_one(".engine", Static).update(engine_line(p.telemetry))
+        pane.query_one(".phase", Chart).show(
+            lambda w: phase_bar(v.ttft_mean_s, v.decode_mean_s, v.lag_mean_s, w)
+        )
+        pane.query_one(".errors", Static).update(error_line(st))
+
+    def _show_delta(self, arms: list[ArmState]) -> None:
+        t = Text()
+        if len(arms) < 2:
+            self.query_one("#delta", Static).update(t)
+            return
+        base = arms[0]
+        for st in arms[1:]:
+            t.append(f"{st.progress.name} vs {base.progress.name} (provisional): ", "bold")
+            for d in deltas(base.view, st.view):
+                if not math.isfinite(d.ratio):
+                    t.append(f"{d.label} n/a  ", "dim")
+                    continue
+                word = "≈" if d.better is None else "better" if d.better else "worse"
+                style = "" if d.better is None else "green" if d.better else "red"
+                t.append(f"{d.label} {d.ratio:+.1%} {word}  ", style)
+            t.append("\n")
+        t.append("the verdict, not this strip, decides", "dim")
+        self.query_one("#delta", Static).update(t)
