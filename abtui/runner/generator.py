@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from abtui.client.fast import FastClient, fast_stream_request
 from abtui.client.records import RequestRecord
+from abtui.client.redact import redact, secrets_of
 from abtui.client.stream import Target, build_body, make_client, stream_request
 from abtui.workload.items import Item
 
@@ -101,6 +102,7 @@ class _Generator:
         self.start_conn = start_conn
         self.stop_event = stop_event
         self.outbox: list[RequestRecord] = []
+        self.secrets = secrets_of(plan.target.headers)
         self.tasks: set[asyncio.Task] = set()
         self.stopping = False
         self.lag_max_ns = 0
@@ -148,6 +150,8 @@ class _Generator:
             pass  # rec is marked cancelled by the client
         finally:
             self.active -= 1
+            if self.secrets:  # a server may echo the key back: it is never stored
+                redact(rec, self.secrets)
             self.outbox.append(rec)
             if sem is not None:
                 sem.release()

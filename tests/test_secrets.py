@@ -1,0 +1,132 @@
+"""API keys never leave the request (the session file's own scrubbing is in tests/test_store.py):
+an arm's key comes from the environment (`api_key_env`), reaches the endpoint, and is found
+nowhere else — not in the run's output, the session file (any table), or any report — even
+when the endpoint echoes it back in error messages and generated text, as some proxies do."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import json
+import threading
+
+import duckdb
+
+from abtui.cli import main
+from abtui.sim.process import SimProcess
+
+KEY = "sk-abtui-test-7f3c9e1d2b4a"
+
+
+class EchoServer:
+    """An endpoint that requires the key and echoes the Authorization header back: in a 401's
+    message for every third request, in the token text otherwise."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.seen_keys: set[str] = set()
+        self.loop = asyncio.new_event_loop()
+        self.ready = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        server = self.loop.run_until_complete(asyncio.start_server(self._handle, "127.0.0.1", 0))
+        self.port = server.sockets[0].getsockname()[1]
+        self.ready.set()
+        self.loop.run_forever()
+
+    async def _handle(self, reader, writer) -> None:
+        try:
+            head = (await reader.readuntil(b"\r\n\r\n")).decode()
+            hdrs = dict(
+                (k.strip().lower(), v.strip())
+                for k, _, v in (x.partition(":") for x in head.split("\r\n")[1:] if x)
+            )
+            await reader.readexactly(int(hdrs.get("content-length", 0)))
+            auth = hdrs.get("authorization", "")
+            self.seen_keys.add(auth)
+            if "/models" in head.split("\r\n")[0]:
+                body = json.dumps({"data": [{"id": "echo"}]})
+                writer.write(_response(200, "application/json", body))
+            else:
+                self.n += 1
+                if self.n % 3 == 0:
+                    err = {"error": {"message": f"invalid credentials: {auth!r}"}}
+                    writer.write(_response(401, "application/json", json.dumps(err)))
+                else:
+                    events = [
+                        {
+                            "choices": [
+                                {"index": 0, "text": f"you sent {auth}", "finish_reason": None}
+                            ]
+                        },
+                        {"choices": [{"index": 0, "text": "", "finish_reason": "stop"}]},
+                    ]
+                    sse = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
+                    writer.write(_response(200, "text/event-stream", sse))
+            await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError, ValueError):
+            pass
+        finally:
+            writer.close()
+
+    def __enter__(self) -> EchoServer:
+        self.thread.start()
+        self.ready.wait(10)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
+
+
+def _response(status: int, ctype: str, body: str) -> bytes:
+    data = body.encode()
+    return (
+        f"HTTP/1.1 {status} X\r\ncontent-type: {ctype}\r\ncontent-length: {len(data)}\r\n"
+        "connection: close\r\n\r\n"
+    ).encode() + data
+
+
+def _every_string_in(path) -> str:
+    """Every value of every table of a DuckDB file, as text (strings may be compressed on disk,
+    so a byte grep of the file alone could miss one)."""
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        parts = []
+        for (table,) in con.execute("SELECT table_name FROM information_schema.tables").fetchall():
+            parts.append(repr(con.execute(f'SELECT * FROM "{table}"').fetchall()))
+        return "\n".join(parts)
+    finally:
+        con.close()
+
+
+def test_an_echoed_key_is_nowhere_but_the_request(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("ABTUI_TEST_KEY", KEY)
+    with EchoServer() as echo, SimProcess(ttft_ms=2, itl_ms=1, seed=1) as sim:
+        spec = tmp_path / "s.toml"
+        spec.write_text(
+            f'name = "keys"\n[[arms]]\nname = "base"\nrole = "baseline"\nurl = "{sim.url}"\n'
+            f'[[arms]]\nname = "echo"\nrole = "candidate"\nurl = "http://127.0.0.1:{echo.port}/v1"\n'
+            'api_key_env = "ABTUI_TEST_KEY"\n'
+            f"[workload]\nrequests = 9\ninput_tokens = 8\noutput_tokens = 4\n"
+            f'[load]\nrate = 30\nwarmup = 0\n[store]\ndir = "{tmp_path}"\n'
+        )
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            rc = main(["run", str(spec), "--headless"])
+        printed = out.getvalue() + err.getvalue() + "".join(capsys.readouterr())
+    assert f"Bearer {KEY}" in echo.seen_keys, printed[-2000:]  # the key reached the endpoint
+    assert rc in (0, 3, 4), printed[-2000:]
+    assert "invalid credentials" in printed  # the echoed error is shown ...
+    assert KEY not in printed  # ... without the key
+    path = tmp_path / "keys.duckdb"
+    stored = _every_string_in(path)
+    assert "you sent" in stored and "invalid credentials" in stored  # the echoes were stored
+    assert KEY not in stored and KEY.encode() not in path.read_bytes()
+    for fmt in ("text", "md", "html", "json"):
+        assert main(["report", str(path), "--format", fmt]) in (0, 3, 4)
+        o, e = capsys.readouterr()
+        assert KEY not in o + e, fmt
