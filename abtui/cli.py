@@ -352,6 +352,25 @@ def cmd_report(args) -> int:
     return write_report(Path(args.session), args.format, args.output, cost=cost, policy=policy)
 
 
+def cmd_open(args) -> int:
+    """The saved session in the TUI (panes from its stored samples, then the verdict)."""
+    from abtui.store.reader import SessionReader
+
+    with SessionReader(Path(args.session)):  # a bad file fails here, in one line
+        pass
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        raise UsageError(
+            "abtui open needs a terminal", f"`abtui report {args.session}` prints the verdict"
+        )
+    from abtui.tui.app import AbtuiApp
+
+    app = AbtuiApp(session=Path(args.session))
+    app.run()
+    if app.error is not None:
+        raise app.error
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="abtui",
@@ -424,6 +443,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="write the md/html/json report here (default stdout)")  # fmt: skip
     _add_verdict_options(rep.add_argument_group("verdict"))
     rep.set_defaults(func=cmd_report)
+    op = sub.add_parser("open", help="re-open a saved session in the TUI: its panes and verdict")
+    op.add_argument("session", help="session file (.duckdb)")
+    op.set_defaults(func=cmd_open)
     return p
 
 

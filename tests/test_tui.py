@@ -181,7 +181,7 @@ def test_quit_mid_run_asks_then_keeps_the_samples(tmp_path):
     assert (t.status == "ok").sum() >= 6 and len(t) < 4000  # kept what was measured, stopped early
 
 
-def test_open_saved_session_shows_its_verdict_and_every_key(demo_in_tui):
+def test_open_saved_session_shows_verdict_panes_and_every_key(demo_in_tui):
     path = demo_in_tui["result"].path
 
     async def drive():
@@ -196,14 +196,23 @@ def test_open_saved_session_shows_its_verdict_and_every_key(demo_in_tui):
             await pilot.press("escape")
             await pilot.pause()
             assert isinstance(app.screen, VerdictScreen)
-            await pilot.press("l")  # no live panes underneath: stays on the verdict
+            await pilot.press("l")  # the panes, rebuilt from the stored samples
             await pilot.pause()
-            assert isinstance(app.screen, VerdictScreen)
+            assert isinstance(app.screen, LiveScreen)
+            header = text_of(app.screen.query_one("#header"))
+            hists = [(text_of(p.query_one(".ttft")), text_of(p.query_one(".tpot")))
+                     for p in app.screen.query(".arm")]  # fmt: skip
             await pilot.press("q")
-        return banner, keys
+        return banner, keys, header, hists
 
-    banner, keys = asyncio.run(drive())
+    banner, keys, header, hists = asyncio.run(drive())
     assert demo_in_tui["verdict_result"] in banner
+    assert "stored session, complete" in header and "80/80 requests" in header
+    # the same figures the live run ended on (same requests, same bins)
+    for (ttft, tpot), live in zip(hists, demo_in_tui["arms"], strict=True):
+        assert ttft.splitlines()[0] == live["ttft"].splitlines()[0]
+        assert tpot.splitlines()[0] == live["tpot"].splitlines()[0]
+        assert "n=40" in ttft
     bound = set()
     for cls in (AbtuiApp, LiveScreen, VerdictScreen):
         for b in cls.BINDINGS:
@@ -214,3 +223,14 @@ def test_open_saved_session_shows_its_verdict_and_every_key(demo_in_tui):
         assert names.get(key, key) in shown, key
     for row, what in KEYS:
         assert row in keys and what in keys
+
+
+def test_open_without_a_terminal_or_file_is_one_line(demo_in_tui, capsys):
+    from abtui.cli import main
+
+    assert main(["open", str(demo_in_tui["tmp"] / "nope.duckdb")]) == 2
+    err = capsys.readouterr().err
+    assert "nope.duckdb" in err and "Traceback" not in err
+    assert main(["open", str(demo_in_tui["result"].path)]) == 2  # pytest's stdin is no terminal
+    err = capsys.readouterr().err
+    assert "needs a terminal" in err and "abtui report" in err

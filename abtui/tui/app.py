@@ -19,7 +19,7 @@ from textual.worker import Worker, WorkerState
 
 from abtui.runner.observer import Observer
 from abtui.tui.messages import RunFinished, RunNote, RunProgress, RunStarted
-from abtui.tui.observer import TuiObserver
+from abtui.tui.observer import TuiObserver, arm_state
 from abtui.tui.screens.live import LiveScreen
 from abtui.tui.screens.verdict import VerdictData, VerdictScreen, load_verdict
 
@@ -102,7 +102,8 @@ class AbtuiApp(App):
             self.running = True
             self.run_job()
         elif self.session is not None:
-            self.load_verdict(self.session)
+            self._note(f"opening {self.session}…")
+            self.open_stored(self.session)
 
     # ---------------------------------------------------------------- workers (thin shims)
     @work(thread=True, exclusive=True, exit_on_error=False, group="run")
@@ -113,6 +114,13 @@ class AbtuiApp(App):
     def load_verdict(self, path: Path) -> VerdictData:
         return load_verdict(path)
 
+    @work(thread=True, exclusive=True, exit_on_error=False, group="open")
+    def open_stored(self, path: Path):
+        from abtui.metrics.live_replay import stored_run
+
+        stored = stored_run(path)
+        return stored, [arm_state(a) for a in stored.arms]
+
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         w = event.worker
         if event.state == WorkerState.ERROR:
@@ -122,7 +130,7 @@ class AbtuiApp(App):
             self._note(
                 f"error: {w.error}" + (f" — {w.error.hint}" if getattr(w.error, "hint", "") else "")
             )
-            if self.quitting or w.group == "run" and self.live is None:
+            if self.quitting or w.group in ("run", "open") and self.live is None:
                 self.exit(self.result)
         elif event.state == WorkerState.SUCCESS:
             if w.group == "run":
@@ -133,6 +141,12 @@ class AbtuiApp(App):
                 elif self.result is not None:
                     self._note("computing the verdict…")
                     self.load_verdict(Path(self.result.path))
+            elif w.group == "open":
+                stored, arms = w.result
+                self.status = f"stored session, {stored.status}"
+                msg = RunProgress(stored.elapsed_s, "done", arms)
+                self.push_screen(LiveScreen(stored.info, msg, self.status))
+                self.load_verdict(self.session)
             elif w.group == "verdict":
                 self.verdict = w.result
                 self.push_screen(VerdictScreen(w.result))

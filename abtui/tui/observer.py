@@ -15,7 +15,7 @@ from abtui.runner.observer import ArmProgress, RunInfo, Snapshot
 from abtui.tui.messages import ArmState, RunFinished, RunNote, RunProgress, RunStarted
 
 
-def _state(a: ArmProgress) -> ArmState:
+def arm_state(a: ArmProgress) -> ArmState:
     p = copy.copy(a)
     p.errors = dict(a.errors)
     p.telemetry = dict(a.telemetry)
@@ -30,7 +30,7 @@ class TuiObserver:
         self.app.post_message(RunStarted(info))
 
     def progress(self, snap: Snapshot) -> None:
-        arms = [_state(a) for a in snap.arms]
+        arms = [arm_state(a) for a in snap.arms]
         self.app.post_message(RunProgress(snap.elapsed_s, snap.phase, arms))
 
     def arm_finished(self, arm: int, progress: ArmProgress) -> None:

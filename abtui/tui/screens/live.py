@@ -98,10 +98,16 @@ class ArmPane(Vertical):
 class LiveScreen(Screen):
     BINDINGS = [("v", "app.show_verdict", "verdict")]
 
-    def __init__(self, info: RunInfo) -> None:
+    def __init__(self, info: RunInfo, initial: RunProgress | None = None, status: str = "") -> None:
         super().__init__(id="live")
         self.info = info
         self.last: RunProgress | None = None
+        self._initial = (initial, status)  # a stored session's figures (abtui open)
+
+    def on_mount(self) -> None:
+        msg, status = self._initial
+        if msg is not None:
+            self.show_progress(msg, status)
 
     def compose(self) -> ComposeResult:
         yield Static(f"abtui · session {self.info.session_name} · starting…", id="header")
