@@ -149,6 +149,7 @@ class AbtuiApp(App):
                 self.load_verdict(self.session)
             elif w.group == "verdict":
                 self.verdict = w.result
+                self._note("the verdict is ready (v shows it)")
                 self.push_screen(VerdictScreen(w.result))
 
     # ---------------------------------------------------------------- the run's messages

@@ -8,7 +8,7 @@ import math
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
@@ -76,8 +76,11 @@ def error_line(state: ArmState) -> Text:
     return t
 
 
-class ArmPane(Vertical):
-    """One arm's column."""
+FIXED_LINES = 15  # a pane's lines besides the histogram bars (titles, marks, axes, gauges…)
+
+
+class ArmPane(VerticalScroll):
+    """One arm's column (scrolls with the arrow keys once focused, when the terminal is small)."""
 
     def __init__(self, index: int, name: str, url: str, model: str) -> None:
         super().__init__(id=f"arm-{index}", classes="arm")
@@ -102,6 +105,7 @@ class LiveScreen(Screen):
         super().__init__(id="live")
         self.info = info
         self.last: RunProgress | None = None
+        self._status: str | None = None
         self._initial = (initial, status)  # a stored session's figures (abtui open)
 
     def on_mount(self) -> None:
@@ -120,21 +124,26 @@ class LiveScreen(Screen):
         yield Static("", id="note")
         yield Footer()
 
+    def on_resize(self) -> None:
+        if self.last is not None:
+            self.call_after_refresh(self.show_progress, self.last, self._status)
+
     def note(self, text: str) -> None:
         self.query_one("#note", Static).update(Text(text, "italic"))
 
     def show_progress(self, msg: RunProgress, status: str | None = None) -> None:
         self.last = msg
+        self._status = status
         done = sum(a.progress.done for a in msg.arms)
         planned = sum(a.progress.planned for a in msg.arms)
         lag = max((a.progress.schedule_lag_max_s for a in msg.arms), default=0.0)
-        health = "generator ok" if lag < 0.1 else f"generator LATE (lag max {fmt_s(lag)})"
+        health = "generator ok" if lag < 0.1 else f"generator LATE (lag {fmt_s(lag)})"
         state = status or msg.phase
         self.query_one("#header", Static).update(
             Text.assemble(
                 ("abtui", "bold"),
                 f" · {self.info.session_name} · {state} · {msg.elapsed_s:6.1f}s · "
-                f"{done}/{planned} requests · {self.info.load} · ",
+                f"{done}/{planned} req · {self.info.load} · ",
                 (health, "green" if lag < 0.1 else "bold red"),
             )
         )
@@ -151,8 +160,14 @@ class LiveScreen(Screen):
             f"{p.done}/{p.planned} done · ok {p.ok} · in flight {p.in_flight}"
             + (" · finished" if p.finished else "")
         )
-        pane.query_one(".ttft", Chart).show(lambda w: histogram_text("TTFT", v.ttft, ttft_rng, w))
-        pane.query_one(".tpot", Chart).show(lambda w: histogram_text("TPOT", v.tpot, tpot_rng, w))
+        # histogram bar rows: what the pane's height leaves after the fixed lines (1 at 80×24)
+        rows = max(1, min(6, (pane.content_size.height - FIXED_LINES) // 2))
+        pane.query_one(".ttft", Chart).show(
+            lambda w: histogram_text("TTFT", v.ttft, ttft_rng, w, rows)
+        )
+        pane.query_one(".tpot", Chart).show(
+            lambda w: histogram_text("TPOT", v.tpot, tpot_rng, w, rows)
+        )
 
         def spark(w: int) -> Text:
             t = Text()
@@ -180,14 +195,14 @@ class LiveScreen(Screen):
             return
         base = arms[0]
         for st in arms[1:]:
-            t.append(f"{st.progress.name} vs {base.progress.name} (provisional): ", "bold")
+            t.append(f"{st.progress.name} vs {base.progress.name}: ", "bold")
             for d in deltas(base.view, st.view):
                 if not math.isfinite(d.ratio):
                     t.append(f"{d.label} n/a  ", "dim")
                     continue
-                word = "≈" if d.better is None else "better" if d.better else "worse"
+                mark = "≈" if d.better is None else "✓" if d.better else "✗"
                 style = "" if d.better is None else "green" if d.better else "red"
-                t.append(f"{d.label} {d.ratio:+.1%} {word}  ", style)
+                t.append(f"{d.label} {d.ratio:+.1%} {mark}  ", style)
             t.append("\n")
-        t.append("the verdict, not this strip, decides", "dim")
+        t.append("provisional running estimates (✓ better, ✗ worse); the verdict decides", "dim")
         self.query_one("#delta", Static).update(t)
