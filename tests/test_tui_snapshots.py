@@ -1,0 +1,72 @@
+"""Text snapshots of the live panes at 80×24 and 160×48 with fixed data (seeded samples, fixed
+telemetry), so a layout change shows up as a diff. Regenerate after an intended change with
+``ABTUI_UPDATE_SNAPSHOTS=1 .venv/bin/python -m pytest tests/test_tui_snapshots.py``."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from abtui.client.records import OK, RequestRecord
+from abtui.runner.observer import ArmProgress, RunInfo
+from abtui.tui.app import AbtuiApp
+from abtui.tui.messages import RunProgress
+from abtui.tui.observer import arm_state
+from abtui.tui.screens.live import LiveScreen
+
+SNAP = Path(__file__).parent / "snapshots"
+
+
+def fixed_arm(name: str, seed: int, ttft_s: float, tpot_s: float, telemetry: dict) -> ArmProgress:
+    rng = np.random.default_rng(seed)
+    p = ArmProgress(name=name, planned=200, done=180, ok=177, errors={"timeout": 2, "http": 1},
+                    in_flight=20, telemetry=telemetry)  # fmt: skip
+    p.live.slo = {"ttft": 0.2, "tpot": 0.01}
+    for k in range(177):
+        t0 = k * 50_000_000
+        ttft = float(rng.lognormal(np.log(ttft_s), 0.6))
+        tpot = float(rng.lognormal(np.log(tpot_s), 0.2))
+        n = int(rng.integers(20, 200))
+        first = t0 + int(ttft * 1e9)
+        last = first + int(tpot * (n - 1) * 1e9)
+        p.live.add(RequestRecord(arm=0, item=k, scheduled_ns=t0, dispatched_ns=t0 + 200_000,
+                                 chunk_ns=[first, last], done_ns=last, status=OK, n_output=n))  # fmt: skip
+    return p
+
+
+def fixed_screen() -> LiveScreen:
+    gpu = {"nvml:gpu.mem_used_bytes": 71.5 * 2**30, "nvml:gpu.mem_total_bytes": 80 * 2**30,
+           "nvml:gpu.busy": 0.97, "nvml:gpu.power_w": 612.0, "vllm:running": 31.0,
+           "vllm:waiting": 4.0, "vllm:kv_usage": 0.42}  # fmt: skip
+    arms = [fixed_arm("bf16", 1, 0.05, 0.012, gpu), fixed_arm("fp8", 2, 0.035, 0.007, {})]
+    info = RunInfo("snapshot", "sessions/snapshot.duckdb", ["bf16", "fp8"],
+                   ["http://127.0.0.1:8001/v1", "http://127.0.0.1:8002/v1"],
+                   ["llama-3-8b-bf16", "llama-3-8b-fp8"], 200, "poisson 20 req/s")  # fmt: skip
+    return LiveScreen(info, RunProgress(9.0, "measuring", [arm_state(a) for a in arms]))
+
+
+async def render(size: tuple[int, int]) -> str:
+    app = AbtuiApp()
+    async with app.run_test(size=size) as pilot:
+        await app.push_screen(fixed_screen())
+        await pilot.pause()
+        await pilot.pause()
+        text = "\n".join(s.text.rstrip() for s in app.screen._compositor.render_strips())
+        await pilot.press("q")
+    return text + "\n"
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)])
+def test_live_panes_snapshot(size):
+    got = asyncio.run(render(size))
+    path = SNAP / f"live_{size[0]}x{size[1]}.txt"
+    if os.environ.get("ABTUI_UPDATE_SNAPSHOTS") or not path.exists():
+        path.write_text(got, encoding="utf-8")
+    assert got == path.read_text(encoding="utf-8")
+    # what must be on screen at any size, in words
+    for needle in ("bf16", "fp8", "TTFT", "▲P50", "△P99", "provisional", "snapshot"):
+        assert needle in got, needle
