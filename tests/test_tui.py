@@ -234,3 +234,29 @@ def test_open_without_a_terminal_or_file_is_one_line(demo_in_tui, capsys):
     assert main(["open", str(demo_in_tui["result"].path)]) == 2  # pytest's stdin is no terminal
     err = capsys.readouterr().err
     assert "needs a terminal" in err and "abtui report" in err
+
+
+def test_progress_messages_coalesce_to_the_newest():
+    """A burst of snapshots while the app is busy is handled as (about) one: the newest."""
+    from abtui.tui.messages import RunProgress
+
+    class Counting(AbtuiApp):
+        def __init__(self) -> None:
+            super().__init__()
+            self.seen: list[float] = []
+
+        def on_run_progress(self, msg: RunProgress) -> None:
+            self.seen.append(msg.elapsed_s)
+
+    async def drive():
+        app = Counting()
+        async with app.run_test() as pilot:
+            for k in range(100):  # queued faster than handled: nothing runs in between
+                app.post_message(RunProgress(float(k), "measuring", []))
+            await pilot.pause()
+            await pilot.pause()
+            await pilot.press("q")
+        return app.seen
+
+    seen = asyncio.run(drive())
+    assert seen and seen[-1] == 99.0 and len(seen) <= 5, seen

@@ -68,7 +68,7 @@ class ConfirmQuit(ModalScreen[bool]):
 
 
 class AbtuiApp(App):
-    CSS_PATH = "app.tcss"
+    CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute: subclasses live elsewhere
     TITLE = "abtui"
     BINDINGS = [
         Binding("q", "request_quit", "quit"),
@@ -126,7 +126,8 @@ class AbtuiApp(App):
         if event.state == WorkerState.ERROR:
             if w.group == "run":
                 self.running = False
-            self.error = w.error
+            if w.group in ("run", "open"):  # the CLI raises it after the app closes
+                self.error = w.error  # (a verdict that fails is only shown: the run is stored)
             self._note(
                 f"error: {w.error}" + (f" — {w.error.hint}" if getattr(w.error, "hint", "") else "")
             )
