@@ -121,3 +121,26 @@ def test_identical_variants_pass_the_gate_user_suite_included(tmp_path, capsys):
     assert not any("quality" in r for r in pair["reasons"])
     mine = [json.loads(r["detail"]) for r in rows if json.loads(r["detail"])["suite"] == "mine"]
     assert len(mine) == 4 and all(d["output"].strip() in ("42", "LEMON") for d in mine)
+
+
+def test_a_context_too_small_for_a_haystack_skips_the_suites_and_keeps_the_run(tmp_path, capsys):
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({
+        "hidden_size": 2048, "num_hidden_layers": 16, "num_attention_heads": 32,
+        "num_key_value_heads": 8, "intermediate_size": 8192, "vocab_size": 128256,
+        "max_position_embeddings": 1024,
+    }))  # fmt: skip
+    opts = PresetOptions("h100:tiny:bf16", model_config=str(cfg), time_scale=200)
+    with (
+        SimProcess(SimConfig(seed=3, preset=opts)) as a,
+        SimProcess(SimConfig(seed=3, preset=opts)) as b,
+    ):
+        spec = _spec(tmp_path, "small", a.url, b.url, 'suites = ["niah"]')
+        rc = main(["run", spec, "--headless"])
+    captured = capsys.readouterr()
+    assert rc in (0, 4), captured.out
+    assert (
+        "quality suites not run" in captured.err and "too small for the retrieval" in captured.err
+    )
+    with SessionReader(tmp_path / "small.duckdb") as rd:
+        assert rd.meta()["status"] == "complete" and rd.quality() == []

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from abtui.client import records as R
 from abtui.client.records import RequestRecord
 from abtui.client.stream import Target, build_body, make_client, stream_request
+from abtui.errors import AbtuiError
 from abtui.quality import builtin, userfile
 from abtui.quality import logprobs as lp
 from abtui.quality.items import QualityItem
@@ -125,7 +126,12 @@ def run_for_session(spec, targets: list[Target], writer, obs, stop: Callable[[],
         known = [n for n in lens if n]
         return min(known) if known else None
 
-    items = build_items(q, context)
+    try:
+        items = build_items(q, context)
+    except AbtuiError as e:  # e.g. a context too small for a haystack: the load test still counts
+        writer.event("quality", f"quality suites not run: {e}")
+        obs.message(f"quality suites not run: {e}")
+        return 0
     if not items:
         return 0
     obs.message(
