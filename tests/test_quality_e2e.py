@@ -97,6 +97,31 @@ def test_degraded_long_context_candidate_fails_the_quality_gate(tmp_path, capsys
         assert "keys" in text and (
             "FAIL" in text if fmt != "json" else '"passed": false' in text
         ), fmt
+    assert "quality: keys accuracy" in _tui_verdict_text(tmp_path / "degraded.duckdb")
+
+
+def _tui_verdict_text(path) -> str:
+    """The TUI's verdict screen on the saved session: its banner and quality section."""
+    import asyncio
+    import time
+
+    from abtui.tui.app import AbtuiApp
+    from abtui.tui.screens.verdict import VerdictScreen
+
+    async def drive() -> str:
+        app = AbtuiApp(session=path)
+        async with app.run_test(size=(160, 48)) as pilot:
+            t_end = time.monotonic() + 120
+            while not isinstance(app.screen, VerdictScreen) and time.monotonic() < t_end:
+                await pilot.pause(0.1)
+            texts = [str(w.render()) for w in (app.screen.query_one("#banner"),
+                                               app.screen.query_one("#quality-0"))]  # fmt: skip
+            await pilot.press("q")
+        return "\n".join(texts)
+
+    text = asyncio.run(drive())
+    assert "FAIL (≥ −1 pp)" in text and "32k" in text
+    return text
 
 
 def test_identical_variants_pass_the_gate_user_suite_included(tmp_path, capsys):

@@ -14,6 +14,7 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from abtui.report.quality import console_lines
 from abtui.report.verdict_text import effect_table, rows_of
 from abtui.stats.session import SessionVerdict
 from abtui.stats.verdict import GO, NO_GO, label
@@ -126,6 +127,9 @@ class VerdictScreen(Screen):
                          if e.note and e.key in (pol["primary"], *pol["guardrails"])]  # fmt: skip
                 if notes:
                     yield Static(escape("\n".join(notes)), classes="notes")
+                quality = console_lines(pair.quality)  # suites, length buckets, gates
+                if quality:
+                    yield Static(Text("\n".join(quality)), id=f"quality-{i}", classes="notes")
             yield Static(_slo_cost(d), id="slo")
             yield Static(Text("\n".join(d.diagnosis)), id="diagnosis")
             yield Static(_config(d), id="config")
