@@ -16,6 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from abtui.cli import main
 from abtui.sim.process import SimProcess
 from abtui.store.reader import SessionReader
 
@@ -82,7 +83,7 @@ def _committed(path: Path) -> int:
         return 0
 
 
-def test_sigkill_loses_at_most_the_last_commit_interval(tmp_path):
+def test_sigkill_loses_at_most_the_last_commit_interval(tmp_path, capsys):
     with (
         SimProcess(ttft_ms=5, itl_ms=1, seed=1) as a,
         SimProcess(ttft_ms=5, itl_ms=1, seed=2) as b,
@@ -115,13 +116,11 @@ def test_sigkill_loses_at_most_the_last_commit_interval(tmp_path):
 
     # every report format works on the killed file, and none of them can say GO
     for fmt in ("text", "md", "html", "json"):
-        r = subprocess.run(
-            [sys.executable, "-m", "abtui", "report", str(path), "--format", fmt],
-            capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
-        assert r.returncode == 4 and "Traceback" not in r.stderr, (fmt, r.stderr[-2000:])
-        assert r.stdout.strip(), fmt
-    doc = json.loads(r.stdout)
+        rc = main(["report", str(path), "--format", fmt])
+        out, err = capsys.readouterr()
+        assert rc == 4 and "Traceback" not in err, (fmt, err[-2000:])
+        assert out.strip(), fmt
+    doc = json.loads(out)
     assert doc["status"] == "running"
 
 

@@ -25,7 +25,7 @@ from abtui.workload.items import Item
 from abtui.workload.jsonl import read_workload
 
 SETTINGS = settings(
-    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 INT64 = 2**63 - 1
 
