@@ -33,7 +33,7 @@ def histogram_text(
     out.append(f"{title} ▲P50 {fmt_s(view.p50)} △P99 {fmt_s(view.p99)} n={view.n}\n", "bold")
     width = max(8, width)
     if rng is None or view.n == 0:
-        out.append("no samples yet\n" + "\n" * rows, "dim")
+        out.append("no samples yet" + "\n" * (rows + 1), "dim")  # as tall as the bars, marks, axis
         return out
     counts, edges = rebin(view.counts, rng[0], rng[1], width)
     top = counts.max() or 1
