@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from abtui.cli import main
+from abtui.metrics.summary import LAG_MAX_LIMIT_S, LAG_P99_LIMIT_S
 from abtui.sim.engine import SimConfig
 from abtui.sim.process import SimProcess
 from abtui.store.reader import SessionReader
@@ -21,6 +22,15 @@ def sims():
         yield a, b
 
 
+def _assert_marked_as_measured(meta) -> None:
+    """``degraded`` follows the stored lag figures and the verdict's limits, whatever the lag
+    was: on a busy machine even a 20 req/s run can fall behind, and must then say so."""
+    arms = meta["generator_health"]["arms"].values()
+    behind = any(a["lag_p99_s"] > LAG_P99_LIMIT_S or a["lag_max_s"] > LAG_MAX_LIMIT_S for a in arms)
+    assert meta["degraded"] is behind
+    assert bool(meta["generator_health"]["reasons"]) is behind
+
+
 def _run(sims, tmp_path, name, *extra):
     return main(["run", "--baseline", sims[0].url, "--candidate", sims[1].url, "--requests", "30",
                  "--input-tokens", "16", "--output-tokens", "8", "--warmup", "1", "--name", name,
@@ -33,12 +43,13 @@ def test_a_healthy_run_stores_its_health(sims, tmp_path, capsys):
     with SessionReader(tmp_path / "ok.duckdb") as rd:
         meta = rd.meta()
     h = meta["generator_health"]
-    assert meta["degraded"] is False and not h["reasons"]
+    _assert_marked_as_measured(meta)
     for name in ("baseline", "candidate"):
         a = h["arms"][name]
         assert a["requests"] == 30 and 0 <= a["lag_p50_s"] <= a["lag_p99_s"] <= a["lag_max_s"]
         assert 0 < a["cpu_share"] < 1 and a["in_flight_max"] >= 1
-    assert "generator baseline: lag P50" in out and "DEGRADED" not in out
+    assert "generator baseline: lag P50" in out
+    assert ("DEGRADED" in out) is meta["degraded"]
 
 
 def test_a_generator_that_falls_behind_marks_the_session_degraded(sims, tmp_path, capsys):
@@ -73,7 +84,7 @@ def test_several_generator_processes_per_arm_share_one_schedule(sims, tmp_path):
     assert (a.scheduled_ns[np.argsort(a.item)] == b.scheduled_ns[np.argsort(b.item)]).all()
     for name in ("baseline", "candidate"):
         assert meta["generator_health"]["arms"][name]["processes"] == 2
-    assert meta["degraded"] is False
+    _assert_marked_as_measured(meta)
 
 
 def test_more_generators_than_requests_in_flight_is_refused(sims, tmp_path, capsys):

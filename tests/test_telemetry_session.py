@@ -74,8 +74,10 @@ def test_run_stores_server_and_gpu_telemetry_and_diagnoses_it(tmp_path, sims):
         assert d.output_tokens <= d.server_generated <= d.output_tokens + 2 * 32
         assert d.kv_usage is not None and d.running[1] >= 1
         assert d.preemptions == 0
-        # consistency: the server's mean E2E and the client's agree within a few ms
-        assert abs(d.client_e2e_s - d.server_e2e_s) < 0.1 * d.client_e2e_s
+        # consistency: the server's mean E2E and the client's agree (within a few ms on a quiet
+        # machine; 15% was seen with the 2 cores at load average 8, hence the 25% margin, which
+        # still catches a wrong unit, a wrong histogram or a wrong window)
+        assert abs(d.client_e2e_s - d.server_e2e_s) < 0.25 * d.client_e2e_s
         assert d.gpu.source == "dcgm" and d.gpu.j_per_token > 0
         assert d.gpu.throttled is None  # the simulator publishes no throttle reasons: n/a
     assert base.spec_acceptance is None
