@@ -112,7 +112,9 @@ def _tui_verdict_text(path) -> str:
         app = AbtuiApp(session=path)
         async with app.run_test(size=(160, 48)) as pilot:
             t_end = time.monotonic() + 120
-            while not isinstance(app.screen, VerdictScreen) and time.monotonic() < t_end:
+            while time.monotonic() < t_end and not (
+                isinstance(app.screen, VerdictScreen) and app.screen.query("#banner")
+            ):  # pushed before its widgets mount: wait for them
                 await pilot.pause(0.1)
             texts = [str(w.render()) for w in (app.screen.query_one("#banner"),
                                                app.screen.query_one("#quality-0"))]  # fmt: skip

@@ -37,6 +37,11 @@ def demo_job(tmp, name: str, **kw):
     return job
 
 
+def verdict_shown(app) -> bool:
+    """The verdict screen is up *and* composed (it is pushed before its widgets mount)."""
+    return isinstance(app.screen, VerdictScreen) and bool(app.screen.query("#banner"))
+
+
 async def wait_for(pilot, cond, timeout_s: float = 120.0) -> None:
     t0 = time.monotonic()
     while not cond():
@@ -53,7 +58,7 @@ def demo_in_tui(tmp_path_factory):
     async def drive():
         app = AbtuiApp(job=demo_job(tmp, "tui-demo", requests=40, rate=10, time_scale=2))
         async with app.run_test(size=(160, 48)) as pilot:
-            await wait_for(pilot, lambda: isinstance(app.screen, VerdictScreen) or app.error)
+            await wait_for(pilot, lambda: verdict_shown(app) or app.error)
             assert app.error is None, app.error
             v = app.screen
             seen["banner"] = text_of(v.query_one("#banner"))
@@ -187,7 +192,7 @@ def test_open_saved_session_shows_verdict_panes_and_every_key(demo_in_tui):
     async def drive():
         app = AbtuiApp(session=path)
         async with app.run_test(size=(80, 24)) as pilot:
-            await wait_for(pilot, lambda: isinstance(app.screen, VerdictScreen) or app.error)
+            await wait_for(pilot, lambda: verdict_shown(app) or app.error)
             banner = text_of(app.screen.query_one("#banner"))
             await pilot.press("question_mark")
             await pilot.pause()
