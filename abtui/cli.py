@@ -12,6 +12,7 @@ from pathlib import Path
 
 from abtui import __version__
 from abtui.errors import AbtuiError, UsageError
+from abtui.workload.cli import positive_number
 
 
 class _Parser(argparse.ArgumentParser):
@@ -35,14 +36,7 @@ def _int_at_least(low: int):
 _positive_int, _nonneg_int = _int_at_least(1), _int_at_least(0)
 
 
-def _positive_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not v > 0 or v == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-    return v
+_positive_float = positive_number(float)
 
 
 def _add_run_options(p: argparse.ArgumentParser) -> None:

@@ -17,7 +17,14 @@ from pathlib import Path
 from abtui.errors import UsageError
 from abtui.metrics.summary import summarize
 from abtui.report.untrusted import printable
-from abtui.report.verdict_text import SWEEP_COLUMNS, p_text, sweep_cells, sweep_line, value
+from abtui.report.verdict_text import (
+    SWEEP_COLUMNS,
+    p_text,
+    role_of,
+    sweep_cells,
+    sweep_line,
+    value,
+)
 from abtui.stats.session import SessionVerdict, session_verdict
 from abtui.stats.verdict import label, pct
 from abtui.store.reader import SessionReader
@@ -103,11 +110,8 @@ def to_markdown(sv: SessionVerdict, doc: dict) -> str:
             "|---|--:|--:|--:|--:|--:|--:|---|---|",
         ]
         for e in pair.comparison.effects:
-            role = (
-                " (primary)"
-                if e.key == v.policy["primary"]
-                else (" (guardrail)" if e.key in v.policy["guardrails"] else "")
-            )
+            role = role_of(e.key, v.policy)
+            role = f" ({role})" if role else ""
             lines.append(
                 f"| {label(e.key)}{role} | {value(e, e.a)} | {value(e, e.b)} | {pct(e.ratio)} | "
                 f"[{pct(e.lo)}, {pct(e.hi)}] | ±{e.delta:.0%} | {p_text(e.p_adj)} | {e.outcome} | "

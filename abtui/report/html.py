@@ -19,6 +19,7 @@ from abtui.report.verdict_text import (
     SWEEP_COLUMNS,
     error_rates_line,
     p_text,
+    role_of,
     sweep_cells,
     sweep_line,
     value,
@@ -153,11 +154,7 @@ def to_html(sv: SessionVerdict, doc: dict) -> str:
             "<th>δ</th><th>p (adj)</th><th>outcome</th><th>note</th></tr>"
         )
         for e in pair.comparison.effects:
-            role = (
-                "primary"
-                if e.key == v.policy["primary"]
-                else ("guardrail" if e.key in v.policy["guardrails"] else "")
-            )
+            role = role_of(e.key, v.policy)
             h.append(
                 f"<tr><td>{esc(label(e.key))}</td><td>{role}</td><td>{esc(value(e, e.a))}</td>"
                 f"<td>{esc(value(e, e.b))}</td><td>{pct(e.ratio)}</td><td>[{pct(e.lo)}, {pct(e.hi)}]</td>"

@@ -54,6 +54,13 @@ def p_text(p: float) -> str:
     return f"{p:.4f}" if p >= 1e-4 else "<0.0001"
 
 
+def role_of(key: str, policy: dict) -> str:
+    """A metric's part in the verdict policy: ``primary``, ``guardrail`` or ``""``."""
+    if key == policy["primary"]:
+        return "primary"
+    return "guardrail" if key in policy["guardrails"] else ""
+
+
 def rows_of(pair: PairVerdict, policy: dict) -> list[Effect]:
     keys = [policy["primary"], *policy["guardrails"], *SHOWN]
     seen, out = set(), []
@@ -80,13 +87,7 @@ def effect_table(pair: PairVerdict, policy: dict) -> Table:
     ):
         t.add_column(escape(col), justify=just)
     for e in rows_of(pair, policy):
-        role = (
-            "primary"
-            if e.key == policy["primary"]
-            else "guardrail"
-            if e.key in policy["guardrails"]
-            else ""
-        )
+        role = role_of(e.key, policy)
         color = _OUTCOME_COLOR.get(e.outcome, "yellow")
         t.add_row(
             label(e.key),

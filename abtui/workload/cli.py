@@ -6,7 +6,9 @@ import argparse
 import sys
 
 
-def _positive(kind):
+def positive_number(kind):
+    """An argparse type: ``kind(text)``, finite and > 0 (shared with :mod:`abtui.cli`)."""
+
     def parse(text: str):
         try:
             v = kind(text)
@@ -32,12 +34,12 @@ def add_run_workload_options(g) -> None:
     )
     g.add_argument(
         "--speedup",
-        type=_positive(float),
+        type=positive_number(float),
         help="replay: play the file's timestamps this many times faster (default 1)",
     )
     g.add_argument(
         "--burstiness",
-        type=_positive(float),
+        type=positive_number(float),
         help="gamma arrivals: CV of the gaps (1 = Poisson, >1 bursty; default 1)",
     )
     g.add_argument(
@@ -99,7 +101,7 @@ def add_run_schedule_options(g) -> None:
         help="a sweep of closed-loop concurrencies",
     )
     g.add_argument(
-        "--runs", type=_positive(int), help="repeat the whole schedule k times (default 1)"
+        "--runs", type=positive_number(int), help="repeat the whole schedule k times (default 1)"
     )
     g.add_argument(
         "--schedule",
@@ -107,13 +109,13 @@ def add_run_schedule_options(g) -> None:
         help="parallel: arms at the same instants (separate hardware, default); "
         "alternate: arms take turns over blocks, A B B A (one shared GPU)",
     )
-    g.add_argument("--blocks", type=_positive(int), help="alternate: blocks per level (default 4)")
+    g.add_argument("--blocks", type=positive_number(int), help="alternate: blocks per level (default 4)")
     g.add_argument("--duration", type=_duration, metavar="DURATION",
                    help="longest measured phase per segment, e.g. 60s (open loop: the requests "
                         "scheduled within it; closed loop: none started after it)")  # fmt: skip
     g.add_argument(
         "--generators",
-        type=_positive(int),
+        type=positive_number(int),
         metavar="N",
         help="load-generator processes per arm, for rates one core cannot keep (default 1)",
     )
@@ -169,7 +171,7 @@ def add_workload_parser(sub) -> None:
     ins.add_argument("file", help="abtui JSONL workload file")
     ins.add_argument(
         "--context",
-        type=_positive(int),
+        type=positive_number(int),
         metavar="TOKENS",
         help="warn about requests this context window cannot hold (prompt + max_tokens)",
     )
@@ -182,13 +184,13 @@ def add_workload_parser(sub) -> None:
         "-o", "--output", required=True, metavar="FILE", help="the JSONL file to write"
     )
     syn.add_argument(
-        "--requests", type=_positive(int), default=200, help="items (default %(default)s)"
+        "--requests", type=positive_number(int), default=200, help="items (default %(default)s)"
     )
-    syn.add_argument("--rate", type=_positive(float), help="req/s (default: no arrival times)")
+    syn.add_argument("--rate", type=positive_number(float), help="req/s (default: no arrival times)")
     syn.add_argument("--arrival", choices=("poisson", "constant", "gamma"), default="poisson")
-    syn.add_argument("--burstiness", type=_positive(float), default=1.0, help="gamma: CV of gaps")
-    syn.add_argument("--input-tokens", type=_positive(int), default=512)
-    syn.add_argument("--output-tokens", type=_positive(int), default=128)
+    syn.add_argument("--burstiness", type=positive_number(float), default=1.0, help="gamma: CV of gaps")
+    syn.add_argument("--input-tokens", type=positive_number(int), default=512)
+    syn.add_argument("--output-tokens", type=positive_number(int), default=128)
     syn.add_argument("--input-dist", metavar="DIST", help="as for abtui run")
     syn.add_argument("--output-dist", metavar="DIST", help="as for abtui run")
     syn.add_argument("--prefix-groups", type=int, default=0, metavar="N")
