@@ -77,6 +77,8 @@ def test_html_is_self_contained_and_escapes_every_untrusted_string(session, tmp_
     assert "<link" not in text and "@import" not in text
     assert "Configuration differences" in text and "gpu_price" in text
     assert "Load sweep" in text and "capacity goodput λ*" in text
+    # the policy's roles are marked in the metrics table (default primary: P50 E2E)
+    assert "<tr><td>P50 E2E</td><td>primary</td>" in text and "<td>guardrail</td>" in text
 
 
 def test_markdown_escapes_untrusted_strings(session, tmp_path, capsys):
@@ -84,6 +86,7 @@ def test_markdown_escapes_untrusted_strings(session, tmp_path, capsys):
     assert "<script" not in text and "<img" not in text
     assert "&lt;img src=x onerror=alert(1)&gt;\\|\\*\\*x\\*\\*" in text  # no table break, no bold
     assert "| metric |" in text and "95% CI" in text and "$/Mtok good" in text
+    assert "| P50 E2E (primary) |" in text and " (guardrail) |" in text
     assert "## Load sweep" in text and "\\|\\*\\*x\\*\\* | 1 |" in text  # escaped in the sweep too
 
 
