@@ -48,6 +48,10 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--model", help="model name for every arm (default: the first the endpoint lists)")
     g.add_argument("--api", choices=("completions", "chat"), help="API to use (default: completions)")
+    g.add_argument("--ca-bundle", metavar="FILE",
+                   help="trust this PEM CA file (private CA) for every https arm, on top of the system's")
+    g.add_argument("--insecure", action="store_true",
+                   help="https without certificate checks, every arm (stored in the session, warned about)")
     g = p.add_argument_group("workload and load")
     g.add_argument("--requests", type=_positive_int, help="measured requests per arm (default 200)")
     g.add_argument("--input-tokens", type=_positive_int, help="prompt length in tokens (default 512)")
@@ -157,6 +161,11 @@ def _apply_flags(spec, args):
     if args.model:
         for a in spec.arms:
             a.model = args.model
+    for a in spec.arms:  # TLS flags apply to every arm
+        if args.insecure:
+            a.insecure, a.ca_bundle = True, None
+        elif args.ca_bundle:
+            a.ca_bundle = args.ca_bundle
     if args.api:
         spec.request.api = args.api
         for a in spec.arms:

@@ -85,6 +85,11 @@ class ArmSpec:
     """Weight dtype for the roofline: bf16, fp16, fp8, int8 or int4 (default bf16)."""
     kv_dtype: str | None = None
     """KV-cache dtype for the roofline (default bf16)."""
+    insecure: bool = False
+    """``https`` without certificate checks (``--insecure``): stored and warned about."""
+    ca_bundle: str | None = None
+    """A PEM file of the private CA that signed this endpoint's certificate (``--ca-bundle``),
+    trusted on top of the system's (verification stays on)."""
 
 
 @dataclass
@@ -438,6 +443,9 @@ def validate(spec: Spec, source: str = "spec") -> Spec:
                 f"{source}: arm {a.name!r}: url {a.url!r} does not end in /v1",
                 f"OpenAI-compatible servers serve under /v1: try {a.url}/v1",
             )
+        from abtui.client.tls import check_arm_tls
+
+        check_arm_tls(a, f"{source}: arm {a.name!r}")
         a.api = a.api or spec.request.api
         if a.api not in APIS:
             raise SpecError(f"{source}: arm {a.name!r}: api must be one of {', '.join(APIS)}, got {a.api!r}")

@@ -25,6 +25,7 @@ from abtui.client import records as R
 from abtui.client.records import RequestRecord
 from abtui.client.sse import SSEParser
 from abtui.client.stream import _MAX_ERROR_BODY, Target, _error_text, _fail, _StreamState
+from abtui.client.tls import describe
 from abtui.workload.items import Item
 
 _now = time.perf_counter_ns
@@ -308,7 +309,6 @@ class FastClient:
         self._idle: dict[tuple, list[_Conn]] = {}
         self._all: set[_Conn] = set()
         self.max_idle = max_idle_per_host
-        self._ssl: ssl.SSLContext | None = None
 
     async def __aenter__(self) -> FastClient:
         return self
@@ -323,14 +323,12 @@ class FastClient:
         self._idle.clear()
         await asyncio.sleep(0)
 
-    async def _connect(self, key: tuple, timeout: float) -> _Conn:
-        scheme, host, port = key
+    async def _connect(self, key: tuple, timeout: float, tls: ssl.SSLContext | None = None) -> _Conn:
+        scheme, host, port = key[:3]
         loop = asyncio.get_running_loop()
         kw = {}
-        if scheme == "https":
-            if self._ssl is None:
-                self._ssl = ssl.create_default_context()
-            kw = {"ssl": self._ssl, "server_hostname": host}
+        if scheme == "https":  # verified unless the arm says insecure (abtui.client.tls)
+            kw = {"ssl": tls or ssl.create_default_context(), "server_hostname": host}
         async with asyncio.timeout(timeout):
             _, conn = await loop.create_connection(_Conn, host, port, **kw)
         self._all.add(conn)
@@ -382,7 +380,8 @@ async def fast_stream_request(
     u = urlsplit(target.url)
     scheme = u.scheme
     port = u.port or (443 if scheme == "https" else 80)
-    key = (scheme, u.hostname, port)
+    # connections are pooled per endpoint and TLS settings
+    key = (scheme, u.hostname, port, target.insecure, target.ca_bundle)
     host_hdr = u.netloc
     path = u.path + (f"?{u.query}" if u.query else "")
     payload = _request_bytes(target, path, host_hdr, body)
@@ -399,9 +398,13 @@ async def fast_stream_request(
                 reused = conn is not None
                 if conn is None:
                     try:
-                        conn = await client._connect(key, target.connect_timeout_s)
+                        tls = target.tls if scheme == "https" else None
+                        conn = await client._connect(key, target.connect_timeout_s, tls)
                     except TimeoutError:
                         _fail(rec, R.E_TIMEOUT, f"connect to {target.url} timed out after {target.connect_timeout_s:g} s")
+                        return rec
+                    except ssl.SSLError as e:
+                        _fail(rec, R.E_CONNECT, f"cannot connect to {target.url}: TLS failed: {describe(e)}")
                         return rec
                     except OSError as e:
                         _fail(rec, R.E_CONNECT, f"cannot connect to {target.url}: {e.strerror or e}")

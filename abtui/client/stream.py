@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 import time
 from dataclasses import dataclass, field
 
@@ -19,6 +20,7 @@ import httpx
 from abtui.client import records as R
 from abtui.client.records import RequestRecord
 from abtui.client.sse import SSEParser
+from abtui.client.tls import describe, find_cert_error, ssl_context
 from abtui.workload.items import Item
 
 _now = time.perf_counter_ns
@@ -39,6 +41,13 @@ class Target:
     timeout_s: float = 600.0  # whole request
     connect_timeout_s: float = 10.0
     read_timeout_s: float = 120.0  # longest silence between two reads
+    insecure: bool = False  # https without certificate checks (--insecure; abtui.client.tls)
+    ca_bundle: str | None = None  # a private CA's PEM file, trusted on top of the system's
+
+    @property
+    def tls(self) -> ssl.SSLContext:
+        """The TLS context of this endpoint (verification on unless ``insecure``)."""
+        return ssl_context(self.insecure, self.ca_bundle)
 
     @property
     def url(self) -> str:
@@ -70,7 +79,7 @@ def _flatten(messages: list[dict]) -> str:
     return "\n".join(str(m.get("content", "")) for m in messages)
 
 
-def make_client(max_connections: int) -> httpx.AsyncClient:
+def make_client(max_connections: int, verify: ssl.SSLContext | bool = True) -> httpx.AsyncClient:
     """An HTTP/1.1 client sized so that requests never wait for a pooled connection.
 
     ``trust_env=False``: a proxy from the environment must never sit between abtui and the
@@ -81,7 +90,7 @@ def make_client(max_connections: int) -> httpx.AsyncClient:
         max_keepalive_connections=max_connections,
         keepalive_expiry=30.0,
     )
-    return httpx.AsyncClient(limits=limits, trust_env=False, timeout=None)
+    return httpx.AsyncClient(limits=limits, trust_env=False, timeout=None, verify=verify)
 
 
 def _fail(rec: RequestRecord, cls: str, msg: str, status: str = R.ERROR) -> None:
@@ -327,7 +336,9 @@ async def stream_request(
     except httpx.TimeoutException as e:
         _fail(rec, R.E_TIMEOUT, f"{type(e).__name__}: {e}")
     except httpx.ConnectError as e:
-        _fail(rec, R.E_CONNECT, f"cannot connect to {target.url}: {e}")
+        tls = find_cert_error(e)
+        why = f"TLS failed: {describe(tls)}" if tls else str(e)
+        _fail(rec, R.E_CONNECT, f"cannot connect to {target.url}: {why}")
     except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as e:
         cls = (
             R.E_CONNECT

@@ -58,7 +58,7 @@ def parse(body: object) -> list[tuple[str, dict[str, float]]] | None:
 def collect(target: Target, prompts: list[str], seed: int, timeout_s: float = 60.0) -> dict:
     """``{"supported", "sequences", "note"}``: one parsed sequence per prompt, for one arm."""
     seqs = []
-    with httpx.Client(trust_env=False, timeout=timeout_s) as c:
+    with httpx.Client(trust_env=False, timeout=timeout_s, verify=target.tls) as c:
         for prompt in prompts:
             body = {"model": target.model, "prompt": prompt, "max_tokens": MAX_TOKENS,
                     "temperature": 0.0, "seed": seed, "logprobs": TOP_K, "stream": False}  # fmt: skip

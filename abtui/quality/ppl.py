@@ -55,7 +55,7 @@ def measure(target: Target, timeout_s: float = 60.0) -> dict:
             "logprobs": 1, "temperature": 0.0, "stream": False}  # fmt: skip
     url = f"{target.base_url}/completions"
     try:
-        with httpx.Client(trust_env=False, timeout=timeout_s) as c:
+        with httpx.Client(trust_env=False, timeout=timeout_s, verify=target.tls) as c:
             r = c.post(url, json=body, headers=target.headers)
         got = perplexity_of(r.json()) if r.status_code == 200 else None
     except (httpx.HTTPError, ValueError):

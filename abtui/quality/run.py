@@ -122,7 +122,7 @@ def run_for_session(spec, targets: list[Target], writer, obs, stop: Callable[[],
     q = spec.quality
 
     def context() -> int | None:
-        lens = [max_model_len(t.base_url, t.model, t.headers) for t in targets]
+        lens = [max_model_len(t.base_url, t.model, t.headers, verify=t.tls) for t in targets]
         known = [n for n in lens if n]
         return min(known) if known else None
 

@@ -179,6 +179,10 @@ def print_session_summary(path: str | Path, out: TextIO | None = None) -> list[A
         console.print(
             f"  {term(a['role']):<9} {term(a['name']):<12} {term(a['url'])}  model={term(a['model'])}"
         )
+    for a in arms:
+        if a["config"].get("insecure") and str(a["url"]).startswith("https:"):
+            console.print(f"[bold yellow]warning:[/] arm {term(a['name'])}: TLS certificate "
+                          "not verified (--insecure): the endpoint's identity was not checked")  # fmt: skip
     console.print()
     console.print(summary_table(names, sums, slo))
     if first_errors:

@@ -7,6 +7,7 @@ import os
 import httpx
 
 from abtui.client.stream import Target
+from abtui.client.tls import cert_error, find_cert_error, ssl_context
 from abtui.errors import EndpointError
 from abtui.spec import ArmSpec, Spec
 
@@ -32,9 +33,13 @@ def probe(arm: ArmSpec, timeout_s: float = 5.0) -> list[str]:
     url = f"{arm.url}/models"
     curl = f"curl {url}"
     try:
-        with httpx.Client(trust_env=False, timeout=timeout_s) as c:
+        verify = ssl_context(arm.insecure, arm.ca_bundle)
+        with httpx.Client(trust_env=False, timeout=timeout_s, verify=verify) as c:
             r = c.get(url, headers=headers)
     except httpx.ConnectError as e:
+        tls = find_cert_error(e)
+        if tls is not None:
+            raise cert_error(arm.name, arm.url, tls) from None
         raise EndpointError(
             f"arm {arm.name!r}: cannot connect to {arm.url} ({e})",
             f"is the server up? try `{curl}`",
@@ -103,6 +108,8 @@ def resolve_targets(spec: Spec) -> list[Target]:
                 timeout_s=req.timeout_s,
                 connect_timeout_s=req.connect_timeout_s,
                 read_timeout_s=req.read_timeout_s,
+                insecure=arm.insecure,
+                ca_bundle=arm.ca_bundle,
             )
         )
     return targets

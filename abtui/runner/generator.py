@@ -169,7 +169,7 @@ class _Generator:
         if plan.mode == "open" and plan.concurrency is None:
             n_conn = max(n_conn, 4096)
         if plan.http == "httpx":
-            client, self._send = make_client(n_conn), stream_request
+            client, self._send = make_client(n_conn, plan.target.tls), stream_request
         else:
             client, self._send = FastClient(), fast_stream_request
         async with client as self.client:

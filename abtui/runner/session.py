@@ -243,7 +243,8 @@ def run_session(
                     "api": t.api,
                     # the request body settings; headers (credentials) are never stored
                     "config": {"params": t.params, "api_key_env": a.api_key_env,
-                               "timeout_s": t.timeout_s},
+                               "timeout_s": t.timeout_s, "insecure": a.insecure,
+                               "ca_bundle": a.ca_bundle},
                 }
                 for i, (a, t) in enumerate(zip(spec.arms, targets, strict=True))
             ]

@@ -21,7 +21,9 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
+from abtui.client.tls import ssl_context
 from abtui.telemetry.nvml import Nvml
 from abtui.telemetry.scraper import DeltaTracker, PromScraper, Row, metrics_url_for
 
@@ -38,6 +40,7 @@ class ArmTelemetry:
     name: str
     metrics_url: str | None = None  # None: not scraped
     gpu_indices: list[int] = field(default_factory=list)  # local GPUs (NVML)
+    verify: Any = True  # TLS of the scrape: the arm's context (abtui.client.tls)
 
 
 def parse_gpu_index(value: object, where: str) -> list[int]:
@@ -70,7 +73,8 @@ def arms_from_spec(spec) -> list[ArmTelemetry]:
         elif url.strip().lower() in ("off", "none", ""):
             url = None
         gpus = parse_gpu_index(getattr(a, "gpu_index", None), f"arm {a.name!r}: gpu_index")
-        out.append(ArmTelemetry(i, a.name, url, gpus))
+        verify = ssl_context(getattr(a, "insecure", False), getattr(a, "ca_bundle", None))
+        out.append(ArmTelemetry(i, a.name, url, gpus, verify))
     return out
 
 
@@ -176,7 +180,8 @@ class TelemetryHub:
         for a in self.arms:
             if a.metrics_url:
                 sc = PromScraper(
-                    a.arm, a.metrics_url, gpus=_gpu_labels(a), timeout_s=self.timeout_s
+                    a.arm, a.metrics_url, gpus=_gpu_labels(a), timeout_s=self.timeout_s,
+                    verify=a.verify,
                 )
                 self.sources.append(_ScrapeSource(sc, a.name))
         wanted = [a for a in self.arms if a.gpu_indices]

@@ -74,8 +74,10 @@ class PromScraper:
         gpus: set[str] | None = None,
         timeout_s: float = 2.0,
         client: httpx.Client | None = None,
+        verify=True,
     ) -> None:
         self.arm = arm
+        self.verify = verify  # the arm's TLS context (abtui.client.tls)
         self.url = url
         self.gpus = gpus
         self.timeout_s = timeout_s
@@ -94,7 +96,7 @@ class PromScraper:
 
     def fetch(self) -> str:
         if self._client is None:
-            self._client = httpx.Client(timeout=self.timeout_s, trust_env=False)
+            self._client = httpx.Client(timeout=self.timeout_s, trust_env=False, verify=self.verify)
         r = self._client.get(self.url, headers={"Accept": "text/plain"})
         if r.status_code != 200:
             raise httpx.HTTPStatusError(f"HTTP {r.status_code}", request=r.request, response=r)

@@ -13,10 +13,13 @@ import httpx
 from abtui.workload.items import Item
 
 
-def max_model_len(base_url: str, model: str, headers: dict, timeout_s: float = 5.0) -> int | None:
-    """The ``max_model_len`` the endpoint lists for ``model``; None when it does not say."""
+def max_model_len(
+    base_url: str, model: str, headers: dict, timeout_s: float = 5.0, verify=True
+) -> int | None:
+    """The ``max_model_len`` the endpoint lists for ``model``; None when it does not say.
+    ``verify``: the arm's TLS context (``Target.tls``)."""
     try:
-        with httpx.Client(trust_env=False, timeout=timeout_s) as c:
+        with httpx.Client(trust_env=False, timeout=timeout_s, verify=verify) as c:
             data = c.get(f"{base_url}/models", headers=headers).json().get("data", [])
     except (httpx.HTTPError, ValueError, AttributeError):
         return None
@@ -40,7 +43,7 @@ def too_long(items: list[Item], window: int) -> list[Item]:
 def check_context(targets, names: list[str], items: list[Item], writer, obs) -> None:
     """Warn (message + event) per arm about items its context window cannot hold."""
     for name, t in zip(names, targets, strict=True):
-        window = max_model_len(t.base_url, t.model, t.headers)
+        window = max_model_len(t.base_url, t.model, t.headers, verify=t.tls)
         if window is None:
             continue
         bad = too_long(items, window)
