@@ -1,0 +1,77 @@
+"""Session files with fixed contents for the TUI's start-screen and verdict tests: real store
+writes (``SessionWriter``) of seeded request records, a real verdict computed and stored."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from abtui.client.records import OK, RequestRecord
+from abtui.store.writer import SessionWriter
+
+ARMS = [
+    {"arm": 0, "name": "bf16", "role": "baseline", "url": "http://127.0.0.1:8001/v1",
+     "model": "llama-3-8b-bf16", "api": "completions", "config": {}},
+    {"arm": 1, "name": "fp8", "role": "candidate", "url": "http://127.0.0.1:8002/v1",
+     "model": "llama-3-8b-fp8", "api": "completions", "config": {}},
+]  # fmt: skip
+SPEC = {"slo": {"ttft": 0.2, "tpot": 0.01}}
+
+
+def records(seed: int, n: int) -> list[RequestRecord]:
+    """``n`` requests per arm; the candidate has ~40% lower TTFT and TPOT."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for arm, scale in ((0, 1.0), (1, 0.6)):
+        for k in range(n):
+            t0 = 10**12 + k * 50_000_000
+            ttft = float(rng.lognormal(np.log(0.05 * scale), 0.3))
+            tpot = float(rng.lognormal(np.log(0.012 * scale), 0.1))
+            n_out = int(rng.integers(20, 200))
+            first = t0 + 200_000 + int(ttft * 1e9)
+            last = first + int(tpot * (n_out - 1) * 1e9)
+            out.append(RequestRecord(arm=arm, item=k, scheduled_ns=t0, dispatched_ns=t0 + 200_000,
+                                     chunk_ns=[first, last], chunk_tokens=[1, n_out - 1],
+                                     done_ns=last, status=OK, n_output=n_out, n_input=512))  # fmt: skip
+    return out
+
+
+def write_session(folder: Path, name: str, *, seed: int = 1, n: int = 60, status: str = "complete",
+                  verdict: bool = True, mtime: float | None = None) -> Path:  # fmt: skip
+    """A session file ``folder/name.duckdb`` closed with ``status`` ("running": as a killed
+    writer leaves it), its verdict computed and stored when ``verdict``."""
+    path = folder / f"{name}.duckdb"
+    w = SessionWriter(path)
+    w.write_meta(session_name=name, spec=SPEC, created=f"2026-01-0{1 + seed % 9}T10:00:00+00:00",
+                 load="poisson 20 req/s")  # fmt: skip
+    w.write_arms(ARMS)
+    w.add_records(records(seed, n))
+    w.close(status=status)
+    if verdict and status != "running":
+        from abtui.stats.session import session_verdict
+
+        session_verdict(path)
+    if mtime is not None:
+        os.utime(path, (mtime, mtime))
+    return path
+
+
+def session_folder(folder: Path) -> dict[str, Path]:
+    """Four sessions (finished, interrupted, killed, a corrupt file), oldest to newest."""
+    folder.mkdir(parents=True, exist_ok=True)
+    got = {
+        "finished": write_session(folder, "ab-finished", seed=1, mtime=1_700_000_000),
+        "interrupted": write_session(
+            folder, "ab-stopped", seed=2, n=30, status="interrupted", mtime=1_700_000_100
+        ),  # fmt: skip
+        "killed": write_session(
+            folder, "ab-killed", seed=3, n=20, status="running", mtime=1_700_000_200
+        ),  # fmt: skip
+    }
+    bad = folder / "garbage.duckdb"
+    bad.write_bytes(b"not a database at all " * 200)
+    os.utime(bad, (1_700_000_300, 1_700_000_300))
+    got["corrupt"] = bad
+    return got
