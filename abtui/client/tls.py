@@ -4,9 +4,9 @@ Every connection abtui opens to an endpoint (the streaming clients, the ``/v1/mo
 the ``/metrics`` scraper, the context-window check, the perplexity and logprob collectors)
 takes its :class:`ssl.SSLContext` from :func:`ssl_context`:
 
-- default: the system's trust store, certificate and host name checked
-  (``ssl.create_default_context()``);
-- ``ca_bundle = "ca.pem"`` (``--ca-bundle``): the system's store plus that PEM file, for a
+- default: the system's trust store and certifi's Mozilla roots (what httpx trusts by
+  default), certificate and host name checked;
+- ``ca_bundle = "ca.pem"`` (``--ca-bundle``): the default roots plus that PEM file, for a
   self-hosted endpoint signed by a private CA (verification stays on);
 - ``insecure = true`` (``--insecure``): no certificate or host-name check at all; the session
   stores the flag and the summary warns about it.
@@ -33,6 +33,12 @@ def ssl_context(insecure: bool = False, ca_bundle: str | None = None) -> ssl.SSL
     """The client context for these settings (one per process and settings: loading the
     system's trust store takes milliseconds)."""
     ctx = ssl.create_default_context()
+    try:  # also the Mozilla roots httpx would use (a minimal image may have no system store)
+        import certifi
+
+        ctx.load_verify_locations(cafile=certifi.where())
+    except (ImportError, OSError, ssl.SSLError):
+        pass
     if ca_bundle:
         ctx.load_verify_locations(cafile=ca_bundle)
     if insecure:
