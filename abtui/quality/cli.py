@@ -6,10 +6,13 @@ from abtui.errors import UsageError
 
 
 def add_quality_options(p) -> None:
-    g = p.add_argument_group("quality (after the load test, greedy, paired per item)")
+    g = p.add_argument_group("quality (greedy, paired per item)")
     g.add_argument("--quality", metavar="SUITES",
                    help="built-in suites, comma-separated: niah, keys, exact")  # fmt: skip
     g.add_argument("--quality-file", metavar="FILE", help="a user suite (JSON Lines)")
+    g.add_argument("--quality-mode", choices=("separate", "interleaved"),
+                   help="send the items after the load test (separate, the default) or during it "
+                        "(interleaved: quality under load, never counted in the latency figures)")  # fmt: skip
     g.add_argument("--quality-margin", type=float, metavar="FRACTION",
                    help="non-inferiority margin on Δacc's lower 95%% CI bound (default 0.01 = 1 pp)")  # fmt: skip
 
@@ -23,5 +26,7 @@ def apply_quality_options(spec, args) -> None:
         q.suites = names
     if getattr(args, "quality_file", None):
         q.file = args.quality_file
+    if getattr(args, "quality_mode", None):
+        q.mode = args.quality_mode
     if getattr(args, "quality_margin", None) is not None:
         q.margin = args.quality_margin

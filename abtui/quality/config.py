@@ -7,12 +7,13 @@ from dataclasses import dataclass, field
 from abtui.errors import SpecError
 
 DEFAULT_MARGIN = 0.01  # non-inferiority: the lower CI bound of Δacc must be ≥ −1 pp
+MODES = ("separate", "interleaved")
 
 
 @dataclass
 class QualitySpec:
     suites: list = field(default_factory=list)
-    """Built-in suites to run after the load test: ``niah``, ``keys``, ``exact`` (``--quality``)."""
+    """Built-in suites: ``niah``, ``keys``, ``exact`` (``--quality``)."""
     file: str | None = None
     """A user suite, JSON Lines (``--quality-file``)."""
     max_tokens: int = 32
@@ -25,6 +26,14 @@ class QualitySpec:
     """Longest haystack in tokens (also bounded by the smallest arm's context)."""
     concurrency: int = 4
     """Quality requests in flight per arm."""
+    mode: str = "separate"
+    """When the items are sent (``--quality-mode``). ``separate`` (the default): after the load
+    test, on an otherwise idle endpoint, so they cannot perturb the latency samples.
+    ``interleaved``: during the load test's measured phase, at evenly spaced offsets (the same
+    for every arm), from a thread of the main process — quality under load (KV pressure,
+    preemption). They are never rows of the ``requests`` table, so no latency, throughput or
+    SLO figure counts them, but they do load the server alongside the measured requests: the
+    latencies measured then include their effect. Needs ``load.schedule = "parallel"``."""
     margin: float = DEFAULT_MARGIN
     """Gate: NO-GO when the lower 95% CI bound of Δacc is below −margin (0.01 = 1 pp)."""
     margins: dict = field(default_factory=dict)
@@ -35,8 +44,20 @@ class QualitySpec:
         return bool(self.suites or self.file)
 
 
-def validate_quality(q: QualitySpec, source: str) -> None:
+def validate_quality(q: QualitySpec, source: str, load=None) -> None:
+    """Check ``[quality]``; ``load`` (the spec's ``[load]``): the mode fits its schedule."""
     from abtui.quality.builtin import SUITES
+
+    if q.mode not in MODES:
+        raise SpecError(f"{source}: quality.mode must be one of {', '.join(MODES)}, got {q.mode!r}",
+                        "separate: after the load test; interleaved: during it")  # fmt: skip
+    if q.mode == "interleaved" and load is not None and load.schedule != "parallel":
+        raise SpecError(
+            f'{source}: quality.mode = "interleaved" needs load.schedule = "parallel", '
+            f"got {load.schedule!r}",
+            "arms that take turns share one GPU: one arm's quality items would load the "
+            'other\'s turn; use quality.mode = "separate"',
+        )
 
     for s in q.suites:
         if s not in SUITES:

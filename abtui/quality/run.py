@@ -3,11 +3,13 @@
 Every item goes through the load test's client (:func:`abtui.client.stream.stream_request`) with
 greedy decoding: ``temperature`` 0, the suite's fixed ``seed``, natural stop (``ignore_eos`` and
 ``min_tokens`` from the load test's request settings are dropped) and ``max_tokens`` as a cap.
-Items run after the load test (never timed with it), each arm with at most ``concurrency`` in
-flight, the arms at the same time. One row per arm × item goes to the session's ``quality``
-table: ``score`` 1/0 and ``correct``, or NULL for a request that failed (it is left out of the
-pairing); ``detail`` holds the item (suite, cluster, bucket, references), the output text and
-the finish reason.
+``quality.mode`` says when: ``separate`` (here, :func:`run_for_session`) after the load test,
+each arm with at most ``concurrency`` in flight, the arms at the same time; ``interleaved``
+(:mod:`abtui.quality.interleave`) during it. One row per arm × item goes to the session's
+``quality`` table: ``score`` 1/0 and ``correct``, or NULL for a request that failed (it is left
+out of the pairing); ``detail`` holds the item (suite, cluster, bucket, references), the output
+text and the finish reason. Perplexity and logprob agreement are measured after the load test in
+both modes (:func:`finish`).
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ def as_request(k: int, qi: QualityItem, cap: int) -> Item:
 
 
 def row(arm: int, k: int, qi: QualityItem, rec: RequestRecord) -> dict:
+    """The quality table's row of one answered (or failed) request."""
     ok = rec.status == R.OK
     text = rec.text or ""
     right = score(qi, text) if ok else None
@@ -62,20 +65,31 @@ def row(arm: int, k: int, qi: QualityItem, rec: RequestRecord) -> dict:
             "correct": right, "detail": detail}  # fmt: skip
 
 
+def client_for(target: Target, concurrency: int):
+    """The HTTP client of one arm's quality requests (the load test's, sized to ``concurrency``)."""
+    return make_client(max(1, concurrency), target.tls)
+
+
+async def send(client, target: Target, arm: int, k: int, qi: QualityItem,
+               cap: int) -> RequestRecord:  # fmt: skip
+    """Send item ``k`` to one arm; its record (``CancelledError`` propagates, rec marked)."""
+    req = as_request(k, qi, cap)
+    rec = RequestRecord(arm=arm, item=k)
+    await stream_request(client, target, req, build_body(target, req), rec)
+    return rec
+
+
 async def _arm(arm: int, target: Target, items: list[QualityItem], cap: int, concurrency: int,
                stop: Callable[[], bool]) -> list[dict]:  # fmt: skip
     sem = asyncio.Semaphore(max(1, concurrency))
     out: list[dict | None] = [None] * len(items)
-    async with make_client(max(1, concurrency)) as client:
+    async with client_for(target, concurrency) as client:
 
         async def one(k: int, qi: QualityItem) -> None:
             async with sem:
                 if stop():
                     return
-                req = as_request(k, qi, cap)
-                rec = RequestRecord(arm=arm, item=k)
-                await stream_request(client, target, req, build_body(target, req), rec)
-                out[k] = row(arm, k, qi, rec)
+                out[k] = row(arm, k, qi, await send(client, target, arm, k, qi, cap))
 
         await asyncio.gather(*(one(k, qi) for k, qi in enumerate(items)))
     return [r for r in out if r is not None]
@@ -115,11 +129,10 @@ def build_items(qspec, context_of: Callable[[], int | None]) -> list[QualityItem
     return items
 
 
-def run_for_session(spec, targets: list[Target], writer, obs, stop: Callable[[], bool]) -> int:
-    """The quality phase of ``abtui run``: build, send, store. Returns the rows stored."""
+def session_items(spec, targets: list[Target], writer, obs) -> list[QualityItem]:
+    """The session's quality items (none when the suites cannot be built: said, and the load
+    test still counts)."""
     from abtui.workload.context import max_model_len
-
-    q = spec.quality
 
     def context() -> int | None:
         lens = [max_model_len(t.base_url, t.model, t.headers, verify=t.tls) for t in targets]
@@ -127,19 +140,23 @@ def run_for_session(spec, targets: list[Target], writer, obs, stop: Callable[[],
         return min(known) if known else None
 
     try:
-        items = build_items(q, context)
-    except AbtuiError as e:  # e.g. a context too small for a haystack: the load test still counts
+        items = build_items(spec.quality, context)
+    except AbtuiError as e:  # e.g. a context too small for a haystack
         writer.event("quality", f"quality suites not run: {e}")
         obs.message(f"quality suites not run: {e}")
-        return 0
-    if not items:
-        return 0
-    obs.message(
-        f"quality: {len(items)} items per arm ({', '.join(sorted({i.suite for i in items}))})"
-    )
-    rows = run_items(items, targets, max_tokens=q.max_tokens, seed=q.seed,
-                     concurrency=q.concurrency, stop=stop)  # fmt: skip
-    writer.write_quality(rows)
+        return []
+    if items:
+        suites = ", ".join(sorted({i.suite for i in items}))
+        obs.message(f"quality ({spec.quality.mode}): {len(items)} items per arm ({suites})")
+    return items
+
+
+def finish(spec, targets: list[Target], writer, items: list[QualityItem], rows: list[dict],
+           stop: Callable[[], bool], **meta) -> None:  # fmt: skip
+    """After the items (``rows`` already stored): the mode in meta, perplexity and logprob
+    agreement (unless stopped), and one event."""
+    q = spec.quality
+    writer.write_meta(quality_mode=q.mode, **meta)
     if not stop():
         writer.write_meta(
             quality_ppl={a.name: measure(t) for a, t in zip(spec.arms, targets, strict=True)}
@@ -151,7 +168,19 @@ def run_for_session(spec, targets: list[Target], writer, obs, stop: Callable[[],
             a.name: lp.collect(t, prompts, q.seed) for a, t in zip(spec.arms, targets, strict=True)
         })  # fmt: skip
     failed = sum(1 for r in rows if r["correct"] is None)
-    writer.event(
-        "quality", f"{len(items)} items per arm, {len(rows)} outputs stored, {failed} failed"
-    )
+    writer.event("quality", f"{q.mode}: {len(items)} items per arm, {len(rows)} outputs stored, "
+                 f"{failed} failed")  # fmt: skip
+
+
+def run_for_session(spec, targets: list[Target], writer, obs, stop: Callable[[], bool]) -> int:
+    """The quality phase of ``abtui run`` in ``separate`` mode: build, send, store. Returns the
+    rows stored."""
+    q = spec.quality
+    items = session_items(spec, targets, writer, obs)
+    if not items:
+        return 0
+    rows = run_items(items, targets, max_tokens=q.max_tokens, seed=q.seed,
+                     concurrency=q.concurrency, stop=stop)  # fmt: skip
+    writer.write_quality(rows)
+    finish(spec, targets, writer, items, rows, stop)
     return len(rows)

@@ -24,6 +24,7 @@ import numpy as np
 
 from abtui.client import records as R
 from abtui.client.records import RequestRecord
+from abtui.quality import interleave
 from abtui.quality.run import run_for_session as run_quality
 from abtui.runner.endpoints import resolve_targets
 from abtui.runner.generator import ArmPlan, generator_main
@@ -217,6 +218,7 @@ def run_session(
     t_start = _now()
     phase = "warmup"
     hub = None  # background telemetry (server /metrics, local GPUs)
+    qi = None  # quality items sent during the load (quality.mode = "interleaved")
 
     def snap() -> Snapshot:
         return Snapshot(elapsed_s=(_now() - t_start) / 1e9, arms=live.arms, phase=phase)
@@ -309,6 +311,8 @@ def run_session(
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
                 old_handlers[sig] = signal.signal(sig, on_signal)
+        qi = interleave.prepare(spec, targets, segments, writer, obs,
+                                stop=lambda: interrupted["n"] > 0)  # fmt: skip
 
         n = len(procs)  # generator processes (workers)
         ready: set[int] = set()
@@ -349,6 +353,8 @@ def run_session(
                     obs.message(f"load generator of {spec.arms[arm].name} failed: {msg[2]}")
             if not interrupted["n"] and conductor.due(ready, done, n):
                 conductor.start_next(pipes, ready, done, _now())
+                if qi is not None and not qi.started and conductor.log:
+                    qi.start(conductor.log[0]["t0_ns"])
                 phase = "measuring"
             if not conductor.started and time.monotonic() > t_ready_deadline:
                 stop.set()
@@ -369,6 +375,8 @@ def run_session(
                 writer.event("interrupted", "stop requested (signal)")
                 obs.message("stopping: cancelling in-flight requests, keeping what was measured")
             telemetry.drain_into(hub, writer, live.arms)
+            if qi is not None:
+                qi.store(writer)
             writer.maybe_flush()
             t = time.monotonic()
             if t - last_progress >= PROGRESS_INTERVAL_S:
@@ -378,7 +386,13 @@ def run_session(
         _mark_health(writer, [a.name for a in spec.arms], gen_stats, worker_arm, obs)
         for p in procs:
             p.join(timeout=5)
-        if spec.quality.enabled and not interrupted["n"] and not fatal:
+        if qi is not None:  # the rest of the interleaved items; rows answered are kept on a stop
+            if fatal:
+                qi.close()
+            phase = "quality"
+            obs.progress(snap())
+            qi.finish(writer, conductor.log[-1].get("end_ns") if conductor.log else None)
+        elif spec.quality.enabled and not interrupted["n"] and not fatal:
             phase = "quality"  # after the load test, never timed with it (abtui.quality.run)
             obs.progress(snap())
             run_quality(spec, targets, writer, obs, stop=lambda: interrupted["n"] > 0)
@@ -397,6 +411,8 @@ def run_session(
             if p.is_alive():
                 p.terminate()
                 p.join(timeout=2)
+        if qi is not None:
+            qi.close()
         telemetry.finish(hub, writer)
         writer.close(status=status)
         obs.finished(snap(), status)
