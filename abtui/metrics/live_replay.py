@@ -1,88 +1,339 @@
-"""The live panes' figures rebuilt from a saved session (``abtui open``): the same
-:class:`abtui.metrics.live.LiveArm` fed with the stored requests in completion order, so a
-session re-opened later shows what its run showed at the end. Telemetry gauges are the mean
-over the session (the last reading of a finished run is the idle GPU)."""
+"""A saved session re-played (``abtui open``): the live panes' figures at any time ``t`` of the run.
+
+:class:`Replay` reads the session's requests and telemetry once, sorted by completion time into
+numpy arrays, and builds for any ``t`` the same :class:`ArmProgress` objects (counts, errors,
+in flight, a :class:`LiveArm` with its histograms and throughput series) that the live run's
+observer saw with the requests completed by then. Nothing is re-read on a seek and nothing
+depends on where the playhead was before: each snapshot is a few prefix look-ups and two
+``bincount`` calls per arm (``scripts/bench_replay.py`` measures it on a 100k-request session).
+
+Telemetry at ``t`` is each gauge's last stored reading at or before ``t`` (what the live run
+showed then); the end state (:meth:`Replay.end_state`) shows the session's means instead, since
+the last reading of a finished run is the idle GPU.
+
+:class:`Playhead` is the timeline's state (position, speed, play/pause), with no UI in it.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from collections import deque
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from abtui.client.records import RequestRecord
-from abtui.metrics.table import NA
+from abtui.metrics.live import EDGES, LO_S, PER_DECADE, SERIES_S, LiveArm, LogHistogram
+from abtui.metrics.table import NA, RequestTable
 from abtui.runner.observer import ArmProgress, RunInfo
 from abtui.store.reader import SessionReader
 
+N_BINS = len(EDGES) - 1
+RECENT = 256  # requests behind ArmProgress.recent_*_p50_s (as the runner keeps)
+
+
+def _bin(v: float) -> int:
+    """The fine bin ``LogHistogram.add`` puts ``v`` in; -1 when it skips it."""
+    if not (v > 0 and math.isfinite(v)):
+        return -1
+    k = int(math.floor(math.log10(v / LO_S) * PER_DECADE))
+    return min(max(k, 0), N_BINS - 1)
+
+
+def completion_ns(t: RequestTable) -> np.ndarray:
+    """When each request left the client: done, else its last token, else its dispatch."""
+    out = np.where(t.valid("done_ns"), t.done_ns, t.last_token_ns)
+    return np.where(out != NA, out, t.dispatched_ns)
+
 
 @dataclass
-class StoredRun:
-    info: RunInfo
-    arms: list[ArmProgress]
-    elapsed_s: float
-    status: str
+class _ArmTrack:
+    """One arm's requests as prefix arrays over completion order (index k: the first k done)."""
+
+    name: str
+    planned: int
+    t_ns: np.ndarray  # completion times, sorted
+    ok: np.ndarray  # cumulative counts, length n + 1
+    cancelled: np.ndarray
+    out_tok: np.ndarray
+    errors: dict[str, np.ndarray]
+    live_t0_ns: int | None  # LiveArm's origin: dispatch of the first non-cancelled completion
+    # measured requests (ok, with first and last token), in completion order
+    n_meas: np.ndarray  # cumulative count over all completions, length n + 1
+    ttft: np.ndarray
+    ttft_bin: np.ndarray
+    tpot_bin: np.ndarray
+    sum_ttft: np.ndarray  # cumulative, length m + 1 (Python's sequential sums)
+    sum_decode: np.ndarray
+    sum_lag: np.ndarray
+    sec: np.ndarray  # second of the series each measured request lands in
+    tok: np.ndarray
+    good: np.ndarray
+    tpot: np.ndarray
+    # generator view, in dispatch order
+    disp_ns: np.ndarray
+    lag_max: np.ndarray  # running max of (dispatched - scheduled), s, length n + 1
 
 
-def _telemetry_means(tel: dict[str, np.ndarray], arm: int) -> dict[str, float]:
-    out: dict[str, float] = {}
-    if not len(tel.get("arm", [])):
-        return out
-    sel = tel["arm"] == arm
-    keys = np.char.add(np.char.add(tel["source"][sel].astype(str), ":"),
-                       tel["metric"][sel].astype(str))  # fmt: skip
-    vals = tel["value"][sel]
-    for k in np.unique(keys):
-        v = vals[keys == k]
-        v = v[np.isfinite(v)]
-        if len(v):
-            out[str(k)] = float(v.mean())
+def _cum(x: np.ndarray) -> np.ndarray:
+    return np.concatenate(([0], np.cumsum(x)))
+
+
+def _seq_cum(values: list[float]) -> np.ndarray:
+    """Cumulative sums added one by one, as LiveArm adds them (so the figures match exactly)."""
+    out = np.empty(len(values) + 1)
+    s = 0.0
+    out[0] = s
+    for i, v in enumerate(values):
+        s += v
+        out[i + 1] = s
     return out
 
 
-def stored_run(path: str | Path) -> StoredRun:
-    """Per-arm counts and live figures from the session file at ``path``."""
-    with SessionReader(path) as rd:
-        meta = rd.meta()
-        arms = rd.arms()
-        t = rd.request_table()
-        tel = rd.telemetry()
-    slo = (meta.get("spec") or {}).get("slo") or {}
-    out: list[ArmProgress] = []
-    for a in arms:
-        i = a["arm"]
-        at = t.for_arm(i)
-        p = ArmProgress(name=a["name"], planned=len(at), finished=True)
-        p.live.slo = dict(slo)
-        for k in np.argsort(at.done_ns, kind="stable"):
-            status = str(at.status[k])
-            p.done += 1
-            if status == "ok":
-                p.ok += 1
-                p.output_tokens += int(at.n_output[k]) if at.n_output[k] != NA else 0
-            elif status == "cancelled":
-                p.cancelled += 1
-            else:
-                cls = at.error_class[k] or "other"
-                p.errors[cls] = p.errors.get(cls, 0) + 1
-            first, last = int(at.first_token_ns[k]), int(at.last_token_ns[k])
-            p.live.add(RequestRecord(
-                arm=i, item=int(at.item[k]), scheduled_ns=int(at.scheduled_ns[k]),
-                dispatched_ns=int(at.dispatched_ns[k]), done_ns=int(at.done_ns[k]),
-                chunk_ns=[first, last] if NA not in (first, last) else [], status=status,
-                n_output=int(at.n_output[k]) if at.n_output[k] != NA else None,
-            ))  # fmt: skip
-        p.telemetry = _telemetry_means(tel, i)
-        out.append(p)
-    ok = t.valid("done_ns") if len(t) else np.zeros(0, bool)
-    elapsed = float((t.done_ns[ok].max() - t.scheduled_ns.min()) / 1e9) if ok.any() else 0.0
-    info = RunInfo(
-        session_name=meta.get("session_name") or Path(path).stem,
-        session_path=str(path),
-        arm_names=[a["name"] for a in arms],
-        arm_urls=[a["url"] for a in arms],
-        arm_models=[a["model"] for a in arms],
-        planned_per_arm=max((p.planned for p in out), default=0),
-        load=meta.get("load") or "",
+def _track(name: str, at: RequestTable, slo: dict[str, float]) -> _ArmTrack:
+    done = completion_ns(at)
+    order = np.argsort(done, kind="stable")
+    status = at.status[order]
+    ok = status == "ok"
+    cancelled = status == "cancelled"
+    n_out = np.where(at.n_output[order] != NA, at.n_output[order], 0)
+    errs = ~ok & ~cancelled
+    classes = np.array([c or "other" for c in at.error_class[order]], dtype=object)
+    errors = {str(c): _cum(errs & (classes == c)) for c in np.unique(classes[errs])}
+    first, last = at.first_token_ns[order], at.last_token_ns[order]
+    disp, sched = at.dispatched_ns[order], at.scheduled_ns[order]
+    meas = ok & (first != NA) & (last != NA)
+    live = np.flatnonzero(~cancelled)
+    t0 = int(disp[live[0]]) if len(live) else None
+
+    ttft, decode, lag, tpot, bins_a, bins_b, sec, good = [], [], [], [], [], [], [], []
+    idx = np.flatnonzero(meas)
+    for d, s, f_ns, l_ns, n, c in zip(disp[idx].tolist(), sched[idx].tolist(),
+                                      first[idx].tolist(), last[idx].tolist(),
+                                      n_out[idx].tolist(), done[order][idx].tolist(),
+                                      strict=True):  # fmt: skip
+        f = (f_ns - d) / 1e9  # the formulas of LiveArm.add, request by request
+        e2e = (l_ns - d) / 1e9
+        p = (e2e - f) / (n - 1) if n > 1 else float("nan")
+        ttft.append(f)
+        tpot.append(p)
+        decode.append(e2e - f)
+        lag.append(max(0.0, (d - s) / 1e9))
+        bins_a.append(_bin(f))
+        bins_b.append(_bin(p))
+        got = {"ttft": f, "tpot": p, "e2e": e2e}
+        good.append(all(k not in got or not (got[k] > lim) for k, lim in slo.items()))
+        sec.append((c - t0) // 1_000_000_000)
+    n_tok = n_out[meas]
+    dorder = np.argsort(at.dispatched_ns, kind="stable")
+    lags = (at.dispatched_ns[dorder] - at.scheduled_ns[dorder]) / 1e9
+    return _ArmTrack(
+        name=name, planned=len(at), t_ns=done[order], ok=_cum(ok), cancelled=_cum(cancelled),
+        out_tok=_cum(np.where(ok, n_out, 0)), errors=errors, live_t0_ns=t0, n_meas=_cum(meas),
+        ttft=np.array(ttft, float), ttft_bin=np.array(bins_a, np.int64),
+        tpot_bin=np.array(bins_b, np.int64), sum_ttft=_seq_cum(ttft),
+        sum_decode=_seq_cum(decode), sum_lag=_seq_cum(lag), sec=np.array(sec, np.int64),
+        tok=n_tok.astype(np.int64), good=np.where(good, n_tok, 0).astype(np.int64),
+        tpot=np.array(tpot, float), disp_ns=at.dispatched_ns[dorder],
+        lag_max=np.concatenate(([0.0], np.maximum.accumulate(np.maximum(lags, 0.0)))),
+    )  # fmt: skip
+
+
+def _hist(bins: np.ndarray) -> LogHistogram:
+    h = LogHistogram()
+    b = bins[bins >= 0]
+    h.counts = np.bincount(b, minlength=N_BINS).astype(np.int64)
+    h.n = len(b)
+    return h
+
+
+def _live_arm(tr: _ArmTrack, m: int, slo: dict[str, float]) -> LiveArm:
+    """The LiveArm that had been fed the first ``m`` measured requests."""
+    series: deque = deque(maxlen=SERIES_S)
+    if m:
+        # completion order makes the seconds non-decreasing: the series is every second from
+        # the first one seen to the last, the newest SERIES_S of them kept
+        first, last = int(tr.sec[0]), int(tr.sec[m - 1])
+        lo = max(first, last - SERIES_S + 1)
+        k = int(np.searchsorted(tr.sec[:m], lo, side="left"))
+        w = last - lo + 1
+        tok = np.bincount(tr.sec[k:m] - lo, weights=tr.tok[k:m], minlength=w)
+        good = np.bincount(tr.sec[k:m] - lo, weights=tr.good[k:m], minlength=w)
+        series.extend([lo + i, int(tok[i]), int(good[i])] for i in range(w))
+    return LiveArm(
+        slo=dict(slo),
+        ttft=_hist(tr.ttft_bin[:m]),
+        tpot=_hist(tr.tpot_bin[:m]),
+        _tok=series,
+        _sum_ttft=float(tr.sum_ttft[m]),
+        _sum_decode=float(tr.sum_decode[m]),
+        _sum_lag=float(tr.sum_lag[m]),
+        _n_ok=m,
+        _t0_ns=tr.live_t0_ns if tr.t_ns.size else None,
     )
-    return StoredRun(info, out, elapsed, meta.get("status") or "unknown")
+
+
+@dataclass
+class _Gauges:
+    """One arm's telemetry: every gauge's readings over time, and its session mean."""
+
+    series: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    means: dict[str, float] = field(default_factory=dict)
+
+    def at(self, t_ns: int) -> dict[str, float]:
+        out = {}
+        for key, (ts, vs) in self.series.items():
+            i = int(np.searchsorted(ts, t_ns, side="right")) - 1
+            if i >= 0:
+                out[key] = float(vs[i])
+        return out
+
+
+def _gauges(tel: dict[str, np.ndarray], arm: int) -> _Gauges:
+    g = _Gauges()
+    if not len(tel.get("arm", [])):
+        return g
+    sel = tel["arm"] == arm
+    keys = np.char.add(np.char.add(tel["source"][sel].astype(str), ":"),
+                       tel["metric"][sel].astype(str))  # fmt: skip
+    ts, vals = tel["t_ns"][sel].astype(np.int64), tel["value"][sel].astype(float)
+    for k in np.unique(keys):
+        pick = keys == k
+        v = vals[pick]
+        fin = v[np.isfinite(v)]
+        if len(fin):
+            g.means[str(k)] = float(fin.mean())
+        if not str(k).endswith(".delta"):  # as the live gauges: counters' deltas are not gauges
+            g.series[str(k)] = (ts[pick], v)  # the reader orders rows by time
+    return g
+
+
+class Replay:
+    """A stored session, ready to give the live figures at any time ``t`` (seconds from the
+    first measured request's scheduled start) up to :attr:`duration_s` (the last completion)."""
+
+    def __init__(self, path: str | Path) -> None:
+        with SessionReader(path) as rd:
+            meta = rd.meta()
+            arms = rd.arms()
+            table = rd.request_table()
+            tel = rd.telemetry()
+        self.path = Path(path)
+        self.status: str = meta.get("status") or "unknown"
+        self.slo: dict[str, float] = dict((meta.get("spec") or {}).get("slo") or {})
+        self.tracks = [_track(a["name"], table.for_arm(a["arm"]), self.slo) for a in arms]
+        self.gauges = [_gauges(tel, a["arm"]) for a in arms]
+        done = completion_ns(table)
+        self.t0_ns = int(table.scheduled_ns.min()) if len(table) else 0
+        self.end_ns = int(done.max()) if len(table) else 0
+        self.duration_s = max(0.0, (self.end_ns - self.t0_ns) / 1e9)
+        self.info = RunInfo(
+            session_name=meta.get("session_name") or self.path.stem,
+            session_path=str(path),
+            arm_names=[a["name"] for a in arms],
+            arm_urls=[a["url"] for a in arms],
+            arm_models=[a["model"] for a in arms],
+            planned_per_arm=max((tr.planned for tr in self.tracks), default=0),
+            load=meta.get("load") or "",
+        )
+
+    def at(self, t_s: float) -> list[ArmProgress]:
+        """Each arm as the live run saw it at ``t_s``: the requests completed by then."""
+        t_ns = self.end_ns if t_s >= self.duration_s else self.t0_ns + round(max(t_s, 0) * 1e9)
+        return [self._arm(tr, g.at(t_ns), t_ns) for tr, g in zip(self.tracks, self.gauges,
+                                                                strict=True)]  # fmt: skip
+
+    def end_state(self) -> list[ArmProgress]:
+        """Every request completed; the gauges are the session's means."""
+        arms = self.at(self.duration_s)
+        for p, g in zip(arms, self.gauges, strict=True):
+            p.telemetry = dict(g.means)
+        return arms
+
+    def _arm(self, tr: _ArmTrack, telemetry: dict[str, float], t_ns: int) -> ArmProgress:
+        k = int(np.searchsorted(tr.t_ns, t_ns, side="right"))
+        m = int(tr.n_meas[k])
+        n_disp = int(np.searchsorted(tr.disp_ns, t_ns, side="right"))
+        p = ArmProgress(
+            name=tr.name,
+            planned=tr.planned,
+            done=k,
+            ok=int(tr.ok[k]),
+            errors={c: int(v[k]) for c, v in tr.errors.items() if v[k]},
+            cancelled=int(tr.cancelled[k]),
+            in_flight=max(0, n_disp - k),
+            output_tokens=int(tr.out_tok[k]),
+            schedule_lag_max_s=float(tr.lag_max[n_disp]),
+            finished=k == tr.planned,
+            telemetry=telemetry,
+            live=_live_arm(tr, m, self.slo),
+        )
+        if m:
+            p.recent_ttft_p50_s = float(np.median(tr.ttft[max(0, m - RECENT) : m]))
+            tp = tr.tpot[max(0, m - RECENT) : m]
+            tp = tp[np.isfinite(tp)]
+            if len(tp):
+                p.recent_tpot_p50_s = float(np.median(tp))
+        return p
+
+
+SPEEDS = (1, 2, 4, 8, 16, 32, 64)
+TARGET_S = 20.0  # the default speed replays a run in at most this long (at 64× if longer)
+SEEK_STEP = 0.05  # of the run, per seek key
+
+
+def default_speed(duration_s: float) -> int:
+    """The slowest speed that replays ``duration_s`` within :data:`TARGET_S` (10–20 s for runs
+    between 20 s and 21 min)."""
+    return next((s for s in SPEEDS if duration_s / s <= TARGET_S), SPEEDS[-1])
+
+
+@dataclass
+class Playhead:
+    """Where the replay is and how it moves: position ``t_s``, speed, playing or paused."""
+
+    duration_s: float
+    t_s: float = 0.0
+    speed: int = 1
+    playing: bool = False
+
+    @classmethod
+    def at_end(cls, duration_s: float) -> Playhead:
+        """Paused at the end state, at the default speed."""
+        return cls(duration_s, duration_s, default_speed(duration_s))
+
+    @property
+    def at_end_state(self) -> bool:
+        return self.t_s >= self.duration_s
+
+    def toggle(self) -> None:
+        """Play or pause; playing from the end starts again from the start."""
+        if not self.playing and self.at_end_state:
+            self.t_s = 0.0
+        self.playing = not self.playing and self.duration_s > 0
+
+    def faster(self) -> None:
+        self.speed = min(SPEEDS[-1], self.speed * 2)
+
+    def slower(self) -> None:
+        self.speed = max(SPEEDS[0], self.speed // 2)
+
+    def seek(self, fraction: float) -> None:
+        """Move by ``fraction`` of the run (negative: back)."""
+        self.jump(self.t_s + fraction * self.duration_s)
+
+    def jump(self, t_s: float) -> None:
+        self.t_s = min(max(t_s, 0.0), self.duration_s)
+        if self.at_end_state:
+            self.playing = False
+
+    def advance(self, wall_s: float) -> bool:
+        """Move on by ``wall_s`` seconds of wall time when playing; True when it moved."""
+        if not self.playing:
+            return False
+        self.jump(self.t_s + wall_s * self.speed)
+        return True
+
+    def label(self) -> str:
+        state = "▶" if self.playing else "⏸"
+        return f"t = {self.t_s:.1f} s / {self.duration_s:.1f} s {state} {self.speed}×"

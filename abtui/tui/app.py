@@ -19,8 +19,9 @@ from textual.worker import Worker, WorkerState
 
 from abtui.runner.observer import Observer
 from abtui.tui.messages import RunFinished, RunNote, RunProgress, RunStarted
-from abtui.tui.observer import TuiObserver, arm_state
+from abtui.tui.observer import TuiObserver
 from abtui.tui.screens.live import LiveScreen
+from abtui.tui.screens.open import OpenScreen
 from abtui.tui.screens.verdict import VerdictData, VerdictScreen, load_verdict
 
 # Job: runs the session (abtui.runner.session.run_session) with the observer and stop event.
@@ -29,11 +30,16 @@ Job = Callable[[Observer, threading.Event], object]
 KEYS = (  # every key, for the help screen
     ("?", "this list of keys"),
     ("q", "quit (asks first while a session runs; the samples so far are kept)"),
-    ("v", "live panes: show the verdict (once the run has finished)"),
+    ("v", "live panes: show the verdict (once the run has finished); verdict: back"),
     ("l / Esc", "verdict: back to the live panes"),
     ("m", "verdict: write the Markdown report next to the session file"),
     ("h", "verdict: write the HTML report next to the session file"),
     ("Tab / arrows", "move focus and scroll"),
+    ("space", "open: play / pause the replay (from the end: from the start)"),
+    ("+ / > / =", "open: replay faster (×2, up to 64×)"),
+    ("- / <", "open: replay slower (÷2, down to 1×)"),
+    ("left / right", "open: seek back / forward 5% of the run"),
+    ("Home / End", "open: the start / the end state of the run"),
 )
 
 
@@ -73,6 +79,7 @@ class AbtuiApp(App):
     BINDINGS = [
         Binding("q", "request_quit", "quit"),
         Binding("question_mark", "help", "keys"),
+        Binding("v", "show_verdict", "verdict", show=False),  # the verdict screen's way back
     ]
 
     def __init__(self, job: Job | None = None, session: Path | None = None) -> None:
@@ -116,10 +123,9 @@ class AbtuiApp(App):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="open")
     def open_stored(self, path: Path):
-        from abtui.metrics.live_replay import stored_run
+        from abtui.metrics.live_replay import Replay
 
-        stored = stored_run(path)
-        return stored, [arm_state(a) for a in stored.arms]
+        return Replay(path)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         w = event.worker
@@ -143,10 +149,8 @@ class AbtuiApp(App):
                     self._note("computing the verdict…")
                     self.load_verdict(Path(self.result.path))
             elif w.group == "open":
-                stored, arms = w.result
-                self.status = f"stored session, {stored.status}"
-                msg = RunProgress(stored.elapsed_s, "done", arms)
-                self.push_screen(LiveScreen(stored.info, msg, self.status))
+                self.status = f"stored session, {w.result.status}"
+                self.push_screen(OpenScreen(w.result, self.status))
                 self.load_verdict(self.session)
             elif w.group == "verdict":
                 self.verdict = w.result
@@ -188,7 +192,9 @@ class AbtuiApp(App):
             self.push_screen(HelpScreen())
 
     def action_show_verdict(self) -> None:
-        if self.verdict is not None and not isinstance(self.screen, VerdictScreen):
+        if isinstance(self.screen, VerdictScreen):  # v again: back to the panes
+            self.screen.action_back()
+        elif self.verdict is not None and not isinstance(self.screen, ModalScreen):
             self.push_screen(VerdictScreen(self.verdict))
 
     def action_request_quit(self) -> None:

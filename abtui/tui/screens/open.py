@@ -1,0 +1,132 @@
+"""``abtui open``: the live panes re-played from a stored session, with a timeline.
+
+The screen only drives a :class:`abtui.metrics.live_replay.Playhead` with keys and a timer, and
+renders what :class:`abtui.metrics.live_replay.Replay` computes for the playhead's time, through
+the live screen's own rendering. It opens paused at the end state: the finished picture, what
+the run ended on and what the verdict is computed from (space replays from the start).
+"""
+
+from __future__ import annotations
+
+import time
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.widgets import Footer
+
+from abtui.metrics.live_replay import SEEK_STEP, Playhead, Replay
+from abtui.tui.messages import ArmState, RunProgress
+from abtui.tui.screens.live import LiveScreen
+from abtui.tui.widgets.charts import Chart
+
+TICK_S = 0.2  # redraws while playing: five a second, as coalesced as the live run's
+
+
+def progress_of(replay: Replay, ph: Playhead) -> RunProgress:
+    """The live screen's message for the playhead's time (end state: the session's means)."""
+    arms = replay.end_state() if ph.at_end_state else replay.at(ph.t_s)
+    states = [ArmState(progress=p, view=p.live.view()) for p in arms]
+    return RunProgress(ph.t_s, "done" if ph.at_end_state else "replaying", states)
+
+
+def timeline_text(ph: Playhead, width: int) -> Text:
+    """``t = 41.2 s / 120.0 s ▶ 4×`` and a bar of where the playhead is in the run."""
+    t = Text(ph.label() + (" playing  " if ph.playing else " paused  "), "bold")
+    note = "  end: gauges are session means" if ph.at_end_state else "  gauges at t"
+    bar_w = max(10, width - len(t) - len(note) - 6)
+    frac = ph.t_s / ph.duration_s if ph.duration_s > 0 else 1.0
+    filled = round(frac * bar_w)
+    t.append("━" * filled, "cyan")
+    t.append("─" * (bar_w - filled), "dim")
+    t.append(f" {frac:4.0%}")
+    if len(t) + len(note) <= width:
+        t.append(note, "dim")
+    return t
+
+
+class OpenScreen(LiveScreen):
+    """The live panes of a stored session, at the playhead's time."""
+
+    BINDINGS = [
+        Binding("space", "play", "play/pause", priority=True),
+        Binding("plus,greater_than_sign,equals_sign", "faster", "faster", show=False),
+        Binding("minus,less_than_sign", "slower", "slower", show=False),
+        Binding("left", "seek(-1)", "back", show=False, priority=True),
+        Binding("right", "seek(1)", "forward", show=False, priority=True),
+        Binding("home", "jump(0)", "start", show=False, priority=True),
+        Binding("end", "jump(1)", "end", show=False, priority=True),
+    ]
+
+    def __init__(self, replay: Replay, status: str = "") -> None:
+        self.replay = replay
+        self.playhead = Playhead.at_end(replay.duration_s)
+        super().__init__(replay.info, progress_of(replay, self.playhead), status)
+        self._wall = time.monotonic()
+        self._pending = False
+
+    def compose(self) -> ComposeResult:
+        for w in super().compose():
+            if isinstance(w, Footer):  # the timeline goes above the footer
+                yield Chart(id="timeline")
+            yield w
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self._draw_timeline()
+        self.timer = self.set_interval(TICK_S, self._tick, pause=True)
+
+    def on_screen_suspend(self) -> None:  # the verdict or help on top: stop playing
+        if self.playhead.playing:
+            self.action_play()
+
+    def _tick(self) -> None:
+        now = time.monotonic()
+        if self.playhead.advance(now - self._wall):
+            self._render_now()
+        self._wall = now
+        if not self.playhead.playing:
+            self.timer.pause()
+
+    # ------------------------------------------------------------------ keys
+    def action_play(self) -> None:
+        self.playhead.toggle()
+        self._wall = time.monotonic()
+        if self.playhead.playing:
+            self.timer.resume()
+        else:
+            self.timer.pause()
+        self._changed()
+
+    def action_faster(self) -> None:
+        self.playhead.faster()
+        self._draw_timeline()
+
+    def action_slower(self) -> None:
+        self.playhead.slower()
+        self._draw_timeline()
+
+    def action_seek(self, direction: int) -> None:
+        self.playhead.seek(direction * SEEK_STEP)
+        self._changed()
+
+    def action_jump(self, fraction: float) -> None:
+        self.playhead.jump(fraction * self.replay.duration_s)
+        self._changed()
+
+    # ------------------------------------------------------------------ drawing
+    def _changed(self) -> None:
+        """Redraw once after a burst of keys (a held arrow key), not once per key."""
+        self._draw_timeline()
+        if not self._pending:
+            self._pending = True
+            self.call_after_refresh(self._render_now)
+
+    def _render_now(self) -> None:
+        self._pending = False
+        self.show_progress(progress_of(self.replay, self.playhead), self._status)
+        self._draw_timeline()
+
+    def _draw_timeline(self) -> None:
+        ph = self.playhead
+        self.query_one("#timeline", Chart).show(lambda w: timeline_text(ph, w))

@@ -1,0 +1,212 @@
+"""``abtui open``'s timeline driven through Pilot, on real sessions with no endpoint up: a short
+demo run to its end, and a demo killed with SIGKILL mid-run (its file says ``running``). The keys
+move the playhead, change the speed, play and pause (and are all in the help); the panes show what the replay computes
+for the playhead's time; ``v`` goes to the verdict and back; ``q`` quits."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+from rich.console import Console
+
+from abtui.demo import DemoOptions, run_demo
+from abtui.metrics.live_replay import SEEK_STEP, SPEEDS, Replay
+from abtui.runner.session import run_session
+from abtui.store.reader import SessionReader
+from abtui.tui.app import KEYS, AbtuiApp, HelpScreen
+from abtui.tui.screens.open import OpenScreen
+from abtui.tui.screens.verdict import VerdictScreen
+
+
+def text_of(widget) -> str:
+    buf = io.StringIO()
+    Console(file=buf, width=300, color_system=None).print(widget.content)
+    return buf.getvalue()
+
+
+async def wait_for(pilot, cond, timeout_s: float = 60.0) -> None:
+    t0 = time.monotonic()
+    while not cond():
+        assert time.monotonic() - t0 < timeout_s, "timed out waiting for the app"
+        await pilot.pause(0.1)
+
+
+def verdict_shown(app) -> bool:
+    return isinstance(app.screen, VerdictScreen) and bool(app.screen.query("#banner"))
+
+
+@pytest.fixture(scope="module")
+def complete(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("open")
+    opts = DemoOptions(seed=5, name="open-demo", sessions_dir=str(tmp), requests=30, rate=15,
+                       time_scale=10)  # fmt: skip
+    res = run_demo(opts, lambda spec, items: run_session(spec, "", items=items))
+    assert res.status == "complete"
+    return res.path
+
+
+@pytest.fixture(scope="module")
+def killed(tmp_path_factory):
+    """A demo killed with SIGKILL once some requests are committed: status stays ``running``."""
+    tmp = tmp_path_factory.mktemp("killed")
+    path = tmp / "k.duckdb"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "abtui", "demo", "--headless", "--requests", "5000", "--rate",
+         "20", "--time-scale", "10", "--name", "k", "--sessions-dir", str(tmp)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    deadline = time.monotonic() + 90
+    n = 0
+    while n < 20 and time.monotonic() < deadline:
+        time.sleep(0.3)
+        try:
+            with SessionReader(path) as rd:
+                n = rd.query("SELECT count(*) FROM requests WHERE NOT warmup")[0][0]
+        except Exception:  # noqa: BLE001 - the file may not exist yet, or be mid-write
+            n = 0
+    proc.kill()
+    proc.wait(timeout=30)
+    assert n >= 20, "the demo committed no requests"
+    return path
+
+
+def state(app):
+    """(t, duration, playing, speed) from the timeline line, and the header's request count."""
+    s = app.screen
+    line = text_of(s.query_one("#timeline"))
+    m = re.search(r"t = ([\d.]+) s / ([\d.]+) s (▶|⏸) (\d+)×", line)
+    assert m, line
+    header = text_of(s.query_one("#header"))
+    done = int(re.search(r"(\d+)/\d+ req", header).group(1))
+    return float(m[1]), float(m[2]), m[3] == "▶", int(m[4]), done, line
+
+
+def test_keys_drive_the_playhead_and_the_panes_follow(complete):
+    rp = Replay(complete)
+    dur = rp.duration_s
+
+    async def drive():
+        app = AbtuiApp(session=complete)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_for(pilot, lambda: verdict_shown(app) or app.error)
+            assert app.error is None, app.error
+            await pilot.press("v")  # v again: back to the panes, opened at the end state
+            await pilot.pause()
+            assert isinstance(app.screen, OpenScreen)
+            scr = app.screen
+            t, d, playing, speed, done, line = state(app)
+            assert (t, playing, done) == (round(dur, 1), False, 60) and d == round(dur, 1)
+            assert "session means" in line and "stored session, complete" in text_of(
+                scr.query_one("#header"))  # fmt: skip
+
+            await pilot.press("home")
+            await pilot.pause()
+            t, _, _, _, done, line = state(app)
+            assert t == 0.0 and done == 0 and "gauges at t" in line
+            assert "0/30 done" in text_of(scr.query_one("#arm-0 .counts"))
+
+            for _ in range(6):  # a burst of seeks, drawn once
+                await pilot.press("right")
+            await pilot.pause()
+            want = rp.at(6 * SEEK_STEP * dur)
+            t, _, _, _, done, _ = state(app)
+            assert abs(t - 6 * SEEK_STEP * dur) < 0.051
+            assert done == sum(p.done for p in want) and 0 < done < 60
+            counts = text_of(scr.query_one("#arm-1 .counts"))
+            assert f"{want[1].done}/30 done" in counts and f"ok {want[1].ok}" in counts
+            await pilot.press("left")
+            await pilot.pause()
+            assert abs(state(app)[0] - 5 * SEEK_STEP * dur) < 0.051
+
+            sp = state(app)[3]
+            await pilot.press("plus")
+            await pilot.press("greater_than_sign")
+            await pilot.pause()
+            assert state(app)[3] == min(64, sp * 4)
+            await pilot.press("minus")
+            await pilot.pause()
+            assert state(app)[3] == min(64, sp * 4) // 2
+
+            t_before = state(app)[0]
+            await pilot.press("space")  # play: the playhead moves and the panes follow
+            await wait_for(pilot, lambda: state(app)[0] > t_before + 0.05, 20)
+            assert state(app)[2]
+            await pilot.press("space")
+            await pilot.pause()
+            t_paused, _, playing, _, done_paused, _ = state(app)
+            assert not playing
+            assert done_paused == sum(p.done for p in rp.at(scr.playhead.t_s))
+            await pilot.pause(0.5)
+            assert state(app)[0] == t_paused  # paused: it stays
+
+            for _ in range(len(SPEEDS)):
+                await pilot.press("plus")
+            await pilot.press("space")  # at 64× it runs into the end and stops there
+            await wait_for(pilot, lambda: not state(app)[2], 30)
+            t, d, _, speed, done, line = state(app)
+            assert (t, speed, done) == (d, 64, 60) and "session means" in line
+
+            await pilot.press("end")
+            await pilot.press("home")
+            await pilot.press("end")
+            await pilot.pause()
+            assert state(app)[0] == d
+            await pilot.press("v")
+            await pilot.pause()
+            assert verdict_shown(app)
+            await pilot.press("v")
+            await pilot.pause()
+            assert isinstance(app.screen, OpenScreen)
+            await pilot.press("question_mark")
+            await pilot.pause()
+            assert isinstance(app.screen, HelpScreen)
+            keys = text_of(app.screen.query_one("#keys"))
+            await pilot.press("escape")
+            await pilot.press("q")
+            await wait_for(pilot, lambda: not app.is_running, 10)
+        return keys
+
+    keys = asyncio.run(drive())
+    # the help lists every key of the timeline
+    shown = {k.strip() for row, _ in KEYS for k in row.split("/")}
+    names = {"plus": "+", "greater_than_sign": ">", "equals_sign": "=", "minus": "-",
+             "less_than_sign": "<", "home": "Home", "end": "End"}  # fmt: skip
+    for b in OpenScreen.BINDINGS:
+        for key in b.key.split(","):
+            assert names.get(key, key) in shown, key
+    for row, what in KEYS:
+        assert row in keys and what in keys
+
+
+def test_a_killed_session_opens_and_replays(killed):
+    rp = Replay(killed)
+    assert rp.status == "running"
+    n = sum(tr.planned for tr in rp.tracks)
+
+    async def drive():
+        app = AbtuiApp(session=killed)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_for(pilot, lambda: verdict_shown(app) or app.error)
+            assert app.error is None, app.error
+            banner = text_of(app.screen.query_one("#banner"))
+            await pilot.press("escape")
+            await pilot.pause()
+            assert isinstance(app.screen, OpenScreen)
+            header = text_of(app.screen.query_one("#header"))
+            end = state(app)
+            await pilot.press("home")
+            await pilot.pause()
+            start = state(app)
+            await pilot.press("q")
+        return banner, header, end, start
+
+    banner, header, end, start = asyncio.run(drive())
+    assert "session running" in banner and "GO " not in banner.replace("NO-GO", "")
+    assert "stored session, running" in header
+    assert end[4] == n and start[4] == 0 and end[0] == end[1] > 0
