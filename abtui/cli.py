@@ -294,7 +294,7 @@ def cmd_demo(args) -> int:
     opts = DemoOptions(
         baseline_preset=args.baseline_preset, candidate_preset=args.candidate_preset,
         requests=args.requests, rate=args.rate, time_scale=args.time_scale, seed=args.seed,
-        name=args.name, sessions_dir=args.sessions_dir,
+        name=args.name, sessions_dir=args.sessions_dir, quality=not args.no_quality,
     )  # fmt: skip
     return run_demo(
         opts,
@@ -404,6 +404,8 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--name", help="session name (default: demo-<timestamp>)")
     d.add_argument("--sessions-dir", metavar="DIR", help="folder of session files (default sessions)")
     d.add_argument("--headless", action="store_true", help="print the summary (no TUI)")
+    d.add_argument("--no-quality", action="store_true",
+                   help="skip the quality suites (niah, keys) after the load test")  # fmt: skip
     d.set_defaults(func=cmd_demo)
 
     s = sub.add_parser("sim", help="the simulated OpenAI-compatible endpoint")

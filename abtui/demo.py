@@ -11,10 +11,19 @@ The default load (13 req/s of ~512-token prompts and ~160-token answers, at most
 a batch) keeps a batch of a few dozen requests running on BF16, about 80% of what it can serve:
 decode is memory-bound there, so FP8 weights show about half the TPOT, and the BF16 arm, slower
 to drain its batch, has requests queueing at times (its TTFT tail grows) while FP8 keeps up.
+
+Quality (``--no-quality`` skips it): after the load test the built-in ``niah`` and ``keys``
+suites (:data:`QUALITY_SUITES`, :data:`QUALITY_PER_CELL` haystacks per length, lengths up to
+what the model's 8k context holds: 1k–4k) go to both arms, greedy and paired, answered by the
+simulator's quality face (:mod:`abtui.sim.quality_face`); the summary and the verdict show the
+quality table. At these lengths the faces put FP8 weights 0.3 pp below BF16 — less than one
+flip in a few dozen items — so the expected result is no difference, and the demo says so
+after the verdict (:func:`quality_note`) rather than pretend to a drop.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -22,6 +31,8 @@ from abtui.errors import UsageError
 
 BASELINE = "h100:llama-3-8b:bf16"
 CANDIDATE = "h100:llama-3-8b:fp8"
+QUALITY_SUITES = ["niah", "keys"]
+QUALITY_PER_CELL = 2  # haystacks per context length
 
 
 @dataclass(slots=True)
@@ -37,6 +48,7 @@ class DemoOptions:
     sessions_dir: str | None = None
     slo_ttft_s: float = 0.2
     slo_tpot_s: float = 0.01
+    quality: bool = True  # the niah and keys suites after the load test
 
 
 def arm_names(baseline: str, candidate: str) -> tuple[str, str]:
@@ -85,10 +97,12 @@ def build_spec(opts: DemoOptions, urls: tuple[str, str], n_items: int, median_in
     spec = Spec(
         name=opts.name or datetime.now().strftime("demo-%Y%m%d-%H%M%S"),
         arms=[
-            ArmSpec(name=a_name, url=urls[0], role="baseline",
-                    **_hardware(opts.baseline_preset, opts)),
-            ArmSpec(name=b_name, url=urls[1], role="candidate",
-                    **_hardware(opts.candidate_preset, opts)),
+            ArmSpec(
+                name=a_name, url=urls[0], role="baseline", **_hardware(opts.baseline_preset, opts)
+            ),
+            ArmSpec(
+                name=b_name, url=urls[1], role="candidate", **_hardware(opts.candidate_preset, opts)
+            ),
         ],
     )
     w = spec.workload
@@ -102,7 +116,39 @@ def build_spec(opts: DemoOptions, urls: tuple[str, str], n_items: int, median_in
     }
     if opts.sessions_dir:
         spec.store.dir = opts.sessions_dir
+    if opts.quality:
+        spec.quality.suites = list(QUALITY_SUITES)
+        spec.quality.per_cell = QUALITY_PER_CELL
     return validate(spec, "demo")
+
+
+def quality_note(path, baseline: str, candidate: str) -> str | None:
+    """What the simulated quality faces predict for the session's quality items, next to how
+    finely its item counts can resolve a difference (None when no quality rows were stored)."""
+    from abtui.sim.presets import parse_preset
+    from abtui.sim.quality_face import TASKS, accuracy, variant_of
+    from abtui.store.reader import SessionReader
+
+    with SessionReader(path) as rd:
+        rows = [json.loads(r["detail"]) for r in rd.quality() if r["arm"] == 0]
+    va, vb = (variant_of(parse_preset(p)) for p in (baseline, candidate))
+    by_suite: dict[str, list[float]] = {}
+    for d in rows:
+        if d["suite"] in TASKS:
+            n = d.get("context_tokens") or 0
+            by_suite.setdefault(d["suite"], []).append(
+                accuracy(d["suite"], vb, n) - accuracy(d["suite"], va, n)
+            )
+    if not by_suite:
+        return None
+    a, b = arm_names(baseline, candidate)
+    parts = [f"{suite} {100 * sum(x) / len(x):+.1f} pp over {len(x)} items (one flip "
+             f"{100 / len(x):.1f} pp)" for suite, x in sorted(by_suite.items())]  # fmt: skip
+    small = all(abs(sum(x) / len(x)) < 1 / len(x) for x in by_suite.values())
+    tail = (" — less than one flip: 'no difference' is the expected result here, not a "
+            "measurement failure" if small else "")  # fmt: skip
+    return (f"demo: the simulator's quality faces (abtui/sim/quality_face.py) expect {b} vs {a}: "
+            + "; ".join(parts) + tail)  # fmt: skip
 
 
 def run_demo(opts: DemoOptions, run_and_report) -> int:
@@ -125,10 +171,20 @@ def run_demo(opts: DemoOptions, run_and_report) -> int:
         f"candidate {opts.candidate_preset} (simulated, at most {opts.max_num_seqs} requests "
         f"in a batch{scale})\n"
         f"  workload: {opts.requests} chat-like requests per arm at {opts.rate:g} req/s, "
-        f"{shape.describe()}",
+        f"{shape.describe()}"
+        + (f"\n  quality: {', '.join(QUALITY_SUITES)} after the load test (--no-quality skips)"
+           if opts.quality else ""),
         file=sys.stderr,
-    )
+    )  # fmt: skip
     with SimProcess(base_cfg) as a, SimProcess(cand_cfg) as b:
         spec = build_spec(opts, (a.url, b.url), len(items), shape.input_median,
                           shape.output_median)  # fmt: skip
-        return run_and_report(spec, items)
+        rc = run_and_report(spec, items)
+    if opts.quality:
+        from abtui.runner.session import session_path
+
+        path = session_path(spec)[1]
+        note = path.exists() and quality_note(path, opts.baseline_preset, opts.candidate_preset)
+        if note:
+            print(note)
+    return rc

@@ -3,6 +3,8 @@ the summary and the session file — small and time-scaled so that it runs in se
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 
 from abtui.cli import main
@@ -26,6 +28,7 @@ def test_demo_runs_end_to_end_and_fp8_decodes_faster(tmp_path, capsys):
         items = rd.items()
         t = rd.request_table()
         slo = rd.meta()["spec"]["slo"]
+        quality = rd.quality()
     assert [(a["name"], a["model"]) for a in arms] == [
         ("bf16", "h100-sxm:llama-3-8b:bf16"),
         ("fp8", "h100-sxm:llama-3-8b:fp8"),
@@ -44,6 +47,25 @@ def test_demo_runs_end_to_end_and_fp8_decodes_faster(tmp_path, capsys):
     a, b = t.select(t.arm == 0), t.select(t.arm == 1)
     assert (np.sort(a.scheduled_ns - a.scheduled_ns.min())
             == np.sort(b.scheduled_ns - b.scheduled_ns.min())).all()  # fmt: skip
+    # the quality suites ran after the load, paired, and the verdict shows their table; the
+    # faces differ by 0.3 pp at these lengths, and the demo says that is below one flip
+    assert {json.loads(r["detail"])["suite"] for r in quality} == {"niah", "keys"}
+    assert len(quality) == 2 * len({r["item"] for r in quality}) >= 2 * 24
+    assert "quality (paired items, greedy):" in cap.out and "niah   all" in cap.out
+    note = cap.out.splitlines()[-1]
+    assert note.startswith("demo: the simulator's quality faces") and "niah -0.3 pp" in note
+    assert "less than one flip" in note
+
+
+def test_demo_without_quality(tmp_path, capsys):
+    rc = main(
+        ["demo", "--requests", "6", "--rate", "20", "--time-scale", "20", "--no-quality",
+         "--name", "dq", "--sessions-dir", str(tmp_path), "--headless"]
+    )  # fmt: skip
+    out = capsys.readouterr().out
+    assert rc in (0, 3, 4) and "quality (paired" not in out and "quality faces" not in out
+    with SessionReader(tmp_path / "dq.duckdb") as rd:
+        assert rd.complete and rd.quality() == []
 
 
 def test_demo_bad_preset_names_the_flag(tmp_path, capsys):
