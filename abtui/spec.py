@@ -48,6 +48,7 @@ from abtui.quality.config import QualitySpec, validate_quality
 APIS = ("completions", "chat")
 ARRIVALS = ("constant", "poisson", "gamma", "replay")
 HTTP_CLIENTS = ("fast", "httpx")
+MAX_ARMS = 32  # each arm is a load-generator process (or more) and a column of every table
 
 
 @dataclass
@@ -397,11 +398,17 @@ def load_spec(path: str | Path) -> tuple[Spec, str]:
     """Read and validate a TOML spec file; returns the spec and the file's text."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        raw = p.read_bytes()
     except FileNotFoundError:
         raise SpecError(f"spec file {p} does not exist") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise SpecError(f"cannot read spec file {p}: {e}") from None
+    except OSError as e:
+        raise SpecError(f"cannot read spec file {p}: {e.strerror or e}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        raise SpecError(f"{p}:{line}: not UTF-8 text (byte 0x{raw[e.start]:02x})",
+                        "TOML files are UTF-8") from None  # fmt: skip
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
@@ -417,6 +424,11 @@ def validate(spec: Spec, source: str = "spec") -> Spec:
         raise SpecError(
             f"{source}: needs at least two arms (a baseline and a candidate), got {len(spec.arms)}",
             "give --baseline URL --candidate URL, or [[arms]] tables in the spec",
+        )
+    if len(spec.arms) > MAX_ARMS:
+        raise SpecError(
+            f"{source}: {len(spec.arms)} arms; abtui compares at most {MAX_ARMS}",
+            "each arm gets its own load-generator process: split the comparison into several runs",
         )
     names = [a.name for a in spec.arms]
     if len(set(names)) != len(names):

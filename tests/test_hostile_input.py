@@ -275,3 +275,169 @@ def test_trace_import_of_any_lines(tmp_path, fmt, raw):
             assert str(p) in str(e), str(e)
             continue
         assert isinstance(recs, list)
+
+
+# --- huge and hostile files: streamed, bounded, named ---
+
+
+def _big_jsonl(path, n: int, prompt_bytes: int) -> int:
+    """``n`` lines with ``prompt_bytes``-byte prompts, arrivals descending for the first half
+    (so the earliest items are not simply the first lines); returns the file's size. Long words,
+    not many: tracemalloc makes every allocation slow."""
+    with path.open("w") as fh:
+        for i in range(n):
+            arrival = (n // 2 - i) * 0.01 if i < n // 2 else 100 + i * 0.01
+            fh.write(json.dumps({"id": f"r{i}", "arrival_s": arrival,
+                                 "prompt": f"p{i} " + "x" * prompt_bytes}) + "\n")  # fmt: skip
+    return path.stat().st_size
+
+
+def _peak(fn):
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        out = fn()
+        return out, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_first_n_of_a_big_workload_take_memory_for_n_items(tmp_path):
+    p = tmp_path / "big.jsonl"
+    size = _big_jsonl(p, 4_000, 6_000)  # ~24 MB
+    wl, peak = _peak(lambda: read_workload(p, limit=50))
+    # the 50 earliest arrivals, in order, from anywhere in the file; every line was checked
+    assert [it.id for it in wl.items[:3]] == ["r1999", "r1998", "r1997"]
+    assert len(wl.items) == 50 and wl.stats.kept == 4_000
+    # 50 items of ~6 kB: the peak is the item heap and one line, not the file (margin ×50)
+    assert peak < size / 50, (peak, size)
+
+
+def test_trace_import_streams(tmp_path):
+    from abtui.workload.importers import TraceImport
+
+    mc = tmp_path / "mc.jsonl"
+    with mc.open("w") as fh:
+        for i in range(10_000):  # ~10 MB, out of order at the start; few allocations a line
+            ts = 5000 - i if i < 100 else i * 10
+            fh.write(json.dumps({"timestamp": ts, "input_length": 100 + i % 50, "output_length": 20,
+                                 "hash_ids": [1, 2, 3], "note": "n" * 1000}) + "\n")  # fmt: skip
+    sg = tmp_path / "sg.json"
+    with sg.open("w") as fh:  # a ~10 MB ShareGPT JSON array
+        fh.write("[\n")
+        for i in range(2_000):
+            conv = [{"from": "human", "value": f"q{i} " + "a" * 5_000},
+                    {"from": "gpt", "value": "b" * 200}]  # fmt: skip
+            fh.write(("," if i else "") + json.dumps({"id": f"c{i}", "conversations": conv}) + "\n")
+        fh.write("]\n")
+    for fmt, path, n in (("mooncake", mc, 10_000), ("sharegpt", sg, 2_000)):
+        size = path.stat().st_size
+
+        def consume(fmt=fmt, path=path):
+            imp = TraceImport(fmt, path)
+            count, first = 0, None
+            for r in imp.records():
+                first = first or r
+                count += 1
+            return count, first
+
+        (count, first), peak = _peak(consume)
+        assert count == n
+        assert peak < size / 4, (fmt, peak, size)  # a piece at a time (256 KiB reads), not the file
+        if fmt == "mooncake":
+            assert first["arrival_s"] == 4.0  # offsets from the earliest request (ts 1000 ms)
+
+
+def test_a_line_over_the_limit_is_an_error_not_a_whole_read(tmp_path, monkeypatch):
+    from abtui.workload import importers_io, jsonl
+
+    monkeypatch.setattr(jsonl, "MAX_LINE_BYTES", 4096)
+    monkeypatch.setattr(importers_io, "MAX_PIECE_BYTES", 4096)
+    p = tmp_path / "w.jsonl"
+    p.write_text('{"prompt": "ok"}\n' + '{"prompt": "' + "x" * 10_000)  # no newline at all
+    with pytest.raises(WorkloadError, match=r"w.jsonl:2: line longer than"):
+        read_workload(p, skip_bad=True)
+    p.write_text('[{"conversations": [{"from": "human", "value": "' + "x" * 10_000)  # unclosed
+    with pytest.raises(WorkloadError, match=r"w.jsonl:1: a line or entry longer than"):
+        import_trace("sharegpt", p)
+
+
+def test_a_10mb_prompt_is_sent_and_accounted_for(tmp_path, capsys):
+    from abtui.cli import main
+    from abtui.sim.process import SimProcess
+    from abtui.store.reader import SessionReader
+
+    p = tmp_path / "huge.jsonl"
+    with p.open("w") as fh:
+        fh.write(json.dumps({"id": "big", "prompt": "word " * 2_000_000, "max_tokens": 4}) + "\n")
+        fh.write(
+            json.dumps({"id": "small", "arrival_s": 0.1, "prompt": "hi", "max_tokens": 4}) + "\n"
+        )
+    assert read_workload(p).items[0].n_input == 2_000_000
+    with SimProcess(ttft_ms=5, itl_ms=1) as sim:
+        rc = main(["run", "--baseline", sim.url, "--candidate", sim.url, "--workload", str(p),
+                   "--rate", "10", "--warmup", "0", "--name", "h", "--sessions-dir", str(tmp_path),
+                   "--headless"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert rc in (0, 3, 4) and "Traceback" not in err, err[-2000:]
+    with SessionReader(tmp_path / "h.duckdb") as rd:
+        rows = rd.query("SELECT item, status FROM requests ORDER BY arm, item")
+        stored = rd.query("SELECT max(length(prompt)) FROM items")[0][0]
+    assert [r[1] for r in rows] == ["ok"] * 4  # both items, both arms, sent and answered
+    assert stored == 10_000_000
+
+
+NOT_UTF8 = b"\xff\xfe"
+
+
+@pytest.mark.parametrize(
+    ("fmt", "text", "line"),
+    [
+        ("mooncake", b'{"timestamp": 1, "input_length": 3, "output_length": 2}\n{"timestamp": 2, '
+                     b'"input_length": 3, "output_length": 2, "x": "\xff"}\n', 2),
+        ("azure", b"TIMESTAMP,ContextTokens,GeneratedTokens\n1,2,3\n2,\xff,3\n", 3),
+        ("burstgpt", b"Timestamp,Request tokens,Response tokens\n1,2,3\n\xfe,2,3\n", 3),
+        ("sharegpt", b'{"conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", '
+                     b'"value": "yo"}]}\n{"conversations": "\xff"}\n', 2),
+        ("sharegpt", b'[{"conversations": []},\n\n {"conversations": "\xff"}]', 3),
+    ],
+)  # fmt: skip
+def test_non_utf8_bytes_in_a_trace_name_the_file_and_line(tmp_path, fmt, text, line):
+    p = tmp_path / f"t.{fmt}"
+    p.write_bytes(text)
+    with pytest.raises(WorkloadError) as e:
+        import_trace(fmt, p)
+    assert f"{p}:{line}: not UTF-8 text (byte 0x" in e.value.message
+
+
+def test_non_utf8_bytes_in_a_workload_or_spec_name_the_line(tmp_path):
+    p = tmp_path / "w.jsonl"
+    p.write_bytes(b'{"prompt": "a"}\n{"prompt": "' + NOT_UTF8 + b'"}\n{"prompt": "c"}\n')
+    with pytest.raises(WorkloadError, match=rf"{p}:2: not UTF-8 text \(byte 0xff at column 13\)"):
+        read_workload(p)
+    wl = read_workload(p, skip_bad=True)  # a bad line can be skipped, and is counted
+    assert [it.prompt for it in wl.items] == ["a", "c"] and wl.stats.skipped == 1
+    s = tmp_path / "s.toml"
+    s.write_bytes(b'name = "x"\n\n[[arms]]\nname = "' + NOT_UTF8 + b'"\n')
+    with pytest.raises(SpecError, match=rf"{s}:4: not UTF-8 text"):
+        load_spec(s)
+
+
+def test_a_spec_with_10000_arms_is_refused_quickly_naming_the_count(tmp_path, capsys):
+    from abtui.cli import main
+    from abtui.spec import MAX_ARMS
+
+    s = tmp_path / "many.toml"
+    s.write_text(
+        "".join(f'[[arms]]\nname = "a{i}"\nurl = "http://127.0.0.1:9/v1"\n' for i in range(10_000))
+    )
+    rc = main(["run", str(s), "--requests", "1", "--rate", "1"])
+    err = capsys.readouterr().err
+    assert rc == 2 and len(err.strip().splitlines()) == 1, err
+    assert f"10000 arms; abtui compares at most {MAX_ARMS}" in err
+    # the same from flags
+    flags = ["run", "--baseline", "http://127.0.0.1:9/v1"]
+    flags += [x for i in range(MAX_ARMS) for x in ("--candidate", f"http://127.0.0.1:{i + 10}/v1")]
+    assert main([*flags, "--requests", "1", "--rate", "1"]) == 2
+    assert f"{MAX_ARMS + 1} arms" in capsys.readouterr().err

@@ -29,9 +29,10 @@ def file_items(spec) -> tuple[list[Item], str]:
     from abtui.workload.jsonl import read_workload
 
     w = spec.workload
-    wl = read_workload(w.file, skip_bad=w.skip_bad, default_max_tokens=w.output_tokens, seed=w.seed)
-    items = wl.items[: w.requests] if w.requests else wl.items
-    return items, f"{w.file}: {wl.stats.describe()}"
+    # streamed: with a request count only that many items are held, whatever the file's size
+    wl = read_workload(w.file, skip_bad=w.skip_bad, default_max_tokens=w.output_tokens,
+                       seed=w.seed, limit=w.requests)  # fmt: skip
+    return wl.items, f"{w.file}: {wl.stats.describe(len(wl.items))}"
 
 
 def build_items(

@@ -201,11 +201,13 @@ def add_workload_parser(sub) -> None:
 
 
 def cmd_import(args) -> int:
-    from abtui.workload.importers import import_trace
+    from abtui.workload.importers import TraceImport
     from abtui.workload.jsonl import write_jsonl
 
-    recs, stats, note = import_trace(args.format, args.file, skip_bad=args.skip_bad)
-    n = write_jsonl(args.output, recs)
+    imp = TraceImport(args.format, args.file, skip_bad=args.skip_bad)
+    imp.scan()  # every row checked before the output is opened
+    n = write_jsonl(args.output, imp.records())  # streamed: a record at a time
+    stats, note = imp.stats, imp.note
     msg = f"{args.output}: {n} requests from {args.file} ({args.format})"
     if stats.skipped:
         msg += f"; {stats.skipped} bad lines skipped: " + "; ".join(stats.examples)

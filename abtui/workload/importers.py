@@ -13,36 +13,26 @@
   are left out and counted.
 
 Arrival offsets are relative to the first request of the trace. Each importer yields records
-and fills a :class:`~abtui.workload.jsonl.ReadStats`; a bad row raises
-:class:`~abtui.errors.WorkloadError` naming ``FILE:LINE`` unless ``skip_bad``.
+and fills a :class:`~abtui.workload.jsonl.ReadStats`; a bad row (a byte that is not UTF-8
+included) raises :class:`~abtui.errors.WorkloadError` naming ``FILE:LINE`` unless ``skip_bad``.
+Files are read a line (or array entry) at a time (:mod:`abtui.workload.importers_io`).
 """
 
 from __future__ import annotations
 
-import csv
-import json
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
 
 from abtui.errors import WorkloadError
+from abtui.workload import importers_io as io
+from abtui.workload.importers_io import _Bad
 from abtui.workload.jsonl import ReadStats
 
 FORMATS = ("sharegpt", "mooncake", "azure", "burstgpt")
 CHARS_PER_TOKEN = 4.0
 _HUMAN = {"human", "user"}
 _ASSISTANT = {"gpt", "assistant", "chatgpt", "bard", "model"}
-
-
-class _Bad(ValueError):
-    pass
-
-
-def _open(path: Path):
-    try:
-        return path.open(encoding="utf-8", newline="")
-    except OSError as e:
-        raise WorkloadError(f"cannot read {path}: {e.strerror or e}") from None
 
 
 def _count(v: object, what: str, low: int = 0) -> int:
@@ -75,18 +65,6 @@ def _rows(path: Path, stats: ReadStats, skip_bad: bool, lines: Iterator[tuple[in
             yield rec
 
 
-def _json_lines(path: Path) -> Iterator[tuple[int, object]]:
-    with _open(path) as fh:
-        for n, text in enumerate(fh, 1):
-            if text.strip():
-                try:
-                    yield n, json.loads(text)
-                except json.JSONDecodeError as e:
-                    yield n, _Bad(f"not JSON: {e.msg} (column {e.colno})")
-                except RecursionError:
-                    yield n, _Bad("JSON nested too deeply to decode")
-
-
 def _raise_bad(raw: object) -> object:
     if isinstance(raw, _Bad):
         raise raw
@@ -94,33 +72,6 @@ def _raise_bad(raw: object) -> object:
 
 
 # ---------------------------------------------------------------- ShareGPT
-
-
-def _sharegpt_entries(path: Path) -> Iterator[tuple[int, object]]:
-    """(line, entry): a JSON array (entries numbered by the line they start on) or JSON Lines."""
-    with _open(path) as fh:
-        text = fh.read()
-    if not text.lstrip().startswith("["):
-        yield from _json_lines(path)
-        return
-    dec = json.JSONDecoder()
-    pos = text.index("[") + 1
-    while True:
-        while pos < len(text) and text[pos] in " \t\r\n,":
-            pos += 1
-        if pos >= len(text) or text[pos] == "]":
-            return
-        line = text.count("\n", 0, pos) + 1
-        try:
-            obj, pos = dec.raw_decode(text, pos)
-        except json.JSONDecodeError as e:
-            # the rest of the array cannot be framed: report and stop
-            raise WorkloadError(
-                f"{path}:{e.lineno}: not JSON: {e.msg} (column {e.colno})"
-            ) from None
-        except RecursionError:
-            raise WorkloadError(f"{path}:{line}: JSON nested too deeply to decode") from None
-        yield line, obj
 
 
 def _sharegpt(raw: object) -> dict | None:
@@ -170,24 +121,6 @@ def _mooncake(raw: object) -> dict:
 # ---------------------------------------------------------------- CSV traces
 
 
-def _csv_rows(path: Path, required: tuple[str, ...]) -> Iterator[tuple[int, object]]:
-    with _open(path) as fh:
-        reader = csv.DictReader(fh)
-        header = [h.strip() for h in (reader.fieldnames or [])]
-        missing = [c for c in required if c not in header]
-        if missing:
-            raise WorkloadError(
-                f"{path}:1: header lacks column {missing[0]!r} (has: {', '.join(header) or 'nothing'})",
-                f"expected columns: {', '.join(required)}",
-            )
-        reader.fieldnames = header
-        for row in reader:
-            if None in row or any(row.get(c) is None for c in required):
-                yield reader.line_num, _Bad(f"expected {len(header)} columns")
-            else:
-                yield reader.line_num, row
-
-
 def _seconds(v: str) -> float:
     v = v.strip()
     try:
@@ -231,36 +164,74 @@ def _burstgpt(raw: object, failed: list) -> dict | None:
 # ---------------------------------------------------------------- entry point
 
 
+class TraceImport:
+    """A trace file streamed to abtui records, in the file's order.
+
+    Memory does not grow with the file: it is read twice, the first pass (:meth:`scan`)
+    checking every row and finding the earliest request (offsets are from it),
+    the second (:meth:`records`) yielding each record as it is read. abtui sorts a workload by
+    arrival when it reads it, so the output need not be sorted. A bad row raises
+    :class:`~abtui.errors.WorkloadError` naming ``FILE:LINE`` in the first pass (before any
+    output), unless ``skip_bad``; :attr:`stats` and :attr:`note` say what was left out."""
+
+    def __init__(self, fmt: str, path: str | Path, *, skip_bad: bool = False) -> None:
+        if fmt not in FORMATS:
+            raise WorkloadError(f"unknown trace format {fmt!r}", f"use one of {', '.join(FORMATS)}")
+        self.fmt, self.path, self.skip_bad = fmt, Path(path), skip_bad
+        self.stats = ReadStats()
+        self.note = ""
+        self.t0: float | None = None
+        self._scanned = False
+
+    def _raw(self, stats: ReadStats) -> Iterator[dict]:
+        p, fmt = self.path, self.fmt
+        if fmt == "sharegpt":
+            return _rows(p, stats, self.skip_bad, io.json_array_or_lines(p), _sharegpt)
+        if fmt == "mooncake":
+            return _rows(p, stats, self.skip_bad, io.json_lines(p), _mooncake)
+        if fmt == "azure":
+            rows = io.csv_rows(p, ("TIMESTAMP", "ContextTokens", "GeneratedTokens"))
+            return _rows(p, stats, self.skip_bad, rows, _azure)
+        failed = self._failed = [0]
+        rows = io.csv_rows(p, ("Timestamp", "Request tokens", "Response tokens"))
+        return _rows(p, stats, self.skip_bad, rows, lambda r: _burstgpt(r, failed))
+
+    def scan(self) -> None:
+        """The first pass: every row checked, the earliest arrival found."""
+        if self._scanned:
+            return
+        t0, n = None, 0
+        for r in self._raw(ReadStats()):
+            n += 1
+            a = r.get("arrival_s")
+            if a is not None and (t0 is None or a < t0):
+                t0 = a
+        if n == 0:
+            raise WorkloadError(f"{self.path}: no usable requests in this {self.fmt} file")
+        self.t0, self._scanned = t0, True
+
+    def records(self) -> Iterator[dict]:
+        """The records, one at a time, offsets from the trace's first request."""
+        self.scan()
+        self.stats = ReadStats()
+        t0 = self.t0
+        for i, r in enumerate(self._raw(self.stats)):
+            if t0 is not None and "arrival_s" in r:
+                r["arrival_s"] = round(r["arrival_s"] - t0, 6)
+            r.setdefault("id", f"{self.fmt}{i}")
+            yield r
+        failed = getattr(self, "_failed", [0])[0]
+        if failed:
+            self.note = f"{failed} rows with 0 response tokens (failed in the trace) left out"
+
+
 def import_trace(
     fmt: str, path: str | Path, *, skip_bad: bool = False
 ) -> tuple[list[dict], ReadStats, str]:
-    """Records of ``path`` in format ``fmt``, the read stats, and a note on what was left out."""
-    p = Path(path)
-    stats = ReadStats()
-    note = ""
-    if fmt == "sharegpt":
-        recs = list(_rows(p, stats, skip_bad, _sharegpt_entries(p), _sharegpt))
-    elif fmt == "mooncake":
-        recs = list(_rows(p, stats, skip_bad, _json_lines(p), _mooncake))
-    elif fmt == "azure":
-        cols = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
-        recs = list(_rows(p, stats, skip_bad, _csv_rows(p, cols), _azure))
-    elif fmt == "burstgpt":
-        failed = [0]
-        cols = ("Timestamp", "Request tokens", "Response tokens")
-        rows = _csv_rows(p, cols)
-        recs = list(_rows(p, stats, skip_bad, rows, lambda r: _burstgpt(r, failed)))
-        if failed[0]:
-            note = f"{failed[0]} rows with 0 response tokens (failed in the trace) left out"
-    else:
-        raise WorkloadError(f"unknown trace format {fmt!r}", f"use one of {', '.join(FORMATS)}")
-    if not recs:
-        raise WorkloadError(f"{p}: no usable requests in this {fmt} file")
+    """Records of ``path`` in format ``fmt`` sorted by arrival, the read stats, and a note on
+    what was left out. Holds every record: ``abtui workload import`` streams
+    (:class:`TraceImport`) instead."""
+    imp = TraceImport(fmt, path, skip_bad=skip_bad)
+    recs = list(imp.records())
     recs.sort(key=lambda r: r.get("arrival_s", 0.0))  # traces are not always in order
-    if "arrival_s" in recs[0]:  # offsets from the trace's first request
-        t0 = recs[0]["arrival_s"]
-        for r in recs:
-            r["arrival_s"] = round(r["arrival_s"] - t0, 6)
-    for i, r in enumerate(recs):
-        r.setdefault("id", f"{fmt}{i}")
-    return recs, stats, note
+    return recs, imp.stats, imp.note

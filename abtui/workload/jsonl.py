@@ -10,12 +10,14 @@ Fields of a line (README, "Workload files"):
   server's prefix cache behaves as it did in production (Mooncake traces),
 - ``max_tokens`` (default: the run's ``--output-tokens``), ``expected``, ``suite``, ``tags``.
 
-A bad line stops the read with ``FILE:LINE: what is wrong``; with ``skip_bad`` it is skipped
-and counted (:class:`ReadStats`), never dropped silently.
+A bad line (not JSON, not UTF-8, a bad field) stops the read with ``FILE:LINE: what is wrong``;
+with ``skip_bad`` it is skipped and counted (:class:`ReadStats`), never dropped silently. The
+file is read a line at a time (:func:`read_workload`), never whole.
 """
 
 from __future__ import annotations
 
+import heapq
 import json
 import random
 from collections.abc import Iterable, Iterator
@@ -31,6 +33,7 @@ KNOWN_KEYS = frozenset(
     "suite tags".split()
 )
 MAX_BAD_SHOWN = 5
+MAX_LINE_BYTES = 64 << 20  # one request per line: a longer line is an error, not read whole
 
 
 @dataclass
@@ -47,8 +50,10 @@ class ReadStats:
         if len(self.examples) < MAX_BAD_SHOWN:
             self.examples.append(f"{where}: {why}")
 
-    def describe(self) -> str:
+    def describe(self, used: int | None = None) -> str:
         s = f"{self.kept} items read"
+        if used is not None and used < self.kept:
+            s += f", the first {used} used"
         if self.skipped:
             s += f", {self.skipped} bad lines skipped (" + "; ".join(self.examples)
             s += ", …)" if self.skipped > len(self.examples) else ")"
@@ -165,51 +170,94 @@ def _parse(rec: object, line: int, default_max_tokens: int) -> tuple[Item, list[
     return item, list(prefix), block
 
 
+def _lines(fh, p: Path) -> Iterator[tuple[int, bytes]]:
+    """Numbered raw lines, one at a time; a line over ``MAX_LINE_BYTES`` stops the read (a file
+    without newlines is never read whole)."""
+    n = 0
+    while raw := fh.readline(MAX_LINE_BYTES + 1):
+        n += 1
+        if len(raw) > MAX_LINE_BYTES:
+            raise WorkloadError(
+                f"{p}:{n}: line longer than {MAX_LINE_BYTES >> 20} MiB",
+                "one request per line; a prompt this long fits no model's context window",
+            )
+        yield n, raw
+
+
+def _decode(raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(
+            f"not UTF-8 text (byte 0x{raw[e.start]:02x} at column {e.start + 1})"
+        ) from None
+
+
 def read_workload(
-    path: str | Path, *, skip_bad: bool = False, default_max_tokens: int = 128, seed: int = 0
+    path: str | Path,
+    *,
+    skip_bad: bool = False,
+    default_max_tokens: int = 128,
+    seed: int = 0,
+    limit: int | None = None,
 ) -> Workload:
     """Read an abtui JSONL workload; items come back sorted by arrival (stable), re-indexed,
-    with synthesised prompts where the line gave a length."""
+    with synthesised prompts where the line gave a length.
+
+    The file is streamed: every line is read and checked, but with ``limit`` only the ``limit``
+    earliest items (by arrival, then line) are held, so the first N requests of a trace of any
+    size take memory for N items."""
     p = Path(path)
     stats = ReadStats()
-    rows: list[tuple[Item, list[int], int]] = []
+    # with a limit: a heap of the earliest items so far, the latest on top (keys negated)
+    rows: list[tuple[float, int, tuple[Item, list[int], int]]] = []
+    has_arrivals = False
     try:
-        fh = p.open(encoding="utf-8")
+        fh = p.open("rb")
     except OSError as e:
         raise WorkloadError(f"cannot read workload file {p}: {e.strerror or e}") from None
     with fh:
-        try:
-            for n, text in enumerate(fh, 1):
-                stats.lines = n
-                if not text.strip():
-                    continue
-                try:
-                    rows.append(_parse(json.loads(text), n, default_max_tokens))
-                # JSONDecodeError is a ValueError; RecursionError: nested too deeply to decode
-                except (ValueError, TypeError, RecursionError) as e:
-                    if not skip_bad:
-                        raise WorkloadError(
-                            f"{p}:{n}: {e}",
-                            "fix the line, or pass --skip-bad to skip and count bad lines",
-                        ) from None
-                    stats.skip(f"{p}:{n}", str(e))
-        except UnicodeDecodeError as e:
-            raise WorkloadError(f"{p}:{stats.lines + 1}: not UTF-8 text ({e.reason})") from None
+        for n, raw in _lines(fh, p):
+            stats.lines = n
+            if not raw.strip():
+                continue
+            try:
+                row = _parse(json.loads(_decode(raw)), n, default_max_tokens)
+            # JSONDecodeError is a ValueError; RecursionError: nested too deeply to decode
+            except (ValueError, TypeError, RecursionError) as e:
+                if not skip_bad:
+                    raise WorkloadError(
+                        f"{p}:{n}: {e}",
+                        "fix the line, or pass --skip-bad to skip and count bad lines",
+                    ) from None
+                stats.skip(f"{p}:{n}", str(e))
+                continue
+            stats.kept += 1
+            arrival = row[0].arrival_s
+            has_arrivals = has_arrivals or arrival > 0
+            if limit is None:
+                rows.append((arrival, n, row))
+            elif len(rows) < limit:
+                heapq.heappush(rows, (-arrival, -n, row))
+            elif (-arrival, -n) > rows[0][:2]:  # earlier than the latest held: replace it
+                heapq.heapreplace(rows, (-arrival, -n, row))
     if not rows:
         raise WorkloadError(f"{p}: no usable items", "abtui's JSONL format is in README.md")
-    rows.sort(key=lambda r: r[0].arrival_s)
+    if limit is None:
+        rows.sort(key=lambda r: r[0])  # stable: equal arrivals keep the file's order
+    else:
+        rows.sort(key=lambda r: (-r[0], -r[1]))
     synth = PromptSynth(seed)
-    for i, (item, prefix, block) in enumerate(rows):
+    for i, (_, _, (item, prefix, block)) in enumerate(rows):
         item.index = i
         if item.prompt is None and item.messages is None:
             item.prompt = synth.prompt(item.id, item.n_input, prefix, block)
-    stats.kept = len(rows)
     return Workload(
-        items=[r[0] for r in rows],
-        prefix_ids=[r[1] for r in rows],
-        block_tokens=[r[2] for r in rows],
+        items=[r[2][0] for r in rows],
+        prefix_ids=[r[2][1] for r in rows],
+        block_tokens=[r[2][2] for r in rows],
         stats=stats,
-        has_arrivals=any(r[0].arrival_s > 0 for r in rows),
+        has_arrivals=has_arrivals,
     )
 
 
