@@ -255,3 +255,19 @@ def test_a_run_longer_than_the_series_keeps_its_last_two_minutes(tmp_path):
             same_arm(p, w)
         if t > 150:
             assert len(rp.at(t)[0].live.view().throughput) == 120
+
+
+def test_vectorised_bins_are_the_live_histograms_bins_even_on_the_edges():
+    from abtui.metrics.live import EDGES, LogHistogram
+    from abtui.metrics.live_replay import _bins
+
+    rng = np.random.default_rng(0)
+    vals = np.concatenate([EDGES, np.nextafter(EDGES, 0), np.nextafter(EDGES, np.inf),
+                           rng.lognormal(np.log(0.02), 2.0, 20_000),
+                           [0.0, -1.0, np.nan, np.inf, 1e-9, 1e6]])  # fmt: skip
+    got = _bins(vals)
+    for v, k in zip(vals.tolist(), got.tolist(), strict=True):
+        h = LogHistogram()
+        h.add(v)
+        want = int(np.flatnonzero(h.counts)[0]) if h.n else -1
+        assert k == want, (v, k, want)

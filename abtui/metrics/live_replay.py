@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
 
 from abtui.metrics.live import EDGES, LO_S, PER_DECADE, SERIES_S, LiveArm, LogHistogram
-from abtui.metrics.table import NA, RequestTable
+from abtui.metrics.table import NA
 from abtui.runner.observer import ArmProgress, RunInfo
 from abtui.store.reader import SessionReader
 
@@ -32,17 +32,58 @@ N_BINS = len(EDGES) - 1
 RECENT = 256  # requests behind ArmProgress.recent_*_p50_s (as the runner keeps)
 
 
-def _bin(v: float) -> int:
-    """The fine bin ``LogHistogram.add`` puts ``v`` in; -1 when it skips it."""
-    if not (v > 0 and math.isfinite(v)):
-        return -1
-    k = int(math.floor(math.log10(v / LO_S) * PER_DECADE))
-    return min(max(k, 0), N_BINS - 1)
+def _bins(v: np.ndarray) -> np.ndarray:
+    """The fine bin ``LogHistogram.add`` puts each value in; -1 where it skips it. Vectorised;
+    values whose log lands within rounding of a bin edge are re-done with ``LogHistogram``'s
+    own scalar formula, so every bin is the one the live run used."""
+    out = np.full(len(v), -1, dtype=np.int64)
+    use = (v > 0) & np.isfinite(v)
+    vu = v[use]
+    x = np.log10(vu / LO_S) * PER_DECADE
+    k = np.floor(x).astype(np.int64)
+    for i in np.flatnonzero(np.abs(x - np.round(x)) < 1e-6):
+        k[i] = int(math.floor(math.log10(float(vu[i]) / LO_S) * PER_DECADE))
+    out[use] = np.clip(k, 0, N_BINS - 1)
+    return out
 
 
-def completion_ns(t: RequestTable) -> np.ndarray:
-    """When each request left the client: done, else its last token, else its dispatch."""
-    out = np.where(t.valid("done_ns"), t.done_ns, t.last_token_ns)
+ROW_SQL = (  # what the replay needs of each measured request (no chunks: they can be millions)
+    f"SELECT arm, scheduled_ns, dispatched_ns, COALESCE(done_ns, {NA}),"
+    f" COALESCE(first_token_ns, {NA}), COALESCE(last_token_ns, {NA}), COALESCE(n_output, {NA}),"
+    " status, error_class FROM requests WHERE NOT warmup ORDER BY req"
+)
+
+
+@dataclass
+class _Rows:
+    """The stored requests' columns the replay uses (NULL integers as :data:`NA`)."""
+
+    arm: np.ndarray
+    scheduled_ns: np.ndarray
+    dispatched_ns: np.ndarray
+    done_ns: np.ndarray
+    first_token_ns: np.ndarray
+    last_token_ns: np.ndarray
+    n_output: np.ndarray
+    status: np.ndarray
+    error_class: np.ndarray
+
+    @classmethod
+    def read(cls, rd: SessionReader) -> _Rows:
+        rows = rd.query(ROW_SQL)
+        cols = list(zip(*rows, strict=True)) if rows else [()] * 9
+        ints = [np.array(c, dtype=np.int64) for c in cols[:7]]
+        strs = [np.array(c, dtype=object) for c in cols[7:]]
+        return cls(*ints, *strs)
+
+    def select(self, mask: np.ndarray) -> _Rows:
+        return _Rows(*(getattr(self, f.name)[mask] for f in fields(self)))
+
+
+def completion_ns(t) -> np.ndarray:
+    """When each request (rows of a RequestTable or the replay's rows) left the client: done,
+    else its last token, else its dispatch."""
+    out = np.where(t.done_ns != NA, t.done_ns, t.last_token_ns)
     return np.where(out != NA, out, t.dispatched_ns)
 
 
@@ -63,7 +104,7 @@ class _ArmTrack:
     ttft: np.ndarray
     ttft_bin: np.ndarray
     tpot_bin: np.ndarray
-    sum_ttft: np.ndarray  # cumulative, length m + 1 (Python's sequential sums)
+    sum_ttft: np.ndarray  # cumulative, length m + 1 (sequential, as LiveArm adds them)
     sum_decode: np.ndarray
     sum_lag: np.ndarray
     sec: np.ndarray  # second of the series each measured request lands in
@@ -79,20 +120,10 @@ def _cum(x: np.ndarray) -> np.ndarray:
     return np.concatenate(([0], np.cumsum(x)))
 
 
-def _seq_cum(values: list[float]) -> np.ndarray:
-    """Cumulative sums added one by one, as LiveArm adds them (so the figures match exactly)."""
-    out = np.empty(len(values) + 1)
-    s = 0.0
-    out[0] = s
-    for i, v in enumerate(values):
-        s += v
-        out[i + 1] = s
-    return out
-
-
-def _track(name: str, at: RequestTable, slo: dict[str, float]) -> _ArmTrack:
+def _track(name: str, at: _Rows, slo: dict[str, float]) -> _ArmTrack:
     done = completion_ns(at)
     order = np.argsort(done, kind="stable")
+    done = done[order]
     status = at.status[order]
     ok = status == "ok"
     cancelled = status == "cancelled"
@@ -104,37 +135,28 @@ def _track(name: str, at: RequestTable, slo: dict[str, float]) -> _ArmTrack:
     disp, sched = at.dispatched_ns[order], at.scheduled_ns[order]
     meas = ok & (first != NA) & (last != NA)
     live = np.flatnonzero(~cancelled)
-    t0 = int(disp[live[0]]) if len(live) else None
+    t0 = int(disp[live[0]]) if len(live) else 0
 
-    ttft, decode, lag, tpot, bins_a, bins_b, sec, good = [], [], [], [], [], [], [], []
-    idx = np.flatnonzero(meas)
-    for d, s, f_ns, l_ns, n, c in zip(disp[idx].tolist(), sched[idx].tolist(),
-                                      first[idx].tolist(), last[idx].tolist(),
-                                      n_out[idx].tolist(), done[order][idx].tolist(),
-                                      strict=True):  # fmt: skip
-        f = (f_ns - d) / 1e9  # the formulas of LiveArm.add, request by request
-        e2e = (l_ns - d) / 1e9
-        p = (e2e - f) / (n - 1) if n > 1 else float("nan")
-        ttft.append(f)
-        tpot.append(p)
-        decode.append(e2e - f)
-        lag.append(max(0.0, (d - s) / 1e9))
-        bins_a.append(_bin(f))
-        bins_b.append(_bin(p))
-        got = {"ttft": f, "tpot": p, "e2e": e2e}
-        good.append(all(k not in got or not (got[k] > lim) for k, lim in slo.items()))
-        sec.append((c - t0) // 1_000_000_000)
-    n_tok = n_out[meas]
+    # the formulas of LiveArm.add, on every measured request at once
+    d, n = disp[meas], n_out[meas]
+    ttft = (first[meas] - d) / 1e9
+    e2e = (last[meas] - d) / 1e9
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tpot = np.where(n > 1, (e2e - ttft) / (n - 1), np.nan)
+    good = np.ones(len(d), dtype=bool)
+    for key, val in (("ttft", ttft), ("tpot", tpot), ("e2e", e2e)):
+        if key in slo:
+            good &= ~(val > slo[key])  # NaN is within (as in LiveArm)
     dorder = np.argsort(at.dispatched_ns, kind="stable")
     lags = (at.dispatched_ns[dorder] - at.scheduled_ns[dorder]) / 1e9
     return _ArmTrack(
-        name=name, planned=len(at), t_ns=done[order], ok=_cum(ok), cancelled=_cum(cancelled),
-        out_tok=_cum(np.where(ok, n_out, 0)), errors=errors, live_t0_ns=t0, n_meas=_cum(meas),
-        ttft=np.array(ttft, float), ttft_bin=np.array(bins_a, np.int64),
-        tpot_bin=np.array(bins_b, np.int64), sum_ttft=_seq_cum(ttft),
-        sum_decode=_seq_cum(decode), sum_lag=_seq_cum(lag), sec=np.array(sec, np.int64),
-        tok=n_tok.astype(np.int64), good=np.where(good, n_tok, 0).astype(np.int64),
-        tpot=np.array(tpot, float), disp_ns=at.dispatched_ns[dorder],
+        name=name, planned=len(done), t_ns=done, ok=_cum(ok), cancelled=_cum(cancelled),
+        out_tok=_cum(np.where(ok, n_out, 0)), errors=errors,
+        live_t0_ns=t0 if len(live) else None, n_meas=_cum(meas), ttft=ttft,
+        ttft_bin=_bins(ttft), tpot_bin=_bins(tpot), sum_ttft=_cum(ttft),
+        sum_decode=_cum(e2e - ttft), sum_lag=_cum(np.maximum(0.0, (d - sched[meas]) / 1e9)),
+        sec=(done[meas] - t0) // 1_000_000_000, tok=n.astype(np.int64),
+        good=np.where(good, n, 0).astype(np.int64), tpot=tpot, disp_ns=at.dispatched_ns[dorder],
         lag_max=np.concatenate(([0.0], np.maximum.accumulate(np.maximum(lags, 0.0)))),
     )  # fmt: skip
 
@@ -216,16 +238,19 @@ class Replay:
         with SessionReader(path) as rd:
             meta = rd.meta()
             arms = rd.arms()
-            table = rd.request_table()
+            table = _Rows.read(rd)
             tel = rd.telemetry()
         self.path = Path(path)
         self.status: str = meta.get("status") or "unknown"
         self.slo: dict[str, float] = dict((meta.get("spec") or {}).get("slo") or {})
-        self.tracks = [_track(a["name"], table.for_arm(a["arm"]), self.slo) for a in arms]
+        self.tracks = [
+            _track(a["name"], table.select(table.arm == a["arm"]), self.slo) for a in arms
+        ]
         self.gauges = [_gauges(tel, a["arm"]) for a in arms]
         done = completion_ns(table)
-        self.t0_ns = int(table.scheduled_ns.min()) if len(table) else 0
-        self.end_ns = int(done.max()) if len(table) else 0
+        some = len(done) > 0
+        self.t0_ns = int(table.scheduled_ns.min()) if some else 0
+        self.end_ns = int(done.max()) if some else 0
         self.duration_s = max(0.0, (self.end_ns - self.t0_ns) / 1e9)
         self.info = RunInfo(
             session_name=meta.get("session_name") or self.path.stem,
