@@ -70,3 +70,67 @@ def test_live_panes_snapshot(size):
     # what must be on screen at any size, in words
     for needle in ("bf16", "fp8", "TTFT", "▲P50", "△P99", "provisional", "snapshot"):
         assert needle in got, needle
+
+
+def fixed_session(path: Path) -> Path:
+    """A stored session from seeded records (two arms, 120 requests each over ~12 s, a few
+    errors, GPU telemetry once a second), written through the store as a run would."""
+    from abtui.store.writer import SessionWriter
+
+    rng = np.random.default_rng(7)
+    with SessionWriter(path) as w:
+        w.write_meta(session_name="snapshot", load="poisson 20 req/s",
+                     spec={"slo": {"ttft": 0.2, "tpot": 0.01}})  # fmt: skip
+        w.write_arms([{"arm": i, "name": n, "role": None, "url": f"http://127.0.0.1:800{i}/v1",
+                       "model": f"llama-3-8b-{n}"} for i, n in enumerate(("bf16", "fp8"))])  # fmt: skip
+        for arm, (ttft_s, tpot_s) in enumerate(((0.05, 0.012), (0.035, 0.007))):
+            recs = []
+            for k in range(120):
+                t0 = k * 100_000_000
+                n = int(rng.integers(20, 200))
+                first = t0 + 200_000 + int(rng.lognormal(np.log(ttft_s), 0.6) * 1e9)
+                last = first + int(rng.lognormal(np.log(tpot_s), 0.2) * (n - 1) * 1e9)
+                err = k % 40 == 39
+                recs.append(RequestRecord(
+                    arm=arm, item=k, scheduled_ns=t0, dispatched_ns=t0 + 200_000,
+                    chunk_ns=[] if err else [first, last], chunk_tokens=[] if err else [1, n - 1],
+                    done_ns=last, status="error" if err else OK,
+                    error_class="timeout" if err else None, n_output=None if err else n,
+                ))  # fmt: skip
+            w.add_records(recs)
+            w.add_telemetry([(arm, "nvml", s * 1_000_000_000, m, v) for s in range(16)
+                             for m, v in (("gpu.mem_used_bytes", (60 + s) * 2**30),
+                                          ("gpu.mem_total_bytes", 80 * 2**30),
+                                          ("gpu.busy", 0.5 + 0.03 * s),
+                                          ("gpu.power_w", 300.0 + 20 * s))])  # fmt: skip
+    return path
+
+
+async def render_open(path: Path, size: tuple[int, int]) -> str:
+    from abtui.metrics.live_replay import Replay
+    from abtui.tui.screens.open import OpenScreen
+
+    app = AbtuiApp()
+    async with app.run_test(size=size) as pilot:
+        await app.push_screen(OpenScreen(Replay(path), "stored session, complete"))
+        await pilot.pause()
+        await pilot.press("home")
+        for _ in range(8):  # 40% into the run
+            await pilot.press("right")
+        await pilot.pause()
+        await pilot.pause()
+        text = "\n".join(s.text.rstrip() for s in app.screen._compositor.render_strips())
+        await pilot.press("q")
+    return text + "\n"
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)])
+def test_open_timeline_snapshot(size, tmp_path):
+    got = asyncio.run(render_open(fixed_session(tmp_path / "snapshot.duckdb"), size))
+    path = SNAP / f"open_{size[0]}x{size[1]}.txt"
+    if os.environ.get("ABTUI_UPDATE_SNAPSHOTS") or not path.exists():
+        path.write_text(got, encoding="utf-8")
+    assert got == path.read_text(encoding="utf-8")
+    for needle in ("bf16", "fp8", "TTFT", "t = 5.6 s / 13.9 s ⏸", "gauges at t", "GPU (nvml)",
+                   "85/240 req", "in flight"):  # fmt: skip
+        assert needle in got, needle
