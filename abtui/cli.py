@@ -448,7 +448,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="write the md/html/json report here (default stdout)")  # fmt: skip
     _add_verdict_options(rep.add_argument_group("verdict"))
     rep.set_defaults(func=cmd_report)
-    op = sub.add_parser("open", help="re-open a saved session in the TUI: its panes and verdict")
+    op = sub.add_parser("open", help="re-play a saved session in the TUI: its panes on a "
+                        "timeline (space plays, ? lists the keys) and its verdict")
     op.add_argument("session", help="session file (.duckdb)")
     op.set_defaults(func=cmd_open)
     return p
