@@ -6,7 +6,10 @@ Needs the engine extra (``pip install -e '.[engine]'``). Builds the tiny seeded 
 serves each with one llama.cpp thread (FP32 pinned to the first core, the candidate to the
 second, where there are two), runs two ``abtui run`` sessions per repeat, checks them against
 the server's own token counts and timing (``abtui.engine.ab``), and prints per arm the medians of
-abtui's figures next to the server's own, the output agreement with FP32, then one summary line.
+abtui's figures next to the server's own, the output agreement with FP32, the logprob agreement
+with FP32 (top-1 and the KL lower bound, 95% CIs over the prompts), then the logprob check and
+one summary line. Exit code 1 when any check failed — among them, Q4_0 not further from FP32 than
+Q8_0 on both logprob figures beyond their CIs.
 
 The client (main process + one load-generator process per arm) is not pinned: on a 2-core
 machine it shares the cores with the servers, which is part of every figure printed.
@@ -23,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from abtui.engine.ab import ABConfig, EngineAB, run_engine_ab
+from abtui.engine.ab import CANDIDATES, ABConfig, EngineAB, logprob_problems, run_engine_ab
 
 
 def _cpu_model() -> str:
@@ -116,6 +119,29 @@ def main(argv: list[str] | None = None) -> int:
             f"  {cand}: identical {np.median(ex):.0%} of items, common prefix "
             f"{np.median(pre):.1f} of {ln:.1f} chars (medians over repeats)"
         )
+    print()
+    print("logprob agreement with FP32 (non-streamed, greedy, top-5; positions up to the first")
+    print("differing token; 95% CIs from the bootstrap over prompts; run 1 of the repeats):")
+    for cand in CANDIDATES:
+        c = results[0].logprobs.get(cand, {})
+        if "error" in c or not c:
+            print(f"  {cand}: {c.get('error', 'not measured')}")
+            continue
+        same = all(r.logprobs.get(cand) == c for r in results)
+        print(
+            f"  {cand}: top-1 {c['top1_agreement']:.1%} [{c['top1_lo']:.1%}, {c['top1_hi']:.1%}], "
+            f"KL ≥ {c['kl_lower_bound']:.5f} [{c['kl_lo']:.5f}, {c['kl_hi']:.5f}] nats over "
+            f"{c['positions']} positions of {c['prompts']} prompts"
+            + ("" if len(results) == 1 else "; the same in every repeat" if same else
+               "; differs between repeats")
+        )  # fmt: skip
+    lp_problems = [p for r in results for p in logprob_problems(r.logprobs)]
+    if lp_problems:
+        print(f"logprob check FAILED: {lp_problems[0]}")
+    else:
+        print("logprob check OK: Q4_0 is further from FP32 than Q8_0 on top-1 agreement and KL, "
+              "beyond both 95% CIs, in every repeat")  # fmt: skip
+    print()
     verdicts = {0: "GO", 3: "NO-GO", 4: "INCONCLUSIVE"}
     for cand in results[0].exit_codes:
         codes = [verdicts.get(r.exit_codes[cand], f"exit {r.exit_codes[cand]}") for r in results]
@@ -138,7 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     ok = sum(f.n_ok for r in results for f in r.figures)
     sent = sum(f.n_sent for r in results for f in r.figures)
     status = (
-        "OK: token counts = the server's, timing within the server's"
+        "OK: token counts = the server's, timing within the server's, Q4_0 further from FP32 "
+        "than Q8_0 in logprobs"
         if not problems
         else f"{len(problems)} PROBLEMS (listed above)"
     )

@@ -56,6 +56,26 @@ def test_q8_agrees_with_fp32_more_than_q4(engine_ab):
     assert q8["prefix_chars"] > 2 * q4["prefix_chars"]
 
 
+@pytest.mark.engine
+def test_q4_is_further_from_fp32_than_q8_in_logprobs(engine_ab):
+    """Top-1 agreement and the KL lower bound against FP32 on the 24 measured prompts, from the
+    real servers' logprobs: Q4_0's CIs wholly on the far side of Q8_0's. Seeds 0, 1, 2 gave
+    Q8_0 top-1 97-99% with KL ≤ 0.009 nats (upper CI bounds), Q4_0 top-1 70-74% (≤ 81%) with
+    KL ≥ 0.036 (lower CI bounds): docs/engine.md."""
+    from abtui.engine.ab import logprob_problems
+
+    lp = engine_ab.logprobs
+    assert logprob_problems(lp) == []
+    q8, q4 = lp["Q8_0"], lp["Q4_0"]
+    assert q8["prompts"] == q4["prompts"] == 24 and q4["positions"] > 24
+    assert q4["top1_hi"] < q8["top1_lo"] and q4["kl_lo"] > q8["kl_hi"]
+    # the check can fail: with the candidates swapped it names both figures
+    swapped = logprob_problems({"Q8_0": q4, "Q4_0": q8})
+    assert len(swapped) == 2 and "top-1" in swapped[0] and "KL" in swapped[1]
+    assert logprob_problems({"Q8_0": q8}) != []  # one candidate missing
+    assert "no logprobs" in logprob_problems({"Q8_0": q8, "Q4_0": {"error": "no logprobs"}})[0]
+
+
 def test_server_timing_lines_are_parsed():
     log = """\
 INFO:     127.0.0.1:35226 - "POST /v1/completions HTTP/1.1" 200 OK

@@ -17,7 +17,12 @@ then check what abtui stored against what the server itself says:
   can fall below it: the server sometimes holds chunks back and sends them in one burst — seen
   on a first request — so that is not a law; the median is.)
 - quality: the stored outputs agree with FP32's more often for Q8_0 than for Q4_0, and FP32's
-  outputs are the same in both sessions (greedy decoding is deterministic on one thread).
+  outputs are the same in both sessions (greedy decoding is deterministic on one thread);
+- logprobs (:func:`logprob_agreement`): on the measured prompts, each server's greedy
+  continuation with its top-5 logprobs (:func:`abtui.quality.logprobs.collect`, non-streamed;
+  llama-cpp-python's server returns them: its ``logits_all`` setting is on by default), compared
+  with FP32's by :func:`abtui.quality.logprobs.compare` (top-1 agreement and the KL lower bound,
+  with 95% CIs over prompts): Q4_0 must be further from FP32 than Q8_0 on both.
 """
 
 from __future__ import annotations
@@ -81,6 +86,7 @@ class EngineAB:
     problems: list[str] = field(default_factory=list)
     versions: dict[str, str] = field(default_factory=dict)
     exit_codes: dict[str, int] = field(default_factory=dict)  # candidate → `abtui run`'s exit code
+    logprobs: dict[str, dict] = field(default_factory=dict)  # candidate → compare() vs FP32
 
 
 def _spec_text(cfg: ABConfig, name: str, base: LlamaServer, cand: LlamaServer, folder: Path) -> str:
@@ -226,6 +232,49 @@ def _check_arm(
     )  # fmt: skip
 
 
+def logprob_agreement(servers: dict[str, LlamaServer], prompts: list[str], seed: int = 0) -> dict:
+    """Each candidate's top-1 agreement and KL lower bound against FP32 on ``prompts``
+    (``compare()``'s dict, or ``{"error": …}`` when a server returned no logprobs)."""
+    from abtui.client.stream import Target
+    from abtui.quality.logprobs import collect, compare
+
+    got = {k: collect(Target(base_url=s.url, model=s.name), prompts, seed)
+           for k, s in servers.items()}  # fmt: skip
+    out: dict[str, dict] = {}
+    for cand in CANDIDATES:
+        if not (got["FP32"]["supported"] and got[cand]["supported"]):
+            out[cand] = {"error": f"no logprobs: FP32 {got['FP32']['note'] or 'ok'}, "
+                                  f"{cand} {got[cand]['note'] or 'ok'}"}  # fmt: skip
+            continue
+        out[cand] = compare(got["FP32"]["sequences"], got[cand]["sequences"]) or {
+            "error": "no position to compare"
+        }
+    return out
+
+
+def logprob_problems(lp: dict) -> list[str]:
+    """Empty when Q4_0 is further from FP32 than Q8_0 beyond both 95% CIs: Q4_0's top-1
+    agreement CI wholly below Q8_0's, and its KL CI wholly above."""
+    errors = [f"logprobs {k}: {v['error']}" for k, v in lp.items() if "error" in v]
+    if errors or set(lp) != set(CANDIDATES):
+        return errors or [f"logprobs: compared {sorted(lp)}, expected {list(CANDIDATES)}"]
+    q8, q4 = lp["Q8_0"], lp["Q4_0"]
+    out = []
+    if not q4["top1_hi"] < q8["top1_lo"]:
+        out.append(f"logprobs: Q4_0's top-1 agreement with FP32 {_ci(q4, 'top1')} is not below "
+                   f"Q8_0's {_ci(q8, 'top1')}")  # fmt: skip
+    if not q4["kl_lo"] > q8["kl_hi"]:
+        out.append(f"logprobs: Q4_0's KL from FP32 {_ci(q4, 'kl')} is not above "
+                   f"Q8_0's {_ci(q8, 'kl')}")  # fmt: skip
+    return out
+
+
+def _ci(c: dict, key: str) -> str:
+    if key == "top1":
+        return f"{c['top1_agreement']:.1%} [{c['top1_lo']:.1%}, {c['top1_hi']:.1%}]"
+    return f"{c['kl_lower_bound']:.4f} [{c['kl_lo']:.4f}, {c['kl_hi']:.4f}] nats"
+
+
 def run_engine_ab(folder: Path, cfg: ABConfig | None = None, *, log=sys.stderr) -> EngineAB:
     """Build the models, serve them, run FP32 vs each candidate with ``abtui run``, check."""
     cfg = cfg or ABConfig()
@@ -300,6 +349,9 @@ def run_engine_ab(folder: Path, cfg: ABConfig | None = None, *, log=sys.stderr) 
         q8, q4 = res.agreement["Q8_0"], res.agreement["Q4_0"]
         if not (q8["exact"] > q4["exact"] and q8["prefix_chars"] > q4["prefix_chars"]):
             res.problems.append(f"Q8_0 does not agree with FP32 more than Q4_0 does: {q8} vs {q4}")
+        prompts = [it.prompt for it in items if "warmup" not in (it.tags or [])]
+        res.logprobs = logprob_agreement(servers, prompts)
+        res.problems += logprob_problems(res.logprobs)
     finally:
         for s in servers.values():
             s.close()
