@@ -16,7 +16,6 @@ the last reading of a finished run is the idle GPU.
 
 from __future__ import annotations
 
-import math
 from collections import deque
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -34,15 +33,17 @@ RECENT = 256  # requests behind ArmProgress.recent_*_p50_s (as the runner keeps)
 
 def _bins(v: np.ndarray) -> np.ndarray:
     """The fine bin ``LogHistogram.add`` puts each value in; -1 where it skips it. Vectorised;
-    values whose log lands within rounding of a bin edge are re-done with ``LogHistogram``'s
-    own scalar formula, so every bin is the one the live run used."""
+    values whose log lands within rounding of a bin edge are put in by ``LogHistogram.add``
+    itself, so every bin is the one the live run used."""
     out = np.full(len(v), -1, dtype=np.int64)
     use = (v > 0) & np.isfinite(v)
     vu = v[use]
     x = np.log10(vu / LO_S) * PER_DECADE
     k = np.floor(x).astype(np.int64)
-    for i in np.flatnonzero(np.abs(x - np.round(x)) < 1e-6):
-        k[i] = int(math.floor(math.log10(float(vu[i]) / LO_S) * PER_DECADE))
+    for i in np.flatnonzero(np.abs(x - np.round(x)) < 1e-6):  # rare: ask LogHistogram itself
+        h = LogHistogram()
+        h.add(float(vu[i]))
+        k[i] = int(np.flatnonzero(h.counts)[0])
     out[use] = np.clip(k, 0, N_BINS - 1)
     return out
 
