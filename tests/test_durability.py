@@ -18,7 +18,7 @@ import pytest
 
 from abtui.cli import main
 from abtui.sim.process import SimProcess
-from abtui.store.reader import SessionReader
+from abtui.store.reader import SessionReader, never_closed
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc")
 RATE = 40  # req/s per arm
@@ -83,7 +83,10 @@ def _committed(path: Path) -> int:
         return 0
 
 
-def test_sigkill_loses_at_most_the_last_commit_interval(tmp_path, capsys):
+@pytest.fixture(scope="module")
+def killed_run(tmp_path_factory):
+    """`abtui run` SIGKILLed mid-run: (session path, requests the sims served by the kill)."""
+    tmp_path = tmp_path_factory.mktemp("killed")
     with (
         SimProcess(ttft_ms=5, itl_ms=1, seed=1) as a,
         SimProcess(ttft_ms=5, itl_ms=1, seed=2) as b,
@@ -100,11 +103,18 @@ def test_sigkill_loses_at_most_the_last_commit_interval(tmp_path, capsys):
         while _committed(path) < 3 * RATE and time.monotonic() < deadline:
             time.sleep(0.3)
         time.sleep(KILL_AFTER_S)
+        live = never_closed(path, "running")  # the live run holds the file: not "killed"
         kids = _descendants(proc.pid)
         proc.kill()
         proc.wait(timeout=10)
         served = _served(a.url) + _served(b.url)  # what the endpoints finished by the kill
+        assert not live
         assert not _wait_gone(kids), "a load generator outlived abtui"
+    return path, served
+
+
+def test_sigkill_loses_at_most_the_last_commit_interval(killed_run, capsys):
+    path, served = killed_run
     with SessionReader(path) as rd:
         assert rd.status == "running" and not rd.complete
         ok = rd.query("SELECT count(*) FROM requests WHERE status = 'ok'")[0][0]
@@ -114,14 +124,62 @@ def test_sigkill_loses_at_most_the_last_commit_interval(tmp_path, capsys):
     print(f"\nSIGKILL: served {served}, committed {ok}, lost {lost} = {lost_s:.2f} s of load")
     assert 0 <= lost and lost_s <= MAX_LOST_S, (served, ok)
 
-    # every report format works on the killed file, and none of them can say GO
-    for fmt in ("text", "md", "html", "json"):
+
+def test_every_report_of_a_killed_session_works_and_says_killed(killed_run, capsys):
+    path, _ = killed_run
+    assert never_closed(path, "running")
+    for fmt in ("text", "md", "html", "json"):  # none of them can say GO
         rc = main(["report", str(path), "--format", fmt])
         out, err = capsys.readouterr()
         assert rc == 4 and "Traceback" not in err, (fmt, err[-2000:])
         assert out.strip(), fmt
+        if fmt == "text":
+            assert "KILLED: abtui stopped without closing this session" in out
     doc = json.loads(out)
     assert doc["status"] == "running"
+
+
+def test_a_killed_run_opens_in_the_tui_marked_killed(killed_run):
+    """`abtui open`'s app on the killed file: the verdict screen, then the panes, no error; the
+    header says the run was killed, the verdict banner that the session is not complete."""
+    import asyncio
+    import io
+
+    from rich.console import Console
+
+    from abtui.tui.app import AbtuiApp
+    from abtui.tui.screens.open import OpenScreen
+    from abtui.tui.screens.verdict import VerdictScreen
+
+    path, _ = killed_run
+
+    def text(widget) -> str:
+        buf = io.StringIO()
+        Console(file=buf, width=300, color_system=None).print(widget.content)
+        return buf.getvalue()
+
+    async def drive():
+        app = AbtuiApp(session=path)
+        async with app.run_test(size=(120, 40)) as pilot:
+            t0 = time.monotonic()
+            while not (isinstance(app.screen, VerdictScreen) and app.screen.query("#banner")):
+                assert app.error is None, app.error
+                assert time.monotonic() - t0 < 120, "the verdict screen never came"
+                await pilot.pause(0.1)
+            banner = text(app.screen.query_one("#banner"))
+            await pilot.press("escape")  # back to the panes, rebuilt from the stored samples
+            await pilot.pause()
+            assert isinstance(app.screen, OpenScreen)
+            header = text(app.screen.query_one("#header"))
+            arms = len(app.screen.query(".arm"))
+            await pilot.press("q")
+        return app.error, banner, header, arms
+
+    error, banner, header, arms = asyncio.run(drive())
+    assert error is None
+    assert "session running" in banner and "GO " not in banner.replace("NO-GO", "")
+    assert "stored session, running (killed: never closed)" in header, header
+    assert arms == 2
 
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])

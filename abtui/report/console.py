@@ -17,7 +17,7 @@ from rich.table import Table
 from abtui.metrics.summary import ArmSummary, summarize
 from abtui.report.untrusted import printable, term
 from abtui.runner.observer import ArmProgress, RunInfo, Snapshot
-from abtui.store.reader import SessionReader
+from abtui.store.reader import SessionReader, never_closed
 
 
 def _ms(v: float) -> str:
@@ -189,7 +189,12 @@ def print_session_summary(path: str | Path, out: TextIO | None = None) -> list[A
         console.print()
         for arm, cls, msg, count in first_errors:
             console.print(f"  {term(names[arm])}: {count} × {term(cls)}: {term(msg)}")
-    if status != "complete":
+    if never_closed(path, status):
+        console.print(
+            "\n[bold red]KILLED:[/] abtui stopped without closing this session (killed or crashed; "
+            "its status stayed running): figures cover the requests committed before that."
+        )
+    elif status != "complete":
         console.print(f"\n[yellow]note:[/] the session is {status}: figures cover what was measured.")
     if any(s.generator_behind for s in sums):
         console.print(

@@ -55,6 +55,19 @@ def _loads(text: str | None) -> Any:
     return None if text is None else json.loads(text)
 
 
+def never_closed(path: str | os.PathLike, status: str | None) -> bool:
+    """Whether a session whose stored status is ``running`` was left by a run that died
+    (SIGKILL, crash, power loss): no process holds the file for writing. A live run holds it
+    (DuckDB's lock, or this process's own connection), so the check is only true after one."""
+    if status != "running":
+        return False
+    try:
+        duckdb.connect(str(path), read_only=True).close()
+    except duckdb.Error:  # locked by a writer (another process, or this one), or unreadable
+        return False
+    return True
+
+
 class SessionReader:
     """Read-only view of a session file (see the module docstring for how it is opened)."""
 

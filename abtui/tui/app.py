@@ -18,6 +18,7 @@ from textual.widgets import Footer, Static
 from textual.worker import Worker, WorkerState
 
 from abtui.runner.observer import Observer
+from abtui.store.reader import never_closed
 from abtui.tui.messages import RunFinished, RunNote, RunProgress, RunStarted
 from abtui.tui.observer import TuiObserver
 from abtui.tui.screens.live import LiveScreen
@@ -149,7 +150,9 @@ class AbtuiApp(App):
                     self._note("computing the verdict…")
                     self.load_verdict(Path(self.result.path))
             elif w.group == "open":
-                self.status = f"stored session, {w.result.status}"
+                status = w.result.status  # "running" with no writer left: the run was killed
+                killed = never_closed(self.session, status)
+                self.status = f"stored session, {status}{' (killed: never closed)' if killed else ''}"
                 self.push_screen(OpenScreen(w.result, self.status))
                 self.load_verdict(self.session)
             elif w.group == "verdict":
