@@ -59,6 +59,10 @@ from abtui.workload.items import Item
 FLUSH_INTERVAL_S = 0.5  # maybe_flush flushes when this much time passed since the last flush
 FLUSH_RECORDS = 20_000  # ... or when this many requests are buffered
 FLUSH_CHUNKS = 500_000  # ... or this many chunks
+# After each checkpoint DuckDB keeps the blocks it wrote cached until its memory limit (80 % of
+# RAM) pushes them out, so an append-only writer grew by about the file's size (docs/
+# reliability.md, Soak). A momentary limit this low evicts them; see _drop_block_cache.
+CACHE_TRIM_LIMIT = "8MB"
 
 # A config key names a secret if one of its ``_``-separated words is one of these (after
 # lower-casing and mapping ``-`` to ``_``): ``api_key``, ``hf_token``, ``Authorization``,
@@ -200,6 +204,7 @@ class SessionWriter:
         self._telemetry: list[tuple] = []
         self._next_req = 0
         self._last_flush = time.monotonic()
+        self._wal_bytes = 0  # size of the WAL after the last flush (it shrinks at a checkpoint)
         self.n_written = 0  # requests flushed so far
         anchor_ns = time.perf_counter_ns()
         wall_ns = time.time_ns()
@@ -382,6 +387,29 @@ class SessionWriter:
         self.n_written += len(records)
         self._records, self._texts, self._n_chunks = [], [], 0
         self._events, self._telemetry = [], []
+        try:
+            wal = Path(str(self.path) + ".wal").stat().st_size
+        except OSError:
+            wal = 0
+        if wal < self._wal_bytes:  # DuckDB checkpointed at this commit: the rows are in the file
+            self._drop_block_cache()
+        self._wal_bytes = wal
+
+    def _drop_block_cache(self) -> None:
+        """Evict DuckDB's cached copies of blocks already in the file (bounded memory).
+
+        Right after a checkpoint every table row is in the file, so the eviction only drops
+        clean copies (nothing is spilled or lost). DuckDB's default limit is back before any
+        other statement, so queries and large inserts keep all of it."""
+        try:
+            self.con.execute(f"SET memory_limit = '{CACHE_TRIM_LIMIT}'")
+        except duckdb.Error:
+            pass  # it evicted what it could; what is pinned stays
+        finally:
+            try:
+                self.con.execute("RESET memory_limit")
+            except duckdb.Error:
+                pass
 
     @contextmanager
     def _transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
