@@ -137,3 +137,130 @@ def test_bound_is_the_minimum_found_by_a_general_solver():
         got = union_bound(a, b, k)
         assert got <= best + 1e-9
         assert got >= max(best, intersection_bound(a, b)) - 1e-5
+
+
+# -- the simulator's logprobs --------------------------------------------------------------
+
+# A 128k-context preset, variants differing only in weights (and KV) dtype; a fast time scale.
+PRESET = "h100:llama-3.1-8b:"
+
+
+def _req(prompt: str, *, k: int | None = 5, echo: bool = False, max_tokens: int = 16):
+    from abtui.sim.engine import SimRequest
+
+    return SimRequest(req_id=1, chat=False, prompt=prompt, prompt_tokens=len(prompt.split()),
+                      max_tokens=max_tokens, arrival_ns=0, logprobs=k, echo=echo)  # fmt: skip
+
+
+def _seqs(model, prompts) -> list:
+    from abtui.sim.logprobs import score
+
+    out = []
+    for p in prompts:
+        lp = score(model, _req(p)).logprobs
+        out.append([[t, top] for t, top in zip(lp["tokens"], lp["top_logprobs"], strict=True)])
+    return out
+
+
+def _ppl(model) -> float:
+    from abtui.quality.ppl import FIXED_TEXT, perplexity_of
+    from abtui.sim.logprobs import score
+
+    lp = score(model, _req(FIXED_TEXT, k=1, echo=True, max_tokens=1)).logprobs
+    return perplexity_of({"choices": [{"logprobs": lp}]})[0]
+
+
+def test_variants_depart_from_bf16_as_their_quantisation_grows():
+    from abtui.quality.logprobs import compare, prompts
+    from abtui.sim.logprobs import Model
+
+    ps = prompts()
+    for seed in (0, 7):
+        bf16, fp8, int4 = (Model(seed, w) for w in ("bf16", "fp8", "int4"))
+        ref = _seqs(bf16, ps)
+        same = compare(ref, _seqs(Model(seed, "bf16"), ps))
+        assert same["top1_agreement"] == 1.0 and same["kl_lower_bound"] == 0.0
+        assert same["positions"] == 16 * len(ps)  # nothing departs: every position compared
+        c8, c4 = compare(ref, _seqs(fp8, ps)), compare(ref, _seqs(int4, ps))
+        assert 0.0 < c8["kl_lower_bound"] < c4["kl_lower_bound"]
+        assert c4["top1_agreement"] < 1.0 and c4["positions"] < same["positions"]
+        assert _ppl(bf16) < _ppl(fp8) < _ppl(int4) < 1.06 * _ppl(bf16)
+    # another seed is another model: its text differs
+    assert _seqs(Model(1), ps[:1]) != _seqs(Model(0), ps[:1])
+
+
+def test_fp8_kv_touches_generated_tokens_only_and_more_at_long_context():
+    from abtui.sim.logprobs import Model, kv_noise_sd, score
+
+    assert _ppl(Model(3, "int4", "fp8")) == _ppl(Model(3, "int4"))  # prefill reads no KV
+    assert kv_noise_sd("bf16", 100_000) == 0.0
+    assert kv_noise_sd("fp8", 1000) == kv_noise_sd("fp8", 4096) < kv_noise_sd("fp8", 32768)
+    a = score(Model(3), _req("Tell me about the river.")).logprobs
+    b = score(Model(3, "bf16", "fp8"), _req("Tell me about the river.")).logprobs
+    assert a["top_logprobs"][0] != b["top_logprobs"][0]
+
+
+def test_sim_serves_logprobs_and_echo_over_http():
+    import httpx
+
+    from abtui.quality.ppl import perplexity_of
+    from abtui.sim.engine import SimConfig
+    from abtui.sim.process import SimProcess
+
+    prompt = 'The "harbour" was quiet,\nand the boats rocked. '
+    with SimProcess(SimConfig(seed=3)) as sim, httpx.Client(trust_env=False, timeout=30) as c:
+        url = sim.url + "/completions"
+
+        def post(**body):
+            return c.post(url, json={"prompt": prompt, "max_tokens": 6, **body})
+
+        plain = post().json()["choices"][0]
+        got = post(logprobs=3, echo=True).json()["choices"][0]
+        lp = got["logprobs"]
+        n_prompt = len(prompt.split())
+        assert len(lp["tokens"]) == n_prompt + 6
+        assert lp["token_logprobs"][0] is None and lp["top_logprobs"][0] is None
+        assert got["text"] == prompt.rstrip() + plain["text"]  # bf16: the same greedy text
+        for tok, off in zip(lp["tokens"], lp["text_offset"], strict=True):
+            assert got["text"][off : off + len(tok)] == tok
+        for tok, v, top in zip(lp["tokens"][n_prompt:], lp["token_logprobs"][n_prompt:],
+                               lp["top_logprobs"][n_prompt:], strict=True):  # fmt: skip
+            assert len(top) == 3 and max(top, key=top.get) == tok and top[tok] == v  # greedy
+        # a prompt token outside the top-3 is listed too (vLLM's way): 3 or 4 entries
+        assert all(3 <= len(t) <= 4 and tok in t
+                   for tok, t in zip(lp["tokens"][1:n_prompt], lp["top_logprobs"][1:n_prompt],
+                                     strict=True))  # fmt: skip
+        assert perplexity_of({"choices": [got]}, 6)[0] > 1.0
+        assert post(logprobs=3).json()["choices"][0]["text"] == plain["text"]
+        for bad in (21, -1, "3", True):
+            r = post(logprobs=bad)
+            assert r.status_code == 400 and "'logprobs'" in r.json()["error"]["message"]
+        assert post(echo="yes").status_code == 400
+        # streams and chat carry no logprobs
+        stream = c.post(url, json={"prompt": prompt, "max_tokens": 3, "logprobs": 2,
+                                   "stream": True}).text  # fmt: skip
+        assert '"logprobs":null' in stream and "[DONE]" in stream
+        chat = c.post(sim.url + "/chat/completions", json={
+            "messages": [{"role": "user", "content": prompt}], "max_tokens": 3,
+            "logprobs": True, "top_logprobs": 2}).json()  # fmt: skip
+        assert chat["choices"][0]["logprobs"] is None
+    with SimProcess(SimConfig(seed=3, logprobs=False)) as off, httpx.Client(trust_env=False) as c:
+        got = c.post(off.url + "/completions",
+                     json={"prompt": prompt, "max_tokens": 2, "logprobs": 3, "echo": True}).json()  # fmt: skip
+        assert got["choices"][0]["logprobs"] is None and perplexity_of(got) is None
+        assert not got["choices"][0]["text"].startswith("The")  # echo ignored, like llama.cpp
+
+
+def test_a_quality_prompt_keeps_the_face_answer():
+    from abtui.sim.logprobs import Model, score
+    from abtui.sim.quality_face import QualityFace, Variant, arithmetic_prompt
+
+    for seed in range(80):  # int4's noise would beat the answer's margin on some of them
+        item = arithmetic_prompt(seed)
+        for variant in (Variant("bf16"), Variant("int4", "fp8")):
+            req = _req(item.prompt)
+            QualityFace(3, variant).prepare(req)
+            lp = score(Model(3, variant.weight_dtype, variant.kv_dtype), req).logprobs
+            assert lp["tokens"] == list(req.answer)  # the answer, then a natural stop
+            top = lp["top_logprobs"][0]
+            assert max(top, key=top.get) == req.answer[0]

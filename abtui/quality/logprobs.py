@@ -1,11 +1,12 @@
 """Logprob agreement between the baseline and a candidate (METHODS.md §4), where the endpoint
 returns logprobs for generated tokens.
 
-Collection (after the quality items): for up to :data:`N_PROMPTS` of the run's shortest quality
-prompts, one non-streamed ``/v1/completions`` request per arm — greedy, ``logprobs`` =
-:data:`TOP_K`, ``max_tokens`` = :data:`MAX_TOKENS` — keeping each generated token and its top-k
-``{token: logprob}``. The raw lists are stored (``meta.quality_logprobs``); figures are derived
-when the verdict is made.
+Collection (after the quality items): for each of :data:`N_PROMPTS` fixed free-form prompts
+(:func:`prompts`: openings of :data:`abtui.quality.ppl.FIXED_TEXT`, cut at growing lengths, so
+every model continues prose rather than a one-token quiz answer), one non-streamed
+``/v1/completions`` request per arm — greedy, ``logprobs`` = :data:`TOP_K`, ``max_tokens`` =
+:data:`MAX_TOKENS` — keeping each generated token and its top-k ``{token: logprob}``. The raw
+lists are stored (``meta.quality_logprobs``); figures are derived when the verdict is made.
 
 Comparison, on the baseline's greedy continuation: the candidate's distribution at position
 ``t`` is conditioned on the same text as the baseline's only while both continuations agree
@@ -33,11 +34,17 @@ import numpy as np
 from abtui.client.stream import Target
 from abtui.quality.kl_union import union_bound
 from abtui.quality.paired import cluster_bootstrap_ci
-from abtui.quality.ppl import NOT_SUPPORTED
+from abtui.quality.ppl import FIXED_TEXT, NOT_SUPPORTED
 
 TOP_K = 5
 MAX_TOKENS = 16
 N_PROMPTS = 16
+
+
+def prompts() -> list[str]:
+    """The fixed prompts: :data:`N_PROMPTS` openings of the fixed text, 8, 14, 20… words long."""
+    words = FIXED_TEXT.split()
+    return [" ".join(words[: 8 + 6 * i]) for i in range(N_PROMPTS)]
 
 
 def parse(body: object) -> list[tuple[str, dict[str, float]]] | None:

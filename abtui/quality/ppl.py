@@ -5,7 +5,8 @@ true, ``logprobs`` 1, greedy. An endpoint that scores the prompt (vLLM) returns
 ``choices[0].logprobs.token_logprobs`` over the echoed prompt; ``PPL = exp(−mean)`` of them over
 the prompt's tokens (the first is null: it has no context; the generated token is left out).
 An endpoint that refuses ``echo``, or returns no prompt logprobs (llama.cpp's server, abtui's
-simulator), gets "not supported by this endpoint" — never a made-up figure.
+simulator with ``--logprobs off``), gets "not supported by this endpoint" — never a made-up
+figure. (abtui's simulator otherwise serves simulated logprobs: :mod:`abtui.sim.logprobs`.)
 
 PPL is a prefill-only measure: it may never read a quantised KV cache, so a flat PPL says
 nothing about long-context retrieval. The verdict never gates on it; it warns when PPL is flat

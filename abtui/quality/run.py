@@ -161,11 +161,10 @@ def finish(spec, targets: list[Target], writer, items: list[QualityItem], rows: 
         writer.write_meta(
             quality_ppl={a.name: measure(t) for a, t in zip(spec.arms, targets, strict=True)}
         )
-    short = sorted((i for i in items if i.prompt), key=lambda i: i.context_tokens or len(i.prompt))
-    prompts = [i.prompt for i in short[: lp.N_PROMPTS]]
-    if prompts and not stop():
+    if not stop():
         writer.write_meta(quality_logprobs={
-            a.name: lp.collect(t, prompts, q.seed) for a, t in zip(spec.arms, targets, strict=True)
+            a.name: lp.collect(t, lp.prompts(), q.seed)
+            for a, t in zip(spec.arms, targets, strict=True)
         })  # fmt: skip
     failed = sum(1 for r in rows if r["correct"] is None)
     writer.event("quality", f"{q.mode}: {len(items)} items per arm, {len(rows)} outputs stored, "

@@ -108,6 +108,7 @@ def parse_request(
     if options is not None and not isinstance(options, dict):
         raise BadRequest("'stream_options' must be an object")
     include_usage = bool(options and options.get("include_usage") is True)
+    logprobs, echo = (None, False) if chat else _logprob_options(obj)
     return SimRequest(
         req_id=req_id,
         chat=chat,
@@ -119,7 +120,21 @@ def parse_request(
         include_usage=include_usage,
         key=obj.get("abtui_key"),
         ignore_eos=obj.get("ignore_eos") is True,
+        logprobs=logprobs,
+        echo=echo,
     )
+
+
+def _logprob_options(obj: dict) -> tuple[int | None, bool]:
+    """``logprobs`` (top-k, ≤ 20) and ``echo`` of a /v1/completions body."""
+    k, echo = obj.get("logprobs"), obj.get("echo", False)
+    if k is not None and (isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= 20):
+        raise BadRequest(f"'logprobs' must be an integer from 0 to 20, got {k!r}")
+    if echo is None:
+        echo = False
+    if not isinstance(echo, bool):
+        raise BadRequest(f"'echo' must be true or false, got {echo!r}")
+    return k, echo
 
 
 def _usage(prompt_tokens: int, completion_tokens: int) -> str:
@@ -183,8 +198,10 @@ class Formatter:
             )
         else:
             obj = "text_completion"
+            scored = self._req.scored  # logprobs / echo (abtui.sim.logprobs), or None
+            text, lp = scored.render(text) if scored is not None else (text, "null")
             choice = (
-                '{"index":0,"text":"' + text + '","logprobs":null,'
+                '{"index":0,"text":"' + text + '","logprobs":' + lp + ","
                 f'"finish_reason":"{self._req.finish_reason}"}}'
             )
         return (

@@ -51,6 +51,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--no-usage", dest="usage", action="store_false",
         help="ignore stream_options.include_usage (no usage chunk in streams)",
     )  # fmt: skip
+    g.add_argument(
+        "--logprobs", choices=("on", "off"), default="on" if _D.logprobs else "off",
+        help="logprobs and echo on non-streamed completions (simulated); off: none, like "
+        "llama.cpp's server (default %(default)s)",
+    )  # fmt: skip
     add_fault_arguments(parser)
     add_preset_arguments(parser)
 
@@ -71,6 +76,7 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
         default_max_tokens=args.default_max_tokens,
         faults=faults_from_args(args),
         preset=preset_from_args(args),
+        logprobs=getattr(args, "logprobs", "on") == "on",
     )
     config.validate()
     return config
@@ -89,6 +95,8 @@ def config_to_argv(config: SimConfig) -> list[str]:
         argv += ["--chunk-log", config.chunk_log]
     if not config.usage:
         argv.append("--no-usage")
+    if not config.logprobs:
+        argv += ["--logprobs", "off"]
     if config.preset is not None:
         argv += config.preset.to_argv()
     return argv + config.faults.to_argv()

@@ -52,6 +52,7 @@ class SimConfig:
     default_max_tokens: int = 16  # tokens generated when a request gives no max_tokens
     faults: FaultConfig = field(default_factory=FaultConfig)  # injected faults (off by default)
     preset: Any = None  # PresetOptions (abtui.sim.preset_cli): the batching engine; None = fixed
+    logprobs: bool = True  # serve logprobs/echo on non-streamed completions (abtui.sim.logprobs)
 
     def validate(self) -> None:
         """Raise :class:`~abtui.errors.UsageError` naming the option with a bad value."""
@@ -104,6 +105,9 @@ class SimRequest:
     ignore_eos: bool = False  # the body's "ignore_eos": generate max_tokens whatever the text
     answer: tuple[str, ...] | None = None  # the quality face's answer tokens (None: filler)
     finish_reason: str = "length"  # "stop" when the quality face's answer ends the response
+    logprobs: int | None = None  # /v1/completions "logprobs": top-k asked (None: not asked)
+    echo: bool = False  # /v1/completions "echo": the prompt's tokens first
+    scored: Any = None  # abtui.sim.logprobs.Scored when served with logprobs/echo
 
 
 class Engine(Protocol):

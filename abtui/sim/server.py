@@ -30,6 +30,7 @@ from abtui.errors import UsageError
 from abtui.sim.api import BadRequest, Formatter, error_body, models_body, parse_request
 from abtui.sim.engine import Engine, FixedDelayEngine, SimConfig, SimRequest
 from abtui.sim.faults import make_faults
+from abtui.sim.logprobs import LogprobFace
 from abtui.sim.prom import CONTENT_TYPE as PROM_CONTENT_TYPE
 from abtui.sim.prom import metrics_text
 from abtui.sim.quality_face import QualityFace, variant_of
@@ -91,6 +92,7 @@ class SimServer:
         self.faults = make_faults(config.faults, config.seed)  # None: no fault injected
         # answers the built-in quality prompts (simulated), and gives each response its text
         self.quality = QualityFace(config.seed, variant_of(getattr(engine, "preset", None)))
+        self.logprobs = LogprobFace(config.seed, self.quality.variant, config.logprobs)
         self._server: asyncio.AbstractServer | None = None
         # loop.time() at perf_counter_ns() == 0, to turn deadlines into call_at times
         self._offset = loop.time() - _perf_ns() / 1e9
@@ -381,7 +383,7 @@ class _Connection(asyncio.Protocol):
             created=int(time.time()),
         )  # fmt: skip
         self.req, self.busy = req, True
-        self.text = sim.quality.text_source(req)
+        self.text = sim.logprobs.text_source(req, sim.quality.text_source(req))
         self.tokens = self.seq = 0
         self.texts = []
         if sim.log is not None:
