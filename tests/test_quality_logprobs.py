@@ -264,3 +264,78 @@ def test_a_quality_prompt_keeps_the_face_answer():
             assert lp["tokens"] == list(req.answer)  # the answer, then a natural stop
             top = lp["top_logprobs"][0]
             assert max(top, key=top.get) == req.answer[0]
+
+
+# -- end to end: abtui run against simulated endpoints -------------------------------------
+
+
+def test_run_reports_ppl_and_logprob_agreement_per_pair(tmp_path, capsys):
+    """One run, a BF16 baseline against an identical BF16 endpoint, an INT4 one and one that
+    serves no logprobs: the stored figures and the report lines of every pair."""
+    import json
+
+    from abtui.cli import main
+    from abtui.quality.logprobs import compare
+    from abtui.report.export import write_report
+    from abtui.sim.engine import SimConfig
+    from abtui.sim.preset_cli import PresetOptions
+    from abtui.sim.process import SimProcess
+    from abtui.store.reader import SessionReader
+
+    def sim(variant: str, logprobs: bool = True) -> SimProcess:
+        opts = PresetOptions(PRESET + variant, time_scale=200)
+        return SimProcess(SimConfig(seed=3, preset=opts, logprobs=logprobs))
+
+    arms = {"base": sim("bf16"), "same": sim("bf16"), "int4": sim("int4"),
+            "nolp": sim("bf16", logprobs=False)}  # fmt: skip
+    with arms["base"] as a, arms["same"] as s, arms["int4"] as i, arms["nolp"] as n:
+        urls = {"base": a.url, "same": s.url, "int4": i.url, "nolp": n.url}
+        spec = tmp_path / "lp.toml"
+        spec.write_text(
+            'name = "lp"\n'
+            + "".join(f'[[arms]]\nname = "{k}"\nurl = "{u}"\n' for k, u in urls.items())
+            + "[workload]\nrequests = 6\ninput_tokens = 16\noutput_tokens = 4\n"
+            + f'[load]\nrate = 20\n[store]\ndir = "{tmp_path}"\n'
+            + '[quality]\nsuites = ["exact"]\nper_cell = 2\n[policy]\nresamples = 200\n'
+        )
+        rc = main(["run", str(spec), "--headless"])
+    out = capsys.readouterr().out
+    assert rc in (0, 3, 4), out
+    with SessionReader(tmp_path / "lp.duckdb") as rd:
+        meta = rd.meta()
+        pairs = {p["candidate"]: p for p in rd.verdicts()[-1]["result"]["pairs"]}
+    ppl, raw = meta["quality_ppl"], meta["quality_logprobs"]
+    # perplexity: measured where the endpoint scores the prompt, INT4 higher, never made up
+    assert ppl["base"]["supported"] and ppl["base"]["tokens"] > 100
+    assert ppl["same"]["ppl"] == ppl["base"]["ppl"]
+    assert ppl["base"]["ppl"] < ppl["int4"]["ppl"] < 1.06 * ppl["base"]["ppl"]
+    assert ppl["nolp"] == {"supported": False, "ppl": None, "tokens": 0,
+                           "note": "not supported by this endpoint"}  # fmt: skip
+    assert raw["nolp"]["supported"] is False
+    # logprob agreement on the baseline's continuation
+    same = compare(raw["base"]["sequences"], raw["same"]["sequences"])
+    int4 = compare(raw["base"]["sequences"], raw["int4"]["sequences"])
+    assert same["top1_agreement"] == 1.0 and same["kl_lower_bound"] == 0.0
+    assert int4["top1_agreement"] < 1.0 and int4["kl_lower_bound"] > 0.0
+    assert int4["kl_lo"] > 0.0 and int4["top1_hi"] <= 1.0
+    lines = {k: p["quality"]["logprob_line"] for k, p in pairs.items()}
+    assert "top-1 100.0% [100.0%, 100.0%], KL ≥ 0.0000 nats" in lines["same"]
+    assert f"top-1 {int4['top1_agreement']:.1%} [" in lines["int4"]
+    assert f"KL ≥ {int4['kl_lower_bound']:.4f} nats [{int4['kl_lo']:.4f}, " in lines["int4"]
+    assert "a lower bound" in lines["int4"]
+    assert lines["nolp"] == "logprob agreement: not supported by this endpoint"
+    # the same lines in the headless summary and the md / json reports
+    write_report(tmp_path / "lp.duckdb", "md", str(tmp_path / "r.md"))
+    md = (tmp_path / "r.md").read_text().replace("\\[", "[").replace("\\]", "]")
+    for text in (out, md):
+        text = " ".join(text.split())  # the console wraps long lines
+        assert "perplexity of the fixed text (echo + logprobs): base 13." in text
+        assert f"int4 {ppl['int4']['ppl']:.3f} (+" in text
+        assert "nolp not supported by this endpoint" in text
+        assert "logprob agreement: not supported by this endpoint" in text
+        assert lines["int4"] in text and lines["same"] in text
+    write_report(tmp_path / "lp.duckdb", "json", str(tmp_path / "r.json"))
+    doc = json.loads((tmp_path / "r.json").read_text())
+    got = {p["candidate"]: p["quality"] for p in doc["pairs"]}
+    assert {k: q["logprob_line"] for k, q in got.items()} == lines
+    assert got["int4"]["ppl"] == {"base": ppl["base"], "int4": ppl["int4"]}
