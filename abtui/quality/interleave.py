@@ -123,7 +123,8 @@ class Interleaved:
         during = None
         if self.t0_ns is not None and load_end_ns is not None:
             end_s = (load_end_ns - self.t0_ns) / 1e9
-            during = sum(1 for r in self.rows if r["detail"]["sent_s"] < end_s)
+            sent = [r["detail"]["sent_s"] for r in self.rows]
+            during = sum(1 for x in sent if x is not None and x < end_s)
         info = {"t0_ns": self.t0_ns, "span_s": self.span_s, "items": len(self.items),
                 "rows": len(self.rows),
                 "sent_during_load": during,
@@ -164,7 +165,8 @@ class Interleaved:
                         return  # stopped: not an answer, not stored
                 r = qrun.row(arm, k, qi, rec)
                 r["detail"] |= {"offset_s": round(offset_s, 4),
-                                "sent_s": round((rec.dispatched_ns - self.t0_ns) / 1e9, 4)}  # fmt: skip
+                                "sent_s": round((rec.dispatched_ns - self.t0_ns) / 1e9, 4)
+                                if rec.dispatched_ns else None}  # fmt: skip
                 self._answered.put(r)
 
             watcher = asyncio.create_task(self._watch(tasks))
