@@ -8,7 +8,10 @@ the process's RSS, what ``tracemalloc`` traces (Python objects and numpy buffers
 its top allocation sites by growth since the first sample, glibc's heap (``mallinfo2``: in use
 vs free-but-kept), and DuckDB's own view of the session file's database (``duckdb_memory()``,
 ``pragma database_size``), read through a cursor of the session writer's connection.
-``scripts/soak.py --probe FILE`` runs the soak's main process through this. Nothing of it is
+``scripts/soak.py --probe FILE`` runs the soak's main process through this. ``--tui``: the
+run with the live TUI attached (``abtui run``'s own TUI path, the app in Textual's headless
+driver at 160x48: the same rendering as on a terminal, without writing to one), quitting
+once the verdict is shown. Nothing of it is
 loaded by ``abtui`` itself: off, it costs nothing. Linux only (/proc, glibc).
 """
 
@@ -24,6 +27,7 @@ import tracemalloc
 from pathlib import Path
 
 TOP = 15
+TUI_UPDATES = [0]  # live-screen updates rendered (--tui), reported in every sample
 
 
 def rss_mb() -> float:
@@ -103,17 +107,19 @@ class Probe:
         }
 
     def sample(self) -> dict:
-        snap = tracemalloc.take_snapshot().filter_traces(
-            [tracemalloc.Filter(False, tracemalloc.__file__)]
-        )
-        traced, peak = tracemalloc.get_traced_memory()
         row = {
             "t": round(time.monotonic() - self.t0, 1),
             "rss_mb": round(rss_mb(), 1),
-            "traced_mb": round(traced / 2**20, 2),
             "malloc_mb": {k: round(v, 2) for k, v in malloc_mb().items()},
             "duckdb": self._duckdb(),
+            "tui_updates": TUI_UPDATES[0],
         }
+        if not tracemalloc.is_tracing():
+            return row
+        snap = tracemalloc.take_snapshot().filter_traces(
+            [tracemalloc.Filter(False, tracemalloc.__file__)]
+        )
+        row["traced_mb"] = round(tracemalloc.get_traced_memory()[0] / 2**20, 2)
         if self.base is None:
             self.base = snap
         else:
@@ -132,16 +138,51 @@ class Probe:
                 f.flush()
 
 
+def run_in_headless_tui(job):
+    """``abtui.cli._run_in_tui`` without a terminal: Textual's headless driver."""
+    import asyncio
+
+    from abtui.tui.app import AbtuiApp
+    from abtui.tui.screens.live import LiveScreen
+    from abtui.tui.screens.verdict import VerdictScreen
+
+    show = LiveScreen.show_progress
+
+    def counted(self, *a, **kw):
+        TUI_UPDATES[0] += 1
+        return show(self, *a, **kw)
+
+    LiveScreen.show_progress = counted
+
+    async def drive() -> AbtuiApp:
+        app = AbtuiApp(job=job)
+        async with app.run_test(size=(160, 48)) as pilot:
+            while app.error is None and (app.running or not isinstance(app.screen, VerdictScreen)):
+                await pilot.pause(0.5)
+            await pilot.press("q")
+        return app
+
+    app = asyncio.run(drive())
+    if app.error is not None:
+        raise app.error
+    return app.result
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--every", type=float, default=30.0)
     ap.add_argument("--frames", type=int, default=1, help="tracemalloc frames per trace")
+    ap.add_argument("--no-trace", action="store_true",
+                    help="no tracemalloc (it slows the process and adds its own memory): "
+                    "RSS, glibc heap and DuckDB only")  # fmt: skip
+    ap.add_argument("--tui", action="store_true", help="the run with the live TUI attached")
     ap.add_argument("argv", nargs=argparse.REMAINDER, help="-- then abtui's arguments")
     args = ap.parse_args()
     argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
 
-    tracemalloc.start(args.frames)
+    if not args.no_trace:
+        tracemalloc.start(args.frames)
     from abtui import cli
     from abtui.store import writer as writer_mod
 
@@ -158,6 +199,9 @@ def main() -> int:
 
     writer_mod.SessionWriter.__init__ = patched_init
     writer_mod.SessionWriter.close = patched_close
+    if args.tui:
+        cli._use_tui = lambda a: True
+        cli._run_in_tui = run_in_headless_tui
     t = threading.Thread(target=probe.loop, name="memprobe", daemon=True)
     t.start()
     try:
