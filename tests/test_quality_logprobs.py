@@ -339,3 +339,37 @@ def test_run_reports_ppl_and_logprob_agreement_per_pair(tmp_path, capsys):
     got = {p["candidate"]: p["quality"] for p in doc["pairs"]}
     assert {k: q["logprob_line"] for k, q in got.items()} == lines
     assert got["int4"]["ppl"] == {"base": ppl["base"], "int4": ppl["int4"]}
+
+
+def test_flat_ppl_with_a_retrieval_drop_is_a_warning(tmp_path, capsys):
+    """FP8 KV cache: prefill-only PPL cannot see it (flat), retrieval at long context drops (the
+    gate fails) and the logprobs of generated tokens move (KL > 0): the verdict warns."""
+    from abtui.cli import main
+    from abtui.sim.engine import SimConfig
+    from abtui.sim.preset_cli import PresetOptions
+    from abtui.sim.process import SimProcess
+    from abtui.store.reader import SessionReader
+
+    def sim(variant: str) -> SimProcess:
+        return SimProcess(SimConfig(seed=3, preset=PresetOptions(PRESET + variant, time_scale=200)))
+
+    with sim("bf16") as a, sim("bf16:kv=fp8") as b:
+        spec = tmp_path / "kv.toml"
+        spec.write_text(
+            f'name = "kv"\n[[arms]]\nname = "base"\nurl = "{a.url}"\n'
+            f'[[arms]]\nname = "kv8"\nurl = "{b.url}"\n'
+            "[workload]\nrequests = 6\ninput_tokens = 16\noutput_tokens = 4\n"
+            f'[load]\nrate = 20\n[store]\ndir = "{tmp_path}"\n[policy]\nresamples = 200\n'
+            # seed 5: the face's draws flip 2 of these 36 items (seed 0's flip none: few items)
+            '[quality]\nsuites = ["keys"]\nper_cell = 3\nmax_length = 32768\nseed = 5\n'
+        )
+        rc = main(["run", str(spec), "--headless"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert rc == 3, out
+    with SessionReader(tmp_path / "kv.duckdb") as rd:
+        q = rd.verdicts()[-1]["result"]["pairs"][0]["quality"]
+    assert q["ppl"]["kv8"]["ppl"] == q["ppl"]["base"]["ppl"]
+    warn = [w for w in q["warnings"] if w.startswith("PPL flat")]
+    assert warn and "but accuracy dropped: keys −" in warn[0].replace("-", "−"), q["warnings"]
+    assert warn[0] in out
+    assert "KL ≥ 0.0000 nats" not in q["logprob_line"]  # the decode's logprobs moved
