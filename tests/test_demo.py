@@ -4,6 +4,7 @@ the summary and the session file — small and time-scaled so that it runs in se
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 
@@ -54,7 +55,12 @@ def test_demo_runs_end_to_end_and_fp8_decodes_faster(tmp_path, capsys):
     assert "quality (paired items, greedy):" in cap.out and "niah   all" in cap.out
     note = cap.out.splitlines()[-1]
     assert note.startswith("demo: the simulator's quality faces") and "niah -0.3 pp" in note
-    assert "less than one flip" in note
+    assert "less than one flip" in note and "logprob agreement line shows" in note
+    # where fp8's small shift does show: the simulated logprobs (top-1 below 100%, KL > 0)
+    top1 = re.search(
+        r"logprob agreement on bf16's greedy continuation .*?top-1 ([0-9.]+)%", cap.out
+    )
+    assert top1 and float(top1[1]) < 100.0
 
 
 def test_demo_without_quality(tmp_path, capsys):
