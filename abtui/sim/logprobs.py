@@ -72,6 +72,7 @@ _V = len(TOKENS)
 _WORD = re.compile(r"\s*\S+")
 _M64 = (1 << 64) - 1
 _GOLD = np.uint64(0x9E3779B97F4A7C15)
+_BLOCK = 2048  # echoed prompt positions scored at once
 
 
 def _h64(*parts: object) -> int:
@@ -188,14 +189,16 @@ def score(model: Model, req: SimRequest) -> Scored:
         hs.append(h)
         h = model.step(h, t)
     if req.echo and k is not None and prompt:
-        z, names = model.served(hs[1:], prompt[1:], False, 1, prompt=True)
-        ls = _log_softmax(z)
         toks, lps, tops = [prompt[0]], [None], [None]
-        for i, t in enumerate(prompt[1:]):
-            c = names[i].index(t) if t in _INDEX else _V
-            toks.append(t)
-            lps.append(float(ls[i, c]))
-            tops.append(_top(ls[i], names[i], k, c))
+        for lo in range(1, len(prompt), _BLOCK):  # blocks: a long prompt's arrays stay small
+            chunk = prompt[lo : lo + _BLOCK]
+            z, names = model.served(hs[lo : lo + _BLOCK], chunk, False, lo, prompt=True)
+            ls = _log_softmax(z)
+            for i, t in enumerate(chunk):
+                c = names[i].index(t) if t in _INDEX else _V
+                toks.append(t)
+                lps.append(float(ls[i, c]))
+                tops.append(_top(ls[i], names[i], k, c))
     base = text_base(model.seed, req.prompt)
     ans = req.answer or ()
     gen: list[str] = []
