@@ -301,6 +301,7 @@ def cmd_demo(args) -> int:
         lambda spec, items: _run_and_report(
             spec, "", overwrite=False, items=items, gate=False, tui=_use_tui(args)
         ),
+        note_to=sys.stdout,
     )
 
 

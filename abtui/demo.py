@@ -156,9 +156,11 @@ def quality_note(path, baseline: str, candidate: str) -> str | None:
             + "; ".join(parts) + tail)  # fmt: skip
 
 
-def run_demo(opts: DemoOptions, run_and_report) -> int:
+def run_demo(opts: DemoOptions, run_and_report, note_to=None):
     """Start the two simulated endpoints, replay the workload through ``run_and_report(spec,
-    items)`` (the CLI's run + summary), stop the endpoints; returns its exit code."""
+    items)`` (the CLI's run + summary), stop the endpoints; returns what it returned (the CLI:
+    its exit code). ``note_to``: a stream for :func:`quality_note` after the run (the CLI's
+    stdout, under the verdict it printed)."""
     import sys
 
     from abtui.sim.process import SimProcess
@@ -185,11 +187,11 @@ def run_demo(opts: DemoOptions, run_and_report) -> int:
         spec = build_spec(opts, (a.url, b.url), len(items), shape.input_median,
                           shape.output_median)  # fmt: skip
         rc = run_and_report(spec, items)
-    if opts.quality:
+    if opts.quality and note_to is not None:
         from abtui.runner.session import session_path
 
         path = session_path(spec)[1]
         note = path.exists() and quality_note(path, opts.baseline_preset, opts.candidate_preset)
         if note:
-            print(note)
+            print(note, file=note_to)
     return rc
