@@ -145,6 +145,16 @@ def test_keys_drive_the_playhead_and_the_panes_follow(complete):
             await pilot.pause(0.5)
             assert state(app)[0] == t_paused  # paused: it stays
 
+            await pilot.press("home", "minus", "minus", "minus", "space")
+            await pilot.pause()  # playing from 0 at 1×: the verdict on top pauses it
+            assert state(app)[2] and state(app)[3] == 1
+            await pilot.press("v")
+            await pilot.pause()
+            assert verdict_shown(app) and not app.screen_stack[-2].playhead.playing
+            await pilot.press("v")
+            await pilot.pause()
+            assert isinstance(app.screen, OpenScreen) and not state(app)[2]
+
             for _ in range(len(SPEEDS)):
                 await pilot.press("plus")
             await pilot.press("space")  # at 64× it runs into the end and stops there
