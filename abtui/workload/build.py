@@ -6,9 +6,12 @@ same spec and seed give the same items and offsets for every arm and every rerun
 
 from __future__ import annotations
 
+import os
+from functools import lru_cache
+
 import numpy as np
 
-from abtui.errors import SpecError
+from abtui.errors import SpecError, WorkloadError
 from abtui.workload.arrivals import arrival_offsets
 from abtui.workload.items import Item
 
@@ -25,14 +28,25 @@ def schedule(n: int, rate: float | None, arrival: str, burstiness: float, seed: 
 
 
 def file_items(spec) -> tuple[list[Item], str]:
-    """The items of ``workload.file`` (the first ``requests`` of them) and a line saying so."""
+    """The items of ``workload.file`` (the first ``requests`` of them) and a line saying so.
+    The caller must not change them: the last read is reused while the file is unchanged."""
+    w = spec.workload
+    try:
+        st = os.stat(w.file)
+    except OSError as e:
+        raise WorkloadError(f"cannot read workload file {w.file}: {e.strerror or e}") from None
+    return _read_file(w.file, st.st_size, st.st_mtime_ns, w.skip_bad, w.output_tokens, w.seed,
+                      w.requests)  # fmt: skip
+
+
+@lru_cache(maxsize=1)  # a run builds its items more than once (warm-up, levels): one read
+def _read_file(path, _size, _mtime, skip_bad, max_tokens, seed, limit) -> tuple[list[Item], str]:
     from abtui.workload.jsonl import read_workload
 
-    w = spec.workload
     # streamed: with a request count only that many items are held, whatever the file's size
-    wl = read_workload(w.file, skip_bad=w.skip_bad, default_max_tokens=w.output_tokens,
-                       seed=w.seed, limit=w.requests)  # fmt: skip
-    return wl.items, f"{w.file}: {wl.stats.describe(len(wl.items))}"
+    wl = read_workload(path, skip_bad=skip_bad, default_max_tokens=max_tokens, seed=seed,
+                       limit=limit)  # fmt: skip
+    return wl.items, f"{path}: {wl.stats.describe(len(wl.items))}"
 
 
 def build_items(

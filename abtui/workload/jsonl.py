@@ -162,7 +162,7 @@ def _parse(rec: object, line: int, default_max_tokens: int) -> tuple[Item, list[
         prompt=prompt,
         messages=messages,
         max_tokens=max_tokens,
-        n_input=n_in if n_in is not None else (len(prompt.split()) if prompt else None),
+        n_input=n_in,  # a prompt's word count is taken once the item is kept (read_workload)
         expected=rec.get("expected"),
         suite=rec.get("suite"),
         tags=list(tags),
@@ -250,6 +250,8 @@ def read_workload(
     synth = PromptSynth(seed)
     for i, (_, _, (item, prefix, block)) in enumerate(rows):
         item.index = i
+        if item.n_input is None and item.prompt:
+            item.n_input = len(item.prompt.split())
         if item.prompt is None and item.messages is None:
             item.prompt = synth.prompt(item.id, item.n_input, prefix, block)
     return Workload(
