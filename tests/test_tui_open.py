@@ -45,7 +45,7 @@ def verdict_shown(app) -> bool:
 def complete(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("open")
     opts = DemoOptions(seed=5, name="open-demo", sessions_dir=str(tmp), requests=30, rate=15,
-                       time_scale=10)  # fmt: skip
+                       time_scale=10, quality=False)  # fmt: skip
     res = run_demo(opts, lambda spec, items: run_session(spec, "", items=items))
     assert res.status == "complete"
     return res.path
