@@ -175,7 +175,11 @@ def main() -> int:
             *([] if args.tui else ["--headless"]),
         ]  # fmt: skip
         t0 = time.monotonic()
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        # stderr to a file, never a pipe read at the end: the progress lines (one every 2 s)
+        # fill a pipe's 64 KB in ~15 minutes, and the run then blocks writing the next one
+        log = tmp / "abtui-run.log"
+        with log.open("w") as err_f:
+            proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err_f)
         while proc.poll() is None:
             time.sleep(min(args.every, 1.0) if not rows else args.every)
             main_mb = rss_mb(proc.pid)
@@ -185,7 +189,7 @@ def main() -> int:
                 r = rows[-1]
                 print(f"  t={r[0]:7.0f} s  main {r[1]:7.1f} MB  children {r[2]:7.1f} MB ({r[3]})",
                       flush=True)  # fmt: skip
-        err = proc.stderr.read() if proc.stderr else ""
+        err = log.read_text(errors="replace")
     if proc.returncode not in (0, 3, 4):
         print(f"abtui run failed ({proc.returncode}):\n{err[-3000:]}", file=sys.stderr)
         return 1
