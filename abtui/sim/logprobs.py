@@ -38,9 +38,9 @@ likely tokens plus the chosen one when it is not among them (vLLM's way), ``k`` 
 tokens (the sim's tokens: each word with the whitespace before it), the first one's logprob and
 top list ``null``. Only non-streamed completions carry logprobs; streams and chat completions
 send ``"logprobs": null``, and so does everything with ``--logprobs off`` (an endpoint like
-llama.cpp's server, which cannot score a prompt). Cost, on the server's event loop: ~0.2 ms
-per generated token and ~15 µs per echoed prompt token (``scripts/sim_logprobs_table.py`` on
-the 2-core dev VM under load), so ask for logprobs on short answers.
+llama.cpp's server, which cannot score a prompt). Cost, on the server's event loop: 0.1–0.2 ms
+per generated token and ~12 µs per echoed prompt token (``scripts/sim_logprobs_table.py`` on
+the 2-core dev VM, quiet to loaded), so ask for logprobs on short answers.
 """
 
 from __future__ import annotations
