@@ -191,3 +191,19 @@ def test_bad_tls_settings_are_one_line_errors(cert, tmp_path, capsys):
         err = capsys.readouterr().err
         assert rc == 2 and want in err, (extra, err)
         assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_quality_suites_perplexity_and_logprobs_over_tls(endpoints, cert, tmp_path, capsys):
+    """The collectors after the load test (quality items, the perplexity and logprob probes,
+    the context-window check) use the arm's TLS settings too."""
+    pa, pb = endpoints
+    rc = _run(["--baseline", pa.url, "--candidate", pb.url, "--ca-bundle", cert[0],
+               "--quality", "exact"], tmp_path, "quality")  # fmt: skip
+    err = capsys.readouterr().err
+    assert rc in (0, 3, 4), err[-2000:]
+    with SessionReader(tmp_path / "quality.duckdb") as rd:
+        meta = rd.meta()
+        n, scored = rd.query("SELECT count(*), count(score) FROM quality")[0]
+    assert n > 0 and scored == n  # every quality item answered over TLS
+    assert all(m["supported"] for m in meta["quality_ppl"].values())
+    assert all(m["supported"] for m in meta["quality_logprobs"].values())
