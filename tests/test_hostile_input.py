@@ -262,12 +262,17 @@ def test_workload_file_of_any_lines(tmp_path, lines, junk):
 
 @pytest.mark.parametrize("fmt", ["sharegpt", "mooncake", "azure", "burstgpt"])
 @SETTINGS
-@given(raw=st.lists(wl_line | st.text(",0123456789abcTIMESTAMP", max_size=40), max_size=5))
-@example(raw=["[" * 5000])
-@example(raw=['{"a": ' + "[" * 5000])
-def test_trace_import_of_any_lines(tmp_path, fmt, raw):
+@given(
+    raw=st.lists(wl_line | st.text(",0123456789abcTIMESTAMP", max_size=40), max_size=5),
+    junk=st.binary(max_size=8),
+)
+@example(raw=["[" * 5000], junk=b"")
+@example(raw=['{"a": ' + "[" * 5000], junk=b"")
+@example(raw=['[{"conversations": []},'], junk=b"\xff]")
+@example(raw=["TIMESTAMP,ContextTokens,GeneratedTokens", "1,2,3"], junk=b"4,\xfe,5\n")
+def test_trace_import_of_any_lines(tmp_path, fmt, raw, junk):
     p = tmp_path / f"t.{fmt}"
-    p.write_text("\n".join(raw) + "\n", encoding="utf-8")
+    p.write_bytes(("\n".join(raw) + "\n").encode() + junk)
     for skip_bad in (False, True):
         try:
             recs, stats, _ = import_trace(fmt, p, skip_bad=skip_bad)
