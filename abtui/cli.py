@@ -257,7 +257,7 @@ def _run_and_report(spec, text: str, *, overwrite: bool, items=None, gate: bool 
     4 INCONCLUSIVE) for a complete run; 130 for an interrupted one (its verdict is still printed
     and stored, and cannot be GO); 1 when the run failed. ``gate=False`` (the demo): 0 for any
     complete run."""
-    from abtui.report.console import HeadlessObserver, print_session_summary
+    from abtui.report.console import HeadlessObserver
     from abtui.runner.session import run_session
 
     if tui:
@@ -266,6 +266,13 @@ def _run_and_report(spec, text: str, *, overwrite: bool, items=None, gate: bool 
     else:
         result = run_session(spec, text, HeadlessObserver(sys.stderr), overwrite=overwrite,
                              items=items)  # fmt: skip
+    return _report_run(result, gate)
+
+
+def _report_run(result, gate: bool) -> int:
+    """After a run: the summary, diagnosis and verdict printed; the exit code (see above)."""
+    from abtui.report.console import print_session_summary
+
     print_session_summary(result.path, sys.stdout)
     from abtui.telemetry.diagnosis import print_diagnosis
 
@@ -375,6 +382,24 @@ def cmd_open(args) -> int:
     return 0
 
 
+def cmd_start(folder: Path = Path("sessions")) -> int:
+    """``abtui`` on a terminal: the start screen (recent sessions, the demo, a run from a spec).
+    What it started ends as the matching command would: a run or the demo prints its summary
+    and verdict (exit code as `abtui run`; 0 for the demo), an opened session exits 0."""
+    from abtui.tui.app import AbtuiApp
+    from abtui.tui.screens.start import StartScreen
+
+    app = AbtuiApp(start=StartScreen(folder))
+    result = app.run()
+    if app.error is not None:
+        raise app.error
+    if app.launched in ("run", "demo"):
+        if result is None:
+            raise SystemExit(130)  # quit before the session started
+        return _report_run(result, gate=app.launched == "run")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="abtui",
@@ -461,7 +486,9 @@ def main(argv: list[str] | None = None) -> int:
         parser = build_parser()
         args = parser.parse_args(argv)
         if not getattr(args, "func", None):
-            parser.print_help()
+            if args.command is None and sys.stdin.isatty() and sys.stdout.isatty():
+                return cmd_start()
+            parser.print_help()  # no terminal (or only options): the usage, as before
             return 0
         return args.func(args)
     except AbtuiError as e:

@@ -8,12 +8,14 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from rich.console import Group
+from rich.table import Table
 from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
-from textual.screen import ModalScreen
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import ModalScreen, Screen
 from textual.widgets import Footer, Static
 from textual.worker import Worker, WorkerState
 
@@ -41,6 +43,9 @@ KEYS = (  # every key, for the help screen
     ("- / <", "open: replay slower (÷2, down to 1×)"),
     ("left / right", "open: seek back / forward 5% of the run"),
     ("Home / End", "open: the start / the end state of the run"),
+    ("Enter", "start screen: open the selected session"),
+    ("d", "start screen: run the demo"),
+    ("r", "start screen: run an experiment from a spec file (Esc cancels)"),
 )
 
 
@@ -48,12 +53,14 @@ class HelpScreen(ModalScreen):
     BINDINGS = [("escape", "app.pop_screen", "close"), ("question_mark", "app.pop_screen", "close")]
 
     def compose(self) -> ComposeResult:
-        t = Text("Keys\n\n", "bold")
+        keys = Table.grid(padding=(0, 2))  # wrapped descriptions stay in their column
+        keys.add_column(justify="right", style="bold", no_wrap=True)
+        keys.add_column()
         for k, what in KEYS:
-            t.append(f"{k:>13}  ", "bold")
-            t.append(what + "\n")
-        t.append("\nEsc or ? closes this list.", "dim")
-        with Vertical(id="dialog"):
+            keys.add_row(k, what)
+        t = Group(Text("Keys\n", "bold"), keys,
+                  Text("\nEsc or ? closes this list (arrows scroll it).", "dim"))  # fmt: skip
+        with VerticalScroll(id="dialog"):  # taller than 24 rows: scrolls
             yield Static(t, id="keys")
 
 
@@ -83,9 +90,11 @@ class AbtuiApp(App):
         Binding("v", "show_verdict", "verdict", show=False),  # the verdict screen's way back
     ]
 
-    def __init__(self, job: Job | None = None, session: Path | None = None) -> None:
+    def __init__(
+        self, job: Job | None = None, session: Path | None = None, start: Screen | None = None
+    ) -> None:
         super().__init__()
-        if job is not None:
+        if job is not None or start is not None:
             # multiprocessing starts its resource tracker on first use, passing it stderr's file
             # descriptor; under the app stderr is Textual's capture (no descriptor): start it now
             from multiprocessing import resource_tracker
@@ -100,12 +109,31 @@ class AbtuiApp(App):
         self.status: str | None = None
         self.error: BaseException | None = None
         self.verdict: VerdictData | None = None
+        self.start = start  # the start screen (abtui with no arguments), shown first
+        self.launched: str | None = None  # what the start screen started: run, demo or open
 
     def compose(self) -> ComposeResult:
         yield Static("abtui: starting…", id="boot")
         yield Footer()
 
     def on_mount(self) -> None:
+        if self.start is not None:
+            self.push_screen(self.start)
+        else:
+            self._begin()
+
+    def launch(self, *, job: Job | None = None, session: Path | None = None, kind: str) -> None:
+        """From the start screen: run ``job`` or open ``session`` as `abtui run` / `abtui open`
+        would (the same workers), once; the start screen is closed."""
+        if self.launched is not None:
+            return
+        self.launched, self.job, self.session = kind, job, session
+        self.pop_screen()
+        if job is not None:
+            self._note(f"{kind}: starting…")
+        self._begin()
+
+    def _begin(self) -> None:
         if self.job is not None:
             self.running = True
             self.run_job()
@@ -152,7 +180,9 @@ class AbtuiApp(App):
             elif w.group == "open":
                 status = w.result.status  # "running" with no writer left: the run was killed
                 killed = never_closed(self.session, status)
-                self.status = f"stored session, {status}{' (killed: never closed)' if killed else ''}"
+                self.status = (
+                    f"stored session, {status}{' (killed: never closed)' if killed else ''}"
+                )
                 self.push_screen(OpenScreen(w.result, self.status))
                 self.load_verdict(self.session)
             elif w.group == "verdict":

@@ -1,0 +1,115 @@
+"""The recent sessions of a folder, one short row each (for ``abtui``'s start screen).
+
+Cheap by design: a file is opened read-only with :class:`~abtui.store.reader.SessionReader`
+and only its ``meta`` keys, arm names, a request count and the latest stored verdict word are
+read. A file another process is writing (DuckDB's lock) is *not* copied, as the reader would
+do to read it: it is listed as ``running`` with what its name says. A file that cannot be read
+is listed as ``unreadable`` with the reader's message; nothing here raises for a bad file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+
+from abtui.errors import AbtuiError
+from abtui.store.reader import SessionReader
+from abtui.store.schema import COMPLETE, FAILED, INTERRUPTED
+
+SUFFIX = ".duckdb"
+# what a row says for each stored status (a "running" file nobody writes was killed or crashed)
+STATUS_WORDS = {COMPLETE: "finished", INTERRUPTED: "interrupted", FAILED: "failed"}
+RUNNING_NOW = "running"
+KILLED = "killed"  # status "running" but no writer holds the file
+UNREADABLE = "unreadable"
+
+
+@dataclass
+class SessionRow:
+    path: Path
+    name: str
+    mtime: float  # the file's modification time (rows are sorted newest first by it)
+    status: str  # finished | interrupted | failed | running | killed | unreadable
+    created: str | None = None  # ISO time the session started
+    arms: list[str] = field(default_factory=list)
+    requests: int | None = None  # measured requests stored (warm-up excluded)
+    verdict: str | None = None  # the latest stored verdict's word (GO, NO-GO, …)
+    error: str | None = None  # why an unreadable file could not be read
+
+    @property
+    def openable(self) -> bool:
+        return self.status != UNREADABLE
+
+
+def _writer(path: Path) -> str | None:
+    """Who holds the file open for writing: ``"other"`` (another process: DuckDB's file lock),
+    ``"this"`` (this process: a read-only connection is refused for its different
+    configuration), or None (nobody, or not a database: the reader says which)."""
+    try:
+        duckdb.connect(str(path), read_only=True).close()
+    except duckdb.IOException as e:
+        return "other" if "lock" in str(e).lower() else None
+    except duckdb.ConnectionException as e:
+        return "this" if "different configuration" in str(e) else None
+    except duckdb.Error:
+        return None
+    return None
+
+
+def read_row(path: str | os.PathLike) -> SessionRow:
+    """One session file's row; never raises for a bad or busy file."""
+    path = Path(path)
+    try:
+        mtime = path.stat().st_mtime
+    except OSError as e:
+        return SessionRow(path, path.stem, 0.0, UNREADABLE, error=str(e))
+    writer = _writer(path)
+    if writer == "other":
+        return SessionRow(path, path.stem, mtime, RUNNING_NOW)
+    try:
+        with SessionReader(path) as rd:
+            meta = rd.meta()
+            arms = [a["name"] for a in rd.arms()]
+            (n,) = rd.query("SELECT count(*) FROM requests WHERE NOT warmup")[0]
+            last = rd.query("SELECT result FROM verdicts ORDER BY created DESC LIMIT 1")
+    except AbtuiError as e:
+        return SessionRow(path, path.stem, mtime, UNREADABLE, error=e.message)
+    except (duckdb.Error, OSError, ValueError, KeyError, TypeError) as e:
+        return SessionRow(path, path.stem, mtime, UNREADABLE, error=f"{path}: {e}")
+    verdict = None
+    if last:
+        try:
+            verdict = (json.loads(last[0][0]) or {}).get("result")
+        except (ValueError, TypeError, AttributeError):
+            verdict = None
+    status = meta.get("status")
+    word = STATUS_WORDS.get(status) or (RUNNING_NOW if writer == "this" else KILLED)
+    created = meta.get("created")
+    return SessionRow(
+        path, str(meta.get("session_name") or path.stem), mtime, word,
+        created=created if isinstance(created, str) else None, arms=arms, requests=int(n),
+        verdict=verdict if isinstance(verdict, str) else None,
+    )  # fmt: skip
+
+
+def list_sessions(folder: str | os.PathLike, limit: int = 50) -> list[SessionRow]:
+    """The ``limit`` most recently modified session files of ``folder``, newest first; an
+    empty list when the folder does not exist."""
+    folder = Path(folder)
+    try:
+        files = [p for p in folder.iterdir() if p.name.endswith(SUFFIX) and p.is_file()]
+    except OSError:
+        return []
+
+    def mtime(p: Path) -> float:
+        try:
+            return p.stat().st_mtime
+        except OSError:
+            return 0.0
+
+    files.sort(key=mtime, reverse=True)
+    return [read_row(p) for p in files[:limit]]

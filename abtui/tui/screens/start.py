@@ -1,0 +1,222 @@
+"""The start screen (``abtui`` with no arguments): the recent sessions of a folder, and keys to
+open one, start the demo, or run an experiment from a spec file.
+
+Thin over the core: the rows come from :func:`abtui.store.listing.list_sessions` (read in a
+thread worker), a spec is checked by the spec loader, and a run or an open is handed to the
+app's own paths (:meth:`abtui.tui.app.AbtuiApp.launch`), which run the session in a thread
+worker whose load generators are their own processes, exactly as ``abtui run`` does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Input, Static
+from textual.worker import Worker, WorkerState
+
+from abtui.demo import DemoOptions
+from abtui.errors import AbtuiError
+from abtui.store.listing import UNREADABLE, SessionRow, list_sessions
+
+STATUS_STYLE = {"finished": "green", "interrupted": "yellow", "killed": "bold red",
+                "running": "bold cyan", "failed": "bold red", UNREADABLE: "bold red"}  # fmt: skip
+VERDICT_STYLE = {"GO": "bold green", "NO-GO": "bold red", "INCONCLUSIVE": "yellow"}
+WIDE = 120  # from this many columns: the full date and wider name / arms columns
+
+
+def _date(row: SessionRow, wide: bool) -> str:
+    """``2026-01-02 10:00`` (wide) or ``01-02 10:00``; the session's start, else the file's."""
+    from datetime import datetime
+
+    try:
+        when = datetime.fromisoformat(row.created) if row.created else None
+    except ValueError:
+        when = None
+    if when is None:
+        when = datetime.fromtimestamp(row.mtime).astimezone()
+    return when.strftime("%Y-%m-%d %H:%M" if wide else "%m-%d %H:%M")
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: max(1, width - 1)] + "…"
+
+
+def check_spec(path: str):
+    """The spec file at ``path`` loaded and validated as ``abtui run SPEC`` does; raises the
+    loader's :class:`~abtui.errors.SpecError` (file, line, field) when it is not valid."""
+    from abtui.spec import load_spec, validate
+
+    spec, text = load_spec(path.strip())
+    spec = validate(spec, path.strip())
+    if spec.policy.noise_floor:  # as abtui run: a bad A/A session fails now
+        from abtui.stats.session import load_noise_floor
+
+        load_noise_floor(spec.policy.noise_floor)
+    return spec, text
+
+
+class StartScreen(Screen):
+    BINDINGS = [
+        Binding("enter", "open", "open", show=False),
+        Binding("d", "demo", "demo"),
+        Binding("r", "ask_spec", "run a spec"),
+        Binding("escape", "cancel", "cancel", show=False),
+    ]
+
+    def __init__(self, folder: str | Path = "sessions", demo: DemoOptions | None = None) -> None:
+        super().__init__(id="start")
+        self.folder = Path(folder)
+        self.demo = demo or DemoOptions()
+        self.rows: list[SessionRow] = []
+
+    def compose(self) -> ComposeResult:
+        yield Static(
+            Text.assemble(("abtui", "bold"), f" · recent sessions in {self.folder}/"), id="title"
+        )
+        table = DataTable(id="sessions", cursor_type="row", zebra_stripes=True)
+        yield table
+        yield Static("reading the session files…", id="detail")
+        yield Input(placeholder="path/to/spec.toml  (Enter runs it, Esc cancels)", id="spec")
+        yield Static("", id="spec-error")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#spec", Input).display = False
+        self.load_rows()
+
+    # ------------------------------------------------------------------ the list
+    @work(thread=True, exclusive=True, exit_on_error=False, group="list")
+    def load_rows(self) -> list[SessionRow]:
+        return list_sessions(self.folder)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.worker.group != "list":
+            return
+        if event.state == WorkerState.SUCCESS:
+            self.rows = event.worker.result
+            self._fill()
+        elif event.state == WorkerState.ERROR:  # list_sessions does not raise for a bad file
+            self._detail(Text(f"cannot list {self.folder}: {event.worker.error}", "bold red"))
+
+    def _fill(self) -> None:
+        table = self.query_one("#sessions", DataTable)
+        table.clear(columns=True)
+        width = self.size.width or 80
+        wide = width >= WIDE
+        fixed = (16 if wide else 11) + 11 + 5 + 12 + 2 * 6 + 2  # date status req verdict, padding
+        arms_w = 24 if wide else 12
+        name_w = min(40, max(10, width - fixed - arms_w))
+        table.add_column("session", width=name_w)
+        table.add_column("started", width=16 if wide else 11)
+        table.add_column("status", width=11)
+        table.add_column("arms", width=arms_w)
+        table.add_column("req", width=5)
+        table.add_column("verdict", width=12)
+        for r in self.rows:
+            table.add_row(
+                _cut(r.name, name_w), _date(r, wide),
+                Text(r.status, STATUS_STYLE.get(r.status, "")),
+                _cut(" vs ".join(r.arms) if r.arms else "—", arms_w),
+                "—" if r.requests is None else str(r.requests),
+                Text(r.verdict or "—", VERDICT_STYLE.get(r.verdict or "", "dim")),
+            )  # fmt: skip
+        if not self.rows:
+            self._detail(
+                Text(
+                    f"no session files in {self.folder}/ yet: d runs the demo, r runs a spec", "dim"
+                )
+            )
+        else:
+            table.focus()
+            self._show_detail(table.cursor_row)
+
+    def on_resize(self) -> None:
+        if self.rows:
+            self._fill()
+
+    def _selected(self) -> SessionRow | None:
+        table = self.query_one("#sessions", DataTable)
+        if not self.rows or not 0 <= table.cursor_row < len(self.rows):
+            return None
+        return self.rows[table.cursor_row]
+
+    def _detail(self, text: Text | str) -> None:
+        self.query_one("#detail", Static).update(text)
+
+    def _show_detail(self, index: int) -> None:
+        if not 0 <= index < len(self.rows):
+            return
+        r = self.rows[index]
+        if r.status == UNREADABLE:
+            self._detail(Text(f"unreadable: {r.error}", "bold red"))
+        elif r.status == "running":
+            self._detail(f"{r.path}: being written by a running abtui (opens as a snapshot)")
+        else:
+            self._detail(f"{r.path} · Enter opens it")
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self._show_detail(event.cursor_row)
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        self.action_open()
+
+    # ------------------------------------------------------------------ keys
+    def action_open(self) -> None:
+        row = self._selected()
+        if row is None:
+            return
+        if not row.openable:
+            self._detail(Text(f"cannot open {row.path}: {row.error}", "bold red"))
+            return
+        self.app.launch(session=row.path, kind="open")
+
+    def action_demo(self) -> None:
+        from abtui.demo import run_demo
+        from abtui.runner.session import run_session
+
+        opts = replace(self.demo, sessions_dir=self.demo.sessions_dir or str(self.folder))
+
+        def job(obs, stop):
+            return run_demo(
+                opts, lambda spec, items: run_session(spec, "", obs, items=items, stop_request=stop)
+            )
+
+        self.app.launch(job=job, kind="demo")
+
+    def action_ask_spec(self) -> None:
+        box = self.query_one("#spec", Input)
+        box.display = True
+        box.focus()
+
+    def action_cancel(self) -> None:
+        box = self.query_one("#spec", Input)
+        if box.display:
+            box.display = False
+            self.query_one("#spec-error", Static).update("")
+            self.query_one("#sessions", DataTable).focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        path = event.value.strip()
+        err = self.query_one("#spec-error", Static)
+        if not path:
+            err.update(Text("give the path of a spec file (TOML)", "bold red"))
+            return
+        try:
+            spec, text = check_spec(path)
+        except AbtuiError as e:  # the loader's message names the file, line and field
+            err.update(Text(e.message + (f" — {e.hint}" if e.hint else ""), "bold red"))
+            return
+        from abtui.runner.session import run_session
+
+        def job(obs, stop):
+            return run_session(spec, text, obs, overwrite=False, stop_request=stop)
+
+        self.app.launch(job=job, kind="run")

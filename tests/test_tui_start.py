@@ -1,0 +1,184 @@
+"""The start screen (``abtui`` with no arguments), driven with Pilot: the recent sessions of a
+folder of real session files (newest first, a corrupt file listed, not fatal), Enter opens one,
+``r`` checks a spec with the spec loader and shows its error, ``d`` runs the demo (simulated
+GPUs on 127.0.0.1, fast time scale) to the verdict; and the listing itself."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+
+import pytest
+from test_tui import text_of, verdict_shown, wait_for
+from tui_fixtures import session_folder, write_session
+
+from abtui.demo import DemoOptions
+from abtui.store.listing import list_sessions, read_row
+from abtui.store.reader import SessionReader
+from abtui.tui.app import KEYS, AbtuiApp, HelpScreen
+from abtui.tui.screens.start import StartScreen
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    d = tmp_path_factory.mktemp("sessions")
+    session_folder(d)
+    return d
+
+
+def rows_loaded(app) -> bool:
+    return isinstance(app.screen, StartScreen) and bool(app.screen.rows)
+
+
+def table_text(app) -> list[str]:
+    table = app.screen.query_one("#sessions")
+    return [" ".join(str(c) for c in table.get_row_at(i)) for i in range(table.row_count)]
+
+
+def test_listing_newest_first_with_status_and_verdict(folder):
+    rows = list_sessions(folder)
+    assert [r.name for r in rows] == ["garbage", "ab-killed", "ab-stopped", "ab-finished"]
+    bad, killed, stopped, done = rows
+    assert bad.status == "unreadable" and "not a DuckDB file" in bad.error and not bad.openable
+    assert killed.status == "killed" and killed.verdict is None  # "running", no writer left
+    assert stopped.status == "interrupted" and stopped.verdict in ("GO", "NO-GO", "INCONCLUSIVE")
+    assert done.status == "finished" and done.arms == ["bf16", "fp8"]
+    assert done.requests == 120 and stopped.requests == 60  # measured requests, both arms
+    assert done.verdict == "GO" and done.created.startswith("2026-01-02")
+    assert list_sessions(folder / "missing") == []
+
+
+def test_a_file_being_written_is_listed_as_running_without_copying(tmp_path):
+    path = tmp_path / "live.duckdb"
+    code = (
+        "import sys; from abtui.store.writer import SessionWriter\n"
+        f"w = SessionWriter({str(path)!r}); print('ready', flush=True); sys.stdin.readline()\n"
+        "w.close()"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        row = read_row(path)
+        assert row.status == "running" and row.openable
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+        proc.wait(timeout=60)
+    finally:
+        proc.kill()
+    assert read_row(path).status == "finished"
+
+
+def test_start_screen_lists_and_enter_opens_the_selected_session(folder):
+    async def drive():
+        app = AbtuiApp(start=StartScreen(folder))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_for(pilot, lambda: rows_loaded(app), 30)
+            await pilot.pause()
+            listed = table_text(app)
+            detail_bad = text_of(app.screen.query_one("#detail"))
+            await pilot.press("enter")  # the corrupt file: says why, stays here
+            await pilot.pause()
+            stayed = isinstance(app.screen, StartScreen)
+            detail_enter = text_of(app.screen.query_one("#detail"))
+            await pilot.press("down", "down", "down")  # ab-finished
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: verdict_shown(app) or app.error is not None, 60)
+            assert app.error is None, app.error
+            banner = text_of(app.screen.query_one("#banner"))
+            await pilot.press("q")
+        return app, listed, detail_bad, stayed, detail_enter, banner
+
+    app, listed, detail_bad, stayed, detail_enter, banner = asyncio.run(drive())
+    assert [ln.split()[0] for ln in listed] == ["garbage", "ab-killed", "ab-stopped", "ab-finished"]
+    assert "unreadable" in listed[0] and "killed" in listed[1] and "interrupted" in listed[2]
+    assert "finished" in listed[3] and "GO" in listed[3] and "bf16 vs fp8" in listed[3]
+    assert "not a DuckDB file" in detail_bad
+    assert stayed and "cannot open" in detail_enter
+    assert app.launched == "open" and app.session.name == "ab-finished.duckdb"
+    assert "Verdict: ✓ GO" in banner
+
+
+def test_r_with_a_bad_spec_shows_the_loaders_error_naming_the_field(folder, tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text(
+        '[[arms]]\nname = "a"\nurl = "http://127.0.0.1:9/v1"\n'
+        '[[arms]]\nname = "b"\nurl = "http://127.0.0.1:9/v1"\n'
+        "[workload]\nrequests = 10\nbogus_field = 3\n"
+    )
+
+    async def drive():
+        app = AbtuiApp(start=StartScreen(folder))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_for(pilot, lambda: rows_loaded(app), 30)
+            await pilot.press("r")
+            await pilot.pause()
+            await pilot.press(*str(bad), "enter")  # "q" and "?" in a path are typed, not keys
+            await pilot.pause()
+            shown = text_of(app.screen.query_one("#spec-error"))
+            still = isinstance(app.screen, StartScreen) and app.launched is None
+            await pilot.press("escape")  # the prompt closes; the list has the keys again
+            await pilot.pause()
+            await pilot.press("question_mark")
+            await pilot.pause()
+            help_shown = isinstance(app.screen, HelpScreen)
+            keys = text_of(app.screen.query_one("#keys"))
+            await pilot.press("escape", "q")
+            await pilot.pause()
+        return shown, still, help_shown, keys, app
+
+    shown, still, help_shown, keys, app = asyncio.run(drive())
+    assert str(bad) in shown and "bogus_field" in shown, shown
+    assert still
+    assert help_shown
+    for b in StartScreen.BINDINGS:
+        if b.key != "escape":
+            assert {"enter": "Enter"}.get(b.key, b.key) in {k for k, _ in KEYS}, b.key
+    for k, what in KEYS:
+        assert k in keys and what.split()[0] in keys
+    assert not app.is_running  # q quit from the start screen
+
+
+def test_d_runs_the_demo_to_the_verdict(tmp_path):
+    demo = DemoOptions(requests=16, rate=10, time_scale=4, seed=5, name="start-demo")
+
+    async def drive():
+        app = AbtuiApp(start=StartScreen(tmp_path, demo))
+        async with app.run_test(size=(80, 24)) as pilot:
+
+            def detail() -> str:
+                return text_of(app.screen.query_one("#detail"))
+
+            await wait_for(pilot, lambda: isinstance(app.screen, StartScreen), 30)
+            await wait_for(pilot, lambda: "reading" not in detail(), 30)
+            empty = detail()
+            await pilot.press("d")
+            await wait_for(pilot, lambda: verdict_shown(app) or app.error is not None, 180)
+            assert app.error is None, app.error
+            banner = text_of(app.screen.query_one("#banner"))
+            await pilot.press("q")
+        return app, empty, banner
+
+    app, empty, banner = asyncio.run(drive())
+    assert "no session files" in empty
+    assert app.launched == "demo" and isinstance(app.verdict.sv.verdict.result, str)
+    assert "Verdict: " in banner and "fp8 vs bf16" in banner
+    path = tmp_path / "start-demo.duckdb"  # written in the start screen's folder
+    with SessionReader(path) as rd:
+        assert rd.complete and len(rd.request_table()) == 32
+    assert app.return_value is not None and app.return_value.path == path
+
+
+def test_abtui_without_a_terminal_prints_the_usage(capsys):
+    from abtui.cli import main
+
+    assert main([]) == 0  # pytest's stdin is not a terminal: no start screen (it would hang)
+    out = capsys.readouterr().out
+    assert "usage: abtui" in out and "open" in out
+
+
+def test_row_of_a_session_without_a_verdict(tmp_path):
+    path = write_session(tmp_path, "nov", seed=4, n=10, verdict=False)
+    row = read_row(path)
+    assert row.status == "finished" and row.verdict is None and row.requests == 20
