@@ -7,6 +7,7 @@ code 2. Options with a bad value get the same treatment (no argparse usage dump)
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -369,7 +370,10 @@ def cmd_open(args) -> int:
 
     with SessionReader(Path(args.session)):  # a bad file fails here, in one line
         pass
-    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+    if getattr(args, "web", False):
+        return _serve_web(Path(args.session), args.port)
+    web_driver = "web_driver" in os.environ.get("TEXTUAL_DRIVER", "")  # under textual-serve
+    if not (web_driver or sys.stdin.isatty() and sys.stdout.isatty()):
         raise UsageError(
             "abtui open needs a terminal", f"`abtui report {args.session}` prints the verdict"
         )
@@ -379,6 +383,25 @@ def cmd_open(args) -> int:
     app.run()
     if app.error is not None:
         raise app.error
+    return 0
+
+
+def _serve_web(session: Path, port: int) -> int:
+    """``abtui open SESSION --web``: the same app in a browser through textual-serve, on
+    127.0.0.1 only (no authentication: reach it through an SSH tunnel; docs/security.md).
+    Each browser tab runs ``abtui open SESSION`` in its own process."""
+    import shlex
+
+    try:
+        from textual_serve.server import Server
+    except ImportError:
+        raise UsageError(
+            "abtui open --web needs textual-serve (the `web` extra)",
+            "pip install 'abtui[web]', or view the session with `abtui open` in a terminal",
+        ) from None
+    command = " ".join(shlex.quote(x) for x in
+                       (sys.executable, "-m", "abtui", "open", str(session.resolve())))  # fmt: skip
+    Server(command, host="127.0.0.1", port=port, title=f"abtui · {session.name}").serve()
     return 0
 
 
@@ -477,6 +500,11 @@ def build_parser() -> argparse.ArgumentParser:
     op = sub.add_parser("open", help="re-play a saved session in the TUI: its panes on a "
                         "timeline (space plays, ? lists the keys) and its verdict")
     op.add_argument("session", help="session file (.duckdb)")
+    op.add_argument("--web", action="store_true",
+                    help="serve it to a browser on 127.0.0.1 (textual-serve, the `web` extra; "
+                         "no authentication: use an SSH tunnel)")  # fmt: skip
+    op.add_argument("--port", type=_positive_int, default=8000,
+                    help="port for --web (default %(default)s)")  # fmt: skip
     op.set_defaults(func=cmd_open)
     return p
 

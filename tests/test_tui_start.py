@@ -182,3 +182,61 @@ def test_row_of_a_session_without_a_verdict(tmp_path):
     path = write_session(tmp_path, "nov", seed=4, n=10, verdict=False)
     row = read_row(path)
     assert row.status == "finished" and row.verdict is None and row.requests == 20
+
+
+def _has_textual_serve() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("textual_serve") is not None
+
+
+@pytest.mark.skipif(_has_textual_serve(), reason="the web extra is installed")
+def test_open_web_without_the_extra_says_how_to_install(folder, capsys):
+    from abtui.cli import main
+
+    assert main(["open", str(folder / "ab-finished.duckdb"), "--web"]) == 2
+    err = capsys.readouterr().err
+    assert "textual-serve" in err and "abtui[web]" in err and "Traceback" not in err
+
+
+@pytest.mark.skipif(not _has_textual_serve(), reason="needs the web extra (textual-serve)")
+def test_open_web_serves_the_app_on_loopback(folder):
+    import socket
+
+    import aiohttp
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "abtui", "open", str(folder / "ab-finished.duckdb"), "--web",
+         "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+
+    async def browse() -> tuple[int, str, bytes]:
+        url = f"http://127.0.0.1:{port}"
+        async with aiohttp.ClientSession() as http:
+            for _ in range(300):  # the server starts
+                try:
+                    async with http.get(url + "/") as r:
+                        status, page = r.status, await r.text()
+                    break
+                except aiohttp.ClientConnectionError:
+                    await asyncio.sleep(0.1)
+            got = b""
+            async with http.ws_connect(url + "/ws?width=80&height=24") as ws:
+                while b"Verdict" not in got:
+                    m = await asyncio.wait_for(ws.receive(), 60)
+                    if m.type != aiohttp.WSMsgType.BINARY:
+                        break
+                    got += m.data
+                await ws.send_json(["stdin", "q"])
+        return status, page, got
+
+    try:
+        status, page, screen = asyncio.run(browse())
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    assert status == 200 and f"ws://127.0.0.1:{port}/ws" in page
+    assert b"Verdict" in screen and b"GO" in screen  # the app ran and drew the verdict
