@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -133,4 +134,44 @@ def test_open_timeline_snapshot(size, tmp_path):
     assert got == path.read_text(encoding="utf-8")
     for needle in ("bf16", "fp8", "TTFT", "t = 5.6 s / 13.9 s ⏸", "gauges at t", "GPU (nvml)",
                    "85/240 req", "in flight"):  # fmt: skip
+        assert needle in got, needle
+
+
+@pytest.fixture(scope="module")
+def start_folder(tmp_path_factory):
+    from tui_fixtures import session_folder
+
+    root = tmp_path_factory.mktemp("start")
+    session_folder(root / "sessions")
+    return root
+
+
+async def render_start(size: tuple[int, int]) -> str:
+    from abtui.tui.screens.start import StartScreen
+
+    app = AbtuiApp(start=StartScreen(Path("sessions")))  # relative: the same text anywhere
+    async with app.run_test(size=size) as pilot:
+        for _ in range(300):
+            if isinstance(app.screen, StartScreen) and app.screen.rows:
+                break
+            await pilot.pause(0.1)
+        await pilot.pause()
+        await pilot.pause()
+        text = "\n".join(s.text.rstrip() for s in app.screen._compositor.render_strips())
+        await pilot.press("q")
+    return text + "\n"
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)])
+def test_start_screen_snapshot(size, start_folder, monkeypatch):
+    monkeypatch.chdir(start_folder)
+    monkeypatch.setenv("TZ", "UTC")  # the corrupt file's row shows its modification time
+    time.tzset()
+    got = asyncio.run(render_start(size))
+    path = SNAP / f"start_{size[0]}x{size[1]}.txt"
+    if os.environ.get("ABTUI_UPDATE_SNAPSHOTS") or not path.exists():
+        path.write_text(got, encoding="utf-8")
+    assert got == path.read_text(encoding="utf-8")
+    for needle in ("ab-finished", "finished", "interrupted", "killed", "unreadable", "GO",
+                   "bf16 vs fp8", "not a DuckDB file", "d demo", "r run a spec"):  # fmt: skip
         assert needle in got, needle
