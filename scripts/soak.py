@@ -119,6 +119,7 @@ def verdict_table(rows: list[tuple], seconds: float) -> bool:
             print(f"| {name} | {label} | {f:.1f} MB | {l_:.1f} MB | {g:+.1f} MB "
                   f"| {sl:+.3f} MB/min | {min(ys):.1f}–{max(ys):.1f} MB | {verdict} |")  # fmt: skip
     print()
+    return flat_all
 
 
 LINE = re.compile(r"t=\s*([\d.]+) s\s+main\s+([\d.]+) MB\s+children\s+([\d.]+) MB")
