@@ -15,7 +15,14 @@ from textual.widgets import Footer, Static
 from abtui.metrics.live import deltas, shared_range
 from abtui.runner.observer import RunInfo
 from abtui.tui.messages import ArmState, RunProgress
-from abtui.tui.widgets.charts import Chart, fmt_s, histogram_text, phase_bar, sparkline
+from abtui.tui.widgets.charts import (
+    Chart,
+    fmt_s,
+    histogram_text,
+    phase_bar,
+    set_content,
+    sparkline,
+)
 
 GPU_FIELDS = (  # (metric suffix, label, format)
     ("gpu.mem_used_bytes", "mem", lambda v: f"{v / 2**30:.1f}G"),
@@ -139,13 +146,14 @@ class LiveScreen(Screen):
         lag = max((a.progress.schedule_lag_max_s for a in msg.arms), default=0.0)
         health = "generator ok" if lag < 0.1 else f"generator LATE (lag {fmt_s(lag)})"
         state = status or msg.phase
-        self.query_one("#header", Static).update(
+        set_content(
+            self.query_one("#header", Static),
             Text.assemble(
                 ("abtui", "bold"),
                 f" · {self.info.session_name} · {state} · {msg.elapsed_s:6.1f}s · "
                 f"{done}/{planned} req · {self.info.load} · ",
                 (health, "green" if lag < 0.1 else "bold red"),
-            )
+            ),
         )
         ttft_rng = shared_range([a.view.ttft for a in msg.arms])
         tpot_rng = shared_range([a.view.tpot for a in msg.arms])
@@ -156,9 +164,10 @@ class LiveScreen(Screen):
     def _show_arm(self, i: int, st: ArmState, ttft_rng, tpot_rng) -> None:
         pane = self.query_one(f"#arm-{i}", ArmPane)
         p, v = st.progress, st.view
-        pane.query_one(".counts", Static).update(
+        set_content(
+            pane.query_one(".counts", Static),
             f"{p.done}/{p.planned} done · ok {p.ok} · in flight {p.in_flight}"
-            + (" · finished" if p.finished else "")
+            + (" · finished" if p.finished else ""),
         )
         # histogram bar rows: what the pane's height leaves after the fixed lines (1 at 80×24)
         rows = max(1, min(6, (pane.content_size.height - FIXED_LINES) // 2))
@@ -181,17 +190,17 @@ class LiveScreen(Screen):
             return t.append(sparkline(v.goodput, w - 14), "green")
 
         pane.query_one(".spark", Chart).show(spark)
-        pane.query_one(".gpu", Static).update(gpu_line(p.telemetry))
-        pane.query_one(".engine", Static).update(engine_line(p.telemetry))
+        set_content(pane.query_one(".gpu", Static), gpu_line(p.telemetry))
+        set_content(pane.query_one(".engine", Static), engine_line(p.telemetry))
         pane.query_one(".phase", Chart).show(
             lambda w: phase_bar(v.ttft_mean_s, v.decode_mean_s, v.lag_mean_s, w)
         )
-        pane.query_one(".errors", Static).update(error_line(st))
+        set_content(pane.query_one(".errors", Static), error_line(st))
 
     def _show_delta(self, arms: list[ArmState]) -> None:
         t = Text()
         if len(arms) < 2:
-            self.query_one("#delta", Static).update(t)
+            set_content(self.query_one("#delta", Static), t)
             return
         base = arms[0]
         for st in arms[1:]:
@@ -205,4 +214,4 @@ class LiveScreen(Screen):
                 t.append(f"{d.label} {d.ratio:+.1%} {mark}  ", style)
             t.append("\n")
         t.append("provisional running estimates (✓ better, ✗ worse); the verdict decides", "dim")
-        self.query_one("#delta", Static).update(t)
+        set_content(self.query_one("#delta", Static), t)
