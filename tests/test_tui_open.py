@@ -1,7 +1,8 @@
 """``abtui open``'s timeline driven through Pilot, on real sessions with no endpoint up: a short
 demo run to its end, and a demo killed with SIGKILL mid-run (its file says ``running``). The keys
 move the playhead, change the speed, play and pause (and are all in the help); the panes show what the replay computes
-for the playhead's time; ``v`` goes to the verdict and back; ``q`` quits."""
+for the playhead's time; a replay played to the end shows the verdict; ``v`` goes to the verdict
+and back; ``q`` quits."""
 
 from __future__ import annotations
 
@@ -157,19 +158,25 @@ def test_keys_drive_the_playhead_and_the_panes_follow(complete):
 
             for _ in range(len(SPEEDS)):
                 await pilot.press("plus")
-            await pilot.press("space")  # at 64× it runs into the end and stops there
-            await wait_for(pilot, lambda: not state(app)[2], 30)
-            t, d, _, speed, done, line = state(app)
-            assert (t, speed, done) == (d, 64, 60) and "session means" in line
+            await pilot.press("space")  # at 64× it runs into the end, stops, and the verdict
+            await wait_for(pilot, lambda: verdict_shown(app), 30)  # comes up by itself
+            await pilot.press("escape")  # back to the panes, at the end
+            await pilot.pause()
+            t, d, playing, speed, done, line = state(app)
+            assert (t, playing, speed, done) == (d, False, 64, 60) and "session means" in line
 
-            await pilot.press("end")
+            await pilot.press("end")  # paused: a jump to the end is not a replay's end
             await pilot.press("home")
             await pilot.press("end")
-            await pilot.pause()
-            assert state(app)[0] == d
+            await pilot.pause(0.5)
+            assert isinstance(app.screen, OpenScreen) and state(app)[0] == d
+            await pilot.press("space")  # replay (from the start): the verdict again at the end
+            await wait_for(pilot, lambda: verdict_shown(app), 30)
             await pilot.press("v")
             await pilot.pause()
-            assert verdict_shown(app)
+            assert isinstance(app.screen, OpenScreen) and not state(app)[2]
+            await pilot.press("home", "space", "end")  # playing, End: it arrived at the end
+            await wait_for(pilot, lambda: verdict_shown(app), 30)
             await pilot.press("v")
             await pilot.pause()
             assert isinstance(app.screen, OpenScreen)

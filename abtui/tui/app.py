@@ -38,7 +38,8 @@ KEYS = (  # every key, for the help screen
     ("m", "verdict: write the Markdown report next to the session file"),
     ("h", "verdict: write the HTML report next to the session file"),
     ("Tab / arrows", "move focus and scroll"),
-    ("space", "open: play / pause the replay (from the end: from the start)"),
+    ("space", "open: play / pause the replay (from the end: from the start; played to the end,"
+              " the verdict comes up)"),
     ("+ / > / =", "open: replay faster (×2, up to 64×)"),
     ("- / <", "open: replay slower (÷2, down to 1×)"),
     ("left / right", "open: seek back / forward 5% of the run"),
@@ -204,6 +205,11 @@ class AbtuiApp(App):
     def on_run_progress(self, msg: RunProgress) -> None:
         if self.live is not None and self.live.is_mounted:
             self.live.show_progress(msg, self.status)
+
+    def on_open_screen_ended(self, msg: OpenScreen.Ended) -> None:
+        """A replay played into the end of the run: the verdict, as after a live run."""
+        if isinstance(self.screen, OpenScreen):  # not under help or the verdict already
+            self.action_show_verdict()
 
     def on_run_note(self, msg: RunNote) -> None:
         self._note(msg.text)

@@ -3,7 +3,9 @@
 The screen only drives a :class:`abtui.metrics.live_replay.Playhead` with keys and a timer, and
 renders what :class:`abtui.metrics.live_replay.Replay` computes for the playhead's time, through
 the live screen's own rendering. It opens paused at the end state: the finished picture, what
-the run ended on and what the verdict is computed from (space replays from the start).
+the run ended on and what the verdict is computed from (space replays from the start). A replay
+that plays into the end says so (:class:`OpenScreen.Ended`): the app shows the verdict, as the
+live run does when it ends.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import time
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.message import Message
 from textual.widgets import Footer
 
 from abtui.metrics.live_replay import SEEK_STEP, Playhead, Replay
@@ -58,6 +61,10 @@ class OpenScreen(LiveScreen):
         Binding("end", "jump(1)", "end", show=False, priority=True),
     ]
 
+    class Ended(Message):
+        """A playing replay reached the end of the run (once per arrival: a paused jump to the
+        end is not one)."""
+
     def __init__(self, replay: Replay, status: str = "") -> None:
         self.replay = replay
         self.playhead = Playhead.at_end(replay.duration_s)
@@ -82,11 +89,17 @@ class OpenScreen(LiveScreen):
 
     def _tick(self) -> None:
         now = time.monotonic()
+        was = self.playhead.playing
         if self.playhead.advance(now - self._wall):
             self._render_now()
         self._wall = now
         if not self.playhead.playing:
             self.timer.pause()
+        self._ended(was)
+
+    def _ended(self, was_playing: bool) -> None:
+        if was_playing and self.playhead.at_end_state:
+            self.post_message(self.Ended())
 
     # ------------------------------------------------------------------ keys
     def action_play(self) -> None:
@@ -107,12 +120,16 @@ class OpenScreen(LiveScreen):
         self._draw_timeline()
 
     def action_seek(self, direction: int) -> None:
+        was = self.playhead.playing
         self.playhead.seek(direction * SEEK_STEP)
         self._changed()
+        self._ended(was)
 
     def action_jump(self, fraction: float) -> None:
+        was = self.playhead.playing
         self.playhead.jump(fraction * self.replay.duration_s)
         self._changed()
+        self._ended(was)
 
     # ------------------------------------------------------------------ drawing
     def _changed(self) -> None:
