@@ -8,6 +8,7 @@ in seconds), ``CLOSE`` (abrupt close of the connection) or ``HANG`` (never write
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 import time
@@ -728,6 +729,179 @@ def test_cancellation_keeps_what_was_measured():
     assert rec.text == "".join(f"t{i} " for i in range(len(rec.chunk_ns)))
     assert rec.done_ns >= rec.chunk_ns[-1]
     assert rec2.status == R.OK and rec2.text == "z"
+
+
+# --------------------------------------------------------------------------------------------
+# The end of a stream: [DONE] before the body's end, events cut off at EOF, choice indexes
+
+LENGTH_HEAD = (  # a Content-Length the server never fills
+    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: 100000\r\n\r\n"
+)
+CLOSE_HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n"
+FINISH = b'data: {"choices":[{"index":0,"text":"a","finish_reason":"stop"}]}\n\n'
+
+
+def serve_two(first: list, gap_s: float = 0.0, **kw):
+    """``first`` on a client, then (after ``gap_s``) a plain stream on the same client:
+    (rec1, rec2, server, seconds the first request took)."""
+    second = [SSE_HEAD, sse(comp("z", finish="stop")), DONE, END]
+
+    async def go():
+        async with Server(first, second) as srv:
+            async with make_client(8) as c:
+                t0 = time.perf_counter()
+                r1 = await _request(srv.port, "completions", client=c, **kw)
+                took = time.perf_counter() - t0
+                await asyncio.sleep(gap_s)
+                r2 = await _request(srv.port, "completions", client=c, **kw)
+        return r1, r2, srv, took
+
+    return asyncio.run(go())
+
+
+@pytest.mark.parametrize(
+    "framing",
+    [
+        [SSE_HEAD, chunk(FINISH), DONE],  # chunked, no terminating 0-size chunk
+        [LENGTH_HEAD, FINISH, b"data: [DONE]\n\n"],  # short of its Content-Length
+        [CLOSE_HEAD, FINISH, b"data: [DONE]\n\n"],  # close-delimited, never closed
+        [SSE_HEAD, chunk(FINISH.replace(b"\n", b"\r\n")), chunk(b"data: [DONE]\r\n\r\n")],
+        [SSE_HEAD, chunk(FINISH.replace(b"\n", b"\r")), chunk(b"data: [DONE]\r\r")],
+    ],
+    ids=["chunked", "length", "close", "crlf", "cr"],
+)
+def test_done_completes_a_body_that_never_ends(framing):
+    """[DONE] after a finish reason is a complete response, at its arrival, even if the body
+    never ends; that connection is not reused (the second request gets a new one)."""
+    r1, r2, srv, took = serve_two(framing + [HANG], read_timeout_s=3.0)
+    assert_ok_timing(r1)
+    assert r1.text == "a" and r1.finish_reason == "stop"
+    assert r1.done_ns - r1.chunk_ns[-1] < 0.5e9
+    assert took < 2.5  # not the 3 s read timeout (the httpx path reads on for 1 s)
+    assert r2.status == R.OK and r2.text == "z"
+    assert srv.connections == 2
+
+
+def test_done_then_late_terminator_keeps_the_connection():
+    """done_ns is [DONE]'s arrival, not the body's end 80 ms later; the connection is reused
+    once that end has come."""
+    r1, r2, srv, _ = serve_two([SSE_HEAD, chunk(FINISH), DONE, 0.08, END], gap_s=0.3)
+    assert_ok_timing(r1)
+    assert r1.done_ns - r1.chunk_ns[-1] < 40 * MS
+    assert r2.status == R.OK and r2.text == "z"
+    assert srv.connections == 1
+
+
+@pytest.mark.parametrize(
+    "tail",
+    [
+        [DONE + b"0\r", 0.05, b"\n\r\n"],  # the size line of the last chunk split
+        [DONE + b"0\r\n", 0.05, b"\r\n"],  # the empty line after it split
+        [DONE[:9], 0.02, DONE[9:], 0.05, END],  # [DONE]'s own chunk split
+        [DONE + b"0\r\nx-trailer: 1\r\n", 0.05, b"\r\n"],  # a trailer, then the end
+    ],
+    ids=["size-line", "last-crlf", "done-chunk", "trailer"],
+)
+def test_done_with_the_terminator_split_across_reads(tail):
+    r1, r2, srv, _ = serve_two([SSE_HEAD, chunk(FINISH)] + tail, gap_s=0.3)
+    assert_ok_timing(r1)
+    assert r1.done_ns - r1.chunk_ns[-1] < 45 * MS
+    assert r2.status == R.OK and srv.connections == 1
+
+
+@pytest.mark.parametrize("gap", [None, 0.02], ids=["same-read", "later-read"])
+def test_garbage_framing_after_done_is_not_an_error(gap):
+    """The response was complete at [DONE]; broken framing after it only costs the connection."""
+    after = [b"zz\r\n"] if gap is None else [gap, b"zz\r\n"]
+    script = [SSE_HEAD, chunk(FINISH), DONE + after[0]] if gap is None else [
+        SSE_HEAD, chunk(FINISH), DONE, *after]  # fmt: skip
+    r1, r2, srv, _ = serve_two(script + [HANG])
+    assert_ok_timing(r1)
+    assert r1.text == "a"
+    assert r2.status == R.OK and srv.connections == 2
+
+
+def test_bytes_after_the_body_end_cost_the_connection(transport, request):
+    if transport == "httpx":  # docs/compatibility.md, rule 8: runs, and must still fail
+        why = "httpcore reuses it; the junk becomes the next response's status line"
+        request.applymarker(pytest.mark.xfail(strict=True, reason=why))
+    r1, r2, srv, _ = serve_two([SSE_HEAD, chunk(FINISH), DONE, END + b"junk"], gap_s=0.1)
+    assert_ok_timing(r1)
+    assert r2.status == R.OK and r2.text == "z"
+    assert srv.connections == 2
+
+
+def test_cancelled_after_done_stays_complete():
+    """Cancelling a request whose [DONE] has come (the httpx path may still be reading the
+    body's end) leaves it complete, not cancelled."""
+
+    async def go():
+        async with Server([SSE_HEAD, chunk(FINISH), DONE, HANG]) as srv:
+            tgt = target(srv.port, "completions", read_timeout_s=3.0)
+            rec = new_record()
+            async with make_client(8) as c:
+                task = asyncio.create_task(stream_request(c, tgt, ITEM, build_body(tgt, ITEM), rec))
+                await asyncio.sleep(0.3)
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        return rec
+
+    rec = asyncio.run(go())
+    assert_ok_timing(rec)
+    assert rec.text == "a" and rec.finish_reason == "stop"
+
+
+def test_in_stream_error_then_silence_ends_at_the_error():
+    script = [SSE_HEAD, sse(chat("a")), sse({"error": {"message": "boom"}}), HANG]
+    rec, _ = serve_one(script, read_timeout_s=3.0)
+    assert rec.status == R.ERROR and rec.error_class == R.E_HTTP and "boom" in rec.error_message
+    assert rec.done_ns - rec.chunk_ns[0] < 0.5e9
+
+
+@pytest.mark.parametrize(
+    "cut",
+    [
+        [CLOSE_HEAD, FINISH.replace(b'"stop"', b"null"), b'data: {"choices":[{"ind', CLOSE],
+        [SSE_HEAD, sse(comp("a")), chunk(b'data: {"choices":[{"ind'), END],
+        [SSE_HEAD, sse(comp("a")), chunk(b'data: {"choices":[{"index":0}]}\ndata: {"x'), END],
+    ],
+    ids=["close-delimited", "chunked-clean-end", "second-data-line"],
+)
+def test_event_cut_off_at_the_end_is_disconnected(cut):
+    """JSON cut off at the body's end, without its blank line, is an incomplete event: the
+    server went away mid-stream (``disconnected``), not a malformed stream."""
+    rec, _ = serve_one(cut, api="completions")
+    assert rec.status == R.ERROR and rec.error_class == R.E_DISCONNECTED, rec.error_message
+    assert "cut off" in rec.error_message
+    assert len(rec.chunk_ns) == 1 and rec.text == "a"
+
+
+@pytest.mark.parametrize(
+    "end",
+    [[b"data: nope\n\n", CLOSE], [b"data: [1, 2]", CLOSE]],
+    ids=["complete-not-json", "unterminated-json-array"],
+)
+def test_not_json_at_the_end_stays_malformed(end):
+    rec, _ = serve_one([CLOSE_HEAD, b'data: {"choices":[{"index":0,"text":"a"}]}\n\n', *end],
+                       api="completions")  # fmt: skip
+    assert rec.status == R.ERROR and rec.error_class == R.E_MALFORMED
+    assert rec.text == "a"
+
+
+def test_null_or_missing_choice_index_is_the_first_choice():
+    null = chat("a")
+    null["choices"][0]["index"] = None
+    missing = chat("b")
+    del missing["choices"][0]["index"]
+    second = chat("X")
+    second["choices"][0]["index"] = 1
+    last = chat("c", finish="stop")
+    last["choices"][0]["index"] = None
+    script = [SSE_HEAD, sse(null), sse(missing), sse(second), sse(last), DONE, END]
+    rec, _ = serve_one(script)
+    assert_ok_timing(rec)
+    assert rec.text == "abc" and len(rec.chunk_ns) == 3 and rec.finish_reason == "stop"
 
 
 # --------------------------------------------------------------------------------------------

@@ -10,7 +10,9 @@ everything else (endpoint checks, model lists, scraping) and is kept as an alter
 path (``abtui.client.stream.stream_request``); tests check that both paths record the same facts.
 
 Scope, deliberately small: HTTP/1.1 (and 1.0) over TCP or TLS, keep-alive pooling per host,
-``Content-Length``, chunked and close-delimited bodies. No proxies, no redirects, no HTTP/2.
+``Content-Length``, chunked and close-delimited bodies (the framing: :mod:`abtui.client.http1`).
+No proxies, no redirects, no HTTP/2. A response is complete at ``[DONE]``; its connection is
+reused only once the body's end follows (docs/compatibility.md, rules 5-8).
 """
 
 from __future__ import annotations
@@ -22,17 +24,14 @@ import time
 from urllib.parse import urlsplit
 
 from abtui.client import records as R
+from abtui.client.http1 import ChunkedDecoder, Malformed, parse_head, request_bytes
 from abtui.client.records import RequestRecord
 from abtui.client.sse import SSEParser
-from abtui.client.stream import _MAX_ERROR_BODY, Target, _error_text, _fail, _StreamState
+from abtui.client.stream import _MAX_ERROR_BODY, TAIL_S, Target, _error_text, _fail, _StreamState
 from abtui.client.tls import describe
 from abtui.workload.items import Item
 
 _now = time.perf_counter_ns
-
-
-class _Malformed(Exception):
-    pass
 
 
 class _Conn(asyncio.Protocol):
@@ -88,7 +87,7 @@ class _Exchange:
 
     __slots__ = (
         "conn", "state", "rec", "fut", "head", "status", "mode", "remaining", "keep_alive",
-        "parser", "err_body", "last_rx", "got_bytes", "_chunk_buf",
+        "parser", "err_body", "last_rx", "got_bytes", "chunks", "tail", "release", "timer",
     )
 
     def __init__(self, conn: _Conn, state: _StreamState) -> None:
@@ -105,11 +104,16 @@ class _Exchange:
         self.err_body: bytearray | None = None
         self.last_rx = _now()
         self.got_bytes = False
-        self._chunk_buf = b""
+        self.chunks = ChunkedDecoder()
+        self.tail = False  # complete at [DONE], the body's end not yet read
+        self.release = None  # FastClient._release of this connection, once parked
+        self.timer: asyncio.TimerHandle | None = None
 
     # -- completion ---------------------------------------------------------------------
     def _finish(self, t: int, error: tuple[str, str] | None = None) -> None:
         if self.fut.done():
+            if self.tail:  # the body ended (or broke) after [DONE]
+                self._end_tail(error is None)
             return
         rec = self.rec
         if error is not None:
@@ -119,13 +123,37 @@ class _Exchange:
         elif self.err_body is not None:
             _fail(rec, R.E_HTTP, f"HTTP {self.status}: {_error_text(bytes(self.err_body))}")
         rec.done_ns = rec.done_ns or t
-        self.conn.exchange = None
+        if not self.tail:
+            self.conn.exchange = None
         self.fut.set_result(None)
+
+    def _done_early(self, t: int) -> None:
+        """[DONE] (or an error event) before the body's end: the response is complete now; the
+        connection is reused only if the body's end follows (else it is closed)."""
+        self.tail = True
+        self._finish(t)
+
+    def park(self, release, grace: float) -> None:
+        """Hand the connection to ``release(reusable)`` when the body's end comes, or close it
+        after ``grace`` seconds."""
+        self.release = release
+        self.timer = asyncio.get_running_loop().call_later(grace, self._end_tail, False)
+
+    def _end_tail(self, reusable: bool) -> None:
+        if not self.tail:
+            return
+        self.tail = False
+        self.conn.exchange = None
+        self.keep_alive = self.keep_alive and reusable
+        if self.timer is not None:
+            self.timer.cancel()
+        if self.release is not None:
+            self.release(self.keep_alive)
 
     # -- protocol events ----------------------------------------------------------------
     def on_data(self, data: bytes, t: int) -> None:
         self.last_rx = t
-        if self.fut.done():
+        if self.fut.done() and not self.tail:
             return
         if not self.got_bytes:
             self.got_bytes = True
@@ -150,106 +178,43 @@ class _Exchange:
                     self._body(data, t)
             else:
                 self._body(data, t)
-        except _Malformed as e:
+            if self.state.done and not self.fut.done():
+                self._done_early(t)
+        except Malformed as e:
+            if self.state.done and not self.fut.done():  # the framing broke after [DONE]
+                self._done_early(t)
             self._finish(t, (R.E_MALFORMED, str(e)))
 
     def _on_head(self, data: bytes, t: int) -> bytes:
         self.head += data
-        end = self.head.find(b"\r\n\r\n")
-        if end < 0:
-            if len(self.head) > 65536:
-                raise _Malformed("response headers larger than 64 KiB")
+        h = parse_head(self.head)
+        if h is None:
             return b""
-        head, rest = self.head[:end], self.head[end + 4 :]
-        lines = head.split(b"\r\n")
-        parts = lines[0].split(None, 2)
-        if len(parts) < 2 or not parts[0].startswith(b"HTTP/") or not parts[1].isdigit():
-            raise _Malformed(f"not an HTTP response: {lines[0][:80]!r}")
-        status = int(parts[1])
-        if 100 <= status < 200:  # interim response: the real one follows
-            self.head = b""
-            return self._on_head(rest, t) if rest else b""
-        headers: dict[bytes, bytes] = {}
-        for line in lines[1:]:
-            k, _, v = line.partition(b":")
-            headers[k.strip().lower()] = v.strip()
-        self.status = status
+        self.status, self.keep_alive, self.mode, self.remaining = h[:4]
         rec = self.rec
-        rec.http_status = status
+        rec.http_status = h.status
         rec.first_byte_ns = t
-        conn_hdr = headers.get(b"connection", b"").lower()
-        self.keep_alive = (
-            conn_hdr != b"close" if parts[0] == b"HTTP/1.1" else conn_hdr == b"keep-alive"
-        )
-        if b"chunked" in headers.get(b"transfer-encoding", b"").lower():
-            self.mode = "chunked"
-        elif b"content-length" in headers:
-            try:
-                self.remaining = int(headers[b"content-length"])
-            except ValueError:
-                raise _Malformed("bad Content-Length") from None
-            self.mode = "length"
-        else:
-            self.mode = "close"
-            self.keep_alive = False
-        if status >= 300 or status < 200:
+        if not 200 <= h.status < 300:
             self.err_body = bytearray()
-        if self.mode == "length" and self.remaining == 0:
+        if h.mode == "length" and h.length == 0:
             self._end_of_body(t)
             return b""
-        return rest
+        return h.rest
 
     def _on_chunked(self, data: bytes, t: int) -> None:
-        buf = self._chunk_buf + data if self._chunk_buf else data
-        pos, n = 0, len(buf)
-        pieces = []
-        while pos < n:
-            if self.remaining > 0:
-                take = min(self.remaining, n - pos)
-                pieces.append(buf[pos : pos + take])
-                pos += take
-                self.remaining -= take
-                if self.remaining == 0:
-                    self.remaining = -2  # expect the CRLF after the chunk data
-                continue
-            if self.remaining == -2:
-                if n - pos < 2:
-                    break
-                if buf[pos : pos + 2] != b"\r\n":
-                    raise _Malformed("chunked body: missing CRLF after a chunk")
-                pos += 2
-                self.remaining = 0
-                continue
-            if self.remaining == -3:  # after the last chunk: trailers until an empty line
-                eol = buf.find(b"\r\n", pos)
-                if eol < 0:
-                    break
-                line, pos = buf[pos:eol], eol + 2
-                if not line:
-                    self._chunk_buf = b""
-                    if pieces:
-                        self._body(b"".join(pieces), t)
-                    self._end_of_body(t)
-                    return
-                continue
-            eol = buf.find(b"\r\n", pos)
-            if eol < 0:
-                if n - pos > 1024:
-                    raise _Malformed("chunked body: chunk size line too long")
-                break
-            size_text = buf[pos:eol].split(b";", 1)[0].strip()
-            try:
-                size = int(size_text, 16)
-            except ValueError:
-                raise _Malformed(f"chunked body: bad chunk size {size_text[:20]!r}") from None
-            pos = eol + 2
-            if size == 0:
-                self.remaining = -3
-            else:
-                self.remaining = size
-        self._chunk_buf = buf[pos:] if pos < n else b""
+        pieces: list[bytes] = []
+        try:
+            after = self.chunks.feed(data, pieces)
+        except Malformed:  # what came before the fault is still the stream's
+            if pieces:
+                self._body(b"".join(pieces), t)
+            raise
         if pieces:
             self._body(pieces[0] if len(pieces) == 1 else b"".join(pieces), t)
+        if after is not None:
+            if after:  # bytes after the body's end: the connection is not reused
+                self.keep_alive = False
+            self._end_of_body(t)
 
     def _body(self, piece: bytes, t: int) -> None:
         if self.err_body is not None:
@@ -263,34 +228,29 @@ class _Exchange:
         for ev, data in self.parser.feed(piece):
             err = on_event(ev, data, t)
             if err:
-                raise _Malformed(err)
+                raise Malformed(err)
             if st.done:
                 break
 
     def _end_of_body(self, t: int) -> None:
-        st = self.state
-        if self.err_body is None and not st.done:
-            for ev, data in self.parser.close():
-                err = st.on_event(ev, data, t)
-                if err:
-                    raise _Malformed(err)
-        self._finish(t)
+        err = self.state.on_end(self.parser, t) if self.err_body is None else None
+        self._finish(t, err)
 
     def on_eof(self, t: int) -> None:
         self.keep_alive = False
-        if self.fut.done():
+        if self.fut.done() and not self.tail:
             return
         if self.status and self.mode == "close":
             try:
                 self._end_of_body(t)
-            except _Malformed as e:
+            except Malformed as e:
                 self._finish(t, (R.E_MALFORMED, str(e)))
         else:
             self._lost(t, None)
 
     def on_lost(self, exc, t: int) -> None:
         self.keep_alive = False
-        if not self.fut.done():
+        if not self.fut.done() or self.tail:
             self.on_eof(t) if exc is None else self._lost(t, exc)
 
     def _lost(self, t: int, exc) -> None:
@@ -354,19 +314,6 @@ class FastClient:
         self._all.discard(conn)
 
 
-def _request_bytes(target: Target, path: str, host: str, body: bytes) -> bytes:
-    lines = [
-        f"POST {path} HTTP/1.1",
-        f"Host: {host}",
-        "Content-Type: application/json",
-        "Accept: text/event-stream",
-        "Accept-Encoding: identity",
-        f"Content-Length: {len(body)}",
-    ]
-    lines += [f"{k}: {v}" for k, v in target.headers.items()]
-    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
-
-
 async def fast_stream_request(
     client: FastClient,
     target: Target,
@@ -384,7 +331,7 @@ async def fast_stream_request(
     key = (scheme, u.hostname, port, target.insecure, target.ca_bundle)
     host_hdr = u.netloc
     path = u.path + (f"?{u.query}" if u.query else "")
-    payload = _request_bytes(target, path, host_hdr, body)
+    payload = request_bytes(path, host_hdr, target.headers, body)
     st = _StreamState(rec, store_text)
     conn: _Conn | None = None
     ex: _Exchange | None = None
@@ -451,7 +398,11 @@ async def fast_stream_request(
         if watchdog is not None:
             watchdog.cancel()
         if conn is not None:
-            ok_to_reuse = ex is not None and ex.fut.done() and ex.keep_alive and rec.status == R.OK
-            client._release(key, conn, ok_to_reuse)
+            ok = ex is not None and ex.fut.done() and ex.keep_alive and rec.status == R.OK
+            if ok and ex.tail:  # complete at [DONE]: back to the pool once the body ends
+                ex.park(lambda reusable: client._release(key, conn, reusable),
+                        min(TAIL_S, target.read_timeout_s))  # fmt: skip
+            else:
+                client._release(key, conn, ok)
         st.finish(item)
     return rec

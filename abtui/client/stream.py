@@ -10,6 +10,7 @@ they never move TTFT or E2E.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import ssl
 import time
@@ -25,6 +26,9 @@ from abtui.workload.items import Item
 
 _now = time.perf_counter_ns
 _MAX_ERROR_BODY = 8192
+# After ``[DONE]`` the response is complete; a connection waits this long (at most the read
+# timeout) for the body's end before it is closed instead of reused.
+TAIL_S = 1.0
 
 
 @dataclass(slots=True)
@@ -179,8 +183,8 @@ class _StreamState:
         for ch in choices:
             if not isinstance(ch, dict):
                 return "chunk choice is not an object"
-            if ch.get("index", 0) != 0:
-                continue  # n > 1 is not measured; only the first choice counts
+            if ch.get("index"):
+                continue  # n > 1 is not measured; a null or missing index is the first choice
             fr = ch.get("finish_reason")
             if fr is not None:
                 rec.finish_reason = fr if isinstance(fr, str) else str(fr)[:100]
@@ -219,6 +223,26 @@ class _StreamState:
             elif is_token_chunk and fr is None:
                 # Text-less token (llama.cpp: a token ending inside a UTF-8 character).
                 rec.empty_token_chunks += 1
+        return None
+
+    def on_end(self, parser: SSEParser, t: int) -> tuple[str, str] | None:
+        """The body ended at ``t``: handle the event the parser still holds (one without its
+        blank line). ``[DONE]`` or a JSON object still counts; anything else is a stream cut off
+        inside an event (``disconnected``), not a malformed one. Returns (error class, message)."""
+        if self.done:
+            return None
+        for ev, data in parser.close():
+            if data != b"[DONE]":
+                try:
+                    json.loads(data)
+                except (ValueError, RecursionError):
+                    return R.E_DISCONNECTED, (
+                        f"stream cut off inside an event after {len(self.rec.chunk_ns)} token "
+                        f"chunks: {data[:80]!r}"
+                    )
+            err = self.on_event(ev, data, t)
+            if err:
+                return R.E_MALFORMED, err
         return None
 
     def check_end(self) -> None:
@@ -286,7 +310,7 @@ async def stream_request(
     )
     headers = {"content-type": "application/json", "accept-encoding": "identity", **target.headers}
     try:
-        async with asyncio.timeout(target.timeout_s):
+        async with asyncio.timeout(target.timeout_s) as deadline:
             rec.dispatched_ns = _now()
             async with client.stream(
                 "POST", target.url, content=body, headers=headers, timeout=timeout
@@ -305,12 +329,12 @@ async def stream_request(
                 parser = SSEParser()
                 feed = parser.feed
                 on_event = st.on_event
-                async for piece in resp.aiter_raw():
+                pieces = resp.aiter_raw()
+                t = 0
+                async for piece in pieces:
                     t = _now()
                     if rec.first_byte_ns is None:
                         rec.first_byte_ns = t
-                    if st.done:
-                        continue  # drain to the end so the connection can be reused
                     for ev, data in feed(piece):
                         err = on_event(ev, data, t)
                         if err:
@@ -318,14 +342,24 @@ async def stream_request(
                             return rec
                         if st.done:
                             break
-                t_end = _now()
-                if not st.done:
-                    for ev, data in parser.close():
-                        err = on_event(ev, data, t_end)
-                        if err:
-                            _fail(rec, R.E_MALFORMED, err)
-                            return rec
-                rec.done_ns = t_end
+                    if st.done:
+                        break
+                if st.done:
+                    # [DONE] (or an error event): complete when it came. The body's end is read
+                    # for a moment more only so that httpx can reuse the connection.
+                    rec.done_ns = t
+                    deadline.reschedule(None)
+                    with contextlib.suppress(TimeoutError, httpx.HTTPError):
+                        async with asyncio.timeout(min(TAIL_S, target.read_timeout_s)):
+                            async for _ in pieces:
+                                pass
+                else:
+                    t = _now()
+                    err = st.on_end(parser, t)
+                    if err:
+                        _fail(rec, *err)
+                        return rec
+                    rec.done_ns = t
         st.check_end()
     except TimeoutError:
         _fail(rec, R.E_TIMEOUT, f"no complete response within {target.timeout_s:g} s")
@@ -351,7 +385,10 @@ async def stream_request(
     except httpx.HTTPError as e:
         _fail(rec, R.E_OTHER, f"{type(e).__name__}: {e}")
     except asyncio.CancelledError:
-        _fail(rec, R.E_CANCELLED, "cancelled by abtui", status=R.CANCELLED)
+        if st.done:  # cancelled while reading past [DONE]: the response was complete
+            st.check_end()
+        else:
+            _fail(rec, R.E_CANCELLED, "cancelled by abtui", status=R.CANCELLED)
         raise
     finally:
         st.finish(item)
