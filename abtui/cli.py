@@ -407,19 +407,18 @@ def _serve_web(session: Path, port: int) -> int:
 
 def cmd_start(folder: Path = Path("sessions")) -> int:
     """``abtui`` on a terminal: the start screen (recent sessions, the demo, a run from a spec).
-    What it started ends as the matching command would: a run or the demo prints its summary
-    and verdict (exit code as `abtui run`; 0 for the demo), an opened session exits 0."""
+    A session run or opened from it goes back to the list when left; when the app quits, one
+    line per session it ran says where it is and how it ended. Exit code 0."""
     from abtui.tui.app import AbtuiApp
     from abtui.tui.screens.start import StartScreen
 
     app = AbtuiApp(start=StartScreen(folder))
-    result = app.run()
+    app.run()
     if app.error is not None:
         raise app.error
-    if app.launched in ("run", "demo"):
-        if result is None:
-            raise SystemExit(130)  # quit before the session started
-        return _report_run(result, gate=app.launched == "run")
+    for kind, result in app.ran:
+        print(f"{kind}: {result.path} ({result.status}); `abtui report {result.path}` prints"
+              " its summary and verdict")  # fmt: skip
     return 0
 
 

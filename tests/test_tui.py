@@ -171,6 +171,12 @@ def test_quit_mid_run_asks_then_keeps_the_samples(tmp_path):
             await pilot.press("n")  # keep running
             await pilot.pause(0.5)
             assert app.running and not isinstance(app.screen, ConfirmQuit)
+            await pilot.press("ctrl+q")  # Textual's own quit asks too (it would leave the run
+            await pilot.pause()  # going with no screen, the process waiting for it)
+            assert isinstance(app.screen, ConfirmQuit)
+            await pilot.press("escape")
+            await pilot.pause()
+            assert app.running and not isinstance(app.screen, ConfirmQuit)
             await pilot.press("q")
             await pilot.pause()
             await pilot.press("y")

@@ -1,7 +1,9 @@
 """The start screen (``abtui`` with no arguments), driven with Pilot: the recent sessions of a
 folder of real session files (newest first, a corrupt file listed, not fatal), Enter opens one,
 ``r`` checks a spec with the spec loader and shows its error, ``d`` runs the demo (simulated
-GPUs on 127.0.0.1, fast time scale) to the verdict; and the listing itself."""
+GPUs on 127.0.0.1, fast time scale) to the verdict; leaving what was opened or run (``q``, Esc
+on the panes) comes back to the list, read again, and a running session is not left without
+asking; and the listing itself."""
 
 from __future__ import annotations
 
@@ -17,7 +19,9 @@ from tui_fixtures import session_folder, write_session
 from abtui.demo import DemoOptions
 from abtui.store.listing import list_sessions, read_row
 from abtui.store.reader import SessionReader
-from abtui.tui.app import KEYS, AbtuiApp, HelpScreen
+from abtui.tui.app import KEYS, AbtuiApp, ConfirmQuit, HelpScreen
+from abtui.tui.screens.live import LiveScreen
+from abtui.tui.screens.open import OpenScreen
 from abtui.tui.screens.start import StartScreen
 
 
@@ -87,18 +91,39 @@ def test_start_screen_lists_and_enter_opens_the_selected_session(folder):
             await pilot.press("enter")
             await wait_for(pilot, lambda: verdict_shown(app) or app.error is not None, 60)
             assert app.error is None, app.error
+            opened = (app.launched, app.session.name)
             banner = text_of(app.screen.query_one("#banner"))
-            await pilot.press("q")
-        return app, listed, detail_bad, stayed, detail_enter, banner
+            footer_keys = {b.binding.description for b in app.screen.active_bindings.values()}
+            await pilot.press("q")  # back to the list (read again), the session left selected
+            await wait_for(pilot, lambda: rows_loaded(app), 30)
+            await pilot.pause()
+            back = app.screen.query_one("#sessions").cursor_row, app.launched, app.is_running
+            await pilot.press("enter")  # again, then Esc, Esc: verdict → panes → the list
+            await wait_for(pilot, lambda: verdict_shown(app), 60)
+            await pilot.press("escape")
+            await pilot.pause()
+            panes = isinstance(app.screen, OpenScreen)
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: rows_loaded(app), 30)
+            await pilot.pause()
+            back_esc = app.screen.query_one("#sessions").cursor_row
+            await pilot.press("q")  # from the list: quits
+            await wait_for(pilot, lambda: not app.is_running, 10)
+        return app, listed, detail_bad, stayed, detail_enter, banner, (
+            opened, footer_keys, back, panes, back_esc)  # fmt: skip
 
-    app, listed, detail_bad, stayed, detail_enter, banner = asyncio.run(drive())
+    app, listed, detail_bad, stayed, detail_enter, banner, left = asyncio.run(drive())
+    opened, footer_keys, back, panes, back_esc = left
     assert [ln.split()[0] for ln in listed] == ["garbage", "ab-killed", "ab-stopped", "ab-finished"]
     assert "unreadable" in listed[0] and "killed" in listed[1] and "interrupted" in listed[2]
     assert "finished" in listed[3] and "GO" in listed[3] and "bf16 vs fp8" in listed[3]
     assert "not a DuckDB file" in detail_bad
     assert stayed and "cannot open" in detail_enter
-    assert app.launched == "open" and app.session.name == "ab-finished.duckdb"
+    assert opened == ("open", "ab-finished.duckdb")
     assert "Verdict: ✓ GO" in banner
+    assert "list" in footer_keys and "quit" not in footer_keys  # q says where it goes
+    assert back == (3, None, True) and panes and back_esc == 3
+    assert app.ran == []  # opened, not run
 
 
 def test_r_with_a_bad_spec_shows_the_loaders_error_naming_the_field(folder, tmp_path):
@@ -157,18 +182,104 @@ def test_d_runs_the_demo_to_the_verdict(tmp_path):
             await pilot.press("d")
             await wait_for(pilot, lambda: verdict_shown(app) or app.error is not None, 180)
             assert app.error is None, app.error
+            launched = app.launched
+            assert isinstance(app.verdict.sv.verdict.result, str)
             banner = text_of(app.screen.query_one("#banner"))
+            await pilot.press("q")  # the run is over: back to the list, which now has it
+            await wait_for(pilot, lambda: rows_loaded(app), 30)
+            await pilot.pause()
+            listed = table_text(app)
             await pilot.press("q")
-        return app, empty, banner
+            await wait_for(pilot, lambda: not app.is_running, 10)
+        return app, empty, banner, launched, listed
 
-    app, empty, banner = asyncio.run(drive())
+    app, empty, banner, launched, listed = asyncio.run(drive())
     assert "no session files" in empty
-    assert app.launched == "demo" and isinstance(app.verdict.sv.verdict.result, str)
+    assert launched == "demo"
     assert "Verdict: " in banner and "fp8 vs bf16" in banner
     path = tmp_path / "start-demo.duckdb"  # written in the start screen's folder
     with SessionReader(path) as rd:
         assert rd.complete and len(rd.request_table()) == 32
-    assert app.return_value is not None and app.return_value.path == path
+    assert len(listed) == 1 and listed[0].startswith("start-demo") and "finished" in listed[0]
+    assert [(k, r.path) for k, r in app.ran] == [("demo", path)]
+
+
+def test_a_running_session_from_the_list_asks_before_going_back(tmp_path):
+    """q, Esc on the panes and ctrl+q all ask while the demo runs (n keeps it running); y stops
+    it, keeps its samples and comes back to the list with the interrupted session on it."""
+    demo = DemoOptions(requests=2000, rate=10, time_scale=1, seed=5, name="long")
+
+    async def drive():
+        app = AbtuiApp(start=StartScreen(tmp_path, demo))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_for(pilot, lambda: isinstance(app.screen, StartScreen), 30)
+            await pilot.press("d")
+
+            def some_done() -> bool:
+                live = app.live
+                return live is not None and live.last is not None and all(
+                    a.progress.done >= 3 for a in live.last.arms)  # fmt: skip
+
+            await wait_for(pilot, some_done, 120)
+            asked = []
+            for key in ("q", "escape", "ctrl+q"):
+                await pilot.press(key)
+                await pilot.pause()
+                asked.append((key, isinstance(app.screen, ConfirmQuit)
+                              and text_of(app.screen.query_one("#question"))))  # fmt: skip
+                await pilot.press("n")
+                await pilot.pause()
+            still = app.running and isinstance(app.screen, LiveScreen)
+            await pilot.press("q")
+            await pilot.pause()
+            await pilot.press("y")
+            await wait_for(pilot, lambda: rows_loaded(app), 90)
+            await pilot.pause()
+            listed = table_text(app)
+            await pilot.press("q")
+            await wait_for(pilot, lambda: not app.is_running, 10)
+        return app, asked, still, listed
+
+    app, asked, still, listed = asyncio.run(drive())
+    for key, question in asked:
+        assert question, key
+    assert "go back to the list" in asked[0][1] and "go back to the list" in asked[1][1]
+    assert "Stop it and quit?" in asked[2][1]  # ctrl+q quits abtui, and asks too
+    assert still
+    assert len(listed) == 1 and listed[0].startswith("long") and "interrupted" in listed[0]
+    (kind, result), = app.ran
+    assert kind == "demo" and result.status == "interrupted"
+    with SessionReader(result.path) as rd:
+        t = rd.request_table()
+    assert (t.status == "ok").sum() >= 6 and len(t) < 4000  # kept what was measured
+
+
+def test_a_run_that_cannot_start_says_why_under_the_list(folder, tmp_path):
+    spec = tmp_path / "down.toml"
+    spec.write_text(
+        '[[arms]]\nname = "a"\nurl = "http://127.0.0.1:9/v1"\nmodel = "m"\n'
+        '[[arms]]\nname = "b"\nurl = "http://127.0.0.1:9/v1"\nmodel = "m"\n'
+        f'[workload]\nrequests = 4\n[load]\nconcurrency = 2\n[store]\ndir = "{tmp_path}"\n'
+    )
+
+    async def drive():
+        app = AbtuiApp(start=StartScreen(folder))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_for(pilot, lambda: rows_loaded(app), 30)
+            first = app.screen
+            await pilot.press("r")
+            await pilot.pause()
+            await pilot.press(*str(spec), "enter")  # the run starts, fails, and comes back
+            await wait_for(pilot, lambda: app.screen is not first and rows_loaded(app), 120)
+            await pilot.pause()
+            notice = text_of(app.screen.query_one("#spec-error"))
+            await pilot.press("q")
+            await wait_for(pilot, lambda: not app.is_running, 10)
+        return app, notice
+
+    app, notice = asyncio.run(drive())
+    assert "127.0.0.1:9" in notice and notice.startswith("error:"), notice
+    assert app.error is None and app.ran == []  # shown, not raised when abtui closes
 
 
 def test_abtui_without_a_terminal_prints_the_usage(capsys):

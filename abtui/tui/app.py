@@ -1,6 +1,10 @@
 """The Textual app: runs one session (or opens a saved one) and shows the live panes, then the
 verdict. A thin layer: the run is one core call in a thread worker that reports through
-:class:`abtui.tui.observer.TuiObserver`; the verdict is loaded by another worker."""
+:class:`abtui.tui.observer.TuiObserver`; the verdict is loaded by another worker.
+
+Started on the start screen (``abtui`` with no arguments), a run or an opened session goes back
+to the start screen when left (``q``, or Esc on the panes), the list read again; ``q`` there, or
+ctrl+q anywhere, quits. A running session is never left without asking (:class:`ConfirmQuit`)."""
 
 from __future__ import annotations
 
@@ -15,7 +19,7 @@ from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
-from textual.screen import ModalScreen, Screen
+from textual.screen import ModalScreen
 from textual.widgets import Footer, Static
 from textual.worker import Worker, WorkerState
 
@@ -25,6 +29,7 @@ from abtui.tui.messages import RunFinished, RunNote, RunProgress, RunStarted
 from abtui.tui.observer import TuiObserver
 from abtui.tui.screens.live import LiveScreen
 from abtui.tui.screens.open import OpenScreen
+from abtui.tui.screens.start import StartScreen
 from abtui.tui.screens.verdict import VerdictData, VerdictScreen, load_verdict
 
 # Job: runs the session (abtui.runner.session.run_session) with the observer and stop event.
@@ -32,14 +37,26 @@ Job = Callable[[Observer, threading.Event], object]
 
 KEYS = (  # every key, for the help screen
     ("?", "this list of keys"),
-    ("q", "quit (asks first while a session runs; the samples so far are kept)"),
+    (
+        "q",
+        "quit (asks first while a session runs; the samples so far are kept); in a session"
+        " started or opened from the start screen: back to the list",
+    ),
+    ("ctrl+q", "quit abtui from any screen (asks first while a session runs)"),
     ("v", "live panes: show the verdict (once the run has finished); verdict: back"),
-    ("l / Esc", "verdict: back to the live panes"),
+    (
+        "l / Esc",
+        "verdict: back to the live panes; live panes: back to the start screen's list"
+        " (a session started or opened there)",
+    ),
     ("m", "verdict: write the Markdown report next to the session file"),
     ("h", "verdict: write the HTML report next to the session file"),
     ("Tab / arrows", "move focus and scroll"),
-    ("space", "open: play / pause the replay (from the end: from the start; played to the end,"
-              " the verdict comes up)"),
+    (
+        "space",
+        "open: play / pause the replay (from the end: from the start; played to the end,"
+        " the verdict comes up)",
+    ),
     ("+ / > / =", "open: replay faster (×2, up to 64×)"),
     ("- / <", "open: replay slower (÷2, down to 1×)"),
     ("left / right", "open: seek back / forward 5% of the run"),
@@ -69,12 +86,16 @@ class ConfirmQuit(ModalScreen[bool]):
     BINDINGS = [("y", "answer(True)", "yes, stop"), ("n", "answer(False)", "no"),
                 ("escape", "answer(False)", "no")]  # fmt: skip
 
+    def __init__(self, then: str = "quit") -> None:
+        super().__init__()
+        self.then = then  # what follows the stop: "quit" or "go back to the list"
+
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
             yield Static(
-                "A session is running. Stop it and quit?\n\n"
+                f"A session is running. Stop it and {self.then}?\n\n"
                 "Every sample so far is kept; the session is marked interrupted.\n\n"
-                "y: stop and quit    n / Esc: keep running",
+                f"y: stop and {self.then}    n / Esc: keep running",
                 id="question",
             )
 
@@ -87,12 +108,13 @@ class AbtuiApp(App):
     TITLE = "abtui"
     BINDINGS = [
         Binding("q", "request_quit", "quit"),
+        Binding("q", "leave", "list"),  # instead, in a session from the start screen
         Binding("question_mark", "help", "keys"),
         Binding("v", "show_verdict", "verdict", show=False),  # the verdict screen's way back
     ]
 
     def __init__(
-        self, job: Job | None = None, session: Path | None = None, start: Screen | None = None
+        self, job: Job | None = None, session: Path | None = None, start: StartScreen | None = None
     ) -> None:
         super().__init__()
         if job is not None or start is not None:
@@ -101,17 +123,23 @@ class AbtuiApp(App):
             from multiprocessing import resource_tracker
 
             resource_tracker.ensure_running()
+        self.start = start  # the start screen (abtui with no arguments), shown first
+        self.ran: list[tuple[str, object]] = []  # (run or demo, SessionResult) started there
+        self._reset(job, session)
+
+    def _reset(self, job: Job | None = None, session: Path | None = None) -> None:
+        """The state of one session shown (run or opened)."""
         self.job = job
         self.session = session
         self.stop = threading.Event()
         self.running = False
-        self.quitting = False
+        self.quitting: str | None = None  # after the stop: "exit", or "start" (the list)
         self.result = None  # the run's SessionResult
         self.status: str | None = None
         self.error: BaseException | None = None
         self.verdict: VerdictData | None = None
-        self.start = start  # the start screen (abtui with no arguments), shown first
         self.launched: str | None = None  # what the start screen started: run, demo or open
+        self.workers_of_session: set[Worker] = set()  # a worker of a session left is ignored
 
     def compose(self) -> ComposeResult:
         yield Static("abtui: starting…", id="boot")
@@ -125,11 +153,12 @@ class AbtuiApp(App):
 
     def launch(self, *, job: Job | None = None, session: Path | None = None, kind: str) -> None:
         """From the start screen: run ``job`` or open ``session`` as `abtui run` / `abtui open`
-        would (the same workers), once; the start screen is closed."""
-        if self.launched is not None:
+        would (the same workers); the start screen is closed until the session is left."""
+        if self.launched is not None or not isinstance(self.screen, StartScreen):
             return
         self.launched, self.job, self.session = kind, job, session
         self.pop_screen()
+        self.refresh_bindings()  # q: back to the list
         if job is not None:
             self._note(f"{kind}: starting…")
         self._begin()
@@ -137,10 +166,23 @@ class AbtuiApp(App):
     def _begin(self) -> None:
         if self.job is not None:
             self.running = True
-            self.run_job()
+            self.workers_of_session.add(self.run_job())
         elif self.session is not None:
             self._note(f"opening {self.session}…")
-            self.open_stored(self.session)
+            self.workers_of_session.add(self.open_stored(self.session))
+
+    def _verdict_of(self, path: Path) -> None:
+        self.workers_of_session.add(self.load_verdict(path))
+
+    def back_to_start(self, notice: str = "") -> None:
+        """Leave the session shown (not running) for a fresh start screen: the list read again,
+        the session just left selected, ``notice`` under the list."""
+        left = self.session or (Path(self.result.path) if self.result is not None else None)
+        self._reset()
+        while len(self.screen_stack) > 1:
+            self.pop_screen()
+        self.push_screen(self.start.again(select=left, notice=notice))
+        self.refresh_bindings()
 
     # ---------------------------------------------------------------- workers (thin shims)
     @work(thread=True, exclusive=True, exit_on_error=False, group="run")
@@ -159,25 +201,35 @@ class AbtuiApp(App):
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         w = event.worker
+        if w not in self.workers_of_session:  # the start screen's, or of a session left
+            return
         if event.state == WorkerState.ERROR:
             if w.group == "run":
                 self.running = False
+            text = f"error: {w.error}" + (
+                f" — {w.error.hint}" if getattr(w.error, "hint", "") else ""
+            )
+            if self.launched is not None and w.group in ("run", "open") and self.live is None:
+                self.back_to_start(notice=text)  # it never started: say why under the list
+                return
             if w.group in ("run", "open"):  # the CLI raises it after the app closes
                 self.error = w.error  # (a verdict that fails is only shown: the run is stored)
-            self._note(
-                f"error: {w.error}" + (f" — {w.error.hint}" if getattr(w.error, "hint", "") else "")
-            )
-            if self.quitting or w.group in ("run", "open") and self.live is None:
+            self._note(text)
+            if self.quitting == "start":
+                self.back_to_start(notice=text)
+            elif self.quitting or w.group in ("run", "open") and self.live is None:
                 self.exit(self.result)
         elif event.state == WorkerState.SUCCESS:
             if w.group == "run":
                 self.running = False
                 self.result = w.result
+                if self.result is not None and self.launched is not None:
+                    self.ran.append((self.launched, self.result))
                 if self.quitting:
-                    self.exit(self.result)
+                    self._stopped()
                 elif self.result is not None:
                     self._note("computing the verdict…")
-                    self.load_verdict(Path(self.result.path))
+                    self._verdict_of(Path(self.result.path))
             elif w.group == "open":
                 status = w.result.status  # "running" with no writer left: the run was killed
                 killed = never_closed(self.session, status)
@@ -185,7 +237,7 @@ class AbtuiApp(App):
                     f"stored session, {status}{' (killed: never closed)' if killed else ''}"
                 )
                 self.push_screen(OpenScreen(w.result, self.status))
-                self.load_verdict(self.session)
+                self._verdict_of(self.session)
             elif w.group == "verdict":
                 self.verdict = w.result
                 self._note("the verdict is ready (v shows it)")
@@ -236,15 +288,47 @@ class AbtuiApp(App):
         elif self.verdict is not None and not isinstance(self.screen, ModalScreen):
             self.push_screen(VerdictScreen(self.verdict))
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        in_session = self.start is not None and self.launched is not None
+        if action == "leave":  # q and the panes' Esc: back to the start screen's list
+            return in_session
+        if action == "request_quit":  # q: quit, from the start screen or a plain run / open
+            return not in_session
+        return True
+
     def action_request_quit(self) -> None:
+        self._leave("exit")
+
+    def action_quit(self) -> None:  # ctrl+q: Textual's own quit, which would not ask
+        self._leave("exit")
+
+    def action_leave(self) -> None:
+        self._leave("start")
+
+    def _leave(self, to: str) -> None:
+        """Quit the app (``to="exit"``) or go back to the start screen (``"start"``); a running
+        session is stopped first, once the user says yes, keeping every sample."""
         if not self.running:
-            self.exit(self.result)
+            self.quitting = to
+            self._stopped()
+            return
+        if isinstance(self.screen, ConfirmQuit):
             return
 
         def answer(yes: bool | None) -> None:
             if yes:
-                self.quitting = True
+                self.quitting = to
+                if not self.running:  # it ended while the question was up
+                    self._stopped()
+                    return
                 self.stop.set()
                 self._note("stopping: cancelling in-flight requests, keeping what was measured")
 
-        self.push_screen(ConfirmQuit(), answer)
+        self.push_screen(ConfirmQuit("quit" if to == "exit" else "go back to the list"), answer)
+
+    def _stopped(self) -> None:
+        """The run is over (or there is none): do what the user asked to leave for."""
+        if self.quitting == "start" and self.start is not None:
+            self.back_to_start()
+        else:
+            self.exit(self.result)

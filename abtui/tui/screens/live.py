@@ -8,6 +8,7 @@ import math
 
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Static
@@ -106,7 +107,10 @@ class ArmPane(VerticalScroll):
 
 
 class LiveScreen(Screen):
-    BINDINGS = [("v", "app.show_verdict", "verdict")]
+    BINDINGS = [
+        ("v", "app.show_verdict", "verdict"),
+        Binding("escape", "app.leave", "list", show=False),  # a session from the start screen
+    ]
 
     def __init__(self, info: RunInfo, initial: RunProgress | None = None, status: str = "") -> None:
         super().__init__(id="live")

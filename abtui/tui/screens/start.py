@@ -4,7 +4,8 @@ open one, start the demo, or run an experiment from a spec file.
 Thin over the core: the rows come from :func:`abtui.store.listing.list_sessions` (read in a
 thread worker), a spec is checked by the spec loader, and a run or an open is handed to the
 app's own paths (:meth:`abtui.tui.app.AbtuiApp.launch`), which run the session in a thread
-worker whose load generators are their own processes, exactly as ``abtui run`` does.
+worker whose load generators are their own processes, exactly as ``abtui run`` does. Left, a
+session comes back to a fresh start screen (:meth:`StartScreen.again`): the list read again.
 """
 
 from __future__ import annotations
@@ -69,11 +70,20 @@ class StartScreen(Screen):
         Binding("escape", "cancel", "cancel", show=False),
     ]
 
-    def __init__(self, folder: str | Path = "sessions", demo: DemoOptions | None = None) -> None:
+    def __init__(
+        self, folder: str | Path = "sessions", demo: DemoOptions | None = None,
+        select: Path | None = None, notice: str = "",
+    ) -> None:  # fmt: skip
         super().__init__(id="start")
         self.folder = Path(folder)
         self.demo = demo or DemoOptions()
         self.rows: list[SessionRow] = []
+        self.select = select  # the row the cursor starts on (the session just left)
+        self.notice = notice  # why the last launch did not start, shown under the list
+
+    def again(self, select: Path | None = None, notice: str = "") -> StartScreen:
+        """A new start screen on the same folder (its list read again), ``select`` selected."""
+        return StartScreen(self.folder, self.demo, select, notice)
 
     def compose(self) -> ComposeResult:
         yield Static(
@@ -88,6 +98,8 @@ class StartScreen(Screen):
 
     def on_mount(self) -> None:
         self.query_one("#spec", Input).display = False
+        if self.notice:
+            self.query_one("#spec-error", Static).update(Text(self.notice, "bold red"))
         self.load_rows()
 
     # ------------------------------------------------------------------ the list
@@ -106,6 +118,8 @@ class StartScreen(Screen):
 
     def _fill(self) -> None:
         table = self.query_one("#sessions", DataTable)
+        if table.row_count and (cur := self._selected()) is not None:
+            self.select = cur.path  # a refill (resize) keeps the selected row
         table.clear(columns=True)
         width = self.size.width or 80
         wide = width >= WIDE
@@ -134,6 +148,9 @@ class StartScreen(Screen):
             )
         else:
             table.focus()
+            for i, r in enumerate(self.rows):
+                if self.select is not None and r.path.resolve() == self.select.resolve():
+                    table.move_cursor(row=i)
             self._show_detail(table.cursor_row)
 
     def on_resize(self) -> None:
