@@ -196,28 +196,38 @@ class Sketch:
         """Each statistic of each resample (rows of ``weights``), shape ``(R,)``."""
         out: dict[str, np.ndarray] = {}
         with np.errstate(invalid="ignore", divide="ignore"):
+            n_boot = weights @ self.count  # values in each resample
             if "mean" in stats:
-                out["mean"] = (weights @ self.total) / (weights @ self.count)
+                out["mean"] = (weights @ self.total) / n_boot
             qs = [s for s in stats if s in QUANTILES]
             if qs:
-                h = weights @ self.hist
-                full = self._quantiles(np.ones((1, len(self.count)), np.float32) @ self.hist, qs)
-                boot = self._quantiles(h, qs)
+                # The resampled cumulative histogram is one product with the per-unit cumulative
+                # histograms (the sum is linear), so no (R, bins) cumsum is needed. Counts are
+                # whole numbers: float32 holds every partial sum exactly below 2**24, which
+                # each row's total bounds; past that the product is done in float64.
+                exact32 = len(n_boot) == 0 or float(n_boot.max()) < 2**24
+                dtype = np.float32 if exact32 else np.float64
+                cum_units = np.cumsum(self.hist, axis=1, dtype=np.float64).astype(dtype)
+                cum = weights.astype(dtype, copy=False) @ cum_units
+                full = self._quantiles(cum_units.sum(axis=0, dtype=np.float64)[None, :], qs)
+                boot = self._quantiles(cum, qs)
                 for s in qs:
                     out[s] = boot[s] * (self.exact[s] / full[s][0])
         return out
 
-    def _quantiles(self, h: np.ndarray, qs: list[str]) -> dict[str, np.ndarray]:
-        cum = np.cumsum(h, axis=1, dtype=np.float64)
-        n = cum[:, -1]
+    def _quantiles(self, cum: np.ndarray, qs: list[str]) -> dict[str, np.ndarray]:
+        """Quantiles of each row of ``cum``, cumulative whole-number counts over the grid."""
+        n = cum[:, -1].astype(np.float64)
+        rows = np.arange(len(n))
         out = {}
         for s in qs:
             rank = QUANTILES[s] * (n - 1)  # numpy "linear": 0-based fractional rank
-            k = (cum <= rank[:, None]).sum(axis=1)
+            # bins whose cumulative count is ≤ rank (counts are whole: ≤ ⌊rank⌋, exact in cum's
+            # dtype, so the comparison stays in that dtype)
+            k = np.count_nonzero(cum <= np.floor(rank).astype(cum.dtype)[:, None], axis=1)
             k = np.minimum(k, self.grid.bins - 1)
-            rows = np.arange(len(n))
-            before = np.where(k > 0, cum[rows, np.maximum(k - 1, 0)], 0.0)
-            in_bin = h[rows, k].astype(np.float64)
+            before = np.where(k > 0, cum[rows, np.maximum(k - 1, 0)], 0.0).astype(np.float64)
+            in_bin = cum[rows, k].astype(np.float64) - before
             frac = np.clip((rank - before + 0.5) / np.where(in_bin > 0, in_bin, 1.0), 0.0, 1.0)
             logv = self.grid.lo + (k + frac) * self.grid.width
             out[s] = np.where(n > 0, np.exp(logv) - EPS_S, np.nan)
