@@ -18,6 +18,7 @@ import pytest
 
 from abtui.cli import main
 from abtui.sim.process import SimProcess
+from abtui.store.listing import read_row
 from abtui.store.reader import SessionReader, never_closed
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc")
@@ -104,11 +105,12 @@ def killed_run(tmp_path_factory):
             time.sleep(0.3)
         time.sleep(KILL_AFTER_S)
         live = never_closed(path, "running")  # the live run holds the file: not "killed"
+        live_row = read_row(path).status  # the start screen's list, by the same definition
         kids = _descendants(proc.pid)
         proc.kill()
         proc.wait(timeout=10)
         served = _served(a.url) + _served(b.url)  # what the endpoints finished by the kill
-        assert not live
+        assert not live and live_row == "running"
         assert not _wait_gone(kids), "a load generator outlived abtui"
     return path, served
 
@@ -128,6 +130,7 @@ def test_sigkill_loses_at_most_the_last_commit_interval(killed_run, capsys):
 def test_every_report_of_a_killed_session_works_and_says_killed(killed_run, capsys):
     path, _ = killed_run
     assert never_closed(path, "running")
+    assert read_row(path).status == "killed"  # the start screen's list agrees (reader.was_killed)
     for fmt in ("text", "md", "html", "json"):  # none of them can say GO
         rc = main(["report", str(path), "--format", fmt])
         out, err = capsys.readouterr()

@@ -17,14 +17,15 @@ from pathlib import Path
 import duckdb
 
 from abtui.errors import AbtuiError
-from abtui.store.reader import SessionReader
-from abtui.store.schema import COMPLETE, FAILED, INTERRUPTED
+from abtui.store.reader import WRITER_OTHER, SessionReader, file_writer, was_killed
+from abtui.store.schema import COMPLETE, FAILED, INTERRUPTED, RUNNING, STATUSES
 
 SUFFIX = ".duckdb"
-# what a row says for each stored status (a "running" file nobody writes was killed or crashed)
+# what a row says for each stored status; a "running" file nobody writes was killed or crashed
+# (abtui.store.reader.was_killed, the one definition shared with the report and the TUI)
 STATUS_WORDS = {COMPLETE: "finished", INTERRUPTED: "interrupted", FAILED: "failed"}
 RUNNING_NOW = "running"
-KILLED = "killed"  # status "running" but no writer holds the file
+KILLED = "killed"  # status "running" but no writer holds the file (reader.was_killed)
 UNREADABLE = "unreadable"
 
 
@@ -45,21 +46,6 @@ class SessionRow:
         return self.status != UNREADABLE
 
 
-def _writer(path: Path) -> str | None:
-    """Who holds the file open for writing: ``"other"`` (another process: DuckDB's file lock),
-    ``"this"`` (this process: a read-only connection is refused for its different
-    configuration), or None (nobody, or not a database: the reader says which)."""
-    try:
-        duckdb.connect(str(path), read_only=True).close()
-    except duckdb.IOException as e:
-        return "other" if "lock" in str(e).lower() else None
-    except duckdb.ConnectionException as e:
-        return "this" if "different configuration" in str(e) else None
-    except duckdb.Error:
-        return None
-    return None
-
-
 def read_row(path: str | os.PathLike) -> SessionRow:
     """One session file's row; never raises for a bad or busy file."""
     path = Path(path)
@@ -67,8 +53,8 @@ def read_row(path: str | os.PathLike) -> SessionRow:
         mtime = path.stat().st_mtime
     except OSError as e:
         return SessionRow(path, path.stem, 0.0, UNREADABLE, error=str(e))
-    writer = _writer(path)
-    if writer == "other":
+    writer = file_writer(path)
+    if writer == WRITER_OTHER:
         return SessionRow(path, path.stem, mtime, RUNNING_NOW)
     try:
         with SessionReader(path) as rd:
@@ -87,7 +73,9 @@ def read_row(path: str | os.PathLike) -> SessionRow:
         except (ValueError, TypeError, AttributeError):
             verdict = None
     status = meta.get("status")
-    word = STATUS_WORDS.get(status) or (RUNNING_NOW if writer == "this" else KILLED)
+    if status not in STATUSES:  # not a status abtui writes: never closed, as "running" is
+        status = RUNNING
+    word = STATUS_WORDS.get(status) or (KILLED if was_killed(status, writer) else RUNNING_NOW)
     created = meta.get("created")
     return SessionRow(
         path, str(meta.get("session_name") or path.stem), mtime, word,

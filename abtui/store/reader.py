@@ -34,7 +34,7 @@ import numpy as np
 
 from abtui.errors import StoreError
 from abtui.metrics.table import NA, NULLABLE_COLUMNS, ROW_COLUMNS, STR_COLUMNS, RequestTable
-from abtui.store.schema import COMPLETE, ITEM_COLUMNS, SCHEMA_VERSION
+from abtui.store.schema import COMPLETE, ITEM_COLUMNS, RUNNING, SCHEMA_VERSION
 from abtui.workload.items import Item
 
 COPY_ATTEMPTS = 3
@@ -55,17 +55,39 @@ def _loads(text: str | None) -> Any:
     return None if text is None else json.loads(text)
 
 
-def never_closed(path: str | os.PathLike, status: str | None) -> bool:
-    """Whether a session whose stored status is ``running`` was left by a run that died
-    (SIGKILL, crash, power loss): no process holds the file for writing. A live run holds it
-    (DuckDB's lock, or this process's own connection), so the check is only true after one."""
-    if status != "running":
-        return False
+WRITER_OTHER = "other"  # another process holds the file for writing (DuckDB's lock)
+WRITER_THIS = "this"  # this process writes it (a read-only connection is refused)
+WRITER_UNKNOWN = "unknown"  # the file could not be opened to tell (missing, corrupt, …)
+
+
+def file_writer(path: str | os.PathLike) -> str | None:
+    """Who holds the session file open for writing: :data:`WRITER_OTHER`,
+    :data:`WRITER_THIS`, None (nobody), or :data:`WRITER_UNKNOWN` when DuckDB could not open
+    it for another reason (:class:`SessionReader` then says why). Opens and closes one
+    read-only connection; never raises."""
     try:
         duckdb.connect(str(path), read_only=True).close()
-    except duckdb.Error:  # locked by a writer (another process, or this one), or unreadable
-        return False
-    return True
+    except duckdb.IOException as e:
+        return WRITER_OTHER if "lock" in str(e).lower() else WRITER_UNKNOWN
+    except duckdb.ConnectionException as e:
+        return WRITER_THIS if "different configuration" in str(e) else WRITER_UNKNOWN
+    except duckdb.Error:
+        return WRITER_UNKNOWN
+    return None
+
+
+def was_killed(status: str | None, writer: str | None) -> bool:
+    """The one definition of a killed session: its stored status is still ``running`` (the
+    writer never closed it: SIGKILL, crash, power loss) and no process holds the file for
+    writing (``writer`` from :func:`file_writer`). A live run holds it, so a running session
+    is never called killed; a file that cannot be opened is not either."""
+    return status == RUNNING and writer is None
+
+
+def never_closed(path: str | os.PathLike, status: str | None) -> bool:
+    """Whether the session at ``path`` (stored status ``status``) was killed: :func:`was_killed`
+    with the file's current writer (asked only of a running one: a closed file is not opened)."""
+    return status == RUNNING and was_killed(status, file_writer(path))
 
 
 class SessionReader:
