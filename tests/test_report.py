@@ -154,3 +154,63 @@ def test_noise_floor_must_be_an_aa_session_and_is_checked_before_running(session
     assert rc == 2 and "is not an A/A session" in err and str(session) in err
     assert main(["report", str(session), "--noise-floor", str(session) + ".missing"]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+# -------------------------------------------------------------- which quality mode ran
+
+QUALITY_PRESET = "h100:llama-3.1-8b:bf16"
+
+
+@pytest.fixture(scope="module")
+def quality_sessions(tmp_path_factory):
+    """One real session per quality mode: the same two simulated GPUs, the exact suite."""
+    from abtui.sim.preset_cli import PresetOptions
+
+    d = tmp_path_factory.mktemp("qmode")
+    sims = [SimProcess(SimConfig(seed=3, preset=PresetOptions(QUALITY_PRESET, time_scale=200)))
+            for _ in range(2)]  # fmt: skip
+    with sims[0] as a, sims[1] as b:
+        paths = {}
+        for mode in ("separate", "interleaved"):
+            rc = main(["run", "--baseline", a.url, "--candidate", b.url, "--requests", "40",
+                       "--rate", "20", "--input-tokens", "16", "--output-tokens", "8",
+                       "--quality", "exact", "--quality-mode", mode, "--name", mode,
+                       "--sessions-dir", str(d), "--headless"])  # fmt: skip
+            assert rc in (0, 3, 4)
+            paths[mode] = d / f"{mode}.duckdb"
+    return paths
+
+
+@pytest.mark.parametrize("mode", ["separate", "interleaved"])
+def test_every_report_says_which_quality_mode_ran(quality_sessions, mode, tmp_path, capsys):
+    path = quality_sessions[mode]
+    with SessionReader(path) as rd:
+        meta = rd.meta()
+    assert meta["quality_mode"] == mode
+    interleaved = mode == "interleaved"
+    capsys.readouterr()
+    main(["report", str(path)])
+    text = " ".join(capsys.readouterr().out.split())  # the console wraps long lines
+    assert f"quality mode: {mode}" in text
+    assert ("quality: interleaved with the load test" in text) is interleaved  # the summary
+    assert ("compare only with sessions run in the same mode" in text) is interleaved
+    assert ("sent after the load test" in text) is not interleaved
+    if interleaved:  # how many went during the load, from the stored meta
+        info = meta["quality_interleaved"]
+        assert f"{info['sent_during_load']} of {info['rows']} quality requests" in text
+    _, md = _report(path, "md", tmp_path, capsys)
+    assert f"quality mode: {mode}" in md
+    assert md.index("quality mode:") < md.index("| suite |")  # next to the quality table
+    _, html = _report(path, "html", tmp_path, capsys)
+    assert f'<p class="quality-mode">quality mode: {mode}' in html
+    assert html.index("quality-mode") < html.index("<th>suite</th>")
+    doc = json.loads(_report(path, "json", tmp_path, capsys)[1])
+    assert doc["quality_mode"]["mode"] == mode
+    assert doc["pairs"][0]["quality"]["mode"]["mode"] == mode
+    assert ("same mode" in doc["quality_mode"]["note"]) is interleaved
+
+
+def test_a_session_without_quality_states_no_mode(session, tmp_path, capsys):
+    main(["report", str(session)])
+    assert "quality mode" not in capsys.readouterr().out
+    assert "quality_mode" not in json.loads(_report(session, "json", tmp_path, capsys)[1])

@@ -175,6 +175,12 @@ def print_session_summary(path: str | Path, out: TextIO | None = None) -> list[A
         f"{wl.get('input_tokens', '?')} input / {wl.get('output_tokens', '?')} output tokens, "
         f"seed {wl.get('seed', '?')}"
     )
+    from abtui.report.quality import mode_info
+
+    qmode = mode_info(meta)
+    if qmode and qmode["mode"] == "interleaved":  # the quality requests loaded the server too
+        console.print("quality: interleaved with the load test (quality mode: interleaved): these "
+                      "latencies compare only with sessions run in the same mode")  # fmt: skip
     for a in arms:
         console.print(
             f"  {term(a['role']):<9} {term(a['name']):<12} {term(a['url'])}  model={term(a['model'])}"

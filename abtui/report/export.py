@@ -80,6 +80,15 @@ def report_data(sv: SessionVerdict) -> dict:
     doc["slo"] = slo
     doc["config_diff"] = [{"setting": k, "values": v} for k, v in config_diff(sv.arms, sv.spec)]
     doc["status"] = sv.meta.get("status")
+    from abtui.report.quality import mode_info, mode_line
+
+    mode = mode_info(sv.meta)  # which quality mode ran, next to every pair's quality results
+    if mode is not None:
+        mode = {**mode, "note": mode_line(mode)}
+        doc["quality_mode"] = mode
+        for p in doc.get("pairs", []) + doc.get("ladder", []):
+            if p.get("quality"):
+                p["quality"]["mode"] = mode
     from abtui.telemetry.diagnosis import diagnosis_doc
 
     doc["diagnosis"] = diagnosis_doc(sv.path)
@@ -118,8 +127,9 @@ def to_markdown(sv: SessionVerdict, doc: dict) -> str:
                 f"{e_(e.note)} |"
             )
         from abtui.report.quality import markdown as quality_md
+        from abtui.report.quality import mode_info
 
-        lines += quality_md(pair.quality, e_)
+        lines += quality_md(pair.quality, e_, mode_info(sv.meta))
         rt = pair.comparison.rank_tests
         if rt:
             lines += [

@@ -164,8 +164,9 @@ def to_html(sv: SessionVerdict, doc: dict) -> str:
             )
         h.append("</table>")
         from abtui.report.quality import html as quality_html
+        from abtui.report.quality import mode_info
 
-        h.append(quality_html(pair.quality))
+        h.append(quality_html(pair.quality, mode_info(sv.meta)))
         if pair.cost:
             h.append(
                 "<table><tr><th>cost</th>"

@@ -1,6 +1,9 @@
 """The quality section of a pair's verdict, for every format: one row per suite (its gate) and
 per length bucket, with accuracy per arm, Δacc and its CI, McNemar's p (Holm-adjusted), the flip
-rate, and the warnings (a bucket that dropped while its suite passed)."""
+rate, and the warnings (a bucket that dropped while its suite passed). Next to the table, the
+quality mode that ran (``quality.mode``, stored in the session's spec): ``separate`` (after the
+load test) or ``interleaved`` (during it, so the load's latencies include the server's work on
+the quality requests and compare only with sessions run in the same mode)."""
 
 from __future__ import annotations
 
@@ -55,13 +58,58 @@ def notes(qual: dict) -> list[str]:
     return out
 
 
-def console_lines(qual: dict | None) -> list[str]:
-    """Plain lines for the headless summary (a fixed-width table)."""
+def mode_info(meta: dict) -> dict | None:
+    """The quality mode a session ran, from its stored meta (``quality_mode``, written when the
+    quality items were done; else the spec's ``quality.mode``): ``{"mode": "separate"}`` or
+    ``{"mode": "interleaved", "requests": …, "sent_during_load": …}`` (quality requests of every
+    arm, and how many went while the load ran; None where unknown). None when the session ran
+    no quality suite."""
+    if not isinstance(meta, dict):
+        return None
+    mode = meta.get("quality_mode")
+    if mode is None:
+        spec = meta.get("spec")
+        q = spec.get("quality") if isinstance(spec, dict) else None
+        if not isinstance(q, dict) or not (q.get("suites") or q.get("file")):
+            return None
+        mode = q.get("mode") or "separate"
+    info: dict = {"mode": str(mode)}
+    if info["mode"] == "interleaved":
+        il = meta.get("quality_interleaved")
+        il = il if isinstance(il, dict) else {}
+        info["requests"] = il.get("rows")
+        info["sent_during_load"] = il.get("sent_during_load")
+    return info
+
+
+def mode_line(info: dict | None) -> str | None:
+    """One sentence saying which mode ran and what it means for the latencies."""
+    if not info:
+        return None
+    mode = info.get("mode")
+    if mode == "separate":
+        return ("quality mode: separate (the quality items were sent after the load test, on "
+                "an otherwise idle endpoint; the latency figures are the load test's alone)")  # fmt: skip
+    if mode == "interleaved":
+        n, during = info.get("requests"), info.get("sent_during_load")
+        sent = (f"{during} of {n} quality requests were sent during the load test"
+                if isinstance(n, int) and isinstance(during, int)
+                else "the quality items were sent during the load test")  # fmt: skip
+        return (f"quality mode: interleaved ({sent}, at the same instants for every arm; the "
+                "server served them alongside the measured requests, so the latencies compare "
+                "only with sessions run in the same mode)")  # fmt: skip
+    return f"quality mode: {mode} (not a mode this abtui knows)"
+
+
+def console_lines(qual: dict | None, mode: dict | None = None) -> list[str]:
+    """Plain lines for the headless summary (a fixed-width table); ``mode``: :func:`mode_info`."""
     if not qual:
         return []
     table = [list(COLUMNS)] + rows(qual)
     widths = [max(len(r[i]) for r in table) for i in range(len(COLUMNS))]
     lines = ["  quality (paired items, greedy):"]
+    if line := mode_line(mode):
+        lines.append(f"    {line}")
     lines += [
         "    " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
         for r in table
@@ -70,23 +118,25 @@ def console_lines(qual: dict | None) -> list[str]:
     return lines
 
 
-def markdown(qual: dict | None, esc) -> list[str]:
+def markdown(qual: dict | None, esc, mode: dict | None = None) -> list[str]:
     if not qual:
         return []
-    lines = ["", "| " + " | ".join(COLUMNS) + " |", "|---|---|" + "--:|" * 7 + "---|"]
+    lines = [""]
+    if line := mode_line(mode):
+        lines += [esc(line), ""]
+    lines += ["| " + " | ".join(COLUMNS) + " |", "|---|---|" + "--:|" * 7 + "---|"]
     lines += ["| " + " | ".join(esc(c) for c in r) + " |" for r in rows(qual)]
     lines += [f"- {esc(n)}" for n in notes(qual)]
     return lines
 
 
-def html(qual: dict | None) -> str:
+def html(qual: dict | None, mode: dict | None = None) -> str:
     if not qual:
         return ""
-    h = [
-        "<h3>Quality</h3><table><tr>"
-        + "".join(f"<th>{html_escape(c)}</th>" for c in COLUMNS)
-        + "</tr>"
-    ]
+    h = ["<h3>Quality</h3>"]
+    if line := mode_line(mode):
+        h.append(f'<p class="quality-mode">{html_escape(line)}</p>')
+    h += ["<table><tr>" + "".join(f"<th>{html_escape(c)}</th>" for c in COLUMNS) + "</tr>"]
     h += ["<tr>" + "".join(f"<td>{html_escape(c)}</td>" for c in r) + "</tr>" for r in rows(qual)]
     h.append("</table>")
     h += [f'<p class="muted">{html_escape(n)}</p>' for n in notes(qual)]

@@ -172,9 +172,9 @@ def print_verdict(sv: SessionVerdict, out: TextIO) -> None:
             console.print(f"  - {escape(r)}")
         console.print("  " + escape(error_rates_line(pair)))
         console.print(effect_table(pair, pol))
-        from abtui.report.quality import console_lines
+        from abtui.report.quality import console_lines, mode_info
 
-        for line in console_lines(pair.quality):
+        for line in console_lines(pair.quality, mode_info(sv.meta)):
             console.print(escape(line))
         for e in rows_of(pair, pol):
             if e.note and e.key in (pol["primary"], *pol["guardrails"]):
