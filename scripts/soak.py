@@ -24,14 +24,24 @@ kept across checkpoints, which is what a leak raises. The raw figures are printe
 
     python scripts/soak.py                       # 30 minutes at 20 req/s per arm
     python scripts/soak.py --minutes 3 --every 10
+
+``--stall AT:SECONDS`` stops the main process (SIGSTOP) AT seconds into the run for SECONDS,
+then resumes it (SIGCONT), as a slow disk or a long checkpoint would: the generators keep
+sending and queue their finished records meanwhile. Each generator's RSS is then printed on its
+own, and the end checks that every scheduled request of every arm reached the session file
+(requests stored per arm vs items), with the generators' health (schedule lag, backlog).
+
+    python scripts/soak.py --minutes 2 --every 1 --stall 30:45
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -125,6 +135,51 @@ def verdict_table(rows: list[tuple], seconds: float) -> bool:
 LINE = re.compile(r"t=\s*([\d.]+) s\s+main\s+([\d.]+) MB\s+children\s+([\d.]+) MB")
 
 
+def label(pid: int) -> str:
+    """``gen`` for a load generator, ``tracker`` for multiprocessing's resource tracker."""
+    try:
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return "?"
+    return "tracker" if b"resource_tracker" in cmd else "gen"
+
+
+def parse_stall(text: str) -> tuple[float, float]:
+    try:
+        at, dur = (float(x) for x in text.split(":"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--stall {text!r}: expected AT:SECONDS") from None
+    if at < 0 or dur <= 0:
+        raise argparse.ArgumentTypeError(f"--stall {text!r}: AT >= 0 and SECONDS > 0")
+    return at, dur
+
+
+def stall_report(path: Path) -> bool:
+    """Per arm: measured requests stored vs items scheduled; the stored generator health.
+    True when every scheduled request of every arm is in the file."""
+    con = duckdb.connect(str(path), read_only=True)
+    (n_items,) = con.execute(
+        "SELECT count(*) FROM items WHERE coalesce(tags, '') NOT LIKE '%\"warmup\"%'"
+    ).fetchone()
+    per_arm = con.execute(
+        "SELECT arm, count(*), count(DISTINCT item) FROM requests WHERE NOT warmup "
+        "GROUP BY arm ORDER BY arm"
+    ).fetchall()
+    health = con.execute("SELECT value FROM meta WHERE key = 'generator_health'").fetchone()
+    con.close()
+    complete = True
+    for arm, n, distinct in per_arm:
+        ok = n == distinct == n_items
+        complete &= ok
+        print(f"arm {arm}: {n} requests stored ({distinct} distinct items) of {n_items} "
+              f"scheduled: {'all there' if ok else 'MISSING'}")  # fmt: skip
+    if health:
+        for name, a in (json.loads(health[0]).get("arms") or {}).items():
+            print(f"generator {name}: " + ", ".join(
+                f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in a.items()))  # fmt: skip
+    return complete and len(per_arm) == 2
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--minutes", type=float, default=30.0)
@@ -141,6 +196,8 @@ def main() -> int:
     ap.add_argument("--analyse", type=Path, metavar="LOG",
                     help="run nothing: print the table and verdict of the samples in LOG (this "
                     "script's output; --minutes as in that run)")  # fmt: skip
+    ap.add_argument("--stall", type=parse_stall, metavar="AT:SECONDS",
+                    help="SIGSTOP the main process AT s into the run for SECONDS, then SIGCONT")  # fmt: skip
     args = ap.parse_args()
     if args.tui and not args.probe:
         ap.error("--tui needs --probe FILE")
@@ -181,15 +238,33 @@ def main() -> int:
         log = tmp / "abtui-run.log"
         with log.open("w") as err_f:
             proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err_f)
+        stalled = None  # monotonic time of the SIGSTOP, while stopped
+        stall_done = False
         while proc.poll() is None:
             time.sleep(min(args.every, 1.0) if not rows else args.every)
+            t = time.monotonic() - t0
+            if args.stall and not stall_done:
+                at, dur = args.stall
+                if stalled is None and t >= at:
+                    os.kill(proc.pid, signal.SIGSTOP)
+                    stalled = t
+                    print(f"  t={t:7.0f} s  SIGSTOP main process", flush=True)
+                elif stalled is not None and t >= stalled + dur:
+                    os.kill(proc.pid, signal.SIGCONT)
+                    stall_done = True
+                    print(f"  t={t:7.0f} s  SIGCONT main process (stopped {t - stalled:.1f} s)",
+                          flush=True)  # fmt: skip
             main_mb = rss_mb(proc.pid)
-            gens = [m for m in (rss_mb(c) for c in children(proc.pid)) if m is not None]
+            kids = [(c, rss_mb(c)) for c in children(proc.pid)]
+            gens = [m for _, m in kids if m is not None]
             if main_mb is not None and gens:
-                rows.append((time.monotonic() - t0, main_mb, sum(gens), len(gens)))
+                rows.append((t, main_mb, sum(gens), len(gens)))
                 r = rows[-1]
-                print(f"  t={r[0]:7.0f} s  main {r[1]:7.1f} MB  children {r[2]:7.1f} MB ({r[3]})",
-                      flush=True)  # fmt: skip
+                each = ""
+                if args.stall:
+                    each = "  " + " ".join(f"{label(c)} {m:.1f}" for c, m in kids if m is not None)
+                print(f"  t={r[0]:7.0f} s  main {r[1]:7.1f} MB  children {r[2]:7.1f} MB ({r[3]})"
+                      f"{each}", flush=True)  # fmt: skip
         err = log.read_text(errors="replace")
     if proc.returncode not in (0, 3, 4):
         print(f"abtui run failed ({proc.returncode}):\n{err[-3000:]}", file=sys.stderr)
@@ -222,6 +297,10 @@ def main() -> int:
           f"({size / max(n_chunks, 1):.1f} per chunk)")  # fmt: skip
     print(f"file kept at {path}")
     print()
+    if args.stall:
+        if not stall_report(path):
+            print("verdict: REQUESTS MISSING after the stall")
+            return 3
     print(f"verdict: {'FLAT' if flat_all else 'NOT FLAT'} (flat: the RSS floor grows ≤ "
           f"{MAX_GROWTH_MB:g} MB and its slope is ≤ {MAX_SLOPE_MB_MIN:g} MB/min, every process)")  # fmt: skip
     return 0 if flat_all else 3

@@ -3,11 +3,19 @@ fell behind is marked degraded, and the summary and the verdict say so."""
 
 from __future__ import annotations
 
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
 import numpy as np
 import pytest
 
 from abtui.cli import main
 from abtui.metrics.summary import LAG_MAX_LIMIT_S, LAG_P99_LIMIT_S
+from abtui.runner.health import Delivery
 from abtui.sim.engine import SimConfig
 from abtui.sim.process import SimProcess
 from abtui.store.reader import SessionReader
@@ -48,7 +56,8 @@ def test_a_healthy_run_stores_its_health(sims, tmp_path, capsys):
         a = h["arms"][name]
         assert a["requests"] == 30 and 0 <= a["lag_p50_s"] <= a["lag_p99_s"] <= a["lag_max_s"]
         assert 0 < a["cpu_share"] < 1 and a["in_flight_max"] >= 1
-    assert "generator baseline: lag P50" in out
+        assert a["main_behind_max_s"] >= 0 and a["records_waiting_max"] >= 1
+    assert "generator baseline: lag P50" in out and "its records read at most" in out
     assert ("DEGRADED" in out) is meta["degraded"]
 
 
@@ -90,3 +99,63 @@ def test_several_generator_processes_per_arm_share_one_schedule(sims, tmp_path):
 def test_more_generators_than_requests_in_flight_is_refused(sims, tmp_path, capsys):
     assert _run(sims, tmp_path, "bad", "--concurrency", "2", "--generators", "3") == 2
     assert "cannot share a concurrency of 2" in capsys.readouterr().err
+
+
+def test_a_stalled_main_process_loses_nothing_and_the_backlog_is_stored(sims, tmp_path, capsys):
+    """SIGSTOP the main process of a real run mid-schedule: the generators keep sending and hold
+    their finished records until it reads again; every request lands in the file, and the
+    health says how late the records were read and how many waited."""
+    rate, n, stall_s = 40, 320, 3.0  # an 8 s schedule; the stall covers ~120 records per arm
+    err = tmp_path / "run.err"
+    cmd = [sys.executable, "-m", "abtui", "run", "--baseline", sims[0].url, "--candidate",
+           sims[1].url, "--requests", str(n), "--rate", str(rate), "--input-tokens", "16",
+           "--output-tokens", "8", "--warmup", "0", "--name", "stall", "--sessions-dir",
+           str(tmp_path), "--headless"]  # fmt: skip
+    with err.open("w") as f:
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=f)
+    try:
+        deadline = time.monotonic() + 60
+        while "measuring]" not in err.read_text() and time.monotonic() < deadline:
+            assert proc.poll() is None, err.read_text()
+            time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGSTOP)
+        time.sleep(stall_s)
+        os.kill(proc.pid, signal.SIGCONT)
+        assert proc.wait(timeout=120) in (0, 3, 4), err.read_text()
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGCONT)
+            proc.kill()
+            proc.wait()
+    with SessionReader(tmp_path / "stall.duckdb") as rd:
+        meta = rd.meta()
+        t = rd.request_table()
+    for arm in (0, 1):  # nothing lost: every scheduled request of each arm, once
+        assert sorted(t.select(t.arm == arm).item) == list(range(n))
+    assert set(t.status) == {"ok"}
+    for name in ("baseline", "candidate"):
+        a = meta["generator_health"]["arms"][name]
+        assert a["main_behind_max_s"] >= stall_s * 0.9
+        assert a["records_waiting_max"] >= rate * stall_s * 0.5  # Poisson: ~120 ± 11
+    notes = meta["generator_health"]["notes"]
+    assert any("read the generator's records up to" in x for x in notes)
+    assert main(["report", str(tmp_path / "stall.duckdb")]) in (0, 3, 4)
+    out = capsys.readouterr().out
+    assert re.search(r"its records read at most ([3-9]|\d\d)\.\d s after shipping", out)
+    assert "note: baseline: the main process read the generator's records up to" in out
+
+
+def test_delivery_counts_the_records_waiting_at_each_ship_time():
+    """Hand-made timeline (ns): records shipped in batches while the reader stalls 1-5 s."""
+    d = Delivery()
+    s = 1_000_000_000
+    d.on_batch(0, 2, {"shipped": 2, "shipped_ns": 0}, 0)  # read at once
+    # shipped at 1 s, 2 s, 3 s; nothing read until 5 s, then all three
+    for k, n in enumerate((3, 4, 5)):
+        d.on_batch(0, n, {"shipped": 2 + sum((3, 4, 5)[: k + 1]), "shipped_ns": (k + 1) * s}, 5 * s)
+    d.on_batch(0, 1, {"shipped": 15, "shipped_ns": 6 * s}, 6 * s)  # caught up
+    st = d.into({})[0]
+    assert st["records_waiting_max"] == 12  # at 3 s: 3 + 4 + 5 shipped since the last read
+    assert st["main_behind_max_s"] == 4.0  # the batch shipped at 1 s, read at 5 s
+    d.on_batch(1, 1, {}, 0)  # a batch without stamps is ignored
+    assert 1 not in d.into({})

@@ -141,14 +141,16 @@ def _print_generator_health(console: Console, meta: dict) -> None:
     if lines:
         console.print()
         for line in lines:
-            console.print(line)
+            console.print(term(line))
+    for note in health.get("notes") or []:
+        console.print(f"[yellow]note:[/] {term(note)}")
     if meta.get("degraded"):
         console.print(
             "[bold red]DEGRADED SESSION:[/] [bold]the load generator did not keep its schedule; "
             "the arms did not get the load asked for, and no GO can be drawn from it.[/]"
         )
         for r in health.get("reasons", []):
-            console.print(f"[bold red]  ✗ {r}[/]")
+            console.print(f"[bold red]  ✗ {term(r)}[/]")
 
 
 def print_session_summary(path: str | Path, out: TextIO | None = None) -> list[ArmSummary]:

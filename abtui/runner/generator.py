@@ -109,6 +109,7 @@ class _Generator:
         self.in_flight_max = 0  # most requests in flight at once (measured ones)
         self.active = 0
         self.t_measure = None  # (perf_counter_ns, process_time) at the first segment's t0
+        self.shipped = 0  # records handed to the result queue so far (health.Delivery)
 
     # -- plumbing -------------------------------------------------------------
     def _stats(self) -> dict:
@@ -125,8 +126,16 @@ class _Generator:
         return stats
 
     def _ship(self) -> None:
+        """Hand the finished records to the result queue. ``put`` never blocks: a feeder thread
+        writes to the pipe, and while the main process does not read (stalled) the records wait
+        in this process's memory (docs/reliability.md). Each batch says how many records were
+        shipped so far and when, from which the main process measures how far behind it reads
+        (:class:`abtui.runner.health.Delivery`)."""
         if self.outbox:
-            self.results.put(("batch", self.plan.wid, self.outbox, self._stats()))
+            self.shipped += len(self.outbox)
+            stats = self._stats()
+            stats["shipped"], stats["shipped_ns"] = self.shipped, _now()
+            self.results.put(("batch", self.plan.wid, self.outbox, stats))
             self.outbox = []
 
     async def _pump(self) -> None:

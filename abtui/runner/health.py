@@ -5,13 +5,59 @@ generators' own counters: schedule lag P50 / P99 / max, the generator's CPU shar
 measuring wall time, and the most requests it had in flight. A session whose lag exceeds the
 limits the verdict uses (:data:`~abtui.metrics.summary.LAG_P99_LIMIT_S`, ``LAG_MAX_LIMIT_S``)
 is marked ``degraded`` in ``meta`` (and an event), and the summary says so loudly.
+
+Also how far the main process fell behind reading the generators' records (:class:`Delivery`):
+a main process that stalls (slow disk, SIGSTOP, a long checkpoint) does not slow the
+generators — they keep their schedule and their finished records wait in their memory until it
+reads again (docs/reliability.md) — but the session says it happened and how big the backlog
+grew.
 """
 
 from __future__ import annotations
 
+import collections
+
 from abtui.metrics.summary import LAG_MAX_LIMIT_S, LAG_P99_LIMIT_S
 
 CPU_SHARE_WARN = 0.9  # a generator busier than this cannot keep up for long
+BEHIND_NOTE_S = 1.0  # the main process read records later than this: a note in the summary
+
+
+class Delivery:
+    """Per generator process, from the ``batch`` messages the main process reads: the most
+    seconds a batch waited between being shipped and being read (``behind_max_s``), and the
+    most records that were waiting at once (``waiting_max``: shipped but not yet read, counted
+    at each batch's ship time from the main process's own history of reads).
+
+    Batches of one process arrive in the order they were shipped, so the history kept is only
+    the reads since the oldest batch still possibly in transit: bounded by the backlog itself.
+    Clocks: ``perf_counter_ns`` (CLOCK_MONOTONIC, one clock for every process on Linux)."""
+
+    def __init__(self) -> None:
+        self._w: dict[int, dict] = {}
+
+    def on_batch(self, wid: int, n: int, stats: dict, now_ns: int) -> None:
+        shipped, ship_ns = stats.get("shipped"), stats.get("shipped_ns")
+        if not isinstance(shipped, int) or not isinstance(ship_ns, int):
+            return  # a generator that does not stamp its batches
+        w = self._w.setdefault(wid, {"reads": collections.deque(), "base": 0, "received": 0,
+                                     "behind_max_s": 0.0, "waiting_max": 0})  # fmt: skip
+        reads = w["reads"]  # (read at ns, records read by then), oldest first
+        while reads and reads[0][0] <= ship_ns:  # reads done by the ship time: in the base
+            w["base"] = reads.popleft()[1]
+        w["waiting_max"] = max(w["waiting_max"], shipped - w["base"])
+        w["behind_max_s"] = max(w["behind_max_s"], max(0, now_ns - ship_ns) / 1e9)
+        w["received"] += n
+        reads.append((now_ns, w["received"]))
+
+    def into(self, stats: dict[int, dict]) -> dict[int, dict]:
+        """``stats`` (per process, as the generators report them) with the delivery figures."""
+        for wid, w in self._w.items():
+            st = stats.setdefault(wid, {})
+            if isinstance(st, dict):
+                st["main_behind_max_s"] = w["behind_max_s"]
+                st["records_waiting_max"] = w["waiting_max"]
+        return stats
 
 
 def generator_health(con, names: list[str], stats: dict[int, dict]) -> dict:
@@ -37,6 +83,8 @@ def generator_health(con, names: list[str], stats: dict[int, dict]) -> dict:
             "cpu_share": share,
             "in_flight_max": st.get("in_flight_max"),
             "processes": st.get("processes", 1),
+            "main_behind_max_s": st.get("main_behind_max_s"),
+            "records_waiting_max": st.get("records_waiting_max"),
         }
         if p99 > LAG_P99_LIMIT_S or mx > LAG_MAX_LIMIT_S:
             reasons.append(
@@ -45,11 +93,19 @@ def generator_health(con, names: list[str], stats: dict[int, dict]) -> dict:
             )
         if share is not None and share > CPU_SHARE_WARN:
             notes.append(f"{name}: its load generator used {100 * share:.0f}% of a core")
+        behind = st.get("main_behind_max_s")
+        if behind is not None and behind > BEHIND_NOTE_S:
+            notes.append(
+                f"{name}: the main process read the generator's records up to {behind:.1f} s "
+                f"late ({st.get('records_waiting_max')} records waiting at most, held in the "
+                "generator's memory; the schedule is not affected)"
+            )
     return {"arms": arms, "degraded": bool(reasons), "reasons": reasons, "notes": notes}
 
 
 def per_arm(stats: dict[int, dict], worker_arm: list[int]) -> dict[int, dict]:
-    """Workers' stats → per arm: the busiest process's CPU share, in-flight summed."""
+    """Workers' stats → per arm: the busiest process's CPU share, in-flight summed, the main
+    process's latest read (max) and records waiting (each process's most, summed)."""
     out: dict[int, dict] = {}
     for w, st in stats.items():
         if not isinstance(st, dict):
@@ -57,6 +113,9 @@ def per_arm(stats: dict[int, dict], worker_arm: list[int]) -> dict[int, dict]:
         a = out.setdefault(worker_arm[w], {"in_flight_max": 0, "processes": 0})
         a["processes"] += 1
         a["in_flight_max"] += st.get("in_flight_max") or 0
+        if st.get("main_behind_max_s") is not None:  # the latest read of any of its processes
+            a["main_behind_max_s"] = max(a.get("main_behind_max_s", 0.0), st["main_behind_max_s"])
+            a["records_waiting_max"] = a.get("records_waiting_max", 0) + st["records_waiting_max"]
         wall = st.get("measure_wall_s") or 0.0
         if wall > 0:
             share = st.get("measure_cpu_s", 0.0) / wall
@@ -78,4 +137,12 @@ def format_health(h: dict) -> list[str]:
             f"{a['lag_p99_s'] * 1e3:.2f} ms, max {a['lag_max_s'] * 1e3:.2f} ms; {cpu}; "
             f"at most {a.get('in_flight_max')} in flight"
         )
+        behind = a.get("main_behind_max_s")
+        if isinstance(behind, int | float):
+            out.append(f"    its records read at most {_dur(behind)} after shipping, at most "
+                       f"{a.get('records_waiting_max')} waiting")  # fmt: skip
     return out
+
+
+def _dur(s: float) -> str:
+    return f"{s * 1e3:.0f} ms" if s < 1 else f"{s:.1f} s"

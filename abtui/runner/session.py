@@ -28,6 +28,7 @@ from abtui.quality import interleave
 from abtui.quality.run import run_for_session as run_quality
 from abtui.runner.endpoints import resolve_targets
 from abtui.runner.generator import ArmPlan, generator_main
+from abtui.runner.health import Delivery
 from abtui.runner.observer import ArmProgress, NullObserver, Observer, RunInfo, Snapshot
 from abtui.runner.segments import Conductor, build_levels, plan_segments, shard
 from abtui.spec import Spec
@@ -51,11 +52,14 @@ class SessionResult:
     snapshot: Snapshot
 
 
-def _mark_health(writer: SessionWriter, names: list[str], stats: dict, worker_arm, obs) -> None:
+def _mark_health(writer: SessionWriter, names: list[str], stats: dict, worker_arm, obs,
+                 delivery=None) -> None:  # fmt: skip
     """Store the generators' health; mark the session degraded (loudly) when they lagged."""
     from abtui.runner.health import generator_health, per_arm
 
     writer.flush()
+    if delivery is not None:  # how far behind this process read their records
+        stats = delivery.into(stats)
     h = generator_health(writer.con, names, per_arm(stats, worker_arm))
     writer.write_meta(generator_health=h, degraded=h["degraded"])
     for r in h["reasons"]:
@@ -320,6 +324,7 @@ def run_session(
         fatal: dict[int, str] = {}
         gen_stats: dict[int, dict] = {}
         conductor = Conductor(segments, [a.name for a in spec.arms], writer, START_DELAY_S)
+        delivery = Delivery()
         t_ready_deadline = time.monotonic() + READY_TIMEOUT_S
         last_progress = 0.0
         while len(done) < n:
@@ -331,6 +336,7 @@ def run_session(
                 kind, wid = msg[0], msg[1]
                 arm = worker_arm[wid]
                 if kind == "batch":
+                    delivery.on_batch(wid, len(msg[2]), msg[3], _now())
                     writer.add_records(msg[2], store_text=spec.store.text)
                     live.add(arm, msg[2], msg[3])
                 elif kind == "ready":
@@ -383,7 +389,7 @@ def run_session(
                 last_progress = t
                 obs.progress(snap())
         conductor.close(_now())
-        _mark_health(writer, [a.name for a in spec.arms], gen_stats, worker_arm, obs)
+        _mark_health(writer, [a.name for a in spec.arms], gen_stats, worker_arm, obs, delivery)
         for p in procs:
             p.join(timeout=5)
         if qi is not None:  # the rest of the interleaved items; rows answered are kept on a stop
