@@ -61,3 +61,34 @@ def test_metrics_table_keeps_every_column_at_160(verdict_data):
         assert row.strip().startswith(label(e.key)), (e.key, row)
         assert e.outcome in row
     assert any("primary" in r for r in rows) and any("guardrail" in r for r in rows)
+
+
+def test_export_keys_say_where_the_report_went_on_screen_at_80x24(verdict_data):
+    """m and h write the reports next to the session file, and the line saying so is on the
+    screen at once (it was the scroll's last line, below the fold at 80×24)."""
+
+    async def drive():
+        app = AbtuiApp()
+        shown = []
+        async with app.run_test(size=(80, 24)) as pilot:
+            await app.push_screen(VerdictScreen(verdict_data))
+            await pilot.pause()
+            for key in ("m", "h"):
+                await pilot.press(key)
+                await pilot.pause()
+                await pilot.pause()
+                shown.append([s.text.rstrip() for s in app.screen._compositor.render_strips()])
+            await pilot.press("q")
+        return shown
+
+    md_lines, html_lines = asyncio.run(drive())
+    path = verdict_data.sv.path
+    for fmt, lines in (("md", md_lines), ("html", html_lines)):
+        out = path.with_suffix(f".{fmt}")
+        assert out.exists() and out.stat().st_size > 1000, out
+        assert len(lines) == 24 and lines[0].strip().startswith("Verdict"), lines[0]
+        above_footer = lines[-4:-1]  # the line (two, should a long path wrap) over the footer
+        assert any(ln.strip().startswith(f"wrote {fmt} report to /") for ln in above_footer)
+        assert out.name in "".join(above_footer), above_footer
+    assert "<html" in path.with_suffix(".html").read_text().lower()
+    assert "fp8" in path.with_suffix(".md").read_text()

@@ -211,7 +211,7 @@ class VerdictScreen(Screen):
             yield Static(_slo_cost(d), id="slo")
             yield Static(Text("\n".join(d.diagnosis)), id="diagnosis")
             yield Static(_config(d), id="config")
-            yield Static("", id="exported")
+        yield Static("", id="exported")  # under the scroll: seen at once, whatever is scrolled
         yield Footer()
 
     def action_export(self, fmt: str) -> None:
@@ -230,7 +230,9 @@ class VerdictScreen(Screen):
             msg = Text(f"wrote {fmt} report to {out}", "green")
         except OSError as e:
             msg = Text(f"cannot write {out}: {e}", "bold red")
-        self.query_one("#exported", Static).update(msg)
+        shown = self.query_one("#exported", Static)
+        shown.update(msg)
+        shown.display = True
 
     def action_back(self) -> None:
         if len(self.app.screen_stack) > 2:  # the live panes are underneath
