@@ -51,7 +51,7 @@ KEYS = (  # every key, for the help screen
     ),
     ("m", "verdict: write the Markdown report next to the session file"),
     ("h", "verdict: write the HTML report next to the session file"),
-    ("Tab / arrows", "move focus and scroll"),
+    ("Tab / arrows", "move focus and scroll (more arms than fit: Tab brings each column in)"),
     (
         "space",
         "open: play / pause the replay (from the end: from the start; played to the end,"

@@ -9,7 +9,7 @@ import math
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, VerticalScroll
+from textual.containers import HorizontalScroll, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
@@ -85,6 +85,14 @@ def error_line(state: ArmState) -> Text:
 
 
 FIXED_LINES = 15  # a pane's lines besides the histogram bars (titles, marks, axes, gauges…)
+MIN_PANE = 26  # columns of an arm's pane at least: three fit at 80; more scroll sideways
+
+
+def column_width(n_arms: int, width: int) -> int | None:
+    """Each pane's width when ``n_arms`` panes of MIN_PANE columns do not fit in ``width``: as
+    many as fit share it, the rest are scrolled to (Tab); None when all fit (they share it)."""
+    fit = max(1, width // MIN_PANE)
+    return None if n_arms <= fit else width // fit
 
 
 class ArmPane(VerticalScroll):
@@ -120,13 +128,20 @@ class LiveScreen(Screen):
         self._initial = (initial, status)  # a stored session's figures (abtui open)
 
     def on_mount(self) -> None:
+        self._fit_columns()
         msg, status = self._initial
         if msg is not None:
             self.show_progress(msg, status)
 
+    def _fit_columns(self) -> None:
+        panes = list(self.query(ArmPane))
+        w = column_width(len(panes), self.size.width or 80)
+        for pane in panes:
+            pane.styles.width = "1fr" if w is None else w
+
     def compose(self) -> ComposeResult:
         yield Static(f"abtui · session {self.info.session_name} · starting…", id="header")
-        with Horizontal(id="arms"):
+        with HorizontalScroll(id="arms"):
             for i, (n, u, m) in enumerate(
                 zip(self.info.arm_names, self.info.arm_urls, self.info.arm_models, strict=True)
             ):
@@ -136,6 +151,7 @@ class LiveScreen(Screen):
         yield Footer()
 
     def on_resize(self) -> None:
+        self._fit_columns()
         if self.last is not None:
             self.call_after_refresh(self.show_progress, self.last, self._status)
 
