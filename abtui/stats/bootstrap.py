@@ -202,32 +202,44 @@ class Sketch:
             qs = [s for s in stats if s in QUANTILES]
             if qs:
                 # The resampled cumulative histogram is one product with the per-unit cumulative
-                # histograms (the sum is linear), so no (R, bins) cumsum is needed. Counts are
-                # whole numbers: float32 holds every partial sum exactly below 2**24, which
-                # each row's total bounds; past that the product is done in float64.
+                # histograms (the sum is linear), so no (R, bins) cumsum is needed; and only the
+                # bins some unit occupies are kept (the cumulative count rises nowhere else), so
+                # a small sample costs little. Counts are whole numbers: float32 holds every
+                # partial sum exactly below 2**24, which each row's total bounds; past that the
+                # product is done in float64.
                 exact32 = len(n_boot) == 0 or float(n_boot.max()) < 2**24
                 dtype = np.float32 if exact32 else np.float64
-                cum_units = np.cumsum(self.hist, axis=1, dtype=np.float64).astype(dtype)
+                occupied = np.flatnonzero(self.hist.any(axis=0))
+                if not len(occupied):
+                    occupied = np.zeros(1, dtype=np.int64)
+                cum_units = np.cumsum(self.hist[:, occupied], axis=1, dtype=np.float64)
+                cum_units = cum_units.astype(dtype)
                 cum = weights.astype(dtype, copy=False) @ cum_units
-                full = self._quantiles(cum_units.sum(axis=0, dtype=np.float64)[None, :], qs)
-                boot = self._quantiles(cum, qs)
+                full = self._quantiles(
+                    cum_units.sum(axis=0, dtype=np.float64)[None, :], occupied, qs
+                )
+                boot = self._quantiles(cum, occupied, qs)
                 for s in qs:
                     out[s] = boot[s] * (self.exact[s] / full[s][0])
         return out
 
-    def _quantiles(self, cum: np.ndarray, qs: list[str]) -> dict[str, np.ndarray]:
-        """Quantiles of each row of ``cum``, cumulative whole-number counts over the grid."""
+    def _quantiles(
+        self, cum: np.ndarray, occupied: np.ndarray, qs: list[str]
+    ) -> dict[str, np.ndarray]:
+        """Quantiles of each row of ``cum``: cumulative whole-number counts at the grid bins
+        ``occupied`` (ascending; the count is flat between them)."""
         n = cum[:, -1].astype(np.float64)
         rows = np.arange(len(n))
         out = {}
         for s in qs:
             rank = QUANTILES[s] * (n - 1)  # numpy "linear": 0-based fractional rank
-            # bins whose cumulative count is ≤ rank (counts are whole: ≤ ⌊rank⌋, exact in cum's
-            # dtype, so the comparison stays in that dtype)
-            k = np.count_nonzero(cum <= np.floor(rank).astype(cum.dtype)[:, None], axis=1)
-            k = np.minimum(k, self.grid.bins - 1)
-            before = np.where(k > 0, cum[rows, np.maximum(k - 1, 0)], 0.0).astype(np.float64)
-            in_bin = cum[rows, k].astype(np.float64) - before
+            # the bin holding the rank is the first whose cumulative count exceeds it, an occupied
+            # one; counts are whole, so "≤ rank" is "≤ ⌊rank⌋", exact in cum's dtype
+            j = np.count_nonzero(cum <= np.floor(rank).astype(cum.dtype)[:, None], axis=1)
+            j = np.minimum(j, cum.shape[1] - 1)
+            k = occupied[j]
+            before = np.where(j > 0, cum[rows, np.maximum(j - 1, 0)], 0.0).astype(np.float64)
+            in_bin = cum[rows, j].astype(np.float64) - before
             frac = np.clip((rank - before + 0.5) / np.where(in_bin > 0, in_bin, 1.0), 0.0, 1.0)
             logv = self.grid.lo + (k + frac) * self.grid.width
             out[s] = np.where(n > 0, np.exp(logv) - EPS_S, np.nan)
