@@ -85,6 +85,7 @@ def error_line(state: ArmState) -> Text:
 
 
 FIXED_LINES = 15  # a pane's lines besides the histogram bars (titles, marks, axes, gauges…)
+MAX_BAR_ROWS = 10  # a histogram's height at most (10 at 160×48 and 200×50, 5 at 100×34)
 MIN_PANE = 26  # columns of an arm's pane at least: three fit at 80; more scroll sideways
 
 
@@ -190,7 +191,7 @@ class LiveScreen(Screen):
             + (" · finished" if p.finished else ""),
         )
         # histogram bar rows: what the pane's height leaves after the fixed lines (1 at 80×24)
-        rows = max(1, min(6, (pane.content_size.height - FIXED_LINES) // 2))
+        rows = max(1, min(MAX_BAR_ROWS, (pane.content_size.height - FIXED_LINES) // 2))
         pane.query_one(".ttft", Chart).show(
             lambda w: histogram_text("TTFT", v.ttft, ttft_rng, w, rows)
         )
