@@ -165,6 +165,10 @@ def test_quit_mid_run_asks_then_keeps_the_samples(tmp_path):
                 )
 
             await wait_for(pilot, some_done)
+            await pilot.press("v")  # no verdict yet: says when it comes
+            await pilot.pause()
+            assert isinstance(app.screen, LiveScreen)
+            assert "when the run has finished" in text_of(app.screen.query_one("#note"))
             await pilot.press("q")
             await pilot.pause()
             assert isinstance(app.screen, ConfirmQuit)

@@ -285,8 +285,14 @@ class AbtuiApp(App):
     def action_show_verdict(self) -> None:
         if isinstance(self.screen, VerdictScreen):  # v again: back to the panes
             self.screen.action_back()
-        elif self.verdict is not None and not isinstance(self.screen, ModalScreen):
+        elif isinstance(self.screen, ModalScreen):
+            return
+        elif self.verdict is not None:
             self.push_screen(VerdictScreen(self.verdict))
+        elif self.running:  # v said nothing before: say when it comes
+            self._note("the verdict comes when the run has finished (v then shows it)")
+        elif any(w.group == "verdict" and w.is_running for w in self.workers_of_session):
+            self._note("computing the verdict…")
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         in_session = self.start is not None and self.launched is not None
