@@ -16,7 +16,7 @@ from abtui.store.reader import SessionReader
 
 def test_demo_runs_end_to_end_and_fp8_decodes_faster(tmp_path, capsys):
     rc = main(
-        ["demo", "--requests", "40", "--rate", "10", "--time-scale", "2", "--seed", "3",
+        ["demo", "--requests", "40", "--rate", "20", "--time-scale", "2", "--seed", "3",
          "--name", "demo-test", "--sessions-dir", str(tmp_path), "--headless"]
     )  # fmt: skip
     cap = capsys.readouterr()
