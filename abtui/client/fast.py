@@ -163,7 +163,16 @@ class _Exchange:
                 if self.status == 0 or self.fut.done():
                     return
             if self.mode == "chunked":
-                self._on_chunked(data, t)
+                pieces: list[bytes] = []
+                try:
+                    after = self.chunks.feed(data, pieces)
+                finally:  # on a fault too: what came before it is still the stream's
+                    if pieces:
+                        self._body(pieces[0] if len(pieces) == 1 else b"".join(pieces), t)
+                if after is not None:
+                    if after:  # bytes after the body's end: the connection is not reused
+                        self.keep_alive = False
+                    self._end_of_body(t)
             elif self.mode == "length":
                 n = len(data)
                 if n >= self.remaining:
@@ -200,21 +209,6 @@ class _Exchange:
             self._end_of_body(t)
             return b""
         return h.rest
-
-    def _on_chunked(self, data: bytes, t: int) -> None:
-        pieces: list[bytes] = []
-        try:
-            after = self.chunks.feed(data, pieces)
-        except Malformed:  # what came before the fault is still the stream's
-            if pieces:
-                self._body(b"".join(pieces), t)
-            raise
-        if pieces:
-            self._body(pieces[0] if len(pieces) == 1 else b"".join(pieces), t)
-        if after is not None:
-            if after:  # bytes after the body's end: the connection is not reused
-                self.keep_alive = False
-            self._end_of_body(t)
 
     def _body(self, piece: bytes, t: int) -> None:
         if self.err_body is not None:
