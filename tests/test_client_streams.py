@@ -782,6 +782,14 @@ def test_done_completes_a_body_that_never_ends(framing):
     assert srv.connections == 2
 
 
+def test_done_then_close_without_the_last_chunk_is_complete():
+    """A server that closes after [DONE] without ending the chunked body: complete (before,
+    ``disconnected``)."""
+    rec, _ = serve_one([SSE_HEAD, chunk(FINISH), DONE, 0.05, CLOSE], api="completions")
+    assert_ok_timing(rec)
+    assert rec.text == "a" and rec.done_ns - rec.chunk_ns[-1] < 40 * MS
+
+
 def test_done_then_late_terminator_keeps_the_connection():
     """done_ns is [DONE]'s arrival, not the body's end 80 ms later; the connection is reused
     once that end has come."""
