@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import time
 from pathlib import Path
 
@@ -71,6 +72,9 @@ def test_live_panes_snapshot(size):
     # what must be on screen at any size, in words
     for needle in ("bf16", "fp8", "TTFT", "▲P50", "△P99", "provisional", "snapshot"):
         assert needle in got, needle
+    # the counts keep their numbers at any width (80 columns cut the in-flight count once),
+    # the errors' total among them (the by-class line is below the fold at 80×24)
+    assert re.search(r"180/200( done)? · (ok 177 · )?err(ors)? 3 · (20 in flight|in flight 20)", got)
 
 
 def fixed_session(path: Path) -> Path:

@@ -84,6 +84,44 @@ def error_line(state: ArmState) -> Text:
     return t
 
 
+def counts_text(p, width: int) -> Text:
+    """The arm's counts in ``width`` columns: done/planned, ok, errors (when there are any: the
+    by-class line is the pane's last, below the fold on a small terminal), in flight or
+    finished. Narrower, the words shorten, then the ok count goes when errors are shown (ok is
+    done less errors and cancelled); a line is never cut inside a number (at 80×24 it lost the
+    in-flight count's digits), and wraps between items when even the short form does not fit."""
+    err = sum(p.errors.values())
+
+    def items(short: bool) -> list[tuple[str, str]]:
+        return [
+            (f"{p.done}/{p.planned}" + ("" if short else " done"), ""),
+            (f"ok {p.ok}", ""),
+            *([(f"{'err' if short else 'errors'} {err}", "bold red")] if err else []),
+            ("finished", "") if p.finished else
+            ((f"{p.in_flight} in flight" if short else f"in flight {p.in_flight}"), ""),
+        ]  # fmt: skip
+
+    def fits(its) -> bool:
+        return sum(len(t) for t, _ in its) + 3 * (len(its) - 1) <= width
+
+    chosen = items(False)
+    if not fits(chosen):
+        chosen = items(True)
+        if not fits(chosen) and err:
+            del chosen[1]  # ok: done less errors (and cancelled), near enough
+    out, col = Text(), 0
+    for k, (t, style) in enumerate(chosen):
+        if k and col + 3 + len(t) > width:  # the next item on a line of its own
+            out.append("\n")
+            col = 0
+        elif k:
+            out.append(" · ")
+            col += 3
+        out.append(t, style)
+        col += len(t)
+    return out
+
+
 FIXED_LINES = 15  # a pane's lines besides the histogram bars (titles, marks, axes, gauges…)
 MAX_BAR_ROWS = 10  # a histogram's height at most (10 at 160×48 and 200×50, 5 at 100×34)
 MIN_PANE = 26  # columns of an arm's pane at least: three fit at 80; more scroll sideways
@@ -105,7 +143,7 @@ class ArmPane(VerticalScroll):
 
     def compose(self) -> ComposeResult:
         yield Static(Text.assemble((self.arm_name, "bold"), f"  {self.model}"), classes="title")
-        yield Static("", classes="counts")
+        yield Chart(classes="counts")
         yield Chart(classes="ttft")
         yield Chart(classes="tpot")
         yield Chart(classes="spark")
@@ -185,11 +223,7 @@ class LiveScreen(Screen):
     def _show_arm(self, i: int, st: ArmState, ttft_rng, tpot_rng) -> None:
         pane = self.query_one(f"#arm-{i}", ArmPane)
         p, v = st.progress, st.view
-        set_content(
-            pane.query_one(".counts", Static),
-            f"{p.done}/{p.planned} done · ok {p.ok} · in flight {p.in_flight}"
-            + (" · finished" if p.finished else ""),
-        )
+        pane.query_one(".counts", Chart).show(lambda w: counts_text(p, w))
         # histogram bar rows: what the pane's height leaves after the fixed lines (1 at 80×24)
         rows = max(1, min(MAX_BAR_ROWS, (pane.content_size.height - FIXED_LINES) // 2))
         pane.query_one(".ttft", Chart).show(

@@ -27,10 +27,13 @@ def fmt_s(v: float) -> str:
 def histogram_text(
     title: str, view: HistView, rng: tuple[int, int] | None, width: int, rows: int = 3
 ) -> Text:
-    """``rows`` lines of bars over the shared axis, a line marking P50 (▲) and P99 (△), and
-    the axis ends."""
+    """A title line (P50, P99, and the sample count where it fits), ``rows`` lines of bars over
+    the shared axis, a line marking P50 (▲) and P99 (△), and the axis ends."""
     out = Text()
-    out.append(f"{title} ▲P50 {fmt_s(view.p50)} △P99 {fmt_s(view.p99)} n={view.n}\n", "bold")
+    head, n = f"{title} ▲P50 {fmt_s(view.p50)} △P99 {fmt_s(view.p99)}", f" n={view.n}"
+    # the sample count where it fits (it is the counts line's ok figure): a wrapped title
+    # took a line from each histogram at 80 columns
+    out.append(head + (n if len(head) + len(n) <= width else "") + "\n", "bold")
     width = max(8, width)
     if rng is None or view.n == 0:
         out.append("no samples yet" + "\n" * (rows + 1), "dim")  # as tall as the bars, marks, axis
