@@ -13,10 +13,12 @@ from abtui.store.reader import SessionReader
 from abtui.workload.jsonl import write_jsonl
 
 # Dispatch must track the schedule: the generator's measured lag (dispatched − scheduled) at
-# P99. scripts/bench_loadgen.py measures what the generator sustains; this is a loose bound for a
-# loaded 2-core CI box at 40 req/s, far below what a broken schedule (sent at once, or the
-# offsets ignored: seconds) would show.
-LAG_P99_BOUND_S = 0.05
+# P90 of the 40 replayed items. scripts/bench_loadgen.py measures what the generator sustains;
+# this is a loose bound for a loaded 2-core CI box at 40 req/s, far below what a broken schedule
+# (sent at once, or the offsets ignored: lags of up to a second for most items) would show. P90,
+# not P99 (the worst item of 40): one scheduler hiccup on a CPU-starved box is not a broken
+# schedule, and test_generator_health checks how such hiccups are reported.
+LAG_P90_BOUND_S = 0.05
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +59,7 @@ def test_replay_follows_the_files_timestamps_for_every_arm(sims, tmp_path):
         sched = (a.scheduled_ns[order] - a.scheduled_ns[order][0]) / 1e9
         np.testing.assert_allclose(sched, offsets / 2, atol=2e-6)  # ns rounding
         lag = (a.dispatched_ns - a.scheduled_ns) / 1e9
-        assert lag.min() >= 0 and np.percentile(lag, 99) < LAG_P99_BOUND_S
+        assert lag.min() >= 0 and np.percentile(lag, 90) < LAG_P90_BOUND_S
     a, b = t.select(t.arm == 0), t.select(t.arm == 1)
     assert (np.sort(a.scheduled_ns) == np.sort(b.scheduled_ns)).all()  # same instants
 
@@ -115,7 +117,10 @@ def test_duration_cuts_an_open_schedule_and_stops_a_closed_loop(sims, tmp_path, 
         seg = rd.meta()["segments"][0]
         t = rd.request_table()
     assert 0 < len(t) < 2000 and set(t.status) == {"ok"}
-    assert (t.dispatched_ns - seg["t0_ns"]).max() < 0.5e9
+    # the loop decides to start an item before 0.5 s (its scheduled instant is that decision,
+    # stamped just after it), and sends it at once; a loaded box may delay the send a little
+    assert (t.scheduled_ns - seg["t0_ns"]).max() < 0.52e9
+    assert (t.dispatched_ns - seg["t0_ns"]).max() < 0.75e9
     capsys.readouterr()
     assert main(["run", *common, "--concurrency", "2", "--duration", "1s", "--name", "d3"]) == 2
     assert "needs a request count" in capsys.readouterr().err
