@@ -187,11 +187,7 @@ class _Exchange:
                     self._body(data, t)
             else:
                 self._body(data, t)
-            if self.state.done and not self.fut.done():
-                self._done_early(t)
-        except Malformed as e:
-            if self.state.done and not self.fut.done():  # the framing broke after [DONE]
-                self._done_early(t)
+        except Malformed as e:  # after [DONE] (the exchange's tail), it costs the connection only
             self._finish(t, (R.E_MALFORMED, str(e)))
 
     def _on_head(self, data: bytes, t: int) -> bytes:
@@ -223,7 +219,8 @@ class _Exchange:
             err = on_event(ev, data, t)
             if err:
                 raise Malformed(err)
-            if st.done:
+            if st.done:  # [DONE] or an error event: complete now, whatever the framing says
+                self._done_early(t)
                 break
 
     def _end_of_body(self, t: int) -> None:

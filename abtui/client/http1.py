@@ -80,6 +80,17 @@ class ChunkedDecoder:
         """Append the body bytes in ``data`` to ``pieces``. Returns None while the body goes on,
         else what followed its end (``b""`` from a well-behaved server). Raises
         :class:`Malformed`, with ``pieces`` holding what came before the fault."""
+        if not self._buf and not self._left:  # the common read: one whole chunk
+            eol = data.find(b"\r\n", 0, 18)
+            if eol > 0:
+                try:
+                    size = int(data[:eol], 16)
+                except ValueError:
+                    size = 0
+                end = eol + 2 + size
+                if size > 0 and len(data) == end + 2 and data.endswith(b"\r\n"):
+                    pieces.append(data[eol + 2 : end])
+                    return None
         buf = self._buf + data if self._buf else data
         pos, n = 0, len(buf)
         while pos < n:
