@@ -227,3 +227,143 @@ def test_run_warns_about_items_the_context_window_cannot_hold(gpus, tmp_path, ca
     with SessionReader(tmp_path / "ctx.duckdb") as rd:
         events = [e for e in rd.events() if e["kind"] == "context_window"]
     assert len(events) == 2  # one per arm
+
+
+# ------------------------------------------------------------------ where the schedule is
+
+
+def test_position_says_level_run_block_and_whose_turn_only_when_they_vary():
+    from abtui.runner.segments import Shape, block_count
+
+    items = [Item(index=i, id=str(i), arrival_s=i * 0.1) for i in range(5)]
+    names = ["bf16", "fp8"]
+
+    def labels(segs, squeeze=0):
+        shape = Shape.of_plan(segs)
+        return [(p.label(squeeze) if (p := shape.position(s.describe(names))) else None)
+                for s in segs]  # fmt: skip
+
+    plain = plan_segments([Level(8.0, None, items)], runs=1, schedule="parallel", blocks=4,
+                          n_arms=2, open_loop=True)  # fmt: skip
+    assert labels(plain) == [None]  # one run, one level, parallel: nothing to say
+    sweep = plan_segments([Level(4.0, None, items), Level(8.0, None, items), Level(16.5, None, items)],
+                          runs=1, schedule="parallel", blocks=4, n_arms=2, open_loop=True)  # fmt: skip
+    assert labels(sweep) == ["level 1/3 · 4 req/s", "level 2/3 · 8 req/s", "level 3/3 · 16.5 req/s"]
+    conc = plan_segments([Level(None, 1, items), Level(None, 4, items)], runs=1,
+                         schedule="parallel", blocks=4, n_arms=2, open_loop=False)  # fmt: skip
+    assert labels(conc, 1) == ["lvl 1/2 conc 1", "lvl 2/2 conc 4"]
+    # 5 items in 4 blocks: blocks of 2, 2, 1 (three, as planned), arms A B | B A | A B
+    alt = plan_segments([Level(8.0, None, items)], runs=2, schedule="alternate", blocks=4,
+                        n_arms=2, open_loop=True)  # fmt: skip
+    assert block_count(5, 4) == 3 and len(alt) == 2 * 3 * 2
+    got = labels(alt)
+    assert got[:6] == ["run 1/2 · block 1/3 · bf16's turn", "run 1/2 · block 1/3 · fp8's turn",
+                       "run 1/2 · block 2/3 · fp8's turn", "run 1/2 · block 2/3 · bf16's turn",
+                       "run 1/2 · block 3/3 · bf16's turn", "run 1/2 · block 3/3 · fp8's turn"]  # fmt: skip
+    assert got[6] == "run 2/2 · block 1/3 · bf16's turn"
+    both = plan_segments([Level(4.0, None, items), Level(16.0, None, items)], runs=1,
+                         schedule="alternate", blocks=2, n_arms=2, open_loop=True)  # fmt: skip
+    assert labels(both)[2] == "level 1/2 · 4 req/s · block 2/2 · fp8's turn"
+    assert labels(both, 1)[2] == "lvl 1/2 4 req/s · blk 2/2 fp8"
+    assert labels(both, 2)[2] == "lvl 1/2 · blk 2/2 fp8"
+    for n in range(0, 30):
+        for b in range(1, 9):
+            lv = [Level(1.0, None, [Item(index=i, id=str(i)) for i in range(n)])]
+            segs = plan_segments(lv, runs=1, schedule="alternate", blocks=b, n_arms=2,
+                                 open_loop=True)  # fmt: skip
+            assert block_count(n, b) == len({s.block for s in segs}), (n, b)
+
+
+def test_position_from_the_stored_log_matches_the_plan_and_survives_bad_meta():
+    """``abtui open`` counts a stored session's place from its meta as the live run counted it
+    from the plan; an interrupted session's log is cut short, a hand-edited one says anything."""
+    from abtui.runner.segments import Shape, log_entries
+
+    items = [Item(index=i, id=str(i), arrival_s=i * 0.1) for i in range(7)]
+    levels = [Level(4.0, None, items), Level(16.0, None, items[:3])]
+    segs = plan_segments(levels, runs=2, schedule="alternate", blocks=4, n_arms=2, open_loop=True)
+    log = [{"segment": k, **s.describe(["a", "b"]), "t0_ns": 10**9 * (k + 1)}
+           for k, s in enumerate(segs)]  # fmt: skip
+    meta = {"mode": "alternate", "spec": {"load": {"runs": 2, "blocks": 4}},
+            "levels": [{"level": k, "rate": lv.rate, "concurrency": None,
+                        "requests": len(lv.items)} for k, lv in enumerate(levels)],
+            "segments": log[:3]}  # fmt: skip
+    assert Shape.of_meta(meta) == Shape.of_plan(segs)  # counted from meta, not the cut log
+    assert Shape.of_meta({**meta, "segments": log}) == Shape.of_plan(segs)
+    # an older file without levels/spec: the log alone
+    assert Shape.of_meta({"mode": "alternate", "segments": log}) == Shape.of_plan(segs)
+    for bad in ({"levels": 3, "spec": "x", "segments": {"a": 1}},
+                {"levels": [None, {"rate": "fast"}], "segments": [None, {"run": -1}, {"run": "0"}]},
+                {"mode": "alternate", "segments": [{"run": 0, "level": 2, "block": 1, "t0_ns": 5,
+                                                    "arms": None}]}):  # fmt: skip
+        shape = Shape.of_meta(bad)
+        for e in log_entries(bad):
+            p = shape.position(e)
+            assert p is None or isinstance(p.label(), str)
+    assert log_entries({"segments": [{"run": True, "level": 0, "block": 0, "t0_ns": 1}]}) == []
+
+
+class _Recorder:
+    """The headless observer's lines, and each snapshot's segment with where the run was."""
+
+    def __init__(self) -> None:
+        import io
+
+        from abtui.report.console import HeadlessObserver
+
+        self.buf = io.StringIO()
+        self.headless = HeadlessObserver(self.buf, every_s=0.0)
+        self.seen: list = []  # (phase, segment)
+
+    def started(self, info):
+        self.headless.started(info)
+
+    def progress(self, snap):
+        self.seen.append((snap.phase, snap.segment))
+        self.headless.progress(snap)
+
+    def arm_finished(self, arm, progress):
+        pass
+
+    def message(self, text):
+        pass
+
+    def finished(self, snap, status):
+        self.seen.append(("finished", snap.segment))
+
+
+def test_snapshots_carry_the_segment_being_played(gpus, tmp_path):
+    """A real sweep with alternating arms on one simulated GPU: every progress snapshot names
+    the segment being played, in the stored log's order, and the headless lines say it."""
+    from abtui.runner.segments import Shape
+    from abtui.runner.session import run_session
+    from abtui.spec import spec_from_dict, validate
+
+    shared = gpus[0].url
+    spec = validate(spec_from_dict({
+        "name": "where", "arms": [{"name": "bf16", "url": shared}, {"name": "fp8", "url": shared}],
+        "workload": {"requests": 8, "input_tokens": 64, "output_tokens": 16},
+        "load": {"sweep_rate": [8, 24], "schedule": "alternate", "blocks": 2, "warmup": 1},
+        "store": {"dir": str(tmp_path)},
+    }, "t.toml"))  # fmt: skip
+    rec = _Recorder()
+    res = run_session(spec, "", rec)
+    assert res.status == "complete"
+    with SessionReader(res.path) as rd:
+        meta = rd.meta()
+    shape = Shape.of_meta(meta)
+    order = [shape.position(e) for e in meta["segments"]]
+    assert len(order) == 2 * 2 * 2 and all(p is not None for p in order)
+    during = [(ph, s) for ph, s in rec.seen if ph == "measuring"]
+    while during and during[-1][1] is None:  # the last segment drained, the loop not yet left
+        during.pop()
+    assert all(s is not None for _, s in during) and len(during) >= 4
+    idx = [order.index(s) for _, s in during]  # each a stored segment, never out of order
+    assert idx == sorted(idx)
+    assert {s.level for _, s in during} == {0, 1}  # both levels (each 1 s or more) seen
+    assert {s.turn for _, s in during} == {"bf16", "fp8"}
+    assert all(s is None for ph, s in rec.seen if ph == "warmup")
+    assert rec.seen[-1] == ("finished", None)  # after the last segment: nothing to say
+    lines = [ln for ln in rec.buf.getvalue().splitlines() if "measuring]" in ln]
+    assert any("(level 1/2 · 8 req/s · block" in ln for ln in lines), lines
+    assert any("(level 2/2 · 24 req/s · block" in ln for ln in lines), lines

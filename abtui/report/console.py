@@ -46,7 +46,8 @@ class HeadlessObserver:
             return
         self._last = snap.elapsed_s
         parts = [f"{_progress(a)}" for a in snap.arms]
-        self._p(f"  [{snap.elapsed_s:6.1f}s {snap.phase}] " + " | ".join(parts))
+        where = f"({printable(snap.segment.label())}) " if snap.segment is not None else ""
+        self._p(f"  [{snap.elapsed_s:6.1f}s {snap.phase}] {where}" + " | ".join(parts))
 
     def arm_finished(self, arm: int, progress: ArmProgress) -> None:
         pass

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from abtui.metrics.live import LiveArm
+from abtui.runner.segments import Position
 
 
 @dataclass
@@ -42,7 +43,11 @@ class ArmProgress:
 class Snapshot:
     elapsed_s: float
     arms: list[ArmProgress]
-    phase: str  # "warmup" | "measuring" | "stopping" | "done"
+    phase: str  # "warmup" | "measuring" | "stopping" | "quality" | "done"
+    segment: Position | None = None
+    """The segment being played: sweep level, run, alternate block and whose turn
+    (``segment.label()``: "level 3/5 · 8 req/s"); None for a plain single-level run, before
+    the first segment and after the last."""
 
 
 @dataclass

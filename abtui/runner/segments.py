@@ -154,6 +154,14 @@ class Conductor:
         self.k = -1
         self.finished: set[int] = set()
         self.log: list[dict] = []
+        self.shape = Shape.of_plan(segments)
+
+    def position(self) -> Position | None:
+        """The segment being played (or stopped in): which run, level, block, whose turn. None
+        before the first, after the last, and in a plain session (one run, one level, parallel)."""
+        if not 0 <= self.k < len(self.segments) or not self.log:
+            return None
+        return self.shape.position(self.log[-1])
 
     @property
     def started(self) -> bool:
@@ -196,3 +204,158 @@ class Conductor:
 
     def close(self, now_ns: int) -> None:
         self._close_current(now_ns)
+
+
+# ------------------------------------------------------------------ where the schedule is
+
+
+def block_count(n_items: int, blocks: int) -> int:
+    """How many (non-empty) blocks ``alternate`` cuts a level of ``n_items`` items into: as
+    :func:`plan_segments` cuts it (``blocks`` at most, fewer when the items run out)."""
+    if n_items <= 0:
+        return 0
+    size = -(-n_items // max(1, min(blocks, n_items)))
+    return -(-n_items // size)
+
+
+def _short(name: str, n: int = 12) -> str:
+    return name if len(name) <= n else name[: n - 1] + "…"
+
+
+@dataclass(frozen=True)
+class Position:
+    """Where a session's schedule is: run ``run`` of ``runs``, level ``level`` of ``levels``
+    (its rate or concurrency), block ``block`` of ``blocks`` and whose turn it is (``turn``:
+    ``alternate`` only, else None: every arm plays at once). Counted from 0; labels count from 1."""
+
+    run: int
+    runs: int
+    level: int
+    levels: int
+    block: int
+    blocks: int
+    rate: float | None = None
+    concurrency: int | None = None
+    turn: str | None = None
+
+    def label(self, squeeze: int = 0) -> str:
+        """Where the schedule is, saying only what varies in the session: ``run 2/3 · level 1/2
+        · 16 req/s · block 3/4 · fp8's turn``; ``squeeze`` 1: ``run 2/3 · lvl 1/2 16 req/s ·
+        blk 3/4 fp8``; 2: ``run 2/3 · lvl 1/2 · blk 3/4 fp8`` (no load, the arm's name cut)."""
+        parts = []
+        if self.runs > 1:
+            parts.append(f"run {self.run + 1}/{self.runs}")
+        if self.levels > 1:
+            lv = f"{'lvl' if squeeze else 'level'} {self.level + 1}/{self.levels}"
+            if self.rate is not None:
+                load = f"{self.rate:g} req/s"
+            elif self.concurrency is not None:
+                load = f"{'conc' if squeeze else 'concurrency'} {self.concurrency}"
+            else:
+                load = ""
+            if not load or squeeze >= 2:
+                parts.append(lv)
+            else:
+                parts.append(f"{lv} {load}" if squeeze else f"{lv} · {load}")
+        if self.turn is not None:
+            blk = f"{'blk' if squeeze else 'block'} {self.block + 1}/{self.blocks}"
+            if squeeze:
+                parts.append(f"{blk} {_short(self.turn, 12 if squeeze == 1 else 8)}")
+            else:
+                parts.append(f"{blk} · {self.turn}'s turn")
+        return " · ".join(parts)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """How many runs, levels (with their loads) and blocks per level a session's schedule has:
+    what a segment's place in it is counted against (:meth:`position`)."""
+
+    runs: int
+    levels: tuple[tuple[float | None, int | None], ...]  # (rate, concurrency) of each level
+    blocks: tuple[int, ...]  # per level; 1 each unless alternate
+    alternate: bool
+
+    @property
+    def plain(self) -> bool:
+        """One run of one level, every arm at once: no place worth saying."""
+        return self.runs <= 1 and len(self.levels) <= 1 and not self.alternate
+
+    @classmethod
+    def of_plan(cls, segments: list[Segment]) -> Shape:
+        levels: dict[int, tuple] = {}
+        blocks: dict[int, int] = {}
+        for s in segments:
+            levels.setdefault(s.level, (s.rate, s.concurrency))
+            blocks[s.level] = max(blocks.get(s.level, 0), s.block + 1)
+        n = max(levels, default=-1) + 1
+        return cls(
+            runs=max((s.run for s in segments), default=0) + 1,
+            levels=tuple(levels.get(k, (None, None)) for k in range(n)),
+            blocks=tuple(blocks.get(k, 1) for k in range(n)),
+            alternate=any(s.arms is not None for s in segments),
+        )
+
+    @classmethod
+    def of_meta(cls, meta: dict) -> Shape:
+        """From a session file's meta (``levels``, ``mode``, ``spec.load``), counted as
+        :func:`plan_segments` plans, and never less than the stored ``segments`` log shows (an
+        interrupted session's log is cut short; a hand-edited file may say anything: what does
+        not parse counts as absent)."""
+        spec = meta.get("spec")
+        load = spec.get("load") if isinstance(spec, dict) else None
+        load = load if isinstance(load, dict) else {}
+        stored = meta.get("levels")
+        alternate = (meta.get("mode") or load.get("schedule")) == "alternate"
+        want = load.get("blocks")
+        want = want if isinstance(want, int) and want > 0 else 4
+        levels, blocks = [], []
+        for lv in stored if isinstance(stored, list) else []:
+            if not isinstance(lv, dict):
+                continue
+            rate, conc, n = lv.get("rate"), lv.get("concurrency"), lv.get("requests")
+            levels.append((float(rate) if isinstance(rate, int | float) else None,
+                           conc if isinstance(conc, int) else None))  # fmt: skip
+            blocks.append(block_count(n, want) if alternate and isinstance(n, int) else 1)
+        runs = load.get("runs") if isinstance(load.get("runs"), int) else 1
+        for e in log_entries(meta):
+            runs = max(runs, e["run"] + 1)
+            while len(levels) <= e["level"]:
+                levels.append((e.get("rate"), e.get("concurrency")))
+                blocks.append(1)
+            blocks[e["level"]] = max(blocks[e["level"]], e["block"] + 1)
+        return cls(max(1, runs), tuple(levels), tuple(blocks), alternate)
+
+    def position(self, entry: dict) -> Position | None:
+        """The place of the segment ``entry`` (a ``meta.segments`` record: run, level, block,
+        arms, rate, concurrency); None for a plain session."""
+        if self.plain:
+            return None
+        lv = entry["level"]
+        rate, conc = entry.get("rate"), entry.get("concurrency")
+        arms = entry.get("arms") or []
+        return Position(
+            run=entry["run"],
+            runs=self.runs,
+            level=lv,
+            levels=len(self.levels),
+            block=entry["block"],
+            blocks=self.blocks[lv] if lv < len(self.blocks) else entry["block"] + 1,
+            rate=float(rate) if isinstance(rate, int | float) else None,
+            concurrency=conc if isinstance(conc, int) else None,
+            turn=", ".join(str(a) for a in arms) if self.alternate else None,
+        )
+
+
+def log_entries(meta: dict) -> list[dict]:
+    """The well-formed records of a session's ``meta.segments`` log (started segments, in
+    order): integer ``run``, ``level``, ``block`` ≥ 0 and ``t0_ns``; the rest are left out."""
+    out = []
+    log = meta.get("segments")
+    for e in log if isinstance(log, list) else []:
+        if isinstance(e, dict) and all(
+            isinstance(e.get(k), int) and not isinstance(e.get(k), bool) and e[k] >= 0
+            for k in ("run", "level", "block", "t0_ns")
+        ):
+            out.append(e)
+    return out

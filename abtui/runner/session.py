@@ -223,9 +223,12 @@ def run_session(
     phase = "warmup"
     hub = None  # background telemetry (server /metrics, local GPUs)
     qi = None  # quality items sent during the load (quality.mode = "interleaved")
+    conductor: Conductor | None = None  # starts the segments; knows which one is playing
 
     def snap() -> Snapshot:
-        return Snapshot(elapsed_s=(_now() - t_start) / 1e9, arms=live.arms, phase=phase)
+        seg = conductor.position() if conductor is not None else None
+        return Snapshot(elapsed_s=(_now() - t_start) / 1e9, arms=live.arms, phase=phase,
+                        segment=seg)  # fmt: skip
 
     try:
         writer.write_meta(
