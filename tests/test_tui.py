@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import re
 import time
 
 import pytest
@@ -275,3 +276,110 @@ def test_progress_messages_coalesce_to_the_newest():
 
     seen = asyncio.run(drive())
     assert seen and seen[-1] == 99.0 and len(seen) <= 5, seen
+
+
+# ------------------------------------------------- where the schedule is: sweep level, block, turn
+
+WHERE = re.compile(r"(?:level|lvl) (\d)/2\b.*?(?:block|blk) (\d)/2(?: ·)? (bf16|fp8)")
+
+
+def where(header: str) -> tuple[int, int, str] | None:
+    """(level, block, arm) counted from 0 as the session's log counts, from the header's text."""
+    m = WHERE.search(header)
+    return (int(m[1]) - 1, int(m[2]) - 1, m[3]) if m else None
+
+
+@pytest.fixture(scope="module")
+def sweep_in_tui(tmp_path_factory):
+    """A rate sweep (2 levels) with the arms alternating over 2 blocks on ONE simulated GPU,
+    live under the TUI at 80×24; each header it showed while measuring, and its height."""
+    from abtui.sim.engine import SimConfig
+    from abtui.sim.preset_cli import PresetOptions
+    from abtui.sim.process import SimProcess
+    from abtui.spec import spec_from_dict, validate
+
+    tmp = tmp_path_factory.mktemp("where")
+    po = PresetOptions("h100:llama-3-8b:fp8", time_scale=20.0)
+    with SimProcess(SimConfig(port=0, seed=1, preset=po)) as gpu:
+        spec = validate(spec_from_dict({
+            "name": "tui-where",
+            "arms": [{"name": "bf16", "url": gpu.url}, {"name": "fp8", "url": gpu.url}],
+            "workload": {"requests": 8, "input_tokens": 64, "output_tokens": 16},
+            "load": {"sweep_rate": [8, 24], "schedule": "alternate", "blocks": 2, "warmup": 1},
+            "store": {"dir": str(tmp)}, "policy": {"resamples": 500},
+        }, "t.toml"))  # fmt: skip
+
+        async def drive():
+            app = AbtuiApp(job=lambda obs, stop: run_session(spec, "", obs, stop_request=stop))
+            seen = []
+            async with app.run_test(size=(80, 24)) as pilot:
+                while app.status is None:
+                    assert app.error is None, app.error
+                    live = app.live
+                    if live is not None and live.last and live.last.phase == "measuring":
+                        h = live.query_one("#header")
+                        seen.append((text_of(h).strip(), h.size.height))
+                    await pilot.pause(0.1)
+                await wait_for(pilot, lambda: not app.running)
+                await pilot.press("q")
+            return app.return_value, seen
+
+        result, seen = asyncio.run(drive())
+    assert result is not None and result.status == "complete"
+    with SessionReader(result.path) as rd:
+        meta = rd.meta()
+    return result.path, meta, seen
+
+
+def test_live_header_says_the_sweep_level_block_and_whose_turn(sweep_in_tui):
+    _, meta, seen = sweep_in_tui
+    log = [(e["level"], e["block"], e["arms"][0]) for e in meta["segments"]]
+    assert len(log) == 8  # 2 levels × 2 blocks × 2 arms, A B | B A
+    assert all(height == 1 for _, height in seen), seen  # 80 columns: shortened, not wrapped
+    got = [w for h, _ in seen if (w := where(h)) is not None]
+    assert len(got) >= 4, seen
+    idx = [log.index(w) for w in got]  # each a stored segment, in the order they were played
+    assert idx == sorted(idx)
+    assert {w[0] for w in got} == {0, 1} and {w[2] for w in got} == {"bf16", "fp8"}
+    assert all("gen ok" in h or "generator ok" in h for h, _ in seen)  # health kept
+
+
+def test_open_header_follows_the_playhead_through_the_stored_segments(sweep_in_tui):
+    from abtui.metrics.live_replay import Replay
+
+    path, meta, _ = sweep_in_tui
+    segs = sorted(meta["segments"], key=lambda e: e["t0_ns"])
+    t0 = Replay(path).t0_ns
+
+    def expected(t_s: float) -> tuple[int, int, str]:
+        t_ns = t0 + round(t_s * 1e9)
+        e = [s for s in segs if s["t0_ns"] <= t_ns][-1:] or segs[:1]
+        return e[0]["level"], e[0]["block"], e[0]["arms"][0]
+
+    async def drive():
+        app = AbtuiApp(session=path)
+        shown = []
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_for(pilot, lambda: verdict_shown(app) or app.error)
+            await pilot.press("v")  # the panes, opened at the end state
+            await pilot.pause()
+            s = app.screen
+            shown.append((None, text_of(s.query_one("#header"))))
+            await pilot.press("home")
+            for _ in range(22):  # 5% a step, through the end
+                await pilot.pause(0.05)
+                shown.append((s.playhead.t_s if not s.playhead.at_end_state else None,
+                               text_of(s.query_one("#header"))))  # fmt: skip
+                assert s.query_one("#header").size.height == 1
+                await pilot.press("right")
+            await pilot.press("q")
+        return shown
+
+    shown = asyncio.run(drive())
+    assert where(shown[0][1]) is None and "level" not in shown[0][1]  # end state: run over
+    steps = [(t, h) for t, h in shown[1:] if t is not None]
+    assert len(steps) >= 19
+    for t, h in steps:
+        assert where(h) == expected(t), (t, h)
+    assert {where(h)[0] for _, h in steps} == {0, 1}
+    assert {where(h)[2] for _, h in steps} == {"bf16", "fp8"}

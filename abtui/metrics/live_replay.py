@@ -25,6 +25,7 @@ import numpy as np
 from abtui.metrics.live import EDGES, LO_S, PER_DECADE, SERIES_S, LiveArm, LogHistogram
 from abtui.metrics.table import NA
 from abtui.runner.observer import ArmProgress, RunInfo
+from abtui.runner.segments import Position, Shape, log_entries
 from abtui.store.reader import SessionReader
 
 N_BINS = len(EDGES) - 1
@@ -253,6 +254,10 @@ class Replay:
         self.t0_ns = int(table.scheduled_ns.min()) if some else 0
         self.end_ns = int(done.max()) if some else 0
         self.duration_s = max(0.0, (self.end_ns - self.t0_ns) / 1e9)
+        # the stored segment log: which sweep level / run / block played when (meta.segments)
+        self.shape = Shape.of_meta(meta)
+        self.segment_log = sorted(log_entries(meta), key=lambda e: e["t0_ns"])
+        self._seg_t0 = np.array([e["t0_ns"] for e in self.segment_log], dtype=np.int64)
         self.info = RunInfo(
             session_name=meta.get("session_name") or self.path.stem,
             session_path=str(path),
@@ -268,6 +273,15 @@ class Replay:
         t_ns = self.end_ns if t_s >= self.duration_s else self.t0_ns + round(max(t_s, 0) * 1e9)
         return [self._arm(tr, g.at(t_ns), t_ns) for tr, g in zip(self.tracks, self.gauges,
                                                                 strict=True)]  # fmt: skip
+
+    def segment_at(self, t_s: float) -> Position | None:
+        """The segment playing at ``t_s`` (the last one started by then, as the live header
+        showed it until the next began); None in a plain session or one with no segment log."""
+        if not len(self._seg_t0):
+            return None
+        t_ns = self.t0_ns + round(min(max(t_s, 0.0), self.duration_s) * 1e9)
+        i = max(0, int(np.searchsorted(self._seg_t0, t_ns, side="right")) - 1)
+        return self.shape.position(self.segment_log[i])
 
     def end_state(self) -> list[ArmProgress]:
         """Every request completed; the gauges are the session's means."""

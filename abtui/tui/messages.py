@@ -9,6 +9,7 @@ from textual.message import Message
 
 from abtui.metrics.live import ArmView
 from abtui.runner.observer import ArmProgress, RunInfo
+from abtui.runner.segments import Position
 
 
 class RunStarted(Message):
@@ -24,11 +25,13 @@ class ArmState:
 
 
 class RunProgress(Message):
-    def __init__(self, elapsed_s: float, phase: str, arms: list[ArmState]) -> None:
+    def __init__(self, elapsed_s: float, phase: str, arms: list[ArmState],
+                 segment: Position | None = None) -> None:  # fmt: skip
         super().__init__()
         self.elapsed_s = elapsed_s
         self.phase = phase
         self.arms = arms
+        self.segment = segment  # sweep level, run, block and turn; None: a plain run
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, RunProgress)

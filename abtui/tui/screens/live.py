@@ -15,6 +15,7 @@ from textual.widgets import Footer, Static
 
 from abtui.metrics.live import deltas, shared_range
 from abtui.runner.observer import RunInfo
+from abtui.runner.segments import Position
 from abtui.tui.messages import ArmState, RunProgress
 from abtui.tui.widgets.charts import (
     Chart,
@@ -122,6 +123,62 @@ def counts_text(p, width: int) -> Text:
     return out
 
 
+def _cut(text: str, n: int) -> str:
+    return text if len(text) <= n else text[: max(0, n - 1)] + "…"
+
+
+def _short_state(state: str) -> str:
+    """``stored session, complete`` → ``complete``; a killed one (``… (killed: never
+    closed)``) → ``killed``."""
+    return "killed" if "(killed" in state else state.removeprefix("stored session, ").split(" (")[0]
+
+
+def header_text(name: str, state: str, elapsed_s: float, done: int, planned: int, load: str,
+                segment: Position | None, lag_s: float, width: int) -> Text:  # fmt: skip
+    """The run's header on one line of ``width``: session, state, elapsed, requests done/total,
+    where the schedule is (sweep level, run, block and whose turn: ``segment``), the load and
+    the load generator's health. Narrower, it shortens rather than wraps, least needed first:
+    compact words, the load description (the segment says the level's load), the 'abtui'
+    mark, the session name cut, the state's detail, the segment's load, 'req', the name cut
+    shorter, then gone; only then is the line cut with '…'."""
+    late = lag_s >= 0.1
+
+    def parts(k: int) -> list[tuple[str, str]]:  # k: how hard it is squeezed (0: not at all)
+        seg = segment.label(squeeze=0 if k < 1 else 1 if k < 6 else 2) if segment else ""
+        if late:
+            health = f"gen LATE {fmt_s(lag_s)}" if k else f"generator LATE (lag {fmt_s(lag_s)})"
+        else:
+            health = "gen ok" if k else "generator ok"
+        st = state if k < 5 else _short_state(state)
+        nm = name if k < 4 else _cut(name, 16) if k < 8 else _cut(name, 8) if k < 9 else ""
+        out = [
+            ("abtui" if k < 3 else "", "bold"),
+            (nm, ""),
+            (st, ""),
+            (f"{elapsed_s:6.1f}s" if k == 0 else f"{elapsed_s:.1f}s", ""),
+            (f"{done}/{planned}" + (" req" if k < 7 else ""), ""),
+            (seg, "bold"),
+            (load if k < 2 else "", ""),
+            (health, "bold red" if late else "green"),
+        ]
+        return [(t, st) for t, st in out if t]
+
+    def size(its) -> int:
+        return sum(len(t) for t, _ in its) + 3 * (len(its) - 1)
+
+    k = 0
+    while size(its := parts(k)) > width and k < 9:
+        k += 1
+    t = Text(no_wrap=True, overflow="ellipsis")
+    for i, (txt, style) in enumerate(its):
+        if i:
+            t.append(" · ")
+        t.append(txt, style)
+    if len(t) > width:
+        t.truncate(max(1, width), overflow="ellipsis")
+    return t
+
+
 FIXED_LINES = 15  # a pane's lines besides the histogram bars (titles, marks, axes, gauges…)
 MAX_BAR_ROWS = 10  # a histogram's height at most (10 at 160×48 and 200×50, 5 at 100×34)
 MIN_PANE = 26  # columns of an arm's pane at least: three fit at 80; more scroll sideways
@@ -168,6 +225,12 @@ class LiveScreen(Screen):
 
     def on_mount(self) -> None:
         self._fit_columns()
+        name = self.info.session_name
+        self.query_one("#header", Chart).show(
+            lambda w: Text(
+                f"abtui · session {name} · starting…", no_wrap=True, overflow="ellipsis"
+            )  # fmt: skip
+        )
         msg, status = self._initial
         if msg is not None:
             self.show_progress(msg, status)
@@ -179,7 +242,7 @@ class LiveScreen(Screen):
             pane.styles.width = "1fr" if w is None else w
 
     def compose(self) -> ComposeResult:
-        yield Static(f"abtui · session {self.info.session_name} · starting…", id="header")
+        yield Chart(id="header")
         with HorizontalScroll(id="arms"):
             for i, (n, u, m) in enumerate(
                 zip(self.info.arm_names, self.info.arm_urls, self.info.arm_models, strict=True)
@@ -203,16 +266,10 @@ class LiveScreen(Screen):
         done = sum(a.progress.done for a in msg.arms)
         planned = sum(a.progress.planned for a in msg.arms)
         lag = max((a.progress.schedule_lag_max_s for a in msg.arms), default=0.0)
-        health = "generator ok" if lag < 0.1 else f"generator LATE (lag {fmt_s(lag)})"
         state = status or msg.phase
-        set_content(
-            self.query_one("#header", Static),
-            Text.assemble(
-                ("abtui", "bold"),
-                f" · {self.info.session_name} · {state} · {msg.elapsed_s:6.1f}s · "
-                f"{done}/{planned} req · {self.info.load} · ",
-                (health, "green" if lag < 0.1 else "bold red"),
-            ),
+        name, load, seg = self.info.session_name, self.info.load, msg.segment
+        self.query_one("#header", Chart).show(
+            lambda w: header_text(name, state, msg.elapsed_s, done, planned, load, seg, lag, w)
         )
         ttft_rng = shared_range([a.view.ttft for a in msg.arms])
         tpot_rng = shared_range([a.view.tpot for a in msg.arms])

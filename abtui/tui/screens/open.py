@@ -28,9 +28,11 @@ TICK_S = 0.2  # redraws while playing: five a second, as coalesced as the live r
 
 def progress_of(replay: Replay, ph: Playhead) -> RunProgress:
     """The live screen's message for the playhead's time (end state: the session's means)."""
-    arms = replay.end_state() if ph.at_end_state else replay.at(ph.t_s)
+    end = ph.at_end_state
+    arms = replay.end_state() if end else replay.at(ph.t_s)
     states = [ArmState(progress=p, view=p.live.view()) for p in arms]
-    return RunProgress(ph.t_s, "done" if ph.at_end_state else "replaying", states)
+    seg = None if end else replay.segment_at(ph.t_s)  # as the live run: none once it ended
+    return RunProgress(ph.t_s, "done" if end else "replaying", states, seg)
 
 
 def timeline_text(ph: Playhead, width: int) -> Text:
