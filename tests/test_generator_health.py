@@ -141,7 +141,10 @@ def test_a_stalled_main_process_loses_nothing_and_the_backlog_is_stored(sims, tm
     assert any("read the generator's records up to" in x for x in notes)
     assert main(["report", str(tmp_path / "stall.duckdb")]) in (0, 3, 4)
     out = capsys.readouterr().out
-    assert re.search(r"its records read at most ([3-9]|\d\d)\.\d s after shipping", out)
+    # the figure is the stall less the time to the first batch shipped after SIGSTOP, so it can
+    # print as 2.9 s: compare the number, as the meta check above does, not its first digit
+    behind = re.findall(r"its records read at most (\d+\.\d) s after shipping", out)
+    assert len(behind) == 2 and all(float(x) >= stall_s * 0.9 for x in behind), out
     assert "note: baseline: the main process read the generator's records up to" in out
 
 
