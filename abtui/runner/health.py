@@ -21,6 +21,7 @@ from abtui.metrics.summary import LAG_MAX_LIMIT_S, LAG_P99_LIMIT_S
 
 CPU_SHARE_WARN = 0.9  # a generator busier than this cannot keep up for long
 BEHIND_NOTE_S = 1.0  # the main process read records later than this: a note in the summary
+RECENT_S = 3.0  # the live header's backlog: the worst batch read in this window (Delivery.current)
 
 
 class Delivery:
@@ -41,14 +42,40 @@ class Delivery:
         if not isinstance(shipped, int) or not isinstance(ship_ns, int):
             return  # a generator that does not stamp its batches
         w = self._w.setdefault(wid, {"reads": collections.deque(), "base": 0, "received": 0,
-                                     "behind_max_s": 0.0, "waiting_max": 0})  # fmt: skip
+                                     "behind_max_s": 0.0, "waiting_max": 0,
+                                     "recent": collections.deque()})  # fmt: skip
         reads = w["reads"]  # (read at ns, records read by then), oldest first
         while reads and reads[0][0] <= ship_ns:  # reads done by the ship time: in the base
             w["base"] = reads.popleft()[1]
-        w["waiting_max"] = max(w["waiting_max"], shipped - w["base"])
-        w["behind_max_s"] = max(w["behind_max_s"], max(0, now_ns - ship_ns) / 1e9)
+        waiting, behind = shipped - w["base"], max(0, now_ns - ship_ns) / 1e9
+        w["waiting_max"] = max(w["waiting_max"], waiting)
+        w["behind_max_s"] = max(w["behind_max_s"], behind)
         w["received"] += n
         reads.append((now_ns, w["received"]))
+        w["recent"].append((now_ns, behind, waiting))
+        self._forget(w["recent"], now_ns)
+
+    @staticmethod
+    def _forget(recent: collections.deque, now_ns: int) -> None:
+        while recent and now_ns - recent[0][0] > RECENT_S * 1e9:
+            recent.popleft()
+
+    def current(self, worker_arm: list[int], now_ns: int) -> dict[int, tuple[float, int]]:
+        """Per arm, how far behind the main process is reading now, for the live header: the
+        most seconds a batch read in the last :data:`RECENT_S` had waited since shipping, and
+        the most records waiting then (summed over the arm's processes); arms with no batch
+        read in that window are absent. Held for the window so that a stall read back in one
+        burst stays on screen for a few redraws. Bounded: the batches read in the window."""
+        out: dict[int, tuple[float, int]] = {}
+        for wid, w in self._w.items():
+            self._forget(w["recent"], now_ns)
+            if not w["recent"] or not 0 <= wid < len(worker_arm):
+                continue
+            behind = max(b for _, b, _ in w["recent"])
+            waiting = max(n for _, _, n in w["recent"])
+            b0, n0 = out.get(worker_arm[wid], (0.0, 0))
+            out[worker_arm[wid]] = (max(b0, behind), n0 + waiting)
+        return out
 
     def into(self, stats: dict[int, dict]) -> dict[int, dict]:
         """``stats`` (per process, as the generators report them) with the delivery figures."""

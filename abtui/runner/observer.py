@@ -30,6 +30,11 @@ class ArmProgress:
     output_tokens: int = 0
     schedule_lag_max_s: float = 0.0
     generator_cpu_s: float = 0.0
+    reading_behind_s: float = 0.0
+    """How far behind the main process is reading this arm's finished records now: the most
+    seconds a batch read in the last few seconds had waited since its generator shipped it
+    (``abtui.runner.health.Delivery.current``); 0 when none was read lately."""
+    records_waiting: int = 0  # the most of its records waiting to be read then
     finished: bool = False
     telemetry: dict[str, float] = field(default_factory=dict)
     """Latest telemetry of this arm for live gauges: ``"source:metric"`` → value (gauges and

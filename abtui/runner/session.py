@@ -390,6 +390,9 @@ def run_session(
             t = time.monotonic()
             if t - last_progress >= PROGRESS_INTERVAL_S:
                 last_progress = t
+                behind = delivery.current(worker_arm, _now())  # the live header's backlog
+                for i, ap in enumerate(live.arms):
+                    ap.reading_behind_s, ap.records_waiting = behind.get(i, (0.0, 0))
                 obs.progress(snap())
         conductor.close(_now())
         _mark_health(writer, [a.name for a in spec.arms], gen_stats, worker_arm, obs, delivery)

@@ -14,6 +14,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from abtui.metrics.live import deltas, shared_range
+from abtui.runner.health import BEHIND_NOTE_S
 from abtui.runner.observer import RunInfo
 from abtui.runner.segments import Position
 from abtui.tui.messages import ArmState, RunProgress
@@ -134,14 +135,19 @@ def _short_state(state: str) -> str:
 
 
 def header_text(name: str, state: str, elapsed_s: float, done: int, planned: int, load: str,
-                segment: Position | None, lag_s: float, width: int) -> Text:  # fmt: skip
+                segment: Position | None, lag_s: float, width: int, *, behind_s: float = 0.0,
+                waiting: int = 0) -> Text:  # fmt: skip
     """The run's header on one line of ``width``: session, state, elapsed, requests done/total,
     where the schedule is (sweep level, run, block and whose turn: ``segment``), the load and
-    the load generator's health. Narrower, it shortens rather than wraps, least needed first:
-    compact words, the load description (the segment says the level's load), the 'abtui'
-    mark, the session name cut, the state's detail, the segment's load, 'req', the name cut
-    shorter, then gone; only then is the line cut with '…'."""
+    the load generator's health — and, when the main process is reading the generators'
+    finished records more than :data:`~abtui.runner.health.BEHIND_NOTE_S` late (``behind_s``,
+    ``waiting`` records; the summary's note says it afterwards), that too. Narrower, it
+    shortens rather than wraps, least needed first: compact words, the load description (the
+    segment says the level's load), the 'abtui' mark, the session name cut, the state's
+    detail, the segment's load, 'req', the name cut shorter, then gone; only then is the line
+    cut with '…'."""
     late = lag_s >= 0.1
+    behind = behind_s > BEHIND_NOTE_S
 
     def parts(k: int) -> list[tuple[str, str]]:  # k: how hard it is squeezed (0: not at all)
         seg = segment.label(squeeze=0 if k < 1 else 1 if k < 6 else 2) if segment else ""
@@ -160,22 +166,35 @@ def header_text(name: str, state: str, elapsed_s: float, done: int, planned: int
             (seg, "bold"),
             (load if k < 2 else "", ""),
             (health, "bold red" if late else "green"),
-        ]
+            ("" if not behind else f"reading {behind_s:.1f}s behind" if k else
+             f"reading records {behind_s:.1f}s behind ({waiting} waiting)", "bold yellow"),
+        ]  # fmt: skip
         return [(t, st) for t, st in out if t]
 
     def size(its) -> int:
         return sum(len(t) for t, _ in its) + 3 * (len(its) - 1)
 
+    def joined(its) -> Text:
+        t = Text(no_wrap=True, overflow="ellipsis")
+        for i, (txt, style) in enumerate(its):
+            if i:
+                t.append(" · ")
+            t.append(txt, style or None)
+        return t
+
     k = 0
     while size(its := parts(k)) > width and k < 9:
         k += 1
-    t = Text(no_wrap=True, overflow="ellipsis")
-    for i, (txt, style) in enumerate(its):
-        if i:
-            t.append(" · ")
-        t.append(txt, style)
-    if len(t) > width:
-        t.truncate(max(1, width), overflow="ellipsis")
+    t = joined(its)
+    if len(t) > width:  # cut what comes before the health, which stays whole where it can
+        tail = its[-(2 if behind else 1) :]
+        room = width - size(tail) - 3
+        if room >= 8:
+            t = joined(its[: -len(tail)])
+            t.truncate(room, overflow="ellipsis")
+            t = joined([(t, None), *tail])
+        else:
+            t.truncate(max(1, width), overflow="ellipsis")
     return t
 
 
@@ -266,10 +285,13 @@ class LiveScreen(Screen):
         done = sum(a.progress.done for a in msg.arms)
         planned = sum(a.progress.planned for a in msg.arms)
         lag = max((a.progress.schedule_lag_max_s for a in msg.arms), default=0.0)
+        behind = max((a.progress.reading_behind_s for a in msg.arms), default=0.0)
+        waiting = sum(a.progress.records_waiting for a in msg.arms)
         state = status or msg.phase
         name, load, seg = self.info.session_name, self.info.load, msg.segment
         self.query_one("#header", Chart).show(
-            lambda w: header_text(name, state, msg.elapsed_s, done, planned, load, seg, lag, w)
+            lambda w: header_text(name, state, msg.elapsed_s, done, planned, load, seg, lag, w,
+                                  behind_s=behind, waiting=waiting)  # fmt: skip
         )
         ttft_rng = shared_range([a.view.ttft for a in msg.arms])
         tpot_rng = shared_range([a.view.tpot for a in msg.arms])

@@ -16,6 +16,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from abtui.report.quality import console_lines
+from abtui.report.untrusted import printable
 from abtui.report.verdict_text import effect_table, role_of, rows_of
 from abtui.stats.effects import Effect
 from abtui.stats.session import SessionVerdict
@@ -118,6 +119,32 @@ def metrics_table(pair: PairVerdict, policy: dict, width: int) -> Table:
     return t
 
 
+def health_text(meta: dict) -> Text:
+    """The load generators' stored health under the banner, in the words ``abtui report``
+    prints (abtui.report.console): a degraded session's reasons, and the notes — a generator
+    that used most of a core, a main process that read the records seconds late — so that a
+    team reviewing the session sees it ran on a stalled box. Lines start with a newline; the
+    stored strings are shown inert (a session file may come from anyone)."""
+    t = Text()
+    h = meta.get("generator_health")
+    h = h if isinstance(h, dict) else {}
+
+    def strings(key: str) -> list[str]:
+        got = h.get(key)
+        return [printable(x) for x in got] if isinstance(got, list) else []
+
+    if meta.get("degraded"):
+        t.append("\nDEGRADED SESSION: ", "bold red")
+        t.append("the load generator did not keep its schedule; the arms did not get the load "
+                 "asked for, and no GO can be drawn from it.", "bold")  # fmt: skip
+        for r in strings("reasons"):
+            t.append(f"\n  ✗ {r}", "bold red")
+    for note in strings("notes"):
+        t.append("\nnote: ", "yellow")
+        t.append(note)
+    return t
+
+
 def _banner(d: VerdictData) -> Text:
     v = d.sv.verdict
     t = Text()
@@ -131,6 +158,7 @@ def _banner(d: VerdictData) -> Text:
         t.append(f"  session {status}", "bold red")
     if d.sv.meta.get("degraded"):
         t.append("  DEGRADED SESSION", "bold red")
+    t.append_text(health_text(d.sv.meta))
     for pair in v.pairs:
         t.append(f"\n{pair.candidate} vs {pair.baseline}: {pair.result}", "bold")
         for r in pair.reasons:
