@@ -1,18 +1,20 @@
 """The TUI says when the box a session runs on stalls: the live header says the main process is
 reading the generators' finished records seconds late (while it is), and the verdict screen —
 live or re-opened — shows the generator-health notes stored in the session, in the words
-``abtui report`` prints."""
+``abtui report`` prints. And the delta strip keeps one line per candidate at 80 columns."""
 
 from __future__ import annotations
 
 import asyncio
+import math
 import re
 import time
 
 import pytest
 from test_tui import text_of, verdict_shown, wait_for
-from test_tui_snapshots import fixed_screen
+from test_tui_snapshots import arms_screen, fixed_screen
 
+from abtui.metrics.live import deltas
 from abtui.runner.health import BEHIND_NOTE_S, RECENT_S, Delivery
 from abtui.runner.observer import NullObserver
 from abtui.tui.app import AbtuiApp
@@ -202,3 +204,48 @@ def test_verdict_health_from_a_hostile_file_is_inert_and_never_crashes():
     assert "DEGRADED SESSION" in t and "\x1b" not in t and "\\x1b[2J" in t and "[bold]x[/]" in t
     assert "note:" not in t
     assert health_text({"generator_health": 5}).plain == ""
+
+
+# ------------------------------------------------------------------ the delta strip at 80 columns
+
+
+async def _strip(n: int, size) -> tuple[list[str], list[str], object]:
+    app = AbtuiApp()
+    async with app.run_test(size=size) as pilot:
+        screen = arms_screen(n)
+        await app.push_screen(screen)
+        await pilot.pause()
+        await pilot.pause()
+        lines = [s.text.rstrip() for s in app.screen._compositor.render_strips()]
+        delta = screen.query_one("#delta")
+        region = delta.region
+        strip = lines[region.y + 1 : region.y + region.height]  # under its top border
+        msg = screen.last
+        await pilot.press("q")
+    return lines, strip, msg
+
+
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_delta_strip_is_one_line_per_candidate_at_80x24_with_every_figure(n):
+    lines, strip, msg = asyncio.run(_strip(n, (80, 24)))
+    assert len(lines) == 24
+    cands = msg.arms[1:]
+    assert len(strip) == len(cands) + 1, strip  # one line each, then the legend
+    for st, line in zip(cands, strip[:-1], strict=True):
+        assert line.split()[0] == st.progress.name, line
+        figs = [f"{d.ratio:+.1%}" if math.isfinite(d.ratio) else "n/a"
+                for d in deltas(msg.arms[0].view, st.view)]  # fmt: skip
+        pos = [line.index(f) for f in figs]  # every figure, in the order of the wide strip
+        assert pos == sorted(pos), (figs, line)
+        assert line.count("✓") + line.count("✗") + line.count("≈") == len(figs)
+    assert "provisional" in strip[-1] and "vs bf16" in strip[-1] and "P50 P99" in strip[-1]
+    # what it gave back: the panes show their sparkline rows with three arms too
+    if n == 3:
+        assert any("tok/s" in ln for ln in lines), "\n".join(lines)
+
+
+def test_delta_strip_keeps_its_words_where_they_fit():
+    _, strip, msg = asyncio.run(_strip(3, (160, 48)))
+    assert strip[0].strip().startswith("fp8 vs bf16: TTFT P50 ")
+    assert strip[1].strip().startswith("int4 vs bf16: TTFT P50 ")
+    assert strip[2].strip().startswith("provisional running estimates")

@@ -52,4 +52,4 @@ def test_same_shaped_updates_do_not_relayout(monkeypatch):
 
     steady, grew = asyncio.run(drive())
     assert steady == [], steady
-    assert "Static#delta." in grew, grew
+    assert "Chart#delta." in grew, grew

@@ -13,7 +13,7 @@ from textual.containers import HorizontalScroll, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from abtui.metrics.live import deltas, shared_range
+from abtui.metrics.live import Delta, deltas, shared_range
 from abtui.runner.health import BEHIND_NOTE_S
 from abtui.runner.observer import RunInfo
 from abtui.runner.segments import Position
@@ -198,6 +198,68 @@ def header_text(name: str, state: str, elapsed_s: float, done: int, planned: int
     return t
 
 
+SHORT_DELTA = {  # the compact strip's group labels: a P99 follows its P50 under one label
+    "TTFT P50": "TTFT", "TTFT P99": "", "TPOT P50": "TPOT", "TPOT P99": "",
+    "throughput": "tok/s", "goodput": "good",
+}  # fmt: skip
+DELTA_LEGENDS = (  # the compact strip's last line, the longest that fits
+    "vs {base} · TTFT, TPOT: P50 P99 · provisional running estimates (✓ better, ✗ worse); "
+    "the verdict decides",
+    "vs {base} · TTFT, TPOT: P50 P99 · provisional (✓ better, ✗ worse); the verdict decides",
+    "vs {base} · TTFT, TPOT: P50 P99 · provisional (✓ better, ✗ worse)",
+    "vs {base} · P50 P99 · provisional",
+)
+
+
+def _mark(d: Delta) -> tuple[str, str, str]:
+    """(figure, mark, style) of one delta; the mark says it in words where colour cannot."""
+    if not math.isfinite(d.ratio):
+        return "n/a", "", "dim"
+    mark = "≈" if d.better is None else "✓" if d.better else "✗"
+    return f"{d.ratio:+.1%}", mark, "" if d.better is None else "green" if d.better else "red"
+
+
+def delta_text(base: str, rows: list[tuple[str, list[Delta]]], width: int) -> Text:
+    """The B-vs-A strip: per candidate, its running deltas against the baseline ``base``, and
+    a line saying they are provisional. Where a candidate's line in words (``TTFT P50 -24.2%
+    ✓``…) does not fit ``width``, one line per candidate (at 80 columns it took two each, and
+    with three arms the panes lost their lower half): the figures in aligned columns under
+    short group labels (``TTFT -24.2%✓ -55.3%✓``: P50 then P99), the candidate's name cut to
+    make room, and the baseline and the P50/P99 order said once on the last line. Every figure
+    and mark is kept at any width."""
+    t = Text()
+    if not rows:
+        return t
+    full = [
+        (f"{name} vs {base}: ", [(f"{d.label} n/a  " if f == "n/a" else f"{d.label} {f} {m}  ", st)
+                                 for d in ds for f, m, st in [_mark(d)]])
+        for name, ds in rows
+    ]  # fmt: skip
+    if all(len(head) + len("".join(x for x, _ in its).rstrip()) <= width for head, its in full):
+        for head, its in full:
+            t.append(head, "bold")
+            for x, st in its:
+                t.append(x, st)
+            t.append("\n")
+        return t.append("provisional running estimates (✓ better, ✗ worse); the verdict decides",
+                        "dim")  # fmt: skip
+    # one line per candidate: columns of figures, each as wide as its widest
+    cells = [[(f + m, st) for f, m, st in map(_mark, ds)] for _, ds in rows]
+    labels = [SHORT_DELTA.get(d.label, d.label) for d in rows[0][1]]
+    cols = [max(len(r[k][0]) for r in cells) for k in range(len(labels))]
+    figures = sum(cols) + sum(len(lab) + 2 if lab else 1 for lab in labels)  # " lab " or " "
+    name_w = max(3, min(max(len(n) for n, _ in rows), width - figures))
+    for (name, _), row in zip(rows, cells, strict=True):
+        t.append(_cut(name, name_w).ljust(name_w), "bold")
+        for lab, (x, st), w in zip(labels, row, cols, strict=True):
+            t.append(f"  {lab} " if lab else " ", "dim" if lab else "")
+            t.append(x.rjust(w), st)
+        t.append("\n")
+    legend = next((f for lg in DELTA_LEGENDS if len(f := lg.format(base=base)) <= width),
+                  DELTA_LEGENDS[-1].format(base=_cut(base, 8)))  # fmt: skip
+    return t.append(legend, "dim")
+
+
 FIXED_LINES = 15  # a pane's lines besides the histogram bars (titles, marks, axes, gauges…)
 MAX_BAR_ROWS = 10  # a histogram's height at most (10 at 160×48 and 200×50, 5 at 100×34)
 MIN_PANE = 26  # columns of an arm's pane at least: three fit at 80; more scroll sideways
@@ -267,7 +329,7 @@ class LiveScreen(Screen):
                 zip(self.info.arm_names, self.info.arm_urls, self.info.arm_models, strict=True)
             ):
                 yield ArmPane(i, n, u, m)
-        yield Static("", id="delta")
+        yield Chart(id="delta")
         yield Static("", id="note")
         yield Footer()
 
@@ -332,20 +394,8 @@ class LiveScreen(Screen):
         set_content(pane.query_one(".errors", Static), error_line(st))
 
     def _show_delta(self, arms: list[ArmState]) -> None:
-        t = Text()
-        if len(arms) < 2:
-            set_content(self.query_one("#delta", Static), t)
-            return
-        base = arms[0]
-        for st in arms[1:]:
-            t.append(f"{st.progress.name} vs {base.progress.name}: ", "bold")
-            for d in deltas(base.view, st.view):
-                if not math.isfinite(d.ratio):
-                    t.append(f"{d.label} n/a  ", "dim")
-                    continue
-                mark = "≈" if d.better is None else "✓" if d.better else "✗"
-                style = "" if d.better is None else "green" if d.better else "red"
-                t.append(f"{d.label} {d.ratio:+.1%} {mark}  ", style)
-            t.append("\n")
-        t.append("provisional running estimates (✓ better, ✗ worse); the verdict decides", "dim")
-        set_content(self.query_one("#delta", Static), t)
+        rows = [] if len(arms) < 2 else [
+            (st.progress.name, deltas(arms[0].view, st.view)) for st in arms[1:]
+        ]  # fmt: skip
+        base = arms[0].progress.name if arms else ""
+        self.query_one("#delta", Chart).show(lambda w: delta_text(base, rows, w))
