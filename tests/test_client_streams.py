@@ -19,6 +19,7 @@ from abtui.client import records as R
 from abtui.client import stream as _httpx_path
 from abtui.client.fast import FastClient, fast_stream_request
 from abtui.client.records import RequestRecord
+from abtui.client.sse import SSEParser
 from abtui.client.stream import Target, build_body, make_client, stream_request
 from abtui.workload.items import Item
 
@@ -895,6 +896,145 @@ def test_not_json_at_the_end_stays_malformed(end):
                        api="completions")  # fmt: skip
     assert rec.status == R.ERROR and rec.error_class == R.E_MALFORMED
     assert rec.text == "a"
+
+
+# An error status whose body never ends (docs/compatibility.md, rule 9)
+
+ERR = b'{"error":{"message":"engine overloaded, retry later","type":"server_error"}}'
+
+
+def _err_head(framing: bytes) -> bytes:
+    return b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n" + framing
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        [_err_head(b"content-length: 400\r\n\r\n"), ERR[:40], HANG],  # short of its length
+        [_err_head(b"transfer-encoding: chunked\r\n\r\n"), chunk(ERR[:40]), HANG],  # no last chunk
+        [_err_head(b"connection: close\r\n\r\n"), ERR[:40], HANG],  # close-delimited, never closed
+        [_err_head(b"content-length: 400\r\n\r\n"), HANG],  # the head, then nothing
+        [_err_head(b"content-length: 400\r\n\r\n"), ERR[:40], 0.05, CLOSE],  # cut off by a close
+    ],
+    ids=["length", "chunked", "close", "head-only", "then-closed"],
+)
+def test_error_status_with_a_body_that_never_ends_is_an_http_error(script):
+    """The status line said it failed: http/503 with whatever body came, after at most 1 s of
+    waiting for the rest (before: ``timeout`` after the 5 s read timeout, or ``disconnected``);
+    the connection is not reused."""
+    r1, r2, srv, took = serve_two(script, read_timeout_s=5.0)
+    assert (r1.status, r1.error_class, r1.http_status) == (R.ERROR, R.E_HTTP, 503), r1.error_message
+    assert r1.error_message.startswith("HTTP 503: ")
+    if script[1] != HANG:
+        assert '{"error":{"message":"engine overloaded' in r1.error_message
+    assert took < 2.5
+    if script[-1] == HANG:
+        assert took > 0.9  # it waited the 1 s for the body's end
+    assert r1.chunk_ns == [] and r1.n_output == 0 and r1.done_ns >= r1.dispatched_ns
+    assert r2.status == R.OK and r2.text == "z"
+    assert srv.connections == 2
+
+
+def test_error_body_wait_is_at_most_the_read_timeout():
+    script = [_err_head(b"content-length: 400\r\n\r\n"), ERR[:40], HANG]
+    r1, _, _, took = serve_two(script, read_timeout_s=0.3)
+    assert (r1.error_class, r1.http_status) == (R.E_HTTP, 503)
+    assert 0.25 < took < 0.9
+
+
+def test_error_body_is_read_up_to_its_cap_then_left():
+    """8 KiB of an endless error body is message enough: the request ends there, at once."""
+    page = b"<html><body>" + b"overloaded " * 1000  # 11 KiB, then nothing more
+    script = [_err_head(b"content-length: 100000\r\n\r\n"), page, HANG]
+    r1, r2, srv, took = serve_two(script, read_timeout_s=5.0)
+    assert (r1.error_class, r1.http_status) == (R.E_HTTP, 503)
+    assert "<html><body>overloaded overloaded" in r1.error_message
+    assert took < 0.8
+    assert r2.status == R.OK and srv.connections == 2
+
+
+def test_total_timeout_in_an_error_body_is_an_http_error():
+    script = [_err_head(b"content-length: 400\r\n\r\n"), ERR[:40], HANG]
+    rec, _ = serve_one(script, timeout_s=0.3)
+    assert (rec.status, rec.error_class, rec.http_status) == (R.ERROR, R.E_HTTP, 503)
+    assert "engine overloaded" in rec.error_message
+
+
+# `data: [DONE]` ended by one line end, no blank line, then silence (rule 10)
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        [SSE_HEAD, chunk(FINISH), chunk(b"data: [DONE]\n")],
+        [SSE_HEAD, chunk(FINISH), chunk(b"data:[DONE]\r\n")],
+        [SSE_HEAD, chunk(FINISH), chunk(b"data: [DONE]\r")],
+        [SSE_HEAD, chunk(FINISH), chunk(b"data: [DO"), 0.02, chunk(b"NE]\n")],
+        [SSE_HEAD, chunk(FINISH + b": ping\nevent: end\ndata: [DONE]\n")],
+        [CLOSE_HEAD, FINISH, b"data: [DONE]\n"],
+        [LENGTH_HEAD, FINISH, b"data: [DONE]\n"],
+    ],
+    ids=["lf", "crlf-no-space", "cr", "split", "after-comment-and-name", "close", "length"],
+)
+def test_done_line_without_its_blank_line_then_silence_is_complete(script):
+    """A server that writes `data: [DONE]` and one line end and then hangs is done: complete at
+    that read (before: ``timeout`` after the 3 s read timeout); the connection is not reused."""
+    r1, r2, srv, took = serve_two(script + [HANG], read_timeout_s=3.0)
+    assert_ok_timing(r1)
+    assert r1.text == "a" and r1.finish_reason == "stop"
+    assert r1.done_ns - r1.chunk_ns[-1] < 0.5e9
+    assert took < 2.5
+    assert r2.status == R.OK and r2.text == "z"
+    assert srv.connections == 2
+
+
+def test_done_line_then_its_blank_line_later_keeps_the_connection():
+    script = [SSE_HEAD, chunk(FINISH), chunk(b"data: [DONE]\n"), 0.08, chunk(b"\n"), END]
+    r1, r2, srv, _ = serve_two(script, gap_s=0.3)
+    assert_ok_timing(r1)
+    assert r1.done_ns - r1.chunk_ns[-1] < 40 * MS
+    assert r2.status == R.OK and srv.connections == 1
+
+
+@pytest.mark.parametrize(
+    "tail",
+    [
+        b"data: x\ndata: [DONE]\n",  # [DONE] on an event's second data line is its content
+        b"data: [DONE]x\n",  # not the marker: only the exact value is
+        b"data: [DONE] \n",
+    ],
+    ids=["second-data-line", "prefix", "trailing-space"],
+)
+def test_done_inside_an_event_or_as_a_prefix_does_not_end_the_stream(tail):
+    rec, _ = serve_one([SSE_HEAD, chunk(FINISH), chunk(tail), HANG], api="completions",
+                       read_timeout_s=0.3)  # fmt: skip
+    assert rec.error_class == R.E_TIMEOUT, rec.error_message
+
+
+def test_parser_end_marker_is_dispatched_at_its_line_end_however_split():
+    """The parser's side of rule 10 (transport-independent; runs once per path)."""
+    body = b'data: {"a":1}\n\n: ping\ndata: [DONE]\r\n'
+    for i in range(len(body) + 1):
+        p = SSEParser(b"[DONE]")
+        events = p.feed(body[:i])
+        events += p.feed(body[i:])
+        assert events == [(None, b'{"a":1}'), (None, b"[DONE]")], i
+        assert not p.pending
+        assert p.feed(b"\r\n") == [] and p.close() == []  # its blank line, late: nothing more
+    p = SSEParser(b"[DONE]")  # on an event's later data line it is content, as the spec says
+    assert p.feed(b"data: x\ndata: [DONE]\n") == []
+    assert p.feed(b"\n") == [(None, b"x\n[DONE]")]
+    assert SSEParser().feed(b"data: [DONE]\n") == []  # no marker: the spec's blank line
+
+
+def test_done_as_generated_text_is_text():
+    """What a model can write, `data: [DONE]` on a line of its own included, is JSON-escaped
+    inside a data line: never the marker."""
+    text = "see:\ndata: [DONE]\n\n"
+    script = [SSE_HEAD, sse(comp(text)), sse(comp("b", finish="stop")), DONE, END]
+    rec, _ = serve_one(script, api="completions")
+    assert_ok_timing(rec)
+    assert rec.text == text + "b" and len(rec.chunk_ns) == 2
 
 
 def test_null_or_missing_choice_index_is_the_first_choice():

@@ -12,7 +12,7 @@ path (``abtui.client.stream.stream_request``); tests check that both paths recor
 Scope, deliberately small: HTTP/1.1 (and 1.0) over TCP or TLS, keep-alive pooling per host,
 ``Content-Length``, chunked and close-delimited bodies (the framing: :mod:`abtui.client.http1`).
 No proxies, no redirects, no HTTP/2. A response is complete at ``[DONE]``; its connection is
-reused only once the body's end follows (docs/compatibility.md, rules 5-8).
+reused only once the body's end follows (docs/compatibility.md, rules 5-10).
 """
 
 from __future__ import annotations
@@ -27,7 +27,16 @@ from abtui.client import records as R
 from abtui.client.http1 import ChunkedDecoder, Malformed, parse_head, request_bytes
 from abtui.client.records import RequestRecord
 from abtui.client.sse import SSEParser
-from abtui.client.stream import _MAX_ERROR_BODY, TAIL_S, Target, _error_text, _fail, _StreamState
+from abtui.client.stream import (
+    _MAX_ERROR_BODY,
+    DONE,
+    ERROR_BODY_S,
+    TAIL_S,
+    Target,
+    _fail,
+    _fail_http,
+    _StreamState,
+)
 from abtui.client.tls import describe
 from abtui.workload.items import Item
 
@@ -87,10 +96,11 @@ class _Exchange:
 
     __slots__ = (
         "conn", "state", "rec", "fut", "head", "status", "mode", "remaining", "keep_alive",
-        "parser", "err_body", "last_rx", "got_bytes", "chunks", "tail", "release", "timer",
+        "parser", "err_body", "err_wait", "last_rx", "got_bytes", "chunks", "tail", "release",
+        "timer",
     )
 
-    def __init__(self, conn: _Conn, state: _StreamState) -> None:
+    def __init__(self, conn: _Conn, state: _StreamState, err_wait: float = ERROR_BODY_S) -> None:
         self.conn = conn
         self.state = state
         self.rec = state.rec
@@ -100,14 +110,15 @@ class _Exchange:
         self.mode = ""  # "chunked" | "length" | "close"
         self.remaining = 0
         self.keep_alive = True
-        self.parser = SSEParser()
-        self.err_body: bytearray | None = None
+        self.parser = SSEParser(DONE)
+        self.err_body: bytearray | None = None  # an error status's body (the message)
+        self.err_wait = err_wait  # how long after the head that body is waited for
         self.last_rx = _now()
         self.got_bytes = False
         self.chunks = ChunkedDecoder()
         self.tail = False  # complete at [DONE], the body's end not yet read
         self.release = None  # FastClient._release of this connection, once parked
-        self.timer: asyncio.TimerHandle | None = None
+        self.timer: asyncio.TimerHandle | None = None  # the tail's, or the error body's
 
     # -- completion ---------------------------------------------------------------------
     def _finish(self, t: int, error: tuple[str, str] | None = None) -> None:
@@ -117,11 +128,13 @@ class _Exchange:
             return
         rec = self.rec
         if error is not None:
-            if rec.status == R.OK:
-                _fail(rec, error[0], error[1])
             self.keep_alive = False
-        elif self.err_body is not None:
-            _fail(rec, R.E_HTTP, f"HTTP {self.status}: {_error_text(bytes(self.err_body))}")
+        if self.err_body is not None:  # the status said it failed, whatever the body did after
+            if self.timer is not None:
+                self.timer.cancel()
+            _fail_http(rec, self.status, bytes(self.err_body))
+        elif error is not None and rec.status == R.OK:
+            _fail(rec, error[0], error[1])
         rec.done_ns = rec.done_ns or t
         if not self.tail:
             self.conn.exchange = None
@@ -201,15 +214,27 @@ class _Exchange:
         rec.first_byte_ns = t
         if not 200 <= h.status < 300:
             self.err_body = bytearray()
+            self.timer = asyncio.get_running_loop().call_later(
+                self.err_wait, self._error_body_late
+            )
         if h.mode == "length" and h.length == 0:
             self._end_of_body(t)
             return b""
         return h.rest
 
+    def _error_body_late(self) -> None:
+        """The error body has not ended ``err_wait`` after the head: the status is the outcome;
+        the connection, its body unfinished, is not reused."""
+        self.timer = None
+        self._finish(_now(), (R.E_HTTP, "error body unfinished"))
+
     def _body(self, piece: bytes, t: int) -> None:
-        if self.err_body is not None:
-            if len(self.err_body) < _MAX_ERROR_BODY:
-                self.err_body += piece
+        eb = self.err_body
+        if eb is not None:
+            if not self.fut.done():
+                eb += piece
+                if len(eb) >= _MAX_ERROR_BODY:  # enough for the message: not read further
+                    self._finish(t, (R.E_HTTP, "error body capped"))
             return
         st = self.state
         if st.done:
@@ -347,7 +372,7 @@ async def fast_stream_request(
                     except OSError as e:
                         _fail(rec, R.E_CONNECT, f"cannot connect to {target.url}: {e.strerror or e}")
                         return rec
-                ex = _Exchange(conn, st)
+                ex = _Exchange(conn, st, min(ERROR_BODY_S, target.read_timeout_s))
                 conn.exchange = ex
                 conn.used += 1
                 conn.transport.write(payload)
@@ -379,7 +404,10 @@ async def fast_stream_request(
     except TimeoutError:
         if ex is not None:
             ex.keep_alive = False
-        _fail(rec, R.E_TIMEOUT, f"no complete response within {target.timeout_s:g} s")
+        if ex is not None and ex.err_body is not None:  # out of time in an error body (rule 9)
+            _fail_http(rec, ex.status, bytes(ex.err_body))
+        else:
+            _fail(rec, R.E_TIMEOUT, f"no complete response within {target.timeout_s:g} s")
     except asyncio.CancelledError:
         if ex is not None:
             ex.keep_alive = False
@@ -394,6 +422,8 @@ async def fast_stream_request(
                 ex.park(lambda reusable: client._release(key, conn, reusable),
                         min(TAIL_S, target.read_timeout_s))  # fmt: skip
             else:
+                if ex is not None and ex.timer is not None:  # an error body's, if cut short
+                    ex.timer.cancel()
                 client._release(key, conn, ok)
         st.finish(item)
     return rec

@@ -3,6 +3,10 @@
 Only what OpenAI-compatible servers use: ``data:`` fields (several lines joined with ``\\n``),
 ``event:`` names, ``:`` comments (counted, never events), blank-line dispatch, and any of
 ``\\r\\n`` / ``\\n`` / ``\\r`` as line ends, split anywhere across network reads.
+
+One departure from the spec, only when asked (the clients do, for ``[DONE]``): a ``data:`` line
+whose value is exactly the stream's end marker and which opens an event is dispatched at its own
+line end, without waiting for the blank line (docs/compatibility.md, rule 10).
 """
 
 from __future__ import annotations
@@ -11,13 +15,17 @@ from __future__ import annotations
 class SSEParser:
     """Feed raw body bytes; get back complete events as ``(event_name, data_bytes)``."""
 
-    __slots__ = ("_buf", "_data", "_event", "_skip_lf", "comments")
+    __slots__ = ("_buf", "_data", "_event", "_skip_lf", "_end", "comments")
 
-    def __init__(self) -> None:
+    def __init__(self, end_marker: bytes | None = None) -> None:
+        """``end_marker``: a ``data:`` value (``b"[DONE]"``) that, as the first data line of an
+        event, is dispatched as an event of its own as soon as its line ends; the same value on
+        a later data line of an event is that event's content, as the spec says."""
         self._buf = b""
         self._data: list[bytes] = []
         self._event: bytes | None = None
         self._skip_lf = False  # the last byte fed was a CR: a LF opening the next feed ends no line
+        self._end = end_marker
         self.comments = 0  # ``:`` lines seen (keep-alive pings); never events
 
     def feed(self, chunk: bytes) -> list[tuple[bytes | None, bytes]]:
@@ -39,6 +47,7 @@ class SSEParser:
         self._buf = buf[end + 1 :]
         events: list[tuple[bytes | None, bytes]] = []
         data = self._data
+        end_marker = self._end
         for line in buf[:end].split(b"\n"):
             if not line:
                 if data:
@@ -47,7 +56,12 @@ class SSEParser:
                 self._event = None
             elif line.startswith(b"data:"):
                 v = line[5:]
-                data.append(v[1:] if v[:1] == b" " else v)
+                if v[:1] == b" ":
+                    v = v[1:]
+                if v == end_marker and not data:  # the stream's end: no blank line awaited
+                    events.append((self._event, v))
+                else:
+                    data.append(v)
             elif line[0] == 58:  # b":"
                 self.comments += 1
             else:

@@ -29,6 +29,12 @@ _MAX_ERROR_BODY = 8192
 # After ``[DONE]`` the response is complete; a connection waits this long (at most the read
 # timeout) for the body's end before it is closed instead of reused.
 TAIL_S = 1.0
+# An error status (>= 300) is the outcome; its body is only the message. It is read until it
+# ends, reaches _MAX_ERROR_BODY, or this long after the head (at most the read timeout), then
+# the request is an ``http`` error with what came, and an unfinished body costs the connection
+# (docs/compatibility.md, rule 9). Servers send an error body with its head or right after it.
+ERROR_BODY_S = 1.0
+DONE = b"[DONE]"  # the stream's end marker (rule 10: ends the stream at its line end)
 
 
 @dataclass(slots=True)
@@ -103,6 +109,11 @@ def _fail(rec: RequestRecord, cls: str, msg: str, status: str = R.ERROR) -> None
     rec.error_message = msg[:500]
     if rec.done_ns is None:
         rec.done_ns = _now()
+
+
+def _fail_http(rec: RequestRecord, status: int, body: bytes) -> None:
+    """An error status: ``http``, with the message of whatever part of its body came."""
+    _fail(rec, R.E_HTTP, f"HTTP {status}: {_error_text(body)}")
 
 
 def _one_line(text: str) -> str:
@@ -302,6 +313,7 @@ async def stream_request(
     reference to ``rec`` always holds what was measured.
     """
     st = _StreamState(rec, store_text)
+    err_body: bytearray | None = None  # an error status's body, as it comes
     timeout = httpx.Timeout(
         connect=target.connect_timeout_s,
         read=target.read_timeout_s,
@@ -317,16 +329,20 @@ async def stream_request(
             ) as resp:
                 rec.http_status = resp.status_code
                 if not 200 <= resp.status_code < 300:
-                    raw = b""
-                    async for piece in resp.aiter_raw():
-                        if rec.first_byte_ns is None:
-                            rec.first_byte_ns = _now()
-                        raw += piece
-                        if len(raw) > _MAX_ERROR_BODY:
-                            break
-                    _fail(rec, R.E_HTTP, f"HTTP {resp.status_code}: {_error_text(raw)}")
+                    err_body = bytearray()
+                    # a body cut off, stalled or broken is still this status's error (rule 9);
+                    # leaving it unread makes httpx close the connection
+                    with contextlib.suppress(TimeoutError, httpx.HTTPError):
+                        async with asyncio.timeout(min(ERROR_BODY_S, target.read_timeout_s)):
+                            async for piece in resp.aiter_raw():
+                                if rec.first_byte_ns is None:
+                                    rec.first_byte_ns = _now()
+                                err_body += piece
+                                if len(err_body) >= _MAX_ERROR_BODY:
+                                    break
+                    _fail_http(rec, resp.status_code, bytes(err_body))
                     return rec
-                parser = SSEParser()
+                parser = SSEParser(DONE)
                 feed = parser.feed
                 on_event = st.on_event
                 pieces = resp.aiter_raw()
@@ -362,7 +378,10 @@ async def stream_request(
                     rec.done_ns = t
         st.check_end()
     except TimeoutError:
-        _fail(rec, R.E_TIMEOUT, f"no complete response within {target.timeout_s:g} s")
+        if err_body is not None:  # the whole request's time ran out while reading an error body
+            _fail_http(rec, rec.http_status, bytes(err_body))
+        else:
+            _fail(rec, R.E_TIMEOUT, f"no complete response within {target.timeout_s:g} s")
     except httpx.ConnectTimeout:
         _fail(rec, R.E_TIMEOUT, f"connect timed out after {target.connect_timeout_s:g} s")
     except httpx.ReadTimeout:
