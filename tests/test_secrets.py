@@ -21,7 +21,9 @@ KEY = "sk-abtui-test-7f3c9e1d2b4a"
 
 class EchoServer:
     """An endpoint that requires the key and echoes the Authorization header back: in a 401's
-    message for every third request, in the token text otherwise."""
+    message for every third request, padded so that the client's 300-character cut of the
+    message falls inside the key; in the token text of the others, whole, or (every third)
+    only its first half before the connection drops."""
 
     def __init__(self) -> None:
         self.n = 0
@@ -53,8 +55,14 @@ class EchoServer:
             else:
                 self.n += 1
                 if self.n % 3 == 0:
-                    err = {"error": {"message": f"invalid credentials: {auth!r}"}}
+                    pad = "x" * (300 - len("invalid credentials: 'Bearer ") - 12)
+                    err = {"error": {"message": f"invalid credentials: {pad}{auth!r}"}}
                     writer.write(_response(401, "application/json", json.dumps(err)))
+                elif self.n % 3 == 2:
+                    half = {"choices": [{"index": 0, "text": f"you sent {auth[:20]}"}]}
+                    sse = f"data: {json.dumps(half)}\n\n".encode()
+                    head = "HTTP/1.1 200 X\r\ncontent-type: text/event-stream\r\n\r\n"
+                    writer.write(head.encode() + sse)  # then the connection drops
                 else:
                     events = [
                         {
@@ -121,12 +129,31 @@ def test_an_echoed_key_is_nowhere_but_the_request(tmp_path, monkeypatch, capsys)
     assert f"Bearer {KEY}" in echo.seen_keys, printed[-2000:]  # the key reached the endpoint
     assert rc in (0, 3, 4), printed[-2000:]
     assert "invalid credentials" in printed  # the echoed error is shown ...
-    assert KEY not in printed  # ... without the key
+    assert KEY not in printed and KEY[:10] not in printed  # ... without the key or its start
     path = tmp_path / "keys.duckdb"
     stored = _every_string_in(path)
     assert "you sent" in stored and "invalid credentials" in stored  # the echoes were stored
     assert KEY not in stored and KEY.encode() not in path.read_bytes()
+    assert KEY[:10] not in stored  # not even where a cut, or a dropped connection, halved it
+    assert f"{'x' * 20}'Bearer [redacted]" in stored  # the cut message, its key's start redacted
     for fmt in ("text", "md", "html", "json"):
         assert main(["report", str(path), "--format", fmt]) in (0, 3, 4)
         o, e = capsys.readouterr()
-        assert KEY not in o + e, fmt
+        assert KEY not in o + e and KEY[:10] not in o + e, fmt
+
+
+def test_redact_text_whole_keys_and_a_key_cut_short():
+    from abtui.client.redact import REDACTED, redact_text, secrets_of
+
+    secrets = secrets_of({"Authorization": f"Bearer {KEY}"})
+    assert secrets == [f"Bearer {KEY}", KEY]
+    assert redact_text(f"you sent Bearer {KEY}!", secrets) == f"you sent {REDACTED}!"
+    assert redact_text(f"a {KEY} b {KEY}", secrets) == f"a {REDACTED} b {REDACTED}"
+    for k in range(4, len(KEY)):  # cut anywhere inside the key: its start goes too
+        assert redact_text(f"HTTP 401: key 'Bearer {KEY[:k]}", secrets) == (
+            f"HTTP 401: key 'Bearer {REDACTED}"
+        ), k
+    assert redact_text("ends with sk-", secrets) == "ends with sk-"  # 3 characters say nothing
+    for word in ("use a Bearer", "Bear", "sk-a b"):  # ordinary ends are left alone
+        assert redact_text(word, secrets) == word
+    assert redact_text("", secrets) == ""
