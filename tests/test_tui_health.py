@@ -206,6 +206,27 @@ def test_verdict_health_from_a_hostile_file_is_inert_and_never_crashes():
     assert health_text({"generator_health": 5}).plain == ""
 
 
+@pytest.mark.parametrize("notes", [["generator baseline used 93% of a core"], "not a list"])
+def test_report_and_verdict_screen_say_the_stored_health_in_the_same_words(notes):
+    """One source for the words (abtui.report.health): the summary ``abtui report`` prints and
+    the verdict screen show the same lines; a note list that is not a list (a hostile file) was
+    printed by the report one character a line."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from abtui.report.console import _print_generator_health
+    from abtui.tui.screens.verdict import health_text
+
+    meta = {"degraded": True, "generator_health": {"reasons": ["a: lag P99 2.1 s"], "notes": notes}}
+    out = StringIO()
+    _print_generator_health(Console(file=out, width=300), meta)
+    printed = sorted(ln.strip() for ln in out.getvalue().splitlines() if ln.strip())
+    shown = sorted(ln.strip() for ln in health_text(meta).plain.splitlines() if ln.strip())
+    assert printed == shown and len(printed) == 2 + isinstance(notes, list), printed
+    assert any(ln.startswith("DEGRADED SESSION: the load generator did not keep") for ln in shown)
+
+
 # ------------------------------------------------------------------ the delta strip at 80 columns
 
 

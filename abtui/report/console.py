@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from abtui.metrics.summary import ArmSummary, summarize
+from abtui.report.health import DEGRADED_TAG, DEGRADED_WHY, stored_health
 from abtui.report.untrusted import printable, term
 from abtui.runner.observer import ArmProgress, RunInfo, Snapshot
 from abtui.store.reader import SessionReader, never_closed
@@ -143,14 +144,12 @@ def _print_generator_health(console: Console, meta: dict) -> None:
         console.print()
         for line in lines:
             console.print(term(line))
-    for note in health.get("notes") or []:
+    words = stored_health(meta)
+    for note in words.notes:
         console.print(f"[yellow]note:[/] {term(note)}")
-    if meta.get("degraded"):
-        console.print(
-            "[bold red]DEGRADED SESSION:[/] [bold]the load generator did not keep its schedule; "
-            "the arms did not get the load asked for, and no GO can be drawn from it.[/]"
-        )
-        for r in health.get("reasons", []):
+    if words.degraded:
+        console.print(f"[bold red]{DEGRADED_TAG}:[/] [bold]{DEGRADED_WHY}[/]")
+        for r in words.reasons:
             console.print(f"[bold red]  ✗ {term(r)}[/]")
 
 

@@ -15,6 +15,7 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from abtui.report.health import DEGRADED_TAG, DEGRADED_WHY, stored_health
 from abtui.report.quality import console_lines
 from abtui.report.untrusted import printable
 from abtui.report.verdict_text import effect_table, role_of, rows_of
@@ -121,27 +122,20 @@ def metrics_table(pair: PairVerdict, policy: dict, width: int) -> Table:
 
 def health_text(meta: dict) -> Text:
     """The load generators' stored health under the banner, in the words ``abtui report``
-    prints (abtui.report.console): a degraded session's reasons, and the notes — a generator
-    that used most of a core, a main process that read the records seconds late — so that a
-    team reviewing the session sees it ran on a stalled box. Lines start with a newline; the
-    stored strings are shown inert (a session file may come from anyone)."""
+    prints (both take them from abtui.report.health): a degraded session's reasons, and the
+    notes — a generator that used most of a core, a main process that read the records seconds
+    late — so that a team reviewing the session sees it ran on a stalled box. Lines start with
+    a newline; the stored strings are shown inert (a session file may come from anyone)."""
     t = Text()
-    h = meta.get("generator_health")
-    h = h if isinstance(h, dict) else {}
-
-    def strings(key: str) -> list[str]:
-        got = h.get(key)
-        return [printable(x) for x in got] if isinstance(got, list) else []
-
-    if meta.get("degraded"):
-        t.append("\nDEGRADED SESSION: ", "bold red")
-        t.append("the load generator did not keep its schedule; the arms did not get the load "
-                 "asked for, and no GO can be drawn from it.", "bold")  # fmt: skip
-        for r in strings("reasons"):
-            t.append(f"\n  ✗ {r}", "bold red")
-    for note in strings("notes"):
+    words = stored_health(meta)
+    if words.degraded:
+        t.append(f"\n{DEGRADED_TAG}: ", "bold red")
+        t.append(DEGRADED_WHY, "bold")
+        for r in words.reasons:
+            t.append(f"\n  ✗ {printable(r)}", "bold red")
+    for note in words.notes:
         t.append("\nnote: ", "yellow")
-        t.append(note)
+        t.append(printable(note))
     return t
 
 
@@ -157,7 +151,7 @@ def _banner(d: VerdictData) -> Text:
     if status and status != "complete":
         t.append(f"  session {status}", "bold red")
     if d.sv.meta.get("degraded"):
-        t.append("  DEGRADED SESSION", "bold red")
+        t.append(f"  {DEGRADED_TAG}", "bold red")
     t.append_text(health_text(d.sv.meta))
     for pair in v.pairs:
         t.append(f"\n{pair.candidate} vs {pair.baseline}: {pair.result}", "bold")
