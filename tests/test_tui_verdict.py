@@ -1,6 +1,8 @@
 """The verdict screen's metrics table fits the terminal: at 80×24 every row is one line with
 its metric name whole (short names, δ and p left out, said under the table); at 160×48 the
-full table (role, δ, p) with the report's metric names. Outcomes are words at any width."""
+full table (role, δ, p) with the report's metric names. Outcomes are words at any width. The
+quality table likewise: one line per row at 80 and 100 columns (suite, length and gate word
+whole, what was left out said under it), every column of the report's table at 160."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import asyncio
 import pytest
 from tui_fixtures import write_session
 
+from abtui.report import quality as rq
 from abtui.report.verdict_text import rows_of
 from abtui.stats.verdict import label
 from abtui.tui.app import AbtuiApp
@@ -97,3 +100,83 @@ def test_export_keys_say_where_the_report_went_on_screen_at_80x24(verdict_data):
         assert str(out) in "".join(ln.strip() for ln in said), said
     assert "<html" in path.with_suffix(".html").read_text().lower()
     assert "fp8" in path.with_suffix(".md").read_text()
+
+
+# ------------------------------------------------------------------------------ the quality table
+
+
+@pytest.fixture(scope="module")
+def quality_data(tmp_path_factory):
+    return load_verdict(write_session(tmp_path_factory.mktemp("q"), "q", seed=1, quality=True))
+
+
+async def _quality_lines(data, size) -> list[str]:
+    """The screen's lines of the quality section, scrolled to the top of the screen."""
+    app = AbtuiApp()
+    async with app.run_test(size=size) as pilot:
+        await app.push_screen(VerdictScreen(data))
+        await pilot.pause()
+        chart = app.screen.query_one("#quality-0")
+        app.screen.query_one("VerticalScroll").scroll_to_widget(chart, animate=False, top=True)
+        await pilot.pause()
+        await pilot.pause()
+        region = chart.region
+        assert region.y + region.height <= size[1] - 1, region  # whole above the footer
+        lines = [s.text.rstrip() for s in app.screen._compositor.render_strips()]
+        await pilot.press("q")
+    return [ln.strip() for ln in lines[region.y : region.y + region.height]]
+
+
+def _flat(lines: list[str]) -> str:
+    return " ".join(" ".join(lines).split())
+
+
+@pytest.mark.parametrize("size", [(80, 24), (100, 32)])
+def test_quality_rows_are_one_line_each_at_80_and_100_columns(quality_data, size):
+    qual = quality_data.sv.verdict.pairs[0].quality
+    cells = rq.short_rows(qual)
+    assert len(cells) == 7 and {r[9] for r in cells} == {"pass", "FAIL", ""}
+    lines = asyncio.run(_quality_lines(quality_data, size))
+    head = next(i for i, ln in enumerate(lines) if ln.startswith("suite "))
+    header, rows, after = lines[head], lines[head + 1 : head + 1 + len(cells)], lines[head + 1 :]
+    for col in ("suite", "Δacc (pp)", "gate"):
+        assert col in header, (col, header)
+    for r, line in zip(cells, rows, strict=True):  # the suite, its length and gate word whole
+        assert line.split()[:2] == r[:2], (r, line)
+        assert r[5] in line.split(), (r, line)  # Δacc
+        assert line.endswith(r[9]), (r[9], line)
+    assert after[len(cells)].startswith("gate: pass when"), after  # no row's continuation
+    under = _flat(after[len(cells) :])
+    assert under.startswith("gate: pass when the CI's lower bound ≥ −margin (exact 1 pp, niah 15")
+    gone = [c for c in rq.SHORT_COLUMNS if c not in header]
+    if size[0] == 80:
+        assert gone, header  # the whole short table is wider than 76 columns
+    for col in gone:  # said under the table, with the width it shows from
+        assert f"{col} from " in under.partition("left out: ")[2], (col, under)
+    assert "the report's full table from 1" in under
+    for note in rq.notes(qual):  # sentences, wrapped but whole
+        assert note in under, (note, under)
+    assert rq.mode_line({"mode": "separate"}) in _flat(lines[:head])
+
+
+def test_quality_table_keeps_every_column_at_160(quality_data):
+    qual = quality_data.sv.verdict.pairs[0].quality
+    cells = rq.rows(qual)
+    lines = asyncio.run(_quality_lines(quality_data, (160, 48)))
+    head = next(i for i, ln in enumerate(lines) if ln.startswith("suite "))
+    for col in rq.COLUMNS:
+        assert col in lines[head], col
+    for r, line in zip(cells, lines[head + 1 : head + 1 + len(cells)], strict=True):
+        at = 0
+        for c in r:  # every cell, in order, as the report writes it
+            at = line.index(c, at) + len(c)
+    assert "full table from" not in _flat(lines) and "FAIL (≥ −1 pp)" in lines[head + 1]
+    assert rq.mode_line({"mode": "separate"}) in _flat(lines[:head])  # the mode that ran
+
+
+def test_gate_rule_states_one_margin_or_each_suites():
+    gates = [{"suite": "a", "margin": 0.01}, {"suite": "b", "margin": 0.01}]
+    assert rq.gate_rule({"gates": gates}) == "gate: pass when the CI's lower bound ≥ −1 pp"
+    gates[1]["margin"] = 0.025
+    assert rq.gate_rule({"gates": gates}).endswith("≥ −margin (a 1 pp, b 2.5 pp)")
+    assert rq.gate_rule({"gates": []}) is None

@@ -38,16 +38,47 @@ def records(seed: int, n: int) -> list[RequestRecord]:
     return out
 
 
+def quality_rows() -> list[dict]:
+    """Scored quality items of both arms, as ``abtui.quality.run`` stores them (with
+    :data:`QUALITY_SPEC`): ``niah`` in five length buckets passes its 15 pp margin overall,
+    though the candidate loses 9 of 24 answers at 16k (a warning); ``exact``, with no buckets,
+    drops 10 pp and fails its 1 pp gate; one item failed in the candidate (left out)."""
+    out, k = [], 0
+    for bucket in ("1k", "2k", "4k", "8k", "16k", None):
+        suite = "exact" if bucket is None else "niah"
+        for j in range(40 if bucket is None else 24):
+            if bucket is None:
+                a = j % 5 != 4
+                b = a and j % 10 != 1
+            else:
+                a = j % 6 != 5
+                b = (a and j >= 10) if bucket == "16k" else (a or j % 12 == 5)
+            detail = {"suite": suite, "bucket": bucket, "cluster": f"{suite}-{bucket}-{j // 4}"}
+            for arm, ok in ((0, a), (1, None if k == 3 else b)):
+                out.append({"arm": arm, "item": k, "score": None if ok is None else float(ok),
+                            "correct": ok, "detail": detail})  # fmt: skip
+            k += 1
+    return out
+
+
+QUALITY_SPEC = {**SPEC, "quality": {"suites": ["niah", "exact"], "margins": {"niah": 0.15}}}
+
+
 def write_session(folder: Path, name: str, *, seed: int = 1, n: int = 60, status: str = "complete",
-                  verdict: bool = True, mtime: float | None = None) -> Path:  # fmt: skip
+                  verdict: bool = True, mtime: float | None = None,
+                  quality: bool = False) -> Path:  # fmt: skip
     """A session file ``folder/name.duckdb`` closed with ``status`` ("running": as a killed
-    writer leaves it), its verdict computed and stored when ``verdict``."""
+    writer leaves it), its verdict computed and stored when ``verdict``; with ``quality``, the
+    scored items of :func:`quality_rows` (quality mode ``separate``)."""
     path = folder / f"{name}.duckdb"
     w = SessionWriter(path)
-    w.write_meta(session_name=name, spec=SPEC, created=f"2026-01-0{1 + seed % 9}T10:00:00+00:00",
-                 load="poisson 20 req/s")  # fmt: skip
+    w.write_meta(session_name=name, spec=QUALITY_SPEC if quality else SPEC,
+                 created=f"2026-01-0{1 + seed % 9}T10:00:00+00:00", load="poisson 20 req/s")  # fmt: skip
     w.write_arms(ARMS)
     w.add_records(records(seed, n))
+    if quality:
+        w.write_quality(quality_rows())
+        w.write_meta(quality_mode="separate")
     w.close(status=status)
     if verdict and status != "running":
         from abtui.stats.session import session_verdict

@@ -25,25 +25,67 @@ def _p(x) -> str:
     return "—" if x is None or not math.isfinite(x) else f"{x:.3g}"
 
 
+def _entries(qual: dict):
+    """``(row, gate, is_suite)`` per table row: each suite (with its gate, if any), then its
+    length buckets."""
+    gates = {g["suite"]: g for g in qual.get("gates", [])}
+    for s in qual.get("suites", []):
+        yield s, gates.get(s["suite"]), True
+        for b in qual.get("buckets", []):
+            if b["suite"] == s["suite"]:
+                yield b, None, False
+
+
+def _word(gate: dict) -> str:
+    return "pass" if gate["passed"] else "FAIL"
+
+
 def rows(qual: dict) -> list[list[str]]:
     """Text cells, suites first (each followed by its buckets)."""
-    gates = {g["suite"]: g for g in qual.get("gates", [])}
     out = []
-    for s in qual.get("suites", []):
-        g = gates.get(s["suite"])
-        gate = (
-            ""
-            if g is None
-            else (f"{'pass' if g['passed'] else 'FAIL'} (≥ −{g['margin'] * 100:g} pp)")
-        )
-        group = [s] + [b for b in qual.get("buckets", []) if b["suite"] == s["suite"]]
-        for r in group:
-            out.append([
-                r["suite"], "all" if r is s else r["bucket"], str(r["n"]), _acc(r["acc_a"]),
-                _acc(r["acc_b"]), pp(_f(r["delta"])), f"[{pp(_f(r['lo']))}, {pp(_f(r['hi']))}]",
-                f"{_p(r['p'])} ({_p(r['p_holm'])})", _acc(r["flip_rate"]), gate if r is s else "",
-            ])  # fmt: skip
+    for r, g, is_suite in _entries(qual):
+        gate = "" if g is None else f"{_word(g)} (≥ −{g['margin'] * 100:g} pp)"
+        out.append([
+            r["suite"], "all" if is_suite else r["bucket"], str(r["n"]), _acc(r["acc_a"]),
+            _acc(r["acc_b"]), pp(_f(r["delta"])), f"[{pp(_f(r['lo']))}, {pp(_f(r['hi']))}]",
+            f"{_p(r['p'])} ({_p(r['p_holm'])})", _acc(r["flip_rate"]), gate,
+        ])  # fmt: skip
     return out
+
+
+SHORT_COLUMNS = ("suite", "len", "n", "acc A", "acc B", "Δacc (pp)", "95% CI (pp)", "p (Holm)",
+                 "flips", "gate")  # fmt: skip
+
+
+def _num_pp(x) -> str:
+    return "n/a" if x is None or not math.isfinite(x) else f"{x * 100:+.1f}"
+
+
+def short_rows(qual: dict) -> list[list[str]]:
+    """:func:`rows` in fewer characters, column for column (headers :data:`SHORT_COLUMNS`), for
+    a narrow screen: Δacc and its CI without the unit (the header says pp), Holm's p alone, the
+    gate as its word (the margins: :func:`gate_rule`)."""
+    out = []
+    for r, g, is_suite in _entries(qual):
+        out.append([
+            r["suite"], "all" if is_suite else r["bucket"], str(r["n"]), _acc(r["acc_a"]),
+            _acc(r["acc_b"]), _num_pp(r["delta"]), f"[{_num_pp(r['lo'])}, {_num_pp(r['hi'])}]",
+            _p(r["p_holm"]), _acc(r["flip_rate"]), "" if g is None else _word(g),
+        ])  # fmt: skip
+    return out
+
+
+def gate_rule(qual: dict) -> str | None:
+    """The gates' margins in words, for a table whose gate column is the bare word: ``gate: pass
+    when the CI's lower bound ≥ −1 pp`` (one margin), or ``… ≥ −margin (exact 1 pp, niah 15
+    pp)``. None when no suite has a gate."""
+    margins = {g["suite"]: f"{g['margin'] * 100:g} pp" for g in qual.get("gates", [])}
+    if not margins:
+        return None
+    if len(set(margins.values())) == 1:
+        return f"gate: pass when the CI's lower bound ≥ −{next(iter(margins.values()))}"
+    each = ", ".join(f"{s} {m}" for s, m in margins.items())
+    return f"gate: pass when the CI's lower bound ≥ −margin ({each})"
 
 
 def _f(x) -> float:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from rich.cells import cell_len
+from rich.console import Group
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
@@ -15,8 +17,8 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from abtui.report import quality as rq
 from abtui.report.health import DEGRADED_TAG, DEGRADED_WHY, stored_health
-from abtui.report.quality import console_lines
 from abtui.report.untrusted import printable
 from abtui.report.verdict_text import effect_table, role_of, rows_of
 from abtui.stats.effects import Effect
@@ -120,6 +122,65 @@ def metrics_table(pair: PairVerdict, policy: dict, width: int) -> Table:
     return t
 
 
+# The quality table's columns (indices into abtui.report.quality.COLUMNS) left out one group at
+# a time while the table is wider than the screen: flip rate, p, n, the accuracies, the CI.
+# Suite, length, Δacc and the gate's word stay.
+QUALITY_LEFT_OUT = ((8,), (7,), (2,), (3, 4), (6,))
+GATE_STYLE = {"pass": "green", "FAIL": "bold red"}
+
+
+def _width(head: tuple[str, ...], cells: list[list[str]], keep: list[int]) -> int:
+    """The width rich gives a table of the columns ``keep`` laid out as :func:`quality_table`
+    does (one space each side of a cell, none at the outer edges)."""
+    return sum(max(cell_len(r[i]) for r in [head, *cells]) for i in keep) + 2 * (len(keep) - 1)
+
+
+def quality_table(qual: dict, mode: dict | None, width: int, extra: int = 0) -> Group:
+    """The pair's quality section for ``width`` columns: a title, the quality mode, the table,
+    and the notes (sentences, wrapped). The report's table (abtui.report.quality.rows) where it
+    fits; narrower, its short cells (``short_rows``; the gates' margins in the caption), less
+    the columns of QUALITY_LEFT_OUT in turn until it fits, so that no row wraps at 80 columns.
+    The caption says what was left out and from what width it shows (``extra``: the screen's
+    columns beside the table, to state that width as the terminal's)."""
+    cells = [[printable(c) for c in r] for r in rq.rows(qual)]
+    head, every = rq.COLUMNS, list(range(len(rq.COLUMNS)))
+    full = _width(head, cells, every)
+    caption = []
+    if full <= width:
+        keep = every
+    else:
+        cells = [[printable(c) for c in r] for r in rq.short_rows(qual)]
+        head, keep, gone = rq.SHORT_COLUMNS, every, []
+        for group in QUALITY_LEFT_OUT:
+            if _width(head, cells, keep) <= width:
+                break
+            keep = [i for i in keep if i not in group]
+            gone.append(group)
+        back, shown = [], list(keep)  # the columns come back in the reverse order
+        for group in reversed(gone):
+            shown = sorted(shown + list(group))
+            back.append(f"{' and '.join(head[i] for i in group)} from "
+                        f"{_width(head, cells, shown) + extra}")  # fmt: skip
+        caption = [rq.gate_rule(qual), "p: McNemar's, Holm-adjusted" if 7 in keep else None]
+        caption.append(f"left out: {', '.join(back)} columns wide" if back else None)
+        caption.append(f"the report's full table from {full + extra} columns")
+    t = Table(show_header=True, header_style="bold", box=None, pad_edge=False, padding=(0, 1))
+    for i in keep:
+        t.add_column(escape(head[i]), no_wrap=True, justify="left" if i in (0, 1, 9) else "right")
+    for r in cells:
+        gate = Text(r[9], GATE_STYLE.get(r[9].split(" ")[0], ""))
+        t.add_row(*[gate if i == 9 else Text(r[i]) for i in keep])
+    if caption:
+        t.caption, t.caption_justify = " · ".join(x for x in caption if x), "left"
+    parts = [Text("quality (paired items, greedy)", "bold")]
+    if line := rq.mode_line(mode):
+        parts.append(Text(line, "dim"))
+    parts.append(t)
+    if notes := rq.notes(qual):
+        parts.append(Text("\n".join(printable(n) for n in notes)))
+    return Group(*parts)
+
+
 def health_text(meta: dict) -> Text:
     """The load generators' stored health under the banner, in the words ``abtui report``
     prints (both take them from abtui.report.health): a degraded session's reasons, and the
@@ -217,6 +278,7 @@ class VerdictScreen(Screen):
     def compose(self) -> ComposeResult:
         d = self.data
         pol = d.sv.verdict.policy
+        qmode = rq.mode_info(d.sv.meta)
         with VerticalScroll():
             yield Static(_banner(d), id="banner")
             for i, pair in enumerate(d.sv.verdict.pairs):
@@ -227,9 +289,11 @@ class VerdictScreen(Screen):
                          if e.note and e.key in (pol["primary"], *pol["guardrails"])]  # fmt: skip
                 if notes:
                     yield Static(escape("\n".join(notes)), classes="notes")
-                quality = console_lines(pair.quality)  # suites, length buckets, gates
-                if quality:
-                    yield Static(Text("\n".join(quality)), id=f"quality-{i}", classes="notes")
+                if pair.quality:  # suites, length buckets, gates
+                    chart = Chart(id=f"quality-{i}", classes="notes")
+                    chart.show(lambda w, q=pair.quality: quality_table(
+                        q, qmode, w, max(0, self.app.size.width - w)))  # fmt: skip
+                    yield chart
             yield Static(_slo_cost(d), id="slo")
             yield Static(Text("\n".join(d.diagnosis)), id="diagnosis")
             yield Static(_config(d), id="config")
