@@ -180,3 +180,19 @@ def test_gate_rule_states_one_margin_or_each_suites():
     gates[1]["margin"] = 0.025
     assert rq.gate_rule({"gates": gates}).endswith("≥ −margin (a 1 pp, b 2.5 pp)")
     assert rq.gate_rule({"gates": []}) is None
+
+
+def test_the_width_the_metrics_caption_names_is_the_terminals(verdict_data):
+    """'δ and p (adj) from N columns wide' names a terminal width: at N columns the full table
+    shows, at N - 1 the compact one (the screen's border and scrollbar take a few columns)."""
+    import re
+
+    lines = asyncio.run(_screen_lines(verdict_data, (80, 24)))
+    said = next(ln for ln in lines if "δ and p (adj) from" in ln)
+    n = int(re.search(r"from (\d+) columns wide", said).group(1))
+    assert n > 100, said  # more than the table's own threshold
+    full = asyncio.run(_screen_lines(verdict_data, (n, 40)))
+    assert "δ" in _table_rows(full, 1)[0], full
+    compact = asyncio.run(_screen_lines(verdict_data, (n - 1, 40)))
+    header = _table_rows(compact, 1)[0]
+    assert "δ" not in header and "95% CI (%)" in header, header

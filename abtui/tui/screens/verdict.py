@@ -95,7 +95,7 @@ def _ci(e: Effect) -> str:
     return f"[{short_pct(e.lo, '')},{short_pct(e.hi, '')}]"
 
 
-def metrics_table(pair: PairVerdict, policy: dict, width: int) -> Table:
+def metrics_table(pair: PairVerdict, policy: dict, width: int, extra: int = 0) -> Table:
     """The pair's metrics table for ``width`` columns: the full one (A, B, Δ, CI, δ, p, outcome)
     from FULL_TABLE_WIDTH; narrower, short metric names, the role as one letter, the CI without
     ``%`` signs, and no δ or p columns, so that no row wraps at 80 columns. The outcome is always
@@ -117,7 +117,9 @@ def metrics_table(pair: PairVerdict, policy: dict, width: int) -> Table:
             short_pct(e.ratio), _ci(e),
             Text(e.outcome, OUTCOME_STYLE.get(e.outcome, "yellow")),
         )  # fmt: skip
-    t.caption = f"r: P primary, G guardrail · δ and p (adj) from {FULL_TABLE_WIDTH} columns wide"
+    t.caption = (  # ``extra``: the screen's columns beside the table, to say the terminal's width
+        f"r: P primary, G guardrail · δ and p (adj) from {FULL_TABLE_WIDTH + extra} columns wide"
+    )
     t.caption_justify = "left"
     return t
 
@@ -283,7 +285,8 @@ class VerdictScreen(Screen):
             yield Static(_banner(d), id="banner")
             for i, pair in enumerate(d.sv.verdict.pairs):
                 table = Chart(id=f"metrics-{i}", classes="metrics")
-                table.show(lambda w, pair=pair: metrics_table(pair, pol, w))
+                table.show(lambda w, pair=pair: metrics_table(
+                    pair, pol, w, max(0, self.app.size.width - w)))  # fmt: skip
                 yield table
                 notes = [f"{label(e.key)}: {e.note}" for e in rows_of(pair, pol)
                          if e.note and e.key in (pol["primary"], *pol["guardrails"])]  # fmt: skip
