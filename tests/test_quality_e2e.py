@@ -115,8 +115,12 @@ def _tui_verdict_text(path) -> str:
                 isinstance(app.screen, VerdictScreen) and app.screen.query("#banner")
             ):  # pushed before its widgets mount: wait for them
                 await pilot.pause(0.1)
-            texts = [str(w.render()) for w in (app.screen.query_one("#banner"),
-                                               app.screen.query_one("#quality-0"))]  # fmt: skip
+            texts = [str(app.screen.query_one("#banner").render())]
+            chart = app.screen.query_one("#quality-0")  # the quality table, as the screen shows it
+            app.screen.query_one("VerticalScroll").scroll_to_widget(chart, animate=False, top=True)
+            await pilot.pause()
+            await pilot.pause()
+            texts += [s.text.rstrip() for s in app.screen._compositor.render_strips()]
             await pilot.press("q")
         return "\n".join(texts)
 
