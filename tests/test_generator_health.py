@@ -162,3 +162,48 @@ def test_delivery_counts_the_records_waiting_at_each_ship_time():
     assert st["main_behind_max_s"] == 4.0  # the batch shipped at 1 s, read at 5 s
     d.on_batch(1, 1, {}, 0)  # a batch without stamps is ignored
     assert 1 not in d.into({})
+
+
+def test_delivery_counts_late_only_from_when_reading_began():
+    """A batch shipped while the main process was still starting the other generators (before
+    its reading loop) is late only by the time since the loop began, not since it shipped."""
+    s = 1_000_000_000
+    d = Delivery(since_ns=10 * s)
+    d.on_batch(0, 2, {"shipped": 2, "shipped_ns": 7 * s}, 10 * s + s // 100)  # warm-up batch
+    assert d.into({})[0]["main_behind_max_s"] == 0.01
+    d.on_batch(0, 3, {"shipped": 5, "shipped_ns": 11 * s}, 13 * s)  # later: from its shipping
+    assert d.into({})[0]["main_behind_max_s"] == 2.0
+
+
+
+SLOW_MAIN = """
+import sys, time
+time.sleep({sleep})  # a main module with heavy imports: each spawned generator runs it again
+if __name__ == "__main__":
+    from abtui.cli import main
+    sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_slow_generator_start_is_not_reading_late(sims, tmp_path):
+    """Each spawn start waits until its child has imported the main module (when the plan's
+    pickle is larger than a pipe's buffer), and the first generator warms up and ships its
+    warm-up records while the main process still starts the next: those records wait ~2 s (2.8 s, before),
+    but not because the main process fell behind reading, so no note may say it did (the
+    TUI capture script, whose main module imports Textual, showed one on every run)."""
+    script = tmp_path / "slow_main.py"
+    script.write_text(SLOW_MAIN.format(sleep=1.8))
+    out = subprocess.run(
+        [sys.executable, str(script), "run", "--baseline", sims[0].url, "--candidate",
+         sims[1].url, "--requests", "20", "--input-tokens", "2000", "--output-tokens", "4",
+         "--warmup", "1", "--rate", "20", "--name", "slow", "--sessions-dir", str(tmp_path),
+         "--headless"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode in (0, 3, 4), out.stdout[-2000:] + out.stderr[-2000:]
+    with SessionReader(tmp_path / "slow.duckdb") as rd:
+        meta = rd.meta()
+    h = meta["generator_health"]
+    assert not [n for n in h["notes"] if "read the generator's records" in n], h["notes"]
+    assert all(a["main_behind_max_s"] < 1.0 for a in h["arms"].values()), h["arms"]
+    assert "read the generator's records up to" not in out.stdout

@@ -327,7 +327,7 @@ def run_session(
         fatal: dict[int, str] = {}
         gen_stats: dict[int, dict] = {}
         conductor = Conductor(segments, [a.name for a in spec.arms], writer, START_DELAY_S)
-        delivery = Delivery()
+        delivery = Delivery(since_ns=_now())  # reading starts now (below)
         t_ready_deadline = time.monotonic() + READY_TIMEOUT_S
         last_progress = 0.0
         while len(done) < n:
