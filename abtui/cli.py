@@ -371,7 +371,9 @@ def cmd_open(args) -> int:
     with SessionReader(Path(args.session)):  # a bad file fails here, in one line
         pass
     if getattr(args, "web", False):
-        return _serve_web(Path(args.session), args.port)
+        from abtui.tui.web import serve_web  # the UI's own module: the core never imports it
+
+        return serve_web(Path(args.session), args.port)
     web_driver = "web_driver" in os.environ.get("TEXTUAL_DRIVER", "")  # under textual-serve
     if not (web_driver or sys.stdin.isatty() and sys.stdout.isatty()):
         raise UsageError(
@@ -383,25 +385,6 @@ def cmd_open(args) -> int:
     app.run()
     if app.error is not None:
         raise app.error
-    return 0
-
-
-def _serve_web(session: Path, port: int) -> int:
-    """``abtui open SESSION --web``: the same app in a browser through textual-serve, on
-    127.0.0.1 only (no authentication: reach it through an SSH tunnel; docs/security.md).
-    Each browser tab runs ``abtui open SESSION`` in its own process."""
-    import shlex
-
-    try:
-        from textual_serve.server import Server
-    except ImportError:
-        raise UsageError(
-            "abtui open --web needs textual-serve (the `web` extra)",
-            "pip install 'abtui[web]', or view the session with `abtui open` in a terminal",
-        ) from None
-    command = " ".join(shlex.quote(x) for x in
-                       (sys.executable, "-m", "abtui", "open", str(session.resolve())))  # fmt: skip
-    Server(command, host="127.0.0.1", port=port, title=f"abtui · {session.name}").serve()
     return 0
 
 
