@@ -277,6 +277,11 @@ class VerdictScreen(Screen):
         super().__init__(id="verdict")
         self.data = data
 
+    def _beside(self, width: int) -> int:
+        """The terminal's columns beside a table ``width`` wide (border, scrollbar), so that
+        its caption can name terminal widths."""
+        return max(0, self.app.size.width - width)
+
     def compose(self) -> ComposeResult:
         d = self.data
         pol = d.sv.verdict.policy
@@ -285,8 +290,7 @@ class VerdictScreen(Screen):
             yield Static(_banner(d), id="banner")
             for i, pair in enumerate(d.sv.verdict.pairs):
                 table = Chart(id=f"metrics-{i}", classes="metrics")
-                table.show(lambda w, pair=pair: metrics_table(
-                    pair, pol, w, max(0, self.app.size.width - w)))  # fmt: skip
+                table.show(lambda w, pair=pair: metrics_table(pair, pol, w, self._beside(w)))
                 yield table
                 notes = [f"{label(e.key)}: {e.note}" for e in rows_of(pair, pol)
                          if e.note and e.key in (pol["primary"], *pol["guardrails"])]  # fmt: skip
@@ -294,8 +298,7 @@ class VerdictScreen(Screen):
                     yield Static(escape("\n".join(notes)), classes="notes")
                 if pair.quality:  # suites, length buckets, gates
                     chart = Chart(id=f"quality-{i}", classes="notes")
-                    chart.show(lambda w, q=pair.quality: quality_table(
-                        q, qmode, w, max(0, self.app.size.width - w)))  # fmt: skip
+                    chart.show(lambda w, q=pair.quality: quality_table(q, qmode, w, self._beside(w)))
                     yield chart
             yield Static(_slo_cost(d), id="slo")
             yield Static(Text("\n".join(d.diagnosis)), id="diagnosis")
