@@ -84,8 +84,10 @@ def _metric(base: str, name: str) -> float:
 
 
 def test_full_kv_cache_makes_requests_wait_and_a_gone_client_frees_its_slot():
-    # L4 + Llama-3-8B fp8 at 50% memory: room for a few 4000-token requests only
-    with preset_sim("l4:llama-3-8b:fp8", time_scale=100, gpu_mem_util=0.5) as sim:
+    # L4 + Llama-3-8B fp8 at 50% memory: room for a few 4000-token requests only. Time scale 20:
+    # a request lasts ~2 s, long enough for every thread to have sent its own on a loaded box
+    # (at 100, 0.4 s: the first had finished before the last arrived, and none was waiting)
+    with preset_sim("l4:llama-3-8b:fp8", time_scale=20, gpu_mem_util=0.5) as sim:
         base = sim.url.removesuffix("/v1")
         cap = httpx.get(sim.url + "/models").json()["data"][0]["metadata"]["kv_capacity_tokens"]
         fits = cap // (3000 + 1000)
@@ -101,8 +103,11 @@ def test_full_kv_cache_makes_requests_wait_and_a_gone_client_frees_its_slot():
         threads = [threading.Thread(target=one) for _ in range(n)]
         for t in threads:
             t.start()
-        deadline = time.monotonic() + 10
-        while _metric(base, "vllm:num_requests_running") < fits and time.monotonic() < deadline:
+        deadline = time.monotonic() + 10  # every request sent (threads start late under load)
+        while time.monotonic() < deadline and (
+            _metric(base, "vllm:num_requests_running") < fits
+            or _metric(base, "vllm:num_requests_waiting") < n - fits
+        ):
             time.sleep(0.02)
         assert _metric(base, "vllm:num_requests_running") == fits
         assert _metric(base, "vllm:num_requests_waiting") == n - fits
