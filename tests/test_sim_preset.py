@@ -197,12 +197,20 @@ def test_stream_faults_work_on_the_batching_engine_and_free_its_kv():
 
 
 def test_grow_policy_preempts_live_and_every_stream_still_gets_all_its_tokens():
-    with preset_sim("l4:llama-3-8b:fp8", time_scale=100, gpu_mem_util=0.5, kv_policy="grow") as sim:
+    # Room for ~12,600 KV tokens: three 3000-token prompts are admitted, the fourth joins while
+    # they grow and one is preempted, if the fourth arrives within ~4 modelled seconds of the
+    # first (offline engine, arrivals 4 s apart: 1 preemption; 8 s apart: none). At time scale
+    # 100 that was 40 ms, less than thread start-up on a loaded 2-core box (CI saw 0 preemptions).
+    # So: every thread connects first and they all send at a barrier, at time scale 20 (0.2 s).
+    with preset_sim("l4:llama-3-8b:fp8", time_scale=20, gpu_mem_util=0.5, kv_policy="grow") as sim:
         base = sim.url.removesuffix("/v1")
         texts: dict[int, str] = {}
+        together = threading.Barrier(6)
 
         def one(i: int) -> None:
             with httpx.Client(timeout=60) as c:
+                c.get(sim.url + "/models")  # connected before the barrier
+                together.wait(30)
                 events, _ = stream(c, sim.url, {"prompt": f"w{i} " * 3000, "max_tokens": 1000})
                 texts[i] = "".join(e["choices"][0]["text"] for e in events)
 
