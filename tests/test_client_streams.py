@@ -2,7 +2,8 @@
 
 Each test starts a tiny asyncio server on 127.0.0.1 that reads one HTTP request (headers and a
 Content-Length body) and replies with a scripted list of steps: bytes to write, sleeps (a float,
-in seconds), ``CLOSE`` (abrupt close of the connection) or ``HANG`` (never write again).
+in seconds), ``CLOSE`` (abrupt close of the connection), ``HANG`` (never write again) or a
+:class:`Seen` (write nothing until the client's record shows what came before).
 """
 
 from __future__ import annotations
@@ -40,6 +41,35 @@ def transport(request, monkeypatch):
 
 CLOSE = "close"  # close the connection now (mid-body if the body is not finished)
 HANG = "hang"  # write nothing more, never close
+
+
+class Seen:
+    """A step: write nothing more until the client's record shows ``what`` (``check`` holds).
+
+    It goes before a sleep whose length a test asserts as a gap between two of the client's
+    timestamps. The server and the client share one event loop, and on a loaded machine the
+    client may read the bytes before the sleep only after the sleep is over: both then arrive
+    in one read, with one timestamp (with two CPU hogs on this 2-core box, gaps of a few ms
+    against sleeps of 30-40 ms failed every run). Once the record has them, the whole sleep lies
+    between the two timestamps."""
+
+    def __init__(self, what: str, check) -> None:
+        self.what, self.check = what, check
+
+    async def wait(self, rec: RequestRecord | None) -> None:
+        assert rec is not None, "a script with Seen steps needs the record (serve_one)"
+        deadline = time.monotonic() + 10
+        while not self.check(rec):
+            assert time.monotonic() < deadline, f"the client's record never showed {self.what}"
+            await asyncio.sleep(0.001)
+
+
+FIRST_BYTE = Seen("its first byte", lambda r: r.first_byte_ns is not None)
+
+
+def tokens_seen(n: int) -> Seen:
+    return Seen(f"{n} token chunk(s)", lambda r: len(r.chunk_ns) >= n)
+
 
 SSE_HEAD = (
     b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
@@ -91,6 +121,8 @@ class Server:
         self.scripts = list(scripts)
         self.requests: list[tuple[bytes, bytes]] = []  # (head, body) per request
         self.connections = 0
+        self.rec: RequestRecord | None = None  # the record of the request served (Seen steps)
+        self.errors: list[AssertionError] = []  # a Seen step that waited in vain
         self._tasks: set[asyncio.Task] = set()
         self._writers: list[asyncio.StreamWriter] = []
 
@@ -106,6 +138,8 @@ class Server:
         for t in list(self._tasks):
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self.errors:
+            raise self.errors[0]
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._tasks.add(asyncio.current_task())
@@ -135,11 +169,15 @@ class Server:
                         return
                     elif step == HANG:
                         await asyncio.Event().wait()
+                    elif isinstance(step, Seen):
+                        await step.wait(self.rec)
                     else:
                         raise AssertionError(step)
             await reader.read()  # keep the connection until the client closes it
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
+        except AssertionError as e:  # raised again by __aexit__
+            self.errors.append(e)
         except asyncio.CancelledError:
             pass  # torn down by __aexit__ (asyncio would log a cancelled handler task)
         finally:
@@ -157,9 +195,9 @@ def new_record() -> RequestRecord:
     return RequestRecord(arm=0, item=0, scheduled_ns=time.perf_counter_ns())
 
 
-async def _request(port: int, api: str = "chat", client=None, **kw) -> RequestRecord:
+async def _request(port: int, api: str = "chat", client=None, rec=None, **kw) -> RequestRecord:
     tgt = target(port, api, **kw)
-    rec = new_record()
+    rec = new_record() if rec is None else rec
     if client is not None:
         return await stream_request(client, tgt, ITEM, build_body(tgt, ITEM), rec)
     async with make_client(8) as c:
@@ -169,7 +207,8 @@ async def _request(port: int, api: str = "chat", client=None, **kw) -> RequestRe
 def serve_one(script: list, api: str = "chat", **kw) -> tuple[RequestRecord, Server]:
     async def go():
         async with Server(script) as srv:
-            rec = await _request(srv.port, api, **kw)
+            srv.rec = new_record()
+            rec = await _request(srv.port, api, rec=srv.rec, **kw)
         return rec, srv
 
     return asyncio.run(go())
@@ -195,13 +234,16 @@ def test_vllm_chat_stream():
     script = [
         SSE_HEAD,
         sse(chat("", role="assistant")),  # the role prelude: not a token
+        FIRST_BYTE,
         0.04,
         sse(chat("Hel")),
         sse(chat("lo")),
+        tokens_seen(2),
         0.005,
         sse(chat(",")),
         sse(chat(" world")),
         sse(chat(finish="length")),  # empty delta + finish_reason: not a token
+        tokens_seen(4),
         0.04,
         sse({"id": "chatcmpl-1", "choices": [], "usage": usage}),  # usage-only: not a token
         DONE,
@@ -234,9 +276,11 @@ def test_completions_stream_with_keepalive_comments():
     script = [
         SSE_HEAD,
         chunk(b": ping\n\n"),
+        FIRST_BYTE,
         0.04,
         sse(comp("one")),
         chunk(b": ping\n\n"),
+        tokens_seen(1),
         0.03,
         chunk(b": ping\n\n"),
         sse(comp(" two")),
@@ -265,8 +309,10 @@ def test_llamacpp_style_no_usage_and_empty_utf8_chunks():
     script = [
         SSE_HEAD,
         sse(comp("")),  # first token ends inside a character: no text, not TTFT
+        FIRST_BYTE,
         0.04,
         sse(comp("caf\u00e9"[:3])),
+        tokens_seen(1),
         0.03,
         sse(comp("")),
         sse(comp("\u00e9")),
@@ -293,6 +339,7 @@ def test_llamacpp_chat_empty_content_delta():
         SSE_HEAD,
         sse(chat(None, role="assistant")),
         sse(chat("")),  # an empty token
+        FIRST_BYTE,
         0.04,
         sse(chat("\u00e9")),
         sse(chat(None, finish="stop")),
@@ -340,6 +387,7 @@ def test_reasoning_and_tool_call_deltas_are_tokens():
     script = [
         SSE_HEAD,
         sse(chat("", role="assistant")),
+        FIRST_BYTE,
         0.04,
         sse(chat(None, reasoning_content="Let me")),
         sse(chat(None, reasoning_content=" think")),
@@ -409,9 +457,11 @@ def test_connection_close_body_without_length():
     script = [
         head,
         b'data: {"choices":[{"index":0,"text":"x"}]}\n\n',
+        tokens_seen(1),
         0.04,
         b'data: {"choices":[{"index":0,"text":"y","finish_reason":"length"}]}\n\n',
         b"data: [DONE]",  # no newline at all: close() must still dispatch it
+        tokens_seen(2),
         0.04,
         CLOSE,
     ]
@@ -612,6 +662,7 @@ def test_server_closes_mid_stream():
         SSE_HEAD,
         sse(chat("a")),
         sse(chat("b")),
+        tokens_seen(2),
         0.03,
         b'40\r\ndata: {"choices"',  # half of a chunk, then the connection drops
         CLOSE,
