@@ -901,7 +901,13 @@ def test_cancelled_after_done_stays_complete():
             rec = new_record()
             async with make_client(8) as c:
                 task = asyncio.create_task(stream_request(c, tgt, ITEM, build_body(tgt, ITEM), rec))
-                await asyncio.sleep(0.3)
+                # [DONE] has been read (not a fixed 0.3 s: a loaded box may take longer), and the
+                # httpx path is reading the body's end, for 1 s: cancel it there
+                deadline = time.monotonic() + 10
+                while rec.done_ns is None:
+                    assert time.monotonic() < deadline, "the client never recorded [DONE]"
+                    await asyncio.sleep(0.01)
+                await asyncio.sleep(0.1)
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
