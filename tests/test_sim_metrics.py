@@ -155,6 +155,12 @@ def test_parser_rejects_broken_expositions():
             parse_prometheus(broken)
 
 
+# The stream scraped mid-way: at the fixed-delay sims' 1 ms a token it would last 10 s, so it is
+# still running when the scrape lands even on a loaded box (with 50 tokens it lasted 50 ms, and
+# under CPU load the scrape, on the same event loop, came after its end: 'running' was 0).
+STREAM_TOKENS = 10_000
+
+
 async def _serve_and_scrape(config: SimConfig, requests: list[dict]):
     sim = await start_server(config)
     try:
@@ -165,7 +171,7 @@ async def _serve_and_scrape(config: SimConfig, requests: list[dict]):
             mid = None
             async with c.stream(
                 "POST", sim.url + "/completions",
-                json={"prompt": "a b", "max_tokens": 50, "stream": True},
+                json={"prompt": "a b", "max_tokens": STREAM_TOKENS, "stream": True},
             ) as r:  # fmt: skip
                 async for _ in r.aiter_lines():
                     mid = await c.get(sim.url.removesuffix("/v1") + "/metrics")
@@ -186,8 +192,8 @@ def test_fixed_delay_endpoint_serves_what_it_knows():
     assert value(f, "vllm:num_requests_running") == 0
     assert value(f, "vllm:num_requests_waiting") == 0
     assert value(f, "vllm:prompt_tokens_total") == 3 + 2 + 2
-    # the stream was abandoned after its first line: some of its 50 tokens, not all
-    assert 4 + 6 + 1 <= value(f, "vllm:generation_tokens_total") < 4 + 6 + 50
+    # the stream was abandoned after its first line: some of its tokens, not all
+    assert 4 + 6 + 1 <= value(f, "vllm:generation_tokens_total") < 4 + 6 + STREAM_TOKENS
     assert value(f, "vllm:request_success_total") == 2
     # no KV cache, no phases, no GPU are modelled: none is shown
     assert not any(n.startswith("DCGM_") for n in f)
