@@ -233,23 +233,27 @@ def test_batching_engine_metrics_over_http():
     from abtui.sim.preset_cli import PresetOptions
 
     async def go():
-        po = PresetOptions("h100:llama-3-8b:bf16:spec=k3a0.7", time_scale=5)
+        # Real time (time scale 1) and 600 tokens each: the batch runs ~2.2 s, a window the
+        # mid-run scrape cannot miss on a loaded box (at scale 5 and 120 tokens it was 0.1 s,
+        # and a stalled loop runs the due steps back to back: the scrape could land after)
+        po = PresetOptions("h100:llama-3-8b:bf16:spec=k3a0.7", time_scale=1)
         sim = await start_server(SimConfig(port=0, preset=po))
         base = sim.url.removesuffix("/v1")
         try:
             async with httpx.AsyncClient(trust_env=False, timeout=30) as c:
-                bodies = [{"prompt": " ".join(["word"] * (200 + 50 * i)), "max_tokens": 120 + i}
+                bodies = [{"prompt": " ".join(["word"] * (200 + 50 * i)), "max_tokens": 600 + i}
                           for i in range(8)]  # fmt: skip
                 posts = [c.post(sim.url + "/completions", json=b) for b in bodies]
                 tasks = [asyncio.ensure_future(p) for p in posts]
-                for _ in range(2000):  # mid-run: a step has ended and requests still run
+                while True:  # mid-run: a step has ended and requests still run
                     mid = await c.get(base + "/metrics")
                     f = parse_prometheus(mid.text)
                     if value(f, "vllm:generation_tokens_total") > 0 and value(
                         f, "vllm:num_requests_running"
                     ):
                         break
-                    await asyncio.sleep(0.001)
+                    assert not all(t.done() for t in tasks), "no scrape caught the batch running"
+                    await asyncio.sleep(0.01)
                 done = await asyncio.gather(*tasks)
                 after = await c.get(base + "/metrics")
         finally:
