@@ -167,6 +167,12 @@ def test_no_usage_option_and_default_max_tokens():
 
 
 def test_keep_alive_one_connection(sim):
+    # the module's sim: earlier tests' connections are closed, but the server may not have
+    # seen each one go yet on a loaded box; wait for that, so that the count below is ours
+    deadline = time.monotonic() + 15
+    while sim.call(lambda: len(sim.sim.connections)):
+        assert time.monotonic() < deadline, "earlier tests' connections stayed open"
+        time.sleep(0.01)
     with httpx.Client() as c:
         for i in range(5):
             assert c.post(sim.url + "/completions", json={"prompt": str(i)}).status_code == 200
@@ -236,7 +242,7 @@ def test_disconnect_mid_stream_then_next_request_works():
         for _ in range(3):
             out = raw_request(s.sim.port, head.encode() + body, read_all=False)
             assert out.startswith(b"HTTP/1.1 200")
-        deadline = time.monotonic() + 2
+        deadline = time.monotonic() + 15  # generous: a loaded box
         while s.call(lambda: len(s.sim.connections)) and time.monotonic() < deadline:
             time.sleep(0.01)
         assert s.call(lambda: len(s.sim.connections)) == 0  # streams stopped, nothing leaked
@@ -252,13 +258,23 @@ def test_slow_reader_is_flow_controlled():
         with socket.create_connection(("127.0.0.1", s.sim.port)) as sock:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
             sock.sendall(head + body)
-            time.sleep(0.3)  # not reading: the server must stop, not buffer everything
 
+            # not reading: the server must stop, not buffer everything. Wait until its transport
+            # has paused it (a fixed 0.3 s sleep on a loaded box could look before the server had
+            # even accepted the connection), then look at what it holds and has made.
             def state():
-                (conn,) = s.sim.connections
-                return conn.t.get_write_buffer_size(), conn.tokens
+                conns = list(s.sim.connections)
+                if len(conns) != 1 or not conns[0].paused:
+                    return None
+                return conns[0].t.get_write_buffer_size(), conns[0].tokens
 
-            buffered, tokens = s.call(state)
+            deadline = time.monotonic() + 30
+            while (got := s.call(state)) is None:
+                assert time.monotonic() < deadline, "the server's writing was never paused"
+                time.sleep(0.02)
+            time.sleep(0.2)  # paused, it stays so: nothing more is made meanwhile
+            assert s.call(state) == got
+            buffered, tokens = got
             assert buffered < 512 * 1024 and tokens < n
             data = bytearray()
             while not data.endswith(b"0\r\n\r\n"):
@@ -395,7 +411,7 @@ def test_sim_child_dies_with_its_parent():
     finally:
         parent.kill()
         parent.wait()
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 15  # SIGTERM, then the sim's orderly exit, on a loaded box
     while time.monotonic() < deadline:
         try:
             os.kill(child, 0)
