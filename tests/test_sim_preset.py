@@ -64,9 +64,12 @@ def test_speculative_preset_streams_several_tokens_per_chunk():
     assert plain.json()["choices"][0]["text"] == "".join(texts)  # same text either way
 
 
+@pytest.mark.serial  # median chunk gap within 20% of ~7 ms: .ci/run's second pass, alone
 def test_live_decode_pace_follows_the_roofline():
     """One request alone: the chunks arrive one step apart, the step the engine predicts."""
-    preset, scale = "h100:llama-3-8b:bf16", 2.0
+    # time scale 1: gaps of ~7 ms (at 2, ~3.5 ms: with three CPU hogs the client read the
+    # chunks in bursts and the median gap was 0.01-0.5 ms, 2 runs of 4)
+    preset, scale = "h100:llama-3-8b:bf16", 1.0
     offline = BatchEngine(parse_preset(preset)).simulate([(0.0, 100, 120)])[0]
     with preset_sim(preset, time_scale=scale) as sim, httpx.Client() as c:
         c.get(sim.url + "/models")  # connect first
