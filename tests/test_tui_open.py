@@ -88,9 +88,24 @@ def state(app):
     return float(m[1]), float(m[2]), m[3] == "▶", int(m[4]), done, line
 
 
-def test_keys_drive_the_playhead_and_the_panes_follow(complete):
+class Clock:
+    """The replay's wall clock (``time.monotonic`` as the open screen reads it), moved by the test
+    alone: a playing replay moves only as far as the test says, however slow the box is (on
+    real time, a loaded box took 1.2 to 2.8 s between the key presses that play and pause it,
+    while the replay had 1.1 s left to play before its end)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+def test_keys_drive_the_playhead_and_the_panes_follow(complete, monkeypatch):
     rp = Replay(complete)
     dur = rp.duration_s
+    clock = Clock()
+    monkeypatch.setattr("abtui.tui.screens.open.time", clock)
 
     async def drive():
         app = AbtuiApp(session=complete)
@@ -134,15 +149,17 @@ def test_keys_drive_the_playhead_and_the_panes_follow(complete):
             await pilot.pause()
             assert state(app)[3] == min(64, sp * 4) // 2
 
-            t_before = state(app)[0]
+            t_before, _, _, speed, _, _ = state(app)
             await pilot.press("space")  # play: the playhead moves and the panes follow
+            clock.now += 0.5  # half a second passes: the next tick moves it speed × 0.5 s
             await wait_for(pilot, lambda: state(app)[0] > t_before + 0.05, 20)
-            assert state(app)[2]
+            assert state(app)[2] and abs(state(app)[0] - (t_before + 0.5 * speed)) < 0.11
             await pilot.press("space")
             await pilot.pause()
             t_paused, _, playing, _, done_paused, _ = state(app)
             assert not playing
             assert done_paused == sum(p.done for p in rp.at(scr.playhead.t_s))
+            clock.now += 5
             await pilot.pause(0.5)
             assert state(app)[0] == t_paused  # paused: it stays
 
@@ -159,6 +176,7 @@ def test_keys_drive_the_playhead_and_the_panes_follow(complete):
             for _ in range(len(SPEEDS)):
                 await pilot.press("plus")
             await pilot.press("space")  # at 64× it runs into the end, stops, and the verdict
+            clock.now += dur  # (more than the dur / 64 s it needs)
             await wait_for(pilot, lambda: verdict_shown(app), 30)  # comes up by itself
             await pilot.press("escape")  # back to the panes, at the end
             await pilot.pause()
@@ -171,6 +189,7 @@ def test_keys_drive_the_playhead_and_the_panes_follow(complete):
             await pilot.pause(0.5)
             assert isinstance(app.screen, OpenScreen) and state(app)[0] == d
             await pilot.press("space")  # replay (from the start): the verdict again at the end
+            clock.now += dur
             await wait_for(pilot, lambda: verdict_shown(app), 30)
             await pilot.press("v")
             await pilot.pause()
