@@ -240,9 +240,13 @@ def test_a_killed_session_opens_and_replays(killed):
             await pilot.pause()
             start = state(app)
             await pilot.press("q")
-        return banner, header, end, start
+        return banner, header, end, start, app.status
 
-    banner, header, end, start = asyncio.run(drive())
+    banner, header, end, start, status = asyncio.run(drive())
     assert "session running" in banner and "GO " not in banner.replace("NO-GO", "")
-    assert "stored session, running" in header
+    assert status == "stored session, running (killed: never closed)"
+    # the header says it whole where it fits: at 80 columns only beside 'gen ok'. A demo killed
+    # on a loaded box may have been late ('gen LATE 122.6ms'), and the header then shortens the
+    # state to 'killed', least needed first (live.header_text), as it is meant to
+    assert status in header or header.split(" · ")[1] == "killed", header
     assert end[4] == n and start[4] == 0 and end[0] == end[1] > 0
