@@ -341,7 +341,8 @@ def test_live_header_says_the_sweep_level_block_and_whose_turn(sweep_in_tui):
     idx = [log.index(w) for w in got]  # each a stored segment, in the order they were played
     assert idx == sorted(idx)
     assert {w[0] for w in got} == {0, 1} and {w[2] for w in got} == {"bf16", "fp8"}
-    assert all("gen ok" in h or "generator ok" in h for h, _ in seen)  # health kept
+    # the generator's health kept, whichever it was (a loaded box can make it late)
+    assert all(re.search(r"\bgen(erator)? (ok|LATE)\b", h) for h, _ in seen), seen
 
 
 def test_open_header_follows_the_playhead_through_the_stored_segments(sweep_in_tui):
