@@ -138,7 +138,9 @@ def stalled_run(tmp_path_factory):
                     assert app.error is None, app.error
                     live = app.live
                     if live is not None and live.last and live.last.phase == "measuring":
-                        seen.append((live.last.elapsed_s, text_of(live.query_one("#header"))))
+                        behind = max(a.progress.reading_behind_s for a in live.last.arms)
+                        seen.append((live.last.elapsed_s, text_of(live.query_one("#header")),
+                                     behind))  # fmt: skip
                     await pilot.pause(0.1)
                 await wait_for(pilot, lambda: verdict_shown(app) or app.error)
                 assert app.error is None, app.error
@@ -157,16 +159,23 @@ BEHIND = re.compile(r"reading records (\d+\.\d)s behind \((\d+) waiting\)")
 def test_live_header_shows_the_stall_of_a_real_run_then_clears(stalled_run):
     _, resumed, seen, _ = stalled_run
     assert resumed is not None
-    after = [(t, BEHIND.search(h)) for t, h in seen if t >= resumed]
+    after = [(t, BEHIND.search(h)) for t, h, _ in seen if t >= resumed]
     said = [m for _, m in after if m]
     assert said, seen
     # the worst batch waited about the stall (less the time to its shipping): ≥ 0.9 × stall
     assert max(float(m[1]) for m in said) >= STALL_S * 0.9, said
     assert max(int(m[2]) for m in said) >= 2 * 40 * STALL_S * 0.4  # both arms' records
-    # caught up: once the window has passed, the header is back to the generator's health
-    late = [h for t, h in seen if t > resumed + RECENT_S + 1.0]
-    assert late and not any("behind" in h for h in late), late
-    assert all("generator ok" in h or "gen ok" in h or "LATE" in h for _, h in seen)
+    # the header says it exactly while the figure the runner hands over is over the threshold
+    for _, h, behind in seen:
+        assert ("behind" in h) == (behind > BEHIND_NOTE_S), (behind, h)
+    # caught up: the figure falls back once the backlog is read and RECENT_S has passed (how
+    # long reading the backlog takes is the box's: under load, batches read after the stall
+    # were still 1.3 s late at resumed + 3.2 s, when the test allowed RECENT_S + 1 s), and from
+    # then on the header is back to the generator's health, before the run ends
+    t_back = next((t for t, _, b in seen if t > resumed and b <= BEHIND_NOTE_S), None)
+    late = [h for t, h, _ in seen if t_back is not None and t >= t_back]
+    assert late and not any("behind" in h for h in late), (t_back, late)
+    assert all("generator ok" in h or "gen ok" in h or "LATE" in h for _, h, _ in seen)
 
 
 def test_verdict_shows_the_stored_backlog_note_as_the_report_does(stalled_run, capsys):
