@@ -29,9 +29,9 @@ def gpus():
         yield a, b
 
 
-def _common(tmp_path, name):
-    return ["--input-tokens", "64", "--output-tokens", "16", "--warmup", "1", "--name", name,
-            "--sessions-dir", str(tmp_path), "--headless"]  # fmt: skip
+def _common(tmp_path, name, output_tokens: int = 16):
+    return ["--input-tokens", "64", "--output-tokens", str(output_tokens), "--warmup", "1",
+            "--name", name, "--sessions-dir", str(tmp_path), "--headless"]  # fmt: skip
 
 
 def test_plan_alternates_abba_and_every_arm_plays_every_block():
@@ -131,8 +131,11 @@ def test_parallel_arms_on_one_gpu_do_overlap(gpus, tmp_path):
 
 def test_concurrency_sweep_is_closed_loop_per_level(gpus, tmp_path):
     a, b = gpus
+    # 64 output tokens: each request lasts ~20 ms. At 16 (4-10 ms; the one dispatched first in a
+    # wave 4-6 ms) the fourth dispatch came ~2 ms after the first on a quiet box, a thin margin
+    # for all four to be in flight together when the generator is starved of CPU
     rc = main(["run", "--baseline", a.url, "--candidate", b.url, "--sweep-concurrency", "1,4",
-               "--requests", "12", *_common(tmp_path, "csweep")])  # fmt: skip
+               "--requests", "12", *_common(tmp_path, "csweep", output_tokens=64)])  # fmt: skip
     assert rc in (0, 3, 4)
     with SessionReader(tmp_path / "csweep.duckdb") as rd:
         segs = rd.meta()["segments"]
