@@ -2,7 +2,9 @@
 
 Some modules assert on wall-clock gaps of a few milliseconds: client timestamps against a
 scripted server's sleeps, the generator's schedule lag, TTFT against a configured delay, the
-session writer's commit interval under SIGKILL. Those are marked ``serial``. ``.ci/run`` runs the
+session writer's commit interval under SIGKILL. Those are marked ``serial``: the whole modules
+below, and single tests elsewhere with ``@pytest.mark.serial`` (test_sim's TTFT/ITL timing,
+test_sim_preset's live decode pace). ``.ci/run`` runs the
 rest of the suite on two pytest-xdist workers (``-m "not serial"``), then the ``serial`` ones
 alone (``-m serial``), so that a second worker's CPU load never lands in those measurements.
 A plain ``pytest`` run still runs everything, in one process.
