@@ -77,6 +77,15 @@ def killed(tmp_path_factory):
     return path
 
 
+async def drawn(pilot, screen) -> None:
+    """Wait until the panes show the playhead's time. They are redrawn after the screen's next
+    refresh (OpenScreen._changed), which a loaded box runs late: read after a fixed pause, the
+    header could still show the time before the key (reproduced with TEXTUAL_FPS=2)."""
+    await wait_for(
+        pilot, lambda: not screen._pending and screen.last.elapsed_s == screen.playhead.t_s, 30
+    )
+
+
 def state(app):
     """(t, duration, playing, speed) from the timeline line, and the header's request count."""
     s = app.screen
@@ -122,14 +131,14 @@ def test_keys_drive_the_playhead_and_the_panes_follow(complete, monkeypatch):
                 scr.query_one("#header"))  # fmt: skip
 
             await pilot.press("home")
-            await pilot.pause()
+            await drawn(pilot, scr)
             t, _, _, _, done, line = state(app)
             assert t == 0.0 and done == 0 and "gauges at t" in line
             assert "0/30 done" in text_of(scr.query_one("#arm-0 .counts"))
 
             for _ in range(6):  # a burst of seeks, drawn once
                 await pilot.press("right")
-            await pilot.pause()
+            await drawn(pilot, scr)
             want = rp.at(6 * SEEK_STEP * dur)
             t, _, _, _, done, _ = state(app)
             assert abs(t - 6 * SEEK_STEP * dur) < 0.051
@@ -155,7 +164,7 @@ def test_keys_drive_the_playhead_and_the_panes_follow(complete, monkeypatch):
             await wait_for(pilot, lambda: state(app)[0] > t_before + 0.05, 20)
             assert state(app)[2] and abs(state(app)[0] - (t_before + 0.5 * speed)) < 0.11
             await pilot.press("space")
-            await pilot.pause()
+            await drawn(pilot, scr)
             t_paused, _, playing, _, done_paused, _ = state(app)
             assert not playing
             assert done_paused == sum(p.done for p in rp.at(scr.playhead.t_s))
@@ -237,7 +246,7 @@ def test_a_killed_session_opens_and_replays(killed):
             header = text_of(app.screen.query_one("#header"))
             end = state(app)
             await pilot.press("home")
-            await pilot.pause()
+            await drawn(pilot, app.screen)
             start = state(app)
             await pilot.press("q")
         return banner, header, end, start, app.status
