@@ -11,6 +11,7 @@ import asyncio
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 from test_tui import text_of, verdict_shown, wait_for
@@ -314,7 +315,7 @@ def test_open_web_without_the_extra_says_how_to_install(folder, capsys, monkeypa
     assert "textual-serve" in err and "abtui[web]" in err and "Traceback" not in err
 
 
-def test_open_web_serves_the_app_on_loopback(folder):
+def test_open_web_serves_the_app_on_loopback(folder, tmp_path):
     if not _has_textual_serve():
         why = "needs the web extra (textual-serve)"
         if os.environ.get("ABTUI_REQUIRE_WEB") == "1":
@@ -327,20 +328,28 @@ def test_open_web_serves_the_app_on_loopback(folder):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "abtui", "open", str(folder / "ab-finished.duckdb"), "--web",
-         "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    err_log = tmp_path / "web-stderr.txt"
+    with err_log.open("wb") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "abtui", "open", str(folder / "ab-finished.duckdb"), "--web",
+             "--port", str(port)], stdout=subprocess.DEVNULL, stderr=err,
+        )  # fmt: skip
 
     async def browse() -> tuple[int, str, bytes]:
         url = f"http://127.0.0.1:{port}"
         async with aiohttp.ClientSession() as http:
-            for _ in range(300):  # the server starts
+            deadline = time.monotonic() + 60  # the server starts (~1 s quiet, more when loaded)
+            while True:
                 try:
                     async with http.get(url + "/") as r:
                         status, page = r.status, await r.text()
                     break
                 except aiohttp.ClientConnectionError:
+                    if proc.poll() is not None or time.monotonic() > deadline:
+                        pytest.fail(
+                            f"abtui open --web never answered on port {port} (exit code "
+                            f"{proc.poll()}): {err_log.read_text()[-2000:]}", pytrace=False,
+                        )  # fmt: skip
                     await asyncio.sleep(0.1)
             got = b""
             async with http.ws_connect(url + "/ws?width=80&height=24") as ws:
