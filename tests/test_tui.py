@@ -11,6 +11,7 @@ import time
 
 import pytest
 from rich.console import Console
+from tui_fixtures import drawn
 
 from abtui.demo import DemoOptions, run_demo
 from abtui.runner.session import run_session
@@ -370,9 +371,7 @@ def test_open_header_follows_the_playhead_through_the_stored_segments(sweep_in_t
             for _ in range(22):  # 5% a step, through the end
                 # the header is redrawn after the screen's next refresh (OpenScreen._changed),
                 # late on a loaded box: wait until it shows the playhead's time
-                await wait_for(
-                    pilot, lambda: not s._pending and s.last.elapsed_s == s.playhead.t_s, 30
-                )
+                await drawn(pilot, s)
                 shown.append((s.playhead.t_s if not s.playhead.at_end_state else None,
                                text_of(s.query_one("#header"))))  # fmt: skip
                 assert s.query_one("#header").size.height == 1

@@ -15,6 +15,7 @@ import time
 
 import pytest
 from rich.console import Console
+from tui_fixtures import drawn
 
 from abtui.demo import DemoOptions, run_demo
 from abtui.metrics.live_replay import SEEK_STEP, SPEEDS, Replay
@@ -75,15 +76,6 @@ def killed(tmp_path_factory):
     proc.wait(timeout=30)
     assert n >= 20, "the demo committed no requests"
     return path
-
-
-async def drawn(pilot, screen) -> None:
-    """Wait until the panes show the playhead's time. They are redrawn after the screen's next
-    refresh (OpenScreen._changed), which a loaded box runs late: read after a fixed pause, the
-    header could still show the time before the key (reproduced with TEXTUAL_FPS=2)."""
-    await wait_for(
-        pilot, lambda: not screen._pending and screen.last.elapsed_s == screen.playhead.t_s, 30
-    )
 
 
 def state(app):

@@ -4,6 +4,7 @@ writes (``SessionWriter``) of seeded request records, a real verdict computed an
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -106,3 +107,13 @@ def session_folder(folder: Path) -> dict[str, Path]:
     os.utime(bad, (1_700_000_300, 1_700_000_300))
     got["corrupt"] = bad
     return got
+
+
+async def drawn(pilot, screen, timeout_s: float = 30.0) -> None:
+    """Wait until an OpenScreen's panes show its playhead's time. They are redrawn after the
+    screen's next refresh (OpenScreen._changed), which a loaded box runs late: read after a fixed
+    pause, the header could still show the time before the key (reproduced with TEXTUAL_FPS=2)."""
+    t0 = time.monotonic()
+    while screen._pending or screen.last.elapsed_s != screen.playhead.t_s:
+        assert time.monotonic() - t0 < timeout_s, "the open screen never drew its playhead's time"
+        await pilot.pause(0.05)
