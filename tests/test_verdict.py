@@ -171,3 +171,59 @@ def test_alternation_blocks_are_resampled_whole():
     flat = evaluate(synthetic_table(400, [ArmTruth(), FASTER], seed=5), ARMS[:2], SPEC)
     assert flat.pairs[0].comparison.design["resampling"] == "circular blocks of items"
     assert comp.get("e2e.p50").outcome == "IMPROVED"  # 20% faster is still clear with 8 blocks
+
+
+# ---------------------------------------------------------------- guardrails must be shown
+
+DEFAULT_GUARDS = {"policy": {"resamples": 1000}}  # the default guardrails: P50 and P99 TTFT/TPOT…
+
+
+def test_a_fast_candidate_with_undecidable_p99_guardrails_is_not_go():
+    # the audit's case: P50 −10 %, P99 TTFT far worse; at n = 500 the P99 rows cannot be called,
+    # and "no guardrail regressed" made this GO in 90 % of runs
+    cand = ArmTruth(ttft_scale=0.9, tpot_scale=0.9, tail_share=0.03, tail_scale=3.0)
+    v = evaluate(synthetic_table(500, [ArmTruth(), cand], seed=3), ARMS[:2], DEFAULT_GUARDS)
+    pair = v.pairs[0]
+    assert pair.comparison.get("e2e.p50").outcome == "IMPROVED"
+    assert not any(pair.comparison.get(k).outcome == "REGRESSED" for k in ("ttft.p99", "e2e.p99"))
+    assert v.result == INCONCLUSIVE and v.exit_code == 4
+    assert pair.reasons[0].endswith(", but:")
+    assert any(r.startswith("guardrail P99 TTFT not shown non-inferior") and
+               "cannot be called below n = 1,000 per arm (has 500)" in r for r in pair.reasons)  # fmt: skip
+    states = {g["key"]: g["state"] for g in pair.guardrails}
+    assert states["ttft.p99"] == "undecided" and states["ttft.p50"] == "shown"
+
+
+def test_a_fast_candidate_at_60_requests_per_arm_is_not_go():
+    v = evaluate(synthetic_table(60, [ArmTruth(), ArmTruth(ttft_scale=0.5, tpot_scale=0.5)],
+                                 seed=1), ARMS[:2], DEFAULT_GUARDS)  # fmt: skip
+    assert v.pairs[0].comparison.get("e2e.p50").outcome == "IMPROVED"
+    assert v.result == INCONCLUSIVE
+    assert sum("not shown non-inferior" in r for r in v.pairs[0].reasons) == 3  # the three P99s
+
+
+def test_a_guardrail_whose_ci_reaches_past_delta_blocks_go_and_says_what_would_decide():
+    spec = {"policy": {"resamples": 1000, "guardrails": ["ttft.p50", "ttft.p99"]}}
+    cand = ArmTruth(ttft_scale=0.9, tpot_scale=0.9, tail_share=0.01, tail_scale=2.0)
+    v = evaluate(synthetic_table(1200, [ArmTruth(), cand], seed=2), ARMS[:2], spec)
+    e = v.pairs[0].comparison.get("ttft.p99")
+    assert e.outcome == "INCONCLUSIVE" and e.hi > 0.05  # callable, but the CI reaches past +5 %
+    assert v.pairs[0].comparison.get("e2e.p50").outcome == "IMPROVED"
+    assert v.result == INCONCLUSIVE  # GO before: nothing REGRESSED
+    reason = next(r for r in v.pairs[0].reasons if "P99 TTFT not shown" in r)
+    assert "past δ 5%; about" in reason and "requests per arm would decide" in reason
+    g = next(g for g in v.pairs[0].guardrails if g["key"] == "ttft.p99")
+    assert g["samples_needed"] > 1200
+
+
+def test_go_names_each_guardrail_bound_and_an_unmeasured_guardrail_blocks_go():
+    v = _verdict(ArmTruth(), FASTER)
+    assert v.result == GO
+    assert v.pairs[0].reasons[1].startswith("every guardrail shown non-inferior")
+    assert "P50 TTFT ≤ -" in v.pairs[0].reasons[1]
+    # goodput needs SLOs: a guardrail on it is not measured here, so GO is not possible
+    spec = {"policy": dict(SPEC["policy"], guardrails=["ttft.p50", "goodput.requests"])}
+    v = _verdict(ArmTruth(), FASTER, spec=spec)
+    assert v.result == INCONCLUSIVE
+    assert "guardrail goodput (requests/s) was not measured in this session" in v.pairs[0].reasons
+

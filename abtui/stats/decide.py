@@ -109,6 +109,58 @@ def decide(
     return Decision(INCONCLUSIVE, significant, need, note)
 
 
+def non_inferiority(
+    r: float,
+    lo: float,
+    hi: float,
+    delta: float,
+    *,
+    lower_is_better: bool,
+    n: int,
+    stat: str = "p50",
+) -> Decision:
+    """Is the metric shown **non-inferior**: does the CI's bound on the worse side stay inside
+    ``δ`` (latency: ``hi < +δ``; throughput: ``lo > −δ``)? A guardrail must be, for GO.
+
+    This is the one-sided test of "worse by δ or more" at level (1 − CI level) / 2 (2.5 % for
+    a 95 % CI). Several guardrails are an intersection–union test (GO needs every one shown), so
+    no multiplicity correction applies to them. ``outcome`` is ``EQUIVALENT`` when shown (the
+    metric may have improved) and ``INCONCLUSIVE`` otherwise, with the per-arm ``n`` at which the
+    worse-side bound would clear ``δ`` (``None`` when the estimate itself is at or past ``δ``:
+    no sample size shows it) and the reason in words; a tail statistic below its small-sample
+    minimum (:func:`tail_min_n`) is never shown, whatever its CI says.
+    """
+    need_tail = tail_min_n(stat)
+    if need_tail and n < need_tail:
+        return Decision(
+            INCONCLUSIVE, False, need_tail,
+            f"cannot be called below n = {need_tail:,} per arm (has {n:,})",
+        )  # fmt: skip
+    if not all(math.isfinite(v) for v in (r, lo, hi)):
+        return Decision(INCONCLUSIVE, False, None, "no estimate (missing data in an arm)")
+    worse = r if lower_is_better else -r  # the effect measured towards "worse"
+    bound = hi if lower_is_better else -lo  # the CI's bound on the worse side
+    if bound < delta:
+        return Decision(EQUIVALENT, True, None, "")
+    if worse >= delta:
+        return Decision(
+            INCONCLUSIVE, False, None,
+            f"its estimate is {pct_words(worse)} worse, at or past δ {delta:.0%}: "
+            "more samples will not show it non-inferior",
+        )  # fmt: skip
+    h, target = bound - worse, delta - worse
+    need = int(min(MAX_SAMPLES_HINT, math.ceil(n * (h / target) ** 2))) if h > target else n
+    return Decision(
+        INCONCLUSIVE, False, need,
+        f"its CI reaches {pct_words(bound)} worse, past δ {delta:.0%}; "
+        f"about {need:,} requests per arm would decide",
+    )  # fmt: skip
+
+
+def pct_words(x: float) -> str:
+    return f"{x * 100:.1f}%"
+
+
 # ----------------------------------------------------------------------- the rows' names
 
 LATENCY_KEYS = tuple(

@@ -5,6 +5,7 @@ arm: request ``i`` of every arm is item ``i`` scheduled at ``i / rate`` seconds;
 are log-normal around each arm's medians, multiplied by ``scale`` (e.g. ``1.10`` for a known 10%
 regression); ``ar`` > 0 makes each arm's latencies an AR(1) series in log space (dependent
 consecutive requests, as under load); each request streams ``n_output`` one-token chunks.
+``tail_share`` of the requests get ``tail_scale`` times their TTFT (a tail regression).
 ``vary_input`` gives item ``i`` a prompt of ``64 · 2^(i mod 4)`` tokens (else 256).
 """
 
@@ -29,6 +30,8 @@ class ArmTruth:
     ar: float = 0.0  # AR(1) coefficient of the log multipliers (0 = independent)
     error_rate: float = 0.0
     lag_s: float = 0.0  # extra schedule lag (dispatched − scheduled) of every 10th request
+    tail_share: float = 0.0  # share of requests whose TTFT is multiplied by tail_scale
+    tail_scale: float = 1.0  # (a heavier tail: P99 moves, P50 hardly)
 
 
 def _log_noise(rng: np.random.Generator, n: int, sigma: float, ar: float) -> np.ndarray:
@@ -61,6 +64,8 @@ def synthetic_table(
         sched = (np.arange(n) * (NS / rate)).astype(np.int64) + 10 * NS
         disp = sched + 20_000 + np.where(np.arange(n) % 10 == 0, int(truth.lag_s * NS), 0)
         ttft = truth.ttft_s * truth.ttft_scale * np.exp(_log_noise(rng, n, truth.sigma, truth.ar))
+        if truth.tail_share > 0:
+            ttft = np.where(rng.random(n) < truth.tail_share, ttft * truth.tail_scale, ttft)
         tpot = truth.tpot_s * truth.tpot_scale * np.exp(_log_noise(rng, n, truth.sigma, truth.ar))
         first = disp + (ttft * NS).astype(np.int64)
         gaps = tpot[:, None] * np.exp(rng.standard_normal((n, n_output - 1)) * itl_jitter)

@@ -14,9 +14,13 @@ ladder, reported but not part of the exit code):
 
    - **NO-GO** when a guardrail or the primary REGRESSED, or the candidate's error rate is
      significantly higher (one-sided Fisher exact, p < α);
-   - **GO** when the primary IMPROVED and none of these holds: a NO-GO reason; a higher error
-     rate at all; a load generator that fell behind its schedule in either arm (its latencies
-     include client delay); a session that did not complete (the plan was not carried out);
+   - **GO** when the primary IMPROVED, **every guardrail is shown non-inferior** (its CI's
+     bound on the worse side lies inside δ: :func:`guardrail_checks`; a guardrail that cannot be
+     called yet — a P99 below its small-sample minimum, a CI that reaches past δ, a metric not
+     measured — blocks GO, and the reason names it and the n that would decide), and none of
+     these holds: a NO-GO reason; a higher error rate at all; a load generator that fell behind
+     its schedule in either arm (its latencies include client delay); a session that did not
+     complete (the plan was not carried out);
    - **INCONCLUSIVE** otherwise, saying what more is needed.
 
 The overall result: NO-GO if any candidate is NO-GO, GO if every candidate is GO, otherwise
@@ -117,6 +121,7 @@ class PairVerdict:
     generator: dict
     cost: dict | None = None
     quality: dict | None = None  # abtui.quality.gates.evaluate_quality, when quality was measured
+    guardrails: list[dict] | None = None  # guardrail_checks: each guardrail's non-inferiority
 
     def to_dict(self) -> dict:
         d = {k: v for k, v in asdict(self).items() if k != "comparison"}
@@ -207,9 +212,43 @@ def apply_policy(
         )
 
 
+def guardrail_checks(comp: Comparison, policy: dict) -> list[dict]:
+    """Each guardrail (other than the primary) and whether it was **shown non-inferior**
+    (:func:`abtui.stats.decide.non_inferiority`): ``state`` is ``shown``, ``regressed`` (its
+    outcome is REGRESSED: NO-GO), ``undecided`` (neither: GO is not possible, the reason says
+    what would decide) or ``missing`` (not measured in this session)."""
+    out = []
+    for key in dict.fromkeys(policy["guardrails"]):
+        if key == policy["primary"]:
+            continue
+        e = comp.get(key)
+        if e is None:
+            out.append({"key": key, "state": "missing", "delta": None, "bound": None,
+                        "samples_needed": None,
+                        "reason": f"guardrail {label(key)} was not measured in this session"})  # fmt: skip
+            continue
+        d = dc.non_inferiority(e.ratio, e.lo, e.hi, e.delta, lower_is_better=e.lower_is_better,
+                               n=min(e.n_a, e.n_b), stat=e.stat)  # fmt: skip
+        if e.outcome == dc.REGRESSED:
+            state = "regressed"
+        else:
+            state = "shown" if d.significant else "undecided"
+        out.append({
+            "key": key, "state": state, "delta": e.delta,
+            "bound": e.hi if e.lower_is_better else e.lo, "samples_needed": d.samples_needed,
+            "reason": (f"guardrail {label(key)} not shown non-inferior: {pct(e.ratio)} "
+                       f"[{pct(e.lo)}, {pct(e.hi)}]; {d.note}"),
+        })  # fmt: skip
+    return out
+
+
+def _bound_words(g: dict, lower_is_better: bool) -> str:
+    return f"{label(g['key'])} {'≤' if lower_is_better else '≥'} {pct(g['bound'])}"
+
+
 def _pair_result(
     comp: Comparison, policy: dict, status: str, names: list[str]
-) -> tuple[str, list[str], dict, dict]:
+) -> tuple[str, list[str], dict, dict, list[dict]]:
     sa, sb = comp.summaries
     alpha = policy["alpha"]
     blockers: list[str] = []  # cannot be GO
@@ -236,10 +275,12 @@ def _pair_result(
             )
     if status != "complete":
         blockers.append(f"the session is {status}: the planned workload was not completed")
-    for key in policy["guardrails"]:
-        e = comp.get(key)
-        if e is not None and e.outcome == dc.REGRESSED and key != policy["primary"]:
-            no_go.append(f"{describe(e)}, beyond the {e.delta:.0%} guardrail")
+    guards = guardrail_checks(comp, policy)
+    for g in guards:
+        if g["state"] == "regressed":
+            no_go.append(f"{describe(comp.get(g['key']))}, beyond the {g['delta']:.0%} guardrail")
+        elif g["state"] != "shown":
+            blockers.append(g["reason"])
     prim = comp.get(policy["primary"])
     if prim is None:
         blockers.append(
@@ -249,13 +290,15 @@ def _pair_result(
     elif prim.outcome == dc.REGRESSED:
         no_go.append(f"primary objective {describe(prim)}, beyond δ {prim.delta:.0%}")
     if no_go:
-        return NO_GO, no_go + blockers, errors, generator
+        return NO_GO, no_go + blockers, errors, generator, guards
     if prim is not None and prim.outcome == dc.IMPROVED and not blockers:
-        reasons = [
-            f"primary objective {describe(prim)}, beyond δ {prim.delta:.0%}",
-            "no guardrail regressed: " + ", ".join(label(k) for k in policy["guardrails"]),
-        ]
-        return GO, reasons, errors, generator
+        reasons = [f"primary objective {describe(prim)}, beyond δ {prim.delta:.0%}"]
+        if guards:
+            reasons.append(
+                "every guardrail shown non-inferior (its CI's worse bound inside δ): "
+                + ", ".join(_bound_words(g, comp.get(g["key"]).lower_is_better) for g in guards)
+            )
+        return GO, reasons, errors, generator, guards
     reasons = list(blockers)
     if prim is not None:
         if prim.outcome == dc.IMPROVED:
@@ -267,7 +310,7 @@ def _pair_result(
         else:
             more = f" ({prim.note})" if prim.note else ""
             reasons.insert(0, f"primary objective {describe(prim)}{more}")
-    return INCONCLUSIVE, reasons, errors, generator
+    return INCONCLUSIVE, reasons, errors, generator, guards
 
 
 def evaluate(
@@ -301,7 +344,7 @@ def evaluate(
             prices=(usd[a], usd[b]) if usd else None,
         )
         apply_policy(comp, pol, noise_floor)
-        result, reasons, errors, generator = _pair_result(comp, pol, status, names)
+        result, reasons, errors, generator, guards = _pair_result(comp, pol, status, names)
         qual = evaluate_quality(quality or [], a, b, spec.get("quality"),
                                 resamples=int(pol["resamples"]), seed=int(pol["seed"]))  # fmt: skip
         if qual and qual["no_go"]:  # a quality gate failed: NO-GO whatever the latencies say
@@ -313,7 +356,7 @@ def evaluate(
                 for x, s in ((a, comp.summaries[0]), (b, comp.summaries[1]))
             }
         return PairVerdict(names[a], names[b], a, b, result, reasons, comp, errors, generator, cost,
-                           qual)  # fmt: skip
+                           qual, guards)  # fmt: skip
 
     present = set(np.unique(table.arm).tolist())
     idx = [i for i in range(len(arms)) if i in present]
