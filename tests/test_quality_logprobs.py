@@ -365,11 +365,13 @@ def test_flat_ppl_with_a_retrieval_drop_is_a_warning(tmp_path, capsys):
         )
         rc = main(["run", str(spec), "--headless"])
     out = " ".join(capsys.readouterr().out.split())
-    assert rc == 3, out
+    assert rc == 4, out  # 2 flips of 36 items: a drop not yet shown (it was NO-GO at rc 3)
     with SessionReader(tmp_path / "kv.duckdb") as rd:
         q = rd.verdicts()[-1]["result"]["pairs"][0]["quality"]
     assert q["ppl"]["kv8"]["ppl"] == q["ppl"]["base"]["ppl"]
     warn = [w for w in q["warnings"] if w.startswith("PPL flat")]
-    assert warn and "but accuracy dropped: keys −" in warn[0].replace("-", "−"), q["warnings"]
+    assert warn and "but accuracy may have dropped: keys −" in warn[0].replace("-", "−"), q[
+        "warnings"
+    ]
     assert warn[0] in out
     assert "KL ≥ 0.0000 nats" not in q["logprob_line"]  # the decode's logprobs moved

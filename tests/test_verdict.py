@@ -227,3 +227,15 @@ def test_go_names_each_guardrail_bound_and_an_unmeasured_guardrail_blocks_go():
     assert v.result == INCONCLUSIVE
     assert "guardrail goodput (requests/s) was not measured in this session" in v.pairs[0].reasons
 
+
+def test_quality_not_shown_non_inferior_turns_go_into_inconclusive():
+    def rows(n):
+        return [{"arm": arm, "item": k, "run": 0, "correct": True,
+                 "detail": {"suite": "exact", "cluster": str(k)}}
+                for arm in (0, 1) for k in range(n)]  # fmt: skip
+
+    few = _verdict(ArmTruth(), FASTER, quality=rows(40))  # no flip, but ±8.8 pp on 40 items
+    assert few.result == INCONCLUSIVE
+    assert any("underpowered: about 381 items would decide" in r for r in few.pairs[0].reasons)
+    assert few.pairs[0].reasons[0].startswith("primary objective P50 E2E improved")
+    assert _verdict(ArmTruth(), FASTER, quality=rows(400)).result == GO

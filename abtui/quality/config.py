@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from abtui.errors import SpecError
 
-DEFAULT_MARGIN = 0.01  # non-inferiority: the lower CI bound of Δacc must be ≥ −1 pp
+DEFAULT_MARGIN = 0.01  # non-inferiority: the lower CI bound of Δacc must be ≥ −1 pp to pass
 MODES = ("separate", "interleaved")
 
 
@@ -35,7 +35,9 @@ class QualitySpec:
     SLO figure counts them, but they do load the server alongside the measured requests: the
     latencies measured then include their effect. Needs ``load.schedule = "parallel"``."""
     margin: float = DEFAULT_MARGIN
-    """Gate: NO-GO when the lower 95% CI bound of Δacc is below −margin (0.01 = 1 pp)."""
+    """Gate (0.01 = 1 pp): a suite passes when the lower 95% bound of Δacc is ≥ −margin on ≥ 30
+    items; it fails (NO-GO) when it is shown worse than −margin; otherwise it is undecided and the
+    pair cannot be GO (abtui.quality.gates)."""
     margins: dict = field(default_factory=dict)
     """Per-suite margins, e.g. ``{niah = 0.02}`` (the rest use ``margin``)."""
 

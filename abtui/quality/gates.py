@@ -1,12 +1,23 @@
-"""The verdict's quality gates (METHODS.md §4): non-inferiority per suite.
+"""The verdict's quality gates (METHODS.md §4): non-inferiority per suite, in three states.
 
-A suite passes when the lower bound of its Δacc CI is at or above ``−margin`` (default 1 pp,
-``quality.margin``; per suite ``quality.margins``). A suite that fails makes the pair NO-GO,
-with the reason in words: the drop and its CI, McNemar's p, and the length bucket that lost most
-("niah −12.5 pp [−20.8, −4.2] at 32k"). A failing lower bound with a point estimate inside the
-margin is still NO-GO — non-inferiority was not shown — and the reason says more items would
-decide. A bucket that dropped significantly (its CI wholly below zero) while its suite passed is
-a warning, not a gate.
+For each suite, with margin ``m`` (default 1 pp, ``quality.margin``; per suite
+``quality.margins``) and ``[lo, hi]`` the score interval of Δacc (:mod:`abtui.quality.paired`):
+
+- **pass** — non-inferiority shown: ``lo ≥ −m``, on at least :data:`MIN_ITEMS` paired items;
+- **fail** (NO-GO) — the suite is shown worse than the margin: ``hi < −m``, or the drop is
+  significant (``hi < 0``) and its estimate is beyond the margin (``Δacc < −m``). The reason
+  names the drop, its CI, McNemar's p and the length bucket that lost most
+  ("niah −12.5 pp [−20.8, −4.2] at 32k");
+- **inconclusive** otherwise — neither shown; the pair cannot be GO, and the reason says how
+  many items would decide at the flip rates seen ("underpowered: about 1,600 items would
+  decide"). With zero flips a 1 pp margin needs about 380 items (the interval is
+  ±z²/(n + z²)); with 2 % of answers flipping each way, about 1,600.
+
+Before, a failing lower bound was NO-GO even when nothing had dropped, and a suite with no
+flipped answer passed at any size (its bootstrap CI was [0, 0]): a 10 pp drop on 12 items
+passed in 29 % of runs, and a true Δ = 0 with 2 % flips each way was NO-GO in 81 % of runs at
+300 items (scripts/bench_verdict_calibration.py). A bucket that dropped significantly (its CI
+wholly below zero) while its suite passed is a warning, not a gate.
 """
 
 from __future__ import annotations
@@ -14,7 +25,12 @@ from __future__ import annotations
 import math
 
 from abtui.quality.config import DEFAULT_MARGIN
-from abtui.quality.paired import QualityRow, paired
+from abtui.quality.paired import LEVEL, QualityRow, paired
+from abtui.stats.classical import paired_difference_ci
+from abtui.stats.decide import MAX_SAMPLES_HINT
+
+PASS, FAIL, UNDECIDED = "pass", "fail", "inconclusive"
+MIN_ITEMS = 30  # fewer paired items never pass a suite, whatever the interval says
 
 
 def pp(x: float) -> str:
@@ -30,32 +46,74 @@ def margin_of(qspec: dict, suite: str) -> float:
     return float(m if m is not None else qspec.get("margin", DEFAULT_MARGIN))
 
 
-def evaluate_quality(rows: list[dict], a: int, b: int, qspec: dict | None, *, resamples: int,
-                     seed: int) -> dict | None:  # fmt: skip
+def gate_state(q: QualityRow, margin: float) -> str:
+    """``pass`` / ``fail`` / ``inconclusive`` for one suite row (module docstring)."""
+    if not (math.isfinite(q.lo) and math.isfinite(q.hi)):
+        return UNDECIDED
+    if q.hi < -margin or (q.hi < 0 and q.delta < -margin):
+        return FAIL
+    if q.lo >= -margin and q.n >= MIN_ITEMS:
+        return PASS
+    return UNDECIDED
+
+
+def items_needed(q: QualityRow, margin: float) -> int | None:
+    """Paired items at which the suite would be decided if its flip rates held: the smallest
+    ``n'`` whose score interval, on the counts scaled by ``n' / n`` (and the same design effect),
+    clears ``−margin`` on the side the estimate is (``lo ≥ −m`` above it, ``hi < −m`` below it).
+    None when the estimate sits on the margin or no size up to 10⁹ decides."""
+    if not (q.n and math.isfinite(q.delta)) or q.delta == -margin:
+        return None
+    above = q.delta > -margin
+
+    def decided(n2: float) -> bool:
+        k = n2 / q.n / q.deff
+        lo, hi = paired_difference_ci(q.b * k, q.c * k, n2 / q.deff, LEVEL)
+        return lo >= -margin if above else hi < -margin
+
+    lo_n, hi_n = q.n, max(q.n, MIN_ITEMS)
+    while not decided(hi_n):
+        lo_n, hi_n = hi_n, hi_n * 2
+        if hi_n > MAX_SAMPLES_HINT:
+            return None
+    while hi_n - lo_n > max(1, lo_n // 200):  # to within 0.5 %
+        mid = (lo_n + hi_n) // 2
+        lo_n, hi_n = (lo_n, mid) if decided(mid) else (mid, hi_n)
+    return int(max(hi_n, MIN_ITEMS))
+
+
+def evaluate_quality(rows: list[dict], a: int, b: int, qspec: dict | None) -> dict | None:
     """The pair's quality section: ``{"suites", "buckets", "unpaired", "gates", "no_go",
-    "warnings"}`` (lists of dicts / sentences), or None when no quality rows were stored."""
+    "undecided", "warnings"}`` (lists of dicts / sentences), or None when no quality rows were
+    stored. ``no_go``: failed suites (the pair is NO-GO); ``undecided``: suites neither passed
+    nor failed (the pair cannot be GO)."""
     if not any(r["arm"] in (a, b) for r in rows):
         return None
     qspec = qspec or {}
-    st = paired(rows, a, b, resamples=min(resamples, 10_000), seed=seed)
-    gates, no_go, warnings = [], [], []
+    st = paired(rows, a, b)
+    gates, no_go, undecided, warnings = [], [], [], []
     for q in st["suites"]:
         m = margin_of(qspec, q.suite)
-        ok = math.isfinite(q.lo) and q.lo >= -m
-        gates.append({"suite": q.suite, "margin": m, "lo": q.lo, "passed": ok})
-        if ok:
+        state = gate_state(q, m)
+        need = None if state == PASS else items_needed(q, m)
+        gates.append({"suite": q.suite, "margin": m, "lo": q.lo, "hi": q.hi, "state": state,
+                      "passed": state == PASS, "items_needed": need})  # fmt: skip
+        if state == PASS:
             continue
-        worst = min((x for x in st["buckets"] if x.suite == q.suite and math.isfinite(x.delta)),
-                    key=lambda x: x.delta, default=None)  # fmt: skip
-        where = (f"; worst at {worst.bucket}: {pp(worst.delta)} {_ci(worst)}"
-                 if worst is not None and worst.delta < 0 else "")  # fmt: skip
         head = (f"quality: {q.suite} accuracy {q.acc_a:.1%} → {q.acc_b:.1%}, Δacc {pp(q.delta)} "
                 f"{_ci(q)} (McNemar p = {q.p:.3g}, {q.n} items)")  # fmt: skip
-        if q.delta < -m:
+        if state == FAIL:
+            worst = min((x for x in st["buckets"] if x.suite == q.suite and math.isfinite(x.delta)),
+                        key=lambda x: x.delta, default=None)  # fmt: skip
+            where = (f"; worst at {worst.bucket}: {pp(worst.delta)} {_ci(worst)}"
+                     if worst is not None and worst.delta < 0 else "")  # fmt: skip
             no_go.append(f"{head}: dropped beyond the −{m * 100:g} pp margin{where}")
-        else:
-            no_go.append(f"{head}: non-inferiority within −{m * 100:g} pp not shown "
-                         f"(the CI's lower bound is below it; more items would decide){where}")  # fmt: skip
+            continue
+        why = (f"fewer than {MIN_ITEMS} paired items" if q.lo >= -m and q.n < MIN_ITEMS
+               else f"the CI's lower bound is below −{m * 100:g} pp")  # fmt: skip
+        more = f"about {need:,} items would decide" if need else "more items would decide"
+        undecided.append(f"{head}: non-inferiority within −{m * 100:g} pp not shown ({why}); "
+                         f"underpowered: {more}")  # fmt: skip
     passed = {g["suite"] for g in gates if g["passed"]}
     for x in st["buckets"]:
         if x.suite in passed and math.isfinite(x.hi) and x.hi < 0:
@@ -67,5 +125,6 @@ def evaluate_quality(rows: list[dict], a: int, b: int, qspec: dict | None, *, re
         "unpaired": st["unpaired"],
         "gates": gates,
         "no_go": no_go,
+        "undecided": undecided,
         "warnings": warnings,
     }

@@ -5,8 +5,13 @@ left out (and counted). For each suite, and each length bucket within it:
 
 - accuracy of A and of B; the 2×2 table's discordant counts ``b`` (A right, B wrong) and ``c``
   (A wrong, B right);
-- ``Δacc = (c − b) / n`` with a 95% percentile CI from the paired *cluster* bootstrap: whole
-  clusters (items sharing a context) are drawn with replacement, both arms' outcomes together;
+- ``Δacc = (c − b) / n`` with a 95% **score interval** for paired proportions (Tango 1998,
+  :func:`abtui.stats.classical.paired_difference_ci`). It has width when no answer flipped (a
+  bootstrap gives [0, 0] there, and a gate on it passes any suite of any size) and holds its
+  coverage with few discordant pairs. Items that share a context (a *cluster*: the haystacks of
+  one document) are not independent: the counts are divided by the design effect ``deff`` (the
+  Rao–Scott adjustment), the ratio of the clustered variance of ``Δacc`` (the linearised
+  variance over cluster totals) to its variance with independent items, floored at 1;
 - McNemar's exact p (:func:`abtui.stats.classical.mcnemar_exact`);
 - the flip rate ``(b + c) / n``: accuracy can stay flat while answers change.
 
@@ -21,7 +26,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from abtui.stats.classical import mcnemar_exact
+from abtui.stats.classical import mcnemar_exact, paired_difference_ci
 from abtui.stats.multiple import holm
 
 RESAMPLES = 10_000
@@ -44,6 +49,7 @@ class QualityRow:
     p: float  # McNemar exact
     p_holm: float = math.nan
     flip_rate: float = math.nan
+    deff: float = 1.0  # design effect of the clusters (counts divided by it for the CI)
 
     def to_dict(self) -> dict:
         return {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
@@ -70,17 +76,38 @@ def cluster_bootstrap_ci(
     return float(np.quantile(reps, a)), float(np.quantile(reps, 1 - a))
 
 
-def _row(suite, bucket, ra, rb, cl, resamples, seed) -> QualityRow:
+def design_effect(diff: np.ndarray, cluster: np.ndarray) -> float:
+    """Rao–Scott design effect of ``mean(diff)`` for items grouped in clusters (≥ 1; 1 when
+    every item is its own cluster, or nothing varies)."""
+    n = len(diff)
+    if n < 2:
+        return 1.0
+    _, inv = np.unique(cluster, return_inverse=True)
+    k = int(inv.max()) + 1
+    if k < 2 or k == n:
+        return 1.0
+    est = float(diff.mean())
+    sums = np.bincount(inv, weights=diff, minlength=k)
+    sizes = np.bincount(inv, minlength=k).astype(np.float64)
+    var_cluster = k / (k - 1) * float(((sums - est * sizes) ** 2).sum()) / n**2
+    var_srs = float(((diff - est) ** 2).sum()) / (n * (n - 1))
+    if not var_srs > 0:
+        return 1.0
+    return max(1.0, var_cluster / var_srs)
+
+
+def _row(suite, bucket, ra, rb, cl) -> QualityRow:
     ra, rb = np.asarray(ra, dtype=bool), np.asarray(rb, dtype=bool)
     n = len(ra)
     b = int(np.sum(ra & ~rb))
     c = int(np.sum(~ra & rb))
     diff = rb.astype(np.float64) - ra.astype(np.float64)
-    lo, hi = cluster_bootstrap_ci(diff, np.asarray(cl), resamples=resamples, seed=seed)
+    deff = design_effect(diff, np.asarray(cl))
+    lo, hi = paired_difference_ci(b / deff, c / deff, n / deff, LEVEL)
     return QualityRow(
         suite, bucket, n, len(set(cl)), float(ra.mean()) if n else math.nan,
         float(rb.mean()) if n else math.nan, b, c, (c - b) / n if n else math.nan, lo, hi,
-        mcnemar_exact(b, c), flip_rate=(b + c) / n if n else math.nan,
+        mcnemar_exact(b, c), flip_rate=(b + c) / n if n else math.nan, deff=deff,
     )  # fmt: skip
 
 
@@ -89,7 +116,7 @@ def _bucket_key(bucket: str) -> tuple:
     return (0, int(digits)) if digits.isdigit() else (1, bucket)
 
 
-def paired(rows: list[dict], a: int, b: int, *, resamples: int = RESAMPLES, seed: int = 0) -> dict:
+def paired(rows: list[dict], a: int, b: int) -> dict:
     """The paired statistics of arms ``a`` and ``b`` from stored quality rows (``detail`` a dict
     or its JSON). Returns ``{"suites": [...], "buckets": [...], "unpaired": n}``."""
     import json
@@ -116,7 +143,7 @@ def paired(rows: list[dict], a: int, b: int, *, resamples: int = RESAMPLES, seed
         groups.items(), key=lambda kv: (kv[0][0], _bucket_key(kv[0][1]))
     ):
         ra, rb, cl = zip(*recs, strict=True)
-        q = _row(suite, bucket, ra, rb, cl, resamples, seed)
+        q = _row(suite, bucket, ra, rb, cl)
         if bucket == "all":
             suites.append(q)
         elif len({x[1] for x in groups if x[0] == suite}) > 2:  # a suite with one bucket: no split

@@ -78,8 +78,10 @@ def ppl_line(ppl: dict | None) -> str | None:
 
 
 def flat_ppl_warning(ppl: dict | None, a: str, b: str, qual: dict) -> str | None:
-    """A warning when PPL is flat but a quality gate failed ("PPL flat, retrieval −6 pp")."""
-    if not ppl or a not in ppl or b not in ppl or not qual.get("no_go"):
+    """A warning when PPL is flat but a suite's accuracy dropped: a failed gate ("PPL flat,
+    but accuracy dropped: retrieval −6 pp"), or an undecided one whose estimate is past its
+    margin ("… may have dropped: keys −5.6 pp (not yet shown)")."""
+    if not ppl or a not in ppl or b not in ppl:
         return None
     pa, pb = ppl[a], ppl[b]
     if not (pa.get("supported") and pb.get("supported")):
@@ -87,10 +89,23 @@ def flat_ppl_warning(ppl: dict | None, a: str, b: str, qual: dict) -> str | None
     r = pb["ppl"] / pa["ppl"] - 1
     if abs(r) >= FLAT:
         return None
-    failed = [s for s in qual["suites"] if any(g["suite"] == s["suite"] and not g["passed"]
-                                               for g in qual["gates"])]  # fmt: skip
-    drops = ", ".join(f"{s['suite']} {s['delta'] * 100:+.1f} pp" for s in failed)
-    return f"PPL flat ({r:+.1%}), but accuracy dropped: {drops} — never trust PPL alone"
+    gates = {g["suite"]: g for g in qual.get("gates", [])}
+
+    def state(s: dict) -> str:
+        g = gates.get(s["suite"]) or {}
+        st = g.get("state") or ("pass" if g.get("passed", True) else "fail")
+        if st == "inconclusive" and s.get("delta") is not None and s["delta"] < -g["margin"]:
+            return "maybe"
+        return st
+
+    failed = [s for s in qual["suites"] if state(s) == "fail"]
+    maybe = [s for s in qual["suites"] if state(s) == "maybe"]
+    if not (failed or maybe):
+        return None
+    drops = ", ".join(f"{s['suite']} {s['delta'] * 100:+.1f} pp" for s in failed or maybe)
+    verb = "dropped" if failed else "may have dropped"
+    shown = "" if failed else " (not yet shown: more items would decide)"
+    return f"PPL flat ({r:+.1%}), but accuracy {verb}: {drops}{shown} — never trust PPL alone"
 
 
 def attach(verdict, meta: dict) -> None:

@@ -37,7 +37,10 @@ def _entries(qual: dict):
 
 
 def _word(gate: dict) -> str:
-    return "pass" if gate["passed"] else "FAIL"
+    """``pass``, ``FAIL`` or ``undecided`` (neither shown: abtui.quality.gates); a session stored
+    before the third state existed has only ``passed``."""
+    state = gate.get("state") or ("pass" if gate["passed"] else "fail")
+    return {"pass": "pass", "fail": "FAIL"}.get(state, "undecided")
 
 
 def rows(qual: dict) -> list[list[str]]:

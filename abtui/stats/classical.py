@@ -104,3 +104,45 @@ def error_rate_higher_p(errors_a: int, sent_a: int, errors_b: int, sent_b: int) 
         return math.nan
     table = [[errors_b, sent_b - errors_b], [errors_a, sent_a - errors_a]]
     return float(sps.fisher_exact(table, alternative="greater").pvalue)
+
+
+def _tango_score(d: float, b: float, c: float, n: float) -> float:
+    """Tango's score statistic for ``Δ = (c − b)/n = d`` (decreasing in ``d``)."""
+    # restricted MLE of P(A right, B wrong) under Δ = d: the root of
+    # 2n q² + (−b − c + (2n − c + b) d) q − b d (1 − d) = 0 that lies in [0, 1]
+    pb = -b - c + (2 * n - c + b) * d
+    pc = -b * d * (1 - d)
+    q = (math.sqrt(max(pb * pb - 8 * n * pc, 0.0)) - pb) / (4 * n)
+    var = n * (2 * q + d * (1 - d))
+    diff = c - b - n * d
+    if var <= 0:
+        return 0.0 if diff == 0 else math.copysign(math.inf, diff)
+    return diff / math.sqrt(var)
+
+
+def paired_difference_ci(b: float, c: float, n: float, level: float = 0.95) -> tuple[float, float]:
+    """Tango's (1998) asymptotic score interval for the difference of paired proportions
+    ``Δ = p(B right) − p(A right) = (c − b) / n`` (``b``: A right and B wrong, ``c``: the reverse).
+
+    Unlike a bootstrap or Wald interval it has width when no pair is discordant (``b = c = 0``
+    gives ``±z² / (n + z²)``: 12 items ±24 pp, 400 items ±1 pp), and its coverage stays near
+    nominal for few discordant pairs (Tango 1998; Newcombe 1998 compared it with ten others).
+    Counts may be fractional (a design-effect adjustment divides them). NaN when ``n = 0``.
+    """
+    if not n > 0:
+        return math.nan, math.nan
+    from scipy.optimize import brentq
+
+    z = float(sps.norm.ppf(1 - (1 - level) / 2))
+    est = (c - b) / n
+    eps = 1e-12
+
+    def bound(lo: float, hi: float, target: float) -> float:
+        f = lambda d: _tango_score(d, b, c, n) - target  # noqa: E731
+        if f(lo) * f(hi) > 0:  # no crossing inside: the interval reaches the end
+            return hi if target < 0 else lo
+        return float(brentq(f, lo, hi, xtol=1e-10))
+
+    lower = bound(-1 + eps, min(est, 1 - eps), z) if est > -1 + eps else -1.0
+    upper = bound(max(est, -1 + eps), 1 - eps, -z) if est < 1 - eps else 1.0
+    return max(-1.0, lower), min(1.0, upper)

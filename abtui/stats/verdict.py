@@ -20,7 +20,7 @@ ladder, reported but not part of the exit code):
      measured — blocks GO, and the reason names it and the n that would decide), and none of
      these holds: a NO-GO reason; a higher error rate at all; a load generator that fell behind
      its schedule in either arm (its latencies include client delay); a session that did not
-     complete (the plan was not carried out);
+     complete (the plan was not carried out); a quality suite not shown non-inferior;
    - **INCONCLUSIVE** otherwise, saying what more is needed.
 
 The overall result: NO-GO if any candidate is NO-GO, GO if every candidate is GO, otherwise
@@ -345,10 +345,13 @@ def evaluate(
         )
         apply_policy(comp, pol, noise_floor)
         result, reasons, errors, generator, guards = _pair_result(comp, pol, status, names)
-        qual = evaluate_quality(quality or [], a, b, spec.get("quality"),
-                                resamples=int(pol["resamples"]), seed=int(pol["seed"]))  # fmt: skip
+        qual = evaluate_quality(quality or [], a, b, spec.get("quality"))
         if qual and qual["no_go"]:  # a quality gate failed: NO-GO whatever the latencies say
             result, reasons = NO_GO, qual["no_go"] + reasons
+        elif qual and qual["undecided"]:  # quality not shown non-inferior: cannot be GO
+            if result == GO:
+                result, reasons = INCONCLUSIVE, [reasons[0].rstrip(":") + ", but:"] + reasons[1:]
+            reasons = reasons + qual["undecided"]
         cost = None
         if prices:
             cost = {
