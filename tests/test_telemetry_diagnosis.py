@@ -2,6 +2,7 @@
 rows the scraper produced from recorded-style Prometheus text."""
 
 import pytest
+from window_fixtures import alternating_session, quality_phase_session
 
 from abtui.store.writer import SessionWriter
 from abtui.telemetry.diagnosis import diagnose, diagnosis_lines
@@ -87,3 +88,39 @@ def test_rows_before_t0_are_left_out(tmp_path):
     texts = [_sglang(n, 0.3 * n, 2.3 * n, 0.1 * n) for n in (0, 10, 20, 30)]
     (d,) = diagnose(_session(tmp_path, [texts], t0=2500))
     assert d.server_generated == 2000
+
+
+# ------------------------------------------------------------------ the measured windows
+
+
+def test_means_and_j_per_token_are_over_the_measured_window_only(tmp_path):
+    # 400 W while the 10 measured requests run (10..21 s, the last interval's delta included),
+    # 60 W before (warm-up at 5-7 s, all after t0 = 0) and after (the quality phase, idle)
+    (d,) = diagnose(quality_phase_session(tmp_path / "q.duckdb"))
+    g = d.gpu
+    assert d.output_tokens == 1000  # the measured requests', not the warm-up's
+    assert g.power_w == pytest.approx(400.0)  # all 41 samples: 159.5 W
+    assert g.energy_j == pytest.approx(4800.0)  # 12 samples × 400 J (all: 6540 J)
+    assert g.j_per_token == pytest.approx(4.8)  # all: 6.54
+    assert g.dram_active == pytest.approx(0.8) and g.sm_active == pytest.approx(0.7)
+    assert d.kv_usage == (0.5, 0.5) and d.running == (8.0, 8.0)
+    assert d.scrapes_ok == 12
+    assert "power 400 W, 4.800 J/token" in "\n".join(diagnosis_lines([d]))
+
+
+def test_the_slack_after_the_last_completion_is_the_stored_interval(tmp_path):
+    # interval 0.2 s: the window ends at 20.7 s and the sample at 21 s is out
+    (d,) = diagnose(quality_phase_session(tmp_path / "fast.duckdb", interval_s=0.2))
+    assert d.gpu.energy_j == pytest.approx(4400.0) and d.scrapes_ok == 11
+    # no interval stored (a killed run): the sampler's default, 1 s
+    (d,) = diagnose(quality_phase_session(tmp_path / "none.duckdb", interval_s=None))
+    assert d.gpu.energy_j == pytest.approx(4800.0)
+
+
+def test_alternate_each_arm_is_measured_in_its_own_turns_only(tmp_path):
+    # one GPU, both arms sampling it: A's turns read 400 W, B's 250 W, idle 60 W between
+    a, b = diagnose(alternating_session(tmp_path / "alt.duckdb"))
+    assert (a.output_tokens, b.output_tokens) == (2000, 2000)
+    assert a.gpu.power_w == pytest.approx(400.0) and b.gpu.power_w == pytest.approx(250.0)
+    assert a.gpu.j_per_token == pytest.approx(4.8) and b.gpu.j_per_token == pytest.approx(3.0)
+    assert a.scrapes_ok == b.scrapes_ok == 24

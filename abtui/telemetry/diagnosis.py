@@ -2,7 +2,14 @@
 
 :func:`diagnose` reads a session file (never live state, so a re-opened session shows the same)
 and returns one :class:`ArmDiagnosis` per arm; :func:`diagnosis_lines` prints it as a short block.
-The window is the measured run: telemetry rows stamped after the ``start`` event (``t0``).
+The window is each arm's **measured windows** (:mod:`abtui.metrics.windows`): for every segment
+(run, sweep level, ``alternate`` block) the arm played, first dispatch to last completion of its
+non-warm-up requests, plus the sampler's interval after the end (a counter delta stamped just
+after it covers the run's last second). Every telemetry figure below — phases, KV, running /
+waiting, spec decode, power, energy (so J/token), DRAM, SM — is over the arm's rows in them
+only: not the warm-up, not the quality suites sent after the load test, not the idle time before
+the file closed, not the other arm's turns under ``alternate``. An arm with no stored measured
+request keeps the older rule: rows at or after the ``start`` event's ``t0``.
 
 Phase split of request time (shares of queue + prefill + decode), labelled by where it comes from:
 
@@ -27,6 +34,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from abtui.metrics.windows import MeasuredWindows
 from abtui.store.reader import SessionReader
 
 
@@ -91,21 +99,12 @@ class ArmDiagnosis:
         return self.server or self.client
 
 
-def _t0(rd: SessionReader) -> int:
-    for e in rd.events():
-        if e["kind"] == "start" and str(e["message"]).startswith("t0="):
-            try:
-                return int(str(e["message"])[3:])
-            except ValueError:
-                pass
-    return -(1 << 62)
-
-
 class _Series:
-    """Telemetry of one arm in the window: sums of deltas and gauge values by metric."""
+    """Telemetry of one arm in its measured windows: sums of deltas and gauges by metric."""
 
-    def __init__(self, tel: dict[str, np.ndarray], arm: int, t0: int) -> None:
-        mask = (tel["arm"] == arm) & (tel["t_ns"] >= t0)
+    def __init__(self, tel: dict[str, np.ndarray], arm: int, windows: MeasuredWindows) -> None:
+        mask = tel["arm"] == arm
+        mask[mask] = windows.contains(arm, tel["t_ns"][mask])
         self.metric = tel["metric"][mask]
         self.source = tel["source"][mask]
         self.value = tel["value"][mask]
@@ -199,7 +198,7 @@ def diagnose(path) -> list[ArmDiagnosis]:
         meta = rd.meta()
         arms = rd.arms()
         tel = rd.telemetry()
-        t0 = _t0(rd)
+        windows = MeasuredWindows.read(rd)
         client = {
             r[0]: r[1:]
             for r in rd.query(
@@ -222,7 +221,7 @@ def diagnose(path) -> list[ArmDiagnosis]:
     out = []
     for a in arms:
         i = a["arm"]
-        s = _Series(tel, i, t0)
+        s = _Series(tel, i, windows)
         engines = list(engines_meta.get(str(i), [])) or sorted(
             x for x in s.sources() if x in ("vllm", "sglang", "tgi", "dcgm")
         )
