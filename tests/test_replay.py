@@ -271,3 +271,23 @@ def test_vectorised_bins_are_the_live_histograms_bins_even_on_the_edges():
         h.add(v)
         want = int(np.flatnonzero(h.counts)[0]) if h.n else -1
         assert k == want, (v, k, want)
+
+
+def test_end_state_means_are_over_the_measured_windows_only(tmp_path):
+    from window_fixtures import IDLE_W, alternating_session, quality_phase_session
+
+    rp = Replay(quality_phase_session(tmp_path / "q.duckdb"))
+    (p,) = rp.end_state()
+    # 400 W while the measured requests ran; 60 W in the warm-up, quality phase and idle tail
+    # (the mean of all 41 rows: 159.5 W)
+    assert p.telemetry["nvml:gpu.power_w"] == pytest.approx(400.0)
+    assert p.telemetry["nvml:gpu.energy_j.delta"] == pytest.approx(400.0)
+    assert p.telemetry["nvml:gpu.dram_active"] == pytest.approx(0.8)
+    assert p.telemetry["vllm:kv_usage"] == pytest.approx(0.5)
+    # the playhead's series stays whole: every reading, idle ones included
+    ts, vs = rp.gauges[0].series["nvml:gpu.power_w"]
+    assert len(ts) == 41 and (vs == IDLE_W).sum() == 29
+
+    a, b = Replay(alternating_session(tmp_path / "alt.duckdb")).end_state()
+    assert a.telemetry["nvml:gpu.power_w"] == pytest.approx(400.0)  # A's turns only
+    assert b.telemetry["nvml:gpu.power_w"] == pytest.approx(250.0)  # B's turns only

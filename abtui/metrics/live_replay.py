@@ -9,7 +9,9 @@ depends on where the playhead was before: each snapshot is a few prefix look-ups
 
 Telemetry at ``t`` is each gauge's last stored reading at or before ``t`` (what the live run
 showed then); the end state (:meth:`Replay.end_state`) shows the session's means instead, since
-the last reading of a finished run is the idle GPU.
+the last reading of a finished run is the idle GPU. The means are over each arm's measured
+windows (:mod:`abtui.metrics.windows`, as the diagnosis): not the warm-up, the quality phase,
+the idle tail or the other arm's turns under ``alternate``.
 
 :class:`Playhead` is the timeline's state (position, speed, play/pause), with no UI in it.
 """
@@ -24,6 +26,7 @@ import numpy as np
 
 from abtui.metrics.live import EDGES, LO_S, PER_DECADE, SERIES_S, LiveArm, LogHistogram
 from abtui.metrics.table import NA
+from abtui.metrics.windows import MeasuredWindows, completion_ns
 from abtui.runner.observer import ArmProgress, RunInfo
 from abtui.runner.segments import Position, Shape, log_entries
 from abtui.store.reader import SessionReader
@@ -80,13 +83,6 @@ class _Rows:
 
     def select(self, mask: np.ndarray) -> _Rows:
         return _Rows(*(getattr(self, f.name)[mask] for f in fields(self)))
-
-
-def completion_ns(t) -> np.ndarray:
-    """When each request (rows of a RequestTable or the replay's rows) left the client: done,
-    else its last token, else its dispatch."""
-    out = np.where(t.done_ns != NA, t.done_ns, t.last_token_ns)
-    return np.where(out != NA, out, t.dispatched_ns)
 
 
 @dataclass
@@ -199,7 +195,8 @@ def _live_arm(tr: _ArmTrack, m: int, slo: dict[str, float]) -> LiveArm:
 
 @dataclass
 class _Gauges:
-    """One arm's telemetry: every gauge's readings over time, and its session mean."""
+    """One arm's telemetry: every gauge's readings over time (all of them: the playhead shows
+    what was seen at t), and its session mean over the arm's measured windows only."""
 
     series: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     means: dict[str, float] = field(default_factory=dict)
@@ -213,7 +210,7 @@ class _Gauges:
         return out
 
 
-def _gauges(tel: dict[str, np.ndarray], arm: int) -> _Gauges:
+def _gauges(tel: dict[str, np.ndarray], arm: int, windows: MeasuredWindows) -> _Gauges:
     g = _Gauges()
     if not len(tel.get("arm", [])):
         return g
@@ -221,10 +218,11 @@ def _gauges(tel: dict[str, np.ndarray], arm: int) -> _Gauges:
     keys = np.char.add(np.char.add(tel["source"][sel].astype(str), ":"),
                        tel["metric"][sel].astype(str))  # fmt: skip
     ts, vals = tel["t_ns"][sel].astype(np.int64), tel["value"][sel].astype(float)
+    measured = windows.contains(arm, ts)
     for k in np.unique(keys):
         pick = keys == k
         v = vals[pick]
-        fin = v[np.isfinite(v)]
+        fin = v[measured[pick] & np.isfinite(v)]
         if len(fin):
             g.means[str(k)] = float(fin.mean())
         if not str(k).endswith(".delta"):  # as the live gauges: counters' deltas are not gauges
@@ -242,13 +240,14 @@ class Replay:
             arms = rd.arms()
             table = _Rows.read(rd)
             tel = rd.telemetry()
+            windows = MeasuredWindows.read(rd)
         self.path = Path(path)
         self.status: str = meta.get("status") or "unknown"
         self.slo: dict[str, float] = dict((meta.get("spec") or {}).get("slo") or {})
         self.tracks = [
             _track(a["name"], table.select(table.arm == a["arm"]), self.slo) for a in arms
         ]
-        self.gauges = [_gauges(tel, a["arm"]) for a in arms]
+        self.gauges = [_gauges(tel, a["arm"], windows) for a in arms]
         done = completion_ns(table)
         some = len(done) > 0
         self.t0_ns = int(table.scheduled_ns.min()) if some else 0
