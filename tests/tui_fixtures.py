@@ -18,7 +18,9 @@ ARMS = [
     {"arm": 1, "name": "fp8", "role": "candidate", "url": "http://127.0.0.1:8002/v1",
      "model": "llama-3-8b-fp8", "api": "completions", "config": {}},
 ]  # fmt: skip
-SPEC = {"slo": {"ttft": 0.2, "tpot": 0.01}}
+# 60 requests per arm cannot call a P99: with the default guardrails (P99 among them) no such
+# session is GO. These sessions are about the screens, so their policy guards the medians only.
+SPEC = {"slo": {"ttft": 0.2, "tpot": 0.01}, "policy": {"guardrails": ["ttft.p50", "tpot.p50"]}}
 
 
 def records(seed: int, n: int) -> list[RequestRecord]:
