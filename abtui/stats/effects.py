@@ -15,9 +15,9 @@ is ``r = B / A − 1``. CIs: :mod:`abtui.stats.bootstrap`. Latency units are ite
 (keyed by ``(run, level, block, item)``; a unit never spans two runs, levels or blocks); when the
 arms took turns (``schedule = "alternate"``: more than one block) the units are the alternation
 blocks themselves, resampled whole (block length 1, widened for few blocks), resampled
-jointly for both arms. Rates are resampled over time windows: each arm's run is cut into ``K``
-equal windows by completion time (``K = clamp(sent / 10, 10, MAX_UNITS)``), window ``k`` of A is
-paired with window ``k`` of B, and a rate is ``Σ w·count / Σ w·duration``.
+jointly for both arms. Rates (:mod:`abtui.stats.rates`) are over each arm's own active time,
+resampled over paired time windows of it (``K = clamp(sent / 10, 10, MAX_UNITS)``) or, under
+alternation, over the alternation blocks; a rate is ``Σ w·count / Σ w·duration``.
 
 Each latency metric also gets a rank test: paired Wilcoxon on ``log(B/A)`` per item with the
 Hodges–Lehmann location when the load is light (mean requests in flight ≤ 1 in both arms, so
@@ -160,7 +160,7 @@ def compare(
         pair_keys[x] = ok.run * (1 << 32) + ok.item
         n_in[x] = ok.n_input
         levels[x] = _column(ok, "level")
-        windows[x] = windows_of(t, arm_rows[x] & sent_all, ok, slo)
+        windows[x] = windows_of(t, arm_rows[x] & sent_all, ok_mask[x], ok, slo)
         del ok
     sums = (summarize(t, a, slo), summarize(t, b, slo))
     in_flight = {
@@ -205,10 +205,9 @@ def compare(
                 sk[x] = bs.Sketch.of(v[inside], units[x][rows][inside], n_units, grid)
             w = weights.get(n_units, ells[metric], "latency")
             effects += _latency_rows(metric, sk[a], sk[b], w, ells[metric], ("p50",), level, suffix)
-    for w, s in zip((windows[a], windows[b]), sums, strict=True):
-        if w is not None:
-            w["duration"] = s.duration_s
-    effects += rate_effects(windows[a], windows[b], sums, slo, weights, level, prices)
+    effects += rate_effects(
+        windows[a], windows[b], sums, slo, weights, level, prices, alternating=alternating
+    )
     design = {
         "paired_units": True,
         "resampling": "alternation blocks" if alternating else "circular blocks of items",
