@@ -248,3 +248,36 @@ def test_units_never_span_a_segment():
     assert m == 4 and n_units == 6
     assert list(unit) == [0, 0, 0, 0, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 4, 4, 4, 4, 5, 5]
     assert list(bs.unit_index(keys, max_units=5)[0][:8]) == [0, 0, 0, 0, 1, 1, 1, 1]
+
+
+def test_block_length_follows_the_paired_contrast_not_a_shared_load():
+    """A load both arms see alike (a shared AR(1), φ = 0.95) makes each arm's series strongly
+    dependent, but it cancels in the paired contrast log(B/A) the CI is about: blocks stay
+    short (light load, so no in-flight floor). Independent AR noise per arm does not cancel."""
+    from abtui.stats.synthetic import shared_load
+
+    shared = shared_load(1000, seed=3, sigma=0.5, ar=0.95)
+    t = synthetic_table(1000, [ArmTruth(), ArmTruth()], seed=3, rate=2.0, shared=shared)
+    comp = compare(t, 0, 1, None, resamples=200, seed=3, metrics=("ttft", "tpot", "e2e"))
+    assert comp.design["in_flight"][0] < 1.0
+    for key in ("ttft.p50", "tpot.p50", "e2e.p50", "e2e.mean"):
+        assert comp.get(key).block_len <= 4, key  # each arm's own series: ≈ 30–60 units
+    t = synthetic_table(1000, [ArmTruth(ar=0.9), ArmTruth(ar=0.9)], seed=3, rate=2.0)
+    comp = compare(t, 0, 1, None, resamples=200, seed=3, metrics=("e2e",))
+    assert comp.get("e2e.p50").block_len >= 10
+
+
+def test_rate_rows_take_their_block_length_from_their_own_contrast():
+    """Requests arrive at a fixed rate (2/s: windows of ~10 requests, flat counts) while each
+    arm's latency drifts slowly (AR(1), φ = 0.98) around an SLO at the median: attainment per
+    window is strongly dependent though the counts are not, so its row gets longer blocks (never
+    shorter than the counts' length, which throughput uses)."""
+    att = thr = 0
+    for seed in range(4):
+        t = synthetic_table(1000, [ArmTruth(ar=0.98), ArmTruth(ar=0.98)], seed=seed, rate=2.0)
+        comp = compare(t, 0, 1, {"e2e": 0.19}, resamples=200, seed=seed, metrics=("e2e",))
+        a, r = comp.get("slo.attainment").block_len, comp.get("throughput.requests").block_len
+        assert a >= r and comp.get("goodput.requests").block_len >= r
+        assert comp.get("cost.per_mtok_good") is None  # no prices: no cost rows
+        att, thr = att + a, thr + r
+    assert att >= thr + 15

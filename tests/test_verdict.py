@@ -239,3 +239,49 @@ def test_quality_not_shown_non_inferior_turns_go_into_inconclusive():
     assert any("underpowered: about 381 items would decide" in r for r in few.pairs[0].reasons)
     assert few.pairs[0].reasons[0].startswith("primary objective P50 E2E improved")
     assert _verdict(ArmTruth(), FASTER, quality=rows(400)).result == GO
+
+def _alternating(t, items_per_block: int = 50, gap_s: float = 0.5):
+    """``t`` replayed as ``schedule = "alternate"``: blocks of ``items_per_block`` items, arms
+    taking turns A B | B A | …, each turn on its own stretch of wall clock (its requests shifted
+    there, chunks too), ``gap_s`` between turns: an arm is idle while the other plays."""
+    import numpy as np
+
+    from abtui.metrics.table import NA
+    from abtui.runner.segments import alternate_order
+
+    t.block = t.item // items_per_block
+    n_blocks = int(t.block.max()) + 1
+    span = (t.scheduled_ns.max() - t.scheduled_ns.min()) * items_per_block // len(np.unique(t.item))
+    turn_ns = int(span + gap_s * 1e9)
+    shift = np.zeros(len(t), dtype=np.int64)
+    for b in range(n_blocks):
+        for slot, arm in enumerate(alternate_order(b, 2)):
+            rows = (t.block == b) & (t.arm == arm)
+            shift[rows] = (2 * b + slot) * turn_ns - b * span  # turn start − the block's offset
+    for col in ("scheduled_ns", "dispatched_ns", "first_byte_ns", "done_ns", "first_token_ns",
+                "last_token_ns"):  # fmt: skip
+        v = getattr(t, col)
+        setattr(t, col, np.where(v != NA, v + shift, v))
+    t.chunk_t_ns = t.chunk_t_ns + shift[t.chunk_req_idx]
+    return t
+
+
+def test_alternating_rates_use_each_arms_own_turns():
+    """A/A under alternation: each arm's throughput is over the blocks it played, not first
+    dispatch → last completion (which spans the other arm's turns: arm A opens and closes the
+    session, A B | B A | … | B A, so it looked ~14% slower), and the CI resamples whole blocks."""
+    from abtui.metrics.summary import summarize
+    from abtui.stats.effects import compare
+
+    t = _alternating(synthetic_table(400, [ArmTruth(), ArmTruth()], seed=11))
+    sa, sb = summarize(t, 0), summarize(t, 1)
+    assert sa.duration_s == pytest.approx(sb.duration_s, rel=0.01)
+    turn_s = 49 / 20.0 + 0.19  # 50 arrivals at 20/s, then the last one's E2E (≈ 0.19 s)
+    assert sa.duration_s == pytest.approx(8 * turn_s, rel=0.03)
+    assert sa.requests_per_s == pytest.approx(50 / turn_s, rel=0.03)
+    comp = compare(t, 0, 1, {"e2e": 0.5}, resamples=1000, seed=1, prices=(2.0, 2.0))
+    for key in ("throughput.requests", "throughput.output_tokens", "goodput.requests",
+                "cost.per_mtok_output"):  # fmt: skip
+        e = comp.get(key)
+        assert abs(e.ratio) < 0.01 and e.lo < 0 < e.hi and e.hi - e.lo < 0.05, key
+        assert e.block_len == 1, key  # whole alternation blocks

@@ -9,8 +9,12 @@ Definitions used by :func:`summarize` (warm-up requests are always left out):
   are over *ok* requests only, NaN values dropped. Percentiles are
   ``numpy.percentile(..., method="linear")`` (numpy's default, linear interpolation between the
   two closest ranks, the common choice). All in seconds.
-- **Duration** ``T`` = first dispatch → last completion over ok + error requests, where a
-  request completes at ``done_ns`` (else its last token, else its dispatch).
+- **Duration** ``T`` = the arm's own active time: the sum, over the segments it played
+  (segment = one ``(run, level, block)``), of first dispatch → last completion of its ok + error
+  requests in that segment, where a request completes at ``done_ns`` (else its last token, else
+  its dispatch). With one segment (a plain parallel run) that is first dispatch → last
+  completion; under ``schedule = "alternate"`` it leaves out the other arms' turns (and, with
+  several runs or levels, the pauses between segments).
 - **Throughput**: ok requests / T, Σ n_output (ok) / T, Σ (n_input + n_output) (ok) / T; NULL
   token counts count as 0.
 - **SLOs** (``slo`` maps a key to a limit in seconds; keys :data:`SLO_KEYS`): ``"ttft"``,
@@ -136,13 +140,42 @@ def _sum(col: np.ndarray) -> int:
     return int(col[col != NA].sum())
 
 
+def segment_ids(t: RequestTable) -> np.ndarray:
+    """Per row: its segment ``(run, level, block)`` as one integer, ascending in that order
+    (``level`` and ``block`` are 0 where the table has none)."""
+    key = np.zeros(len(t), dtype=np.int64)
+    for name in ("run", "level", "block"):
+        col = getattr(t, name, None)
+        col = np.zeros(len(t), dtype=np.int64) if col is None else np.asarray(col, np.int64)
+        key = key * (int(col.max(initial=0)) + 1) + col
+    return key
+
+
+def completion_ns(t: RequestTable) -> np.ndarray:
+    """When each row completed: ``done``, else its last token, else its dispatch."""
+    done = np.where(t.done_ns != NA, t.done_ns, t.last_token_ns)
+    return np.where(done != NA, done, t.dispatched_ns)
+
+
+def segment_spans(t: RequestTable) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(segment of each row as an index, segment ids, first dispatch, last completion)``: the
+    segments present in ``t``, ascending, each with its span (ns) over the rows of ``t``."""
+    ids, inverse = np.unique(segment_ids(t), return_inverse=True)
+    first = np.full(len(ids), np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(first, inverse, np.asarray(t.dispatched_ns, dtype=np.int64))
+    last = np.full(len(ids), np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(last, inverse, completion_ns(t))
+    return inverse, ids, first, last
+
+
 def run_duration_s(t: RequestTable) -> float:
-    """First dispatch → last completion of the rows of ``t`` (NaN when empty)."""
+    """Active time of the rows of ``t``: Σ over segments (run, level, block) of first dispatch →
+    last completion in that segment (NaN when empty). One segment: first dispatch → last
+    completion."""
     if not len(t):
         return math.nan
-    done = np.where(t.done_ns != NA, t.done_ns, t.last_token_ns)
-    done = np.where(done != NA, done, t.dispatched_ns)
-    return float(done.max() - t.dispatched_ns.min()) / rm.NS_PER_S
+    _, _, first, last = segment_spans(t)
+    return float((last - first).sum()) / rm.NS_PER_S
 
 
 def slo_met(t: RequestTable, slo: dict[str, float] | None) -> np.ndarray:

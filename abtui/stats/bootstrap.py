@@ -20,10 +20,13 @@ instants), which is the paired bootstrap and is valid whether or not the arms ar
 
 Block length rule (:func:`block_length`): ``ℓ = max(ℓ_PW, ⌈L / m⌉)`` units, where ``ℓ_PW`` is the
 automatic block length of Politis & White (2004, with the Patton–Politis–White 2009 correction)
-computed on each arm's per-unit means in schedule order (the larger over arms), and ``L`` is the
-mean number of requests in flight (Little's law: Σ E2E / duration): requests that share batches
-are dependent, so a block spans at least one "generation" of concurrent requests. ``ℓ`` is capped
-at ``U / 3``.
+computed on the series given (the larger over them); for a latency row that is the paired
+contrast the CI is about, ``log(mean_B / mean_A)`` per unit in schedule order over the units
+where both arms have values (:mod:`abtui.stats.effects`): a load both arms see alike makes each
+arm's series dependent but cancels in the contrast, so it must not lengthen the blocks. ``L`` is
+the mean number of requests in flight (Little's law: Σ E2E / duration): requests that share
+batches are dependent, so a block spans at least one "generation" of concurrent requests. ``ℓ``
+is capped at ``U / 3``.
 """
 
 from __future__ import annotations

@@ -15,9 +15,12 @@ is ``r = B / A − 1``. CIs: :mod:`abtui.stats.bootstrap`. Latency units are ite
 (keyed by ``(run, level, block, item)``; a unit never spans two runs, levels or blocks); when the
 arms took turns (``schedule = "alternate"``: more than one block) the units are the alternation
 blocks themselves, resampled whole (block length 1, widened for few blocks), resampled
-jointly for both arms. Rates are resampled over time windows: each arm's run is cut into ``K``
-equal windows by completion time (``K = clamp(sent / 10, 10, MAX_UNITS)``), window ``k`` of A is
-paired with window ``k`` of B, and a rate is ``Σ w·count / Σ w·duration``.
+jointly for both arms. Otherwise the block length comes from the paired contrast the CI is
+about: Politis–White on ``log(mean_B / mean_A)`` per unit (units where both arms have values),
+at least one generation of requests in flight (:func:`abtui.stats.bootstrap.block_length`).
+Rates (:mod:`abtui.stats.rates`) are over each arm's own active time, resampled over paired
+time windows of it (``K = clamp(sent / 10, 10, MAX_UNITS)``) or, under alternation, over the
+alternation blocks; a rate is ``Σ w·count / Σ w·duration``.
 
 Each latency metric also gets a rank test: paired Wilcoxon on ``log(B/A)`` per item with the
 Hodges–Lehmann location when the load is light (mean requests in flight ≤ 1 in both arms, so
@@ -160,7 +163,7 @@ def compare(
         pair_keys[x] = ok.run * (1 << 32) + ok.item
         n_in[x] = ok.n_input
         levels[x] = _column(ok, "level")
-        windows[x] = windows_of(t, arm_rows[x] & sent_all, ok, slo)
+        windows[x] = windows_of(t, arm_rows[x] & sent_all, ok_mask[x], ok, slo)
         del ok
     sums = (summarize(t, a, slo), summarize(t, b, slo))
     in_flight = {
@@ -179,7 +182,7 @@ def compare(
         grid = bs.Grid.covering(vals[a], vals[b])
         sk = {x: bs.Sketch.of(vals[x], sk_units[x], n_units, grid) for x in (a, b)}
         ell = block_len or bs.block_length(
-            [sk[a].unit_means(), sk[b].unit_means()], max(in_flight.values()), unit_size
+            _block_series(sk[a], sk[b]), max(in_flight.values()), unit_size
         )
         ells[metric] = ell
         w = weights.get(n_units, ell, "latency")
@@ -205,10 +208,9 @@ def compare(
                 sk[x] = bs.Sketch.of(v[inside], units[x][rows][inside], n_units, grid)
             w = weights.get(n_units, ells[metric], "latency")
             effects += _latency_rows(metric, sk[a], sk[b], w, ells[metric], ("p50",), level, suffix)
-    for w, s in zip((windows[a], windows[b]), sums, strict=True):
-        if w is not None:
-            w["duration"] = s.duration_s
-    effects += rate_effects(windows[a], windows[b], sums, slo, weights, level, prices)
+    effects += rate_effects(
+        windows[a], windows[b], sums, slo, weights, level, prices, alternating=alternating
+    )
     design = {
         "paired_units": True,
         "resampling": "alternation blocks" if alternating else "circular blocks of items",
@@ -223,6 +225,20 @@ def compare(
         "bins": bs.N_BINS,
     }
     return Comparison(a, b, effects, rank_tests, design, sums)
+
+
+def _contrast(ska: bs.Sketch, skb: bs.Sketch) -> np.ndarray:
+    """The paired contrast the CI is about, per unit in schedule order: ``log(mean_B / mean_A)``
+    over the units where both arms have values."""
+    both = (ska.count > 0) & (skb.count > 0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        d = np.log(skb.total[both] / skb.count[both]) - np.log(ska.total[both] / ska.count[both])
+    return d[np.isfinite(d)]
+
+
+def _block_series(ska: bs.Sketch, skb: bs.Sketch) -> list[np.ndarray]:
+    """The series whose dependence sets a latency row's block length: the paired contrast."""
+    return [_contrast(ska, skb)]
 
 
 def _latency_rows(metric, ska, skb, w, ell, stats, level, suffix) -> list[Effect]:

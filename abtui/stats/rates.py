@@ -1,10 +1,28 @@
-"""Rate effects: throughput, goodput, SLO attainment and cost, resampled over time windows.
+"""Rate effects: throughput, goodput, SLO attainment and cost, resampled over paired units.
 
-Each arm's run is cut into ``K`` equal windows by completion time (``K = clamp(sent / 10, 10,
-MAX_UNITS)``); window ``k`` of A is paired with window ``k`` of B and resampled jointly with the
-circular block bootstrap (block length by Politis–White on the per-window counts). A rate is
-``Σ w·count / Σ w·duration``; SLO attainment is ``Σ w·good / Σ w·sent``. Prices are USD/hour over
-a rate, so cost replicates are ``(usd_B / usd_A) / (1 + r_rate) − 1``.
+A rate's duration is the arm's own active time (:func:`abtui.metrics.summary.run_duration_s`:
+Σ over the segments it played of first dispatch → last completion). Resampling units:
+
+- **Arms in parallel** (one alternation block): each arm's active time is cut into ``K`` equal
+  windows by completion time (``K = clamp(sent / 10, 10, MAX_UNITS)``; with several runs or
+  levels the segments are laid end to end on the arm's active clock); window ``k`` of A is
+  paired with window ``k`` of B.
+- **Arms taking turns** (``schedule = "alternate"``: more than one block): the units are the
+  alternation blocks (segments), each with the arm's counts in it and its own active duration
+  there (first dispatch → last completion of that arm in that block), resampled whole (block
+  length 1, the interval widened for few blocks) with the same weights for both arms. A window
+  by completion time would mix one arm's turn with the other's idle time.
+
+Units are resampled jointly for both arms with the circular block bootstrap. A rate is
+``Σ w·count / Σ w·duration``; SLO attainment is ``Σ w·good / Σ w·sent``. Each row's block
+length (windows only) is Politis–White on that row's own paired contrast per unit (the
+influence series of ``log(rate_B / rate_A)``, ``(num_B/N̄_B − den_B/D̄_B) − (num_A/N̄_A −
+den_A/D̄_A)``, ``N̄``, ``D̄`` the means per unit), so an attainment that drifts gets blocks that
+span its dependence even when the request counts per window are flat; and at least the length
+on each arm's per-window ok counts (the contrast alone measured shorter blocks and more A/A
+false positives under drift: 8.5% against 7.5%). Prices are USD/hour over
+a rate, so cost replicates are ``(usd_B / usd_A) / (1 + r_rate) − 1``, with the rate's block
+length.
 """
 
 from __future__ import annotations
@@ -14,7 +32,7 @@ import math
 import numpy as np
 
 from abtui.metrics import request as rm
-from abtui.metrics.summary import slo_met
+from abtui.metrics.summary import completion_ns, segment_ids, slo_met
 from abtui.metrics.table import NA, RequestTable
 from abtui.stats import bootstrap as bs
 from abtui.stats.rows import Effect, ratio_effect
@@ -31,75 +49,132 @@ COST_ROWS = (  # key, the rate it divides, ArmCost field
     ("cost.per_mtok_good", "goodput.output_tokens", "usd_per_mtok_good"),
     ("cost.per_1k_good_requests", "goodput.requests", "usd_per_1k_good_requests"),
 )
+_COUNTS = {  # ArmSummary field → (numerator, denominator) per unit
+    "requests_per_s": ("ok", "duration"),
+    "output_tokens_per_s": ("tokens", "duration"),
+    "goodput_requests_per_s": ("good", "duration"),
+    "goodput_output_tokens_per_s": ("good_tokens", "duration"),
+    "slo_attainment": ("good", "sent"),
+}
 
 
-def _done_ns(t: RequestTable, mask: np.ndarray | None = None) -> np.ndarray:
-    """When each request completed: ``done``, else its last token, else its dispatch."""
-    pick = (lambda c: c) if mask is None else (lambda c: c[mask])
-    done = np.where(pick(t.done_ns) != NA, pick(t.done_ns), pick(t.last_token_ns))
-    return np.where(done != NA, done, pick(t.dispatched_ns))
-
-
-def windows_of(t: RequestTable, sent: np.ndarray, ok: RequestTable, slo):
-    """Per completion-time window (``k`` later): the completion time of each sent request of
-    the arm (``sent`` mask over ``t``) and of each of its ok requests, with tokens and SLO."""
+def windows_of(t: RequestTable, sent: np.ndarray, ok_mask: np.ndarray, ok: RequestTable, slo):
+    """One arm's rows for the rate units: the segment and completion time of each sent request
+    (``sent`` mask over ``t``) and of each ok request (``ok_mask`` over ``t``; ``ok`` is
+    ``t.select(ok_mask)``), with tokens and SLO, and the arm's span in every segment it played."""
     if not sent.any():
         return None
+    seg = segment_ids(t)
+    done = completion_ns(t)
+    ids, inverse = np.unique(seg[sent], return_inverse=True)
+    first = np.full(len(ids), np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(first, inverse, np.asarray(t.dispatched_ns[sent], dtype=np.int64))
+    last = np.full(len(ids), np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(last, inverse, done[sent])
     n_out = np.where(ok.n_output != NA, ok.n_output, 0).astype(np.float64)
     good = slo_met(ok, slo)
+    span = (last - first).astype(np.float64) / rm.NS_PER_S
     return {
-        "t0": int(t.dispatched_ns[sent].min()),
-        "sent_done": _done_ns(t, sent),
-        "ok_done": _done_ns(ok),
+        "segments": ids,
+        "first_ns": first,
+        "span_s": span,
+        "duration": float(span.sum()),
+        "sent_seg": seg[sent],
+        "sent_done": done[sent],
+        "ok_seg": seg[ok_mask],
+        "ok_done": done[ok_mask],
         "ok_tokens": n_out,
         "good": good,
     }
 
 
-def _per_window(w: dict, k: int) -> dict[str, np.ndarray]:
-    def win(done):
-        pos = (done - w["t0"]) / (w["duration"] * rm.NS_PER_S)
-        return np.clip(np.floor(pos * k), 0, k - 1).astype(np.int64)
-
-    ws, wo = win(w["sent_done"]), win(w["ok_done"])
+def _per_unit(w: dict, unit_of, n: int) -> dict[str, np.ndarray]:
+    """Counts per unit; ``unit_of(segments, done)`` gives the unit of each row."""
+    us, uo = unit_of(w["sent_seg"], w["sent_done"]), unit_of(w["ok_seg"], w["ok_done"])
 
     def per(idx, weights=None):
-        return np.bincount(idx, weights=weights, minlength=k).astype(np.float64)
+        return np.bincount(idx, weights=weights, minlength=n).astype(np.float64)
 
+    good = w["good"].astype(np.float64)
     return {
-        "sent": per(ws),
-        "requests_per_s": per(wo),
-        "output_tokens_per_s": per(wo, w["ok_tokens"]),
-        "goodput_requests_per_s": per(wo, w["good"].astype(np.float64)),
-        "goodput_output_tokens_per_s": per(wo, np.where(w["good"], w["ok_tokens"], 0.0)),
+        "sent": per(us),
+        "ok": per(uo),
+        "tokens": per(uo, w["ok_tokens"]),
+        "good": per(uo, good),
+        "good_tokens": per(uo, np.where(w["good"], w["ok_tokens"], 0.0)),
     }
 
 
-def rate_effects(win_a, win_b, sums, slo, weights, level: float, prices) -> list[Effect]:
+def _windows(w: dict, k: int) -> dict[str, np.ndarray]:
+    """``k`` equal windows of the arm's active clock (its segments laid end to end)."""
+    offset = np.concatenate([[0.0], np.cumsum(w["span_s"])[:-1]])
+
+    def unit_of(seg, done):
+        j = np.searchsorted(w["segments"], seg)
+        pos = (offset[j] + (done - w["first_ns"][j]) / rm.NS_PER_S) / w["duration"]
+        return np.clip(np.floor(pos * k), 0, k - 1).astype(np.int64)
+
+    out = _per_unit(w, unit_of, k)
+    out["duration"] = np.full(k, w["duration"] / k)
+    return out
+
+
+def _blocks(w: dict, segments: np.ndarray) -> dict[str, np.ndarray]:
+    """One unit per alternation block (``segments``, ascending): counts and the arm's own
+    active duration in it (0 where the arm did not play it)."""
+
+    def unit_of(seg, _done):
+        return np.searchsorted(segments, seg)
+
+    out = _per_unit(w, unit_of, len(segments))
+    dur = np.zeros(len(segments))
+    dur[np.searchsorted(segments, w["segments"])] = w["span_s"]
+    out["duration"] = dur
+    return out
+
+
+def _influence(ua: dict, ub: dict, num: str, den: str) -> np.ndarray:
+    """Per unit: the influence of ``log(Σnum_B/Σden_B) − log(Σnum_A/Σden_A)`` (the contrast a
+    rate row's CI is about), for that row's block length."""
+    out = np.zeros(len(ua[num]))
+    for u, sign in ((ub, 1.0), (ua, -1.0)):
+        for col, s in ((num, 1.0), (den, -1.0)):
+            m = u[col].mean()
+            if m > 0:
+                out += sign * s * u[col] / m
+    return out
+
+
+def rate_effects(
+    win_a, win_b, sums, slo, weights, level: float, prices, alternating: bool = False
+) -> list[Effect]:
     sa, sb = sums
     out: list[Effect] = []
     if win_a is None or win_b is None or not (win_a["duration"] > 0 and win_b["duration"] > 0):
         return out
-    k = int(min(bs.MAX_UNITS, max(10, min(sa.sent, sb.sent) // 10)))
-    wa, wb = _per_window(win_a, k), _per_window(win_b, k)
-    da, db = win_a["duration"], win_b["duration"]
-    ell = bs.block_length([wa["requests_per_s"], wb["requests_per_s"]], 1.0, 1)
-    w = weights.get(k, ell, "rates")
-    widen = bs.expansion(math.ceil(k / ell), level)
-    tot_a, tot_b = w @ wa["sent"], w @ wb["sent"]
-    replicates = {}
+    if alternating:
+        segments = np.union1d(win_a["segments"], win_b["segments"])
+        ua, ub = _blocks(win_a, segments), _blocks(win_b, segments)
+    else:
+        k = int(min(bs.MAX_UNITS, max(10, min(sa.sent, sb.sent) // 10)))
+        ua, ub = _windows(win_a, k), _windows(win_b, k)
+    n_units = len(ua["sent"])
+    replicates, ells = {}, {}
     for key, fld, needs_slo in RATE_ROWS:
         if needs_slo and not slo:
             continue
-        if fld == "slo_attainment":
-            num_a, num_b = w @ wa["goodput_requests_per_s"], w @ wb["goodput_requests_per_s"]
-            with np.errstate(invalid="ignore", divide="ignore"):
-                reps = (num_b / tot_b) / (num_a / tot_a) - 1.0
+        num, den = _COUNTS[fld]
+        if alternating:
+            ell = 1
         else:
-            with np.errstate(invalid="ignore", divide="ignore"):
-                reps = (w @ wb[fld]) / (w @ wa[fld]) * (da / db) - 1.0
+            ell = bs.block_length([_influence(ua, ub, num, den), ua["ok"], ub["ok"]], 1.0, 1)
+        w = weights.get(n_units, ell, "rates")
+        with np.errstate(invalid="ignore", divide="ignore"):
+            reps = ((w @ ub[num]) / (w @ ub[den])) / ((w @ ua[num]) / (w @ ua[den])) - 1.0
         a_val, b_val = float(getattr(sa, fld)), float(getattr(sb, fld))
+        widen = bs.expansion(math.ceil(n_units / ell), level)
         reps = replicates[key] = bs.expand(reps, ratio_effect(b_val, a_val), widen)
+        ells[key] = ell
         out.append(_rate_row(key, False, a_val, b_val, sa, sb, reps, ell, level))
     if prices:
         from abtui.cost import arm_cost
@@ -111,7 +186,7 @@ def rate_effects(win_a, win_b, sums, slo, weights, level: float, prices) -> list
             with np.errstate(invalid="ignore", divide="ignore"):
                 reps = (prices[1] / prices[0]) / (1.0 + replicates[rate_key]) - 1.0
             a_val, b_val = getattr(ca, fld), getattr(cb, fld)
-            out.append(_rate_row(key, True, a_val, b_val, sa, sb, reps, ell, level))
+            out.append(_rate_row(key, True, a_val, b_val, sa, sb, reps, ells[rate_key], level))
     return out
 
 

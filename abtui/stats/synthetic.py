@@ -4,9 +4,12 @@
 arm: request ``i`` of every arm is item ``i`` scheduled at ``i / rate`` seconds; TTFT and TPOT
 are log-normal around each arm's medians, multiplied by ``scale`` (e.g. ``1.10`` for a known 10%
 regression); ``ar`` > 0 makes each arm's latencies an AR(1) series in log space (dependent
-consecutive requests, as under load); each request streams ``n_output`` one-token chunks.
-``tail_share`` of the requests get ``tail_scale`` times their TTFT (a tail regression).
-``vary_input`` gives item ``i`` a prompt of ``64 · 2^(i mod 4)`` tokens (else 256).
+consecutive requests, as under load), each arm its own independent series; ``shared`` (a log
+multiplier per item, e.g. from :func:`shared_load`) multiplies TTFT and TPOT of item ``i`` in
+*every* arm alike (a load or drift both arms see: the case pairing cancels); each request
+streams ``n_output`` one-token chunks. ``tail_share`` of the requests get ``tail_scale`` times
+their TTFT (a tail regression). ``vary_input`` gives item ``i`` a prompt of
+``64 · 2^(i mod 4)`` tokens (else 256).
 """
 
 from __future__ import annotations
@@ -46,6 +49,31 @@ def _log_noise(rng: np.random.Generator, n: int, sigma: float, ar: float) -> np.
     return x
 
 
+def shared_load(
+    n: int,
+    *,
+    seed: int = 0,
+    sigma: float = 0.0,
+    ar: float = 0.0,
+    drift: float = 0.0,
+    periods: float = 1.0,
+    bursts: int = 0,
+    burst_len: int = 20,
+    burst_log: float = 0.7,
+) -> np.ndarray:
+    """A log multiplier per item, common to every arm (``synthetic_table(shared=...)``): an
+    AR(1) series of stationary SD ``sigma`` and coefficient ``ar``, plus a slow sinusoidal drift
+    of amplitude ``drift`` (log) over ``periods`` periods of the run, plus ``bursts`` bursts of
+    ``burst_len`` consecutive items slowed by ``exp(burst_log)`` at random places."""
+    rng = np.random.default_rng([seed, 0x5A4ED])
+    x = _log_noise(rng, n, sigma, ar) if sigma > 0 else np.zeros(n)
+    if drift:
+        x = x + drift * np.sin(2 * np.pi * periods * np.arange(n) / n + rng.uniform(0, 2 * np.pi))
+    for start in rng.integers(0, max(n - burst_len, 1), size=bursts):
+        x[start : start + burst_len] += burst_log
+    return x
+
+
 def synthetic_table(
     n: int,
     arms: list[ArmTruth],
@@ -55,6 +83,7 @@ def synthetic_table(
     seed: int = 0,
     itl_jitter: float = 0.05,
     vary_input: bool = False,
+    shared: np.ndarray | None = None,
 ) -> RequestTable:
     """``n`` requests for each arm in ``arms`` (arm index = position); see the module doc."""
     rng = np.random.default_rng(seed)
@@ -63,10 +92,19 @@ def synthetic_table(
     for arm, truth in enumerate(arms):
         sched = (np.arange(n) * (NS / rate)).astype(np.int64) + 10 * NS
         disp = sched + 20_000 + np.where(np.arange(n) % 10 == 0, int(truth.lag_s * NS), 0)
-        ttft = truth.ttft_s * truth.ttft_scale * np.exp(_log_noise(rng, n, truth.sigma, truth.ar))
+        common = 0.0 if shared is None else np.asarray(shared, dtype=np.float64)[:n]
+        ttft = (
+            truth.ttft_s
+            * truth.ttft_scale
+            * np.exp(_log_noise(rng, n, truth.sigma, truth.ar) + common)
+        )
         if truth.tail_share > 0:
             ttft = np.where(rng.random(n) < truth.tail_share, ttft * truth.tail_scale, ttft)
-        tpot = truth.tpot_s * truth.tpot_scale * np.exp(_log_noise(rng, n, truth.sigma, truth.ar))
+        tpot = (
+            truth.tpot_s
+            * truth.tpot_scale
+            * np.exp(_log_noise(rng, n, truth.sigma, truth.ar) + common)
+        )
         first = disp + (ttft * NS).astype(np.int64)
         gaps = tpot[:, None] * np.exp(rng.standard_normal((n, n_output - 1)) * itl_jitter)
         times = np.concatenate(
