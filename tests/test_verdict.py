@@ -4,6 +4,8 @@ noise floor. 500 bootstrap resamples keep it fast; the effects here are far from
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from abtui.stats.synthetic import ArmTruth, synthetic_table
@@ -285,3 +287,25 @@ def test_alternating_rates_use_each_arms_own_turns():
         e = comp.get(key)
         assert abs(e.ratio) < 0.01 and e.lo < 0 < e.hi and e.hi - e.lo < 0.05, key
         assert e.block_len == 1, key  # whole alternation blocks
+
+
+def test_a_strongly_autocorrelated_contrast_is_not_called():
+    # AR(1) ρ = 0.95 in each arm, independently, 200 requests: ~10 effectively independent
+    # pairs. The block bootstrap's CI is far too narrow there (15-24 % false calls in A/A);
+    # the row says so and makes no call.
+    t = synthetic_table(200, [ArmTruth(ar=0.95), ArmTruth(ar=0.95)], seed=4)
+    comp = evaluate(t, ARMS[:2], DEFAULT_GUARDS).pairs[0].comparison
+    e = comp.get("e2e.p50")
+    assert e.n_eff < 50 and e.outcome == "INCONCLUSIVE"
+    assert "strongly autocorrelated" in e.note and "no significance call" in e.note
+    assert e.samples_needed > 200 and not math.isfinite(e.p_adj)  # out of the Holm family
+
+
+def test_a_load_both_arms_share_cancels_in_the_contrast_and_is_called():
+    from abtui.stats.synthetic import shared_load
+
+    shared = shared_load(400, seed=2, sigma=0.25, ar=0.95)  # as dependent, but common to both
+    t = synthetic_table(400, [ArmTruth(), ArmTruth(ttft_scale=0.8, tpot_scale=0.8)], seed=2,
+                        shared=shared)  # fmt: skip
+    e = evaluate(t, ARMS[:2], SPEC).pairs[0].comparison.get("e2e.p50")
+    assert e.n_eff >= 50 and e.outcome == "IMPROVED"

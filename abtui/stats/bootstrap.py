@@ -52,24 +52,18 @@ def _flat_top(t: np.ndarray) -> np.ndarray:
     return np.where(t <= 0.5, 1.0, np.where(t <= 1.0, 2.0 * (1.0 - t), 0.0))
 
 
-def politis_white_length(x: np.ndarray) -> float:
-    """Automatic block length for the circular block bootstrap of the mean of series ``x``.
-
-    Politis & White (2004), corrected by Patton, Politis & White (2009): pick the smallest lag
-    ``m̂`` after which ``K`` consecutive autocorrelations are insignificant, use a flat-top lag
-    window of width ``M = 2 m̂`` to estimate ``G = Σ |k| R(k)`` and ``g = Σ R(k)``, and return
-    ``(2 G² / D)^{1/3} n^{1/3}`` with ``D = 4/3 g²``. Returns 1.0 for a series with no
-    detectable dependence (or fewer than 8 points).
-    """
+def _lag_window(x: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """Autocovariances of ``x`` at lags −M…M and their flat-top weights, ``M = 2 m̂`` with ``m̂``
+    the smallest lag after which ``K`` consecutive autocorrelations are insignificant (Politis
+    & White 2004). None for fewer than 8 finite points or no variance."""
     x = np.asarray(x, dtype=np.float64)
     x = x[np.isfinite(x)]
     n = len(x)
     if n < 8:
-        return 1.0
+        return None
     x = x - x.mean()
-    var = float(x @ x) / n
-    if var <= 0:
-        return 1.0
+    if not float(x @ x) > 0:
+        return None
     max_lag = min(n - 1, int(math.ceil(math.sqrt(n))) + 5)
     spec = np.fft.rfft(x, 2 * n)
     acov = np.fft.irfft(spec * np.conj(spec))[: max_lag + 1] / n
@@ -84,14 +78,49 @@ def politis_white_length(x: np.ndarray) -> float:
             break
     big_m = min(2 * max(m_hat, 1), max_lag)
     lags = np.arange(-big_m, big_m + 1)
-    w = _flat_top(lags / big_m)
-    r = acov[np.abs(lags)]
-    g_hat = float((w * np.abs(lags) * r).sum())
-    d_hat = 4.0 / 3.0 * float((w * r).sum()) ** 2
+    return lags, _flat_top(lags / big_m) * acov[np.abs(lags)]
+
+
+def politis_white_length(x: np.ndarray) -> float:
+    """Automatic block length for the circular block bootstrap of the mean of series ``x``.
+
+    Politis & White (2004), corrected by Patton, Politis & White (2009): with the flat-top lag
+    window of :func:`_lag_window`, estimate ``G = Σ |k| R(k)`` and ``g = Σ R(k)`` and return
+    ``(2 G² / D)^{1/3} n^{1/3}`` with ``D = 4/3 g²``. Returns 1.0 for a series with no
+    detectable dependence (or fewer than 8 points).
+    """
+    win = _lag_window(x)
+    if win is None:
+        return 1.0
+    n = int(np.isfinite(np.asarray(x, dtype=np.float64)).sum())
+    lags, wr = win
+    g_hat = float((np.abs(lags) * wr).sum())
+    d_hat = 4.0 / 3.0 * float(wr.sum()) ** 2
     if d_hat <= 0 or g_hat == 0:
         return 1.0
     b = (2.0 * g_hat**2 / d_hat) ** (1.0 / 3.0) * n ** (1.0 / 3.0)
     return float(min(max(b, 1.0), max(1.0, min(3.0 * math.sqrt(n), n / 3.0))))
+
+
+def effective_size(x: np.ndarray) -> float:
+    """How many effectively independent values the series ``x`` holds: ``n / τ̂`` with ``τ̂ =
+    Σ w(k) R(k) / R(0)`` (the integrated autocorrelation time, over the same flat-top window as
+    the block length; at least 1). The block bootstrap cannot see dependence longer than its
+    series shows: at ``τ̂`` ≈ n/10 its intervals are far too narrow (AR(1) ρ = 0.98 at 200
+    requests: 24 % false calls), so a verdict refuses a call below
+    :data:`abtui.stats.decide.MIN_EFFECTIVE`.
+    ``τ̂`` itself is biased low on short, strongly dependent series (ρ = 0.98, true τ = 99: 20 at
+    n = 200, 39 at 1,000), so the size errs high there. NaN for fewer than 8 points."""
+    x = np.asarray(x, dtype=np.float64)
+    n = int(np.isfinite(x).sum())
+    if n < 8:
+        return math.nan
+    win = _lag_window(x)
+    if win is None:
+        return float(n)
+    lags, wr = win
+    tau = float(wr.sum()) / float(wr[lags == 0][0])
+    return float(n / max(tau, 1.0))
 
 
 def block_length(unit_series: list[np.ndarray], in_flight: float = 1.0, unit_size: int = 1) -> int:

@@ -174,6 +174,7 @@ def compare(
     rank_tests: dict[str, RankTest] = {}
 
     ells: dict[str, int] = {}
+    n_eff: dict[str, float] = {}
     for metric in metrics:
         vals, sk_units = {}, {}
         for x in (a, b):
@@ -185,8 +186,13 @@ def compare(
             _block_series(sk[a], sk[b]), max(in_flight.values()), unit_size
         )
         ells[metric] = ell
+        # how many effectively independent units the paired contrast holds (the call needs
+        # bs.MIN_EFFECTIVE); alternation blocks are resampled whole, with a t-based widening for
+        # few blocks, so the rule does not apply to them (NaN)
+        n_eff[metric] = math.nan if alternating else bs.effective_size(_contrast(sk[a], sk[b]))
         w = weights.get(n_units, ell, "latency")
-        effects += _latency_rows(metric, sk[a], sk[b], w, ell, bs.STATS, level, "")
+        effects += _latency_rows(metric, sk[a], sk[b], w, ell, bs.STATS, level, "",
+                                 n_eff[metric])  # fmt: skip
         if metric in RANK_TESTED:
             rank_tests[metric] = _rank_test(pair_keys[a], pair_keys[b], vals[a], vals[b], light)
 
@@ -207,7 +213,8 @@ def compare(
                 inside = member[x][rows]
                 sk[x] = bs.Sketch.of(v[inside], units[x][rows][inside], n_units, grid)
             w = weights.get(n_units, ells[metric], "latency")
-            effects += _latency_rows(metric, sk[a], sk[b], w, ells[metric], ("p50",), level, suffix)
+            effects += _latency_rows(metric, sk[a], sk[b], w, ells[metric], ("p50",), level, suffix,
+                                     n_eff[metric])  # fmt: skip
     effects += rate_effects(
         windows[a], windows[b], sums, slo, weights, level, prices, alternating=alternating
     )
@@ -241,7 +248,7 @@ def _block_series(ska: bs.Sketch, skb: bs.Sketch) -> list[np.ndarray]:
     return [_contrast(ska, skb)]
 
 
-def _latency_rows(metric, ska, skb, w, ell, stats, level, suffix) -> list[Effect]:
+def _latency_rows(metric, ska, skb, w, ell, stats, level, suffix, n_eff) -> list[Effect]:
     widen = bs.expansion(math.ceil(len(ska.count) / ell), level)
     rep_a, rep_b = ska.resampled(w, stats), skb.resampled(w, stats)
     out = []
@@ -254,7 +261,7 @@ def _latency_rows(metric, ska, skb, w, ell, stats, level, suffix) -> list[Effect
             Effect(
                 key=f"{metric}.{stat}{suffix}", metric=metric, stat=stat, lower_is_better=True,
                 a=ska.exact[stat], b=skb.exact[stat], n_a=ska.n, n_b=skb.n, ratio=ratio,
-                lo=lo, hi=hi, p=bs.bootstrap_p(reps), block_len=ell,
+                lo=lo, hi=hi, p=bs.bootstrap_p(reps), block_len=ell, n_eff=n_eff,
             )
         )  # fmt: skip
     return out

@@ -186,7 +186,7 @@ def apply_policy(
         e.delta = max(base, (noise_floor or {}).get(e.key, 0.0))
         e.family = "primary" if e.key in primary_keys else "breakdown"
         tail_ok = n_min[e.key] >= dc.tail_min_n(e.stat)
-        if tail_ok and math.isfinite(e.p):
+        if tail_ok and dc.too_dependent(n_min[e.key], e.n_eff) is None and math.isfinite(e.p):
             callable_rows.append(e)
     for fam, adjust in (("primary", holm), ("breakdown", benjamini_hochberg)):
         rows = [e for e in callable_rows if e.family == fam]
@@ -203,6 +203,7 @@ def apply_policy(
             n=n_min[e.key],
             stat=e.stat,
             alpha=alpha,
+            n_eff=e.n_eff,
         )
         e.outcome, e.significant, e.samples_needed, e.note = (
             d.outcome,
@@ -228,7 +229,7 @@ def guardrail_checks(comp: Comparison, policy: dict) -> list[dict]:
                         "reason": f"guardrail {label(key)} was not measured in this session"})  # fmt: skip
             continue
         d = dc.non_inferiority(e.ratio, e.lo, e.hi, e.delta, lower_is_better=e.lower_is_better,
-                               n=min(e.n_a, e.n_b), stat=e.stat)  # fmt: skip
+                               n=min(e.n_a, e.n_b), stat=e.stat, n_eff=e.n_eff)  # fmt: skip
         if e.outcome == dc.REGRESSED:
             state = "regressed"
         else:
