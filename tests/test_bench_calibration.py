@@ -1,0 +1,33 @@
+"""scripts/bench_verdict_calibration.py still runs: its smallest configuration, in seconds."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+
+def test_calibration_script_smallest_run(tmp_path, capsys):
+    path = Path(__file__).parent.parent / "scripts" / "bench_verdict_calibration.py"
+    spec = importlib.util.spec_from_file_location("bench_verdict_calibration", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out = tmp_path / "c.json"
+    mod.main(["--cells", "aa,power,vacuous,alt,quality", "--scenarios", "iid,drift", "--n", "200",
+              "--repeats", "3", "--repeats-at", "quality=2", "--jobs", "1", "--json", str(out)])  # fmt: skip
+    text = capsys.readouterr().out
+    for head in ("### A/A, parallel", "### Power", "### Vacuous", "### A/A, alternating", "### Quality"):
+        assert head in text
+    cells = json.loads(out.read_text())["cells"]
+    assert len(cells) == 4 * 2 + len(mod.QUALITY)
+    for c in cells:
+        if c["cell"] == "quality":
+            assert c["repeats"] == 2 and c["pass"] + c["fail"] + c["neither"] == 2
+        else:
+            assert c["repeats"] == 3 and sum(c["results"].values()) == 3
+            assert set(c["rows"]) == set(mod.ROWS)
+    # the alternating A/A: the baseline spans every turn, the candidate two fewer (8 blocks)
+    alt = next(c for c in cells if c["cell"] == "alt" and c["scenario"] == "iid")
+    assert abs(alt["rows"]["throughput.requests"]["ratio_median"] - 16 / 14 + 1) < 0.01
+    assert mod.gate_state({"passed": False, "state": "INCONCLUSIVE"}) == "neither"
+    assert mod.gate_state({"passed": True}) == "pass"
