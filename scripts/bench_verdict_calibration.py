@@ -207,7 +207,11 @@ def run_task(task: tuple) -> tuple:
         rows = [{"arm": x, "item": i, "correct": bool(r[i]),
                  "detail": {"suite": "exact", "cluster": str(i)}}
                 for x, r in ((0, ra), (1, rb)) for i in range(n)]  # fmt: skip
-        q = evaluate_quality(rows, 0, 1, {}, resamples=opts["resamples"], seed=rep)
+        import inspect  # the pre-fix gate took the bootstrap's resamples and seed; the score
+        # interval needs neither
+        boot = "resamples" in inspect.signature(evaluate_quality).parameters
+        kw = {"resamples": opts["resamples"], "seed": rep} if boot else {}
+        q = evaluate_quality(rows, 0, 1, {}, **kw)
         return (cell, scenario, n), rep, {"gate": gate_state(q["gates"][0]),
                                           "no_go": bool(q["no_go"])}  # fmt: skip
     from abtui.stats.verdict import evaluate

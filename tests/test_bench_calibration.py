@@ -26,8 +26,9 @@ def test_calibration_script_smallest_run(tmp_path, capsys):
         else:
             assert c["repeats"] == 3 and sum(c["results"].values()) == 3
             assert set(c["rows"]) == set(mod.ROWS)
-    # the alternating A/A: the baseline spans every turn, the candidate two fewer (8 blocks)
+    # the alternating A/A: rates over each arm's own turns (before issue 24 the baseline's span
+    # covered every turn and the candidate's two fewer: +14.3 % = 16/14 - 1 with 8 blocks)
     alt = next(c for c in cells if c["cell"] == "alt" and c["scenario"] == "iid")
-    assert abs(alt["rows"]["throughput.requests"]["ratio_median"] - 16 / 14 + 1) < 0.01
+    assert abs(alt["rows"]["throughput.requests"]["ratio_median"]) < 0.01
     assert mod.gate_state({"passed": False, "state": "INCONCLUSIVE"}) == "neither"
     assert mod.gate_state({"passed": True}) == "pass"
