@@ -210,7 +210,9 @@ def measure(table: RequestTable, a: int = 0, b: int = 1, *, seed: int = 0) -> No
         return nf
     ok = t.select(t.ok)
     seg = _segments(ok)
-    segs = [int(s) for s in np.unique(seg) if all(((seg == s) & (ok.arm == x)).any() for x in (a, b))]
+    segs = [
+        int(s) for s in np.unique(seg) if all(((seg == s) & (ok.arm == x)).any() for x in (a, b))
+    ]
     k = nf.blocks = len(segs)
     if k < 2:
         nf.notes.append(
