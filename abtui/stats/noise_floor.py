@@ -252,8 +252,7 @@ def measure(table: RequestTable, a: int = 0, b: int = 1, *, seed: int = 0) -> No
             need = max(MIN_BLOCK_N, tail_min_n(stat))
             if n_min < need:
                 nf.left_out[f"{metric}.{stat}"] = (
-                    f"blocks hold {n_min} values per arm at least; {stat} needs ≥ {need} per "
-                    "block (more requests per block: --requests, or fewer --blocks)"
+                    f"blocks hold ≥ {n_min} values per arm; {stat.upper()} needs ≥ {need} per block"
                 )
             else:
                 stats.append(stat)
