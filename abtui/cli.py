@@ -84,8 +84,11 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("verdict")
     g.add_argument(
         "--aa", action="store_true",
-        help="A/A calibration: send the baseline's schedule to the baseline twice and store the "
-             "measured noise floor (no --candidate needed)",
+        help="A/A calibration: send the baseline's schedule to the baseline twice, the copies "
+             "taking turns (schedule alternate, A B | B A, at least 8 block pairs over --runs × "
+             "--blocks; a parallel schedule is overridden: two copies at the same instants share "
+             "engine steps), and store the measured noise floor, |bias| + 1.96 × between-block "
+             "spread per metric (no --candidate needed)",
     )  # fmt: skip
     _add_verdict_options(g)
 
@@ -139,6 +142,24 @@ def _apply_aa(spec, args):
     again = dataclasses.replace(base, name=f"{base.name}-again", role="candidate")
     spec.arms = [base, again]
     return spec
+
+
+def _aa_schedule(spec) -> str:
+    """--aa, after the other flags: the copies alternate (never at the same instants) over at
+    least AA_MIN_BLOCKS block pairs (runs × blocks). What was changed, in words ("" if nothing)."""
+    from abtui.stats.noise_floor import AA_MIN_BLOCKS
+
+    ld, said = spec.load, []
+    if ld.schedule != "alternate":
+        said.append(f"schedule {ld.schedule} → alternate (A B | B A: the copies never share an "
+                    "instant or an engine step)")  # fmt: skip
+        ld.schedule = "alternate"
+    want = -(-AA_MIN_BLOCKS // max(1, ld.runs))
+    if ld.blocks < want:
+        said.append(f"blocks {ld.blocks} → {want} (≥ {AA_MIN_BLOCKS} block pairs over "
+                    f"{ld.runs} run(s), for the between-block spread)")  # fmt: skip
+        ld.blocks = want
+    return "--aa: " + "; ".join(said) if said else ""
 
 
 def _apply_flags(spec, args):
@@ -214,6 +235,10 @@ def _apply_flags(spec, args):
         spec.policy.primary = args.primary
     if args.noise_floor is not None:
         spec.policy.noise_floor = args.noise_floor
+    if getattr(args, "aa", False):
+        note = _aa_schedule(spec)
+        if note:
+            print(note, file=sys.stderr)
     return spec
 
 

@@ -75,6 +75,19 @@ def test_noise_floor_raises_delta_per_row():
     assert v.result == INCONCLUSIVE
 
 
+def test_a_breakdown_row_takes_the_noise_floor_of_its_base_row():
+    # bucket bounds (@in64-64 …) are particular to one session: the floor is stored per base
+    # row, and a breakdown row of a later verdict looks up its base key
+    t = synthetic_table(400, [ArmTruth(), FASTER], seed=7, vary_input=True)
+    v = evaluate(t, ARMS[:2], SPEC, noise_floor={"ttft.p50": 0.3, "e2e.p50": 0.4})
+    rows = v.pairs[0].comparison.effects
+    buckets = [e for e in rows if e.key.startswith(("ttft.p50@", "e2e.p50@"))]
+    assert len(buckets) >= 4
+    for e in buckets:
+        assert e.delta == (0.3 if e.key.startswith("ttft") else 0.4), e.key
+    assert v.pairs[0].comparison.get("tpot.p50").delta == 0.02  # no floor: the default
+
+
 def test_cost_primary_objective():
     spec = {
         "policy": {"resamples": 500, "primary": "cost.per_mtok_good"},

@@ -115,28 +115,59 @@ def test_identical_endpoints_never_get_a_significant_change(tmp_path, capsys):
             assert e["outcome"] in ("EQUIVALENT", "INCONCLUSIVE"), e
 
 
-def test_aa_run_stores_a_noise_floor_that_raises_delta(tmp_path, capsys):
+def test_aa_run_alternates_the_copies_and_stores_a_noise_floor_that_raises_delta(tmp_path, capsys):
     with SimProcess(SimConfig(seed=1, **BASE)) as a:
         rc = main(
-            ["run", "--aa", "--baseline", a.url, "--requests", "120", "--rate", "40",
+            ["run", "--aa", "--baseline", a.url, "--requests", "160", "--rate", "80",
              "--input-tokens", "16", "--output-tokens", "8", "--name", "aa",
              "--sessions-dir", str(tmp_path), "--headless"]
         )  # fmt: skip
-        out = capsys.readouterr().out
+        cap = capsys.readouterr()
+        out = cap.out
         assert rc in (0, 4), out
-        assert "A/A calibration" in out and "noise floor" in out
+        assert "schedule parallel → alternate" in cap.err and "blocks 4 → 8" in cap.err
+        assert "A/A calibration" in out and "noise floor (|A/A bias| + 1.96" in out
         res = _stored(tmp_path / "aa.duckdb")
-        assert res["aa"] is True and res["noise_floor"]["e2e.p50"] > 0
         with SessionReader(tmp_path / "aa.duckdb") as rd:
             assert [x["url"] for x in rd.arms()] == [a.url, a.url]
+            t = rd.request_table()
+    # the copies took turns: 8 blocks, A B | B A …, never two in flight at once
+    m = ~t.warmup
+    assert sorted(set(t.block[m].tolist())) == list(range(8))
+    spans = []
+    for b in range(8):
+        for arm in (0, 1):
+            r = m & (t.block == b) & (t.arm == arm)
+            spans.append((int(t.dispatched_ns[r].min()), int(t.done_ns[r].max()), b, arm))
+    spans.sort()
+    assert all(e0 < s1 for (_, e0, *_), (s1, *_) in zip(spans, spans[1:], strict=False))
+    assert [arm for *_, arm in spans] == [0, 1, 1, 0] * 4
+    assert res["aa"] is True
+    detail = res["noise_floor_detail"]
+    assert detail["method"] == "aa-blocks-v2" and detail["blocks"] == 8
+    e2e = detail["rows"]["e2e.p50"]
+    assert e2e["floor"] == pytest.approx(abs(e2e["bias"]) + 1.96 * e2e["tau"])
+    assert {"bias_se", "tau_detectable", "within_sd"} <= set(e2e)
+    assert "e2e.p99" in detail["left_out"]  # 20 requests per block: no P99 floor
     floor = res["noise_floor"]
-    # a later report given that session uses δ = max(default, floor) on every row
+    assert floor["e2e.p50"] == e2e["floor"] and not any("@" in k for k in floor)
+    # a later report given that session uses δ = max(default, floor) per (base) row
     r = subprocess.run(
         [sys.executable, "-m", "abtui", "report", str(tmp_path / "aa.duckdb"), "--format", "json",
          "--noise-floor", str(tmp_path / "aa.duckdb")],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     doc = json.loads(r.stdout)
+    assert doc["policy"]["noise_floor_detail"]["method"] == "aa-blocks-v2"
     rows = {e["key"]: e for e in doc["pairs"][0]["comparison"]["effects"]}
-    assert rows["e2e.p50"]["delta"] == pytest.approx(max(0.02, floor["e2e.p50"]))
-    assert rows["tpot.p90"]["delta"] == pytest.approx(max(0.05, floor["tpot.p90"]))
+    for key in ("e2e.p50", "ttft.p50", "tpot.p90", "e2e.p99"):
+        base = 0.05 if key.split(".")[1] in ("p90", "p95", "p99") else 0.02
+        assert rows[key]["delta"] == pytest.approx(max(base, floor.get(key, 0.0))), key
+    # an old-format floor stored in an alternating session is recomputed from its requests
+    from abtui.stats.session import load_noise_floor_doc
+    from abtui.store.verdicts import append_verdict
+
+    append_verdict(tmp_path / "aa.duckdb", {"old": True}, {"noise_floor": {"e2e.p50": 0.9}})
+    again = load_noise_floor_doc(tmp_path / "aa.duckdb")
+    assert again["method"] == "aa-blocks-v2" and "recomputed" in again["notes"][-1]
+    assert again["rows"]["e2e.p50"]["floor"] == pytest.approx(e2e["floor"])

@@ -19,6 +19,9 @@ from abtui.metrics.summary import summarize
 from abtui.report.untrusted import printable
 from abtui.report.verdict_text import (
     SWEEP_COLUMNS,
+    floor_left_out,
+    floor_method,
+    floor_rows,
     p_text,
     role_of,
     sweep_cells,
@@ -189,8 +192,37 @@ def to_markdown(sv: SessionVerdict, doc: dict) -> str:
     from abtui.telemetry.diagnosis import diagnosis_markdown
 
     lines += diagnosis_markdown(doc, e_)
+    lines += _md_floor(doc)
     lines += [_policy_line(doc), ""]
     return "\n".join(lines)
+
+
+FLOOR_COLUMNS = ("metric", "bias", "bias SE", "spread τ", "floor", "block pairs")
+
+
+def floor_section(doc: dict) -> tuple[str, dict | None]:
+    """(title, floor document) of the noise floor a report shows: the one this A/A session
+    measured, else the one that raised δ (None: no floor)."""
+    if doc.get("aa"):
+        return "Noise floor measured", doc.get("noise_floor_detail")
+    detail = (doc.get("policy") or {}).get("noise_floor_detail")
+    if detail:
+        return f"Noise floor applied (from {detail.get('path', '?')})", detail
+    return "", None
+
+
+def _md_floor(doc: dict) -> list[str]:
+    title, detail = floor_section(doc)
+    if not title:
+        return []
+    lines = [f"## {md_escape(title)}", "", md_escape(floor_method(detail) or "none measured"), ""]
+    rows = floor_rows(detail)
+    if rows:
+        lines += ["| " + " | ".join(FLOOR_COLUMNS) + " |", "|" + "---|" * len(FLOOR_COLUMNS)]
+        lines += ["| " + " | ".join(md_escape(c) for c in r) + " |" for r in rows]
+        lines.append("")
+    lines += [f"- {md_escape(x)}" for x in floor_left_out(detail)]
+    return lines + [""]
 
 
 def _money(x) -> str:
@@ -240,7 +272,8 @@ def _policy_line(doc: dict) -> str:
         f"Policy: primary {label(p['primary'])}; guardrails "
         f"{', '.join(label(g) for g in p['guardrails']) or 'none'}; α {p['alpha']}; "
         f"δ {p['delta']:.0%} (means, medians, rates, cost) / {p['delta_tail']:.0%} (P90–P99)"
-        f"{' raised to the A/A noise floor' if p.get('noise_floor_values') else ''}. "
+        f"{' raised to the A/A noise floor' if p.get('noise_floor_values') else ''}"
+        f"{f' ({floor_method(fd)})' if (fd := p.get('noise_floor_detail')) else ''}. "
         f"CIs: circular block bootstrap, {design.get('resamples', '?')} resamples, "
         f"{design.get('units', '?')} units; Holm over primary and guardrails, "
         "Benjamini–Hochberg over the rest; percentiles with fewer than 10 samples beyond them "

@@ -243,5 +243,26 @@ def to_html(sv: SessionVerdict, doc: dict) -> str:
     from abtui.telemetry.diagnosis import diagnosis_html
 
     h.append(diagnosis_html(doc, esc))
+    h.append(_html_floor(doc))
     h.append(f'<p class="muted">{esc(_policy_line(doc))}</p></body></html>')
     return "\n".join(h)
+
+
+def _html_floor(doc: dict) -> str:
+    """The noise floor measured (A/A session) or applied: bias, spread and floor per row."""
+    from abtui.report.export import FLOOR_COLUMNS, floor_section
+    from abtui.report.verdict_text import floor_left_out, floor_method, floor_rows
+
+    title, detail = floor_section(doc)
+    if not title:
+        return ""
+    h = [f"<h2>{esc(title)}</h2>", f'<p class="muted">{esc(floor_method(detail) or "none measured")}</p>']
+    rows = floor_rows(detail)
+    if rows:
+        h.append("<table><tr>" + "".join(f"<th>{esc(c)}</th>" for c in FLOOR_COLUMNS) + "</tr>")
+        h += ["<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>" for r in rows]
+        h.append("</table>")
+    left = floor_left_out(detail)
+    if left:
+        h.append("<ul>" + "".join(f'<li class="muted">{esc(x)}</li>' for x in left) + "</ul>")
+    return "".join(h)

@@ -152,6 +152,46 @@ def error_rates_line(pair: PairVerdict) -> str:
     return "errors: " + ", ".join(parts)
 
 
+FLOOR_METHOD = "|A/A bias| + 1.96 × between-block spread τ"
+
+
+def floor_rows(detail: dict | None) -> list[tuple[str, str, str, str, str, str]]:
+    """(metric, bias, bias SE, spread τ, floor, block pairs) per row of a floor document
+    (:func:`abtui.stats.session.load_noise_floor_doc`, a session's ``noise_floor_detail``),
+    largest floor first; a legacy document has only floors."""
+    if not detail:
+        return []
+    if detail.get("method") != "aa-blocks-v2":
+        vals = sorted((detail.get("values") or {}).items(), key=lambda kv: -kv[1])
+        return [(label(k), "n/a", "n/a", "n/a", f"{x:.1%}", "n/a") for k, x in vals]
+    rows = sorted((detail.get("rows") or {}).items(), key=lambda kv: -(kv[1]["floor"] or 0))
+    return [
+        (label(k), pct(r["bias"]), f"{(r['bias_se'] or 0) * 100:.1f}%", f"{(r['tau'] or 0) * 100:.1f}%",
+         f"{r['floor']:.1%}", str(r["blocks"]))
+        for k, r in rows
+    ]  # fmt: skip
+
+
+def floor_method(detail: dict | None) -> str:
+    """How a floor document was measured, in words."""
+    if not detail:
+        return ""
+    if detail.get("method") == "aa-blocks-v2":
+        return f"{FLOOR_METHOD}, {detail.get('blocks')} block pairs"
+    return "legacy: largest |A/A CI bound| of an A/A whose copies ran in parallel; rerun --aa"
+
+
+def floor_left_out(detail: dict | None) -> list[str]:
+    """``P99 E2E: reason`` for every row left out of a floor document, and its notes."""
+    if not detail:
+        return []
+    by_reason: dict[str, list[str]] = {}
+    for k, why in (detail.get("left_out") or {}).items():
+        by_reason.setdefault(why, []).append(label(k) if "." in k else k)
+    out = [f"{', '.join(keys)}: {why}" for why, keys in by_reason.items()]
+    return out + list(detail.get("notes") or [])
+
+
 def print_verdict(sv: SessionVerdict, out: TextIO) -> None:
     v = sv.verdict
     console = Console(file=out, width=130, highlight=False)
@@ -200,16 +240,30 @@ def print_verdict(sv: SessionVerdict, out: TextIO) -> None:
         console.print(
             f"\n[dim]policy: primary {label(pol['primary'])}; α {pol['alpha']:g} (Holm over primary + "
             f"guardrails, BH over the rest); δ {pol['delta']:.0%} central / {pol['delta_tail']:.0%} "
-            f"tail{' raised by the A/A noise floor' if pol.get('noise_floor_values') else ''}; "
+            f"tail{_raised(pol)}; "
             f"{d['resamples']:,} circular-block bootstrap resamples over {d['units']} units "
             f"(rank test: {d['rank_test']}); exit code {sv.exit_code}.[/]"
         )
-    if sv.noise_floor:
-        worst = sorted(sv.noise_floor.items(), key=lambda kv: -kv[1])[:6]
-        console.print(
-            "noise floor (largest |A/A CI bound|): "
-            + ", ".join(f"{label(k)} {x:.1%}" for k, x in worst)
-            + f"; use it with --noise-floor {escape(str(sv.path))}"
-        )
+    if sv.aa:
+        rows = floor_rows(sv.noise_floor_detail)
+        if rows:
+            console.print(
+                f"noise floor ({escape(floor_method(sv.noise_floor_detail))}): "
+                + ", ".join(f"{m} {f} (bias {b}, τ {t})" for m, b, _, t, f, _ in rows[:6])
+                + f"; use it with --noise-floor {escape(str(sv.path))}"
+            )
+        else:
+            console.print("no noise floor measured")
+        left = floor_left_out(sv.noise_floor_detail)
+        if left:
+            console.print("[dim]noise floor, left out: " + escape("; ".join(left)) + "[/]")
     if not sv.stored:
         console.print("[yellow]note:[/] the verdict was not stored (the session file is in use).")
+
+
+def _raised(pol: dict) -> str:
+    """`` raised by the A/A noise floor (how)`` when a floor was applied, else ""."""
+    if not pol.get("noise_floor_values"):
+        return ""
+    how = floor_method(pol.get("noise_floor_detail"))
+    return f" raised by the A/A noise floor ({how})" if how else " raised by the A/A noise floor"

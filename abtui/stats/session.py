@@ -6,13 +6,20 @@ and policy), so ``abtui report`` on another machine gives the same verdict as th
 change what is evaluated, not the stored spec.
 
 **A/A sessions** (every arm has the same URL, model, API and request settings: ``abtui run --aa``)
-measure the setup's noise floor instead of a verdict: for each effect row, the largest magnitude
-of its A/A CI, ``floor = max(|lo|, |hi|)`` (rows refused by the small-sample tail rule are left
-out). A later verdict given that session (``--noise-floor FILE`` or ``policy.noise_floor``) uses
-``δ = max(default δ, floor)`` per row: no change smaller than what the setup produces between
-identical arms can be called. The A/A result is CALIBRATED (exit 0) when no row changed
+measure the setup's noise floor instead of a verdict (:mod:`abtui.stats.noise_floor`,
+docs/methods-aa.md): the copies take turns in alternation blocks, and per latency row
+``floor = |pooled A/A bias| + 1.96 τ``, ``τ`` the between-block spread of the block effects
+beyond within-block sampling noise. Breakdown rows (``…@in16-255``) are not stored; rows whose
+blocks are too small for the statistic are left out with the reason. A later verdict given that
+session (``--noise-floor FILE`` or ``policy.noise_floor``) uses ``δ = max(default δ, floor)`` per
+row (a breakdown row: its base row's floor): no change smaller than what the setup produces
+between identical arms can be called. The A/A result is CALIBRATED (exit 0) when no row changed
 significantly, INCONCLUSIVE (exit 4) when the baseline "changed" against itself — the setup is
 not stable enough to compare anything at that size.
+
+Old A/A sessions stored ``max(|lo|, |hi|)`` of the A/A CI. Loading one: when its copies
+alternated, the floor is recomputed from its requests; when they ran in parallel (same instants:
+nothing to recompute from), the stored values still load (base keys only), marked legacy.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from pathlib import Path
 from abtui.errors import StoreError, UsageError
 from abtui.quality.ppl import attach as attach_ppl
 from abtui.stats import decide as dc
+from abtui.stats import noise_floor as nfm
 from abtui.stats.verdict import CALIBRATED, INCONCLUSIVE, Verdict, describe, evaluate
 from abtui.store.reader import SessionReader
 from abtui.store.verdicts import append_verdict
@@ -38,8 +46,9 @@ class SessionVerdict:
     spec: dict
     meta: dict
     aa: bool
-    noise_floor: dict[str, float] | None  # measured here (A/A session)
+    noise_floor: dict[str, float] | None  # measured here (A/A session): {row: floor}
     stored: bool
+    noise_floor_detail: dict | None = None  # measured here: NoiseFloor.to_dict()
 
     @property
     def result(self) -> str:
@@ -55,6 +64,8 @@ class SessionVerdict:
         d["aa"] = self.aa
         if self.noise_floor is not None:
             d["noise_floor"] = self.noise_floor
+        if self.noise_floor_detail is not None:
+            d["noise_floor_detail"] = self.noise_floor_detail
         return d
 
 
@@ -66,8 +77,9 @@ def is_aa(arms: list[dict]) -> bool:
     return all(s == sig[0] for s in sig)
 
 
-def noise_floor_of(verdict: Verdict) -> dict[str, float]:
-    """Per row, ``max(|lo|, |hi|)`` of the A/A CI (see the module docstring)."""
+def ci_bound_floor(verdict: Verdict) -> dict[str, float]:
+    """The old floor, ``max(|lo|, |hi|)`` of the A/A CI per row (kept to compare against: it
+    mixes the A/A's own sampling noise with bias; docs/methods-aa.md)."""
     floor: dict[str, float] = {}
     for pair in verdict.pairs:
         for e in pair.comparison.effects:
@@ -79,21 +91,44 @@ def noise_floor_of(verdict: Verdict) -> dict[str, float]:
 
 
 def load_noise_floor(path: str | Path) -> dict[str, float]:
-    """The noise floor stored by an A/A session (computed now if it was never stored)."""
+    """The noise floor of an A/A session, ``{row: floor}`` (base rows only)."""
+    return nfm.values_of(load_noise_floor_doc(path))
+
+
+def load_noise_floor_doc(path: str | Path) -> dict:
+    """The noise floor of the A/A session at ``path`` as a document: ``method``
+    (:data:`~abtui.stats.noise_floor.METHOD`, or ``ci-bound`` for an old parallel session's stored
+    values), ``rows`` (bias, spread, floor per row) or ``values``, ``notes``, ``path``. A stored
+    new-method floor is read as is; an old one is recomputed from the requests when the copies
+    alternated (see the module docstring)."""
     with SessionReader(path) as rd:
         arms = rd.arms()
         rows = rd.verdicts()
+        meta = rd.meta()
+        table = None
+        stored = next(
+            (d for r in reversed(rows) if (d := nfm.from_stored(r.get("result") or {}))), None
+        )
+        if stored is None or stored["method"] != nfm.METHOD:
+            table = rd.request_table()
     if not is_aa(arms):
         raise UsageError(
             f"{path} is not an A/A session (its arms differ)",
             "run `abtui run --aa --baseline URL …` to measure the noise floor",
         )
-    for row in reversed(rows):
-        floor = (row.get("result") or {}).get("noise_floor")
-        if floor:
-            return {k: float(v) for k, v in floor.items()}
-    sv = session_verdict(path, store=False)
-    return sv.noise_floor or {}
+    if table is not None:
+        seed = int(((meta.get("spec") or {}).get("policy") or {}).get("seed") or 0)
+        nf = nfm.measure_aa(table, len(arms), seed=seed)
+        if nf.rows or stored is None:
+            doc = nf.to_dict()
+            if stored is not None:
+                doc["notes"].append("recomputed from the requests (the session stored the old "
+                                    "CI-bound floor)")  # fmt: skip
+            stored = doc
+        else:
+            stored = dict(stored, notes=[*nf.notes, "legacy floor (largest |A/A CI bound|, "
+                                         "copies in parallel): rerun `abtui run --aa`"])  # fmt: skip
+    return dict(stored, path=str(path))
 
 
 def _apply_overrides(spec: dict, cost: dict | None, policy: dict | None) -> dict:
@@ -134,7 +169,8 @@ def session_verdict(
     spec = _apply_overrides(meta.get("spec") or {}, cost, policy)
     pol = spec.get("policy") or {}
     floor_path = noise_floor_path or pol.get("noise_floor")
-    floor = load_noise_floor(floor_path) if floor_path else None
+    floor_doc = load_noise_floor_doc(floor_path) if floor_path else None
+    floor = nfm.values_of(floor_doc) if floor_doc else None
     status = meta.get("status") or "running"
     aa = is_aa(arms)
     session = {
@@ -148,9 +184,12 @@ def session_verdict(
         levels=meta.get("levels"), quality=quality,
     )  # fmt: skip
     attach_ppl(verdict, meta)  # perplexity per arm, when the quality suites measured it
-    measured = None
+    if floor_doc is not None:  # how the floor that raised δ was measured, for the reports
+        verdict.policy["noise_floor_detail"] = floor_doc
+    measured = detail = None
     if aa:
-        measured = noise_floor_of(verdict)
+        nf = nfm.measure_aa(table, len(arms), seed=int(verdict.policy.get("seed") or 0))
+        measured, detail = nf.values(), nf.to_dict()
         changed = [
             e
             for p in verdict.pairs
@@ -164,9 +203,12 @@ def session_verdict(
         else:
             verdict.result = CALIBRATED
             reasons = ["no significant difference between identical arms; noise floor stored"]
+            if not measured:
+                reasons = ["no significant difference between identical arms; no noise floor: "
+                           + "; ".join(nf.notes[:1] or ["no row could be measured"])]  # fmt: skip
         for p in verdict.pairs:
             p.result, p.reasons = verdict.result, reasons
-    sv = SessionVerdict(verdict, path, arms, spec, meta, aa, measured, False)
+    sv = SessionVerdict(verdict, path, arms, spec, meta, aa, measured, False, detail)
     if store:
         sv.stored = append_verdict(path, verdict.policy, sv.to_dict())
     return sv

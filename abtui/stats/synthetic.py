@@ -146,3 +146,45 @@ def synthetic_table(
     return RequestTable.from_columns(
         rows, creq, np.concatenate(chunk_t), np.ones(len(creq), np.int64)
     )
+
+
+_TIME_COLUMNS = (
+    "scheduled_ns", "dispatched_ns", "first_byte_ns", "done_ns", "first_token_ns", "last_token_ns",
+)  # fmt: skip
+
+
+def alternating_table(
+    per_block: int,
+    blocks: list[list[ArmTruth]],
+    *,
+    n_output: int = 16,
+    rate: float = 20.0,
+    seed: int = 0,
+    gap_s: float = 1.0,
+) -> RequestTable:
+    """A session played in alternation blocks: ``blocks[j]`` is the truth of every arm in block
+    ``j`` (``per_block`` requests each, items ``j·per_block …``); the arms take turns A B | B A …
+    (:func:`abtui.runner.segments.alternate_order`), one after the other with ``gap_s`` between
+    turns, so no two arms are ever in flight at once. ``block`` is set on every row."""
+    from abtui.runner.segments import alternate_order
+
+    parts, start = [], 0
+    for j, truths in enumerate(blocks):
+        t = synthetic_table(per_block, truths, n_output=n_output, rate=rate, seed=seed * 7919 + j)
+        t.item = t.item + j * per_block
+        t.block = np.full(len(t), j, dtype=np.int64)
+        chunk_arm = t.arm[t.chunk_req_idx]
+        for arm in alternate_order(j, len(truths)):
+            rows = t.arm == arm
+            first = int(t.scheduled_ns[rows].min())
+            shift = start - first
+            for name in _TIME_COLUMNS:
+                col = getattr(t, name)
+                present = rows & (col != np.iinfo(np.int64).min)
+                col[present] += shift
+            t.chunk_t_ns[chunk_arm == arm] += shift
+            start = int(t.done_ns[rows].max()) + int(gap_s * NS)
+        parts.append(t)
+    out = RequestTable.concat(parts)
+    out.req = np.arange(len(out), dtype=np.int64)
+    return out

@@ -183,7 +183,7 @@ def apply_policy(
     callable_rows = []
     for e in comp.effects:
         base = policy["delta_tail"] if e.stat in dc.TAIL_Q else policy["delta"]
-        e.delta = max(base, (noise_floor or {}).get(e.key, 0.0))
+        e.delta = max(base, (noise_floor or {}).get(e.key.partition("@")[0], 0.0))  # @…: base row
         e.family = "primary" if e.key in primary_keys else "breakdown"
         tail_ok = n_min[e.key] >= dc.tail_min_n(e.stat)
         if tail_ok and dc.too_dependent(n_min[e.key], e.n_eff) is None and math.isfinite(e.p):
