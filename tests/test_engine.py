@@ -102,6 +102,7 @@ def test_interrupted_stream_is_not_counted_complete(tmp_path):
     stream short with ``[DONE]`` and no finish reason; abtui must call it ``disconnected``."""
     _require_engine()
     import asyncio
+    import time
 
     from abtui.client import records as R
     from abtui.client.fast import FastClient, fast_stream_request
@@ -124,7 +125,12 @@ def test_interrupted_stream_is_not_counted_complete(tmp_path):
                 first = asyncio.create_task(
                     fast_stream_request(c, tgt, items[0], build_body(tgt, items[0]), recs[0])
                 )
+                deadline = time.monotonic() + 60
                 while not recs[0].chunk_ns:  # the first stream is running
+                    # a stream that ended (the server died: it crashed on this CPU once) or
+                    # never started fails here, with the server's log, instead of hanging
+                    assert not first.done() and time.monotonic() < deadline, (
+                        recs[0].status, recs[0].error_message, srv.log_text()[-2000:])
                     await asyncio.sleep(0.005)
                 await fast_stream_request(c, tgt, items[1], build_body(tgt, items[1]), recs[1])
                 await first
