@@ -42,6 +42,7 @@ import numpy as np
 from abtui.client.records import CANCELLED, E_OTHER, ERROR, OK
 from abtui.metrics import request as rm
 from abtui.metrics.table import NA, RequestTable
+from abtui.metrics.windows import SEGMENT_KEYS, completion_ns, segment_spans
 
 PERCENTILE_METHOD = "linear"
 LAG_P99_LIMIT_S = 0.010  # schedule lag P99 above this: the generator fell behind
@@ -144,28 +145,11 @@ def segment_ids(t: RequestTable) -> np.ndarray:
     """Per row: its segment ``(run, level, block)`` as one integer, ascending in that order
     (``level`` and ``block`` are 0 where the table has none)."""
     key = np.zeros(len(t), dtype=np.int64)
-    for name in ("run", "level", "block"):
+    for name in SEGMENT_KEYS:
         col = getattr(t, name, None)
         col = np.zeros(len(t), dtype=np.int64) if col is None else np.asarray(col, np.int64)
         key = key * (int(col.max(initial=0)) + 1) + col
     return key
-
-
-def completion_ns(t: RequestTable) -> np.ndarray:
-    """When each row completed: ``done``, else its last token, else its dispatch."""
-    done = np.where(t.done_ns != NA, t.done_ns, t.last_token_ns)
-    return np.where(done != NA, done, t.dispatched_ns)
-
-
-def segment_spans(t: RequestTable) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """``(segment of each row as an index, segment ids, first dispatch, last completion)``: the
-    segments present in ``t``, ascending, each with its span (ns) over the rows of ``t``."""
-    ids, inverse = np.unique(segment_ids(t), return_inverse=True)
-    first = np.full(len(ids), np.iinfo(np.int64).max, dtype=np.int64)
-    np.minimum.at(first, inverse, np.asarray(t.dispatched_ns, dtype=np.int64))
-    last = np.full(len(ids), np.iinfo(np.int64).min, dtype=np.int64)
-    np.maximum.at(last, inverse, completion_ns(t))
-    return inverse, ids, first, last
 
 
 def run_duration_s(t: RequestTable) -> float:
@@ -174,8 +158,10 @@ def run_duration_s(t: RequestTable) -> float:
     completion."""
     if not len(t):
         return math.nan
-    _, _, first, last = segment_spans(t)
-    return float((last - first).sum()) / rm.NS_PER_S
+    cols = [getattr(t, k, None) for k in SEGMENT_KEYS]
+    seg = tuple(np.zeros(len(t), np.int64) if c is None else c for c in cols)
+    spans = segment_spans(np.zeros(len(t), np.int64), seg, t.dispatched_ns, completion_ns(t))[0]
+    return float((spans[:, 1] - spans[:, 0]).sum()) / rm.NS_PER_S
 
 
 def slo_met(t: RequestTable, slo: dict[str, float] | None) -> np.ndarray:

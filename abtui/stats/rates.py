@@ -32,8 +32,9 @@ import math
 import numpy as np
 
 from abtui.metrics import request as rm
-from abtui.metrics.summary import completion_ns, segment_ids, slo_met
+from abtui.metrics.summary import segment_ids, slo_met
 from abtui.metrics.table import NA, RequestTable
+from abtui.metrics.windows import completion_ns
 from abtui.stats import bootstrap as bs
 from abtui.stats.rows import Effect, ratio_effect
 
