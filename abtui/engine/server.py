@@ -1,0 +1,212 @@
+"""llama.cpp's C++ server (``llama-server``) as a child process on a loopback port.
+
+::
+
+    with LlamaCppServer(model, parallel=4, extra_args=("-ctk", "q8_0", "-ctv", "q8_0")) as srv:
+        httpx.get(srv.url + "/models")   # srv.url ends in /v1
+        httpx.get(srv.base + "/metrics")  # Prometheus text, llamacpp:* names
+
+It runs with ``--metrics`` (and ``--slots``), continuous batching over ``parallel`` slots, and no
+web UI. ``start`` waits for ``/health`` to answer 200 (503 while the model loads) and fails with
+the server's own last log lines if it exits first. ``stop`` sends SIGTERM, then SIGKILL after
+10 s. The child dies with the process that started it (Linux ``PR_SET_PDEATHSIG``), so a
+crashed test leaves no server behind.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+from abtui.engine.build import require_server
+from abtui.engine.tinymodel import EngineError
+from abtui.sim.process import _preexec
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LlamaCppServer:
+    """Start ``llama-server`` for ``model``; stop it on exit.
+
+    ``parallel`` is the slot count (``-np``): how many sequences it batches together.
+    ``ctx`` is the context per slot; the server's total context is ``ctx × parallel``.
+    ``threads`` is llama.cpp's thread count; ``cpus`` pins the process to those cores.
+    ``draft`` is a draft model for speculative decoding (``-md``), with ``draft_max`` /
+    ``draft_min`` tokens per draft. ``extra_args`` are passed as they are (``-ctk q8_0``…).
+    """
+
+    def __init__(
+        self,
+        model: Path,
+        *,
+        name: str = "tiny",
+        parallel: int = 1,
+        ctx: int = 1024,
+        threads: int = 1,
+        cpus: tuple[int, ...] | None = None,
+        draft: Path | None = None,
+        draft_max: int = 8,
+        draft_min: int = 0,
+        flash_attn: str | None = None,
+        extra_args: tuple[str, ...] = (),
+        binary: Path | None = None,
+        log_path: Path | None = None,
+        startup_timeout: float = 120.0,
+    ) -> None:
+        self.model = Path(model)
+        self.name = name
+        self.parallel = parallel
+        self.ctx = ctx
+        self.threads = threads
+        self.cpus = cpus
+        self.draft = Path(draft) if draft is not None else None
+        self.draft_max = draft_max
+        self.draft_min = draft_min
+        self.flash_attn = flash_attn
+        self.extra_args = tuple(extra_args)
+        self.binary = Path(binary) if binary is not None else None
+        self.log_path = log_path
+        self.startup_timeout = startup_timeout
+        self.port = 0
+        self.base = ""
+        self.url = ""
+        self.proc: subprocess.Popen | None = None
+        self._log = None
+
+    def argv(self) -> list[str]:
+        binary = self.binary or require_server()
+        args = [
+            str(binary), "-m", str(self.model), "-a", self.name,
+            "--host", "127.0.0.1", "--port", str(self.port),
+            "-np", str(self.parallel), "-c", str(self.ctx * self.parallel),
+            "-t", str(self.threads), "-tb", str(self.threads),
+            "--metrics", "--slots", "--no-webui", "--no-warmup",
+        ]  # fmt: skip
+        if self.flash_attn is not None:
+            args += ["-fa", self.flash_attn]
+        if self.draft is not None:
+            args += ["-md", str(self.draft), "--draft-max", str(self.draft_max),
+                     "--draft-min", str(self.draft_min), "-td", str(self.threads)]  # fmt: skip
+        return args + list(self.extra_args)
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
+
+    def start(self) -> LlamaCppServer:
+        for p in (self.model, self.draft):
+            if p is not None and not p.exists():
+                raise EngineError(f"model file {p} does not exist",
+                                  "make the test models first: abtui engine models DIR")  # fmt: skip
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.url = self.base + "/v1"
+        argv = self.argv()
+        if self.log_path is not None:
+            self._log = open(self.log_path, "w+", encoding="utf-8", errors="replace")  # noqa: SIM115
+        else:
+            self._log = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
+        parent, cpus = os.getpid(), self.cpus
+        self.proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            preexec_fn=(lambda: _pin(parent, cpus)) if os.name == "posix" else None,
+        )
+        deadline = time.monotonic() + self.startup_timeout
+        with httpx.Client(trust_env=False, timeout=2.0) as c:
+            while True:
+                if self.proc.poll() is not None:
+                    log = self.log_text()[-3000:]
+                    rc = self.proc.returncode
+                    self.close()
+                    raise EngineError(
+                        f"llama-server for {self.model.name} exited with code {rc}: {log}",
+                        f"run it by hand to see why: {' '.join(argv)}",
+                    )
+                try:
+                    if c.get(self.base + "/health").status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                if time.monotonic() > deadline:
+                    self.close()
+                    raise EngineError(
+                        f"llama-server for {self.model.name} did not become healthy within "
+                        f"{self.startup_timeout:g} s",
+                        f"run it by hand: {' '.join(argv)}",
+                    )
+                time.sleep(0.05)
+        return self
+
+    def log_text(self) -> str:
+        if self._log is None:
+            return ""
+        self._log.flush()
+        self._log.seek(0)
+        text = self._log.read()
+        self._log.seek(0, os.SEEK_END)
+        return text
+
+    def metrics_text(self) -> str:
+        """The server's ``/metrics`` now (Prometheus text)."""
+        r = httpx.get(self.base + "/metrics", timeout=5.0, trust_env=False)
+        r.raise_for_status()
+        return r.text
+
+    def props(self) -> dict:
+        r = httpx.get(self.base + "/props", timeout=5.0, trust_env=False)
+        r.raise_for_status()
+        return r.json()
+
+    def kill(self) -> None:
+        """SIGKILL now: a server that dies mid-run, for tests."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait()
+
+    def stop(self) -> int | None:
+        proc, rc = self.proc, None
+        if proc is not None:
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+            rc = proc.returncode
+        return rc
+
+    def close(self) -> None:
+        self.stop()
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def __enter__(self) -> LlamaCppServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _pin(parent: int, cpus: tuple[int, ...] | None) -> None:  # pragma: no cover - in the child
+    _preexec(parent, None)
+    if cpus and hasattr(os, "sched_setaffinity"):
+        try:
+            os.sched_setaffinity(0, set(cpus))
+        except OSError:
+            pass
