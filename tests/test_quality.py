@@ -352,3 +352,19 @@ def test_logprob_agreement_and_kl_lower_bound_by_hand():
                                       "top_logprobs": [{" a": -0.1}, {" b": -0.2, " c": -2.0}]}}]}  # fmt: skip
     assert parse(body) == [(" a", {" a": -0.1}), (" b", {" b": -0.2, " c": -2.0})]
     assert parse({"choices": [{"text": "x", "logprobs": None}]}) is None
+
+
+def test_a_suite_the_baseline_fails_cannot_vouch_for_the_candidate():
+    """Both arms at 0 % on 400 items: Δacc = 0 with a tight interval, which used to pass. But no
+    drop can show when the baseline has nothing to lose (a tiny random model on niah), so the
+    suite is undecided — with the reason, and no "more items would decide"."""
+    res = evaluate_quality(_rows([False] * 400, [False] * 400, suite="niah"), 0, 1, None)
+    g = res["gates"][0]
+    assert g["state"] == "inconclusive" and g["blind"] and g["items_needed"] is None
+    assert not res["no_go"] and len(res["undecided"]) == 1
+    assert "the baseline itself scores 0.0%" in res["undecided"][0]
+    assert "cannot vouch for the candidate" in res["undecided"][0]
+    # a baseline just above the margin is informative again: 5 % of 400 with a 1 pp margin
+    some = [True] * 20 + [False] * 380
+    ok = evaluate_quality(_rows(some, some, suite="niah"), 0, 1, None)
+    assert ok["gates"][0]["passed"] and not ok["gates"][0]["blind"]

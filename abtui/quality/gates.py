@@ -12,6 +12,10 @@ For each suite, with margin ``m`` (default 1 pp, ``quality.margin``; per suite
   many items would decide at the flip rates seen ("underpowered: about 1,600 items would
   decide"). With zero flips a 1 pp margin needs about 380 items (the interval is
   ±z²/(n + z²)); with 2 % of answers flipping each way, about 1,600.
+- **blind** (reported as inconclusive) — the baseline's own accuracy is no more than the margin,
+  so a drop of the margin's size cannot happen: the suite would pass whatever the candidate
+  did (a tiny random-weight model scores 0 % on niah; so would a broken candidate). It cannot
+  vouch for the candidate, and no number of items changes that.
 
 Before, a failing lower bound was NO-GO even when nothing had dropped, and a suite with no
 flipped answer passed at any size (its bootstrap CI was [0, 0]): a 10 pp drop on 12 items
@@ -52,9 +56,16 @@ def gate_state(q: QualityRow, margin: float) -> str:
         return UNDECIDED
     if q.hi < -margin or (q.hi < 0 and q.delta < -margin):
         return FAIL
+    if blind(q, margin):
+        return UNDECIDED
     if q.lo >= -margin and q.n >= MIN_ITEMS:
         return PASS
     return UNDECIDED
+
+
+def blind(q: QualityRow, margin: float) -> bool:
+    """The baseline scores no more than ``margin``: no drop of that size can be observed."""
+    return math.isfinite(q.acc_a) and q.acc_a <= margin
 
 
 def items_needed(q: QualityRow, margin: float) -> int | None:
@@ -95,9 +106,10 @@ def evaluate_quality(rows: list[dict], a: int, b: int, qspec: dict | None) -> di
     for q in st["suites"]:
         m = margin_of(qspec, q.suite)
         state = gate_state(q, m)
-        need = None if state == PASS else items_needed(q, m)
+        is_blind = state == UNDECIDED and blind(q, m)
+        need = None if state == PASS or is_blind else items_needed(q, m)
         gates.append({"suite": q.suite, "margin": m, "lo": q.lo, "hi": q.hi, "state": state,
-                      "passed": state == PASS, "items_needed": need})  # fmt: skip
+                      "passed": state == PASS, "items_needed": need, "blind": is_blind})  # fmt: skip
         if state == PASS:
             continue
         head = (f"quality: {q.suite} accuracy {q.acc_a:.1%} → {q.acc_b:.1%}, Δacc {pp(q.delta)} "
@@ -108,6 +120,11 @@ def evaluate_quality(rows: list[dict], a: int, b: int, qspec: dict | None) -> di
             where = (f"; worst at {worst.bucket}: {pp(worst.delta)} {_ci(worst)}"
                      if worst is not None and worst.delta < 0 else "")  # fmt: skip
             no_go.append(f"{head}: dropped beyond the −{m * 100:g} pp margin{where}")
+            continue
+        if is_blind:
+            undecided.append(f"{head}: the baseline itself scores {q.acc_a:.1%}, no more than the "
+                             f"−{m * 100:g} pp margin, so no such drop could show: this suite cannot "
+                             f"vouch for the candidate (use one the baseline passes)")  # fmt: skip
             continue
         why = (f"fewer than {MIN_ITEMS} paired items" if q.lo >= -m and q.n < MIN_ITEMS
                else f"the CI's lower bound is below −{m * 100:g} pp")  # fmt: skip
