@@ -17,28 +17,28 @@ from abtui.workload.jsonl import read_workload, write_jsonl
 
 FIX = Path(__file__).parent / "fixtures" / "traces"
 
-# format, file, line of the bad row, rows kept with --skip-bad
+# format, file, where the bad row is, rows kept with --skip-bad
 CASES = [
-    ("sharegpt", "sharegpt.json", 13, 3),
+    ("sharegpt", "sharegpt.json", ' entry 2 (id "conv-bad", line 13)', 3),
     ("mooncake", "mooncake.jsonl", 4, 4),
     ("azure", "azure.csv", 5, 4),
     ("burstgpt", "burstgpt.csv", 5, 3),
 ]
 
 
-@pytest.mark.parametrize(("fmt", "name", "bad_line", "kept"), CASES)
-def test_a_bad_line_stops_with_file_and_line(fmt, name, bad_line, kept):
+@pytest.mark.parametrize(("fmt", "name", "bad_at", "kept"), CASES)
+def test_a_bad_line_stops_with_file_and_line(fmt, name, bad_at, kept):
     with pytest.raises(WorkloadError) as e:
         import_trace(fmt, FIX / name)
-    assert f"{FIX / name}:{bad_line}:" in e.value.message
+    assert f"{FIX / name}:{bad_at}:" in e.value.message
     assert "--skip-bad" in e.value.hint
 
 
-@pytest.mark.parametrize(("fmt", "name", "bad_line", "kept"), CASES)
-def test_skip_bad_skips_and_counts(fmt, name, bad_line, kept, tmp_path):
+@pytest.mark.parametrize(("fmt", "name", "bad_at", "kept"), CASES)
+def test_skip_bad_skips_and_counts(fmt, name, bad_at, kept, tmp_path):
     recs, stats, _ = import_trace(fmt, FIX / name, skip_bad=True)
     assert stats.skipped == 1 and stats.kept == kept == len(recs)
-    assert f":{bad_line}:" in stats.examples[0]
+    assert f":{bad_at}:" in stats.examples[0]
     out = tmp_path / "w.jsonl"
     assert write_jsonl(out, recs) == kept
     wl = read_workload(out)  # what the importer wrote reads back
@@ -167,3 +167,101 @@ def test_synth_writes_the_shape_asked_for_and_inspect_measures_it(tmp_path, caps
     # 96 of every ~400 prefix-block tokens repeat (100-token prefixes, 16-token blocks)
     assert s.prefix_share == pytest.approx(96 / 400, rel=0.1)
     assert main(["workload", "synth", "-o", str(a), "--prefix-tokens", "5"]) == 2
+
+
+# --- real dumps (issue 19.4): unusable entries left out and counted, malformed ones named ---
+
+
+def _conv(cid: str, *turns: tuple[str, object]) -> dict:
+    return {"id": cid, "conversations": [{"from": f, "value": v} for f, v in turns]}
+
+
+def _dump(path: Path, entries: list) -> Path:
+    path.write_text(json.dumps(entries))  # one line, as json.dump writes real ShareGPT dumps
+    assert len(path.read_text().splitlines()) == 1
+    return path
+
+
+def _ok(i: int) -> dict:
+    return _conv(f"ok-{i}", ("human", f"question {i}?"), ("gpt", "an answer of some length"))
+
+
+def test_sharegpt_dump_leaves_out_conversations_with_no_answered_human_turn(tmp_path, capsys):
+    entries = [
+        _ok(0),
+        _conv("only-human", ("human", "anyone there?")),
+        _conv("no-turns"),
+        _ok(1),
+        _conv("system-only", ("system", "be terse")),
+        _conv("empty-prompt", ("human", "  "), ("gpt", "?")),
+        _conv("answer-first", ("gpt", "hello"), ("human", "hi")),
+        _ok(2),
+    ]
+    p = _dump(tmp_path / "sg.json", entries)
+    recs, stats, note = import_trace("sharegpt", p)  # no --skip-bad needed: nothing is malformed
+    assert [r["id"] for r in recs] == ["ok-0", "ok-1", "ok-2"]
+    assert stats.skipped == 0 and stats.kept == 3
+    assert note == "5 conversations with no human turn followed by an assistant turn left out"
+    out = tmp_path / "sg.jsonl"
+    assert main(["workload", "import", "sharegpt", str(p), "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert f"{out}: 3 requests from {p} (sharegpt); 5 conversations with no human turn" in err
+    assert len(read_workload(out).items) == 3
+    # nothing usable at all: an error that says why
+    p = _dump(tmp_path / "none.json", [_conv("only-human", ("human", "hi")), _conv("x")])
+    with pytest.raises(WorkloadError, match=r"no usable requests .*\(2 conversations with no"):
+        import_trace("sharegpt", p)
+
+
+@pytest.mark.parametrize(
+    ("bad", "says"),
+    [
+        (_conv("bad-value", ("human", 3), ("gpt", "x")), "turn values must be strings"),
+        ({"id": "bad-list", "conversations": "not a list"}, "a 'conversations' list"),
+        ({"id": 7, "conversations": [["human", "hi"]]}, "each turn must be an object"),
+    ],
+)
+def test_a_malformed_entry_of_a_dump_is_named_by_index_and_id_not_line_1(tmp_path, bad, says):
+    p = _dump(tmp_path / "sg.json", [_ok(i) for i in range(31)] + [bad, _ok(99)])
+    with pytest.raises(WorkloadError) as e:
+        import_trace("sharegpt", p)
+    ident = json.dumps(str(bad["id"]))
+    assert e.value.message.startswith(f"{p}: entry 31 (id {ident}): ") and says in e.value.message
+    assert f"{p}:1" not in e.value.message and f"jq '.[31]' {p}" in e.value.hint
+    recs, stats, _ = import_trace("sharegpt", p, skip_bad=True)
+    assert len(recs) == 32 and stats.skipped == 1
+    assert stats.examples[0].startswith(f"{p}: entry 31 (id {ident}): ")
+    # in a pretty-printed array the line an entry starts on is a line: it is given too
+    p.write_text("[\n" + ",\n".join(json.dumps(x) for x in [_ok(0), bad]) + "\n]\n")
+    with pytest.raises(WorkloadError, match=rf"sg.json: entry 1 \(id {ident}, line 3\): "):
+        import_trace("sharegpt", p)
+
+
+def test_sharegpt_lines_keep_line_numbers_and_leave_out_alike(tmp_path):
+    p = tmp_path / "sg.jsonl"
+    rows = [_ok(0), _conv("only-human", ("human", "hi")), {"id": "bad", "conversations": 1}]
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(WorkloadError, match=rf"^{p}:3: expected an object"):
+        import_trace("sharegpt", p)
+    recs, stats, note = import_trace("sharegpt", p, skip_bad=True)
+    assert len(recs) == 1 and stats.skipped == 1 and note.startswith("1 conversations with no")
+
+
+def test_trace_rows_with_zero_tokens_are_left_out_and_counted_not_refused(tmp_path):
+    mc = tmp_path / "mc.jsonl"
+    mc.write_text(
+        '{"timestamp": 0, "input_length": 10, "output_length": 5}\n'
+        '{"timestamp": 5, "input_length": 10, "output_length": 0}\n'
+        '{"timestamp": 9, "input_length": 0, "output_length": 3}\n'
+        '{"timestamp": 12, "input_length": 7, "output_length": 2}\n'
+    )
+    recs, stats, note = import_trace("mooncake", mc)
+    assert [r["input_tokens"] for r in recs] == [10, 7] and stats.skipped == 0
+    assert note == ("1 rows with 0 response tokens (output_length; failed in the trace) left "
+                    "out; 1 rows with 0 prompt tokens (input_length) left out")  # fmt: skip
+    az = tmp_path / "az.csv"
+    az.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n1.0,374,44\n2.0,396,0\n3.0,5,-1\n")
+    with pytest.raises(WorkloadError, match=r"az.csv:4: GeneratedTokens must be a whole number"):
+        import_trace("azure", az)  # a negative count is malformed, not unusable
+    recs, stats, note = import_trace("azure", az, skip_bad=True)
+    assert len(recs) == 1 and stats.skipped == 1 and note.startswith("1 rows with 0 response")

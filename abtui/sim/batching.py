@@ -312,8 +312,9 @@ class BatchEngine:
         if self._k and n_dec:
             t += self._k * (self.options.draft_fraction * kernels + self.options.draft_pass_s)
         self._plan = (chunks, t)
-        self.gpu.step = (nbytes, flops, t, kernels)  # simulated seconds
-        return t * self._scale
+        d = t * self._scale
+        self.gpu.plan(self.now, d, (nbytes, flops, t, kernels))  # times: simulated seconds
+        return d
 
     def _end_step(self) -> None:
         """Apply the planned step at its end (``self.now``): progress, tokens, finishes."""
@@ -455,7 +456,7 @@ class BatchEngine:
 
     def stats(self, now: float | None = None) -> EngineStats:
         """A snapshot (see :class:`EngineStats`); ``now`` defaults to the engine clock. The GPU
-        gauges are :class:`~abtui.sim.gpu_model.SimulatedGpu`'s, of the step in flight."""
+        gauges are :class:`~abtui.sim.gpu_model.SimulatedGpu`'s, averaged over its window."""
         if now is None:
             now = self._loop.time() if self._loop is not None else self.now
         s = self._s

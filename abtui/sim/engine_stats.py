@@ -100,8 +100,10 @@ class EngineStats:
     gpu_count: int = 1  # tensor-parallel degree
     gpu_memory_used_bytes: int = 0  # weights + activation reserve + KV blocks in use
     gpu_memory_total_bytes: int = 0
-    dram_active: float = 0.0  # bytes moved / (peak BW x elapsed) over the last step window
-    sm_active: float = 0.0  # FLOPs / (peak FLOP/s x elapsed) over the last step window
-    power_w: float = 0.0  # idle + (TDP - idle) x max(dram_active, sm_active)
+    # activity and power: averages over the last GAUGE_WINDOW_S (abtui.sim.gpu_model), as DCGM
+    dram_active: float = 0.0  # bytes moved / (peak BW x window): the window's MBU
+    tensor_active: float = 0.0  # FLOPs / (peak matmul FLOP/s x window): the window's MFU
+    sm_active: float = 0.0  # kernel time / window (the rest: overhead, idle)
+    power_w: float = 0.0  # per step idle + (TDP - idle) x max(DRAM, tensor activity); idle power
     energy_j_total: float = 0.0  # per GPU, over simulated time
     simulated: bool = True  # every GPU figure is modelled, never measured

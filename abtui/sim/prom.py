@@ -18,9 +18,10 @@ scraper written for vLLM reads the simulator unchanged:
 
 all labelled ``model_name``. Then, per simulated GPU (``gpu="0"`` … one per tensor-parallel
 rank, ``modelName`` = the GPU), DCGM-exporter's field names: ``DCGM_FI_DEV_FB_USED`` and
-``DCGM_FI_DEV_FB_FREE`` (MiB), ``DCGM_FI_PROF_DRAM_ACTIVE`` and ``DCGM_FI_PROF_SM_ACTIVE``
-(0..1), ``DCGM_FI_DEV_POWER_USAGE`` (W), ``DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION`` (mJ, a
-counter). Every ``# HELP`` line says *simulated*: these figures come from the roofline model,
+``DCGM_FI_DEV_FB_FREE`` (MiB), ``DCGM_FI_PROF_DRAM_ACTIVE``, ``DCGM_FI_PROF_SM_ACTIVE`` and
+``DCGM_FI_PROF_PIPE_TENSOR_ACTIVE`` (0..1, averaged over the last second as DCGM averages over
+its sampling interval: :mod:`abtui.sim.gpu_model`), ``DCGM_FI_DEV_POWER_USAGE`` (W, likewise),
+``DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION`` (mJ, a counter). Every ``# HELP`` line says *simulated*: these figures come from the roofline model,
 never from a GPU.
 
 What is shown is what the engine honestly knows. A fixed-delay engine (no preset) models no KV
@@ -165,6 +166,8 @@ def _dcgm(out: _Out, s: EngineStats, gpu_label: str) -> None:
          "Ratio of cycles the device memory interface is active (0..1)", float(s.dram_active)),
         ("DCGM_FI_PROF_SM_ACTIVE", "gauge",
          "Ratio of cycles an SM has at least one warp assigned (0..1)", float(s.sm_active)),
+        ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "gauge",
+         "Ratio of cycles the tensor (HMMA) pipe is active (0..1)", float(s.tensor_active)),
         ("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W)", float(s.power_w)),
         ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter",
          "Total energy consumption since start (in mJ)", round(s.energy_j_total * 1000)),

@@ -210,7 +210,8 @@ def cmd_import(args) -> int:
     stats, note = imp.stats, imp.note
     msg = f"{args.output}: {n} requests from {args.file} ({args.format})"
     if stats.skipped:
-        msg += f"; {stats.skipped} bad lines skipped: " + "; ".join(stats.examples)
+        unit = "entries" if any(": entry " in e for e in stats.examples) else "lines"
+        msg += f"; {stats.skipped} bad {unit} skipped: " + "; ".join(stats.examples)
         msg += ", …" if stats.skipped > len(stats.examples) else ""
     if note:
         msg += f"; {note}"

@@ -13,20 +13,31 @@
   are left out and counted.
 
 Arrival offsets are relative to the first request of the trace. Each importer yields records
-and fills a :class:`~abtui.workload.jsonl.ReadStats`; a bad row (a byte that is not UTF-8
-included) raises :class:`~abtui.errors.WorkloadError` naming ``FILE:LINE`` unless ``skip_bad``.
+and fills a :class:`~abtui.workload.jsonl.ReadStats`. Two kinds of row are not imported:
+
+- *unusable* rows, well-formed but with nothing to replay, as real dumps have them (a
+  conversation with no human turn an assistant turn follows — a lone human turn, no turns; a
+  row with 0 prompt or 0 generated tokens): left out by default and counted in the note, as
+  every peer's loader does;
+- *malformed* rows (wrong types, missing fields, not JSON, a byte that is not UTF-8): a
+  :class:`~abtui.errors.WorkloadError` naming where unless ``skip_bad`` — ``FILE:LINE`` for
+  lines, ``FILE: entry N (id "X")`` for an entry of a JSON array (N from 0, as ``jq '.[N]'``;
+  a dump is often one line, so its line is given only past line 1: :func:`where`).
+
 Files are read a line (or array entry) at a time (:mod:`abtui.workload.importers_io`).
 """
 
 from __future__ import annotations
 
+import json
+from collections import Counter
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
 
 from abtui.errors import WorkloadError
 from abtui.workload import importers_io as io
-from abtui.workload.importers_io import _Bad
+from abtui.workload.importers_io import Entry, _Bad, _Unusable
 from abtui.workload.jsonl import ReadStats
 
 FORMATS = ("sharegpt", "mooncake", "azure", "burstgpt")
@@ -45,24 +56,43 @@ def _count(v: object, what: str, low: int = 0) -> int:
     return int(f)
 
 
-def _rows(path: Path, stats: ReadStats, skip_bad: bool, lines: Iterator[tuple[int, object]],
-          convert: Callable[[object], dict | None]) -> Iterator[dict]:  # fmt: skip
-    """Run ``convert`` over numbered raw rows with the bad-line policy."""
-    for n, raw in lines:
-        stats.lines = n
+def where(path: Path, at: int | Entry, raw: object) -> str:
+    """``FILE:LINE``, or ``FILE: entry N (id "X", line L)`` for a JSON array entry: its index,
+    its id if it has one, the line it starts on only past line 1 (a dump written on one line
+    has every entry on line 1, which says nothing)."""
+    if not isinstance(at, Entry):
+        return f"{path}:{at}"
+    ident = raw.get("id") if isinstance(raw, dict) else None
+    named = [f"id {json.dumps(str(ident), ensure_ascii=False)[:80]}"] if ident is not None else []
+    named += [f"line {at.line}"] if at.line > 1 else []
+    return f"{path}: entry {at.index}" + (f" ({', '.join(named)})" if named else "")
+
+
+def _rows(path: Path, stats: ReadStats, skip_bad: bool,
+          lines: Iterator[tuple[int | Entry, object]], convert: Callable[[object], dict],
+          left_out: Counter) -> Iterator[dict]:  # fmt: skip
+    """Run ``convert`` over located raw rows: unusable rows counted in ``left_out`` (by
+    reason), malformed ones under the bad-row policy."""
+    for at, raw in lines:
+        stats.lines = at.index + 1 if isinstance(at, Entry) else at
         try:
             rec = convert(raw)
+        except _Unusable as e:
+            left_out[str(e)] += 1
+            continue
         except (_Bad, ValueError, TypeError, KeyError) as e:
             msg = f"missing field {e}" if isinstance(e, KeyError) else str(e)
+            loc = where(path, at, raw)
             if not skip_bad:
-                raise WorkloadError(
-                    f"{path}:{n}: {msg}", "fix the line, or pass --skip-bad to skip and count it"
-                ) from None
-            stats.skip(f"{path}:{n}", msg)
+                hint = "fix the line, or pass --skip-bad to skip and count it"
+                if isinstance(at, Entry):
+                    hint = (f"see it with `jq '.[{at.index}]' {path}`; fix it, or pass --skip-bad "
+                            "to skip and count it")  # fmt: skip
+                raise WorkloadError(f"{loc}: {msg}", hint) from None
+            stats.skip(loc, msg)
             continue
-        if rec is not None:
-            stats.kept += 1
-            yield rec
+        stats.kept += 1
+        yield rec
 
 
 def _raise_bad(raw: object) -> object:
@@ -74,14 +104,17 @@ def _raise_bad(raw: object) -> object:
 # ---------------------------------------------------------------- ShareGPT
 
 
-def _sharegpt(raw: object) -> dict | None:
+NO_PAIR = "conversations with no human turn followed by an assistant turn"
+
+
+def _sharegpt(raw: object) -> dict:
     entry = _raise_bad(raw)
     if not isinstance(entry, dict) or not isinstance(entry.get("conversations"), list):
         raise _Bad("expected an object with a 'conversations' list")
     turns = entry["conversations"]
+    if not all(isinstance(t, dict) for t in turns):
+        raise _Bad("each turn must be an object with 'from' and 'value'")
     for a, b in zip(turns, turns[1:], strict=False):
-        if not (isinstance(a, dict) and isinstance(b, dict)):
-            raise _Bad("each turn must be an object with 'from' and 'value'")
         if str(a.get("from")).lower() in _HUMAN and str(b.get("from")).lower() in _ASSISTANT:
             prompt, answer = a.get("value"), b.get("value")
             if not isinstance(prompt, str) or not isinstance(answer, str):
@@ -92,10 +125,19 @@ def _sharegpt(raw: object) -> dict | None:
             if entry.get("id") is not None:
                 rec = {"id": str(entry["id"]), **rec}
             return rec
-    raise _Bad("no human turn followed by an assistant turn")
+    raise _Unusable(NO_PAIR)  # a lone human turn, no turns, empty prompts: nothing to replay
 
 
 # ---------------------------------------------------------------- Mooncake
+
+
+def _tokens(n_in: int, n_out: int, what_in: str, what_out: str) -> None:
+    """Rows that ask for 0 prompt or 0 generated tokens are in traces (failed or empty
+    requests) but are no request to replay: left out, counted."""
+    if n_out == 0:
+        raise _Unusable(f"rows with 0 response tokens ({what_out}; failed in the trace)")
+    if n_in == 0:
+        raise _Unusable(f"rows with 0 prompt tokens ({what_in})")
 
 
 def _mooncake(raw: object) -> dict:
@@ -110,12 +152,11 @@ def _mooncake(raw: object) -> dict:
         isinstance(h, int) and not isinstance(h, bool) for h in hash_ids
     ):
         raise _Bad(f"hash_ids must be a list of whole numbers, got {hash_ids!r}")
-    return {
-        "arrival_s": ts / 1000.0,
-        "input_tokens": _count(rec["input_length"], "input_length", 1),
-        "prefix_ids": hash_ids,
-        "max_tokens": _count(rec["output_length"], "output_length", 1),
-    }
+    n_in = _count(rec["input_length"], "input_length")
+    n_out = _count(rec["output_length"], "output_length")
+    _tokens(n_in, n_out, "input_length", "output_length")
+    return {"arrival_s": ts / 1000.0, "input_tokens": n_in, "prefix_ids": hash_ids,
+            "max_tokens": n_out}  # fmt: skip
 
 
 # ---------------------------------------------------------------- CSV traces
@@ -143,21 +184,19 @@ def _trace_row(ts: float, n_in: int, n_out: int) -> dict:
 
 def _azure(raw: object) -> dict:
     row = _raise_bad(raw)
-    return _trace_row(
-        _seconds(row["TIMESTAMP"]),
-        _count(row["ContextTokens"], "ContextTokens", 1),
-        _count(row["GeneratedTokens"], "GeneratedTokens", 1),
-    )
+    ts = _seconds(row["TIMESTAMP"])
+    n_in = _count(row["ContextTokens"], "ContextTokens")
+    n_out = _count(row["GeneratedTokens"], "GeneratedTokens")
+    _tokens(n_in, n_out, "ContextTokens", "GeneratedTokens")
+    return _trace_row(ts, n_in, n_out)
 
 
-def _burstgpt(raw: object, failed: list) -> dict | None:
+def _burstgpt(raw: object) -> dict:
     row = _raise_bad(raw)
     ts = _seconds(row["Timestamp"])
-    n_in = _count(row["Request tokens"], "Request tokens", 1)
-    n_out = _count(row["Response tokens"], "Response tokens", 0)
-    if n_out == 0:  # a failed request in the trace: not a workload item
-        failed[0] += 1
-        return None
+    n_in = _count(row["Request tokens"], "Request tokens")
+    n_out = _count(row["Response tokens"], "Response tokens")
+    _tokens(n_in, n_out, "Request tokens", "Response tokens")
     return _trace_row(ts, n_in, n_out)
 
 
@@ -171,58 +210,67 @@ class TraceImport:
     checking every row and finding the earliest request (offsets are from it),
     the second (:meth:`records`) yielding each record as it is read. abtui sorts a workload by
     arrival when it reads it, so the output need not be sorted. A bad row raises
-    :class:`~abtui.errors.WorkloadError` naming ``FILE:LINE`` in the first pass (before any
-    output), unless ``skip_bad``; :attr:`stats` and :attr:`note` say what was left out."""
+    :class:`~abtui.errors.WorkloadError` naming where in the first pass (before any output),
+    unless ``skip_bad``; :attr:`stats` says what was skipped, :attr:`left_out` (reason → rows)
+    and :attr:`note` what was left out as unusable."""
 
     def __init__(self, fmt: str, path: str | Path, *, skip_bad: bool = False) -> None:
         if fmt not in FORMATS:
             raise WorkloadError(f"unknown trace format {fmt!r}", f"use one of {', '.join(FORMATS)}")
         self.fmt, self.path, self.skip_bad = fmt, Path(path), skip_bad
         self.stats = ReadStats()
-        self.note = ""
+        self.left_out: Counter[str] = Counter()
         self.t0: float | None = None
         self._scanned = False
 
-    def _raw(self, stats: ReadStats) -> Iterator[dict]:
+    @property
+    def note(self) -> str:
+        """What was left out as unusable: ``"2 conversations with no human turn … left out"``."""
+        return "; ".join(f"{n} {why} left out" for why, n in self.left_out.items())
+
+    def _raw(self, stats: ReadStats, left_out: Counter) -> Iterator[dict]:
         p, fmt = self.path, self.fmt
         if fmt == "sharegpt":
-            return _rows(p, stats, self.skip_bad, io.json_array_or_lines(p), _sharegpt)
-        if fmt == "mooncake":
-            return _rows(p, stats, self.skip_bad, io.json_lines(p), _mooncake)
-        if fmt == "azure":
-            rows = io.csv_rows(p, ("TIMESTAMP", "ContextTokens", "GeneratedTokens"))
-            return _rows(p, stats, self.skip_bad, rows, _azure)
-        failed = self._failed = [0]
-        rows = io.csv_rows(p, ("Timestamp", "Request tokens", "Response tokens"))
-        return _rows(p, stats, self.skip_bad, rows, lambda r: _burstgpt(r, failed))
+            pieces = io.json_array_or_lines(p)
+            convert = _sharegpt
+        elif fmt == "mooncake":
+            pieces, convert = io.json_lines(p), _mooncake
+        elif fmt == "azure":
+            pieces = io.csv_rows(p, ("TIMESTAMP", "ContextTokens", "GeneratedTokens"))
+            convert = _azure
+        else:
+            pieces = io.csv_rows(p, ("Timestamp", "Request tokens", "Response tokens"))
+            convert = _burstgpt
+        return _rows(p, stats, self.skip_bad, pieces, convert, left_out)
 
     def scan(self) -> None:
         """The first pass: every row checked, the earliest arrival found."""
         if self._scanned:
             return
         t0, n = None, 0
-        for r in self._raw(ReadStats()):
+        left_out: Counter[str] = Counter()
+        for r in self._raw(ReadStats(), left_out):
             n += 1
             a = r.get("arrival_s")
             if a is not None and (t0 is None or a < t0):
                 t0 = a
         if n == 0:
-            raise WorkloadError(f"{self.path}: no usable requests in this {self.fmt} file")
+            self.left_out = left_out
+            why = f" ({self.note})" if left_out else ""
+            raise WorkloadError(f"{self.path}: no usable requests in this {self.fmt} file{why}")
         self.t0, self._scanned = t0, True
 
     def records(self) -> Iterator[dict]:
         """The records, one at a time, offsets from the trace's first request."""
         self.scan()
         self.stats = ReadStats()
+        self.left_out = Counter()
         t0 = self.t0
-        for i, r in enumerate(self._raw(self.stats)):
+        for i, r in enumerate(self._raw(self.stats, self.left_out)):
             if t0 is not None and "arrival_s" in r:
                 r["arrival_s"] = round(r["arrival_s"] - t0, 6)
             r.setdefault("id", f"{self.fmt}{i}")
             yield r
-        failed = getattr(self, "_failed", [0])[0]
-        if failed:
-            self.note = f"{failed} rows with 0 response tokens (failed in the trace) left out"
 
 
 def import_trace(

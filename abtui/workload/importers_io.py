@@ -13,6 +13,7 @@ import codecs
 import csv
 import json
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from abtui.errors import WorkloadError
@@ -22,7 +23,22 @@ _CHUNK = 256 << 10  # JSON array reads (doubling while an entry is cut by the re
 
 
 class _Bad(ValueError):
-    pass
+    """A malformed row: an error (or, with ``--skip-bad``, skipped and counted)."""
+
+
+class _Unusable(Exception):  # noqa: N818 - a verdict on a row, not an error
+    """A well-formed row with nothing to replay (a conversation with no answered human turn, a
+    request that generated no tokens): left out and counted, never an error. The message is
+    the reason, phrased for the count ("conversations with …")."""
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """Where a JSON array entry is: its index in the array (0-based, as ``jq '.[N]'``) and
+    the line it starts on (a real line, but a dump on one line has every entry on line 1)."""
+
+    index: int
+    line: int
 
 
 def _open(path: Path):
@@ -112,9 +128,9 @@ def csv_rows(path: Path, required: tuple[str, ...]) -> Iterator[tuple[int, objec
         raise WorkloadError(f"{path}:{reader.line_num}: not CSV: {e}") from None
 
 
-def json_array_or_lines(path: Path) -> Iterator[tuple[int, object]]:
-    """A JSON array's entries (numbered by the line each starts on), read a piece at a time,
-    or JSON Lines when the file does not start with ``[``."""
+def json_array_or_lines(path: Path) -> Iterator[tuple[int | Entry, object]]:
+    """A JSON array's entries (each with its :class:`Entry`), read a piece at a time, or
+    JSON Lines (each with its line) when the file does not start with ``[``."""
     with _open(path) as fh:
         head = fh.read(4096)
     if not head.lstrip().startswith(b"["):
@@ -123,7 +139,7 @@ def json_array_or_lines(path: Path) -> Iterator[tuple[int, object]]:
     yield from _array_entries(path)
 
 
-def _array_entries(path: Path) -> Iterator[tuple[int, object]]:
+def _array_entries(path: Path) -> Iterator[tuple[Entry, object]]:
     dec = json.JSONDecoder()
     utf = codecs.getincrementaldecoder("utf-8")()
     buf, pos, line, eof = "", 0, 1, False  # line: the line buf[pos] is on
@@ -155,6 +171,7 @@ def _array_entries(path: Path) -> Iterator[tuple[int, object]]:
 
         skip(" \t\r\n")
         pos += 1  # the "["
+        index = 0
         while True:
             skip(" \t\r\n,")
             if pos >= len(buf) or buf[pos] == "]":
@@ -176,6 +193,7 @@ def _array_entries(path: Path) -> Iterator[tuple[int, object]]:
                     raise WorkloadError(
                         f"{path}:{line}: JSON nested too deeply to decode"
                     ) from None
-            yield line, obj
+            yield Entry(index, line), obj
+            index += 1
             line += buf.count("\n", pos, end)
             pos = end
