@@ -91,3 +91,42 @@ def test_every_pane_fits_at_80x24_unwrapped_and_row_aligned(which, tmp_path):
         for needle in ("errors: http 1, timeout 2", "time: wait", "vllm run 31", "good ",
                        "GPU mem 71.5G/80G"):  # fmt: skip
             assert needle in text, needle
+
+
+def _long_screen():
+    """Two arms with 200 s of one request a second: the sparkline series fill any row."""
+    from abtui.client.records import OK, RequestRecord
+    from abtui.runner.observer import ArmProgress, RunInfo
+    from abtui.tui.messages import RunProgress
+    from abtui.tui.observer import arm_state
+    from abtui.tui.screens.live import LiveScreen
+
+    arms = []
+    for name in ("bf16", "fp8"):
+        p = ArmProgress(name=name, planned=200, done=200, ok=200)
+        p.live.slo = {"ttft": 0.2}
+        for k in range(200):
+            t0 = k * 1_000_000_000
+            first, last = t0 + 50_000_000, t0 + 50_000_000 + (k % 7 + 1) * 100_000_000
+            p.live.add(RequestRecord(arm=0, item=k, scheduled_ns=t0, dispatched_ns=t0,
+                                     chunk_ns=[first, last], done_ns=last, status=OK,
+                                     n_output=20 + k % 13))  # fmt: skip
+        arms.append(p)
+    info = RunInfo("long", "sessions/long.duckdb", ["bf16", "fp8"], ["u0", "u1"], ["m0", "m1"],
+                   200, "poisson 1 req/s")  # fmt: skip
+    return LiveScreen(info, RunProgress(200.0, "measuring", [arm_state(a) for a in arms]))
+
+
+@pytest.mark.parametrize("size", [(80, 24), (100, 30), (160, 48)])
+def test_the_good_sparkline_stays_when_its_series_fills_the_row(size):
+    lines, _ = asyncio.run(_panes(_long_screen(), size))
+    tok = [ln for ln in lines if "│ tok/s" in ln]
+    good = [ln for ln in lines if "│ good" in ln]
+    assert len(tok) == 1 and len(good) == 1, "\n".join(lines)  # one row each, both arms on it
+    spark = "▁▂▃▄▅▆▇█"
+    for t_row, g_row in zip(tok, good, strict=True):
+        assert "…" not in g_row
+        t_runs = [s for s in "".join(c if c in spark else " " for c in t_row).split() if s]
+        g_runs = [s for s in "".join(c if c in spark else " " for c in g_row).split() if s]
+        assert len(g_runs) == len(t_runs) == 2, (t_row, g_row)  # each arm's sparkline shows
+        assert [len(s) for s in g_runs] == [len(s) for s in t_runs]  # as long as throughput's

@@ -176,6 +176,9 @@ def column_width(n_arms: int, width: int) -> int | None:
     return None if n_arms <= fit else width // fit
 
 
+SPARK_LABEL = 14  # "tok/s   1,944 ", "good      249 ": the sparklines start in one column
+
+
 class ArmPane(VerticalScroll):
     """One arm's column: the rows of :func:`~abtui.tui.widgets.pane.pane_plan` for its height,
     each one line that never wraps, so the pane never needs its own scrollbar and every arm's
@@ -295,18 +298,21 @@ class LiveScreen(Screen):
         )
 
         def spark(w: int) -> Text:
+            # both labels SPARK_LABEL wide, both series w - SPARK_LABEL long: "good" was one
+            # cell longer than "tok/s", so its line wrapped (the sparkline went to a hidden
+            # row) once the series filled the row
             t = Text(no_wrap=True, overflow="ellipsis")
             tok = "n/a" if not math.isfinite(v.out_tok_s) else f"{v.out_tok_s:,.0f}"
-            t.append(f"tok/s {tok:>7} ", "bold")
-            t.append(sparkline(v.throughput, w - 14), "cyan")
+            t.append(f"{'tok/s':<6}{tok:>7} ", "bold")
+            t.append(sparkline(v.throughput, w - SPARK_LABEL), "cyan")
             if not plan.good:
                 return t
             t.append("\n")
             if v.goodput is None:
                 return t.append("goodput: no SLO given", "dim")
             good = "n/a" if not math.isfinite(v.good_tok_s) else f"{v.good_tok_s:,.0f}"
-            t.append(f"good   {good:>7} ", "bold")
-            return t.append(sparkline(v.goodput, w - 14), "green")
+            t.append(f"{'good':<6}{good:>7} ", "bold")
+            return t.append(sparkline(v.goodput, w - SPARK_LABEL), "green")
 
         pane.query_one(".spark", Chart).show(spark)
         pane.query_one(".gpu", Chart).show(lambda w: gpu_line(p.telemetry, w))
