@@ -13,7 +13,7 @@ from textual.containers import HorizontalScroll, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from abtui.metrics.live import Delta, deltas, shared_range
+from abtui.metrics.live import deltas, shared_range
 from abtui.runner.health import BEHIND_NOTE_S
 from abtui.runner.observer import RunInfo
 from abtui.runner.segments import Position
@@ -28,6 +28,7 @@ from abtui.tui.widgets.pane import (
     pane_plan,
     title_text,
 )
+from abtui.tui.widgets.strip import LIVE, VERDICT, delta_text, verdict_rows
 
 
 def _cut(text: str, n: int) -> str:
@@ -104,68 +105,6 @@ def header_text(name: str, state: str, elapsed_s: float, done: int, planned: int
     return t
 
 
-SHORT_DELTA = {  # the compact strip's group labels: a P99 follows its P50 under one label
-    "TTFT P50": "TTFT", "TTFT P99": "", "TPOT P50": "TPOT", "TPOT P99": "",
-    "throughput": "tok/s", "goodput": "good",
-}  # fmt: skip
-DELTA_LEGENDS = (  # the compact strip's last line, the longest that fits
-    "vs {base} · TTFT, TPOT: P50 P99 · provisional running estimates (✓ better, ✗ worse); "
-    "the verdict decides",
-    "vs {base} · TTFT, TPOT: P50 P99 · provisional (✓ better, ✗ worse); the verdict decides",
-    "vs {base} · TTFT, TPOT: P50 P99 · provisional (✓ better, ✗ worse)",
-    "vs {base} · P50 P99 · provisional",
-)
-
-
-def _mark(d: Delta) -> tuple[str, str, str]:
-    """(figure, mark, style) of one delta; the mark says it in words where colour cannot."""
-    if not math.isfinite(d.ratio):
-        return "n/a", "", "dim"
-    mark = "≈" if d.better is None else "✓" if d.better else "✗"
-    return f"{d.ratio:+.1%}", mark, "" if d.better is None else "green" if d.better else "red"
-
-
-def delta_text(base: str, rows: list[tuple[str, list[Delta]]], width: int) -> Text:
-    """The B-vs-A strip: per candidate, its running deltas against the baseline ``base``, and
-    a line saying they are provisional. Where a candidate's line in words (``TTFT P50 -24.2%
-    ✓``…) does not fit ``width``, one line per candidate (at 80 columns it took two each, and
-    with three arms the panes lost their lower half): the figures in aligned columns under
-    short group labels (``TTFT -24.2%✓ -55.3%✓``: P50 then P99), the candidate's name cut to
-    make room, and the baseline and the P50/P99 order said once on the last line. Every figure
-    and mark is kept at any width."""
-    t = Text()
-    if not rows:
-        return t
-    full = [
-        (f"{name} vs {base}: ", [(f"{d.label} n/a  " if f == "n/a" else f"{d.label} {f} {m}  ", st)
-                                 for d in ds for f, m, st in [_mark(d)]])
-        for name, ds in rows
-    ]  # fmt: skip
-    if all(len(head) + len("".join(x for x, _ in its).rstrip()) <= width for head, its in full):
-        for head, its in full:
-            t.append(head, "bold")
-            for x, st in its:
-                t.append(x, st)
-            t.append("\n")
-        return t.append("provisional running estimates (✓ better, ✗ worse); the verdict decides",
-                        "dim")  # fmt: skip
-    # one line per candidate: columns of figures, each as wide as its widest
-    cells = [[(f + m, st) for f, m, st in map(_mark, ds)] for _, ds in rows]
-    labels = [SHORT_DELTA.get(d.label, d.label) for d in rows[0][1]]
-    cols = [max(len(r[k][0]) for r in cells) for k in range(len(labels))]
-    figures = sum(cols) + sum(len(lab) + 2 if lab else 1 for lab in labels)  # " lab " or " "
-    name_w = max(3, min(max(len(n) for n, _ in rows), width - figures))
-    for (name, _), row in zip(rows, cells, strict=True):
-        t.append(_cut(name, name_w).ljust(name_w), "bold")
-        for lab, (x, st), w in zip(labels, row, cols, strict=True):
-            t.append(f"  {lab} " if lab else " ", "dim" if lab else "")
-            t.append(x.rjust(w), st)
-        t.append("\n")
-    legend = next((f for lg in DELTA_LEGENDS if len(f := lg.format(base=base)) <= width),
-                  DELTA_LEGENDS[-1].format(base=_cut(base, 8)))  # fmt: skip
-    return t.append(legend, "dim")
-
-
 MIN_PANE = 26  # columns of an arm's pane at least: three fit at 80; more scroll sideways
 
 
@@ -223,6 +162,7 @@ class LiveScreen(Screen):
         super().__init__(id="live")
         self.info = info
         self.last: RunProgress | None = None
+        self.verdict_pairs = None  # the verdict's PairVerdicts, once computed (set_verdict)
         self._status: str | None = None
         self._initial = (initial, status)  # a stored session's figures (abtui open)
 
@@ -323,9 +263,26 @@ class LiveScreen(Screen):
         )
         pane.query_one(".errors", Chart).show(lambda w: error_line(p, w))
 
+    def set_verdict(self, pairs) -> None:
+        """The verdict is computed (its ``PairVerdict`` list): the strip of the finished run
+        shows the verdict's figures from now on."""
+        self.verdict_pairs = pairs
+        if self.last is not None:
+            self._show_delta(self.last.arms)
+
+    def strip_mode(self) -> str:
+        """What the strip shows: the running estimates, or (the run over, the verdict in) the
+        verdict's figures."""
+        return VERDICT if self.verdict_pairs is not None else LIVE
+
     def _show_delta(self, arms: list[ArmState]) -> None:
-        rows = [] if len(arms) < 2 else [
-            (st.progress.name, deltas(arms[0].view, st.view)) for st in arms[1:]
-        ]  # fmt: skip
+        mode = self.strip_mode()
         base = arms[0].progress.name if arms else ""
-        self.query_one("#delta", Chart).show(lambda w: delta_text(base, rows, w))
+        if len(arms) < 2:
+            rows = []
+        elif mode == VERDICT:
+            rows = verdict_rows(self.verdict_pairs, self.info.arm_names)
+        else:
+            d, dt = self.info.delta, self.info.delta_tail
+            rows = [(st.progress.name, deltas(arms[0].view, st.view, d, dt)) for st in arms[1:]]
+        self.query_one("#delta", Chart).show(lambda w: delta_text(base, rows, w, mode))
