@@ -15,6 +15,7 @@ from tui_fixtures import drawn
 
 from abtui.demo import DemoOptions, run_demo
 from abtui.runner.session import run_session
+from abtui.stats.verdict import pct
 from abtui.store.reader import SessionReader
 from abtui.tui.app import KEYS, AbtuiApp, ConfirmQuit, HelpScreen
 from abtui.tui.screens.live import LiveScreen
@@ -69,6 +70,7 @@ def demo_in_tui(tmp_path_factory):
             seen["diagnosis"] = text_of(v.query_one("#diagnosis"))
             seen["config"] = text_of(v.query_one("#config"))
             seen["verdict_result"] = app.verdict.sv.result
+            seen["tpot_p50"] = pct(app.verdict.sv.verdict.pairs[0].comparison.get("tpot.p50").ratio)
             await pilot.press("m")
             await pilot.pause()
             seen["exported"] = text_of(v.query_one("#exported"))
@@ -125,9 +127,12 @@ def test_demo_in_tui_fills_the_live_panes(demo_in_tui):
     assert [a["ttft"].splitlines()[-1] for a in s["arms"]].count(
         s["arms"][0]["ttft"].splitlines()[-1]
     ) == 2
-    assert "fp8 vs bf16:" in s["delta"] and "provisional" in s["delta"]
-    # FP8 decodes faster in the simulator: the strip says so in words, not only in colour
+    # the run is over and its verdict computed: the strip shows the verdict's own figures
+    assert "fp8 vs bf16:" in s["delta"] and "the verdict's figures" in s["delta"]
+    assert "provisional" not in s["delta"]
     tpot = s["delta"].split("TPOT P50")[1].split("TPOT P99")[0]
+    assert s["tpot_p50"] in tpot, (s["tpot_p50"], tpot)
+    # FP8 decodes faster in the simulator: the strip says so in words, not only in colour
     assert "-" in tpot and "✓" in tpot
 
 

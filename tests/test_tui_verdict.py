@@ -12,10 +12,10 @@ import pytest
 from tui_fixtures import write_session
 
 from abtui.report import quality as rq
-from abtui.report.verdict_text import rows_of
+from abtui.report.verdict_text import rows_of, short_label
 from abtui.stats.verdict import label
 from abtui.tui.app import AbtuiApp
-from abtui.tui.screens.verdict import VerdictScreen, load_verdict, short_label
+from abtui.tui.screens.verdict import VerdictScreen, load_verdict
 
 
 @pytest.fixture(scope="module")

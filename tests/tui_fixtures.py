@@ -69,10 +69,10 @@ QUALITY_SPEC = {**SPEC, "quality": {"suites": ["niah", "exact"], "margins": {"ni
 
 def write_session(folder: Path, name: str, *, seed: int = 1, n: int = 60, status: str = "complete",
                   verdict: bool = True, mtime: float | None = None,
-                  quality: bool = False) -> Path:  # fmt: skip
+                  quality: bool = False, meta: dict | None = None) -> Path:  # fmt: skip
     """A session file ``folder/name.duckdb`` closed with ``status`` ("running": as a killed
     writer leaves it), its verdict computed and stored when ``verdict``; with ``quality``, the
-    scored items of :func:`quality_rows` (quality mode ``separate``)."""
+    scored items of :func:`quality_rows` (quality mode ``separate``); ``meta``: more meta keys."""
     path = folder / f"{name}.duckdb"
     w = SessionWriter(path)
     w.write_meta(session_name=name, spec=QUALITY_SPEC if quality else SPEC,
@@ -82,6 +82,8 @@ def write_session(folder: Path, name: str, *, seed: int = 1, n: int = 60, status
     if quality:
         w.write_quality(quality_rows())
         w.write_meta(quality_mode="separate")
+    if meta:
+        w.write_meta(**meta)  # e.g. a degraded mark, as abtui.runner.session writes it
     w.close(status=status)
     if verdict and status != "running":
         from abtui.stats.session import session_verdict

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from abtui.client.records import CANCELLED, OK, RequestRecord
+from abtui.stats.decide import tail_min_n
 
 LO_S = 1e-4  # lowest bin edge: 0.1 ms
 DECADES = 6  # up to 100 s
@@ -189,14 +190,19 @@ def _hv(h: LogHistogram) -> HistView:
     return HistView(h.counts.copy(), h.n, h.quantile(0.5), h.quantile(0.99))
 
 
-DELTA_ROWS = (
-    ("TTFT P50", lambda v: v.ttft.p50, "lower"),
-    ("TTFT P99", lambda v: v.ttft.p99, "lower"),
-    ("TPOT P50", lambda v: v.tpot.p50, "lower"),
-    ("TPOT P99", lambda v: v.tpot.p99, "lower"),
-    ("throughput", lambda v: v.out_tok_s, "higher"),
-    ("goodput", lambda v: v.good_tok_s if v.good_tok_s is not None else float("nan"), "higher"),
-)
+LIVE_MIN_N = 30  # ok requests per arm before a running median or rate delta is shown
+
+DELTA_ROWS = (  # (label, value, better direction, the verdict's row key, its statistic)
+    ("TTFT P50", lambda v: v.ttft.p50, "lower", "ttft.p50", "p50"),
+    ("TTFT P99", lambda v: v.ttft.p99, "lower", "ttft.p99", "p99"),
+    ("TPOT P50", lambda v: v.tpot.p50, "lower", "tpot.p50", "p50"),
+    ("TPOT P99", lambda v: v.tpot.p99, "lower", "tpot.p99", "p99"),
+    ("throughput", lambda v: v.out_tok_s, "higher", "throughput.output_tokens", "rate"),
+    ("goodput", lambda v: v.good_tok_s if v.good_tok_s is not None else float("nan"), "higher",
+     "goodput.output_tokens", "rate"),
+)  # fmt: skip
+
+BETTER, WORSE, SAME, UNDECIDED, FEW, NA = "better", "worse", "same", "undecided", "few", "n/a"
 
 
 @dataclass
@@ -205,16 +211,42 @@ class Delta:
     a: float
     b: float
     ratio: float  # b / a - 1 (NaN when either is missing)
-    better: bool | None  # None: unknown or unchanged
+    state: str = NA
+    """``better`` / ``worse`` (beyond ±δ), ``same`` (within ±δ), ``few`` (fewer than
+    ``need`` samples in an arm: no figure is shown), ``n/a``; from the verdict, ``undecided``
+    (INCONCLUSIVE) too."""
+    need: int = 0  # the per-arm sample count a ``few`` row waits for
+
+    @property
+    def better(self) -> bool | None:
+        """True / False beyond ±δ; None otherwise."""
+        return {BETTER: True, WORSE: False}.get(self.state)
 
 
-def deltas(a: ArmView, b: ArmView) -> list[Delta]:
-    """B vs A for the delta strip (running estimates: provisional, not the verdict)."""
+def deltas(a: ArmView, b: ArmView, delta: float = 0.02, delta_tail: float = 0.05,
+           min_n: int = LIVE_MIN_N) -> list[Delta]:  # fmt: skip
+    """B vs A for the delta strip: running estimates (binned quantiles, rates over the last ten
+    seconds), provisional, not the verdict. A row is shown once both arms have its minimum
+    sample: ``min_n`` ok requests, and for a P99 the verdict's own small-sample rule
+    (:func:`abtui.stats.decide.tail_min_n`: 1000); it is ``same`` when it lies within ±δ (the
+    verdict's noise thresholds, ``delta`` for medians and rates, ``delta_tail`` for P99), so a
+    −0.1 % change is not marked worse."""
     out = []
-    for label, get, good_dir in DELTA_ROWS:
+    for label, get, good_dir, _key, stat in DELTA_ROWS:
         va, vb = float(get(a)), float(get(b))
+        hist = a.tpot if label.startswith("TPOT") else a.ttft
+        hist_b = b.tpot if label.startswith("TPOT") else b.ttft
+        n, need = min(hist.n, hist_b.n), max(min_n, tail_min_n(stat))
         ok = math.isfinite(va) and math.isfinite(vb) and va > 0
         ratio = vb / va - 1 if ok else float("nan")
-        better = None if not ok or ratio == 0 else bool((ratio < 0) == (good_dir == "lower"))
-        out.append(Delta(label, va, vb, ratio, better))
+        band = delta_tail if stat == "p99" else delta
+        if not ok:
+            state = NA
+        elif n < need:
+            state = FEW
+        elif abs(ratio) <= band:
+            state = SAME
+        else:
+            state = BETTER if (ratio < 0) == (good_dir == "lower") else WORSE
+        out.append(Delta(label, va, vb, ratio, state, need if state == FEW else 0))
     return out

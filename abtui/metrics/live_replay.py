@@ -265,6 +265,7 @@ class Replay:
             arm_models=[a["model"] for a in arms],
             planned_per_arm=max((tr.planned for tr in self.tracks), default=0),
             load=meta.get("load") or "",
+            **_policy_deltas(meta.get("spec") or {}),
         )
 
     def at(self, t_s: float) -> list[ArmProgress]:
@@ -376,3 +377,10 @@ class Playhead:
     def label(self) -> str:
         state = "▶" if self.playing else "⏸"
         return f"t = {self.t_s:.1f} s / {self.duration_s:.1f} s {state} {self.speed}×"
+
+
+def _policy_deltas(spec: dict) -> dict[str, float]:
+    """The stored spec's noise thresholds (``policy.delta``, ``policy.delta_tail``) where set."""
+    pol = spec.get("policy") or {}
+    return {k: float(pol[k]) for k in ("delta", "delta_tail")
+            if isinstance(pol.get(k), int | float)}  # fmt: skip

@@ -20,9 +20,30 @@ from abtui.report.untrusted import printable, term
 from abtui.runner.observer import ArmProgress, RunInfo, Snapshot
 from abtui.store.reader import SessionReader, never_closed
 
+LINE_MAX = 100  # a headless progress line at most (they were ~170 with two arms)
 
-def _ms(v: float) -> str:
-    return "n/a" if not math.isfinite(v) else f"{v * 1e3:.1f}"
+
+def _dur(v: float) -> str:
+    """``47.5ms``, ``1.25s``; ``n/a`` with no unit (it printed ``n/ams``)."""
+    if v is None or not math.isfinite(v):
+        return "n/a"
+    return f"{v * 1e3:.1f}ms" if v < 1 else f"{v:.2f}s"
+
+
+def _cut(text: str, n: int = LINE_MAX) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def terminal_width(out: TextIO, default: int | None = None) -> int | None:
+    """The terminal's width when ``out`` is one (``COLUMNS`` first, as the shell sets it),
+    else ``default`` (a file or a pipe keeps the fixed width it always had)."""
+    import shutil
+
+    try:
+        tty = out.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    return shutil.get_terminal_size((default or 80, 24)).columns if tty else default
 
 
 class HeadlessObserver:
@@ -46,9 +67,8 @@ class HeadlessObserver:
         if snap.elapsed_s - self._last < self.every_s:
             return
         self._last = snap.elapsed_s
-        parts = [f"{_progress(a)}" for a in snap.arms]
-        where = f"({printable(snap.segment.label())}) " if snap.segment is not None else ""
-        self._p(f"  [{snap.elapsed_s:6.1f}s {snap.phase}] {where}" + " | ".join(parts))
+        for line in progress_lines(snap):
+            self._p(line)
 
     def arm_finished(self, arm: int, progress: ArmProgress) -> None:
         pass
@@ -60,11 +80,23 @@ class HeadlessObserver:
         self._p(f"abtui: session {status} after {snap.elapsed_s:.1f} s")
 
 
+def progress_lines(snap: Snapshot) -> list[str]:
+    """One progress line of at most LINE_MAX characters when every arm fits on it; else the
+    time, phase and segment on the first and one line per arm under it."""
+    where = f" ({printable(snap.segment.label())})" if snap.segment is not None else ""
+    head = f"  [{snap.elapsed_s:6.1f}s {snap.phase}]{where}"
+    parts = [_progress(a) for a in snap.arms]
+    one = f"{head} " + " | ".join(parts)
+    if len(one) <= LINE_MAX:
+        return [one]
+    return [_cut(head)] + [_cut(f"    {p}") for p in parts]
+
+
 def _progress(a: ArmProgress) -> str:
     err = sum(a.errors.values())
     return (
-        f"{a.name} {a.done}/{a.planned} ok={a.ok} err={err} "
-        f"ttft50={_ms(a.recent_ttft_p50_s)}ms tpot50={_ms(a.recent_tpot_p50_s)}ms"
+        f"{printable(a.name)} {a.done}/{a.planned} ok {a.ok} err {err} "
+        f"TTFT50 {_dur(a.recent_ttft_p50_s)} TPOT50 {_dur(a.recent_tpot_p50_s)}"
     )
 
 
@@ -153,8 +185,11 @@ def _print_generator_health(console: Console, meta: dict) -> None:
             console.print(f"[bold red]  ✗ {term(r)}[/]")
 
 
-def print_session_summary(path: str | Path, out: TextIO | None = None) -> list[ArmSummary]:
-    """Summarise the session file at ``path`` side by side; returns the per-arm summaries."""
+def print_session_summary(path: str | Path, out: TextIO | None = None,
+                          width: int | None = None) -> list[ArmSummary]:  # fmt: skip
+    """Summarise the session file at ``path`` side by side, in ``width`` columns (default: the
+    terminal's, when ``out`` is one; a file or pipe gets the full width); returns the per-arm
+    summaries."""
     out = out or sys.stdout
     with SessionReader(path) as rd:
         meta = rd.meta()
@@ -168,7 +203,8 @@ def print_session_summary(path: str | Path, out: TextIO | None = None) -> list[A
             "SELECT arm, error_class, any_value(error_message), count(*) FROM requests "
             "WHERE status = 'error' AND NOT warmup GROUP BY arm, error_class ORDER BY arm, 4 DESC"
         )
-    console = Console(file=out, width=max(100, 40 + 16 * len(names) * 2), highlight=False)
+    full = max(100, 40 + 16 * len(names) * 2)
+    console = Console(file=out, width=width or terminal_width(out, full), highlight=False)
     status = meta.get("status", "?")
     console.print(f"[bold]Session {meta.get('session_name', Path(path).stem)}[/] ({status}) — {path}")
     wl = spec.get("workload", {})

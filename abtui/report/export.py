@@ -108,6 +108,7 @@ def to_markdown(sv: SessionVerdict, doc: dict) -> str:
         f"load {e_(doc['session'].get('load'))})",
         "",
     ]
+    lines += _md_overview(sv, doc)
     if not v.pairs:
         lines += [
             "Nothing to compare: the baseline or every candidate has no measured request.",
@@ -195,6 +196,24 @@ def to_markdown(sv: SessionVerdict, doc: dict) -> str:
     lines += _md_floor(doc)
     lines += [_policy_line(doc), ""]
     return "\n".join(lines)
+
+
+def _md_overview(sv: SessionVerdict, doc: dict) -> list[str]:
+    """The degraded mark, the summary cards and the run's metadata (abtui.report.overview)."""
+    from abtui.report.overview import cards, degraded_lines, metadata
+
+    e_ = md_escape
+    out = []
+    deg = degraded_lines(sv)
+    if deg:
+        out += [f"> **{e_(deg[0])}**"] + [f"> - {e_(r)}" for r in deg[1:]] + [""]
+    cs = cards(sv, doc)
+    out += ["| " + " | ".join(e_(c["title"]) for c in cs) + " |", "|" + "---|" * len(cs),
+            "| " + " | ".join(f"**{e_(c['value'])}**" for c in cs) + " |",
+            "| " + " | ".join(e_(c["detail"]) for c in cs) + " |", ""]  # fmt: skip
+    out += ["## Run", "", "| | |", "|---|---|"]
+    out += [f"| {e_(k)} | {e_(v)} |" for k, v in metadata(sv, doc)]
+    return out + [""]
 
 
 FLOOR_COLUMNS = ("metric", "bias", "bias SE", "spread τ", "floor", "block pairs")

@@ -40,6 +40,11 @@ td:first-child,th:first-child{text-align:left}
 th{background:#f6f8fa}.imp{color:#1a7f37;font-weight:600}.reg{color:#cf222e;font-weight:600}
 .eq{color:#0969da}.muted{color:#656d76;font-size:12px}.plots{display:flex;flex-wrap:wrap;gap:12px}
 .verdict{font-size:22px;font-weight:700}
+.degraded{background:#ffebe9;border:2px solid #cf222e;color:#82071e;padding:.6em 1em;font-weight:600}
+.cards{display:flex;flex-wrap:wrap;gap:12px;margin:1em 0}
+.card{border:1px solid #d0d7de;border-radius:6px;padding:.6em 1em;min-width:200px;flex:1}
+.card h3{margin:0;font-size:13px;color:#656d76;font-weight:600}.card .value{font-size:20px;font-weight:700;margin:.2em 0}
+table.meta td{text-align:left}
 """
 
 
@@ -140,6 +145,7 @@ def to_html(sv: SessionVerdict, doc: dict) -> str:
         f"{'A/A calibration' if sv.aa else 'Verdict'}: {esc(v.result)}</p>",
         f'<p class="muted">exit code {sv.exit_code}; session {esc(doc["status"])}; '
         f"load {esc(doc['session'].get('load'))}</p>",
+        _html_overview(sv, doc),
     ]
     for pair in v.pairs + v.ladder:
         kind = "ladder step" if pair in v.ladder else "candidate"
@@ -266,3 +272,23 @@ def _html_floor(doc: dict) -> str:
     if left:
         h.append("<ul>" + "".join(f'<li class="muted">{esc(x)}</li>' for x in left) + "</ul>")
     return "".join(h)
+
+
+def _html_overview(sv: SessionVerdict, doc: dict) -> str:
+    """The degraded mark, the summary cards and the run's metadata (abtui.report.overview)."""
+    from abtui.report.overview import cards, degraded_lines, metadata
+
+    h = []
+    deg = degraded_lines(sv)
+    if deg:
+        h.append(f'<div class="degraded" id="degraded"><p>{esc(deg[0])}</p><ul>'
+                 + "".join(f"<li>{esc(r)}</li>" for r in deg[1:]) + "</ul></div>")  # fmt: skip
+    h.append('<div class="cards">')
+    for c in cards(sv, doc):
+        h.append(f'<div class="card"><h3>{esc(c["title"])}</h3>'
+                 f'<p class="value">{esc(c["value"])}</p>'
+                 f'<p class="muted">{esc(c["detail"])}</p></div>')  # fmt: skip
+    h.append('</div><h2>Run</h2><table class="meta">')
+    h += [f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in metadata(sv, doc)]
+    h.append("</table>")
+    return "\n".join(h)

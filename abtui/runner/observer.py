@@ -64,6 +64,8 @@ class RunInfo:
     arm_models: list[str]
     planned_per_arm: int
     load: str  # human description: "poisson 20 req/s", "closed loop, concurrency 8"
+    delta: float = 0.02  # the verdict's noise thresholds (policy.delta, policy.delta_tail):
+    delta_tail: float = 0.05  # the live strip marks a change within ±δ as ≈
 
 
 class Observer(Protocol):

@@ -268,6 +268,8 @@ def run_session(
                 arm_models=[t.model for t in targets],
                 planned_per_arm=planned,
                 load=describe_load(spec),
+                delta=spec.policy.delta,
+                delta_tail=spec.policy.delta_tail,
             )
         )
         check_context(targets, [a.name for a in spec.arms], items, writer, obs)

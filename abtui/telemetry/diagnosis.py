@@ -338,11 +338,21 @@ def diagnosis_lines(diags: list[ArmDiagnosis]) -> list[str]:
     return lines
 
 
-def print_diagnosis(path, out) -> list[ArmDiagnosis]:
-    """Print the diagnosis block of the session at ``path`` to ``out``."""
+def print_diagnosis(path, out, width: int | None = None) -> list[ArmDiagnosis]:
+    """Print the diagnosis block of the session at ``path`` to ``out``, each line wrapped at
+    word boundaries to ``width`` (default: the terminal's when ``out`` is one; else unwrapped)."""
+    import textwrap
+
+    from abtui.report.console import terminal_width
+
+    width = width or terminal_width(out)
     diags = diagnose(path)
     print("", file=out)
     for line in diagnosis_lines(diags):
+        if width and len(line) > width:
+            indent = " " * (len(line) - len(line.lstrip()) + 2)
+            line = textwrap.fill(line, width, subsequent_indent=indent, break_long_words=False,
+                                 break_on_hyphens=False)  # fmt: skip
         print(line, file=out)
     return diags
 

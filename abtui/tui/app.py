@@ -240,6 +240,8 @@ class AbtuiApp(App):
                 self._verdict_of(self.session)
             elif w.group == "verdict":
                 self.verdict = w.result
+                if self.live is not None and self.live.is_mounted:  # its figures in the strip
+                    self.live.set_verdict(w.result.sv.verdict.pairs)
                 self._note("the verdict is ready (v shows it)")
                 self.push_screen(VerdictScreen(w.result))
 

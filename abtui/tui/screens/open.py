@@ -22,6 +22,7 @@ from abtui.metrics.live_replay import SEEK_STEP, Playhead, Replay
 from abtui.tui.messages import ArmState, RunProgress
 from abtui.tui.screens.live import LiveScreen
 from abtui.tui.widgets.charts import Chart
+from abtui.tui.widgets.strip import REPLAY, VERDICT
 
 TICK_S = 0.2  # redraws while playing: five a second, as coalesced as the live run's
 
@@ -84,6 +85,12 @@ class OpenScreen(LiveScreen):
         super().on_mount()
         self._draw_timeline()
         self.timer = self.set_interval(TICK_S, self._tick, pause=True)
+
+    def strip_mode(self) -> str:
+        """At the end state, once the verdict is in: its figures; before it, replayed ones."""
+        if self.playhead.at_end_state and self.verdict_pairs is not None:
+            return VERDICT
+        return REPLAY
 
     def on_screen_suspend(self) -> None:  # the verdict or help on top: stop playing
         if self.playhead.playing:

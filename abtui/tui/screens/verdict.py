@@ -20,28 +20,13 @@ from textual.widgets import Footer, Static
 from abtui.report import quality as rq
 from abtui.report.health import DEGRADED_TAG, DEGRADED_WHY, stored_health
 from abtui.report.untrusted import printable
-from abtui.report.verdict_text import effect_table, role_of, rows_of
-from abtui.stats.effects import Effect
+from abtui.report.verdict_text import metrics_table, rows_of
 from abtui.stats.session import SessionVerdict
-from abtui.stats.verdict import GO, NO_GO, PairVerdict, label
+from abtui.stats.verdict import GO, NO_GO, label
 from abtui.tui.widgets.charts import Chart
 
 RESULT_STYLE = {GO: "bold white on dark_green", NO_GO: "bold white on dark_red"}
 RESULT_WORDS = {GO: "✓ GO", NO_GO: "✗ NO-GO", "INCONCLUSIVE": "~ INCONCLUSIVE"}
-FULL_TABLE_WIDTH = 100  # narrower: the compact metrics table (short names, no δ and p columns)
-OUTCOME_STYLE = {"IMPROVED": "green", "REGRESSED": "bold red", "EQUIVALENT": "cyan"}
-SHORT_RATE = {  # metric names that fit a narrow table (the full names are in the report)
-    "throughput.requests": "req/s",
-    "throughput.output_tokens": "out tok/s",
-    "goodput.requests": "good req/s",
-    "goodput.output_tokens": "good tok/s",
-    "slo.attainment": "SLO met",
-    "cost.per_mtok_output": "$/Mtok out",
-    "cost.per_mtok_good": "$/Mtok good",
-    "cost.per_1k_good_requests": "$/1k good",
-}
-
-
 @dataclass
 class VerdictData:
     """What the verdict screen shows, loaded by a worker from the session file."""
@@ -59,69 +44,6 @@ def load_verdict(path) -> VerdictData:
 
     sv = session_verdict(path)
     return VerdictData(sv, report_data(sv), diagnosis_lines(diagnose(path)))
-
-
-def short_label(key: str) -> str:
-    """``throughput.output_tokens`` → ``out tok/s``; ``ttft_user.p99`` → ``P99 TTFT(u)``."""
-    key, _, group = key.partition("@")
-    name = SHORT_RATE.get(key) or label(key).replace(" (user)", "(u)")
-    return f"{name} {group}" if group else name
-
-
-def short_value(e: Effect, v: float) -> str:
-    """A row's value in at most ~8 characters: ``840.3ms``, ``1.343s``, ``1,419/s``."""
-    if v is None or not math.isfinite(v):
-        return "n/a"
-    if e.metric in ("ttft", "ttft_user", "tpot", "itl", "e2e"):
-        if v >= 1:
-            return f"{v:.3f}s" if v < 10 else f"{v:,.1f}s"
-        return f"{v * 1e3:.1f}ms" if v >= 0.1 else f"{v * 1e3:.2f}ms"
-    if e.key == "slo.attainment":
-        return f"{v * 100:.1f}%"
-    if e.metric == "cost":
-        return f"${v:,.3f}" if v < 100 else f"${v:,.0f}"
-    return f"{v:,.0f}/s" if v >= 100 else f"{v:.1f}/s"
-
-
-def short_pct(x: float, sign: str = "%") -> str:
-    """``-37.4%``; ``+7018%`` from ±1000% (one decimal is noise there)."""
-    if x is None or not math.isfinite(x):
-        return "n/a"
-    return f"{x * 100:+.1f}{sign}" if abs(x) < 10 else f"{x * 100:+.0f}{sign}"
-
-
-def _ci(e: Effect) -> str:
-    """The CI in percent without the ``%`` signs (the header says so): ``[-45.7,-29.6]``."""
-    return f"[{short_pct(e.lo, '')},{short_pct(e.hi, '')}]"
-
-
-def metrics_table(pair: PairVerdict, policy: dict, width: int, extra: int = 0) -> Table:
-    """The pair's metrics table for ``width`` columns: the full one (A, B, Δ, CI, δ, p, outcome)
-    from FULL_TABLE_WIDTH; narrower, short metric names, the role as one letter, the CI without
-    ``%`` signs, and no δ or p columns, so that no row wraps at 80 columns. The outcome is always
-    a word (legible without colour)."""
-    if width >= FULL_TABLE_WIDTH:
-        return effect_table(pair, policy)
-    t = Table(show_header=True, header_style="bold", box=None, pad_edge=False, padding=(0, 1))
-    t.add_column("metric", no_wrap=True)
-    t.add_column("r", no_wrap=True)
-    for name in (pair.baseline, pair.candidate):  # a long arm name is cut, its values are not
-        t.add_column(escape(name), justify="right", no_wrap=True, max_width=12, overflow="ellipsis")
-    t.add_column("Δ", justify="right", no_wrap=True)
-    t.add_column("95% CI (%)", justify="right", no_wrap=True)
-    t.add_column("outcome", no_wrap=True)
-    for e in rows_of(pair, policy):
-        role = {"primary": "P", "guardrail": "G"}.get(role_of(e.key, policy), "")
-        t.add_row(
-            short_label(e.key), role, short_value(e, e.a), short_value(e, e.b),
-            short_pct(e.ratio), _ci(e),
-            Text(e.outcome, OUTCOME_STYLE.get(e.outcome, "yellow")),
-        )  # fmt: skip
-    t.caption = (  # ``extra``: the screen's columns beside the table, to say the terminal's width
-        f"r: P primary, G guardrail · δ and p (adj) from {FULL_TABLE_WIDTH + extra} columns wide"
-    )
-    t.caption_justify = "left"
-    return t
 
 
 # The quality table's columns (indices into abtui.report.quality.COLUMNS) left out one group at

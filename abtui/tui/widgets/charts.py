@@ -25,34 +25,50 @@ def fmt_s(v: float) -> str:
 
 
 def histogram_text(
-    title: str, view: HistView, rng: tuple[int, int] | None, width: int, rows: int = 3
-) -> Text:
+    title: str, view: HistView, rng: tuple[int, int] | None, width: int, rows: int = 3,
+    *, marks: bool = True, axis: bool = True,
+) -> Text:  # fmt: skip
     """A title line (P50, P99, and the sample count where it fits), ``rows`` lines of bars over
-    the shared axis, a line marking P50 (▲) and P99 (△), and the axis ends."""
-    out = Text()
-    head, n = f"{title} ▲P50 {fmt_s(view.p50)} △P99 {fmt_s(view.p99)}", f" n={view.n}"
+    the shared axis, a line marking P50 (▲) and P99 (△) and the axis ends (each left out when
+    the pane is short: :func:`abtui.tui.widgets.pane.pane_plan`). Always exactly
+    ``1 + rows + marks + axis`` lines, none wider than ``width``."""
+    from abtui.tui.widgets.pane import fit
+
+    out = Text(no_wrap=True, overflow="ellipsis")
+    p50, p99 = fmt_s(view.p50), fmt_s(view.p99)
+    head = f"{title} ▲P50 {p50} △P99 {p99}"
     # the sample count where it fits (it is the counts line's ok figure): a wrapped title
     # took a line from each histogram at 80 columns
-    out.append(head + (n if len(head) + len(n) <= width else "") + "\n", "bold")
+    heads = [head + f" n={view.n}", head, f"{title} ▲{p50} △{p99}"]
+    out.append_text(fit([Text(h, "bold") for h in heads], width))
+    out.append("\n")
     width = max(8, width)
+    tail = marks + axis
     if rng is None or view.n == 0:
-        out.append("no samples yet" + "\n" * (rows + 1), "dim")  # as tall as the bars, marks, axis
+        out.append("no samples yet" + "\n" * (rows - 1 + tail), "dim")  # as tall as with samples
         return out
     counts, edges = rebin(view.counts, rng[0], rng[1], width)
     top = counts.max() or 1
     levels = [round(c / top * rows * 8) for c in counts]
     for r in range(rows - 1, -1, -1):
         line = "".join(BLOCKS[min(8, max(0, lv - r * 8))] for lv in levels)
-        out.append(line + "\n", "cyan")
-    marks = [" "] * width
-    for q, ch in ((view.p99, "△"), (view.p50, "▲")):
-        col = column_of(q, edges)
-        if col is not None:
-            marks[col] = ch
-    out.append("".join(marks), "yellow")
-    out.append("\n")
-    lo, hi = fmt_s(edges[0]), fmt_s(edges[-1])
-    out.append(lo + " " * max(1, width - len(lo) - len(hi) - 4) + hi + " log", "dim")
+        out.append(line + ("\n" if r or tail else ""), "cyan")
+    if marks:
+        cells = [" "] * width
+        for q, ch in ((view.p99, "△"), (view.p50, "▲")):
+            col = column_of(q, edges)
+            if col is not None:
+                cells[col] = ch
+        out.append("".join(cells) + ("\n" if axis else ""), "yellow")
+    if axis:
+        lo, hi = fmt_s(edges[0]), fmt_s(edges[-1])
+        pad = width - len(lo) - len(hi) - 4
+        line = (
+            lo + " " * pad + hi + " log"
+            if pad >= 1
+            else lo + " " * max(1, width - len(lo) - len(hi)) + hi
+        )
+        out.append(line[:width], "dim")
     return out
 
 
@@ -64,27 +80,40 @@ def sparkline(values: list[float], width: int) -> str:
     return "".join(SPARK[min(7, int(v / top * 7.999))] for v in vals)
 
 
-def phase_bar(ttft_s: float, decode_s: float, lag_s: float, width: int) -> Text:
-    """Mean time of a request split into client wait (schedule lag), TTFT and decode."""
+def phase_bar(ttft_s: float, decode_s: float, lag_s: float, width: int, bar: bool = True) -> Text:
+    """Mean time of a request split into client wait (schedule lag), TTFT and decode: a bar
+    and its percentages, or (``bar=False``, a short pane) the percentages on one line."""
+    from abtui.tui.widgets.pane import fit
+
     parts = [("wait", lag_s, "magenta"), ("TTFT", ttft_s, "yellow"), ("decode", decode_s, "green")]
     total = sum(v for _, v, _ in parts if math.isfinite(v))
-    t = Text()
     if not total > 0:
-        return t.append("time split: no samples yet", "dim")
-    width = max(10, width)
+        return fit([Text("time split: no samples yet", "dim")], width) + ("\n" if bar else "")
+    share = [(name, (v if math.isfinite(v) else 0) / total) for name, v, _ in parts]
     chars = "░▒█"
-    for (_name, v, style), ch in zip(parts, chars, strict=True):
-        n = round((v if math.isfinite(v) else 0) / total * width)
-        t.append(ch * n, style)
-    t.append("\n")
-    t.append(
-        "  ".join(
-            f"{ch}{name} {v / total:.0%}" for (name, v, _), ch in zip(parts, chars, strict=True)
-        )
-        + " (client view)",
-        "dim",
-    )
-    return t
+    t = Text(no_wrap=True, overflow="ellipsis")
+    if bar:
+        width = max(10, width)
+        line = Text()
+        for (_name, v), (_, _, style), ch in zip(share, parts, chars, strict=True):
+            line.append(ch * round(v * width), style)
+        line.truncate(width)  # the rounding may give one cell too many
+        t.append_text(line)
+        t.append("\n")
+        legend = [
+            "  ".join(f"{ch}{name} {v:.0%}" for (name, v), ch in zip(share, chars, strict=True))
+            + " (client view)",
+            "  ".join(f"{ch}{name} {v:.0%}" for (name, v), ch in zip(share, chars, strict=True)),
+        ]
+    else:
+        legend = [
+            "time split: " + " · ".join(f"{n} {v:.0%}" for n, v in share) + " (client view)",
+            "time split: " + " · ".join(f"{n} {v:.0%}" for n, v in share),
+            "time: " + " · ".join(f"{n} {v:.0%}" for n, v in share),
+            " ".join(f"{n} {v:.0%}" for n, v in share),
+            "TTFT {1:.0%} dec {2:.0%} w {0:.0%}".format(*(v for _, v in share)),
+        ]
+    return t.append_text(fit([Text(x, "dim") for x in legend], width))
 
 
 def set_content(widget: Static, content) -> None:

@@ -1,0 +1,113 @@
+"""What a report opens with: the degraded mark, four summary cards and the run's metadata.
+
+A team decides from the first screen of a report (GuideLLM's and genai-bench's reports open
+with their headline numbers and the run's configuration): the verdict, the primary effect with
+its CI, cost and quality as cards; then when, how long, which abtui, where, which endpoints and
+models, what workload, which SLOs and which policy. Computed once here from the verdict and the
+report document; Markdown and HTML only lay it out. Stored strings are returned as stored — the
+renderers escape them.
+"""
+
+from __future__ import annotations
+
+import math
+
+from abtui.report.health import DEGRADED_TAG, DEGRADED_WHY, stored_health
+from abtui.stats.session import SessionVerdict
+from abtui.stats.verdict import label, pct
+
+
+def _money(x) -> str:
+    return "n/a" if x is None or not math.isfinite(x) else f"${x:,.3f}"
+
+
+def cards(sv: SessionVerdict, doc: dict) -> list[dict]:
+    """``[{"title", "value", "detail"}]``: verdict, primary Δ with CI, cost, quality."""
+    v, pol = sv.verdict, sv.verdict.policy
+    degraded = stored_health(sv.meta).degraded
+    out = [{
+        "title": "A/A calibration" if sv.aa else "Verdict",
+        "value": v.result + (f" · {DEGRADED_TAG.split()[0]}" if degraded else ""),
+        "detail": f"exit code {sv.exit_code}; session {doc.get('status')}",
+    }]  # fmt: skip
+    pair = v.pairs[0] if v.pairs else None
+    e = pair.comparison.get(pol["primary"]) if pair else None
+    if e is None:
+        out.append({"title": "Primary Δ", "value": "n/a", "detail": label(pol["primary"])})
+    else:
+        out.append({
+            "title": f"Primary Δ ({label(e.key)})",
+            "value": pct(e.ratio),
+            "detail": f"95% CI [{pct(e.lo)}, {pct(e.hi)}] · {e.outcome} · δ ±{e.delta:.0%}"
+            + (f" · {pair.candidate} vs {pair.baseline}" if len(v.pairs) > 1 else ""),
+        })  # fmt: skip
+    cost = pair.cost if pair else None
+    if cost:
+        per = [(n, c.get("usd_per_mtok_good")) for n, c in cost.items()]
+        out.append({"title": "Cost ($/Mtok good)",
+                    "value": _money(per[-1][1]) + f" {per[-1][0]}",
+                    "detail": " vs ".join(f"{n} {_money(x)}" for n, x in per)})  # fmt: skip
+    else:
+        out.append({"title": "Cost", "value": "no price given",
+                    "detail": "set cost.gpu_price (and cost.gpus) in the spec"})  # fmt: skip
+    q = pair.quality if pair else None
+    if not q:
+        out.append({"title": "Quality", "value": "not measured", "detail": "no quality suites"})
+    else:
+        gates = q.get("gates") or []
+        state = "FAIL" if q.get("no_go") else "undecided" if q.get("undecided") else "pass"
+        out.append({"title": "Quality", "value": state,
+                    "detail": "; ".join(f"{g['suite']} {g['state']}" for g in gates)
+                    or "no gated suite"})  # fmt: skip
+    return out
+
+
+def _dist(wl: dict, key: str) -> str:
+    got = wl.get(f"{key}_dist")
+    return str(got) if got else f"fixed:{wl.get(f'{key}_tokens', '?')}"
+
+
+def metadata(sv: SessionVerdict, doc: dict) -> list[tuple[str, str]]:
+    """The run's metadata rows, (field, value), in reading order."""
+    meta, spec = sv.meta, sv.spec or {}
+    wl, ld = spec.get("workload") or {}, spec.get("load") or {}
+    host = meta.get("host") if isinstance(meta.get("host"), dict) else {}
+    sums = doc.get("summaries") or {}
+    durations = [s.get("duration_s") for s in sums.values() if s.get("duration_s") is not None]
+    rows = [
+        ("date", str(meta.get("created") or "unknown")),
+        ("duration", f"{max(durations):.1f} s (measured, longest arm)" if durations else "n/a"),
+        ("abtui version", str(meta.get("abtui_version") or "unknown")),
+        ("host", ", ".join(str(x) for x in (host.get("hostname"), host.get("platform"),
+                                              host.get("cpu_count") and f"{host['cpu_count']} CPUs")
+                           if x) or "unknown"),  # fmt: skip
+    ]
+    for a in doc.get("arms") or []:
+        rows.append((f"endpoint {a.get('name')}",
+                     f"{a.get('role') or 'arm'}: {a.get('url')} · model {a.get('model')}"))  # fmt: skip
+    shape = [f"input {_dist(wl, 'input')} tokens", f"output {_dist(wl, 'output')} tokens"]
+    if wl.get("file"):
+        shape.insert(0, f"file {wl['file']}")
+    if wl.get("prefix_groups"):
+        shape.append(f"{wl['prefix_groups']} shared-prefix groups")
+    shape.append(f"seed {wl.get('seed', '?')}")
+    rows.append(("workload", "; ".join(shape) if wl else "not recorded in the spec"))
+    rows.append(("requests", "; ".join(f"{n} {s.get('sent')} sent, {s.get('ok')} ok"
+                                       for n, s in sums.items()) or "n/a"))  # fmt: skip
+    arrival = str(meta.get("load") or "?")
+    if ld.get("arrival") == "gamma":
+        arrival += f" (gamma arrivals, cv {ld.get('burstiness', 1.0):g})"
+    rows.append(("arrival process", arrival))
+    slo = ", ".join(f"{k} ≤ {val * 1e3:g} ms" for k, val in (doc.get("slo") or {}).items())
+    rows.append(("SLOs", slo or "none set"))
+    p = sv.verdict.policy
+    rows.append(("policy", f"primary {label(p['primary'])}; guardrails "
+                 f"{', '.join(label(g) for g in p['guardrails']) or 'none'}; α {p['alpha']:g}; "
+                 f"δ {p['delta']:.0%} / {p['delta_tail']:.0%} (tails)"))  # fmt: skip
+    return rows
+
+
+def degraded_lines(sv: SessionVerdict) -> list[str]:
+    """``[DEGRADED SESSION: why, reason…]`` for a degraded session, else ``[]``."""
+    h = stored_health(sv.meta)
+    return [f"{DEGRADED_TAG}: {DEGRADED_WHY}", *h.reasons] if h.degraded else []
