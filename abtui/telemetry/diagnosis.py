@@ -36,6 +36,7 @@ import numpy as np
 
 from abtui.metrics.windows import MeasuredWindows
 from abtui.store.reader import SessionReader
+from abtui.telemetry.engines import ENGINES
 
 
 @dataclass
@@ -223,7 +224,7 @@ def diagnose(path) -> list[ArmDiagnosis]:
         i = a["arm"]
         s = _Series(tel, i, windows)
         engines = list(engines_meta.get(str(i), [])) or sorted(
-            x for x in s.sources() if x in ("vllm", "sglang", "tgi", "dcgm")
+            x for x in s.sources() if x in ENGINES
         )
         d = ArmDiagnosis(arm=i, name=a["name"], engines=engines)
         d.output_tokens = int(tokens.get(i, 0) or 0)

@@ -62,7 +62,7 @@ def gpu_line(telemetry: dict[str, float]) -> Text:
 
 def engine_line(telemetry: dict[str, float]) -> Text:
     """The server's own queue: running / waiting requests and KV-cache use, when scraped."""
-    for eng in ("vllm", "sglang", "tgi"):
+    for eng in ("vllm", "sglang", "tgi", "llamacpp"):
         got = {k.split(":", 1)[1]: v for k, v in telemetry.items() if k.startswith(eng + ":")}
         parts = [f"{lab} {f(got[k])}" for k, lab, f in (
             ("running", "running", lambda v: f"{v:.0f}"),
