@@ -134,6 +134,14 @@ def test_stream_timings_are_the_servers_and_agree_with_its_counters(plain, api, 
     assert d["decodes"] >= 11  # at least one decode call per generated token after the first
 
 
+def test_props_give_the_slot_count_and_context(plain):
+    sc = PromScraper(0, plain.base + "/metrics")
+    rows = {m: v for _, src, _, m, v in sc.poll() if src == "llamacpp"}
+    assert rows["slots_total"] == 2 and rows["slot_ctx"] == plain.ctx
+    assert sc.engines == {"llamacpp"}
+    sc.close()
+
+
 def test_real_metrics_map_into_abtuis_families(plain):
     text = plain.metrics_text()
     scrape = parse(text)
@@ -222,7 +230,8 @@ dir = "{tmp_path}"
     assert (t["predicted_n"] == 16).all() and (t["prompt_ms"] > 0).all()
     assert engines == {"0": ["llamacpp"], "1": ["llamacpp"]}
     assert {"running", "waiting", "generation_tokens.delta", "prompt_tokens.rate",
-            "decodes.delta", "busy_slot_decodes.delta", "spec_accepted_tokens.delta"} <= fams
+            "decodes.delta", "busy_slot_decodes.delta", "spec_accepted_tokens.delta",
+            "slots_total", "slot_ctx"} <= fams  # the last two from /props
     plain_d, draft_d = diagnose(path)
     for d in (plain_d, draft_d):
         c = d.timings
@@ -230,7 +239,7 @@ dir = "{tmp_path}"
         assert 0 < c.server_prompt_ms < c.client_ttft_ms and c.ttft_gap_ms > 0
         assert c.server_decode_ms > 0 and c.client_tpot_ms > 0
         assert d.server.view.startswith("server (llamacpp timings")
-        assert d.batch_mean is not None and 0 < d.batch_mean <= 2
+        assert d.batch_mean is not None and 0 < d.batch_mean <= 2 and d.slots_total == 2
     assert plain_d.timings.stream_acceptance is None and not plain_d.spec_acceptance
     assert draft_d.timings.stream_acceptance > 0 and draft_d.spec_acceptance > 0
     text = "\n".join(diagnosis_lines([plain_d, draft_d]))

@@ -229,6 +229,45 @@ def test_unreachable_or_404_is_a_row_not_an_exception():
     assert dead.last_error
 
 
+@pytest.mark.parametrize(
+    ("props", "want"),
+    [
+        (b'{"total_slots": 4, "default_generation_settings": {"n_ctx": 1024}}',
+         {"slots_total": 4.0, "slot_ctx": 1024.0}),
+        (b'{"total_slots": "4", "default_generation_settings": []}', {}),  # bad types: nothing
+        (b"not json", {}),
+        (None, {}),  # 404
+    ],
+)
+def test_llamacpp_props_are_read_once_and_repeated(props, want):
+    seen = []
+
+    class H(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            seen.append(self.path)
+            body = _fixture("llamacpp.txt").encode() if self.path == "/metrics" else props
+            self.send_response(200 if body is not None else 404)
+            self.send_header("Content-Length", str(len(body or b"")))
+            self.end_headers()
+            self.wfile.write(body or b"")
+
+        def log_message(self, *a):
+            pass
+
+    srv = HTTPServer(("127.0.0.1", 0), H)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        s = PromScraper(0, f"http://127.0.0.1:{srv.server_port}/metrics", timeout_s=2)
+        for _ in range(2):
+            rows = _rows(s.poll())
+            assert {m: v for (src, m), v in rows.items() if m.startswith("slot")} == want
+            assert rows[("scrape", "scrape.ok")] == 1.0
+        assert seen == ["/metrics", "/props", "/metrics"]  # /props once
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
 def test_scrapes_the_simulators_real_metrics_over_loopback():
     from abtui.sim.engine import SimConfig
     from abtui.sim.preset_cli import PresetOptions

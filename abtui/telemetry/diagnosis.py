@@ -100,6 +100,7 @@ class ArmDiagnosis:
     roofline: list = field(default_factory=list)  # abtui.telemetry.bottleneck.PhaseBound
     timings: TimingCheck | None = None  # the server's per-request timings vs the client's
     batch_mean: float | None = None  # llama.cpp: busy slots per decode call in the window
+    slots_total: int | None = None  # llama.cpp: its --parallel, from /props
     prompt_cached_share: float | None = None  # llama.cpp: prompt tokens reused from its cache
 
     @property
@@ -270,6 +271,8 @@ def diagnose(path) -> list[ArmDiagnosis]:
         d.server_generated = s.total("generation_tokens")
         busy, decodes = s.total("busy_slot_decodes"), s.total("decodes")
         d.batch_mean = busy / decodes if busy is not None and decodes else None
+        slots = s.gauge("slots_total")
+        d.slots_total = int(slots[1]) if slots else None
         cached, computed = s.total("prompt_cached_tokens"), s.total("prompt_tokens")
         if cached is not None and computed is not None and cached + computed > 0:
             d.prompt_cached_share = cached / (cached + computed)
@@ -325,7 +328,8 @@ def diagnosis_lines(diags: list[ArmDiagnosis]) -> list[str]:
         if d.preemptions is not None:
             srv.append(f"preemptions {d.preemptions:.0f}")
         if d.batch_mean is not None:
-            srv.append(f"batch {d.batch_mean:.2f} busy slots/decode")
+            of = f" of {d.slots_total}" if d.slots_total else ""
+            srv.append(f"batch {d.batch_mean:.2f}{of} busy slots/decode")
         if d.prompt_cached_share is not None:
             srv.append(f"prompt cache {d.prompt_cached_share:.0%}")
         if d.spec_acceptance is not None and d.timings is None:  # else in the timings line
