@@ -66,10 +66,17 @@ def plain(model):
 @pytest.fixture(scope="module")
 def spec(model):
     """Speculative decoding with the target itself as the draft: the vocabularies match and
-    greedy drafts are mostly accepted, so the acceptance counters have something to count."""
+    greedy drafts are mostly accepted, so the acceptance counters have something to count.
+
+    The draft flags go as extra_args: this llama.cpp removed ``--draft-max`` / ``--draft-min``
+    (``common/arg.cpp``: "use --spec-draft-n-max"), which ``LlamaCppServer(draft=...)`` passes,
+    and a plain draft model drafts nothing unless ``--spec-type draft-simple`` says so (the
+    default type is ``none``; only MTP / DFlash drafts are inferred from the GGUF)."""
     from abtui.engine.server import LlamaCppServer
 
-    with LlamaCppServer(model, name="tiny", parallel=2, draft=model, draft_max=4) as srv:
+    draft = ("-md", str(model), "--spec-type", "draft-simple", "--spec-draft-n-max", "4",
+             "--spec-draft-n-min", "0", "-td", "1")  # fmt: skip
+    with LlamaCppServer(model, name="tiny", parallel=2, extra_args=draft) as srv:
         yield srv
 
 

@@ -185,7 +185,7 @@ def test_llamacpp_server_timings_next_to_the_client_view(tmp_path):
     assert llama.server.mean_s == pytest.approx({"prefill": 0.012, "decode": 0.016})
     text = "\n".join(diagnosis_lines([llama, other]))
     assert "TTFT 20.0 ms at the client, 12.0 ms prompt in the server (60%): +8.0 ms" in text
-    assert "decode 4.00 ms/token in the server" in text and "(+1.00 ms/token" in text
+    assert "decode 4.00 ms/token in the server" in text and "(client - server +1.00 ms/token)" in text
     assert ("acceptance: 70.0% from the server's counters, 75.0% (24/32 draft tokens) from the "
             "streams' timings, 5.0 points apart") in text  # fmt: skip
     assert "batch 2.00 busy slots/decode" in text and "prompt cache 50%" in text

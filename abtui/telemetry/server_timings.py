@@ -13,7 +13,9 @@ source (``tools/server/server-common.h``, ``server_slot_stats``):
 Against abtui's client-side figures on the *same* requests (ok, not warm-up):
 ``client TTFT - prompt_ms`` is what lies outside the engine's compute before the first token
 (queueing for a slot + network + HTTP + client overhead: a check of abtui's TTFT no peer has),
-and ``client TPOT - server decode per token`` what streaming adds per token. With a draft model
+and ``client TPOT - server decode per token`` what streaming adds per token — near zero, and it
+can be slightly negative: ``predicted_ms`` starts at the prompt's end, before the first token is
+sampled and sent, where the client's decode span starts at that token's arrival. With a draft model
 the streams' ``draft_n_accepted / draft_n`` is the acceptance rate of these requests, the
 cross-check of the one from the server's counters (``spec_accepted_tokens / spec_draft_tokens``,
 whole-server, over the measured windows).
@@ -122,7 +124,7 @@ def timing_lines(c: TimingCheck | None, counters_acceptance: float | None) -> li
         lines.append(
             f"    server timings: decode {_ms(c.server_decode_ms, '.2f')}/token in the server "
             f"(predicted_ms / (predicted_n - 1)), TPOT {_ms(c.client_tpot_ms, '.2f')} at the "
-            f"client ({c.tpot_gap_ms:+.2f} ms/token from streaming)"
+            f"client (client - server {c.tpot_gap_ms:+.2f} ms/token)"
         )
     if c.stream_acceptance is not None or counters_acceptance is not None:
         ctr = "n/a" if counters_acceptance is None else f"{counters_acceptance:.1%}"
