@@ -21,6 +21,7 @@ import httpx
 from abtui.client import records as R
 from abtui.client.records import RequestRecord
 from abtui.client.sse import SSEParser
+from abtui.client.timings import parse_timings
 from abtui.client.tls import describe, find_cert_error, ssl_context
 from abtui.workload.items import Item
 
@@ -152,45 +153,6 @@ def _count(v: object) -> int | None:
 
 
 _NO_TIMINGS = object()
-
-
-def _timing_problem(key: str, v: object) -> str | None:
-    """Why ``v`` is not a valid value of the timings field ``key`` (None when it is)."""
-    if isinstance(v, bool) or not isinstance(v, int | float):
-        return f"{key} is not a number ({str(v)[:40]!r})"
-    if not (v == v and abs(v) != float("inf")):
-        return f"{key} is not finite"
-    if v < 0 or v >= 2**63:
-        return f"{key} is out of range ({v!r})"
-    if key in R.TIMING_COUNTS and isinstance(v, float) and not v.is_integer():
-        return f"{key} is not a whole number ({v!r})"
-    return None
-
-
-def parse_timings(raw: object) -> tuple[dict[str, float] | None, str | None]:
-    """A server's ``timings`` object (llama.cpp) → (the well-formed fields of
-    :data:`~abtui.client.records.TIMING_FIELDS`, a note on what was dropped). Never raises:
-    a bad value is left out and named in the note, as a bad ``usage`` count is left out."""
-    if raw is None:
-        return None, None
-    if not isinstance(raw, dict):
-        return None, f"timings is not an object ({type(raw).__name__})"
-    out: dict[str, float] = {}
-    notes: list[str] = []
-    for key in R.TIMING_FIELDS:
-        if key not in raw:
-            continue
-        v = raw[key]
-        why = _timing_problem(key, v)
-        if why:
-            notes.append(why)
-        else:
-            out[key] = int(v) if key in R.TIMING_COUNTS else float(v)
-    if out.get("draft_n_accepted", 0) > out.get("draft_n", out.get("draft_n_accepted", 0)):
-        notes.append(f"draft_n_accepted {out['draft_n_accepted']} > draft_n {out['draft_n']}")
-        del out["draft_n"], out["draft_n_accepted"]
-    note = ("timings: " + "; ".join(notes))[:300] if notes else None
-    return out or None, note
 
 
 class _StreamState:
