@@ -72,7 +72,7 @@ class ArmSpec:
     gpus: int | None = None
     """GPUs this arm uses (overrides ``[cost] gpus``)."""
     metrics_url: str | None = None
-    """This arm's Prometheus ``/metrics`` (vLLM, SGLang, TGI, DCGM exporter), scraped every
+    """This arm's Prometheus ``/metrics`` (vLLM, SGLang, TGI, llama.cpp, DCGM exporter), scraped every
     ``telemetry.interval_s``; default ``http://host:port/metrics`` of ``url``; ``"off"``: none."""
     gpu_index: int | str | None = None
     """Local GPU(s) serving this arm, by NVML index (``0``, or ``"0,1"`` for tensor parallel)."""

@@ -632,6 +632,88 @@ def test_odd_usage_and_logprobs_values_do_not_raise():
         assert (rec.n_output, rec.token_source) == (1, R.TOKENS_CHUNKS)
 
 
+LLAMACPP_TIMINGS = {  # llama-server's server_slot_stats::to_json(), with a draft model
+    "cache_n": 0, "prompt_n": 5, "prompt_ms": 12.5, "prompt_per_token_ms": 2.5,
+    "prompt_per_second": 400.0, "predicted_n": 3, "predicted_ms": 8.0,
+    "predicted_per_token_ms": 4.0, "predicted_per_second": 250.0,
+    "draft_n": 4, "draft_n_accepted": 3,
+}  # fmt: skip
+
+
+def llamacpp_script(timings, api="chat") -> list:
+    """llama-server's stream: the tokens, a finish-only chunk, then the usage chunk (choices
+    []) that carries ``timings`` (server-task.cpp, to_json_oaicompat_chat_stream)."""
+    tok = chat if api == "chat" else comp
+    last = {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 3},
+            "timings": timings}  # fmt: skip
+    return [SSE_HEAD, sse(tok("a")), sse(tok("b")), sse(tok("c")),
+            sse(tok("", finish="length") if api == "completions" else chat(None, finish="length")),
+            sse(last), DONE, END]  # fmt: skip
+
+
+@pytest.mark.parametrize("api", ["chat", "completions"])
+def test_llamacpp_timings_are_kept(api):
+    rec, _ = serve_one(llamacpp_script(LLAMACPP_TIMINGS, api), api=api)
+    assert rec.status == R.OK, rec.error_message
+    # the derived per-token / per-second fields are not kept: they are derived again
+    assert rec.timings == {"cache_n": 0, "prompt_n": 5, "prompt_ms": 12.5, "predicted_n": 3,
+                           "predicted_ms": 8.0, "draft_n": 4, "draft_n_accepted": 3}  # fmt: skip
+    assert rec.timings_note is None
+    assert len(rec.chunk_ns) == 3 and rec.n_output == 3  # the timings chunk is no token
+
+
+def test_timings_per_token_the_last_one_wins():
+    script = llamacpp_script(LLAMACPP_TIMINGS)
+    early = chat("a")
+    early["timings"] = {"prompt_n": 5, "prompt_ms": 12.5, "predicted_n": 1, "predicted_ms": 0.0}
+    script[1] = sse(early)
+    rec, _ = serve_one(script)
+    assert rec.timings["predicted_n"] == 3 and rec.timings["draft_n_accepted"] == 3
+
+
+def test_no_timings_leaves_none():
+    rec, _ = serve_one([SSE_HEAD, sse(chat("a", finish="stop")), DONE, END])
+    assert rec.status == R.OK and rec.timings is None and rec.timings_note is None
+
+
+@pytest.mark.parametrize(
+    ("timings", "kept", "note"),
+    [
+        ("12 ms", None, "timings is not an object (str)"),
+        ([1, 2], None, "timings is not an object (list)"),
+        (None, None, None),  # null: no timings, nothing wrong
+        ({"prompt_ms": "12.5", "prompt_n": 5}, {"prompt_n": 5}, "prompt_ms is not a number"),
+        ({"prompt_n": True, "predicted_ms": 3}, {"predicted_ms": 3.0}, "prompt_n is not a number"),
+        ({"prompt_n": 2.5, "prompt_ms": 1}, {"prompt_ms": 1.0}, "prompt_n is not a whole number"),
+        ({"predicted_ms": -1.0, "predicted_n": 4}, {"predicted_n": 4}, "predicted_ms is out of"),
+        ({"predicted_n": 2**64, "prompt_n": 1}, {"prompt_n": 1}, "predicted_n is out of range"),
+        ({"prompt_ms": {"x": 1}}, None, "prompt_ms is not a number"),
+        ({"draft_n": 2, "draft_n_accepted": 5, "prompt_n": 1}, {"prompt_n": 1},
+         "draft_n_accepted 5 > draft_n 2"),
+        ({"prompt_n": 3.0, "unknown": "x"}, {"prompt_n": 3}, None),  # 3.0 is whole; extras ignored
+        ({}, None, None),
+    ],
+)
+def test_malformed_timings_are_dropped_and_noted_never_raised(timings, kept, note):
+    rec, _ = serve_one(llamacpp_script(timings))
+    assert rec.status == R.OK, rec.error_message  # a bad timings object fails nothing
+    assert rec.timings == kept
+    if note is None:
+        assert rec.timings_note is None
+    else:
+        assert rec.timings_note.startswith("timings") and note in rec.timings_note
+
+
+def test_nan_and_infinite_timings_are_dropped():
+    # Python's json reads NaN / Infinity, which a server's JSON encoder may write
+    body = (b'{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":1},'
+            b'"timings":{"prompt_ms":NaN,"predicted_ms":Infinity,"prompt_n":5}}')  # fmt: skip
+    rec, _ = serve_one([SSE_HEAD, sse(chat("a", finish="stop")), sse(body), DONE, END])
+    assert rec.status == R.OK and rec.timings == {"prompt_n": 5}
+    assert "prompt_ms is not finite" in rec.timings_note
+    assert "predicted_ms is not finite" in rec.timings_note
+
+
 def test_in_stream_error_object():
     script = [SSE_HEAD, sse(chat("a")), sse({"error": {"message": "boom", "code": 500}}), DONE, END]
     rec, _ = serve_one(script)

@@ -148,6 +148,44 @@ def test_round_trip(tmp_path):
     assert SECRET.encode() not in path.read_bytes()
 
 
+def test_server_timings_round_trip_and_a_file_without_the_table(tmp_path):
+    path = tmp_path / "t.duckdb"
+    full = {"cache_n": 0, "prompt_n": 5, "prompt_ms": 12.5, "predicted_n": 3,
+            "predicted_ms": 8.0, "draft_n": 4, "draft_n_accepted": 3}  # fmt: skip
+    records = [
+        rec(0, timings=full),
+        rec(1),  # no timings (vLLM, SGLang...): no row
+        rec(2, arm=1, timings={"prompt_n": 7}, timings_note="timings: prompt_ms is not a number"),
+        rec(3, arm=1, timings_note="timings is not an object (str)"),
+        rec(4, warmup=True, timings=full),
+    ]
+    with SessionWriter(path) as w:
+        w.write_arms([{"arm": 0, "name": "a"}, {"arm": 1, "name": "b"}])
+        w.add_records(records[:2])
+        w.flush()  # req ids continue across flushes
+        w.add_records(records[2:])
+    with SessionReader(path) as r:
+        t = r.server_timings()
+        assert t["req"].tolist() == [0, 2, 3] and t["arm"].tolist() == [0, 1, 1]
+        assert t["prompt_ms"][0] == 12.5 and t["draft_n_accepted"][0] == 3.0
+        assert t["prompt_n"][1] == 7.0 and np.isnan(t["prompt_ms"][1])  # NULL → NaN
+        assert t["note"].tolist() == [None, "timings: prompt_ms is not a number",
+                                      "timings is not an object (str)"]  # fmt: skip
+        assert len(r.server_timings(include_warmup=True)["req"]) == 4
+    # a session written before the table existed still opens, with no timings
+    con = duckdb.connect(str(path))
+    con.execute("DROP TABLE server_timings")
+    con.close()
+    with SessionReader(path) as r:
+        t = r.server_timings()
+        assert t["req"].size == 0 and t["prompt_ms"].dtype == float
+        assert len(r.request_table()) == 4
+    from abtui.telemetry.diagnosis import diagnose
+
+    diags = diagnose(path)  # and its diagnosis has no check, rather than failing
+    assert len(diags) == 2 and all(d.timings is None for d in diags)
+
+
 def test_secret_keys():
     for k in ("api_key", "API-KEY", "apikey", "Authorization", "token", "hf_token", "headers",
               "extra_headers", "client_secret", "password", "access_token"):  # fmt: skip

@@ -124,3 +124,70 @@ def test_alternate_each_arm_is_measured_in_its_own_turns_only(tmp_path):
     assert a.gpu.power_w == pytest.approx(400.0) and b.gpu.power_w == pytest.approx(250.0)
     assert a.gpu.j_per_token == pytest.approx(4.8) and b.gpu.j_per_token == pytest.approx(3.0)
     assert a.scrapes_ok == b.scrapes_ok == 24
+
+
+def _llamacpp(decodes, busy_per_decode, drafted, accepted, cached=0, prompt=100):
+    """llama-server's /metrics as its to_metrics() writes it (server-task.cpp)."""
+    return "\n".join([
+        "# TYPE llamacpp:prompt_tokens_total counter", f"llamacpp:prompt_tokens_total {prompt}",
+        f"llamacpp:prompt_tokens_cached_total {cached}", "llamacpp:prompt_seconds_total 0.5",
+        "llamacpp:tokens_predicted_total 50", "llamacpp:tokens_predicted_seconds_total 1",
+        f"llamacpp:n_decode_total {decodes}", "llamacpp:n_tokens_max 40",
+        f"llamacpp:spec_decode_num_draft_tokens_total {drafted}",
+        f"llamacpp:spec_decode_num_accepted_tokens_total {accepted}",
+        "llamacpp:spec_decode_num_drafts_total 10",
+        "llamacpp:requests_processing 2", "llamacpp:requests_deferred 1",
+        f"llamacpp:n_busy_slots_per_decode {busy_per_decode}",
+    ])  # fmt: skip
+
+
+def test_llamacpp_server_timings_next_to_the_client_view(tmp_path):
+    from abtui.client.records import RequestRecord
+
+    path = tmp_path / "s.duckdb"
+    ms = 1_000_000
+    w = SessionWriter(path)
+    w.write_arms([{"arm": 0, "name": "llama", "role": "baseline"},
+                  {"arm": 1, "name": "vllm", "role": "candidate"}])  # fmt: skip
+    recs = []
+    for k in range(4):  # client: TTFT 20 ms, TPOT 5 ms; server: prompt 12 ms, 16 ms / 4 steps
+        d = 1000 * ms + k * 300 * ms
+        chunks = [d + 20 * ms + 5 * ms * j for j in range(5)]
+        timings = {"prompt_n": 10, "prompt_ms": 12.0, "predicted_n": 5, "predicted_ms": 16.0,
+                   "draft_n": 8, "draft_n_accepted": 6}  # fmt: skip
+        for arm in (0, 1):
+            recs.append(RequestRecord(
+                arm=arm, item=k, scheduled_ns=d, dispatched_ns=d, first_byte_ns=d + ms,
+                done_ns=chunks[-1], chunk_ns=chunks, chunk_tokens=[1] * 5, n_input=10, n_output=5,
+                finish_reason="length", timings=timings if arm == 0 else None,
+                timings_note="timings: prompt_n is not a number" if (arm, k) == (0, 3) else None,
+            ))  # fmt: skip
+    w.add_records(recs)
+    sc = PromScraper(0, "http://127.0.0.1:1/metrics")
+    for t, text in ((900, _llamacpp(100, 1.0, 0, 0)),
+                    (1500, _llamacpp(200, 1.5, 40, 28, cached=100, prompt=200))):  # fmt: skip
+        w.add_telemetry(sc.rows_from_text(text, t * ms))
+    w.close()
+    llama, other = diagnose(path)
+    assert llama.engines == ["llamacpp"]
+    c = llama.timings
+    assert (c.n, c.server_prompt_ms, c.client_ttft_ms) == (4, 12.0, pytest.approx(20.0))
+    assert c.ttft_gap_ms == pytest.approx(8.0) and c.noted == 1
+    assert c.server_decode_ms == 4.0 and c.client_tpot_ms == pytest.approx(5.0)
+    assert c.tpot_gap_ms == pytest.approx(1.0)
+    assert c.stream_acceptance == 0.75 and (c.draft_accepted, c.draft_n) == (24, 32)
+    assert llama.spec_acceptance == pytest.approx(0.7)  # the counters: 28 of 40 in the window
+    # 100 decodes with 1.0 slot each, then 200 with a mean of 1.5: the window's 100 had 2.0
+    assert llama.batch_mean == pytest.approx(2.0)
+    assert llama.prompt_cached_share == pytest.approx(0.5)  # 100 cached, 100 computed
+    assert llama.running == (2.0, 2.0) and llama.waiting == (1.0, 1.0) and llama.kv_usage is None
+    assert llama.server.view.startswith("server (llamacpp timings")
+    assert llama.server.mean_s == pytest.approx({"prefill": 0.012, "decode": 0.016})
+    text = "\n".join(diagnosis_lines([llama, other]))
+    assert "TTFT 20.0 ms at the client, 12.0 ms prompt in the server (60%): +8.0 ms" in text
+    assert "decode 4.00 ms/token in the server" in text and "(client - server +1.00 ms/token)" in text
+    assert ("acceptance: 70.0% from the server's counters, 75.0% (24/32 draft tokens) from the "
+            "streams' timings, 5.0 points apart") in text  # fmt: skip
+    assert "batch 2.00 busy slots/decode" in text and "prompt cache 50%" in text
+    assert "1 request(s) sent a malformed field" in text
+    assert other.timings is None and "server timings" not in "\n".join(diagnosis_lines([other]))

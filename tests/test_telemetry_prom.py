@@ -121,6 +121,31 @@ def test_tgi_names_and_batch_phases():
     assert c["decode_batch_s.count"] == 9000
 
 
+def test_llamacpp_names():
+    """llama-server's --metrics, in the format of its to_metrics() (server-task.cpp): plain
+    names, six significant digits (a large counter comes as 1.23457e+06)."""
+    ex = extract(parse(_fixture("llamacpp.txt")))
+    assert ex.engines == {"llamacpp"}
+    g = {k: v for k, (_, v) in ex.gauges.items()}
+    assert g == {"running": 3.0, "waiting": 2.0, "seq_tokens_max": 96.0,
+                 "busy_slots_per_decode": 2.75}  # fmt: skip
+    assert "kv_usage" not in g  # llama-server has no KV gauge: unmeasured, never 0
+    c = {k: v for k, (_, v) in ex.cumulative.items()}
+    assert c == {
+        "prompt_tokens": 1234570.0, "prompt_cached_tokens": 512.0, "prefill_busy_s": 3.25,
+        "generation_tokens": 4096.0, "decode_request_s": 20.5, "decodes": 1200.0,
+        "spec_draft_tokens": 2000.0, "spec_accepted_tokens": 1500.0, "spec_drafts": 250.0,
+        "busy_slot_decodes": 3300.0,  # 2.75 busy slots per decode x 1200 decodes
+    }  # fmt: skip
+    # the mean batch of an interval, from two scrapes' deltas (not the server-lifetime mean)
+    later = _fixture("llamacpp.txt").replace("n_decode_total 1200", "n_decode_total 1300")
+    later = later.replace("per_decode 2.75", "per_decode 2.8")
+    sc = PromScraper(0, "http://unused/metrics")
+    sc.rows_from_text(_fixture("llamacpp.txt"), 0)
+    rows = {m: v for _, src, _, m, v in sc.rows_from_text(later, 10**9) if src == "llamacpp"}
+    assert rows["busy_slot_decodes.delta"] / rows["decodes.delta"] == pytest.approx(3.4)
+
+
 def test_dcgm_names_units_and_gpu_filter():
     ex = extract(parse(_fixture("dcgm.txt")))
     g = {k: v for k, (_, v) in ex.gauges.items()}
@@ -202,6 +227,45 @@ def test_unreachable_or_404_is_a_row_not_an_exception():
     dead = PromScraper(0, f"http://127.0.0.1:{srv.server_port}/metrics", timeout_s=0.5)
     assert _rows(dead.poll()) == {("scrape", "scrape.ok"): 0.0}
     assert dead.last_error
+
+
+@pytest.mark.parametrize(
+    ("props", "want"),
+    [
+        (b'{"total_slots": 4, "default_generation_settings": {"n_ctx": 1024}}',
+         {"slots_total": 4.0, "slot_ctx": 1024.0}),
+        (b'{"total_slots": "4", "default_generation_settings": []}', {}),  # bad types: nothing
+        (b"not json", {}),
+        (None, {}),  # 404
+    ],
+)
+def test_llamacpp_props_are_read_once_and_repeated(props, want):
+    seen = []
+
+    class H(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            seen.append(self.path)
+            body = _fixture("llamacpp.txt").encode() if self.path == "/metrics" else props
+            self.send_response(200 if body is not None else 404)
+            self.send_header("Content-Length", str(len(body or b"")))
+            self.end_headers()
+            self.wfile.write(body or b"")
+
+        def log_message(self, *a):
+            pass
+
+    srv = HTTPServer(("127.0.0.1", 0), H)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        s = PromScraper(0, f"http://127.0.0.1:{srv.server_port}/metrics", timeout_s=2)
+        for _ in range(2):
+            rows = _rows(s.poll())
+            assert {m: v for (src, m), v in rows.items() if m.startswith("slot")} == want
+            assert rows[("scrape", "scrape.ok")] == 1.0
+        assert seen == ["/metrics", "/props", "/metrics"]  # /props once
+    finally:
+        srv.shutdown()
+        srv.server_close()
 
 
 def test_scrapes_the_simulators_real_metrics_over_loopback():

@@ -59,3 +59,17 @@ class RequestRecord:
     token_source: str = TOKENS_CHUNKS
     finish_reason: str | None = None
     text: str | None = None  # generated text, unless the spec says not to store it
+    # The server's own account of the request, where it sends one (llama.cpp's ``timings``
+    # object in the last chunk): the fields of TIMING_FIELDS that were well-formed numbers;
+    # ``timings_note`` says what was dropped and why (None when nothing was).
+    timings: dict[str, float] | None = None
+    timings_note: str | None = None
+
+
+# llama-server's ``timings`` (tools/server/server-common.cpp, ``server_slot_stats::to_json``):
+# prompt tokens computed (``cache_n`` more came from the cache) and the ms from the slot's start
+# to the prompt's last batch; generated tokens and the ms from there to the last token; with a
+# draft model, the draft tokens proposed and accepted. Counts are whole numbers, times ms.
+TIMING_COUNTS = ("cache_n", "prompt_n", "predicted_n", "draft_n", "draft_n_accepted")
+TIMING_MS = ("prompt_ms", "predicted_ms")
+TIMING_FIELDS = TIMING_COUNTS + TIMING_MS

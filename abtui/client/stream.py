@@ -21,6 +21,7 @@ import httpx
 from abtui.client import records as R
 from abtui.client.records import RequestRecord
 from abtui.client.sse import SSEParser
+from abtui.client.timings import parse_timings
 from abtui.client.tls import describe, find_cert_error, ssl_context
 from abtui.workload.items import Item
 
@@ -151,10 +152,13 @@ def _count(v: object) -> int | None:
     return None
 
 
+_NO_TIMINGS = object()
+
+
 class _StreamState:
     """Per-request decoding state: what the chunks said, and when."""
 
-    __slots__ = ("rec", "texts", "store_text", "done", "usage")
+    __slots__ = ("rec", "texts", "store_text", "done", "usage", "timings")
 
     def __init__(self, rec: RequestRecord, store_text: bool) -> None:
         self.rec = rec
@@ -162,6 +166,7 @@ class _StreamState:
         self.store_text = store_text
         self.done = False
         self.usage: dict | None = None
+        self.timings: object = _NO_TIMINGS  # the last ``timings`` seen (checked at the end)
 
     def on_event(self, event: bytes | None, data: bytes, t: int) -> str | None:
         """Handle one SSE event that arrived at ``t``; return an error message if malformed."""
@@ -185,6 +190,8 @@ class _StreamState:
         usage = obj.get("usage")
         if usage and isinstance(usage, dict):
             self.usage = usage
+        if "timings" in obj:  # llama.cpp, in its last chunk (every chunk with timings_per_token)
+            self.timings = obj["timings"]
         choices = obj.get("choices")
         if not choices:
             return None
@@ -295,6 +302,8 @@ class _StreamState:
             rec.token_source = R.TOKENS_CHUNKS
         if self.store_text:
             rec.text = "".join(self.texts)
+        if self.timings is not _NO_TIMINGS:
+            rec.timings, rec.timings_note = parse_timings(self.timings)
 
 
 async def stream_request(

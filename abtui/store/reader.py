@@ -34,7 +34,7 @@ import numpy as np
 
 from abtui.errors import StoreError
 from abtui.metrics.table import NA, NULLABLE_COLUMNS, ROW_COLUMNS, STR_COLUMNS, RequestTable
-from abtui.store.schema import COMPLETE, ITEM_COLUMNS, RUNNING, SCHEMA_VERSION
+from abtui.store.schema import COMPLETE, ITEM_COLUMNS, RUNNING, SCHEMA_VERSION, TIMING_COLUMNS
 from abtui.workload.items import Item
 
 COPY_ATTEMPTS = 3
@@ -278,6 +278,29 @@ class SessionReader:
         return RequestTable.from_columns(
             rows, _plain(chunks["req"]), _plain(chunks["t_ns"]), _plain(chunks["n_tokens"], 1)
         )
+
+    def server_timings(self, include_warmup: bool = False) -> dict[str, np.ndarray]:
+        """The servers' own per-request timings (llama.cpp), joined to their requests: columns
+        req, arm, status and :data:`~abtui.store.schema.TIMING_COLUMNS` (numbers as float, NaN
+        where NULL). Empty columns for a file written before the table existed."""
+        num = TIMING_COLUMNS[1:-1]
+        names = ("req", "arm", "status", *num, "note")
+        has = self._con.execute(
+            "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'server_timings'"
+        ).fetchone()[0]
+        if not has:
+            return {c: np.array([], dtype=float if c in num else object) for c in names}
+        where = "" if include_warmup else "WHERE NOT r.warmup"
+        cols = self._con.execute(
+            "SELECT t.req, r.arm, r.status, "
+            + ", ".join(f"t.{c}::DOUBLE AS {c}" for c in num)
+            + f", t.note FROM server_timings t JOIN requests r ON t.req = r.req {where} "
+            "ORDER BY t.req"
+        ).fetchnumpy()
+        out = {c: _plain(cols[c], np.nan if c in num else None) for c in names}
+        for c in num:
+            out[c] = np.asarray(out[c], dtype=float)
+        return out
 
     def texts(self, include_warmup: bool = False) -> dict[int, str | None]:
         """Generated text per request id (None where it was not stored)."""

@@ -9,6 +9,9 @@ Conventions:
   ``verdicts.*``) are JSON *text* in VARCHAR columns, so that no DuckDB extension is needed.
 - Raw facts only: ``requests.first_token_ns`` / ``last_token_ns`` duplicate the first and last
   rows of ``chunks`` for convenience; every metric is derived (see :mod:`abtui.metrics.request`).
+- ``server_timings`` (one row per request whose server sent its own ``timings``: llama.cpp)
+  came after schema 1's first files; a file without the table reads as one with no such rows,
+  and an older abtui ignores the table, so the version stays 1.
 - Bump ``SCHEMA_VERSION`` on any incompatible change; readers refuse newer versions.
 """
 
@@ -49,6 +52,20 @@ REQUEST_COLUMNS = (
     "token_source",
     "finish_reason",
     "text",
+)
+
+# Columns of ``server_timings``: the request, llama.cpp's fields (abtui.client.records
+# TIMING_FIELDS; NULL where absent or malformed) and the note on what was dropped.
+TIMING_COLUMNS = (
+    "req",
+    "cache_n",
+    "prompt_n",
+    "prompt_ms",
+    "predicted_n",
+    "predicted_ms",
+    "draft_n",
+    "draft_n_accepted",
+    "note",
 )
 
 ITEM_COLUMNS = (
@@ -122,6 +139,17 @@ DDL = (
         t_ns BIGINT,
         n_tokens INTEGER
     )""",
+    """CREATE TABLE IF NOT EXISTS server_timings (
+        req BIGINT,
+        cache_n BIGINT,
+        prompt_n BIGINT,
+        prompt_ms DOUBLE,
+        predicted_n BIGINT,
+        predicted_ms DOUBLE,
+        draft_n BIGINT,
+        draft_n_accepted BIGINT,
+        note VARCHAR
+    )""",
     """CREATE TABLE IF NOT EXISTS telemetry (
         arm INTEGER,
         source VARCHAR,
@@ -157,6 +185,7 @@ TABLES = (
     "items",
     "requests",
     "chunks",
+    "server_timings",
     "telemetry",
     "quality",
     "verdicts",

@@ -53,6 +53,7 @@ from abtui.store.schema import (
     RUNNING,
     SCHEMA_VERSION,
     STATUSES,
+    TIMING_COLUMNS,
 )
 from abtui.workload.items import Item
 
@@ -164,6 +165,17 @@ def _record_columns(
         "n_tokens": t.chunk_n,
     }
     return rows, chunks
+
+
+def _timing_rows(records: list[RequestRecord], first_req: int) -> list[tuple]:
+    """Rows of ``server_timings`` for the records that carry the server's own timings."""
+    out = []
+    for i, r in enumerate(records):
+        if r.timings is None and r.timings_note is None:
+            continue
+        t = r.timings or {}
+        out.append((first_req + i, *(t.get(c) for c in TIMING_COLUMNS[1:-1]), r.timings_note))
+    return out
 
 
 class SessionWriter:
@@ -365,6 +377,14 @@ class SessionWriter:
                     "INSERT INTO chunks (req, seq, t_ns, n_tokens) "
                     "SELECT req, seq, t_ns, n_tokens FROM chunk_df"
                 )
+                timings = _timing_rows(records, self._next_req)
+                if timings:
+                    slots = ", ".join("?" * len(TIMING_COLUMNS))
+                    con.executemany(
+                        f"INSERT INTO server_timings ({', '.join(TIMING_COLUMNS)}) "
+                        f"VALUES ({slots})",
+                        timings,
+                    )
             if events:
                 con.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?)", events)
             if telemetry:

@@ -18,11 +18,15 @@ Phase split of request time (shares of queue + prefill + decode), labelled by wh
   ``queue_s``, prefill = TTFT − queue, decode = E2E − TTFT (server means);
 - **server, TGI**: queue from ``queue_s``; the request's inference time split between prefill
   and decode in the ratio of the server's prefill / decode *batch* forward time;
+- **server, llama.cpp**: no queue figure; prefill and decode from the streams' own ``timings``
+  (mean ``prompt_ms`` / ``predicted_ms`` per request: :mod:`~abtui.telemetry.server_timings`,
+  which also sets them against the client's TTFT / TPOT on the same requests);
 - **client**: no server figures — TTFT (queueing, prefill and the network together) vs decode
   (first to last token) of the measured requests. Queueing cannot be separated here.
 
 Also: KV-cache usage, running / waiting requests (mean, max), preemptions and spec-decode
-acceptance (accepted / drafted tokens) in the window; the GPU (local NVML or a DCGM exporter):
+acceptance (accepted / drafted tokens) in the window; llama.cpp's mean batch (busy slots per
+decode call) and share of prompt tokens served from its cache; the GPU (local NVML or a DCGM exporter):
 power, energy and J per output token, memory, DRAM bandwidth and SM activity, busy time, clocks,
 temperature, throttling. Anything not measured is ``None`` (shown as n/a), never 0.
 """
@@ -36,6 +40,8 @@ import numpy as np
 
 from abtui.metrics.windows import MeasuredWindows
 from abtui.store.reader import SessionReader
+from abtui.telemetry.engines import ENGINES
+from abtui.telemetry.server_timings import TimingCheck, timing_checks, timing_lines
 
 
 @dataclass
@@ -92,6 +98,10 @@ class ArmDiagnosis:
     server_e2e_s: float | None = None  # the server's mean request latency (its histogram)
     client_e2e_s: float | None = None  # the client's mean, dispatch to last token
     roofline: list = field(default_factory=list)  # abtui.telemetry.bottleneck.PhaseBound
+    timings: TimingCheck | None = None  # the server's per-request timings vs the client's
+    batch_mean: float | None = None  # llama.cpp: busy slots per decode call in the window
+    slots_total: int | None = None  # llama.cpp: its --parallel, from /props
+    prompt_cached_share: float | None = None  # llama.cpp: prompt tokens reused from its cache
 
     @property
     def phases(self) -> PhaseSplit | None:
@@ -212,6 +222,7 @@ def diagnose(path) -> list[ArmDiagnosis]:
                 "AND first_token_ns IS NOT NULL GROUP BY arm"
             )
         }
+        checks = timing_checks(rd)
         tokens = dict(rd.query(
             "SELECT arm, coalesce(sum(n_output), 0) FROM requests WHERE NOT warmup GROUP BY arm"
         ))  # fmt: skip
@@ -223,7 +234,7 @@ def diagnose(path) -> list[ArmDiagnosis]:
         i = a["arm"]
         s = _Series(tel, i, windows)
         engines = list(engines_meta.get(str(i), [])) or sorted(
-            x for x in s.sources() if x in ("vllm", "sglang", "tgi", "dcgm")
+            x for x in s.sources() if x in ENGINES
         )
         d = ArmDiagnosis(arm=i, name=a["name"], engines=engines)
         d.output_tokens = int(tokens.get(i, 0) or 0)
@@ -231,6 +242,11 @@ def diagnose(path) -> list[ArmDiagnosis]:
         ok = s.values("scrape.ok")
         d.scrapes_ok, d.scrapes_failed = int((ok > 0).sum()), int((ok == 0).sum())
         d.server = _server_split(s, engines)
+        d.timings = checks.get(i)
+        c = d.timings
+        if d.server is None and c is not None and c.server_predicted_ms is not None:
+            d.server = _split("server (llamacpp timings; its slot queue is not reported)",
+                              None, c.server_prompt_ms / 1e3, c.server_predicted_ms / 1e3)  # fmt: skip
         if i in client:
             ttft, dec, tpot, n_in, n_out, conc = client[i]
             d.decode_concurrency = conc
@@ -253,6 +269,13 @@ def diagnose(path) -> list[ArmDiagnosis]:
         g = s.gauge("spec_accept_length")
         d.spec_accept_length = g[0] if g else None
         d.server_generated = s.total("generation_tokens")
+        busy, decodes = s.total("busy_slot_decodes"), s.total("decodes")
+        d.batch_mean = busy / decodes if busy is not None and decodes else None
+        slots = s.gauge("slots_total")
+        d.slots_total = int(slots[1]) if slots else None
+        cached, computed = s.total("prompt_cached_tokens"), s.total("prompt_tokens")
+        if cached is not None and computed is not None and cached + computed > 0:
+            d.prompt_cached_share = cached / (cached + computed)
         d.gpu = _gpu(s, d.output_tokens)
         if i < len(spec_arms):
             from abtui.telemetry.bottleneck import arm_bounds
@@ -290,6 +313,7 @@ def diagnosis_lines(diags: list[ArmDiagnosis]) -> list[str]:
             lines.append(f"    check: mean E2E {d.server_e2e_s * 1e3:.1f} ms in the server, "
                          f"{d.client_e2e_s * 1e3:.1f} ms at the client ({gap:+.1f} ms outside "
                          "the engine: network, HTTP, streaming)")  # fmt: skip
+        lines += timing_lines(d.timings, d.spec_acceptance)
         if d.server is None and d.scrapes_ok == 0:
             why = (f"{d.scrapes_failed} scrapes failed" if d.scrapes_failed
                    else "not scraped")  # fmt: skip
@@ -303,7 +327,12 @@ def diagnosis_lines(diags: list[ArmDiagnosis]) -> list[str]:
             srv.append(f"KV {d.kv_usage[0]:.1%} (max {d.kv_usage[1]:.1%})")
         if d.preemptions is not None:
             srv.append(f"preemptions {d.preemptions:.0f}")
-        if d.spec_acceptance is not None:
+        if d.batch_mean is not None:
+            of = f" of {d.slots_total}" if d.slots_total else ""
+            srv.append(f"batch {d.batch_mean:.2f}{of} busy slots/decode")
+        if d.prompt_cached_share is not None:
+            srv.append(f"prompt cache {d.prompt_cached_share:.0%}")
+        if d.spec_acceptance is not None and d.timings is None:  # else in the timings line
             srv.append(f"spec acceptance {d.spec_acceptance:.0%}")
         if d.spec_tokens_per_step is not None:
             srv.append(f"{d.spec_tokens_per_step:.2f} tokens/step")

@@ -9,6 +9,8 @@ abtui metric           meaning (kind)
 running, waiting       requests in the running batch / in the queue (gauge)
 kv_usage               KV-cache in use, fraction 0..1 (gauge; SGLang's ``token_usage``)
 spec_accept_length     mean accepted draft length (gauge, SGLang)
+seq_tokens_max         llama.cpp: the longest sequence (prompt + generation) seen since the
+                       server started (gauge; a high-water mark, not KV use)
 prompt_tokens,         prefill tokens, generated tokens, finished requests, preemptions,
 generation_tokens,     spec-decode drafts / draft tokens / accepted tokens (counters)
 requests_finished,
@@ -18,6 +20,13 @@ decode_s, inference_s,
 ttft_s, tpot_s, e2e_s
 prefill_batch_s,       TGI: forward-pass time of prefill / decode *batches* (histograms; a batch
 decode_batch_s         serves many requests, so these are server busy time, not request time)
+prompt_cached_tokens   llama.cpp: prompt tokens reused from the cache, not computed (counter)
+prefill_busy_s         llama.cpp: seconds its prompt batches took (counter: server busy time)
+decode_request_s       llama.cpp: per-request generation seconds (first to last token), summed
+                       over the requests that finished (counter)
+decodes,               llama.cpp: ``llama_decode()`` calls, and the busy slots summed over them
+busy_slot_decodes      (counters; the second is derived: busy slots per decode × decodes, so
+                       Δbusy_slot_decodes / Δdecodes is the mean batch of an interval)
 gpu.*                  DCGM exporter: memory (bytes), DRAM / SM / tensor activity (0..1; DRAM
                        activity is the share of peak bandwidth in use), ``gpu.busy`` and
                        ``gpu.mem_busy`` (share of *time* a kernel ran / memory was accessed,
@@ -26,7 +35,15 @@ gpu.*                  DCGM exporter: memory (bytes), DRAM / SM / tensor activit
 =====================  ========================================================================
 
 Names checked against the engines' public documentation: vLLM v1 (≥ 0.10, and the older
-``gpu_cache_usage_perc``), SGLang ``--enable-metrics``, TGI's router, dcgm-exporter's defaults.
+``gpu_cache_usage_perc``), SGLang ``--enable-metrics``, TGI's router, dcgm-exporter's defaults;
+llama.cpp's ``llama-server --metrics`` against its source (``tools/server/server-task.cpp``,
+``server_task_result_metrics::to_metrics``, in the tree vendored by llama-cpp-python 0.3.36) and
+its real output (tests/test_llamacpp_server.py). llama-server has no KV-cache gauge (``kv_usage``
+stays unmeasured for it), no request counter and no per-request histograms; its spec-decode,
+generation-token and generation-time counters move only when a request *finishes*, the prompt
+counters after each prompt batch. Its two throughput gauges (``prompt_tokens_seconds``,
+``predicted_tokens_seconds``) are not taken: every scrape, by anyone, resets their window, and
+the counters give the same figures without that.
 """
 
 from __future__ import annotations
@@ -132,9 +149,26 @@ RULES: tuple[Rule, ...] = (
     _r("gpu.temp_c", "dcgm", "DCGM_FI_DEV_GPU_TEMP", reduce="max"),
     _r("gpu.throttled", "dcgm", "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", reduce="max",
        transform=throttled),
+    # llama.cpp's llama-server (--metrics); counters are whole-server, since it started
+    _r("running", "llamacpp", "llamacpp:requests_processing"),
+    _r("waiting", "llamacpp", "llamacpp:requests_deferred"),
+    _r("seq_tokens_max", "llamacpp", "llamacpp:n_tokens_max", reduce="max"),
+    _r("busy_slots_per_decode", "llamacpp", "llamacpp:n_busy_slots_per_decode"),
+    _r("prompt_tokens", "llamacpp", "llamacpp:prompt_tokens_total", _C),
+    _r("prompt_cached_tokens", "llamacpp", "llamacpp:prompt_tokens_cached_total", _C),
+    _r("prefill_busy_s", "llamacpp", "llamacpp:prompt_seconds_total", _C),
+    _r("generation_tokens", "llamacpp", "llamacpp:tokens_predicted_total", _C),
+    _r("decode_request_s", "llamacpp", "llamacpp:tokens_predicted_seconds_total", _C),
+    _r("decodes", "llamacpp", "llamacpp:n_decode_total", _C),
+    _r("spec_drafts", "llamacpp", "llamacpp:spec_decode_num_drafts_total", _C),
+    _r("spec_draft_tokens", "llamacpp", "llamacpp:spec_decode_num_draft_tokens_total", _C),
+    _r("spec_accepted_tokens", "llamacpp", "llamacpp:spec_decode_num_accepted_tokens_total", _C),
 )  # fmt: skip
 
-ENGINES = ("vllm", "sglang", "tgi", "dcgm")
+ENGINES = ("vllm", "sglang", "tgi", "llamacpp", "dcgm")
+# The engines' names as a person reads them (messages, docs).
+ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "tgi": "TGI", "llamacpp": "llama.cpp",
+                "dcgm": "DCGM"}  # fmt: skip
 
 
 @dataclass
@@ -193,4 +227,15 @@ def extract(scrape: Scrape, gpus: set[str] | None = None) -> Extracted:
         else:
             cumulative.setdefault(rule.metric + ".sum", (rule.engine, sum(found["_sum"])))
             cumulative.setdefault(rule.metric + ".count", (rule.engine, sum(found["_count"])))
+    _derive_llamacpp(gauges, cumulative)
     return Extracted(gauges, cumulative, engines)
+
+
+def _derive_llamacpp(gauges: dict, cumulative: dict) -> None:
+    """llama-server's ``n_busy_slots_per_decode`` is a mean since the server started (busy slots
+    summed over every decode / decodes); times ``n_decode_total`` it is the cumulative sum
+    again, whose deltas give the mean batch of each interval rather than of the server's life."""
+    per = gauges.get("busy_slots_per_decode")
+    dec = cumulative.get("decodes")
+    if per is not None and dec is not None and per[0] == dec[0] == "llamacpp":
+        cumulative["busy_slot_decodes"] = ("llamacpp", round(per[1] * dec[1]))

@@ -139,8 +139,8 @@ class _ScrapeSource:
         if self.s.n_ok == 1 and not self.s.last_error and not self._told_unknown:
             self._told_unknown = True
             if not self.s.engines:
-                msgs.append(("telemetry", f"{self.name}: {self.s.url} has no vLLM, SGLang, TGI "
-                             "or DCGM metric this version of abtui knows", arm))  # fmt: skip
+                msgs.append(("telemetry", f"{self.name}: {self.s.url} has no vLLM, SGLang, TGI, "
+                             "llama.cpp or DCGM metric this version of abtui knows", arm))  # fmt: skip
         return rows, msgs
 
     def close(self) -> None:

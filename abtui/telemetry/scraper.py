@@ -13,7 +13,10 @@ maps the engine's names to abtui's (:mod:`~abtui.telemetry.engines`) and returns
 A counter that went *down* was reset (the server restarted): the interval's delta is then the new
 value (Prometheus' ``rate()`` rule); :attr:`PromScraper.resets` counts the series reset and
 :attr:`PromScraper.restarts` the scrapes where any was (server restarts). The first scrape
-only sets the baseline. Each poll also adds ``scrape.ok`` (1 or 0), ``scrape.duration_s`` and,
+only sets the baseline. Once a scrape shows llama.cpp's names, the server's ``/props`` (same host)
+is read once for what ``/metrics`` lacks: ``slots_total`` (``--parallel``) and ``slot_ctx`` (context
+per slot), rows of source ``llamacpp`` repeated with every scrape (so each measured window has
+them); a server without ``/props`` gives none. Each poll also adds ``scrape.ok`` (1 or 0), ``scrape.duration_s`` and,
 when lines were malformed, ``scrape.skipped_lines`` (source ``scrape``). A failed scrape is a
 row and a message, never an exception.
 """
@@ -89,6 +92,7 @@ class PromScraper:
         self.n_ok = 0
         self.n_failed = 0
         self.restarts = 0  # scrapes in which some counter went down (the server restarted)
+        self.props: dict | None = None  # llama-server's /props, read once (``{}``: none)
 
     @property
     def resets(self) -> int:
@@ -113,10 +117,32 @@ class PromScraper:
             return [(self.arm, "scrape", t_ns or t0, "scrape.ok", 0.0)]
         t = t_ns if t_ns is not None else (t0 + time.perf_counter_ns()) // 2
         rows = self.rows_from_text(text, t)
+        if "llamacpp" in self.engines and self.props is None:
+            self._read_llamacpp_props()
+        for metric, v in (self.props or {}).items():  # each scrape: in every window
+            rows.append((self.arm, "llamacpp", t, metric, float(v)))
         rows.append(
             (self.arm, "scrape", t, "scrape.duration_s", (time.perf_counter_ns() - t0) / 1e9)
         )
         return rows
+
+    def _read_llamacpp_props(self) -> None:
+        """llama-server's slot count and context per slot, from its ``/props`` (once)."""
+        parts = urlsplit(self.url)
+        self.props = {}
+        try:
+            r = self._client.get(urlunsplit((parts.scheme, parts.netloc, "/props", "", "")))
+            doc = r.json() if r.status_code == 200 else {}
+        except (httpx.HTTPError, OSError, ValueError):
+            return
+        if not isinstance(doc, dict):
+            return
+        gen = doc.get("default_generation_settings")
+        found = {"slots_total": doc.get("total_slots"),
+                 "slot_ctx": gen.get("n_ctx") if isinstance(gen, dict) else None}  # fmt: skip
+        for metric, v in found.items():
+            if isinstance(v, int) and not isinstance(v, bool) and 0 < v < 2**31:
+                self.props[metric] = v
 
     def rows_from_text(self, text: str, t_ns: int) -> list[Row]:
         """Telemetry rows of one exposition ``text`` scraped at ``t_ns``."""

@@ -134,7 +134,7 @@ def gpu_line(telemetry: dict[str, float], width: int = 200) -> Text:
 
 def engine_line(telemetry: dict[str, float], width: int = 200) -> Text:
     """The server's own queue: running / waiting requests and KV-cache use, when scraped."""
-    for eng in ("vllm", "sglang", "tgi"):
+    for eng in ("vllm", "sglang", "tgi", "llamacpp"):
         got = {k.split(":", 1)[1]: v for k, v in telemetry.items() if k.startswith(eng + ":")}
         parts = [(lab, short, f(got[k])) for k, lab, short, f in (
             ("running", "running", "run", lambda v: f"{v:.0f}"),
