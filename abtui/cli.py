@@ -494,6 +494,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_workload_parser(sub)
 
+    from abtui.engine.cli import add_engine_parser
+
+    add_engine_parser(sub)
+
     rep = sub.add_parser(
         "report", help="the summary and verdict of a saved session (exit code 0 GO, 3 NO-GO, 4 INCONCLUSIVE)"
     )

@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(f"machine   {_cpu_model()}, {v['cpus']} CPUs, {platform.system()} {platform.release()}")
     print(
-        f"versions  abtui {v['abtui']}, llama-cpp-python {v['llama_cpp_python']}, "
+        f"versions  abtui {v['abtui']}, llama-server {v['llama_server']}, "
         f"gguf {v['gguf']}, Python {v['python']}, httpx {v['httpx']}"
     )
     print(f"load avg  before {load_before}, after {_load()} (1/5/15 min)")

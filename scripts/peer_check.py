@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from abtui.engine.llamacpp import LlamaServer, ServerTiming
+from abtui.engine.server import LlamaCppServer, ServerTiming
 from abtui.engine.tinymodel import build_models, write_hf_tokenizer
 
 PEERS = {"guidellm": "guidellm==0.8.1", "aiperf": "aiperf==0.13.0"}
@@ -61,12 +61,12 @@ def _tpot_server_count(r: dict) -> np.ndarray:
     return r["tpot"][:n] * (r["n_out"][:n] - 1) / (r["srv_tokens"][:n] - 1)
 
 
-def run_abtui(work: Path, srv: LlamaServer, model: Path, n: int, isl: int, osl: int) -> dict:
+def run_abtui(work: Path, srv: LlamaCppServer, model: Path, n: int, isl: int, osl: int) -> dict:
     from abtui.cli import main as abtui_main
     from abtui.metrics.request import e2e_s, tpot_s, ttft_s
     from abtui.store.reader import SessionReader
 
-    with LlamaServer(model, name="FP32b", cpu=_cpus()[1] if len(_cpus()) > 1 else None) as other:
+    with LlamaCppServer(model, name="FP32b", cpus=(_cpus()[1],) if len(_cpus()) > 1 else None) as other:
         spec = work / "abtui.toml"
         spec.write_text(
             f'name = "peer-abtui"\n'
@@ -97,7 +97,7 @@ def run_abtui(work: Path, srv: LlamaServer, model: Path, n: int, isl: int, osl: 
     return row
 
 
-def run_guidellm(work: Path, srv: LlamaServer, venv: Path, hf: Path, sent: list[str], osl: int):
+def run_guidellm(work: Path, srv: LlamaCppServer, venv: Path, hf: Path, sent: list[str], osl: int):
     data = work / "prompts-guidellm.jsonl"
     data.write_text(
         "".join(json.dumps({"prompt": p, "output_tokens_count": osl}) + "\n" for p in sent)
@@ -133,7 +133,7 @@ def run_guidellm(work: Path, srv: LlamaServer, venv: Path, hf: Path, sent: list[
          "outputs": [r["output"] or "" for r in ok]}  # fmt: skip
 
 
-def run_aiperf(work: Path, srv: LlamaServer, venv: Path, hf: Path, sent: list[str], osl: int):
+def run_aiperf(work: Path, srv: LlamaCppServer, venv: Path, hf: Path, sent: list[str], osl: int):
     out = work / "aiperf"
     data = work / "prompts-aiperf.jsonl"
     data.write_text("".join(json.dumps({"text": p, "output_length": osl}) + "\n" for p in sent))
@@ -291,7 +291,8 @@ def main(argv: list[str] | None = None) -> int:
         hf = write_hf_tokenizer(work / "hf-tokenizer")
         cpu = _cpus()[0] if _cpus() else None
         rounds: list[list[dict]] = []
-        with LlamaServer(models["FP32"], name="FP32", cpu=cpu, log_path=work / "server.log") as srv:
+        with LlamaCppServer(models["FP32"], name="FP32", cpus=(cpu,) if cpu is not None else None,
+                            log_path=work / "server.log") as srv:
             for k in range(a.repeat):
                 rd = work / f"round{k}"
                 rd.mkdir(exist_ok=True)

@@ -368,3 +368,22 @@ def test_a_suite_the_baseline_fails_cannot_vouch_for_the_candidate():
     some = [True] * 20 + [False] * 380
     ok = evaluate_quality(_rows(some, some, suite="niah"), 0, 1, None)
     assert ok["gates"][0]["passed"] and not ok["gates"][0]["blind"]
+
+
+def test_a_suite_whose_every_item_failed_is_undecided_not_absent():
+    """Every niah item failed on both arms (the server's context was too small: a real
+    llama-server answer): no paired row, so before, no gate at all and a pair could be GO."""
+    rows = []
+    for arm in (0, 1):
+        for k in range(4):
+            d = {"suite": "niah", "cluster": str(k), "bucket": "1k", "status": "error",
+                 "error": "http: HTTP 400: request (4671 tokens) exceeds the available context size"}  # fmt: skip
+            rows.append({"arm": arm, "item": k, "run": 0, "correct": None, "detail": json.dumps(d)})
+    rows += _rows([True] * 400, [True] * 400, suite="keys")
+    for r in rows[8:]:
+        r["item"] += 100
+    res = evaluate_quality(rows, 0, 1, None)
+    states = {g["suite"]: g["state"] for g in res["gates"]}
+    assert states == {"keys": "pass", "niah": "inconclusive"}
+    assert len(res["undecided"]) == 1 and "niah: no item was scored on both arms (4 items" in res["undecided"][0]
+    assert "exceeds the available context size" in res["undecided"][0]

@@ -375,3 +375,30 @@ def test_flat_ppl_with_a_retrieval_drop_is_a_warning(tmp_path, capsys):
     ]
     assert warn[0] in out
     assert "KL ≥ 0.0000 nats" not in q["logprob_line"]  # the decode's logprobs moved
+
+
+def test_both_logprob_shapes_parse_and_bad_ones_are_refused():
+    """Legacy completions logprobs (vLLM) and the chat-style ``content`` list that llama.cpp's
+    llama-server returns for completions too (captured from it, trimmed); two listed tokens
+    with the same text keep the likelier; anything malformed is "not supported", not a crash."""
+    from abtui.quality.logprobs import parse
+
+    legacy = {"choices": [{"logprobs": {"tokens": [" a", " b"],
+                                        "top_logprobs": [{" a": -0.1, " c": -2.0}, {" b": -0.3}]}}]}  # fmt: skip
+    assert parse(legacy) == [(" a", {" a": -0.1, " c": -2.0}), (" b", {" b": -0.3})]
+    server = {"choices": [{"text": "U so", "logprobs": {"content": [
+        {"id": 88, "token": "U", "bytes": [85], "logprob": -2.16,
+         "top_logprobs": [{"id": 88, "token": "U", "bytes": [85], "logprob": -2.16},
+                          {"id": 491, "token": " sho", "logprob": -2.40},
+                          {"id": 7, "token": "\ufffd", "logprob": -3.5},
+                          {"id": 9, "token": "\ufffd", "logprob": -3.1}]},
+        {"id": 378, "token": " so", "logprob": -1.72,
+         "top_logprobs": [{"id": 378, "token": " so", "logprob": -1.72}]}]}}]}  # fmt: skip
+    got = parse(server)
+    assert got == [("U", {"U": -2.16, " sho": -2.40, "\ufffd": -3.1}), (" so", {" so": -1.72})]
+    for bad in ({"choices": [{"logprobs": {"content": "x"}}]},
+                {"choices": [{"logprobs": {"content": [{"token": "a", "top_logprobs": []}]}}]},
+                {"choices": [{"logprobs": {"content": [{"token": "a",
+                  "top_logprobs": [{"token": "a", "logprob": "high"}]}]}}]},
+                {"choices": [{"logprobs": None}]}, {}):  # fmt: skip
+        assert parse(bad) is None

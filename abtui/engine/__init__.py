@@ -1,6 +1,14 @@
-"""A real inference engine for abtui to be checked against (issue 3, `abtui[engine]`).
+"""A real inference engine for abtui to be checked against (issues 3 and 18, ``abtui[engine]``).
 
-llama.cpp's OpenAI-compatible server through ``llama-cpp-python``, serving a tiny Llama GGUF
-that :mod:`abtui.engine.tinymodel` writes with seeded random weights. Nothing here is imported
-by the rest of abtui; ``gguf`` and ``llama_cpp`` are imported lazily, only when used.
+llama.cpp's C++ ``llama-server`` (continuous batching, ``/metrics``, speculative decoding, KV-cache
+types), compiled once by :mod:`abtui.engine.build` (``abtui engine build``) and run by
+:class:`abtui.engine.server.LlamaCppServer`, serving tiny Llama GGUF models that
+:mod:`abtui.engine.tinymodel` writes with seeded random weights (``abtui engine models DIR``).
+:mod:`abtui.engine.experiments` holds the four optimisation A/Bs; :mod:`abtui.engine.ab` the
+weights A/B with its measurement cross-checks. Nothing here is imported by the rest of abtui;
+``gguf`` is imported lazily, only when used.
+
+llama-cpp-python's Python server (``python -m llama_cpp.server``), used before, is retired: it
+served one sequence at a time, had no ``/metrics`` and no ``timings``, cut streams short when a
+second request arrived, and its wheel took ~10 minutes to compile in CI, on top of llama-server.
 """

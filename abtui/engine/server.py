@@ -16,11 +16,13 @@ crashed test leaves no server behind.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -28,6 +30,45 @@ import httpx
 from abtui.engine.build import require_server
 from abtui.engine.tinymodel import EngineError
 from abtui.sim.process import _preexec
+
+
+@dataclass(frozen=True, slots=True)
+class ServerTiming:
+    """One finished request as llama-server timed it (its ``print_timing`` log lines), in ms."""
+
+    prompt_ms: float  # prompt evaluation (prefill), up to the first token sampled
+    prompt_tokens: int
+    eval_ms: float  # first token sampled → last token sampled
+    eval_runs: int  # tokens generated (the first comes from the prefill's logits)
+    total_ms: float
+
+    @property
+    def ms_per_token(self) -> float:
+        """Decode time per step: ``eval_ms / (tokens − 1)``, as llama-server itself divides."""
+        return self.eval_ms / (self.eval_runs - 1) if self.eval_runs > 1 else float("nan")
+
+
+_NUM = r"([0-9.]+) ms /\s*(\d+)"
+_PROMPT = re.compile(r"prompt eval time =\s*" + _NUM)
+_EVAL = re.compile(r"\s eval time =\s*" + _NUM)
+_TOTAL = re.compile(r"total time =\s*([0-9.]+) ms")
+
+
+def parse_timings(log: str) -> list[ServerTiming]:
+    """Every finished request's timing block in a llama-server log, in the order logged."""
+    out: list[ServerTiming] = []
+    prompt = ev = None
+    for line in log.splitlines():
+        if "print_timing" not in line:
+            continue
+        if m := _PROMPT.search(line):
+            prompt = (float(m[1]), int(m[2]))
+        elif m := _EVAL.search(line):
+            ev = (float(m[1]), int(m[2]))
+        elif (m := _TOTAL.search(line)) and prompt and ev:
+            out.append(ServerTiming(prompt[0], prompt[1], ev[0], ev[1], float(m[1])))
+            prompt = ev = None
+    return out
 
 
 def free_port() -> int:
@@ -95,9 +136,10 @@ class LlamaCppServer:
         ]  # fmt: skip
         if self.flash_attn is not None:
             args += ["-fa", self.flash_attn]
-        if self.draft is not None:
-            args += ["-md", str(self.draft), "--draft-max", str(self.draft_max),
-                     "--draft-min", str(self.draft_min), "-td", str(self.threads)]  # fmt: skip
+        if self.draft is not None:  # this llama.cpp drafts nothing unless a type is named
+            args += ["-md", str(self.draft), "--spec-type", "draft-simple",
+                     "--spec-draft-n-max", str(self.draft_max),
+                     "--spec-draft-n-min", str(self.draft_min), "-td", str(self.threads)]  # fmt: skip
         return args + list(self.extra_args)
 
     @property
@@ -159,6 +201,10 @@ class LlamaCppServer:
         text = self._log.read()
         self._log.seek(0, os.SEEK_END)
         return text
+
+    def timings(self) -> list[ServerTiming]:
+        """The server's own timing of every request it finished so far (from its log)."""
+        return parse_timings(self.log_text())
 
     def metrics_text(self) -> str:
         """The server's ``/metrics`` now (Prometheus text)."""

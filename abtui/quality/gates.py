@@ -93,6 +93,25 @@ def items_needed(q: QualityRow, margin: float) -> int | None:
     return int(max(hi_n, MIN_ITEMS))
 
 
+def _unscored(rows: list[dict], a: int, b: int, scored: set[str]) -> dict[str, tuple[int, str]]:
+    """Suites of arms ``a``/``b`` with no paired scored item: suite → (items, first error).
+    (Every item failed — a prompt longer than the server's context, a 400 — or was never
+    answered on one arm.) Such a suite is undecided, never silently absent from the gate."""
+    import json
+
+    out: dict[str, tuple[int, str]] = {}
+    for r in rows:
+        if r["arm"] not in (a, b):
+            continue
+        d = r["detail"] if isinstance(r["detail"], dict) else json.loads(r["detail"] or "{}")
+        suite = d.get("suite")
+        if not suite or suite in scored:
+            continue
+        n, err = out.get(suite, (0, ""))
+        out[suite] = (n + (r["arm"] == a), err or str(d.get("error") or ""))
+    return {k: (n, e or "no answer on one arm") for k, (n, e) in out.items()}
+
+
 def evaluate_quality(rows: list[dict], a: int, b: int, qspec: dict | None) -> dict | None:
     """The pair's quality section: ``{"suites", "buckets", "unpaired", "gates", "no_go",
     "undecided", "warnings"}`` (lists of dicts / sentences), or None when no quality rows were
@@ -131,6 +150,11 @@ def evaluate_quality(rows: list[dict], a: int, b: int, qspec: dict | None) -> di
         more = f"about {need:,} items would decide" if need else "more items would decide"
         undecided.append(f"{head}: non-inferiority within −{m * 100:g} pp not shown ({why}); "
                          f"underpowered: {more}")  # fmt: skip
+    for suite, (n, err) in sorted(_unscored(rows, a, b, {q.suite for q in st["suites"]}).items()):
+        gates.append({"suite": suite, "margin": margin_of(qspec, suite), "lo": None, "hi": None,
+                      "state": UNDECIDED, "passed": False, "items_needed": None, "blind": False})  # fmt: skip
+        undecided.append(f"quality: {suite}: no item was scored on both arms ({n} items; "
+                         f"first error: {err}): the suite cannot vouch for the candidate")  # fmt: skip
     passed = {g["suite"] for g in gates if g["passed"]}
     for x in st["buckets"]:
         if x.suite in passed and math.isfinite(x.hi) and x.hi < 0:

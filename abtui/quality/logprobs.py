@@ -48,9 +48,17 @@ def prompts() -> list[str]:
 
 
 def parse(body: object) -> list[tuple[str, dict[str, float]]] | None:
-    """``[(token, {token: logprob})]`` from a completions response with logprobs, else None."""
+    """``[(token, {token: logprob})]`` from a completions response with logprobs, else None.
+
+    Two shapes: the legacy completions one (``logprobs.tokens`` + ``logprobs.top_logprobs``, a
+    ``{token: logprob}`` per position: vLLM, llama-cpp-python) and the chat-style one that
+    llama.cpp's llama-server also uses for completions (``logprobs.content``: per position
+    ``{token, logprob, top_logprobs: [{token, logprob}…]}``). Where two listed tokens render to
+    the same text (byte tokens of a split character), the likelier is kept."""
     try:
         lp = body["choices"][0]["logprobs"]  # type: ignore[index]
+        if isinstance(lp, dict) and "content" in lp and "tokens" not in lp:
+            return _parse_content(lp["content"])
         tokens, tops = lp["tokens"], lp["top_logprobs"]
     except (KeyError, IndexError, TypeError):
         return None
@@ -61,6 +69,26 @@ def parse(body: object) -> list[tuple[str, dict[str, float]]] | None:
         if not isinstance(tok, str) or not isinstance(top, dict) or not top:
             return None
         out.append((tok, {str(k): float(v) for k, v in top.items()}))
+    return out or None
+
+
+def _parse_content(content: object) -> list[tuple[str, dict[str, float]]] | None:
+    if not isinstance(content, list):
+        return None
+    out = []
+    for pos in content:
+        if not isinstance(pos, dict) or not isinstance(pos.get("token"), str):
+            return None
+        tops = pos.get("top_logprobs")
+        if not isinstance(tops, list) or not tops:
+            return None
+        top: dict[str, float] = {}
+        for t in tops:
+            if not (isinstance(t, dict) and isinstance(t.get("token"), str)
+                    and isinstance(t.get("logprob"), int | float)):  # fmt: skip
+                return None
+            top[t["token"]] = max(top.get(t["token"], -math.inf), float(t["logprob"]))
+        out.append((pos["token"], top))
     return out or None
 
 

@@ -1,6 +1,8 @@
 """Running the quality items against every arm, and storing each output with its score.
 
-Every item goes through the load test's client (:func:`abtui.client.stream.stream_request`) with
+Every item goes through the load test's default client (:func:`abtui.client.fast.fast_stream_request`,
+which retries once a kept-alive connection the server closed while idle — llama-server closes
+them after 5 s, which used to lose quality items sent after a slow arm's turn) with
 greedy decoding: ``temperature`` 0, the suite's fixed ``seed``, natural stop (``ignore_eos`` and
 ``min_tokens`` from the load test's request settings are dropped) and ``max_tokens`` as a cap.
 ``quality.mode`` says when: ``separate`` (here, :func:`run_for_session`) after the load test,
@@ -19,8 +21,9 @@ import dataclasses
 from collections.abc import Callable
 
 from abtui.client import records as R
+from abtui.client.fast import FastClient, fast_stream_request
 from abtui.client.records import RequestRecord
-from abtui.client.stream import Target, build_body, make_client, stream_request
+from abtui.client.stream import Target, build_body
 from abtui.errors import AbtuiError
 from abtui.quality import builtin, userfile
 from abtui.quality import logprobs as lp
@@ -66,8 +69,9 @@ def row(arm: int, k: int, qi: QualityItem, rec: RequestRecord) -> dict:
 
 
 def client_for(target: Target, concurrency: int):
-    """The HTTP client of one arm's quality requests (the load test's, sized to ``concurrency``)."""
-    return make_client(max(1, concurrency), target.tls)
+    """The HTTP client of one arm's quality requests (the load test's; it pools connections as
+    the ``concurrency`` in flight need them)."""
+    return FastClient()
 
 
 async def send(client, target: Target, arm: int, k: int, qi: QualityItem,
@@ -75,7 +79,7 @@ async def send(client, target: Target, arm: int, k: int, qi: QualityItem,
     """Send item ``k`` to one arm; its record (``CancelledError`` propagates, rec marked)."""
     req = as_request(k, qi, cap)
     rec = RequestRecord(arm=arm, item=k)
-    await stream_request(client, target, req, build_body(target, req), rec)
+    await fast_stream_request(client, target, req, build_body(target, req), rec)
     return rec
 
 

@@ -1,0 +1,71 @@
+"""``abtui engine build`` and ``abtui engine models DIR``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+
+def add_engine_parser(sub) -> None:
+    e = sub.add_parser("engine", help="llama.cpp's llama-server for real-engine A/Bs: build it, "
+                       "make the tiny test models")  # fmt: skip
+    esub = e.add_subparsers(dest="engine_command", parser_class=type(e))
+    b = esub.add_parser(
+        "build",
+        help="compile llama-server and llama-quantize once into the cache (prints the path)",
+        description="Compile llama.cpp's llama-server and llama-quantize from the llama.cpp tree "
+        "vendored in the llama-cpp-python sdist (fetched with pip), for a portable target, into "
+        "~/.cache/abtui/engine/<version-target-flags>/bin. Instant when already built. "
+        "ABTUI_LLAMA_SERVER=/path/to/llama-server uses your own binary instead.",
+    )
+    b.add_argument("--source", metavar="PATH",
+                   help="a llama-cpp-python sdist (.tar.gz) or llama.cpp tree instead of pip's")  # fmt: skip
+    b.add_argument("--jobs", "-j", type=int, help="parallel compile jobs (default: all cores)")
+    b.add_argument("--cmake-flag", action="append", default=[], metavar="FLAG",
+                   help="an extra CMake flag, e.g. -DGGML_CUDA=ON (a separate cached build)")  # fmt: skip
+    b.add_argument("--force", action="store_true", help="rebuild even when cached")
+    b.set_defaults(func=cmd_engine_build)
+    m = esub.add_parser(
+        "models",
+        help="write the tiny GGUF test models into DIR and print their paths",
+        description="Write seeded tiny Llama GGUF models: FP32 with its Q8_0 and Q4_0 copies "
+        "(llama-quantize), and a speculative-decoding pair (an 8-layer target and its draft, "
+        "the target's first two layers, sharing its vocabulary). Made once; reused.",
+    )
+    m.add_argument("dir", help="folder to write the models into")
+    m.set_defaults(func=cmd_engine_models)
+    e.set_defaults(func=lambda args: _usage(e))
+
+
+def _usage(p: argparse.ArgumentParser) -> int:
+    p.print_help()
+    return 2
+
+
+def cmd_engine_build(args: argparse.Namespace) -> int:
+    from abtui.engine.build import ENV_SERVER, build, build_info, server_binary
+
+    if os.environ.get(ENV_SERVER, "").strip() and not args.cmake_flag and not args.force:
+        user = server_binary()  # validated: an error names the variable
+        print(f"using {ENV_SERVER}; nothing to build", file=sys.stderr)
+        print(user)
+        return 0
+    b = build(extra_flags=tuple(args.cmake_flag), source=Path(args.source) if args.source else None,
+              jobs=args.jobs, force=args.force)  # fmt: skip
+    info = build_info(b)
+    if info.get("version"):
+        print(info["version"].splitlines()[0], file=sys.stderr)
+    print(b.server)
+    return 0
+
+
+def cmd_engine_models(args: argparse.Namespace) -> int:
+    from abtui.engine.tinymodel import build_models, build_spec_models
+
+    folder = Path(args.dir)
+    paths = {**build_models(folder), **{f"spec-{k}": v for k, v in build_spec_models(folder).items()}}
+    for name, path in paths.items():
+        print(f"{name}\t{path}")
+    return 0

@@ -1,0 +1,359 @@
+"""Real optimisations on llama.cpp's C++ ``llama-server``, judged by ``abtui run`` (issue 18).
+
+Four A/Bs, each a baseline and a candidate ``llama-server`` on loopback, run headless through
+abtui's normal path (spec file → ``abtui run`` → session file → ``abtui report --format json``):
+
+=============  ==========================================  ==================================
+key            baseline → candidate                        schedule (and why)
+=============  ==========================================  ==================================
+batching       ``-np 1`` → ``-np 4``, concurrency 4        parallel: each server pinned to
+                                                           its own core; the effect (queueing)
+                                                           is far larger than any contention
+kv-quant       ``-ctk/-ctv f16`` → ``q8_0`` (``-fa on``)   alternate: the arms take turns on
+               + niah/keys suites and logprob agreement    the whole machine, so neither pays
+                                                           for the other's CPU use
+spec-decode    no draft → ``-md draft --draft-max 8``,     alternate (as above): a few-percent
+               concurrency sweep 1 → 4                     TPOT change must not be contention
+weights        Q8_0 → Q4_0                                 parallel, pinned (as batching)
+=============  ==========================================  ==================================
+
+Each server is scraped through its ``/metrics`` (``metrics_url``), and its counters are also read
+directly before and after the run, so the result holds what the server itself says it did:
+requests deferred (queued for a slot) at their peak, tokens predicted, and for speculative
+decoding the draft tokens generated and accepted, the acceptance rate abtui's telemetry and
+diagnosis show. ``scripts/engine_ab.py`` runs them and prints the table for docs/engine.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from abtui.engine.server import LlamaCppServer
+from abtui.engine.tinymodel import build_models, build_spec_models
+from abtui.telemetry.promtext import parse as parse_prom
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSetup:
+    name: str
+    model: str  # FP32 | Q8_0 | Q4_0 | spec-target
+    parallel: int = 1
+    draft: bool = False
+    flash_attn: str | None = None
+    kv_type: str | None = None  # -ctk/-ctv
+
+    def args(self) -> tuple[str, ...]:
+        return ("-ctk", self.kv_type, "-ctv", self.kv_type) if self.kv_type else ()
+
+
+@dataclass(frozen=True, slots=True)
+class Experiment:
+    key: str
+    title: str
+    baseline: ServerSetup
+    candidate: ServerSetup
+    schedule: str  # parallel | alternate
+    why: str
+    requests: int
+    input_tokens: int
+    output_tokens: int
+    concurrency: int = 1
+    sweep: tuple[int, ...] = ()  # closed-loop concurrency levels (a sweep), else one level
+    blocks: int = 8
+    quality: tuple[str, ...] = ()
+    primary: str = "e2e.p50"
+    ctx: int = 1024  # per slot
+    # abtui sizes haystacks in ~words; the tiny vocabulary spends ~4.6 tokens on each (byte
+    # fallback), so a "1k" haystack is ~4,700 of its tokens: ctx must hold that
+    quality_max_length: int = 1024
+
+
+EXPERIMENTS: dict[str, Experiment] = {
+    e.key: e
+    for e in (
+        Experiment(
+            "batching", "continuous batching: --parallel 1 vs 4 at concurrency 4",
+            ServerSetup("np1", "FP32", parallel=1), ServerSetup("np4", "FP32", parallel=4),
+            "parallel", "each server pinned to its own core; queueing dwarfs any contention",
+            requests=400, input_tokens=32, output_tokens=32, concurrency=4,
+        ),
+        Experiment(
+            "kv-quant", "KV-cache quantisation: f16 vs q8_0 K and V (flash attention on both)",
+            ServerSetup("kv-f16", "FP32", flash_attn="on", kv_type="f16"),
+            ServerSetup("kv-q8_0", "FP32", flash_attn="on", kv_type="q8_0"),
+            "alternate", "the arms take turns on the whole machine: neither pays for the other",
+            requests=64, input_tokens=200, output_tokens=32, concurrency=1,
+            quality=("niah", "keys"), ctx=8192, quality_max_length=1024,
+        ),
+        Experiment(
+            "spec-decode", "speculative decoding: no draft vs a 1-layer draft, concurrency 1 → 4",
+            ServerSetup("target", "spec-target", parallel=4),
+            ServerSetup("target+draft", "spec-target", parallel=4, draft=True),
+            "alternate", "the arms take turns on the whole machine: neither pays for the other",
+            requests=64, input_tokens=32, output_tokens=32, sweep=(1, 4), primary="tpot.p50",
+        ),
+        Experiment(
+            "weights", "weights: Q8_0 vs Q4_0",
+            ServerSetup("q8_0", "Q8_0"), ServerSetup("q4_0", "Q4_0"),
+            "parallel", "each server pinned to its own core",
+            requests=48, input_tokens=32, output_tokens=32, concurrency=1,
+        ),
+    )
+}  # fmt: skip
+
+
+@dataclass(slots=True)
+class ServerCounters:
+    """What a server's own ``/metrics`` said over the run: counter deltas, gauge peaks."""
+
+    before: dict[str, float] = field(default_factory=dict)
+    after: dict[str, float] = field(default_factory=dict)
+    peak: dict[str, float] = field(default_factory=dict)
+
+    def delta(self, name: str) -> float:
+        return self.after.get(name, float("nan")) - self.before.get(name, 0.0)
+
+    @property
+    def acceptance(self) -> float:
+        """Draft tokens accepted / draft tokens generated (nan without speculative decoding)."""
+        n = self.delta("llamacpp:spec_decode_num_draft_tokens_total")
+        return self.delta("llamacpp:spec_decode_num_accepted_tokens_total") / n if n > 0 else float("nan")
+
+
+@dataclass(slots=True)
+class ExperimentResult:
+    key: str
+    session: Path
+    exit_code: int
+    report: dict  # `abtui report --format json`
+    counters: dict[str, ServerCounters]  # arm name → its server's counters
+    wall_s: float
+    problems: list[str] = field(default_factory=list)
+    logprobs: dict | None = None  # quality.logprobs.compare(): candidate vs baseline
+
+    @property
+    def pair(self) -> dict:
+        return self.report["pairs"][0]
+
+    def effect(self, key: str, level: int | None = None) -> dict | None:
+        """One row of the pair's comparison (``e2e.p50``…); ``level``: that sweep level's
+        breakdown row (``e2e.p50@level1``), levels numbered from 0 in the sweep's order."""
+        want = key if level is None else f"{key}@level{level}"
+        return next((e for e in self.pair["comparison"]["effects"] if e["key"] == want), None)
+
+
+def _scalars(text: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for s in parse_prom(text).samples:
+        if not s.labels:
+            out[s.name] = s.value
+    return out
+
+
+class _Poller:
+    """Reads each server's ``/metrics`` every 0.2 s during the run, keeping gauge peaks (the
+    scrape abtui itself does is every second; a queue of 3 that lasts 300 ms needs finer)."""
+
+    def __init__(self, servers: dict[str, LlamaCppServer], counters: dict[str, ServerCounters]):
+        self.servers, self.counters = servers, counters
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._loop, daemon=True, name="metrics-poller")
+
+    def _loop(self) -> None:
+        while not self._stop.wait(0.2):
+            for name, srv in self.servers.items():
+                try:
+                    vals = _scalars(srv.metrics_text())
+                except Exception:  # noqa: BLE001 - a dying server is the run's business
+                    continue
+                pk = self.counters[name].peak
+                for k in ("llamacpp:requests_deferred", "llamacpp:requests_processing"):
+                    if k in vals:
+                        pk[k] = max(pk.get(k, 0.0), vals[k])
+
+    def __enter__(self):
+        self._t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._t.join(5)
+
+
+def spec_text(exp: Experiment, name: str, servers: dict[str, LlamaCppServer], folder: Path,
+              requests: int) -> str:  # fmt: skip
+    arms = []
+    for role, setup in (("baseline", exp.baseline), ("candidate", exp.candidate)):
+        srv = servers[setup.name]
+        arms.append(f'''[[arms]]
+name = "{setup.name}"
+role = "{role}"
+url = "{srv.url}"
+metrics_url = "{srv.base}/metrics"
+''')
+    load = (f"sweep_concurrency = {list(exp.sweep)}" if exp.sweep
+            else f"concurrency = {exp.concurrency}")  # fmt: skip
+    quality = ""
+    if exp.quality:
+        quality = f"""
+[quality]
+suites = {json.dumps(list(exp.quality))}
+per_cell = 1
+max_length = {exp.quality_max_length}
+concurrency = 1
+"""
+    return f'''name = "{name}"
+
+{chr(10).join(arms)}
+[workload]
+requests = {requests}
+input_tokens = {exp.input_tokens}
+output_tokens = {exp.output_tokens}
+seed = 0
+
+[load]
+{load}
+schedule = "{exp.schedule}"
+blocks = {exp.blocks}
+warmup = 2
+
+[request]
+api = "completions"
+temperature = 0.0
+seed = 0
+
+[policy]
+primary = "{exp.primary}"
+
+[store]
+dir = "{folder}"
+{quality}'''
+
+
+def models_for(folder: Path) -> dict[str, Path]:
+    models = build_models(folder)
+    models["spec-target"] = build_spec_models(folder)["target"]
+    models["spec-draft"] = build_spec_models(folder)["draft"]
+    return models
+
+
+def _cpus() -> list[int]:
+    return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+
+
+def run_experiment(
+    exp: Experiment, folder: Path, *, requests: int | None = None, models: dict[str, Path] | None = None,
+    threads: int = 1, log=sys.stderr,
+) -> ExperimentResult:  # fmt: skip
+    """Start both servers, run ``abtui run`` headless on them, read the report and counters."""
+    from abtui.cli import main as abtui_main
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    models = models or models_for(folder / "models")
+    cpus = _cpus()
+    pin = exp.schedule == "parallel" and len(cpus) >= 2
+    servers: dict[str, LlamaCppServer] = {}
+    for i, setup in enumerate((exp.baseline, exp.candidate)):
+        servers[setup.name] = LlamaCppServer(
+            models[setup.model], name=setup.name, parallel=setup.parallel, ctx=exp.ctx,
+            threads=threads, cpus=(cpus[i],) if pin else None,
+            draft=models["spec-draft"] if setup.draft else None,
+            flash_attn=setup.flash_attn, extra_args=setup.args(),
+            log_path=folder / f"server-{exp.key}-{setup.name}.log",
+        )  # fmt: skip
+    name = f"engine-{exp.key}"
+    counters = {k: ServerCounters() for k in servers}
+    n = requests or exp.requests
+    t0 = time.monotonic()
+    try:
+        for s in servers.values():
+            s.start()
+            print(f"engine: {s.name} ({' '.join(s.argv()[3:])})", file=log)
+        for k, s in servers.items():
+            counters[k].before = _scalars(s.metrics_text())
+        spec = folder / f"{name}.toml"
+        spec.write_text(spec_text(exp, name, servers, folder, n))
+        with _Poller(servers, counters), contextlib.redirect_stdout(log):
+            rc = abtui_main(["run", str(spec), "--headless", "--overwrite"])
+        for k, s in servers.items():
+            counters[k].after = _scalars(s.metrics_text())
+        session = folder / f"{name}.duckdb"
+        out = folder / f"{name}.json"
+        with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+            abtui_main(["report", str(session), "--format", "json", "-o", str(out)])
+        report = json.loads(out.read_text())
+    finally:
+        for s in servers.values():
+            s.close()
+    res = ExperimentResult(exp.key, session, rc, report, counters, time.monotonic() - t0)
+    if exp.quality:
+        from abtui.quality.logprobs import compare
+        from abtui.store.reader import SessionReader
+
+        with SessionReader(session) as rd:
+            raw = rd.meta().get("quality_logprobs") or {}
+            failed = [r for r in rd.quality() if r["correct"] is None]
+        if failed:  # an item lost is a hole in the quality table, whatever its cause
+            res.problems.append(f"{name}: {len(failed)} quality items failed, e.g. "
+                                f"{str(failed[0]['detail'])[:300]}")  # fmt: skip
+        a, b = raw.get(exp.baseline.name) or {}, raw.get(exp.candidate.name) or {}
+        if a.get("supported") and b.get("supported"):
+            res.logprobs = compare(a["sequences"], b["sequences"])
+        else:
+            res.problems.append(f"{name}: no logprobs from the servers: {a.get('note')}, {b.get('note')}")
+    if rc not in (0, 3, 4):
+        res.problems.append(f"{name}: abtui run exited with code {rc}")
+    for a in report.get("summaries", {}).values():
+        if a["ok"] != a["sent"]:
+            res.problems.append(f"{name}/{a.get('arm')}: {a['sent'] - a['ok']} of {a['sent']} "
+                                f"requests failed: {a.get('errors')}")  # fmt: skip
+    return res
+
+
+def _pct(e: dict | None) -> str:
+    if not e or e.get("ratio") is None:
+        return "—"
+    return f"{e['ratio'] * 100:+.1f}% [{e['lo'] * 100:+.1f}, {e['hi'] * 100:+.1f}]"
+
+
+def table_rows(res: ExperimentResult) -> list[dict[str, str]]:
+    """One row per level (a sweep) or one row: the figures docs/engine.md tabulates."""
+    exp = EXPERIMENTS[res.key]
+    base, cand = exp.baseline.name, exp.candidate.name
+    cb, cc = res.counters[base], res.counters[cand]
+    diag = {d["name"]: d for d in res.report.get("diagnosis") or []}
+
+    def gap(arm: str) -> str:  # the server's own prompt time against abtui's TTFT (means)
+        t = (diag.get(arm) or {}).get("timings") or {}
+        if not t.get("n"):
+            return "—"
+        return f"{t['client_ttft_ms']:.1f} vs {t['server_prompt_ms']:.1f}"
+
+    stream_acc = ((diag.get(cand) or {}).get("timings") or {}).get("stream_acceptance")
+    levels: list[int | None] = list(range(len(exp.sweep))) if exp.sweep else [None]
+    rows = []
+    for lv in levels:
+        rows.append({
+            "A/B": exp.key + (f" @ concurrency {exp.sweep[lv]}" if lv is not None else ""),
+            "verdict": res.pair["result"],
+            "primary": f"{exp.primary} {_pct(res.effect(exp.primary, lv))}",
+            "TTFT P50": _pct(res.effect("ttft.p50", lv)),
+            "TPOT P50": _pct(res.effect("tpot.p50", lv)),
+            "E2E P50": _pct(res.effect("e2e.p50", lv)),
+            "out tok/s": _pct(res.effect("throughput.output_tokens", lv)),
+            "deferred peak": f"{cb.peak.get('llamacpp:requests_deferred', 0):g} / "
+                             f"{cc.peak.get('llamacpp:requests_deferred', 0):g}",
+            "acceptance": "—" if cc.acceptance != cc.acceptance else
+                          f"{cc.acceptance:.1%} (streams {stream_acc:.1%})" if stream_acc is not None
+                          else f"{cc.acceptance:.1%}",
+            "TTFT client vs server prompt (ms)": f"{gap(base)} / {gap(cand)}",
+        })  # fmt: skip
+    return rows

@@ -1,0 +1,34 @@
+"""What the ``engine`` tests need: llama.cpp's llama-server and llama-quantize (``abtui engine
+build``, or ``ABTUI_LLAMA_SERVER``) and the ``gguf`` package. Without them a test skips, naming
+what is missing, unless ``ABTUI_REQUIRE_ENGINE=1`` (set by ``.ci/run``): then it fails."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import pytest
+
+
+def missing_engine() -> list[str]:
+    from abtui.engine.build import BuildError, quantize_binary, server_binary
+
+    missing = []
+    if importlib.util.find_spec("gguf") is None:
+        missing.append("the gguf package (pip install -e '.[engine]')")
+    try:
+        if server_binary() is None or quantize_binary() is None:
+            missing.append("llama-server and llama-quantize (run `abtui engine build`)")
+    except BuildError as e:
+        missing.append(e.message)
+    return missing
+
+
+def require_engine() -> None:
+    missing = missing_engine()
+    if not missing:
+        return
+    why = f"the engine is not there: {'; '.join(missing)}"
+    if os.environ.get("ABTUI_REQUIRE_ENGINE") == "1":
+        pytest.fail(f"{why}; ABTUI_REQUIRE_ENGINE=1 says it must be", pytrace=False)
+    pytest.skip(why)
