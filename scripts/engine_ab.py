@@ -1,8 +1,14 @@
-"""abtui against a real engine: llama.cpp's server (llama-cpp-python), FP32 vs Q4_0 and FP32 vs Q8_0.
+"""abtui against a real engine: llama.cpp's llama-server, FP32 vs Q4_0 and FP32 vs Q8_0; and with
+``--experiments``, the four optimisation A/Bs of docs/engine.md.
 
     python scripts/engine_ab.py [--requests 24] [--output-tokens 32] [--repeat 3] [--model-seed 0]
+    python scripts/engine_ab.py --experiments [batching,kv-quant,spec-decode,weights]
 
-Needs the engine extra (``pip install -e '.[engine]'``). Builds the tiny seeded GGUF models,
+Needs llama-server (``abtui engine build``) and the engine extra (``pip install -e '.[engine]'``).
+``--experiments`` runs each A/B of :mod:`abtui.engine.experiments` through ``abtui run`` and
+prints one Markdown table (verdicts, Δ with 95% CIs, the servers' own queue and acceptance
+counters, abtui's TTFT next to the server's prompt time), then each pair's reasons.
+Without it: builds the tiny seeded GGUF models,
 serves each with one llama.cpp thread (FP32 pinned to the first core, the candidate to the
 second, where there are two), runs two ``abtui run`` sessions per repeat, checks them against
 the server's own token counts and timing (``abtui.engine.ab``), and prints per arm the medians of
@@ -58,7 +64,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-pin", action="store_true", help="do not pin the servers to cores")
     ap.add_argument("--http", choices=("fast", "httpx"), default="fast")
     ap.add_argument("--dir", type=Path, help="work folder (default: a temporary one)")
+    ap.add_argument("--experiments", nargs="?", const="batching,kv-quant,spec-decode,weights",
+                    metavar="KEYS", help="run the optimisation A/Bs instead (default: all four)")  # fmt: skip
     a = ap.parse_args(argv)
+    if a.experiments:
+        return experiments(a.experiments.split(","), a.dir)
     cfg = ABConfig(
         requests=a.requests, input_tokens=a.input_tokens, output_tokens=a.output_tokens,
         model_seed=a.model_seed, per_token_chunks=not a.no_logprobs, pin=not a.no_pin,
@@ -174,6 +184,43 @@ def main(argv: list[str] | None = None) -> int:
         f"TPOT ms {tpot}"
     )
     return 1 if problems else 0
+
+
+def experiments(keys: list[str], folder: Path | None) -> int:
+    from abtui.engine.experiments import EXPERIMENTS, models_for, run_experiment, table_rows
+
+    load_before = _load()
+    rows, results = [], []
+    with tempfile.TemporaryDirectory(prefix="abtui-engine-") as tmp:
+        base = folder or Path(tmp)
+        models = models_for(base / "models")
+        for k in keys:
+            print(f"engine_ab: {k}", file=sys.stderr)
+            res = run_experiment(EXPERIMENTS[k], base / k, models=models, log=sys.stderr)
+            results.append(res)
+            rows += table_rows(res)
+    print(f"machine   {_cpu_model()}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}")
+    print(f"load avg  before {load_before}, after {_load()} (1/5/15 min)")
+    print()
+    cols = list(rows[0])
+    print("| " + " | ".join(cols) + " |")
+    print("|" + "---|" * len(cols))
+    for r in rows:
+        print("| " + " | ".join(r[c] for c in cols) + " |")
+    print()
+    for res in results:
+        exp = EXPERIMENTS[res.key]
+        print(f"{res.key} ({exp.title}; {exp.schedule}: {exp.why}): {res.pair['result']} in "
+              f"{res.wall_s:.0f} s")  # fmt: skip
+        for line in res.pair["reasons"]:
+            print(f"  - {line}")
+        if res.logprobs:
+            c = res.logprobs
+            print(f"  logprobs: top-1 {c['top1_agreement']:.1%} [{c['top1_lo']:.1%}, "
+                  f"{c['top1_hi']:.1%}], KL ≥ {c['kl_lower_bound']:.4f} nats")  # fmt: skip
+        for p in res.problems:
+            print(f"  PROBLEM: {p}")
+    return 1 if any(r.problems for r in results) else 0
 
 
 if __name__ == "__main__":
