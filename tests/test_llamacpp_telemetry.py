@@ -9,9 +9,9 @@ Marked ``engine``: without a llama-server binary the tests skip with the reason,
 from __future__ import annotations
 
 import asyncio
-import os
 
 import pytest
+from engine_fixtures import require_engine
 
 from abtui.client import records as R
 from abtui.client.fast import FastClient, fast_stream_request
@@ -32,24 +32,9 @@ MAPPED = {
 }  # fmt: skip
 
 
-def _binary():
-    from abtui.engine.build import BuildError, server_binary
-
-    try:
-        path = server_binary()
-        why = None if path else "llama-server is not built: abtui engine build (or set ABTUI_LLAMA_SERVER)"
-    except BuildError as e:
-        path, why = None, str(e)
-    if why is None:
-        return path
-    if os.environ.get("ABTUI_REQUIRE_ENGINE") == "1":
-        pytest.fail(f"{why}; ABTUI_REQUIRE_ENGINE=1 says it must be there", pytrace=False)
-    pytest.skip(why)
-
-
 @pytest.fixture(scope="module")
 def model(tmp_path_factory):
-    _binary()
+    require_engine()
     from abtui.engine.tinymodel import write_fp32
 
     return write_fp32(tmp_path_factory.mktemp("llamacpp") / "tiny-f32.gguf")
