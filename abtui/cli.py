@@ -13,6 +13,8 @@ from pathlib import Path
 
 from abtui import __version__
 from abtui.errors import AbtuiError, UsageError
+from abtui.metrics.summary import SLO_KEYS
+from abtui.stats.decide import COST_KEYS, RATE_KEYS
 from abtui.workload.cli import positive_number
 
 
@@ -70,7 +72,8 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
 
     add_run_workload_options(g)
     g = p.add_argument_group("SLOs and requests")
-    g.add_argument("--slo", metavar="SPEC", help="per-request SLOs, e.g. ttft=500ms,tpot=50ms")
+    g.add_argument("--slo", metavar="SPEC",
+                   help="per-request SLOs, e.g. ttft=500ms,tpot=50ms; keys: " + ", ".join(SLO_KEYS))  # fmt: skip
     g.add_argument("--timeout", metavar="DURATION", help="whole-request timeout (default 600s)")
     g = p.add_argument_group("session")
     g.add_argument("--name", help="session name: sessions/<name>.duckdb (default: a timestamp)")
@@ -98,7 +101,9 @@ def _add_verdict_options(g) -> None:
                    help="USD per GPU-hour of every arm: adds $/Mtok and $ per 1k good requests")
     g.add_argument("--gpus", type=_positive_int, metavar="N", help="GPUs per arm (default 1)")
     g.add_argument("--primary", metavar="METRIC",
-                   help="primary objective, e.g. tpot.p50 or cost.per_mtok_good (default e2e.p50)")
+                   help="primary objective (default e2e.p50): METRIC.STAT with METRIC one of ttft, "
+                        "ttft_user, tpot, itl, e2e and STAT one of mean, p50, p90, p95, p99; or "
+                        + ", ".join(RATE_KEYS + COST_KEYS))  # fmt: skip
     g.add_argument("--noise-floor", metavar="SESSION",
                    help="an A/A session (abtui run --aa) whose noise floor raises δ")  # fmt: skip
 
@@ -438,8 +443,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"abtui {__version__}")
     sub = p.add_subparsers(dest="command", parser_class=_Parser)
 
-    r = sub.add_parser("run", help="run an A/B session (spec file and/or flags)",
-                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    r = sub.add_parser(
+        "run", help="run an A/B session (spec file and/or flags)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Replay one workload against a baseline and candidates; store every sample;\n"
+        "end on a verdict (exit code 0 GO, 3 NO-GO, 4 INCONCLUSIVE). The load is open loop\n"
+        "(--rate) or closed loop (--concurrency): one of the two is needed, from the flags or\n"
+        "the spec's [load].",
+        epilog="examples:\n"
+        "  abtui run --baseline http://127.0.0.1:8001/v1 --candidate http://127.0.0.1:8002/v1 \\\n"
+        "            --requests 1000 --rate 20 --slo ttft=500ms,tpot=50ms --name my-ab\n"
+        "  abtui run spec.toml --headless          # a spec file; flags override it\n"
+        "  abtui run --aa --baseline URL --concurrency 8   # A/A: the set-up's own noise floor",
+    )  # fmt: skip
     r.add_argument("spec", nargs="?", help="experiment spec (TOML); flags override it")
     _add_run_options(r)
     r.set_defaults(func=cmd_run)

@@ -341,10 +341,8 @@ def _fill(cls: type, data: Any, where: str) -> Any:
     for key, value in data.items():
         name = _ALIASES.get(key, key)
         if name not in fields:
-            raise SpecError(
-                f"{where}: unknown key {key!r}",
-                f"known keys here: {', '.join(sorted(fields))}",
-            )
+            raise SpecError(f"{where}: unknown key {key!r}", _suggest(
+                key, [*fields, *(a for a, n in _ALIASES.items() if n in fields)]))
         w = f"{where}.{key}" if where else key
         if name in _DURATION_FIELDS:
             kwargs[name] = parse_duration(value, w)
@@ -389,9 +387,34 @@ def spec_from_dict(data: dict, source: str = "spec") -> Spec:
         elif key in _SECTIONS:
             setattr(spec, key, _fill(_SECTIONS[key], value, f"{source}: {key}"))
         else:
-            known = ", ".join(["name", "arms", "slo", *_SECTIONS])
-            raise SpecError(f"{source}: unknown key {key!r}", f"known top-level keys: {known}")
+            raise SpecError(f"{source}: unknown key {key!r}",
+                            _suggest(key, ["name", "arms", "slo", *_SECTIONS], "top-level keys"))  # fmt: skip
     return spec
+
+
+def _suggest(key: str, known: list[str], what: str = "keys here") -> str:
+    """The hint for an unknown key: the closest known one first, then them all."""
+    import difflib
+
+    close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+    every = f"known {what}: {', '.join(sorted(set(known)))}"
+    return f"did you mean {close[0]!r}? {every}" if close else every
+
+
+def _line_of(text: str, message: str) -> int | None:
+    """The line of the key an ``unknown key 'k'`` message is about (its first ``k =`` or ``[k]``
+    in the file), so the error names FILE:LINE."""
+    import re
+
+    m = re.search(r"unknown key '([^']+)'", message)
+    if not m:
+        return None
+    k = re.escape(m[1])
+    pat = re.compile(rf"""^\s*(?:["']?{k}["']?\s*=|\[\[?\s*["']?{k}["']?\s*\]\]?)""")
+    for i, line in enumerate(text.splitlines(), 1):
+        if pat.match(line):
+            return i
+    return None
 
 
 def load_spec(path: str | Path) -> tuple[Spec, str]:
@@ -415,7 +438,13 @@ def load_spec(path: str | Path) -> tuple[Spec, str]:
         raise SpecError(f"{p}: not valid TOML: {e}", "check the line and column named") from None
     except RecursionError:
         raise SpecError(f"{p}: not valid TOML: arrays or tables nested too deeply") from None
-    return spec_from_dict(data, str(p)), text
+    try:
+        return spec_from_dict(data, str(p)), text
+    except SpecError as e:
+        line = _line_of(text, e.message)
+        if line is None or not e.message.startswith(f"{p}: "):
+            raise
+        raise SpecError(f"{p}:{line}: {e.message[len(str(p)) + 2:]}", e.hint) from None
 
 
 def validate(spec: Spec, source: str = "spec") -> Spec:

@@ -74,7 +74,7 @@ def test_baseline_is_moved_first(tmp_path):
 @pytest.mark.parametrize(
     "mutation, needle",
     [
-        (("[load]\nrate = 5", "[load]\nrat = 5"), "spec.toml: load: unknown key 'rat'"),
+        (("[load]\nrate = 5", "[load]\nrat = 5"), "load: unknown key 'rat'"),
         (("rate = 5", 'rate = "fast"'), "load.rate must be a number"),
         (("requests = 50", "requests = 5.5"), "workload.requests must be an integer"),
         (('ttft = "500ms"', 'ttft = "soon"'), "slo.ttft must be a duration"),
@@ -141,3 +141,35 @@ def test_durations_and_slo_strings():
     assert parse_slo_string("ttft=500ms, tpot=50ms") == {"ttft": 0.5, "tpot": 0.05}
     with pytest.raises(SpecError, match="not KEY=DURATION"):
         parse_slo_string("ttft")
+
+
+def test_an_unknown_key_names_its_line_and_the_closest_valid_one(tmp_path):
+    p = write(tmp_path, GOOD.replace("[load]\nrate = 5", "[load]\nconcurency = 5", 1))
+    line = GOOD.splitlines().index("[load]") + 2
+    with pytest.raises(SpecError) as e:
+        load_spec(p)
+    assert e.value.message == f"{p}:{line}: load: unknown key 'concurency'"
+    assert e.value.hint.startswith("did you mean 'concurrency'?")
+    assert "read_timeout" not in e.value.hint  # aliases of other sections are not offered
+    p = write(tmp_path, GOOD + "\n[polcy]\nalpha = 0.1\n")
+    with pytest.raises(SpecError) as e:
+        load_spec(p)
+    assert e.value.message == f"{p}:{len(GOOD.splitlines()) + 2}: unknown key 'polcy'"
+    assert "did you mean 'policy'?" in e.value.hint
+    p = write(tmp_path, GOOD.replace("[load]\nrate = 5", "[load]\nzzz = 5", 1))
+    with pytest.raises(SpecError) as e:
+        load_spec(p)
+    assert "did you mean" not in e.value.hint and "known keys here:" in e.value.hint
+
+
+def test_run_help_says_each_default_once_and_lists_the_valid_keys(capsys):
+    from abtui.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    out = capsys.readouterr().out
+    assert "(default: None)" not in out and "(default 200) (default" not in out
+    assert "one of the two is needed" in out and "examples:" in out
+    flat = " ".join(out.split())
+    assert "keys: ttft, ttft_user, tpot, e2e, itl" in flat
+    assert "STAT one of mean, p50, p90, p95, p99" in flat and "cost.per_mtok_good" in flat
