@@ -251,3 +251,39 @@ def test_a_killed_session_opens_and_replays(killed):
     # state to 'killed', least needed first (live.header_text), as it is meant to
     assert status in header or header.split(" · ")[1] == "killed", header
     assert end[4] == n and start[4] == 0 and end[0] == end[1] > 0
+
+
+def test_a_replay_started_while_the_verdict_computes_is_not_covered(complete, monkeypatch):
+    """Space pressed before the verdict is ready: the replay plays on, the panes say the verdict
+    is ready, and v shows it — it does not pop over the replay. Untouched, it opens by itself."""
+    import abtui.tui.app as appmod
+
+    slow = appmod.load_verdict
+    gate = {"go": False}
+
+    def held(path):
+        t0 = time.monotonic()
+        while not gate["go"] and time.monotonic() - t0 < 30:
+            time.sleep(0.02)
+        return slow(path)
+
+    monkeypatch.setattr(appmod, "load_verdict", held)
+
+    async def drive():
+        app = AbtuiApp(session=complete)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_for(pilot, lambda: isinstance(app.screen, OpenScreen) or app.error)
+            scr = app.screen
+            await pilot.pause()
+            assert "computing the verdict" in text_of(scr.query_one("#note"))
+            await pilot.press("home")  # the user starts a replay from the start
+            await pilot.press("space")
+            gate["go"] = True
+            await wait_for(pilot, lambda: app.verdict is not None)
+            await pilot.pause(0.3)
+            assert app.screen is scr and not verdict_shown(app)
+            assert "the verdict is ready (v shows it)" in text_of(scr.query_one("#note"))
+            await pilot.press("v")
+            await wait_for(pilot, lambda: verdict_shown(app))
+
+    asyncio.run(drive())

@@ -236,14 +236,18 @@ class AbtuiApp(App):
                 self.status = (
                     f"stored session, {status}{' (killed: never closed)' if killed else ''}"
                 )
-                self.push_screen(OpenScreen(w.result, self.status))
+                self.push_screen(OpenScreen(
+                    w.result, self.status, note="computing the verdict… it opens by itself "
+                    "unless you replay first (space); v shows it then"))  # fmt: skip
                 self._verdict_of(self.session)
             elif w.group == "verdict":
                 self.verdict = w.result
                 if self.live is not None and self.live.is_mounted:  # its figures in the strip
                     self.live.set_verdict(w.result.sv.verdict.pairs)
                 self._note("the verdict is ready (v shows it)")
-                self.push_screen(VerdictScreen(w.result))
+                # a replay the user started (or moved) while it was computed is not covered
+                if not (isinstance(self.screen, OpenScreen) and self.screen.touched):
+                    self.push_screen(VerdictScreen(w.result))
 
     # ---------------------------------------------------------------- the run's messages
     @property

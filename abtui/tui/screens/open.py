@@ -68,12 +68,14 @@ class OpenScreen(LiveScreen):
         """A playing replay reached the end of the run (once per arrival: a paused jump to the
         end is not one)."""
 
-    def __init__(self, replay: Replay, status: str = "") -> None:
+    def __init__(self, replay: Replay, status: str = "", note: str = "") -> None:
         self.replay = replay
         self.playhead = Playhead.at_end(replay.duration_s)
         super().__init__(replay.info, progress_of(replay, self.playhead), status)
         self._wall = time.monotonic()
         self._pending = False
+        self.touched = False  # a key moved the playhead: the app then does not cover the replay
+        self._first_note = note
 
     def compose(self) -> ComposeResult:
         for w in super().compose():
@@ -85,6 +87,8 @@ class OpenScreen(LiveScreen):
         super().on_mount()
         self._draw_timeline()
         self.timer = self.set_interval(TICK_S, self._tick, pause=True)
+        if self._first_note:
+            self.note(self._first_note)
 
     def strip_mode(self) -> str:
         """At the end state, once the verdict is in: its figures; before it, replayed ones."""
@@ -112,6 +116,7 @@ class OpenScreen(LiveScreen):
 
     # ------------------------------------------------------------------ keys
     def action_play(self) -> None:
+        self.touched = True
         self.playhead.toggle()
         self._wall = time.monotonic()
         if self.playhead.playing:
@@ -129,12 +134,14 @@ class OpenScreen(LiveScreen):
         self._draw_timeline()
 
     def action_seek(self, direction: int) -> None:
+        self.touched = True
         was = self.playhead.playing
         self.playhead.seek(direction * SEEK_STEP)
         self._changed()
         self._ended(was)
 
     def action_jump(self, fraction: float) -> None:
+        self.touched = True
         was = self.playhead.playing
         self.playhead.jump(fraction * self.replay.duration_s)
         self._changed()
