@@ -190,3 +190,62 @@ def test_chat_stream_counts_match_the_server(tmp_path):
     assert all(r.status == "ok" and r.finish_reason == "length" for r in recs)
     assert [r.n_output for r in recs] == ref
     assert all(r.token_source == "usage" for r in recs)
+
+
+@pytest.mark.engine
+def test_a_server_that_dies_mid_run_is_errors_on_its_arm_and_the_session_keeps_the_rest(tmp_path):
+    """`abtui run` against two llama-servers; the candidate's is SIGKILLed once it has answered
+    some requests. Its remaining requests are errors on its arm (never silently missing), the
+    samples it gave before are kept, the baseline is untouched, and the verdict is not GO."""
+    _require_engine()
+    import contextlib
+    import io
+    import json
+    import threading
+    import time
+
+    from abtui.cli import main
+    from abtui.engine.server import LlamaCppServer
+    from abtui.engine.tinymodel import build_models
+    from abtui.store.reader import SessionReader
+
+    models = build_models(tmp_path / "m")
+    with LlamaCppServer(models["Q8_0"], name="base") as a, LlamaCppServer(models["Q4_0"], name="cand") as b:
+        spec = tmp_path / "s.toml"
+        spec.write_text(
+            f'name = "dies"\n[[arms]]\nname = "base"\nurl = "{a.url}"\n'
+            f'[[arms]]\nname = "cand"\nurl = "{b.url}"\n'
+            "[workload]\nrequests = 120\ninput_tokens = 16\noutput_tokens = 24\n"
+            "[load]\nconcurrency = 2\nwarmup = 2\n"
+            f'[request]\ntemperature = 0.0\ntimeout = "20s"\n[store]\ndir = "{tmp_path}"\n'
+        )
+
+        def killer():
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                with contextlib.suppress(Exception):
+                    if b.timings() and len(b.timings()) >= 30:
+                        b.kill()
+                        return
+                time.sleep(0.01)
+
+        t = threading.Thread(target=killer, daemon=True)
+        t.start()
+        with contextlib.redirect_stdout(io.StringIO()):
+            rc = main(["run", str(spec), "--headless", "--overwrite"])
+        t.join(5)
+    assert rc in (3, 4)  # NO-GO or INCONCLUSIVE, never GO
+    with SessionReader(tmp_path / "dies.duckdb") as rd:
+        assert rd.status == "complete"
+        table = rd.request_table()
+        verdict = json.loads(rd._con.execute(
+            "SELECT result FROM verdicts ORDER BY created DESC LIMIT 1").fetchone()[0])  # fmt: skip
+    base, cand = table.select(table.arm == 0), table.select(table.arm == 1)
+    assert len(base) == len(cand) == 120  # every scheduled request has its row
+    assert (base.status == "ok").all()
+    ok = int((cand.status == "ok").sum())
+    assert 20 <= ok < 120  # what it answered before dying is kept
+    errs = set(cand.error_class[cand.status != "ok"])
+    assert errs <= {"connect", "disconnected"} and errs, errs
+    assert verdict["pairs"][0]["result"] != "GO"
+    assert any("error" in r for r in verdict["pairs"][0]["reasons"])
