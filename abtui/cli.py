@@ -361,8 +361,17 @@ def _print_verdict(path, cost: dict, policy: dict):
 
 
 def cmd_demo(args) -> int:
-    """Two simulated GPUs on loopback, a chat-like workload, the summary (abtui.demo)."""
+    """Two simulated GPUs on loopback, a chat-like workload, the summary (abtui.demo); with
+    ``--ablation`` four, a 2×2 factorial (abtui.demo_ablation)."""
     from abtui.demo import DemoOptions, run_demo
+
+    if args.ablation:
+        from abtui.demo_ablation import AblationOptions, run_ablation_demo
+
+        opts = AblationOptions(requests=args.requests, time_scale=args.time_scale, seed=args.seed,
+                               name=args.name, sessions_dir=args.sessions_dir)  # fmt: skip
+        return run_ablation_demo(opts, lambda spec, items: _run_and_report(
+            spec, "", overwrite=False, items=items, gate=False, tui=_use_tui(args)))  # fmt: skip
 
     opts = DemoOptions(
         baseline_preset=args.baseline_preset, candidate_preset=args.candidate_preset,
@@ -500,6 +509,10 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--name", help="session name (default: demo-<timestamp>)")
     d.add_argument("--sessions-dir", metavar="DIR", help="folder of session files (default sessions)")
     d.add_argument("--headless", action="store_true", help="print the summary (no TUI)")
+    d.add_argument("--ablation", action="store_true",
+                   help="a 2×2 factorial instead: int4 weights × speculative decoding on four "
+                        "simulated H100s, closed loop (docs/ablation.md); --rate and the presets "
+                        "are not used, nor the quality suites")  # fmt: skip
     d.add_argument("--no-quality", action="store_true",
                    help="skip the quality suites (niah, keys) after the load test")  # fmt: skip
     d.set_defaults(func=cmd_demo)

@@ -15,7 +15,7 @@ Shape (the JSON report's top-level ``factorial`` key; docs/ablation.md)::
                "predicted": {"product": …, "sum": …},         # from the single gains
                "main": [{term, ratio, lo, hi, p, p_adj, family, delta, outcome}, …],
                "interactions": [{term, ratio, lo, hi, log, log_lo, log_hi, p, p_adj,
-                                 family, delta, outcome, note}, …]}, …],
+                                 family, delta, outcome, note, finding}, …]}, …],
      "findings": ["fp8+spec: P50 TPOT −18.0% [−21.0%, −15.0%] …"],
      "no_go": "the combination … is worse than the best single factor …" | null,
      "error": null | "why no factorial could be computed"}
@@ -118,7 +118,10 @@ def findings(rows: list[dict], design: fx.Design, names: list[str], first: set[s
     ordered = sorted(rows, key=lambda r: r["key"] not in first)
     for row in ordered:
         for inter in row["interactions"]:
+            inter["finding"] = None
             if inter["outcome"] in (fx.ANTAGONISTIC, fx.SYNERGISTIC):
-                out.append(finding(row, inter, design.k, [names[i] for i in design.singles()],
-                                   names[design.full]))  # fmt: skip
+                inter["finding"] = finding(row, inter, design.k,
+                                           [names[i] for i in design.singles()],
+                                           names[design.full])  # fmt: skip
+                out.append(inter["finding"])
     return out
