@@ -4,6 +4,8 @@ verdict's ``factorial`` dict (:mod:`abtui.stats.ablation`); nothing is computed 
 
 from __future__ import annotations
 
+import textwrap
+
 from abtui.stats.ablation import headline_keys
 from abtui.stats.verdict import pct
 
@@ -29,8 +31,8 @@ def _value(key: str, v) -> str:
 
 
 def interaction_line(inter: dict) -> str:
-    return (f"interaction {inter['term']} {_ci(inter)} {inter['outcome']} "
-            f"(p adj {_p(inter.get('p_adj'))}, {inter.get('family')}, δ ±{(inter.get('delta') or 0):.0%})")  # fmt: skip
+    how = "BH" if (inter.get("family") or "").endswith("breakdown") else "Holm"
+    return f"interaction {inter['term']} {_ci(inter)} {inter['outcome']}, {how} p {_p(inter.get('p_adj'))}"
 
 
 def _cell(row: dict, fac: dict, levels: dict) -> str:
@@ -61,17 +63,18 @@ def grid_lines(fac: dict, key: str, width: int = 78) -> list[str]:
     for third in ([{}] if len(f) == 2 else [{f[2]: 0}, {f[2]: 1}]):
         if third:
             out.append(f"  {f[2]} {'on' if third[f[2]] else 'off'}:")
-        out.append(f"{'':12}{(f[1] + ' off')[:col]:<{col}}{(f[1] + ' on')[:col]:<{col}}")
+        out.append(f"{'':12}{(f[1] + ' off')[:col]:<{col}}{(f[1] + ' on')[:col]}")
         for a in (0, 1):
             cells = [_cell(row, fac, {f[0]: a, f[1]: b, **third}) for b in (0, 1)]
             head = f"{f[0]} {'on' if a else 'off'}"[:11]
-            out.append(f"{head:<12}" + "".join(f"{c[:col - 1]:<{col}}" for c in cells))
+            out.append((f"{head:<12}" + "".join(f"{c[:col - 1]:<{col}}" for c in cells)).rstrip())
     pred = row.get("predicted") or {}
     if len(f) == 2:
         out.append(f"parts multiplied {pct(pred.get('product'))}, added {pct(pred.get('sum'))}; "
                    f"measured {_ci(row.get('combined'))}")  # fmt: skip
     out += [interaction_line(i) for i in row["interactions"]]
-    return out
+    return [w for line in out for w in (textwrap.wrap(line, width, subsequent_indent="  ",
+                                                      break_on_hyphens=False) or [""])]  # fmt: skip
 
 
 def text_lines(fac: dict | None, policy: dict, width: int = 100) -> list[str]:
