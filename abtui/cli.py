@@ -49,6 +49,16 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
         "--candidate", metavar="URL", action="append", default=None,
         help="candidate endpoint (repeat for several candidates)",
     )
+    g.add_argument(
+        "--factor", metavar="NAME=URL", action="append", default=None,
+        help="factorial ablation: the endpoint with only optimisation NAME switched on (2 or 3 "
+             "factors; with --baseline and --combined; docs/ablation.md)",
+    )  # fmt: skip
+    g.add_argument(
+        "--combined", metavar="A+B=URL", action="append", default=None,
+        help="factorial ablation: the endpoint with factors A and B both on (every combination "
+             "of the --factor names: one for 2 factors, four for 3)",
+    )  # fmt: skip
     g.add_argument("--model", help="model name for every arm (default: the first the endpoint lists)")
     g.add_argument("--api", choices=("completions", "chat"), help="API to use (default: completions)")
     g.add_argument("--ca-bundle", metavar="FILE",
@@ -167,12 +177,42 @@ def _aa_schedule(spec) -> str:
     return "--aa: " + "; ".join(said) if said else ""
 
 
+def _name_url(text: str, flag: str) -> tuple[str, str]:
+    name, sep, url = text.partition("=")
+    if not sep or not name.strip() or not url.strip():
+        raise UsageError(f"{flag} {text!r}: expected NAME=URL", f"e.g. {flag} fp8=http://127.0.0.1:8002/v1")
+    return name.strip(), url.strip()
+
+
+def _apply_factorial(spec, args):
+    """--factor NAME=URL … --combined A+B=URL … --baseline URL: the arms of a 2^k factorial
+    (named base, NAME…, A+B…) and ``[ablation] factors``; the spec's validation checks that
+    every combination is there."""
+    from abtui.spec import ArmSpec
+    from abtui.stats.factorial import BASE_NAME
+
+    if not (args.baseline and args.factor):
+        raise UsageError("a factorial ablation needs --baseline URL and a --factor NAME=URL per factor",
+                         "e.g. --baseline URL0 --factor fp8=URL1 --factor spec=URL2 --combined fp8+spec=URL3")
+    if args.candidate:
+        raise UsageError("--candidate and --factor do not mix: every arm of a factorial is a combination",
+                         "give each endpoint as --factor NAME=URL or --combined A+B=URL")
+    factors = [_name_url(f, "--factor") for f in args.factor]
+    combos = [_name_url(c, "--combined") for c in args.combined or []]
+    spec.arms = [ArmSpec(name=BASE_NAME, url=args.baseline, role="baseline")]
+    spec.arms += [ArmSpec(name=n, url=u, role="candidate") for n, u in factors + combos]
+    spec.ablation.factors = [n for n, _ in factors]
+    return spec
+
+
 def _apply_flags(spec, args):
     """Flags override the spec file."""
     from abtui.spec import ArmSpec, parse_duration, parse_slo_string
 
     if getattr(args, "aa", False):
         spec = _apply_aa(spec, args)
+    elif getattr(args, "factor", None) or getattr(args, "combined", None):
+        spec = _apply_factorial(spec, args)
     elif args.baseline or args.candidate:
         if not (args.baseline and args.candidate):
             raise UsageError(
@@ -326,8 +366,17 @@ def _print_verdict(path, cost: dict, policy: dict):
 
 
 def cmd_demo(args) -> int:
-    """Two simulated GPUs on loopback, a chat-like workload, the summary (abtui.demo)."""
+    """Two simulated GPUs on loopback, a chat-like workload, the summary (abtui.demo); with
+    ``--ablation`` four, a 2×2 factorial (abtui.demo_ablation)."""
     from abtui.demo import DemoOptions, run_demo
+
+    if args.ablation:
+        from abtui.demo_ablation import AblationOptions, run_ablation_demo
+
+        opts = AblationOptions(requests=args.requests, time_scale=args.time_scale, seed=args.seed,
+                               name=args.name, sessions_dir=args.sessions_dir)  # fmt: skip
+        return run_ablation_demo(opts, lambda spec, items: _run_and_report(
+            spec, "", overwrite=False, items=items, gate=False, tui=_use_tui(args)))  # fmt: skip
 
     opts = DemoOptions(
         baseline_preset=args.baseline_preset, candidate_preset=args.candidate_preset,
@@ -476,6 +525,10 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--name", help="session name (default: demo-<timestamp>)")
     d.add_argument("--sessions-dir", metavar="DIR", help="folder of session files (default sessions)")
     d.add_argument("--headless", action="store_true", help="print the summary (no TUI)")
+    d.add_argument("--ablation", action="store_true",
+                   help="a 2×2 factorial instead: int4 weights × speculative decoding on four "
+                        "simulated H100s, closed loop (docs/ablation.md); --rate and the presets "
+                        "are not used, nor the quality suites")  # fmt: skip
     d.add_argument("--no-quality", action="store_true",
                    help="skip the quality suites (niah, keys) after the load test")  # fmt: skip
     d.set_defaults(func=cmd_demo)

@@ -226,6 +226,15 @@ class PolicySpec:
 
 
 @dataclass
+class AblationSpec:
+    factors: list = field(default_factory=list)
+    """A 2^k factorial ablation (k = 2 or 3): the factors' names, e.g. ``["fp8", "spec"]``; the
+    arms are then named by the factors they switch on (``fp8``, ``spec``, ``fp8+spec``), the
+    baseline has every factor off, and the verdict adds each factor's main effect and their
+    interactions (docs/ablation.md). Empty: no factorial (the arms are a ladder)."""
+
+
+@dataclass
 class Spec:
     name: str | None = None
     """Session name; the file is ``<store.dir>/<name>.duckdb``. Default: a timestamp."""
@@ -240,6 +249,7 @@ class Spec:
     policy: PolicySpec = field(default_factory=PolicySpec)
     telemetry: TelemetrySpec = field(default_factory=TelemetrySpec)
     quality: QualitySpec = field(default_factory=QualitySpec)
+    ablation: AblationSpec = field(default_factory=AblationSpec)
 
     @property
     def baseline(self) -> ArmSpec:
@@ -365,6 +375,7 @@ _SECTIONS = {
     "policy": PolicySpec,
     "telemetry": TelemetrySpec,
     "quality": QualitySpec,
+    "ablation": AblationSpec,
 }
 
 
@@ -518,6 +529,7 @@ def validate(spec: Spec, source: str = "spec") -> Spec:
     if spec.request.api not in APIS:
         raise SpecError(f"{source}: request.api must be one of {', '.join(APIS)}")
     _validate_cost_policy(spec, source)
+    _validate_ablation(spec, source)
     validate_quality(spec.quality, source, spec.load)
     from abtui.telemetry.arm_check import check_telemetry
 
@@ -528,6 +540,36 @@ def validate(spec: Spec, source: str = "spec") -> Spec:
             "it becomes the session file's name",
         )
     return spec
+
+
+def _validate_ablation(spec: Spec, source: str) -> None:
+    factors = spec.ablation.factors
+    if not factors:
+        return
+    from abtui.stats.factorial import (
+        BASE_NAME,
+        MAX_FACTORS,
+        MIN_FACTORS,
+        SEP,
+        combo_name,
+        design_of,
+    )
+
+    hint = (f"[ablation] factors = [\"fp8\", \"spec\"] needs arms named {BASE_NAME} (the "
+            f"baseline), fp8, spec and fp8{SEP}spec")
+    if not MIN_FACTORS <= len(factors) <= MAX_FACTORS:
+        raise SpecError(f"{source}: ablation.factors: {len(factors)} factors; a factorial takes "
+                        f"2 or 3 (2^k arms: 4 or 8; beyond 3 the arm count is impractical)", hint)
+    for f in factors:
+        if not f or SEP in f or f == BASE_NAME or len(set(factors)) != len(factors):
+            raise SpecError(f"{source}: ablation.factors: {f!r} must be a unique name without "
+                            f"{SEP!r}, not {BASE_NAME!r}", hint)
+    design, why = design_of([a.name for a in spec.arms], factors)
+    if design is None:
+        want = [combo_name(factors, tuple((i >> j) & 1 for j in range(len(factors))))
+                for i in range(2 ** len(factors))]
+        raise SpecError(f"{source}: ablation: {why}", f"the arms must be {', '.join(want)} "
+                        f"(the baseline first: every factor off)")
 
 
 def _validate_cost_policy(spec: Spec, source: str) -> None:

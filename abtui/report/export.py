@@ -162,6 +162,9 @@ def to_markdown(sv: SessionVerdict, doc: dict) -> str:
                     f"| {lab} | " + " | ".join(_money(c[field]) for c in pair.cost.values()) + " |"
                 )
         lines.append("")
+    from abtui.report.factorial import markdown as factorial_md
+
+    lines += factorial_md(v.factorial, v.policy, e_)
     if v.sweep:
         lines += [
             "## Load sweep",

@@ -192,6 +192,9 @@ def to_html(sv: SessionVerdict, doc: dict) -> str:
                 )
                 h.append(f"<tr><td>{lab}</td>{cells}</tr>")
             h.append("</table>")
+    from abtui.report.factorial import html as factorial_html
+
+    h.append(factorial_html(v.factorial, v.policy, esc))
     if v.sweep:
         h.append(
             "<h2>Load sweep</h2><table><tr>"

@@ -317,6 +317,12 @@ def print_verdict(sv: SessionVerdict, out: TextIO, width: int | None = None) -> 
             f"\nladder: [bold]{escape(pair.candidate)}[/] vs [bold]{escape(pair.baseline)}[/]: "
             f"{pair.result} — " + "; ".join(escape(r) for r in pair.reasons[:2])
         )
+    if v.factorial:
+        from abtui.report.factorial import text_lines
+
+        console.print()
+        for line in text_lines(v.factorial, pol, width):
+            console.print(escape(line), overflow="fold")
     if v.sweep:
         console.print()
         console.print(sweep_table(v.sweep))

@@ -138,6 +138,7 @@ class Verdict:
     session: dict
     created: str = field(default_factory=lambda: datetime.now(UTC).isoformat())
     sweep: dict | None = None  # abtui.stats.sweep.sweep_summary, with two or more load levels
+    factorial: dict | None = None  # abtui.stats.ablation.summarize_factorial ([ablation] factors)
 
     @property
     def exit_code(self) -> int:
@@ -153,6 +154,7 @@ class Verdict:
             "pairs": [p.to_dict() for p in self.pairs],
             "ladder": [p.to_dict() for p in self.ladder],
             "sweep": _finite(self.sweep) if self.sweep else None,
+            "factorial": _finite(self.factorial) if self.factorial else None,
         }
 
 
@@ -365,7 +367,23 @@ def evaluate(
     present = set(np.unique(table.arm).tolist())
     idx = [i for i in range(len(arms)) if i in present]
     pairs = [pair(0, b) for b in idx if b != 0] if 0 in present else []
-    ladder = [pair(idx[k - 1], idx[k]) for k in range(2, len(idx))] if len(idx) > 2 else []
+    factors = (spec.get("ablation") or {}).get("factors") or []
+    design, why = _design(factors, names, present)
+    if design is not None:  # the steps of a factorial: each single factor → the combination
+        ladder = [pair(s, design.full) for s in design.singles()]
+    else:
+        ladder = [pair(idx[k - 1], idx[k]) for k in range(2, len(idx))] if len(idx) > 2 else []
+    factorial = None
+    if design is not None:
+        from abtui.stats.ablation import summarize_factorial
+
+        factorial = summarize_factorial(table, names, design, spec, pol, pairs, ladder,
+                                        noise_floor=noise_floor, usd=usd)  # fmt: skip
+        if factorial["no_go"]:  # the combination is worse than the best single factor
+            combo = next(p for p in pairs if p.b == design.full)
+            combo.result, combo.reasons = NO_GO, [factorial["no_go"], *combo.reasons]
+    elif factors:
+        factorial = {"factors": list(factors), "error": why, "rows": [], "findings": []}
     results = [p.result for p in pairs]
     if not results:
         overall = INCONCLUSIVE
@@ -380,4 +398,17 @@ def evaluate(
         pol_out["noise_floor_values"] = noise_floor
     arm_rows = [dict(a, arm=i) for i, a in enumerate(arms)]
     sweep = sweep_summary(table, arm_rows, slo, levels, prices)
-    return Verdict(overall, pairs, ladder, pol_out, dict(session or {}, status=status), sweep=sweep)
+    return Verdict(overall, pairs, ladder, pol_out, dict(session or {}, status=status), sweep=sweep,
+                   factorial=factorial)  # fmt: skip
+
+
+def _design(factors: list[str], names: list[str], present: set[int]):
+    """The factorial design of the arms (None, why: not one, or an arm has no requests)."""
+    if not factors:
+        return None, None
+    from abtui.stats.factorial import design_of
+
+    design, why = design_of(names, factors)
+    if design is not None and not set(design.arm_of.values()) <= present:
+        return None, "an arm of the factorial has no requests"
+    return design, why

@@ -176,6 +176,25 @@ def _slo_cost(d: VerdictData) -> Text:
     return t
 
 
+def ablation_text(fac: dict, key: str, width: int) -> Text:
+    """The ablation view: the 2×2 (or 2×2×2) of one metric from the report module's grid, its
+    findings and the combination's NO-GO, wrapped at ``width``."""
+    from abtui.report.factorial import grid_lines
+
+    t = Text(f"ablation: {' × '.join(fac['factors'])} — a: next metric\n", "bold")
+    if fac.get("error"):
+        return t.append(f"not computed: {printable(fac['error'])}")
+    t.append(printable("\n".join(grid_lines(fac, key, width))))
+    row = next((r for r in fac.get("rows") or [] if r["key"] == key), {})
+    for inter in row.get("interactions") or []:
+        if inter.get("finding"):
+            t.append("\nfinding: ", "bold yellow").append(printable(inter["finding"]))
+    if fac.get("no_go"):
+        t.append(f"\nNO-GO for {printable(fac['combination'])}: ", "bold red")
+        t.append(printable(fac["no_go"]))
+    return t
+
+
 def _config(d: VerdictData) -> Text:
     t = Text("what differs between the arms\n", "bold")
     diffs = d.doc.get("config_diff") or []
@@ -190,6 +209,7 @@ def _config(d: VerdictData) -> Text:
 class VerdictScreen(Screen):
     BINDINGS = [
         ("m", "export('md')", "export md"),
+        ("a", "ablation", "ablation metric"),
         ("h", "export('html')", "export html"),
         ("l", "back", "live panes"),
         ("escape", "back", "live panes"),
@@ -198,6 +218,11 @@ class VerdictScreen(Screen):
     def __init__(self, data: VerdictData) -> None:
         super().__init__(id="verdict")
         self.data = data
+        fac = data.sv.verdict.factorial or {}
+        from abtui.stats.ablation import headline_keys
+
+        self._ablation_keys = headline_keys(fac, data.sv.verdict.policy) if fac else []
+        self._ablation_at = 0
 
     def _beside(self, width: int) -> int:
         """The terminal's columns beside a table ``width`` wide (border, scrollbar), so that
@@ -210,6 +235,11 @@ class VerdictScreen(Screen):
         qmode = rq.mode_info(d.sv.meta)
         with VerticalScroll():
             yield Static(_banner(d), id="banner")
+            fac = d.sv.verdict.factorial
+            if fac and (self._ablation_keys or fac.get("error")):
+                view = Chart(id="ablation", classes="notes")
+                view.show(self._ablation_builder())
+                yield view
             for i, pair in enumerate(d.sv.verdict.pairs):
                 table = Chart(id=f"metrics-{i}", classes="metrics")
                 table.show(lambda w, pair=pair: metrics_table(pair, pol, w, self._beside(w)))
@@ -227,6 +257,18 @@ class VerdictScreen(Screen):
             yield Static(_config(d), id="config")
         yield Static("", id="exported")  # under the scroll: seen at once, whatever is scrolled
         yield Footer()
+
+    def _ablation_builder(self):
+        fac = self.data.sv.verdict.factorial
+        key = self._ablation_keys[self._ablation_at] if self._ablation_keys else ""
+        return lambda w: ablation_text(fac, key, w)
+
+    def action_ablation(self) -> None:
+        """The ablation view's next metric (the primary, then each guardrail)."""
+        if not self._ablation_keys:
+            return
+        self._ablation_at = (self._ablation_at + 1) % len(self._ablation_keys)
+        self.query_one("#ablation", Chart).show(self._ablation_builder())
 
     def action_export(self, fmt: str) -> None:
         from abtui.report.export import to_markdown

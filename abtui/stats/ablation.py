@@ -1,0 +1,127 @@
+"""The ``factorial`` section of a verdict: the terms of :mod:`abtui.stats.factorial` per metric
+row, each single factor's gain alone and the combination's (from the pair verdicts against the
+baseline), the findings in words, and the combination's NO-GO reason.
+
+Shape (the JSON report's top-level ``factorial`` key; docs/ablation.md)::
+
+    {"factors": ["fp8", "spec"],
+     "arms": [{"name": "base", "arm": 0, "levels": {"fp8": 0, "spec": 0}}, …],
+     "combination": "fp8+spec",
+     "design": {"k": 2, "scale": "log ratio", "families": {…}, "resampling": "…"},
+     "rows": [{"key": "tpot.p50", "label": "P50 TPOT", "lower_is_better": true,
+               "values": {"base": …, "fp8": …},              # each arm's statistic
+               "alone": {"fp8": {"ratio", "lo", "hi"}, …},    # each factor on the baseline
+               "combined": {"ratio", "lo", "hi"},             # the full combination on it
+               "predicted": {"product": …, "sum": …},         # from the single gains
+               "main": [{term, ratio, lo, hi, p, p_adj, family, delta, outcome}, …],
+               "interactions": [{term, ratio, lo, hi, log, log_lo, log_hi, p, p_adj,
+                                 family, delta, outcome, note, finding}, …]}, …],
+     "findings": ["fp8+spec: P50 TPOT −18.0% [−21.0%, −15.0%] …"],
+     "no_go": "the combination … is worse than the best single factor …" | null,
+     "error": null | "why no factorial could be computed"}
+"""
+
+from __future__ import annotations
+
+import math
+
+from abtui.stats import factorial as fx
+from abtui.stats.rows import clean
+from abtui.stats.verdict import label, pct
+
+_TERM_FIELDS = ("term", "ratio", "lo", "hi", "log", "log_lo", "log_hi", "p", "p_adj", "family",
+                "delta", "outcome", "significant", "block_len", "n", "note")  # fmt: skip
+
+
+def _ci(e) -> dict | None:
+    return None if e is None else {"ratio": e.ratio, "lo": e.lo, "hi": e.hi, "outcome": e.outcome}
+
+
+def summarize_factorial(table, names: list[str], design: fx.Design, spec: dict, pol: dict,
+                        pairs: list, ladder: list, *, noise_floor=None, usd=None) -> dict:  # fmt: skip
+    """The ``factorial`` dict (module docstring) of a session whose arms form ``design``."""
+    terms, point = fx.estimate(table, design, spec.get("slo") or {},
+                               resamples=int(pol["resamples"]), seed=int(pol["seed"]), usd=usd)  # fmt: skip
+    fx.decide_terms(terms, pol, noise_floor)
+    by_pair = {p.b: p for p in pairs}
+    singles = design.singles()
+    rows: dict[str, dict] = {}
+    for t in terms:
+        row = rows.get(t.key)
+        if row is None:
+            comp = {i: by_pair[i].comparison.get(t.key) if i in by_pair else None
+                    for i in [*singles, design.full]}  # fmt: skip
+            alone = {names[i]: _ci(comp[i]) for i in singles}
+            ratios = [comp[i].ratio if comp[i] is not None else math.nan for i in singles]
+            row = rows[t.key] = {
+                "key": t.key, "label": label(t.key), "lower_is_better": t.lower_is_better,
+                "values": {names[i]: v for i, v in point.get(t.key, {}).items()},
+                "alone": alone, "combined": _ci(comp[design.full]),
+                "predicted": {"product": math.prod(1 + r for r in ratios) - 1,
+                              "sum": sum(ratios)},
+                "main": [], "interactions": [],
+            }  # fmt: skip
+        entry = {f: getattr(t, f) for f in _TERM_FIELDS}
+        row["main" if t.order == 1 else "interactions"].append(entry)
+    out_rows = list(rows.values())
+    no_go = fx.combination_worse(design, ladder, names, pol["primary"])
+    return clean({
+        "factors": design.factors,
+        "arms": [{"name": names[i], "arm": i,
+                  "levels": dict(zip(design.factors, lv, strict=True))}
+                 for lv, i in sorted(design.arm_of.items(), key=lambda kv: kv[1])],
+        "combination": names[design.full],
+        "design": {
+            "k": design.k, "arms": 2**design.k, "scale": "log ratio",
+            "resampling": "the pair comparisons' units, one weight matrix for every arm",
+            "families": {
+                "interaction": "Holm over the interactions of the primary and guardrails",
+                "interaction-breakdown": "Benjamini–Hochberg over the other rows' interactions",
+                "main": "Holm over the main effects of the primary and guardrails",
+                "main-breakdown": "Benjamini–Hochberg over the other rows' main effects",
+            },
+        },
+        "rows": out_rows,
+        "findings": findings(out_rows, design, names, {pol["primary"], *pol["guardrails"]}),
+        "no_go": no_go,
+        "error": None,
+    })  # fmt: skip
+
+
+def headline_keys(fac: dict, policy: dict) -> list[str]:
+    """The rows a report shows first: the primary, then the guardrails, as measured."""
+    present = {r["key"] for r in fac.get("rows") or []}
+    keys = [policy.get("primary"), *(policy.get("guardrails") or [])]
+    return [k for k in dict.fromkeys(keys) if k in present]
+
+
+def finding(row: dict, inter: dict, design_k: int, names_alone: list[str], combo: str) -> str:
+    """One interaction in words (significant and beyond δ)."""
+    worse = inter["outcome"] == fx.ANTAGONISTIC
+    tail = ("less than its parts multiplied (antagonistic)" if worse
+            else "more than its parts multiplied (synergistic)")  # fmt: skip
+    ci = f"{pct(inter['ratio'])} [{pct(inter['lo'])}, {pct(inter['hi'])}]"
+    if design_k == 2:
+        comb = row.get("combined") or {}
+        alone = row.get("alone") or {}
+        parts = ", ".join(f"{n} alone {pct((alone.get(n) or {}).get('ratio'))}" for n in names_alone)
+        pred = row["predicted"]
+        return (f"{combo}: {row['label']} {pct(comb.get('ratio'))} [{pct(comb.get('lo'))}, "
+                f"{pct(comb.get('hi'))}] against the baseline; {parts} would give "
+                f"{pct(pred['product'])} together ({pct(pred['sum'])} as a sum): interaction "
+                f"{ci}, the combination gains {tail}")  # fmt: skip
+    return f"{inter['term']}: {row['label']} interaction {ci}: the combination gains {tail}"
+
+
+def findings(rows: list[dict], design: fx.Design, names: list[str], first: set[str]) -> list[str]:
+    out = []
+    ordered = sorted(rows, key=lambda r: r["key"] not in first)
+    for row in ordered:
+        for inter in row["interactions"]:
+            inter["finding"] = None
+            if inter["outcome"] in (fx.ANTAGONISTIC, fx.SYNERGISTIC):
+                inter["finding"] = finding(row, inter, design.k,
+                                           [names[i] for i in design.singles()],
+                                           names[design.full])  # fmt: skip
+                out.append(inter["finding"])
+    return out
