@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-pin", action="store_true", help="do not pin the servers to cores")
     ap.add_argument("--http", choices=("fast", "httpx"), default="fast")
     ap.add_argument("--dir", type=Path, help="work folder (default: a temporary one)")
-    ap.add_argument("--experiments", nargs="?", const="batching,kv-quant,spec-decode,weights",
+    ap.add_argument("--experiments", nargs="?", const="batching,kv-quant,spec-decode,np-x-draft,weights",
                     metavar="KEYS", help="run the optimisation A/Bs instead (default: all four)")  # fmt: skip
     a = ap.parse_args(argv)
     if a.experiments:
@@ -187,7 +187,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def experiments(keys: list[str], folder: Path | None) -> int:
-    from abtui.engine.experiments import EXPERIMENTS, models_for, run_experiment, table_rows
+    from abtui.engine.experiments import (
+        EXPERIMENTS,
+        factorial_lines,
+        models_for,
+        run_experiment,
+        table_rows,
+    )
 
     load_before = _load()
     rows, results = [], []
@@ -198,7 +204,8 @@ def experiments(keys: list[str], folder: Path | None) -> int:
             print(f"engine_ab: {k}", file=sys.stderr)
             res = run_experiment(EXPERIMENTS[k], base / k, models=models, log=sys.stderr)
             results.append(res)
-            rows += table_rows(res)
+            if not EXPERIMENTS[k].factors:
+                rows += table_rows(res)
     print(f"machine   {_cpu_model()}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}")
     print(f"load avg  before {load_before}, after {_load()} (1/5/15 min)")
     print()
@@ -212,7 +219,7 @@ def experiments(keys: list[str], folder: Path | None) -> int:
         exp = EXPERIMENTS[res.key]
         print(f"{res.key} ({exp.title}; {exp.schedule}: {exp.why}): {res.pair['result']} in "
               f"{res.wall_s:.0f} s")  # fmt: skip
-        for line in res.pair["reasons"]:
+        for line in factorial_lines(res) if exp.factors else res.pair["reasons"]:
             print(f"  - {line}")
         if res.logprobs:
             c = res.logprobs

@@ -104,3 +104,26 @@ def test_weight_quantisation_q8_vs_q4(tmp_path, models):
     for arm in ("q8_0", "q4_0"):  # every request's server timing was stored, and is below TTFT
         t = diag[arm]["timings"]
         assert t["n"] == EXPERIMENTS["weights"].requests and t["ttft_gap_ms"] > 0
+
+
+def test_a_2x2_of_parallel_slots_and_a_draft_model_on_the_real_engine(tmp_path, models):
+    """The factorial ablation on llama-server: base (-np 1), np4, draft, np4+draft, taking turns
+    at concurrency 4. Each factor alone and the combination get the server's own confirmation
+    (slots busy, drafts accepted), and the factorial section holds the interaction of every
+    headline row, whatever its sign (docs/engine.md has the measured table)."""
+    res = _run("np-x-draft", tmp_path, models)
+    fac = res.report["factorial"]
+    assert fac["error"] is None and fac["factors"] == ["np4", "draft"]
+    assert fac["combination"] == "np4+draft"
+    rows = {r["key"]: r for r in fac["rows"]}
+    for key in ("tpot.p50", "e2e.p50", "ttft.p50", "throughput.output_tokens"):
+        inter = rows[key]["interactions"]
+        assert len(inter) == 1 and inter[0]["lo"] <= inter[0]["ratio"] <= inter[0]["hi"]
+        assert set(rows[key]["alone"]) == {"np4", "draft"}
+    assert res.counters["np4"].peak.get("llamacpp:requests_processing", 0) >= 3
+    assert res.counters["base"].peak.get("llamacpp:requests_deferred", 0) >= 2
+    for arm in ("draft", "np4+draft"):
+        assert res.counters[arm].acceptance > 0.6
+    # four slots always beat one at concurrency 4 on TTFT (no wait for a slot), alone or not
+    assert rows["ttft.p50"]["alone"]["np4"]["ratio"] < -0.5
+    assert rows["ttft.p50"]["combined"]["ratio"] < -0.5

@@ -68,6 +68,8 @@ class Experiment:
     sweep: tuple[int, ...] = ()  # closed-loop concurrency levels (a sweep), else one level
     blocks: int = 8
     quality: tuple[str, ...] = ()
+    factors: tuple[str, ...] = ()  # a 2^k factorial: baseline "base", the rest in `more`
+    more: tuple[ServerSetup, ...] = ()  # the factorial's other arms, named by combination
     primary: str = "e2e.p50"
     ctx: int = 1024  # per slot
     # abtui sizes haystacks in ~words; the tiny vocabulary spends ~4.6 tokens on each (byte
@@ -98,6 +100,16 @@ EXPERIMENTS: dict[str, Experiment] = {
             ServerSetup("target+draft", "spec-target", parallel=4, draft=True),
             "alternate", "the arms take turns on the whole machine: neither pays for the other",
             requests=64, input_tokens=32, output_tokens=32, sweep=(1, 4), primary="tpot.p50",
+        ),
+        Experiment(
+            "np-x-draft", "a 2×2: --parallel 1 → 4 × draft model, closed loop at concurrency 4",
+            ServerSetup("base", "spec-target", parallel=1),
+            ServerSetup("np4+draft", "spec-target", parallel=4, draft=True),
+            "alternate", "four arms take turns on the whole machine: no arm pays for another",
+            requests=64, input_tokens=16, output_tokens=32, concurrency=4, primary="tpot.p50",
+            factors=("np4", "draft"),
+            more=(ServerSetup("np4", "spec-target", parallel=4),
+                  ServerSetup("draft", "spec-target", parallel=1, draft=True)),
         ),
         Experiment(
             "weights", "weights: Q8_0 vs Q4_0",
@@ -190,7 +202,7 @@ class _Poller:
 def spec_text(exp: Experiment, name: str, servers: dict[str, LlamaCppServer], folder: Path,
               requests: int) -> str:  # fmt: skip
     arms = []
-    for role, setup in (("baseline", exp.baseline), ("candidate", exp.candidate)):
+    for role, setup in arm_setups(exp):
         srv = servers[setup.name]
         arms.append(f'''[[arms]]
 name = "{setup.name}"
@@ -200,6 +212,7 @@ metrics_url = "{srv.base}/metrics"
 ''')
     load = (f"sweep_concurrency = {list(exp.sweep)}" if exp.sweep
             else f"concurrency = {exp.concurrency}")  # fmt: skip
+    ablation = f"\n[ablation]\nfactors = {json.dumps(list(exp.factors))}\n" if exp.factors else ""
     quality = ""
     if exp.quality:
         quality = f"""
@@ -234,7 +247,13 @@ primary = "{exp.primary}"
 
 [store]
 dir = "{folder}"
-{quality}'''
+{quality}{ablation}'''
+
+
+def arm_setups(exp: Experiment) -> list[tuple[str, ServerSetup]]:
+    """(role, setup) of every arm: the baseline, the factorial's other arms, the candidate."""
+    return [("baseline", exp.baseline), *(("candidate", m) for m in exp.more),
+            ("candidate", exp.candidate)]  # fmt: skip
 
 
 def models_for(folder: Path) -> dict[str, Path]:
@@ -261,10 +280,10 @@ def run_experiment(
     cpus = _cpus()
     pin = exp.schedule == "parallel" and len(cpus) >= 2
     servers: dict[str, LlamaCppServer] = {}
-    for i, setup in enumerate((exp.baseline, exp.candidate)):
+    for i, (_, setup) in enumerate(arm_setups(exp)):
         servers[setup.name] = LlamaCppServer(
             models[setup.model], name=setup.name, parallel=setup.parallel, ctx=exp.ctx,
-            threads=threads, cpus=(cpus[i],) if pin else None,
+            threads=threads, cpus=(cpus[i % len(cpus)],) if pin else None,
             draft=models["spec-draft"] if setup.draft else None,
             flash_attn=setup.flash_attn, extra_args=setup.args(),
             log_path=folder / f"server-{exp.key}-{setup.name}.log",
@@ -322,6 +341,25 @@ def _pct(e: dict | None) -> str:
     if not e or e.get("ratio") is None:
         return "—"
     return f"{e['ratio'] * 100:+.1f}% [{e['lo'] * 100:+.1f}, {e['hi'] * 100:+.1f}]"
+
+
+def factorial_lines(res: ExperimentResult, keys: tuple[str, ...] = ("tpot.p50", "e2e.p50",
+                    "throughput.output_tokens")) -> list[str]:  # fmt: skip
+    """A factorial experiment's rows in words: each factor alone, the combination, what the
+    parts multiplied predict, and the interaction with its CI and outcome."""
+    fac = res.report.get("factorial") or {}
+    if fac.get("error"):
+        return [f"factorial: {fac['error']}"]
+    out = []
+    for row in fac.get("rows", []):
+        if row["key"] not in keys:
+            continue
+        alone = ", ".join(f"{n} alone {_pct(c)}" for n, c in row["alone"].items())
+        inter = row["interactions"][0] if row["interactions"] else None
+        out.append(f"{row['label']}: {alone}; {fac['combination']} {_pct(row['combined'])}; "
+                   f"parts multiplied {row['predicted']['product'] * 100:+.1f}%; interaction "
+                   f"{_pct(inter)} {inter['outcome'] if inter else ''}")  # fmt: skip
+    return out + list(fac.get("findings") or []) + ([fac["no_go"]] if fac.get("no_go") else [])
 
 
 def table_rows(res: ExperimentResult) -> list[dict[str, str]]:
