@@ -86,6 +86,8 @@ generators = 2
 warmup = 2
 [store]
 dir = "{tmp_path}"
+[policy]
+guardrails = ["ttft.p50", "tpot.p50"]  # P99 guardrails cannot be called below 1,000 requests
 """)
     return str(p)
 
@@ -112,6 +114,8 @@ def test_ray_ab_matches_local_run(cluster, sims, tmp_path, capsys):
     with SessionReader(tmp_path / "onray.duckdb") as rd:
         t_ray_tab, meta = rd.request_table(), rd.meta()
     assert n_local == len(t_ray_tab) == 80 and set(t_ray_tab.status) == {"ok"}
+    # the candidate is 25% faster: GO, unless this box starved a generator (then both runs
+    # say so the same way as long as they ran under the same load: the module runs serial)
     assert rc_local == rc_ray and local.verdict.result == onray.verdict.result
     ray_meta = meta["ray"]
     nodes = {n["node_id"] for n in ray_meta["nodes"]}
