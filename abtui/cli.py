@@ -91,6 +91,11 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--overwrite", action="store_true", help="replace an existing session file")
     g.add_argument("--no-store-text", action="store_true", help="do not store generated text")
     g.add_argument("--headless", action="store_true", help="print progress and the summary (no TUI)")
+    g.add_argument("--ray", nargs="?", const="", metavar="ADDRESS",
+                   help="run the load generators as Ray actors on a cluster: auto, ray://HEAD:10001 "
+                        "(bare --ray: $RAY_ADDRESS, else auto); docs/scale-out.md")
+    g.add_argument("--ray-placement", choices=("spread", "pack"),
+                   help="place the generators over the nodes (spread, the default) or pack them")
     from abtui.quality.cli import add_quality_options
 
     add_quality_options(p)
@@ -209,6 +214,12 @@ def _apply_flags(spec, args):
     """Flags override the spec file."""
     from abtui.spec import ArmSpec, parse_duration, parse_slo_string
 
+    if getattr(args, "ray", None) is not None:
+        import os
+
+        spec.ray.address = args.ray or os.environ.get("RAY_ADDRESS") or "auto"
+    if getattr(args, "ray_placement", None):
+        spec.ray.placement = args.ray_placement
     if getattr(args, "aa", False):
         spec = _apply_aa(spec, args)
     elif getattr(args, "factor", None) or getattr(args, "combined", None):

@@ -201,6 +201,19 @@ class CostSpec:
     """GPUs per arm (``--gpus``)."""
 
 
+@dataclass
+class RaySpec:
+    address: str | None = None
+    """Run the load generators as Ray actors on this cluster (``--ray``): ``auto``,
+    ``ray://HEAD:10001``, ``HOST:6379``. Unset: local processes, and Ray is never imported."""
+    placement: str = "spread"
+    """``spread`` the generators over the nodes, or ``pack`` them on as few as fit."""
+    cpus_per_generator: float = 1.0
+    """Ray CPUs each generator actor reserves (its placement-group share)."""
+    clock_warn_ms: float = 2.0
+    """A node clock offset known less precisely than this (± ms) is a named warning."""
+
+
 DEFAULT_GUARDRAILS = ("ttft.p50", "ttft.p99", "tpot.p50", "tpot.p99", "e2e.p99")
 
 
@@ -250,6 +263,7 @@ class Spec:
     telemetry: TelemetrySpec = field(default_factory=TelemetrySpec)
     quality: QualitySpec = field(default_factory=QualitySpec)
     ablation: AblationSpec = field(default_factory=AblationSpec)
+    ray: RaySpec = field(default_factory=RaySpec)
 
     @property
     def baseline(self) -> ArmSpec:
@@ -534,6 +548,10 @@ def validate(spec: Spec, source: str = "spec") -> Spec:
     from abtui.telemetry.arm_check import check_telemetry
 
     check_telemetry(spec, source)
+    if spec.ray.placement not in ("spread", "pack"):
+        raise SpecError(f"{source}: ray.placement must be 'spread' or 'pack', got {spec.ray.placement!r}")
+    if not spec.ray.cpus_per_generator > 0:
+        raise SpecError(f"{source}: ray.cpus_per_generator must be > 0, got {spec.ray.cpus_per_generator}")
     if spec.name is not None and not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*$", spec.name):
         raise SpecError(
             f"{source}: name {spec.name!r} must be letters, digits, '.', '_' or '-'",

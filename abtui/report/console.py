@@ -176,6 +176,11 @@ def _print_generator_health(console: Console, meta: dict) -> None:
         console.print()
         for line in lines:
             console.print(term(line))
+    if isinstance(meta.get("ray"), dict):  # a --ray run: its nodes, their clocks, any loss
+        from abtui.runner.ray.clocks import lines as ray_lines
+
+        for line in ray_lines(meta["ray"]):
+            console.print(term(line))
     words = stored_health(meta)
     for note in words.notes:
         console.print(f"[yellow]note:[/] {term(note)}")

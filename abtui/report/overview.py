@@ -104,6 +104,11 @@ def metadata(sv: SessionVerdict, doc: dict) -> list[tuple[str, str]]:
     rows.append(("policy", f"primary {label(p['primary'])}; guardrails "
                  f"{', '.join(label(g) for g in p['guardrails']) or 'none'}; α {p['alpha']:g}; "
                  f"δ {p['delta']:.0%} / {p['delta_tail']:.0%} (tails)"))  # fmt: skip
+    if isinstance(meta.get("ray"), dict):  # a --ray run: its nodes, their clock offsets, losses
+        from abtui.runner.ray.clocks import lines
+
+        cluster = lines(meta["ray"])
+        rows += [("ray cluster" if k == 0 else "", text.strip()) for k, text in enumerate(cluster)]
     return rows
 
 

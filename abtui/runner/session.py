@@ -10,7 +10,6 @@ measured.
 from __future__ import annotations
 
 import collections
-import multiprocessing as mp
 import queue as queue_mod
 import random
 import signal
@@ -27,8 +26,9 @@ from abtui.client.records import RequestRecord
 from abtui.quality import interleave
 from abtui.quality.run import run_for_session as run_quality
 from abtui.runner.endpoints import resolve_targets
-from abtui.runner.generator import ArmPlan, generator_main
+from abtui.runner.generator import ArmPlan
 from abtui.runner.health import Delivery
+from abtui.runner.launch import start_fleet, start_local
 from abtui.runner.observer import ArmProgress, NullObserver, Observer, RunInfo, Snapshot
 from abtui.runner.segments import Conductor, build_levels, plan_segments, shard
 from abtui.spec import Spec
@@ -42,6 +42,7 @@ _now = time.perf_counter_ns
 PROGRESS_INTERVAL_S = 0.5
 START_DELAY_S = 0.1  # between "all generators ready" and t0
 READY_TIMEOUT_S = 120.0  # warm-up must finish within this
+RAY_START_DELAY_S = 0.25  # a remote call to every actor must arrive before t0
 
 
 @dataclass
@@ -224,6 +225,7 @@ def run_session(
     hub = None  # background telemetry (server /metrics, local GPUs)
     qi = None  # quality items sent during the load (quality.mode = "interleaved")
     conductor: Conductor | None = None  # starts the segments; knows which one is playing
+    fleet = None  # the generators' Ray actors (--ray)
 
     def snap() -> Snapshot:
         seg = conductor.position() if conductor is not None else None
@@ -275,15 +277,10 @@ def run_session(
         check_context(targets, [a.name for a in spec.arms], items, writer, obs)
         hub = telemetry.start_for_session(spec, writer, obs.message)
 
-        ctx = mp.get_context("spawn")
-        results = ctx.Queue()
-        stop = ctx.Event()
-        pipes = []
-        n_gen = spec.load.generators  # processes per arm, each every n-th item of the schedule
+        n_gen = spec.load.generators  # generators per arm, each every n-th item of the schedule
         worker_arm = [i for i in range(len(targets)) for _ in range(n_gen)]
-        for w, i in enumerate(worker_arm):
-            g = w % n_gen
-            plan = ArmPlan(
+        plans = [
+            ArmPlan(
                 arm=i,
                 target=targets[i],
                 items=items,
@@ -293,19 +290,16 @@ def run_session(
                 store_text=spec.store.text,
                 http=spec.request.http,
                 cpu=generator_cpus[w % len(generator_cpus)] if generator_cpus else None,
-                segments=shard(segments, g, n_gen),
+                segments=shard(segments, w % n_gen, n_gen),
                 worker=w,
             )
-            parent_end, child_end = ctx.Pipe()
-            p = ctx.Process(
-                target=generator_main,
-                args=(plan, results, child_end, stop),
-                name=f"abtui-gen-{spec.arms[i].name}" + (f"-{g}" if n_gen > 1 else ""),
-                daemon=True,
-            )
-            p.start()
-            procs.append(p)
-            pipes.append(parent_end)
+            for w, i in enumerate(worker_arm)
+        ]
+        if spec.ray.address:  # actors on a Ray cluster (abtui.runner.ray); else local processes
+            fleet = start_fleet(spec, plans, writer, obs)
+            results, pipes, stop, procs = fleet.handles
+        else:
+            results, pipes, stop = start_local(spec, plans, procs)
 
         interrupted = {"n": 0}
 
@@ -328,7 +322,8 @@ def run_session(
         done: set[int] = set()
         fatal: dict[int, str] = {}
         gen_stats: dict[int, dict] = {}
-        conductor = Conductor(segments, [a.name for a in spec.arms], writer, START_DELAY_S)
+        conductor = Conductor(segments, [a.name for a in spec.arms], writer,
+                              START_DELAY_S if fleet is None else RAY_START_DELAY_S)
         delivery = Delivery(since_ns=_now())  # reading starts now (below)
         t_ready_deadline = time.monotonic() + READY_TIMEOUT_S
         last_progress = 0.0
@@ -357,6 +352,11 @@ def run_session(
                         live.arms[arm].finished = True
                         live.arms[arm].in_flight = 0
                         obs.arm_finished(arm, live.arms[arm])
+                elif kind == "lost":  # a Ray node died under it (abtui.runner.ray.fleet)
+                    done.add(wid)
+                    writer.event("generator_lost", msg[2], arm=arm)
+                    writer.write_meta(ray=fleet.meta())
+                    obs.message(f"LOST: {msg[2]}")
                 elif kind == "fatal":
                     fatal[wid] = msg[2]
                     done.add(wid)
@@ -397,6 +397,9 @@ def run_session(
                     ap.reading_behind_s, ap.records_waiting = behind.get(i, (0.0, 0))
                 obs.progress(snap())
         conductor.close(_now())
+        if fleet is not None:
+            fleet.resync()
+            writer.write_meta(ray=fleet.meta())
         _mark_health(writer, [a.name for a in spec.arms], gen_stats, worker_arm, obs, delivery)
         for p in procs:
             p.join(timeout=5)
@@ -425,6 +428,8 @@ def run_session(
             if p.is_alive():
                 p.terminate()
                 p.join(timeout=2)
+        if fleet is not None:
+            fleet.close()
         if qi is not None:
             qi.close()
         telemetry.finish(hub, writer)

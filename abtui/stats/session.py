@@ -147,6 +147,16 @@ def _apply_overrides(spec: dict, cost: dict | None, policy: dict | None) -> dict
     return spec
 
 
+def lost_generators(meta: dict) -> list[str]:
+    """The generators a Ray run lost (``meta.ray.lost``), one line each."""
+    lost = (meta.get("ray") or {}).get("lost") or []
+    from abtui.runner.ray.clocks import where
+
+    return [f"generator {x.get('worker')} of {x.get('arm')} on node {where(x)} "
+            f"({x.get('in_flight', 0)} request(s) in flight counted as errors)"
+            for x in lost if isinstance(x, dict)]  # fmt: skip
+
+
 def session_verdict(
     path: str | Path,
     *,
@@ -181,7 +191,7 @@ def session_verdict(
     }
     verdict = evaluate(
         table, arms, spec, status=status, policy=pol, noise_floor=floor, session=session,
-        levels=meta.get("levels"), quality=quality,
+        levels=meta.get("levels"), quality=quality, lost=lost_generators(meta),
     )  # fmt: skip
     attach_ppl(verdict, meta)  # perplexity per arm, when the quality suites measured it
     if floor_doc is not None:  # how the floor that raised δ was measured, for the reports

@@ -250,7 +250,7 @@ def _bound_words(g: dict, lower_is_better: bool) -> str:
 
 
 def _pair_result(
-    comp: Comparison, policy: dict, status: str, names: list[str]
+    comp: Comparison, policy: dict, status: str, names: list[str], lost: list[str] | None = None
 ) -> tuple[str, list[str], dict, dict, list[dict]]:
     sa, sb = comp.summaries
     alpha = policy["alpha"]
@@ -278,6 +278,8 @@ def _pair_result(
             )
     if status != "complete":
         blockers.append(f"the session is {status}: the planned workload was not completed")
+    for why in lost or []:  # a Ray node died under a generator (abtui.runner.ray.fleet)
+        blockers.append(f"a load generator was lost: {why}; this run cannot be GO")
     guards = guardrail_checks(comp, policy)
     for g in guards:
         if g["state"] == "regressed":
@@ -327,6 +329,7 @@ def evaluate(
     session: dict | None = None,
     levels: list[dict] | None = None,
     quality: list[dict] | None = None,
+    lost: list[str] | None = None,
 ) -> Verdict:
     """The verdict of a session: ``arms`` as stored (index 0 = baseline), ``spec`` the resolved
     spec dict (SLOs, cost, policy). ``policy`` overrides ``spec["policy"]``."""
@@ -347,7 +350,7 @@ def evaluate(
             prices=(usd[a], usd[b]) if usd else None,
         )
         apply_policy(comp, pol, noise_floor)
-        result, reasons, errors, generator, guards = _pair_result(comp, pol, status, names)
+        result, reasons, errors, generator, guards = _pair_result(comp, pol, status, names, lost)
         qual = evaluate_quality(quality or [], a, b, spec.get("quality"))
         if qual and qual["no_go"]:  # a quality gate failed: NO-GO whatever the latencies say
             result, reasons = NO_GO, qual["no_go"] + reasons
