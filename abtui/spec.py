@@ -390,6 +390,7 @@ _SECTIONS = {
     "telemetry": TelemetrySpec,
     "quality": QualitySpec,
     "ablation": AblationSpec,
+    "ray": RaySpec,
 }
 
 

@@ -173,3 +173,9 @@ def test_run_help_says_each_default_once_and_lists_the_valid_keys(capsys):
     flat = " ".join(out.split())
     assert "keys: ttft, ttft_user, tpot, e2e, itl" in flat
     assert "STAT one of mean, p50, p90, p95, p99" in flat and "cost.per_mtok_good" in flat
+
+
+def test_the_ray_and_ablation_tables_are_read_from_a_spec_file(tmp_path):
+    p = write(tmp_path, GOOD + '\n[ray]\naddress = "auto"\nplacement = "pack"\n')
+    spec = load_spec(p)[0]
+    assert (spec.ray.address, spec.ray.placement) == ("auto", "pack")
