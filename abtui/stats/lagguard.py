@@ -48,14 +48,17 @@ _RATES_UP = ("throughput.requests", "throughput.output_tokens")  # higher is bet
 _COST = ("cost.per_mtok_output",)  # lower is better, ∝ T
 
 
-def mean_gap_s(t: RequestTable) -> float:
-    """The mean inter-arrival gap of the scheduled instants of ``t`` (one arm, measured rows),
-    within each segment (run, level, block): Σ span / Σ (count − 1). NaN with < 2 requests."""
-    if len(t) < 2:
+def mean_gap_s(t: RequestTable, rows: np.ndarray | None = None) -> float:
+    """The mean inter-arrival gap of the scheduled instants of ``t`` (one arm's measured rows,
+    or the rows where boolean ``rows`` is true), within each segment (run, level, block):
+    Σ span / Σ (count − 1). NaN with < 2 requests. No copy of the table is made."""
+    m = slice(None) if rows is None else rows
+    sched = t.scheduled_ns[m]
+    if len(sched) < 2:
         return math.nan
-    keys = np.stack([t.run, t.level, t.block])
-    order = np.lexsort((t.scheduled_ns, *keys[::-1]))
-    k, s = keys[:, order], t.scheduled_ns[order]
+    keys = np.stack([t.run[m], t.level[m], t.block[m]])
+    order = np.lexsort((sched, *keys[::-1]))
+    k, s = keys[:, order], sched[order]
     same = (k[:, 1:] == k[:, :-1]).all(axis=0)
     n = int(same.sum())
     return float(np.diff(s)[same].sum() / 1e9 / n) if n else math.nan

@@ -266,11 +266,10 @@ def _generator_checks(
     blockers: list[str] = []
     generator: dict[str, dict] = {}
     delta = policy["delta"]
-    rows = {}
+    measured = {}
     for s, arm in zip(comp.summaries, (comp.a, comp.b), strict=True):
-        t = table.select((table.arm == arm) & ~table.warmup)
-        rows[arm] = t
-        gap = lg.mean_gap_s(t)
+        measured[arm] = (table.arm == arm) & ~table.warmup
+        gap = lg.mean_gap_s(table, measured[arm])  # no copy of the arm's rows
         kept = lg.load_kept(s.lag_p99_s, gap, s.e2e.p50, delta)
         generator[names[arm]] = {"lag_p99_s": s.lag_p99_s, "lag_max_s": s.lag_max_s,
                                  "behind": s.generator_behind, "gap_s": gap,
@@ -280,8 +279,9 @@ def _generator_checks(
                             f"{lg.load_words(s.lag_p99_s, gap, s.e2e.p50, delta)}; this run "
                             "cannot be GO")  # fmt: skip
     sa, name_a = comp.summaries[0], names[comp.a]
-    ta = rows[comp.a]
-    lag, ok = rm.schedule_lag_s(ta), ta.select(ta.status == OK)
+    m = measured[comp.a]
+    lag = rm.diff_s(table.dispatched_ns[m], table.scheduled_ns[m])
+    ok = None  # the baseline's ok rows, copied only when a row is to be bounded
     lagged = f"lag P99 {sa.lag_p99_s * 1e3:.1f} ms, max {sa.lag_max_s * 1e3:.1f} ms"
     checks = [(policy["primary"], "primary")] + [(g["key"], "guardrail") for g in guards
                                                   if g["state"] == "shown"]  # fmt: skip
@@ -290,6 +290,8 @@ def _generator_checks(
         e = comp.get(key)
         if e is None or (role == "primary" and e.outcome != dc.IMPROVED):
             continue
+        if ok is None:
+            ok = table.select(m & (table.status == OK))
         f = lg.flattery(ok, key, lag)
         if f is None:
             unbounded.append(key)
