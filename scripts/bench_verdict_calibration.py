@@ -26,7 +26,12 @@ series. Per scenario:
 Cells: ``aa`` (identical arms; a false call is a GO or NO-GO, and a row IMPROVED/REGRESSED);
 ``power`` (candidate TTFT and TPOT 10% faster: GO, P50 E2E IMPROVED); ``vacuous`` (the power
 candidate, but 2% of its requests get ``m×`` TTFT, ``m`` tuned so P99 TTFT ≈ +30%: a GO is
-wrong); ``alt`` (A/A with the arms taking turns in ``--blocks`` blocks, A B | B A …: the table's
+wrong); ``aa-busy`` / ``power-busy`` / ``power40-busy`` (A/A, 10% and 40% faster, on a busy
+client: on 30% of its loop wake-ups the generator stalls for an exponential time of mean
+``--stall-ms``, drawn anew for each send — the schedule lag — and for each read of the first
+and the last token, which inflates TTFT and E2E as a starved event loop does; lag P99 ≈ 3.4 ×
+the mean: 11 ms at the default 3.2 ms), ``aa-busybase`` (A/A with only the baseline's client
+busy: its stalls flatter the candidate, the worst case for a false GO); ``alt`` (A/A with the arms taking turns in ``--blocks`` blocks, A B | B A …: the table's
 ``block`` column is set and each arm's timestamps fall in its own turns; the shared series is
 then indexed by time, not item); ``quality`` (paired items; per item a down-flip A right → B
 wrong and an up-flip with given probabilities). Rates carry ±1.96·√(p(1−p)/R); an A/A rate
@@ -66,7 +71,12 @@ DRIFT_SD, BURST_P, BURST_LEN, BURST_LOG = 0.6, 1 / 500, (4, 16), math.log(2.0)
 TAIL_FRAC, TAIL_P99 = 0.02, 0.30  # vacuous guardrail: 2% of requests, P99 TTFT +30%
 TTFT_S, TPOT_S, SIGMA = ArmTruth().ttft_s, ArmTruth().tpot_s, ArmTruth().sigma
 SCENARIOS = ("iid", "ar0.5", "ar0.9", "ar0.98", "drift")
-CELLS = ("aa", "power", "vacuous", "alt", "quality")
+CELLS = ("aa", "power", "vacuous", "alt", "quality", "aa-busy", "aa-busybase", "power-busy",
+         "power40-busy")  # fmt: skip
+BUSY_CELLS = {  # cell: (arms whose client is busy, candidate's scale)
+    "aa-busy": ((0, 1), 1.0), "aa-busybase": ((0,), 1.0), "power-busy": ((0, 1), 0.9),
+    "power40-busy": ((0, 1), 0.6),
+}  # fmt: skip
 NS_DEFAULT = (200, 500, 1000, 2000, 5000)
 ROWS = {"e2e.p50": "P50 E2E", "ttft.p50": "P50 TTFT", "tpot.p50": "P50 TPOT",
         "ttft.p99": "P99 TTFT", "e2e.p99": "P99 E2E", "throughput.requests": "throughput"}  # fmt: skip
@@ -119,7 +129,13 @@ def level(rng: np.random.Generator, n: int, burst_p: float, drift: bool) -> np.n
     return out + burst * (BURST_LOG / SIGMA)
 
 
-def latency_table(rng, cell: str, scenario: str, n: int, shared: float, blocks: int, tail_m):
+def stalls(rng: np.random.Generator, n: int, mean_ms: float) -> np.ndarray:
+    """Stalls (ns) of a busy client's loop: 30% of wake-ups wait an exponential of mean_ms."""
+    return ((rng.random(n) < 0.3) * rng.exponential(mean_ms * 1e6, n)).astype(np.int64)
+
+
+def latency_table(rng, cell: str, scenario: str, n: int, shared: float, blocks: int, tail_m,
+                  stall_ms: float = 3.2):  # fmt: skip
     """A two-arm RequestTable of ``cell`` (arm 0 = baseline, arm 1 = candidate)."""
     from abtui.metrics.table import RequestTable
 
@@ -150,21 +166,29 @@ def latency_table(rng, cell: str, scenario: str, n: int, shared: float, blocks: 
             own = sh_level[time_pos[x]] + level(rng, n, BURST_P * (1 - shared), False)
             z = {m: v + own for m, v in z.items()}
         scale = 0.9 if x == 1 and cell in ("power", "vacuous") else 1.0
+        busy_arms, busy_scale = BUSY_CELLS.get(cell, ((), 1.0))
+        scale = busy_scale if x == 1 and cell in BUSY_CELLS else scale
+        stall = (lambda: stalls(rng, n, stall_ms)) if x in busy_arms else (lambda: 0)  # noqa: E731
         ttft = TTFT_S * scale * np.exp(SIGMA * z["ttft"])
         tpot = TPOT_S * scale * np.exp(SIGMA * z["tpot"])
         if x == 1 and cell == "vacuous":
             ttft = np.where(rng.random(n) < TAIL_FRAC, ttft * tail_m, ttft)
-        disp = sched[x].astype(np.int64) + 10 * NS + 20_000
+        at = sched[x].astype(np.int64) + 10 * NS
+        disp = at + 20_000 + stall()  # a busy client sends late
         first = disp + (ttft * NS).astype(np.int64)
         gaps = tpot[:, None] * np.exp(rng.standard_normal((n, N_OUT - 1)) * 0.05)
         times = np.concatenate(
             [first[:, None], first[:, None] + np.cumsum((gaps * NS).astype(np.int64), axis=1)],
             axis=1,
         )
+        times[:, 0] += stall()  # ... and reads the first and the last token late
+        times[:, -1] += stall()
+        times = np.maximum.accumulate(times, axis=1)
+        first = times[:, 0]
         req = items + x * n
         parts = {
             "req": req, "arm": np.full(n, x), "item": items, "run": np.zeros(n, np.int64),
-            "block": block, "warmup": np.zeros(n, bool), "scheduled_ns": disp - 20_000,
+            "block": block, "warmup": np.zeros(n, bool), "scheduled_ns": at,
             "dispatched_ns": disp, "first_byte_ns": first - 1000, "done_ns": times[:, -1] + 1000,
             "first_token_ns": first, "last_token_ns": times[:, -1],
             "n_chunks": np.full(n, N_OUT), "empty_token_chunks": np.zeros(n, np.int64),
@@ -208,6 +232,7 @@ def run_task(task: tuple) -> tuple:
                  "detail": {"suite": "exact", "cluster": str(i)}}
                 for x, r in ((0, ra), (1, rb)) for i in range(n)]  # fmt: skip
         import inspect  # the pre-fix gate took the bootstrap's resamples and seed; the score
+
         # interval needs neither
         boot = "resamples" in inspect.signature(evaluate_quality).parameters
         kw = {"resamples": opts["resamples"], "seed": rep} if boot else {}
@@ -216,12 +241,16 @@ def run_task(task: tuple) -> tuple:
                                           "no_go": bool(q["no_go"])}  # fmt: skip
     from abtui.stats.verdict import evaluate
 
-    table = latency_table(rng, cell, scenario, n, opts["shared"], opts["blocks"], opts["tail_m"])
+    table = latency_table(rng, cell, scenario, n, opts["shared"], opts["blocks"], opts["tail_m"],
+                          opts["stall_ms"])  # fmt: skip
     spec = {"policy": {"resamples": opts["resamples"], "seed": rep}, "slo": {}, "quality": {}}
     v = evaluate(table, [{"name": "A"}, {"name": "B"}], spec)
     by = v.pairs[0].comparison.by_key
     rows = {k: (by[k].outcome, by[k].ratio, by[k].lo, by[k].hi) for k in ROWS if k in by}
-    return (cell, scenario, n), rep, {"result": v.result, "rows": rows}
+    base = table.select(table.arm == 0)
+    lag_ms = np.percentile((base.dispatched_ns - base.scheduled_ns) / 1e6, [99, 100])
+    return (cell, scenario, n), rep, {"result": v.result, "rows": rows,
+                                      "lag_ms": [float(x) for x in lag_ms]}  # fmt: skip
 
 
 def rate(k: int, r: int, aa: bool = False) -> str:
@@ -246,7 +275,12 @@ def summarize(key: tuple, reps: list[dict]) -> dict:
             out[s] = sum(r["gate"] == s for r in reps)
         out["no_go"] = sum(r["no_go"] for r in reps)
         return out
-    out["results"] = {s: sum(r["result"] == s for r in reps) for s in ("GO", "NO-GO", "INCONCLUSIVE")}
+    out["results"] = {
+        s: sum(r["result"] == s for r in reps) for s in ("GO", "NO-GO", "INCONCLUSIVE")
+    }
+    lags = [r["lag_ms"] for r in reps if "lag_ms" in r]
+    if lags:
+        out["lag_ms_median"] = [float(np.median([x[i] for x in lags])) for i in (0, 1)]
     out["rows"] = {}
     for k in ROWS:
         got = [r["rows"][k] for r in reps if k in r["rows"]]
@@ -275,7 +309,9 @@ def print_tables(res: list[dict], opts: dict) -> None:
         return rate(row["improved"] + row["regressed"], r["repeats"], aa=True) if row else "n/a"
 
     if cells["aa"]:
-        print("\n### A/A, parallel arms: false calls (GO or NO-GO; per row IMPROVED or REGRESSED)\n")
+        print(
+            "\n### A/A, parallel arms: false calls (GO or NO-GO; per row IMPROVED or REGRESSED)\n"
+        )
         print("| scenario | n | false call | " + " | ".join(ROWS.values()) + " |")
         print("|---|---:|---:|" + "---:|" * len(ROWS))
         for r in cells["aa"]:
@@ -291,6 +327,20 @@ def print_tables(res: list[dict], opts: dict) -> None:
             print(f"| {r['scenario']} | {r['n']} | {rate(r['results']['GO'], r['repeats'])} | "
                   f"{rate(e['improved'], r['repeats'])} | {pct(e['ratio_median'])} | "
                   f"{rate(r['results']['NO-GO'], r['repeats'])} |")  # fmt: skip
+    busy = [r for c in BUSY_CELLS for r in cells[c]]
+    if busy:
+        print(f"\n### A busy client (stalls of mean {opts['stall_ms']:g} ms on 30% of the loop's "
+              "wake-ups, on sends and on the first and last token's reads)\n")  # fmt: skip
+        print("| cell | scenario | n | baseline lag P99 / max (ms, median) | GO | NO-GO | "
+              "P50 E2E IMPROVED | P50 E2E effect |")  # fmt: skip
+        print("|---|---|---:|---:|---:|---:|---:|---:|")
+        for r in busy:
+            e, lag = r["rows"]["e2e.p50"], r.get("lag_ms_median") or [math.nan] * 2
+            aa = r["cell"].startswith("aa")
+            print(f"| {r['cell']} | {r['scenario']} | {r['n']} | {lag[0]:.1f} / {lag[1]:.1f} | "
+                  f"{rate(r['results']['GO'], r['repeats'], aa=aa)} | "
+                  f"{rate(r['results']['NO-GO'], r['repeats'], aa=aa)} | "
+                  f"{rate(e['improved'], r['repeats'])} | {pct(e['ratio_median'])} |")  # fmt: skip
     if cells["vacuous"]:
         print(f"\n### Vacuous guardrail: P50 −10%, but {TAIL_FRAC:.0%} of requests get "
               f"{opts['tail_m']:.2f}× TTFT (P99 TTFT +{TAIL_P99:.0%} on the base log-normal; "
@@ -358,6 +408,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--shared", type=float, default=0.5, help="common share of the log-variance")
     ap.add_argument("--blocks", type=int, default=8, help="alternation blocks (alt cell)")
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--stall-ms", type=float, default=3.2,
+                    help="busy cells: mean client stall (lag P99 ≈ 3.4×)")  # fmt: skip
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--quick", action="store_true", help="n 200,1000; 100 repeats")
     ap.add_argument("--json", metavar="PATH")
@@ -369,7 +421,8 @@ def main(argv: list[str] | None = None) -> None:
         ap.error(f"unknown cells/scenarios: {', '.join(sorted(bad))}")
     at = {k: int(v) for k, v in (s.split("=") for s in args.repeats_at)}
     opts = {"resamples": args.resamples, "shared": args.shared, "blocks": args.blocks,
-            "seed": args.seed, "tail_m": tail_multiplier(SIGMA)}  # fmt: skip
+            "seed": args.seed, "tail_m": tail_multiplier(SIGMA),
+            "stall_ms": args.stall_ms}  # fmt: skip
     keys = [(c, s, n) for c in args.cells if c != "quality" for s in args.scenarios for n in args.n]
     if "quality" in args.cells:
         keys += [("quality", str(i), q[1]) for i, q in enumerate(QUALITY)]

@@ -16,7 +16,13 @@ def test_calibration_script_smallest_run(tmp_path, capsys):
     mod.main(["--cells", "aa,power,vacuous,alt,quality", "--scenarios", "iid,drift", "--n", "200",
               "--repeats", "3", "--repeats-at", "quality=2", "--jobs", "1", "--json", str(out)])  # fmt: skip
     text = capsys.readouterr().out
-    for head in ("### A/A, parallel", "### Power", "### Vacuous", "### A/A, alternating", "### Quality"):
+    for head in (
+        "### A/A, parallel",
+        "### Power",
+        "### Vacuous",
+        "### A/A, alternating",
+        "### Quality",
+    ):
         assert head in text
     cells = json.loads(out.read_text())["cells"]
     assert len(cells) == 4 * 2 + len(mod.QUALITY)
@@ -32,3 +38,19 @@ def test_calibration_script_smallest_run(tmp_path, capsys):
     assert abs(alt["rows"]["throughput.requests"]["ratio_median"]) < 0.01
     assert mod.gate_state({"passed": False, "state": "INCONCLUSIVE"}) == "neither"
     assert mod.gate_state({"passed": True}) == "pass"
+
+
+def test_calibration_script_busy_client_cells(tmp_path, capsys):
+    """The busy-client cells (issue 19.5): a baseline lag P99 near 3.4 × the mean stall."""
+    path = Path(__file__).parent.parent / "scripts" / "bench_verdict_calibration.py"
+    spec = importlib.util.spec_from_file_location("bench_verdict_calibration", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out = tmp_path / "b.json"
+    mod.main(["--cells", "aa-busy,aa-busybase,power-busy,power40-busy", "--scenarios", "iid",
+              "--n", "300", "--repeats", "2", "--jobs", "1", "--json", str(out)])  # fmt: skip
+    assert "### A busy client" in capsys.readouterr().out
+    cells = json.loads(out.read_text())["cells"]
+    assert len(cells) == 4
+    for c in cells:
+        assert 6 < c["lag_ms_median"][0] < 16  # lag P99 (ms) of the baseline's busy client

@@ -80,3 +80,84 @@ def test_live_counts_and_histograms_do_not_grow_with_requests():
     assert live.arms[0].done == 5 * N // 2  # every record was counted
     assert live.arms[0].live.ttft.n == 5 * N // 2
     assert sizes[1] <= sizes[0] * 1.02 + 256, sizes  # no list grows with the run
+
+
+_PEAK_CHILD = r"""
+import json, sys
+def hwm():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM"):
+            return int(line.split()[1]) / 1024
+what = sys.argv[1]
+if what == "table":
+    from abtui.store.reader import SessionReader
+    rd = SessionReader(sys.argv[2]).__enter__()
+    rd.request_table()  # once, so that DuckDB's and numpy's fixed costs are in the base
+else:
+    import numpy as np
+    from abtui.stats.bootstrap import circular_block_weights
+    circular_block_weights(500, 1, 100, np.random.default_rng(0))
+open("/proc/self/clear_refs", "w").write("5")  # VmHWM := VmRSS
+base = hwm()
+if what == "table":
+    t = rd.request_table()
+    arrays = sum(getattr(t, c).nbytes for c in ("chunk_req_idx", "chunk_t_ns", "chunk_n"))
+    n = len(t.chunk_t_ns)
+else:
+    w = circular_block_weights(500, int(sys.argv[2]), 10_000, np.random.default_rng(1))
+    arrays, n = w.nbytes, w.size
+print(json.dumps({"extra_mb": hwm() - base, "arrays_mb": arrays / 2**20, "n": n}))
+"""
+
+
+def _peak(*args) -> dict:
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _PEAK_CHILD, *map(str, args)], capture_output=True,
+                         text=True, check=True, timeout=300)  # fmt: skip
+    return json.loads(out.stdout)
+
+
+def test_reading_a_session_costs_its_arrays_and_one_slice_not_a_sort_of_every_chunk(tmp_path):
+    """A real session file of 2,000 requests × 400 chunks (800,000 chunks, 18 MB as int64
+    arrays): request_table's peak above its base is the arrays plus one slice of chunks. One
+    query joining and sorting every chunk peaked at ~4× the arrays (docs/reliability.md)."""
+    w = SessionWriter(tmp_path / "big.duckdb")
+    for k in range(0, 2000, 200):
+        w.add_records([_rec(i, n_chunks=400) for i in range(k, k + 200)], store_text=False)
+        w.flush()
+    w.close()
+    got = _peak("table", tmp_path / "big.duckdb")
+    assert got["n"] == 800_000
+    assert got["extra_mb"] < 1.6 * got["arrays_mb"] + 12, got
+
+
+def test_resample_weights_cost_their_matrix_not_three_int64_copies():
+    """10,000 resamples × 500 units (the verdict's): 19 MB of float32 weights; drawing and
+    counting every resample at once held int64 matrices of 38 MB each beside it."""
+    for ell in (1, 7):
+        got = _peak("weights", ell)
+        assert got["extra_mb"] < got["arrays_mb"] + 25, got
+
+
+def test_resample_weights_are_the_same_counted_in_slices(monkeypatch):
+    import numpy as np
+
+    from abtui.stats import bootstrap as bs
+
+    def reference(n_units, ell, n_res, rng):  # all resamples at once (before slicing)
+        n_blocks = -(-n_units // ell)
+        starts = rng.integers(0, n_units, size=(n_res, n_blocks))
+        flat = (starts + (np.arange(n_res) * n_units)[:, None]).ravel()
+        counts = np.bincount(flat, minlength=n_res * n_units).reshape(n_res, n_units)
+        ext = np.concatenate([counts[:, n_units - ell + 1 :], counts], axis=1)
+        cs = np.concatenate([np.zeros((n_res, 1), np.int64), np.cumsum(ext, axis=1)], axis=1)
+        return (cs[:, ell:] - cs[:, :-ell]).astype(np.float32)
+
+    for cells in (bs.WEIGHT_ROWS_CELLS, 999):  # one slice; slices of odd sizes (27 × 37, …)
+        monkeypatch.setattr(bs, "WEIGHT_ROWS_CELLS", cells)
+        for n_units, ell in ((500, 1), (500, 9), (37, 5), (37, 1)):
+            got = bs.circular_block_weights(n_units, ell, 3001, np.random.default_rng(4))
+            assert (got == reference(n_units, ell, 3001, np.random.default_rng(4))).all()

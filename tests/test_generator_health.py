@@ -18,6 +18,8 @@ from abtui.metrics.summary import LAG_MAX_LIMIT_S, LAG_P99_LIMIT_S
 from abtui.runner.health import Delivery
 from abtui.sim.engine import SimConfig
 from abtui.sim.process import SimProcess
+from abtui.stats.decide import DELTA_CENTRAL
+from abtui.stats.lagguard import load_kept
 from abtui.store.reader import SessionReader
 
 
@@ -31,12 +33,19 @@ def sims():
 
 
 def _assert_marked_as_measured(meta) -> None:
-    """``degraded`` follows the stored lag figures and the verdict's limits, whatever the lag
-    was: on a busy machine even a 20 req/s run can fall behind, and must then say so."""
-    arms = meta["generator_health"]["arms"].values()
-    behind = any(a["lag_p99_s"] > LAG_P99_LIMIT_S or a["lag_max_s"] > LAG_MAX_LIMIT_S for a in arms)
+    """``degraded`` follows the stored lag figures and the verdict's load rule, whatever the lag
+    was: on a busy machine even a 20 req/s run can fall behind, and must then say so; a lag past
+    the fixed limits that kept the load is a note, with what the machine was doing."""
+    h = meta["generator_health"]
+    arms = h["arms"].values()
+    behind = any(not load_kept(a["lag_p99_s"], a["gap_s"], a["e2e_p50_s"], DELTA_CENTRAL)
+                 for a in arms)  # fmt: skip
     assert meta["degraded"] is behind
-    assert bool(meta["generator_health"]["reasons"]) is behind
+    assert bool(h["reasons"]) is behind
+    late = any(a["lag_p99_s"] > LAG_P99_LIMIT_S or a["lag_max_s"] > LAG_MAX_LIMIT_S for a in arms)
+    assert any(n.startswith("the machine: while measuring") for n in h["notes"]) is late
+    m = h["machine"]
+    assert m["cpus"] == os.cpu_count() and 0 <= m["abtui_cpus"] and 0 <= m["other_cpus"]
 
 
 def _run(sims, tmp_path, name, *extra):
@@ -74,6 +83,8 @@ def test_a_generator_that_falls_behind_marks_the_session_degraded(sims, tmp_path
     assert meta["generator_health"]["arms"]["baseline"]["lag_p99_s"] > 0.1
     assert meta["generator_health"]["arms"]["baseline"]["in_flight_max"] == 1
     assert "DEGRADED SESSION" in out.out and "schedule lag P99" in out.out
+    assert "the arm did not get the load asked for" in " ".join(out.out.split())
+    assert "note: the machine: while measuring, other processes kept" in out.err
     assert "DEGRADED: the load generator fell behind" in out.err
     # the saved file's report says it again
     assert main(["report", str(tmp_path / "behind.duckdb")]) != 0
@@ -175,7 +186,6 @@ def test_delivery_counts_late_only_from_when_reading_began():
     assert d.into({})[0]["main_behind_max_s"] == 2.0
 
 
-
 SLOW_MAIN = """
 import sys, time
 time.sleep({sleep})  # a main module with heavy imports: each spawned generator runs it again
@@ -207,3 +217,75 @@ def test_a_slow_generator_start_is_not_reading_late(sims, tmp_path):
     assert not [n for n in h["notes"] if "read the generator's records" in n], h["notes"]
     assert all(a["main_behind_max_s"] < 1.0 for a in h["arms"].values()), h["arms"]
     assert "read the generator's records up to" not in out.stdout
+
+
+def test_the_machine_is_described_while_another_process_takes_a_core(sims, tmp_path):
+    """/proc/stat sampled over the measuring window: a busy loop in another process shows as
+    CPU taken by other processes (at least most of a core), apart from abtui's own."""
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.3)
+        assert _run(sims, tmp_path, "hog", "--rate", "20") in (0, 3, 4)
+    finally:
+        hog.kill()
+        hog.wait()
+    with SessionReader(tmp_path / "hog.duckdb") as rd:
+        m = rd.meta()["generator_health"]["machine"]
+    assert m["other_cpus"] >= 0.6 and m["abtui_cpus"] > 0 and m["wall_s"] > 1.0
+    assert m["steal_share"] is None or 0 <= m["steal_share"] < 1
+    assert m["busy_cpus"] <= m["cpus"] + 0.1
+
+
+def test_a_small_lag_on_a_real_session_no_longer_blocks_a_large_gain(tmp_path):
+    """A real run over loopback (E2E ~350 ms at 30 req/s, the candidate 40% faster), then the
+    baseline's schedule made late in the stored file as a busy box makes it (lag P99 11 ms,
+    max 21.5 ms, the issue's figures): GO, with the lag's reach stated; with the lag past half
+    the inter-arrival gap the same session cannot be GO."""
+    import duckdb
+
+    from abtui.stats.session import session_verdict
+
+    spec = tmp_path / "s.toml"
+    with (
+        SimProcess(SimConfig(ttft_ms=50, itl_ms=20, jitter_ms=1, model="sim-a", seed=1)) as a,
+        SimProcess(SimConfig(ttft_ms=30, itl_ms=12, jitter_ms=1, model="sim-b", seed=2)) as b,
+    ):
+        spec.write_text(f"""name = "busy"
+[[arms]]
+name = "base"
+url = "{a.url}"
+[[arms]]
+name = "cand"
+url = "{b.url}"
+[workload]
+requests = 150
+input_tokens = 16
+output_tokens = 16
+[load]
+rate = 30
+[store]
+dir = "{tmp_path}"
+text = false
+[policy]
+guardrails = ["ttft.p50", "tpot.p50", "e2e.p90"]
+resamples = 1000
+""")
+        assert main(["run", str(spec), "--headless"]) in (0, 3, 4)
+    path = tmp_path / "busy.duckdb"
+
+    def late(ms_of_row: str) -> str:
+        with duckdb.connect(str(path)) as con:  # lag = dispatched − scheduled, set per row
+            con.execute(f"UPDATE requests SET scheduled_ns = dispatched_ns - "
+                        f"CAST(({ms_of_row}) * 1e6 AS BIGINT) WHERE arm = 0 AND NOT warmup")  # fmt: skip
+        v = session_verdict(path, store=False).verdict
+        return v
+
+    # item 0: 21.5 ms; every 40th: 11 ms (P99 of 150 ≈ 11 ms); the rest 2 ms
+    v = late("CASE WHEN item = 0 THEN 21.5 WHEN item % 40 = 1 THEN 11 ELSE 2 END")
+    g = v.pairs[0].generator["base"]
+    assert 0.010 < g["lag_p99_s"] <= 0.0115 and g["lag_max_s"] == pytest.approx(0.0215)
+    assert g["load_kept"] and g["flattery"]["e2e.p50"] < 1.1
+    assert v.result == "GO", v.pairs[0].reasons
+    v = late("CASE WHEN item % 5 = 0 THEN 40 ELSE 2 END")  # P99 40 ms > half of a 33 ms gap
+    assert v.result == "INCONCLUSIVE"
+    assert any("did not get the load asked for" in r for r in v.pairs[0].reasons)

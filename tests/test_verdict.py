@@ -322,3 +322,49 @@ def test_a_load_both_arms_share_cancels_in_the_contrast_and_is_called():
                         shared=shared)  # fmt: skip
     e = evaluate(t, ARMS[:2], SPEC).pairs[0].comparison.get("e2e.p50")
     assert e.n_eff >= 50 and e.outcome == "IMPROVED"
+
+
+# The generator rule in proportion (issue 19.5, abtui.stats.lagguard). A busy client at 30 req/s
+# with a 350 ms E2E (TTFT 50 ms, TPOT 20 ms): lag P99 ≈ 11 ms, max ≈ 22 ms in both arms, and the
+# same stalls delay the reads of the first and last token.
+BUSY = {"ttft_s": 0.05, "tpot_s": 0.02, "stall_s": 0.0032}
+
+
+def _busy(scale: float, stall_s: float = BUSY["stall_s"]):
+    base = ArmTruth(**dict(BUSY, stall_s=stall_s))
+    cand = ArmTruth(**dict(BUSY, stall_s=stall_s), ttft_scale=scale, tpot_scale=scale)
+    t = synthetic_table(1000, [base, cand], rate=30, seed=3)
+    return evaluate(t, ARMS[:2], {"policy": {"resamples": 500}})
+
+
+def test_a_lag_too_small_to_explain_a_large_gain_does_not_block_go():
+    v = _busy(0.6)
+    g = v.pairs[0].generator["base"]
+    assert 0.010 < g["lag_p99_s"] < 0.012 and g["behind"]  # past the fixed 10 ms limit
+    assert g["load_kept"] and 1.0 < g["flattery"]["e2e.p50"] < 1.05
+    assert v.result == GO, v.pairs[0].reasons
+
+
+def test_a_lag_that_could_explain_the_gain_still_blocks_go():
+    # −10%: the same stalls could make the baseline's 50 ms P50 TTFT look ~15% slower, so the
+    # TTFT guardrail cannot be vouched for — said with the figures
+    v = _busy(0.9)
+    assert v.result == INCONCLUSIVE
+    why = [r for r in v.pairs[0].reasons if "by enough to explain the result" in r]
+    assert len(why) == 1 and "P50 TTFT (the guardrail's CI bound" in why[0], v.pairs[0].reasons
+
+
+def test_arrivals_late_by_more_than_half_a_gap_block_go_whatever_the_gain():
+    v = _busy(0.6, stall_s=0.02)  # lag P99 ≈ 68 ms against a 33 ms gap and a 350 ms E2E
+    assert v.result == INCONCLUSIVE
+    assert not v.pairs[0].generator["base"]["load_kept"]
+    assert any("did not get the load asked for" in r for r in v.pairs[0].reasons)
+
+
+def test_the_candidates_own_stalls_cannot_fake_a_gain():
+    """Only the baseline's stalls flatter the candidate; the candidate's make it look slower."""
+    base = ArmTruth(**dict(BUSY, stall_s=0.0))
+    cand = ArmTruth(**BUSY, ttft_scale=0.6, tpot_scale=0.6)
+    v = evaluate(synthetic_table(1000, [base, cand], rate=30, seed=3), ARMS[:2],
+                 {"policy": {"resamples": 500}})  # fmt: skip
+    assert v.result == GO and v.pairs[0].generator["cand"]["flattery"] == {}

@@ -153,7 +153,13 @@ def summary_table(names: list[str], sums: list[ArmSummary], slo: dict[str, float
     for label, key, unit, scale in _DISTS:
         for i, (stat_label, stat) in enumerate(_STATS):
             vals = [getattr(getattr(s, key), stat) for s in sums]
-            row(f"{label} ({unit})" if i == 0 else "", stat_label, vals, scale, 1 if unit == "ms" else 3)
+            row(
+                f"{label} ({unit})" if i == 0 else "",
+                stat_label,
+                vals,
+                scale,
+                1 if unit == "ms" else 3,
+            )
     row("throughput", "requests/s", [s.requests_per_s for s in sums], digits=2)
     row("", "output tok/s", [s.output_tokens_per_s for s in sums], digits=0)
     row("", "total tok/s", [s.total_tokens_per_s for s in sums], digits=0)
@@ -211,7 +217,9 @@ def print_session_summary(path: str | Path, out: TextIO | None = None,
     full = max(100, 40 + 16 * len(names) * 2)
     console = Console(file=out, width=width or terminal_width(out, full), highlight=False)
     status = meta.get("status", "?")
-    console.print(f"[bold]Session {meta.get('session_name', Path(path).stem)}[/] ({status}) — {path}")
+    console.print(
+        f"[bold]Session {meta.get('session_name', Path(path).stem)}[/] ({status}) — {path}"
+    )
     wl = spec.get("workload", {})
     console.print(
         f"load: {meta.get('load', '?')}; {wl.get('requests', '?')} requests per arm, "
@@ -244,11 +252,14 @@ def print_session_summary(path: str | Path, out: TextIO | None = None,
             "its status stayed running): figures cover the requests committed before that."
         )
     elif status != "complete":
-        console.print(f"\n[yellow]note:[/] the session is {status}: figures cover what was measured.")
+        console.print(
+            f"\n[yellow]note:[/] the session is {status}: figures cover what was measured."
+        )
     if any(s.generator_behind for s in sums):
         console.print(
             "[yellow]warning:[/] the load generator fell behind its schedule "
-            "(schedule lag above limits): latencies include client-side delay."
+            "(schedule lag above the fixed limits): latencies may include client-side delay; "
+            "the verdict weighs it against each effect."
         )
     _print_generator_health(console, meta)
     return sums

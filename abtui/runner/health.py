@@ -3,8 +3,12 @@
 From the stored raw facts (``dispatched_ns − scheduled_ns`` of every measured request) and the
 generators' own counters: schedule lag P50 / P99 / max, the generator's CPU share of the
 measuring wall time, and the most requests it had in flight. A session whose lag exceeds the
-limits the verdict uses (:data:`~abtui.metrics.summary.LAG_P99_LIMIT_S`, ``LAG_MAX_LIMIT_S``)
-is marked ``degraded`` in ``meta`` (and an event), and the summary says so loudly.
+bounds of the verdict's generator rule (:func:`abtui.stats.lagguard.load_kept`: lag P99 over half
+the mean inter-arrival gap *and* over δ of the median E2E — the arm did not get the offered load)
+is marked ``degraded`` in ``meta`` (and an event), and the summary says so loudly. A lag past the
+fixed limits (:data:`~abtui.metrics.summary.LAG_P99_LIMIT_S`, ``LAG_MAX_LIMIT_S``) that kept the
+load is a note: the verdict then judges, row by row, whether the lag could explain the call.
+With either, the note says what the machine was doing (:mod:`abtui.runner.machine`).
 
 Also how far the main process fell behind reading the generators' records (:class:`Delivery`):
 a main process that stalls (slow disk, SIGSTOP, a long checkpoint) does not slow the
@@ -18,6 +22,9 @@ from __future__ import annotations
 import collections
 
 from abtui.metrics.summary import LAG_MAX_LIMIT_S, LAG_P99_LIMIT_S
+from abtui.runner.machine import machine_words
+from abtui.stats.decide import DELTA_CENTRAL
+from abtui.stats.lagguard import LOAD_GAP_FRACTION, load_kept, load_words
 
 CPU_SHARE_WARN = 0.9  # a generator busier than this cannot keep up for long
 BEHIND_NOTE_S = 1.0  # the main process read records later than this: a note in the summary
@@ -93,8 +100,19 @@ class Delivery:
         return stats
 
 
-def generator_health(con, names: list[str], stats: dict[int, dict]) -> dict:
-    """``{"arms": {name: figures}, "degraded": bool, "reasons": [...], "notes": [...]}``."""
+def generator_health(con, names: list[str], stats: dict[int, dict],
+                     machine: dict | None = None) -> dict:  # fmt: skip
+    """``{"arms": {name: figures}, "degraded": bool, "reasons": [...], "notes": [...],
+    "machine": figures or None}``."""
+    gaps = dict(con.execute(  # the mean inter-arrival gap within each segment, as lagguard's
+        "SELECT arm, sum(span) / nullif(sum(n - 1), 0) FROM (SELECT arm, count(*) AS n, "
+        "(max(scheduled_ns) - min(scheduled_ns)) / 1e9 AS span FROM requests WHERE NOT warmup "
+        "GROUP BY arm, run, level, block) GROUP BY arm"
+    ).fetchall())  # fmt: skip
+    e2e = dict(con.execute(
+        "SELECT arm, quantile_cont((last_token_ns - dispatched_ns) / 1e9, 0.5) FROM requests "
+        "WHERE NOT warmup AND status = 'ok' AND last_token_ns IS NOT NULL GROUP BY arm"
+    ).fetchall())  # fmt: skip
     rows = con.execute(
         "SELECT arm, quantile_cont(lag, 0.5), quantile_cont(lag, 0.99), max(lag), count(*) "
         "FROM (SELECT arm, (dispatched_ns - scheduled_ns) / 1e9 AS lag FROM requests "
@@ -118,11 +136,20 @@ def generator_health(con, names: list[str], stats: dict[int, dict]) -> dict:
             "processes": st.get("processes", 1),
             "main_behind_max_s": st.get("main_behind_max_s"),
             "records_waiting_max": st.get("records_waiting_max"),
+            "gap_s": _num(gaps.get(arm)),
+            "e2e_p50_s": _num(e2e.get(arm)),
         }
-        if p99 > LAG_P99_LIMIT_S or mx > LAG_MAX_LIMIT_S:
-            reasons.append(
-                f"{name}: schedule lag P99 {p99 * 1e3:.1f} ms, max {mx * 1e3:.1f} ms (limits "
-                f"{LAG_P99_LIMIT_S * 1e3:g} / {LAG_MAX_LIMIT_S * 1e3:g} ms)"
+        gap, e2e50 = arms[name]["gap_s"], arms[name]["e2e_p50_s"]
+        lagged = f"{name}: schedule lag P99 {p99 * 1e3:.1f} ms, max {mx * 1e3:.1f} ms"
+        if not load_kept(p99, gap, e2e50, DELTA_CENTRAL):
+            reasons.append(f"{lagged}: {load_words(p99, gap, e2e50, DELTA_CENTRAL)}")
+        elif p99 > LAG_P99_LIMIT_S or mx > LAG_MAX_LIMIT_S:
+            notes.append(
+                f"{lagged} (past the fixed {LAG_P99_LIMIT_S * 1e3:g} / {LAG_MAX_LIMIT_S * 1e3:g} "
+                f"ms limits), but within {LOAD_GAP_FRACTION:g} of the {gap * 1e3:.1f} ms "
+                f"inter-arrival gap or δ {DELTA_CENTRAL:.0%} of the {e2e50 * 1e3:.0f} ms median "
+                "E2E: the load was kept; the verdict judges whether the lag could explain each "
+                "call"
             )
         if share is not None and share > CPU_SHARE_WARN:
             notes.append(f"{name}: its load generator used {100 * share:.0f}% of a core")
@@ -133,7 +160,15 @@ def generator_health(con, names: list[str], stats: dict[int, dict]) -> dict:
                 f"late ({st.get('records_waiting_max')} records waiting at most, held in the "
                 "generator's memory; the schedule is not affected)"
             )
-    return {"arms": arms, "degraded": bool(reasons), "reasons": reasons, "notes": notes}
+    words = machine_words(machine)
+    if words and (reasons or any("schedule lag" in n for n in notes)):
+        notes.append(words)
+    return {"arms": arms, "degraded": bool(reasons), "reasons": reasons, "notes": notes,
+            "machine": machine}  # fmt: skip
+
+
+def _num(x) -> float:
+    return float(x) if isinstance(x, int | float) else float("nan")
 
 
 def per_arm(stats: dict[int, dict], worker_arm: list[int]) -> dict[int, dict]:

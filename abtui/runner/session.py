@@ -29,6 +29,7 @@ from abtui.runner.endpoints import resolve_targets
 from abtui.runner.generator import ArmPlan
 from abtui.runner.health import Delivery
 from abtui.runner.launch import start_fleet, start_local
+from abtui.runner.machine import MachineLoad
 from abtui.runner.observer import ArmProgress, NullObserver, Observer, RunInfo, Snapshot
 from abtui.runner.segments import Conductor, build_levels, plan_segments, shard
 from abtui.spec import Spec
@@ -54,14 +55,16 @@ class SessionResult:
 
 
 def _mark_health(writer: SessionWriter, names: list[str], stats: dict, worker_arm, obs,
-                 delivery=None) -> None:  # fmt: skip
+                 delivery=None, machine=None) -> None:  # fmt: skip
     """Store the generators' health; mark the session degraded (loudly) when they lagged."""
     from abtui.runner.health import generator_health, per_arm
 
     writer.flush()
     if delivery is not None:  # how far behind this process read their records
         stats = delivery.into(stats)
-    h = generator_health(writer.con, names, per_arm(stats, worker_arm))
+    gen_cpu = sum(st.get("measure_cpu_s", 0.0) for st in stats.values() if isinstance(st, dict))
+    load = machine.result(gen_cpu) if machine is not None else None
+    h = generator_health(writer.con, names, per_arm(stats, worker_arm), load)
     writer.write_meta(generator_health=h, degraded=h["degraded"])
     for r in h["reasons"]:
         writer.event("degraded", r)
@@ -240,8 +243,15 @@ def run_session(
             host=_host_fingerprint(),
             mode=ld.schedule,
             load=describe_load(spec),
-            levels=[{"level": k, "rate": lv.rate, "concurrency": lv.concurrency,
-                     "requests": len(lv.items)} for k, lv in enumerate(levels)],  # fmt: skip
+            levels=[
+                {
+                    "level": k,
+                    "rate": lv.rate,
+                    "concurrency": lv.concurrency,
+                    "requests": len(lv.items),
+                }
+                for k, lv in enumerate(levels)
+            ],  # fmt: skip
         )
         writer.write_arms(
             [
@@ -253,9 +263,13 @@ def run_session(
                     "model": t.model,
                     "api": t.api,
                     # the request body settings; headers (credentials) are never stored
-                    "config": {"params": t.params, "api_key_env": a.api_key_env,
-                               "timeout_s": t.timeout_s, "insecure": a.insecure,
-                               "ca_bundle": a.ca_bundle},
+                    "config": {
+                        "params": t.params,
+                        "api_key_env": a.api_key_env,
+                        "timeout_s": t.timeout_s,
+                        "insecure": a.insecure,
+                        "ca_bundle": a.ca_bundle,
+                    },
                 }
                 for i, (a, t) in enumerate(zip(spec.arms, targets, strict=True))
             ]
@@ -325,6 +339,7 @@ def run_session(
         conductor = Conductor(segments, [a.name for a in spec.arms], writer,
                               START_DELAY_S if fleet is None else RAY_START_DELAY_S)
         delivery = Delivery(since_ns=_now())  # reading starts now (below)
+        machine = MachineLoad()  # what the machine does while measuring
         t_ready_deadline = time.monotonic() + READY_TIMEOUT_S
         last_progress = 0.0
         while len(done) < n:
@@ -364,6 +379,7 @@ def run_session(
                     obs.message(f"load generator of {spec.arms[arm].name} failed: {msg[2]}")
             if not interrupted["n"] and conductor.due(ready, done, n):
                 conductor.start_next(pipes, ready, done, _now())
+                machine.start()
                 if qi is not None and not qi.started and conductor.log:
                     qi.start(conductor.log[0]["t0_ns"])
                 phase = "measuring"
@@ -400,7 +416,8 @@ def run_session(
         if fleet is not None:
             fleet.resync()
             writer.write_meta(ray=fleet.meta())
-        _mark_health(writer, [a.name for a in spec.arms], gen_stats, worker_arm, obs, delivery)
+        _mark_health(writer, [a.name for a in spec.arms], gen_stats, worker_arm, obs, delivery,
+                     machine)  # fmt: skip
         for p in procs:
             p.join(timeout=5)
         if qi is not None:  # the rest of the interleaved items; rows answered are kept on a stop

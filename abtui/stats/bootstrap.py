@@ -42,6 +42,7 @@ N_BINS = 512
 EPS_S = 1e-6  # values are sketched as log(v + EPS_S): zero gaps are allowed
 STATS = ("mean", "p50", "p90", "p95", "p99")
 QUANTILES = {"p50": 0.50, "p90": 0.90, "p95": 0.95, "p99": 0.99}
+WEIGHT_ROWS_CELLS = 250_000  # circular_block_weights counts this many (resample, unit) at once
 
 
 # ----------------------------------------------------------------------- block length
@@ -144,16 +145,22 @@ def circular_block_weights(
         return np.zeros((n_resamples, 0), dtype=np.float32)
     ell = int(min(max(block_len, 1), n_units))
     n_blocks = math.ceil(n_units / ell)
-    starts = rng.integers(0, n_units, size=(n_resamples, n_blocks))
-    flat = (starts + (np.arange(n_resamples) * n_units)[:, None]).ravel()
-    counts = np.bincount(flat, minlength=n_resamples * n_units).reshape(n_resamples, n_units)
-    if ell == 1:
-        return counts.astype(np.float32)
-    # unit j is covered by every block that starts at j-ℓ+1 … j (mod U): a circular moving sum
-    ext = np.concatenate([counts[:, n_units - ell + 1 :], counts], axis=1)
-    cs = np.zeros((n_resamples, ext.shape[1] + 1), dtype=np.int64)
-    np.cumsum(ext, axis=1, out=cs[:, 1:])
-    return (cs[:, ell:] - cs[:, :-ell]).astype(np.float32)
+    out = np.empty((n_resamples, n_units), dtype=np.float32)
+    step = max(1, WEIGHT_ROWS_CELLS // n_units)  # resamples drawn at a time: bounded memory
+    for r0 in range(0, n_resamples, step):
+        k = min(step, n_resamples - r0)  # the same stream as one draw of every block start
+        rows = rng.integers(0, n_units, size=(k, n_blocks))
+        flat = (rows + (np.arange(k) * n_units)[:, None]).ravel()
+        counts = np.bincount(flat, minlength=k * n_units).reshape(k, n_units)
+        if ell == 1:
+            out[r0 : r0 + k] = counts
+            continue
+        # unit j is covered by every block that starts at j-ℓ+1 … j (mod U): a circular moving sum
+        ext = np.concatenate([counts[:, n_units - ell + 1 :], counts], axis=1)
+        cs = np.zeros((k, ext.shape[1] + 1), dtype=np.int64)
+        np.cumsum(ext, axis=1, out=cs[:, 1:])
+        out[r0 : r0 + k] = cs[:, ell:] - cs[:, :-ell]
+    return out
 
 
 # ----------------------------------------------------------------------- sketches

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from abtui.errors import StoreError, UsageError
 from abtui.quality.ppl import attach as attach_ppl
+from abtui.runner.machine import machine_words
 from abtui.stats import decide as dc
 from abtui.stats import noise_floor as nfm
 from abtui.stats.verdict import CALIBRATED, INCONCLUSIVE, Verdict, describe, evaluate
@@ -189,9 +190,11 @@ def session_verdict(
         "load": meta.get("load"),
         "arms": [a["name"] for a in arms],
     }
+    health = meta.get("generator_health")
     verdict = evaluate(
         table, arms, spec, status=status, policy=pol, noise_floor=floor, session=session,
         levels=meta.get("levels"), quality=quality, lost=lost_generators(meta),
+        machine_note=machine_words(health.get("machine") if isinstance(health, dict) else None),
     )  # fmt: skip
     attach_ppl(verdict, meta)  # perplexity per arm, when the quality suites measured it
     if floor_doc is not None:  # how the floor that raised δ was measured, for the reports

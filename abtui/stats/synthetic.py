@@ -35,6 +35,16 @@ class ArmTruth:
     lag_s: float = 0.0  # extra schedule lag (dispatched − scheduled) of every 10th request
     tail_share: float = 0.0  # share of requests whose TTFT is multiplied by tail_scale
     tail_scale: float = 1.0  # (a heavier tail: P99 moves, P50 hardly)
+    stall_s: float = 0.0  # a busy client: stalls of mean stall_s on 30% of its loop wake-ups
+    # (exponential), drawn anew for each send (schedule lag) and each read of the first and
+    # last token (inflating TTFT and E2E as a starved event loop does): lag P99 ≈ 3.4 × stall_s
+
+
+def busy_stalls(rng: np.random.Generator, n: int, mean_s: float) -> np.ndarray:
+    """``n`` stalls (ns) of a client loop on a busy machine (:attr:`ArmTruth.stall_s`)."""
+    if mean_s <= 0:
+        return np.zeros(n, dtype=np.int64)
+    return ((rng.random(n) < 0.3) * rng.exponential(mean_s, n) * NS).astype(np.int64)
 
 
 def _log_noise(rng: np.random.Generator, n: int, sigma: float, ar: float) -> np.ndarray:
@@ -92,6 +102,7 @@ def synthetic_table(
     for arm, truth in enumerate(arms):
         sched = (np.arange(n) * (NS / rate)).astype(np.int64) + 10 * NS
         disp = sched + 20_000 + np.where(np.arange(n) % 10 == 0, int(truth.lag_s * NS), 0)
+        disp = disp + busy_stalls(rng, n, truth.stall_s)
         common = 0.0 if shared is None else np.asarray(shared, dtype=np.float64)[:n]
         ttft = (
             truth.ttft_s
@@ -111,6 +122,11 @@ def synthetic_table(
             [first[:, None], first[:, None] + np.cumsum((gaps * NS).astype(np.int64), axis=1)],
             axis=1,
         )
+        if truth.stall_s > 0:  # late reads of the first and the last token
+            times[:, 0] += busy_stalls(rng, n, truth.stall_s)
+            times[:, -1] += busy_stalls(rng, n, truth.stall_s)
+            times = np.maximum.accumulate(times, axis=1)
+            first = times[:, 0]
         err = rng.random(n) < truth.error_rate
         last = times[:, -1]
         row = np.arange(n, dtype=np.int64) + arm * n

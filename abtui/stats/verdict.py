@@ -18,8 +18,10 @@ ladder, reported but not part of the exit code):
      bound on the worse side lies inside δ: :func:`guardrail_checks`; a guardrail that cannot be
      called yet — a P99 below its small-sample minimum, a CI that reaches past δ, a metric not
      measured — blocks GO, and the reason names it and the n that would decide), and none of
-     these holds: a NO-GO reason; a higher error rate at all; a load generator that fell behind
-     its schedule in either arm (its latencies include client delay); a session that did not
+     these holds: a NO-GO reason; a higher error rate at all; a load generator whose lag could
+     explain the result (:mod:`abtui.stats.lagguard`: an arm that did not get the offered load,
+     or baseline stalls large enough to fake the primary's gain or a guardrail's non-inferiority
+     — judged in proportion to the inter-arrival gap, the metric and δ); a session that did not
      complete (the plan was not carried out); a quality suite not shown non-inferior;
    - **INCONCLUSIVE** otherwise, saying what more is needed.
 
@@ -35,10 +37,13 @@ from datetime import UTC, datetime
 
 import numpy as np
 
+from abtui.client.records import OK
 from abtui.cost import arm_cost, arm_prices
+from abtui.metrics import request as rm
 from abtui.metrics.table import RequestTable
 from abtui.quality.gates import evaluate_quality
 from abtui.stats import decide as dc
+from abtui.stats import lagguard as lg
 from abtui.stats.classical import error_rate_higher_p
 from abtui.stats.effects import Comparison, Effect, compare
 from abtui.stats.multiple import benjamini_hochberg, holm
@@ -249,8 +254,95 @@ def _bound_words(g: dict, lower_is_better: bool) -> str:
     return f"{label(g['key'])} {'≤' if lower_is_better else '≥'} {pct(g['bound'])}"
 
 
+def _generator_checks(
+    table: RequestTable,
+    comp: Comparison,
+    policy: dict,
+    names: list[str],
+    guards: list[dict],
+    machine_note: str | None,
+) -> tuple[list[str], dict]:
+    """The generator rule (:mod:`abtui.stats.lagguard`): per arm, was the offered load kept; for
+    the baseline of the pair, could its stalls have produced the primary's gain or a guardrail's
+    non-inferiority. Returns the reasons that forbid GO and the figures per arm."""
+    blockers: list[str] = []
+    generator: dict[str, dict] = {}
+    delta = policy["delta"]
+    measured = {}
+    for s, arm in zip(comp.summaries, (comp.a, comp.b), strict=True):
+        measured[arm] = (table.arm == arm) & ~table.warmup
+        gap = lg.mean_gap_s(table, measured[arm])  # no copy of the arm's rows
+        kept = lg.load_kept(s.lag_p99_s, gap, s.e2e.p50, delta)
+        generator[names[arm]] = {"lag_p99_s": s.lag_p99_s, "lag_max_s": s.lag_max_s,
+                                 "behind": s.generator_behind, "gap_s": gap,
+                                 "load_kept": kept, "flattery": {}}  # fmt: skip
+        if not kept:
+            blockers.append(f"the load generator of {names[arm]} fell behind its schedule: "
+                            f"{lg.load_words(s.lag_p99_s, gap, s.e2e.p50, delta)}; this run "
+                            "cannot be GO")  # fmt: skip
+    sa, name_a = comp.summaries[0], names[comp.a]
+    m = measured[comp.a]
+    lag = rm.diff_s(table.dispatched_ns[m], table.scheduled_ns[m])
+    ok = None  # the baseline's ok rows, copied only when a row is to be bounded
+    lagged = f"lag P99 {sa.lag_p99_s * 1e3:.1f} ms, max {sa.lag_max_s * 1e3:.1f} ms"
+    checks = [(policy["primary"], "primary")] + [(g["key"], "guardrail") for g in guards
+                                                  if g["state"] == "shown"]  # fmt: skip
+    unbounded, explained = [], []
+    for key, role in checks:
+        e = comp.get(key)
+        if e is None or (role == "primary" and e.outcome != dc.IMPROVED):
+            continue
+        if ok is None:
+            ok = table.select(m & (table.status == OK))
+        f = lg.flattery(ok, key, lag)
+        if f is None:
+            unbounded.append(key)
+            continue
+        generator[name_a]["flattery"][key] = f
+        if f <= 1.0:
+            continue
+        r, lo, hi = lg.adjusted(e.ratio, e.lo, e.hi, f, e.lower_is_better)
+        n = min(e.n_a, e.n_b)
+        if role == "primary":
+            d = dc.decide(r, lo, hi, e.p_adj if math.isfinite(e.p_adj) else None, e.delta,
+                          lower_is_better=e.lower_is_better, n=n, stat=e.stat, alpha=policy["alpha"],
+                          n_eff=e.n_eff)  # fmt: skip
+            holds, what = d.outcome == dc.IMPROVED, f"beyond δ {e.delta:.0%}"
+        else:
+            d = dc.non_inferiority(r, lo, hi, e.delta, lower_is_better=e.lower_is_better, n=n,
+                                   stat=e.stat, n_eff=e.n_eff)  # fmt: skip
+            holds, what = d.significant, f"inside δ {e.delta:.0%}"
+        if not holds:
+            bound, moved = (e.hi, hi) if e.lower_is_better else (e.lo, lo)
+            explained.append(f"{_times(f)} on {label(key)} (the {role}'s CI bound {pct(bound)} "
+                             f"would then be {pct(moved)}, not {what})")  # fmt: skip
+    if explained:
+        blockers.append(
+            f"the load generator of {name_a} fell behind its schedule ({lagged}) by enough to "
+            "explain the result: its stalls may have made it look slower by up to "
+            + ", ".join(explained) + "; this run cannot be GO")  # fmt: skip
+    if unbounded and sa.generator_behind:  # rows not bounded: the fixed limits, as before
+        blockers.append(
+            f"the load generator of {name_a} fell behind its schedule ({lagged}): its latencies "
+            f"include client-side delay, and {', '.join(label(k) for k in unbounded)} cannot be "
+            "bounded for it, so this run cannot be GO")  # fmt: skip
+    if blockers and machine_note:
+        blockers.append(machine_note)
+    return blockers, generator
+
+
+def _times(f: float) -> str:
+    return "arbitrarily" if not math.isfinite(f) else f"{(f - 1) * 100:.1f}%"
+
+
 def _pair_result(
-    comp: Comparison, policy: dict, status: str, names: list[str], lost: list[str] | None = None
+    comp: Comparison,
+    policy: dict,
+    status: str,
+    names: list[str],
+    table: RequestTable,
+    machine_note: str | None = None,
+    lost: list[str] | None = None,
 ) -> tuple[str, list[str], dict, dict, list[dict]]:
     sa, sb = comp.summaries
     alpha = policy["alpha"]
@@ -263,24 +355,13 @@ def _pair_result(
     if sb.sent and sa.sent and rate_b > rate_a:
         text = f"errors rose: {rate_b:.1%} of requests vs {rate_a:.1%} (one-sided Fisher p = {p_err:.3g})"
         (no_go if p_err < alpha else blockers).append(text)
-    generator = {}
-    for s, name in ((sa, names[comp.a]), (sb, names[comp.b])):
-        generator[name] = {
-            "lag_p99_s": s.lag_p99_s,
-            "lag_max_s": s.lag_max_s,
-            "behind": s.generator_behind,
-        }
-        if s.generator_behind:
-            blockers.append(
-                f"the load generator of {name} fell behind its schedule (lag P99 "
-                f"{s.lag_p99_s * 1e3:.1f} ms, max {s.lag_max_s * 1e3:.1f} ms): its latencies include "
-                "client-side delay, so this run cannot be GO"
-            )
     if status != "complete":
         blockers.append(f"the session is {status}: the planned workload was not completed")
     for why in lost or []:  # a Ray node died under a generator (abtui.runner.ray.fleet)
         blockers.append(f"a load generator was lost: {why}; this run cannot be GO")
     guards = guardrail_checks(comp, policy)
+    lag_blockers, generator = _generator_checks(table, comp, policy, names, guards, machine_note)
+    blockers += lag_blockers
     for g in guards:
         if g["state"] == "regressed":
             no_go.append(f"{describe(comp.get(g['key']))}, beyond the {g['delta']:.0%} guardrail")
@@ -330,9 +411,12 @@ def evaluate(
     levels: list[dict] | None = None,
     quality: list[dict] | None = None,
     lost: list[str] | None = None,
+    machine_note: str | None = None,
 ) -> Verdict:
     """The verdict of a session: ``arms`` as stored (index 0 = baseline), ``spec`` the resolved
-    spec dict (SLOs, cost, policy). ``policy`` overrides ``spec["policy"]``."""
+    spec dict (SLOs, cost, policy). ``policy`` overrides ``spec["policy"]``. ``machine_note``:
+    what the machine was doing while measuring (:func:`abtui.runner.machine.machine_words`),
+    added to the reasons when the generator rule forbids GO."""
     pol = resolve_policy(policy if policy is not None else spec.get("policy"))
     slo = spec.get("slo") or {}
     names = [a["name"] for a in arms]
@@ -350,7 +434,8 @@ def evaluate(
             prices=(usd[a], usd[b]) if usd else None,
         )
         apply_policy(comp, pol, noise_floor)
-        result, reasons, errors, generator, guards = _pair_result(comp, pol, status, names, lost)
+        result, reasons, errors, generator, guards = _pair_result(comp, pol, status, names, table,
+                                                                  machine_note, lost)  # fmt: skip
         qual = evaluate_quality(quality or [], a, b, spec.get("quality"))
         if qual and qual["no_go"]:  # a quality gate failed: NO-GO whatever the latencies say
             result, reasons = NO_GO, qual["no_go"] + reasons
