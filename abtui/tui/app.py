@@ -51,6 +51,7 @@ KEYS = (  # every key, for the help screen
     ),
     ("m", "verdict: write the Markdown report next to the session file"),
     ("h", "verdict: write the HTML report next to the session file"),
+    ("a", "verdict of a factorial ablation: the next metric in the ablation view"),
     ("Tab / arrows", "move focus and scroll (more arms than fit: Tab brings each column in)"),
     (
         "space",
