@@ -337,6 +337,31 @@ def test_alternation_blocks_a_per_arm_state_outlasts_are_not_called():
     assert beyond >= 6  # what the interval alone would have called (10 of 24 rows)
 
 
+def test_slo_rows_of_a_strongly_autocorrelated_pair_are_not_called():
+    """Each arm's latency its own AR(1) ρ = 0.95 around an SLO at the median, 200 requests: the
+    per-window attainment bootstrap sees 20 windows and no dependence in them, so its interval
+    is far too narrow (calibration slo cell, AR 0.98: 25 % false calls at 200, 10 % at 1,000).
+    The SLO rows now carry the n_eff of their per-item contrast (good_B − good_A), and make no
+    call below the rule; a real attainment change of independent requests is still called."""
+    beyond = 0
+    for seed in range(10):
+        t = synthetic_table(200, [ArmTruth(ar=0.95), ArmTruth(ar=0.95)], seed=seed)
+        v = evaluate(t, ARMS[:2], {"policy": {"resamples": 500}, "slo": {"e2e": 0.19}})
+        comp = v.pairs[0].comparison
+        for key in ("slo.attainment", "goodput.requests", "goodput.output_tokens"):
+            e = comp.get(key)
+            assert e.n_eff < 50 and e.outcome == "INCONCLUSIVE", (seed, key)
+            assert "strongly autocorrelated" in e.note and not math.isfinite(e.p_adj)
+        e = comp.get("slo.attainment")
+        beyond += e.lo > e.delta or e.hi < -e.delta
+        assert math.isnan(comp.get("throughput.requests").n_eff)  # counts: not an SLO row
+    assert beyond >= 2  # what the interval alone would have called
+    t = synthetic_table(400, [ArmTruth(), FASTER], seed=3)
+    v = evaluate(t, ARMS[:2], {"policy": {"resamples": 500}, "slo": {"e2e": 0.19}})
+    e = v.pairs[0].comparison.get("slo.attainment")
+    assert e.n_eff > 200 and e.outcome == "IMPROVED"
+
+
 def test_a_load_both_arms_share_cancels_in_the_contrast_and_is_called():
     from abtui.stats.synthetic import shared_load
 

@@ -232,9 +232,19 @@ def compare(
             w = weights.get(n_units, ells[metric], "latency")
             effects += _latency_rows(metric, sk[a], sk[b], w, ells[metric], ("p50",), level, suffix,
                                      n_eff[metric])  # fmt: skip
+    slo_n_eff = math.nan
+    if slo and windows[a] is not None and windows[b] is not None:
+        per_arm = []
+        for x in (a, b):
+            sent = arm_rows[x] & sent_all
+            good = np.zeros(len(t), dtype=bool)
+            good[np.flatnonzero(ok_mask[x])] = windows[x]["good"]
+            per_arm.append((item_unit[sent], good[sent]))
+        slo_n_eff = bs.effective_size(_good_contrast(*per_arm, n_item_units))
     effects += rate_effects(
-        windows[a], windows[b], sums, slo, weights, level, prices, alternating=alternating
-    )
+        windows[a], windows[b], sums, slo, weights, level, prices, alternating=alternating,
+        slo_n_eff=slo_n_eff,
+    )  # fmt: skip
     design = {
         "paired_units": True,
         "resampling": "alternation blocks" if alternating else "circular blocks of items",
@@ -273,6 +283,25 @@ def _item_contrast(va, ua, vb, ub, n_units: int) -> np.ndarray:
     with np.errstate(invalid="ignore", divide="ignore"):
         d = np.log(tb[both] / cb[both]) - np.log(ta[both] / ca[both])
     return d[np.isfinite(d)]
+
+
+def _good_contrast(arm_a, arm_b, n_units: int) -> np.ndarray:
+    """The paired contrast of the SLO rows, per unit in schedule order: the influence of
+    ``log(attainment_B / attainment_A)``, ``(good_B/ḡ_B − sent_B/s̄_B) − (good_A/ḡ_A −
+    sent_A/s̄_A)`` over the units where both arms sent requests; each arm is ``(unit of each
+    sent request, whether it was good)``."""
+    per = []
+    for unit_of, good in (arm_a, arm_b):
+        per.append((np.bincount(unit_of, minlength=n_units).astype(np.float64),
+                    np.bincount(unit_of, weights=good.astype(np.float64), minlength=n_units)))  # fmt: skip
+    both = (per[0][0] > 0) & (per[1][0] > 0)
+    out = np.zeros(int(both.sum()))
+    for (sent, good), sign in zip(per, (-1.0, 1.0), strict=True):
+        sent, good = sent[both], good[both]
+        for col, s in ((good, 1.0), (sent, -1.0)):
+            if col.mean() > 0:
+                out += sign * s * col / col.mean()
+    return out
 
 
 def _block_series(ska: bs.Sketch, skb: bs.Sketch) -> list[np.ndarray]:
