@@ -32,7 +32,8 @@ wrong); ``alt`` (A/A with the arms taking turns in ``--blocks`` blocks, A B | B 
 ``block`` column is set and each arm's timestamps fall in its own turns; the shared series is
 then indexed by time, not item); ``altpower`` (the power candidate, alternating as ``alt``);
 ``slo`` (parallel A/A with an E2E SLO at :data:`SLO_E2E_S`, about the median: a false call is
-``slo.attainment`` or a goodput row IMPROVED/REGRESSED); ``quality`` (paired items; per item a down-flip A right → B
+``slo.attainment`` or a goodput row IMPROVED/REGRESSED); ``slopower`` (the power candidate with
+that SLO: its attainment rises from ≈ 50 % to ≈ 70 %, and should be IMPROVED); ``quality`` (paired items; per item a down-flip A right → B
 wrong and an up-flip with given probabilities). Rates carry ±1.96·√(p(1−p)/R); an A/A rate
 above α = 5% beyond that error is flagged ⚠.
 
@@ -70,7 +71,7 @@ DRIFT_SD, BURST_P, BURST_LEN, BURST_LOG = 0.6, 1 / 500, (4, 16), math.log(2.0)
 TAIL_FRAC, TAIL_P99 = 0.02, 0.30  # vacuous guardrail: 2% of requests, P99 TTFT +30%
 TTFT_S, TPOT_S, SIGMA = ArmTruth().ttft_s, ArmTruth().tpot_s, ArmTruth().sigma
 SCENARIOS = ("iid", "ar0.5", "ar0.9", "ar0.98", "drift", "drift-ar0.9")
-CELLS = ("aa", "power", "vacuous", "alt", "quality", "altpower", "slo")  # (seeds use the index)
+CELLS = ("aa", "power", "vacuous", "alt", "quality", "altpower", "slo", "slopower")  # seeds: index
 SLO_E2E_S = 0.19  # ≈ the median E2E (40 ms + 15 × 10 ms): attainment ≈ 50 %
 NS_DEFAULT = (200, 500, 1000, 2000, 5000)
 ROWS = {"e2e.p50": "P50 E2E", "ttft.p50": "P50 TTFT", "tpot.p50": "P50 TPOT",
@@ -155,7 +156,8 @@ def latency_table(rng, cell: str, scenario: str, n: int, shared: float, blocks: 
         if bursty:
             own = sh_level[time_pos[x]] + level(rng, n, BURST_P * (1 - shared), False)
             z = {m: v + own for m, v in z.items()}
-        scale = 0.9 if x == 1 and cell in ("power", "vacuous", "altpower") else 1.0
+        faster = ("power", "vacuous", "altpower", "slopower")
+        scale = 0.9 if x == 1 and cell in faster else 1.0
         ttft = TTFT_S * scale * np.exp(SIGMA * z["ttft"])
         tpot = TPOT_S * scale * np.exp(SIGMA * z["tpot"])
         if x == 1 and cell == "vacuous":
@@ -223,7 +225,7 @@ def run_task(task: tuple) -> tuple:
     from abtui.stats.verdict import evaluate
 
     table = latency_table(rng, cell, scenario, n, opts["shared"], opts["blocks"], opts["tail_m"])
-    slo = {"e2e": SLO_E2E_S} if cell == "slo" else {}
+    slo = {"e2e": SLO_E2E_S} if cell in ("slo", "slopower") else {}
     spec = {"policy": {"resamples": opts["resamples"], "seed": rep}, "slo": slo, "quality": {}}
     v = evaluate(table, [{"name": "A"}, {"name": "B"}], spec)
     by = v.pairs[0].comparison.by_key
@@ -339,6 +341,16 @@ def print_tables(res: list[dict], opts: dict) -> None:
                   f"{called(r, 'goodput.requests')} | {pct(a['ratio_median'])} "
                   f"[{pct(a['lo_median'])}, {pct(a['hi_median'])}] | "
                   f"{rate(k, r['repeats'], aa=True)} |")  # fmt: skip
+    if cells["slopower"]:
+        print(f"\n### Power of the SLO rows: candidate 10% faster, E2E SLO {SLO_E2E_S * 1e3:.0f} ms\n")
+        print("| scenario | n | SLO attainment IMPROVED | goodput IMPROVED | attainment effect, "
+              "median [median CI] |")  # fmt: skip
+        print("|---|---:|---:|---:|---:|")
+        for r in cells["slopower"]:
+            a, g = r["rows"]["slo.attainment"], r["rows"]["goodput.requests"]
+            print(f"| {r['scenario']} | {r['n']} | {rate(a['improved'], r['repeats'])} | "
+                  f"{rate(g['improved'], r['repeats'])} | {pct(a['ratio_median'])} "
+                  f"[{pct(a['lo_median'])}, {pct(a['hi_median'])}] |")  # fmt: skip
     if cells["quality"]:
         print("\n### Quality gate (default margin 1 pp; per item flip probabilities)\n")
         print("| truth | items | right answer | pass | fail | neither | NO-GO |")

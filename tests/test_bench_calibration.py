@@ -24,17 +24,19 @@ def test_calibration_script_smallest_run(tmp_path, capsys):
         "### Quality",
         "alternating arms (8 blocks)",
         "E2E SLO",
+        "Power of the SLO rows",
     ):
         assert head in text
     cells = json.loads(out.read_text())["cells"]
-    assert len(cells) == 6 * 2 + len(mod.QUALITY)
+    assert len(cells) == 7 * 2 + len(mod.QUALITY)
     for c in cells:
         if c["cell"] == "quality":
             assert c["repeats"] == 2 and c["pass"] + c["fail"] + c["neither"] == 2
         else:
             assert c["repeats"] == 3 and sum(c["results"].values()) == 3
             slo_rows = {"slo.attainment", "goodput.requests"}  # only with an SLO
-            want = set(mod.ROWS) if c["cell"] == "slo" else set(mod.ROWS) - slo_rows
+            with_slo = c["cell"] in ("slo", "slopower")
+            want = set(mod.ROWS) if with_slo else set(mod.ROWS) - slo_rows
             assert set(c["rows"]) == want, c["cell"]
     # the alternating A/A: rates over each arm's own turns (before issue 24 the baseline's span
     # covered every turn and the candidate's two fewer: +14.3 % = 16/14 - 1 with 8 blocks)
