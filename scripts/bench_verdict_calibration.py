@@ -33,7 +33,7 @@ wrong); ``alt`` (A/A with the arms taking turns in ``--blocks`` blocks, A B | B 
 then indexed by time, not item); ``altpower`` (the power candidate, alternating as ``alt``);
 ``slo`` (parallel A/A with an E2E SLO at :data:`SLO_E2E_S`, about the median: a false call is
 ``slo.attainment`` or a goodput row IMPROVED/REGRESSED); ``slopower`` (the power candidate with
-that SLO: its attainment rises from ≈ 50 % to ≈ 70 %, and should be IMPROVED); ``quality`` (paired items; per item a down-flip A right → B
+that SLO: its attainment rises by ≈ 41 %, from ≈ 50 % to ≈ 70 %, and should be IMPROVED); ``quality`` (paired items; per item a down-flip A right → B
 wrong and an up-flip with given probabilities). Rates carry ±1.96·√(p(1−p)/R); an A/A rate
 above α = 5% beyond that error is flagged ⚠.
 
