@@ -340,7 +340,7 @@ def test_alternation_blocks_a_per_arm_state_outlasts_are_not_called():
 def test_slo_rows_of_a_strongly_autocorrelated_pair_are_not_called():
     """Each arm's latency its own AR(1) ρ = 0.95 around an SLO at the median, 200 requests: the
     per-window attainment bootstrap sees 20 windows and no dependence in them, so its interval
-    is far too narrow (calibration slo cell, AR 0.98: 25 % false calls at 200, 10 % at 1,000).
+    is far too narrow (calibration slo cell, AR 0.98: 21 % false calls at 200, 10 % at 1,000).
     The SLO rows now carry the n_eff of their per-item contrast (good_B − good_A), and make no
     call below the rule; a real attainment change of independent requests is still called."""
     beyond = 0

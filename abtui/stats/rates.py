@@ -31,7 +31,7 @@ influence of ``log(attainment_B / attainment_A)`` over items in schedule order
 dependent series (:func:`abtui.stats.decide.too_dependent`). The windows cannot show that
 dependence: 20 windows of a 200-request run look independent when each arm's latency is an
 AR(1) ρ = 0.98 around the SLO, and their interval was far too narrow there (A/A attainment
-false calls 25 % at 200 requests per arm, 10 % at 1,000). Throughput keeps no such rule: its
+false calls 21 % at 200 requests per arm, 10 % at 1,000). Throughput keeps no such rule: its
 counts per window follow the arrival schedule, which both arms share.
 """
 
