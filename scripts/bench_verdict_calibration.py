@@ -21,7 +21,9 @@ series. Per scenario:
 - ``drift``: normals, plus a slow drift of the latency level common to both arms (a random walk
   whose level has sd 0.6 σ ≈ 15% by the run's end), plus bursts that slow TTFT and TPOT ×2 for
   4–16 consecutive requests (one starts at a request with probability 1/500; a share ``s`` of
-  them hit both arms at the same instants, the rest one arm).
+  them hit both arms at the same instants, the rest one arm);
+- ``drift-ar0.9``: the drift and bursts of ``drift`` over AR(1) ρ = 0.9 noise instead of
+  normals (each arm's own share of it included).
 
 Cells: ``aa`` (identical arms; a false call is a GO or NO-GO, and a row IMPROVED/REGRESSED);
 ``power`` (candidate TTFT and TPOT 10% faster: GO, P50 E2E IMPROVED); ``vacuous`` (the power
@@ -33,7 +35,10 @@ and the last token, which inflates TTFT and E2E as a starved event loop does; la
 the mean: 11 ms at the default 3.2 ms), ``aa-busybase`` (A/A with only the baseline's client
 busy: its stalls flatter the candidate, the worst case for a false GO); ``alt`` (A/A with the arms taking turns in ``--blocks`` blocks, A B | B A …: the table's
 ``block`` column is set and each arm's timestamps fall in its own turns; the shared series is
-then indexed by time, not item); ``quality`` (paired items; per item a down-flip A right → B
+then indexed by time, not item); ``altpower`` (the power candidate, alternating as ``alt``);
+``slo`` (parallel A/A with an E2E SLO at :data:`SLO_E2E_S`, about the median: a false call is
+``slo.attainment`` or a goodput row IMPROVED/REGRESSED); ``slopower`` (the power candidate with
+that SLO: its attainment rises by ≈ 41 %, from ≈ 50 % to ≈ 70 %, and should be IMPROVED); ``quality`` (paired items; per item a down-flip A right → B
 wrong and an up-flip with given probabilities). Rates carry ±1.96·√(p(1−p)/R); an A/A rate
 above α = 5% beyond that error is flagged ⚠.
 
@@ -70,16 +75,18 @@ RATE, N_OUT, ALPHA = 20.0, 16, 0.05
 DRIFT_SD, BURST_P, BURST_LEN, BURST_LOG = 0.6, 1 / 500, (4, 16), math.log(2.0)
 TAIL_FRAC, TAIL_P99 = 0.02, 0.30  # vacuous guardrail: 2% of requests, P99 TTFT +30%
 TTFT_S, TPOT_S, SIGMA = ArmTruth().ttft_s, ArmTruth().tpot_s, ArmTruth().sigma
-SCENARIOS = ("iid", "ar0.5", "ar0.9", "ar0.98", "drift")
-CELLS = ("aa", "power", "vacuous", "alt", "quality", "aa-busy", "aa-busybase", "power-busy",
-         "power40-busy")  # fmt: skip
+SCENARIOS = ("iid", "ar0.5", "ar0.9", "ar0.98", "drift", "drift-ar0.9")
+CELLS = ("aa", "power", "vacuous", "alt", "quality", "altpower", "slo", "slopower",  # seeds: index
+         "aa-busy", "aa-busybase", "power-busy", "power40-busy")  # fmt: skip
+SLO_E2E_S = 0.19  # ≈ the median E2E (40 ms + 15 × 10 ms): attainment ≈ 50 %
 BUSY_CELLS = {  # cell: (arms whose client is busy, candidate's scale)
     "aa-busy": ((0, 1), 1.0), "aa-busybase": ((0,), 1.0), "power-busy": ((0, 1), 0.9),
     "power40-busy": ((0, 1), 0.6),
 }  # fmt: skip
 NS_DEFAULT = (200, 500, 1000, 2000, 5000)
 ROWS = {"e2e.p50": "P50 E2E", "ttft.p50": "P50 TTFT", "tpot.p50": "P50 TPOT",
-        "ttft.p99": "P99 TTFT", "e2e.p99": "P99 E2E", "throughput.requests": "throughput"}  # fmt: skip
+        "ttft.p99": "P99 TTFT", "e2e.p99": "P99 E2E", "throughput.requests": "throughput",
+        "slo.attainment": "SLO attainment", "goodput.requests": "goodput"}  # fmt: skip
 QUALITY = [  # name, items, P(down-flip), P(up-flip), what a right answer is
     ("drop 10 pp", 12, 0.10, 0.0, "fail"),
     ("Δ = 0, 2% flips", 30, 0.02, 0.02, "pass"),
@@ -110,10 +117,10 @@ def unit_series(rng: np.random.Generator, n: int, scenario: str) -> np.ndarray:
     e = rng.standard_normal(n)
     if scenario in ("iid", "drift"):
         return e
-    if scenario.startswith("ar"):
+    if "ar" in scenario:
         from scipy.signal import lfilter
 
-        rho = float(scenario[2:])
+        rho = float(scenario.rpartition("ar")[2])
         e[0] /= math.sqrt(1 - rho * rho)  # start in the stationary distribution
         return lfilter([math.sqrt(1 - rho * rho)], [1.0, -rho], e)
     raise ValueError(f"unknown scenario {scenario!r}")
@@ -139,7 +146,7 @@ def latency_table(rng, cell: str, scenario: str, n: int, shared: float, blocks: 
     """A two-arm RequestTable of ``cell`` (arm 0 = baseline, arm 1 = candidate)."""
     from abtui.metrics.table import RequestTable
 
-    alt = cell == "alt"
+    alt = cell in ("alt", "altpower")
     items = np.arange(n)
     sched = {x: items * NS / RATE for x in (0, 1)}
     block = np.zeros(n, dtype=np.int64)
@@ -155,7 +162,7 @@ def latency_table(rng, cell: str, scenario: str, n: int, shared: float, blocks: 
             sched[x] = time_pos[x] * NS / RATE
     span = 2 * n if alt else n  # the shared series runs over items, or over time (alt)
     sh = {m: unit_series(rng, span, scenario) for m in ("ttft", "tpot")}
-    bursty = scenario == "drift"
+    bursty = scenario.startswith("drift")
     sh_level = level(rng, span, BURST_P * shared, True) if bursty else np.zeros(span)
     cols: dict[str, list] = {}
     chunk_req, chunk_t = [], []
@@ -165,7 +172,8 @@ def latency_table(rng, cell: str, scenario: str, n: int, shared: float, blocks: 
         if bursty:
             own = sh_level[time_pos[x]] + level(rng, n, BURST_P * (1 - shared), False)
             z = {m: v + own for m, v in z.items()}
-        scale = 0.9 if x == 1 and cell in ("power", "vacuous") else 1.0
+        faster = ("power", "vacuous", "altpower", "slopower")
+        scale = 0.9 if x == 1 and cell in faster else 1.0
         busy_arms, busy_scale = BUSY_CELLS.get(cell, ((), 1.0))
         scale = busy_scale if x == 1 and cell in BUSY_CELLS else scale
         stall = (lambda: stalls(rng, n, stall_ms)) if x in busy_arms else (lambda: 0)  # noqa: E731
@@ -243,7 +251,8 @@ def run_task(task: tuple) -> tuple:
 
     table = latency_table(rng, cell, scenario, n, opts["shared"], opts["blocks"], opts["tail_m"],
                           opts["stall_ms"])  # fmt: skip
-    spec = {"policy": {"resamples": opts["resamples"], "seed": rep}, "slo": {}, "quality": {}}
+    slo = {"e2e": SLO_E2E_S} if cell in ("slo", "slopower") else {}
+    spec = {"policy": {"resamples": opts["resamples"], "seed": rep}, "slo": slo, "quality": {}}
     v = evaluate(table, [{"name": "A"}, {"name": "B"}], spec)
     by = v.pairs[0].comparison.by_key
     rows = {k: (by[k].outcome, by[k].ratio, by[k].lo, by[k].hi) for k in ROWS if k in by}
@@ -318,11 +327,13 @@ def print_tables(res: list[dict], opts: dict) -> None:
             k = r["results"]["GO"] + r["results"]["NO-GO"]
             print(f"| {r['scenario']} | {r['n']} | {rate(k, r['repeats'], aa=True)} | "
                   + " | ".join(called(r, key) for key in ROWS) + " |")  # fmt: skip
-    if cells["power"]:
-        print("\n### Power: candidate TTFT and TPOT 10% faster\n")
+    for cell, how in (("power", "parallel arms"), ("altpower", f"alternating arms ({opts['blocks']} blocks)")):
+        if not cells[cell]:
+            continue
+        print(f"\n### Power: candidate TTFT and TPOT 10% faster, {how}\n")
         print("| scenario | n | GO | P50 E2E IMPROVED | P50 E2E effect (median) | NO-GO |")
         print("|---|---:|---:|---:|---:|---:|")
-        for r in cells["power"]:
+        for r in cells[cell]:
             e = r["rows"]["e2e.p50"]
             print(f"| {r['scenario']} | {r['n']} | {rate(r['results']['GO'], r['repeats'])} | "
                   f"{rate(e['improved'], r['repeats'])} | {pct(e['ratio_median'])} | "
@@ -368,6 +379,28 @@ def print_tables(res: list[dict], opts: dict) -> None:
                   f"{called(r, 'throughput.requests')} | {pct(t['ratio_median'])} "
                   f"[{pct(t['lo_median'])}, {pct(t['hi_median'])}] | "
                   f"{pct(ex[0])} [{pct(ex[1])}, {pct(ex[2])}] | {called(r, 'e2e.p50')} |")  # fmt: skip
+    if cells["slo"]:
+        print(f"\n### A/A, parallel arms, E2E SLO {SLO_E2E_S * 1e3:.0f} ms: rate rows' false calls\n")
+        print("| scenario | n | SLO attainment false call | goodput false call | attainment effect, "
+              "median [median CI] | latency false call (GO or NO-GO) |")  # fmt: skip
+        print("|---|---:|---:|---:|---:|---:|")
+        for r in cells["slo"]:
+            a = r["rows"]["slo.attainment"]
+            k = r["results"]["GO"] + r["results"]["NO-GO"]
+            print(f"| {r['scenario']} | {r['n']} | {called(r, 'slo.attainment')} | "
+                  f"{called(r, 'goodput.requests')} | {pct(a['ratio_median'])} "
+                  f"[{pct(a['lo_median'])}, {pct(a['hi_median'])}] | "
+                  f"{rate(k, r['repeats'], aa=True)} |")  # fmt: skip
+    if cells["slopower"]:
+        print(f"\n### Power of the SLO rows: candidate 10% faster, E2E SLO {SLO_E2E_S * 1e3:.0f} ms\n")
+        print("| scenario | n | SLO attainment IMPROVED | goodput IMPROVED | attainment effect, "
+              "median [median CI] |")  # fmt: skip
+        print("|---|---:|---:|---:|---:|")
+        for r in cells["slopower"]:
+            a, g = r["rows"]["slo.attainment"], r["rows"]["goodput.requests"]
+            print(f"| {r['scenario']} | {r['n']} | {rate(a['improved'], r['repeats'])} | "
+                  f"{rate(g['improved'], r['repeats'])} | {pct(a['ratio_median'])} "
+                  f"[{pct(a['lo_median'])}, {pct(a['hi_median'])}] |")  # fmt: skip
     if cells["quality"]:
         print("\n### Quality gate (default margin 1 pp; per item flip probabilities)\n")
         print("| truth | items | right answer | pass | fail | neither | NO-GO |")
@@ -396,7 +429,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     csv = lambda s: [x for x in s.split(",") if x]  # noqa: E731
-    ap.add_argument("--cells", type=csv, default=list(CELLS), help="aa,power,vacuous,alt,quality")
+    ap.add_argument("--cells", type=csv, default=list(CELLS), help=",".join(CELLS))
     ap.add_argument("--scenarios", type=csv, default=list(SCENARIOS))
     ap.add_argument("--n", type=lambda s: [int(x) for x in csv(s)], default=list(NS_DEFAULT),
                     help="requests per arm (default 200,500,1000,2000,5000)")  # fmt: skip

@@ -13,7 +13,7 @@ def test_calibration_script_smallest_run(tmp_path, capsys):
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     out = tmp_path / "c.json"
-    mod.main(["--cells", "aa,power,vacuous,alt,quality", "--scenarios", "iid,drift", "--n", "200",
+    mod.main(["--cells", ",".join(mod.CELLS), "--scenarios", "iid,drift", "--n", "200",
               "--repeats", "3", "--repeats-at", "quality=2", "--jobs", "1", "--json", str(out)])  # fmt: skip
     text = capsys.readouterr().out
     for head in (
@@ -22,16 +22,22 @@ def test_calibration_script_smallest_run(tmp_path, capsys):
         "### Vacuous",
         "### A/A, alternating",
         "### Quality",
+        "alternating arms (8 blocks)",
+        "E2E SLO",
+        "Power of the SLO rows",
     ):
         assert head in text
     cells = json.loads(out.read_text())["cells"]
-    assert len(cells) == 4 * 2 + len(mod.QUALITY)
+    assert len(cells) == (len(mod.CELLS) - 1) * 2 + len(mod.QUALITY)  # every cell but quality, 2 scenarios
     for c in cells:
         if c["cell"] == "quality":
             assert c["repeats"] == 2 and c["pass"] + c["fail"] + c["neither"] == 2
         else:
             assert c["repeats"] == 3 and sum(c["results"].values()) == 3
-            assert set(c["rows"]) == set(mod.ROWS)
+            slo_rows = {"slo.attainment", "goodput.requests"}  # only with an SLO
+            with_slo = c["cell"] in ("slo", "slopower")
+            want = set(mod.ROWS) if with_slo else set(mod.ROWS) - slo_rows
+            assert set(c["rows"]) == want, c["cell"]
     # the alternating A/A: rates over each arm's own turns (before issue 24 the baseline's span
     # covered every turn and the candidate's two fewer: +14.3 % = 16/14 - 1 with 8 blocks)
     alt = next(c for c in cells if c["cell"] == "alt" and c["scenario"] == "iid")

@@ -186,6 +186,7 @@ def test_alternation_blocks_are_resampled_whole():
     flat = evaluate(synthetic_table(400, [ArmTruth(), FASTER], seed=5), ARMS[:2], SPEC)
     assert flat.pairs[0].comparison.design["resampling"] == "circular blocks of items"
     assert comp.get("e2e.p50").outcome == "IMPROVED"  # 20% faster is still clear with 8 blocks
+    assert comp.get("e2e.p50").n_eff > 300  # independent requests: the n_eff rule lets it be
 
 
 # ---------------------------------------------------------------- guardrails must be shown
@@ -255,6 +256,7 @@ def test_quality_not_shown_non_inferior_turns_go_into_inconclusive():
     assert few.pairs[0].reasons[0].startswith("primary objective P50 E2E improved")
     assert _verdict(ArmTruth(), FASTER, quality=rows(400)).result == GO
 
+
 def _alternating(t, items_per_block: int = 50, gap_s: float = 0.5):
     """``t`` replayed as ``schedule = "alternate"``: blocks of ``items_per_block`` items, arms
     taking turns A B | B A | …, each turn on its own stretch of wall clock (its requests shifted
@@ -312,6 +314,52 @@ def test_a_strongly_autocorrelated_contrast_is_not_called():
     assert e.n_eff < 50 and e.outcome == "INCONCLUSIVE"
     assert "strongly autocorrelated" in e.note and "no significance call" in e.note
     assert e.samples_needed > 200 and not math.isfinite(e.p_adj)  # out of the Holm family
+
+
+def test_alternation_blocks_a_per_arm_state_outlasts_are_not_called():
+    """Alternating A/A, 8 blocks of 25 items, each arm's latency its own AR(1) ρ = 0.98 (a state
+    that outlasts the blocks): neighbouring blocks are correlated, so the whole-block bootstrap's
+    interval, even widened for 8 blocks, is far too narrow; here it lies beyond δ in most seeds.
+    The n_eff rule on the per-item paired contrast applies under alternation too (it did not:
+    11 % false calls in the calibration's AR 0.98 cell at 200 requests per arm)."""
+    beyond = 0
+    for seed in range(8):
+        truths = [ArmTruth(ar=0.98), ArmTruth(ar=0.98)]
+        t = _alternating(synthetic_table(200, truths, seed=seed), items_per_block=25)
+        v = evaluate(t, ARMS[:2], DEFAULT_GUARDS)
+        comp = v.pairs[0].comparison
+        assert comp.design["resampling"] == "alternation blocks" and v.result == INCONCLUSIVE
+        for key in ("e2e.p50", "ttft.p50", "tpot.p50"):
+            e = comp.get(key)
+            assert e.n_eff < 50 and e.outcome == "INCONCLUSIVE", (seed, key)
+            assert "strongly autocorrelated" in e.note and not math.isfinite(e.p_adj)
+            beyond += e.lo > e.delta or e.hi < -e.delta
+    assert beyond >= 6  # what the interval alone would have called (10 of 24 rows)
+
+
+def test_slo_rows_of_a_strongly_autocorrelated_pair_are_not_called():
+    """Each arm's latency its own AR(1) ρ = 0.95 around an SLO at the median, 200 requests: the
+    per-window attainment bootstrap sees 20 windows and no dependence in them, so its interval
+    is far too narrow (calibration slo cell, AR 0.98: 21 % false calls at 200, 10 % at 1,000).
+    The SLO rows now carry the n_eff of their per-item contrast (good_B − good_A), and make no
+    call below the rule; a real attainment change of independent requests is still called."""
+    beyond = 0
+    for seed in range(10):
+        t = synthetic_table(200, [ArmTruth(ar=0.95), ArmTruth(ar=0.95)], seed=seed)
+        v = evaluate(t, ARMS[:2], {"policy": {"resamples": 500}, "slo": {"e2e": 0.19}})
+        comp = v.pairs[0].comparison
+        for key in ("slo.attainment", "goodput.requests", "goodput.output_tokens"):
+            e = comp.get(key)
+            assert e.n_eff < 50 and e.outcome == "INCONCLUSIVE", (seed, key)
+            assert "strongly autocorrelated" in e.note and not math.isfinite(e.p_adj)
+        e = comp.get("slo.attainment")
+        beyond += e.lo > e.delta or e.hi < -e.delta
+        assert math.isnan(comp.get("throughput.requests").n_eff)  # counts: not an SLO row
+    assert beyond >= 2  # what the interval alone would have called
+    t = synthetic_table(400, [ArmTruth(), FASTER], seed=3)
+    v = evaluate(t, ARMS[:2], {"policy": {"resamples": 500}, "slo": {"e2e": 0.19}})
+    e = v.pairs[0].comparison.get("slo.attainment")
+    assert e.n_eff > 200 and e.outcome == "IMPROVED"
 
 
 def test_a_load_both_arms_share_cancels_in_the_contrast_and_is_called():

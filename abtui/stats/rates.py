@@ -23,6 +23,16 @@ on each arm's per-window ok counts (the contrast alone measured shorter blocks a
 false positives under drift: 8.5% against 7.5%). Prices are USD/hour over
 a rate, so cost replicates are ``(usd_B / usd_A) / (1 + r_rate) − 1``, with the rate's block
 length.
+
+The SLO rows (goodput, attainment, the cost of good output) also carry ``n_eff``: the
+effectively independent units of their per-item paired contrast, good_B − good_A as the
+influence of ``log(attainment_B / attainment_A)`` over items in schedule order
+(:func:`abtui.stats.effects._good_contrast`), for the rule that refuses a call on a too
+dependent series (:func:`abtui.stats.decide.too_dependent`). The windows cannot show that
+dependence: 20 windows of a 200-request run look independent when each arm's latency is an
+AR(1) ρ = 0.98 around the SLO, and their interval was far too narrow there (A/A attainment
+false calls 21 % at 200 requests per arm, 10 % at 1,000). Throughput keeps no such rule: its
+counts per window follow the arrival schedule, which both arms share.
 """
 
 from __future__ import annotations
@@ -147,8 +157,12 @@ def _influence(ua: dict, ub: dict, num: str, den: str) -> np.ndarray:
 
 
 def rate_effects(
-    win_a, win_b, sums, slo, weights, level: float, prices, alternating: bool = False
-) -> list[Effect]:
+    win_a, win_b, sums, slo, weights, level: float, prices, alternating: bool = False,
+    slo_n_eff: float = math.nan,
+) -> list[Effect]:  # fmt: skip
+    """The rate and cost rows (module doc). ``slo_n_eff``: effectively independent paired units
+    of the SLO rows' per-item contrast (goodput, attainment and the cost of good output carry
+    it, for the n_eff rule :func:`abtui.stats.decide.too_dependent`)."""
     sa, sb = sums
     out: list[Effect] = []
     if win_a is None or win_b is None or not (win_a["duration"] > 0 and win_b["duration"] > 0):
@@ -176,7 +190,8 @@ def rate_effects(
         widen = bs.expansion(math.ceil(n_units / ell), level)
         reps = replicates[key] = bs.expand(reps, ratio_effect(b_val, a_val), widen)
         ells[key] = ell
-        out.append(_rate_row(key, False, a_val, b_val, sa, sb, reps, ell, level))
+        n_eff = slo_n_eff if needs_slo else math.nan
+        out.append(_rate_row(key, False, a_val, b_val, sa, sb, reps, ell, level, n_eff))
     if prices:
         from abtui.cost import arm_cost
 
@@ -187,11 +202,13 @@ def rate_effects(
             with np.errstate(invalid="ignore", divide="ignore"):
                 reps = (prices[1] / prices[0]) / (1.0 + replicates[rate_key]) - 1.0
             a_val, b_val = getattr(ca, fld), getattr(cb, fld)
-            out.append(_rate_row(key, True, a_val, b_val, sa, sb, reps, ells[rate_key], level))
+            n_eff = slo_n_eff if rate_key.startswith("goodput.") else math.nan
+            out.append(_rate_row(key, True, a_val, b_val, sa, sb, reps, ells[rate_key], level,
+                                 n_eff))  # fmt: skip
     return out
 
 
-def _rate_row(key, lower_is_better, a_val, b_val, sa, sb, reps, ell, level) -> Effect:
+def _rate_row(key, lower_is_better, a_val, b_val, sa, sb, reps, ell, level, n_eff) -> Effect:
     lo, hi = bs.percentile_ci(reps, level)
     metric, stat = key.split(".")
     return Effect(
@@ -208,4 +225,5 @@ def _rate_row(key, lower_is_better, a_val, b_val, sa, sb, reps, ell, level) -> E
         hi=hi,
         p=bs.bootstrap_p(reps),
         block_len=ell,
+        n_eff=n_eff,
     )

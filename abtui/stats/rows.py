@@ -27,7 +27,7 @@ class Effect:
     hi: float
     p: float  # bootstrap p-value (two-sided, uncorrected)
     block_len: int  # in units
-    n_eff: float = math.nan  # effectively independent paired units (latency rows; NaN: not used)
+    n_eff: float = math.nan  # effectively independent paired units (latency, SLO rows; NaN: none)
     p_adj: float = math.nan
     family: str = "breakdown"  # "primary" (Holm) or "breakdown" (Benjamini–Hochberg)
     delta: float = math.nan
