@@ -48,7 +48,9 @@ def test_continuous_batching_cuts_queueing_and_raises_throughput(tmp_path, model
     # the batch: fewer llama_decode() calls for the same tokens
     assert np4.delta("llamacpp:n_decode_total") < 0.6 * np1.delta("llamacpp:n_decode_total")
     ttft, tput = _effect(res, "ttft.p50"), _effect(res, "throughput.output_tokens")
-    assert ttft["outcome"] == "IMPROVED" and ttft["hi"] < -0.5  # no wait for a slot
+    # no wait for a slot: the CI's far side is past −50 % (whether the row is *called* is the
+    # dependence rule's business: a closed loop at concurrency 4 can leave < 50 effective units)
+    assert ttft["hi"] < -0.5
     assert tput["ratio"] > 0.1
     assert _effect(res, "tpot.p50")["ratio"] > 0.2
     assert res.pair["result"] != "GO"
@@ -90,7 +92,7 @@ def test_speculative_decoding_is_accepted_and_its_gain_shrinks_with_the_batch(tm
     assert abs(stream - draft.acceptance) < 0.01  # the streams' draft_n_accepted / draft_n
     assert any("spec decode acceptance" in line for line in diag["target+draft"]["lines"])
     c1, c4 = _effect(res, "e2e.p50", 0), _effect(res, "e2e.p50", 1)
-    assert c1["outcome"] == "IMPROVED" and c1["ratio"] < -0.2
+    assert c1["hi"] < 0 and c1["ratio"] < -0.2  # faster, whatever the dependence rule calls
     assert c1["ratio"] < c4["ratio"]  # the gain shrinks as the batch grows
 
 

@@ -9,7 +9,8 @@ then check what abtui stored against what the server itself says:
   block in the server's log per request it was sent;
 - token counts: each count abtui stored must equal the ``usage.completion_tokens`` the same
   server reports for the same prompt without streaming (greedy decoding, so the same tokens);
-- timing, per measured request (from llama-server's ``print_timing`` log lines): the server's
+- timing, per measured request (from the ``timings`` its stream carried, stored with it; the
+  log's ``print_timing`` blocks are only counted): the server's
   prompt time (to the first token sampled) is a lower bound of abtui's TTFT (no token can be
   sent before it, and it starts after dispatch), and its prompt + generation time (to the last
   token sampled) a lower bound of E2E, less 1 ms + 2 % (the server's total was seen 0.9 ms past
@@ -168,8 +169,8 @@ def _reference(srv: LlamaCppServer, items, cfg: ABConfig) -> dict[int, tuple[int
 
 
 def _check_arm(
-    session: str, name: str, t, timings: list[ServerTiming], ref: dict[int, tuple[int, str]],
-    cfg: ABConfig, problems: list[str],
+    session: str, name: str, t, timings: list[ServerTiming], stimes: dict,
+    ref: dict[int, tuple[int, str]], cfg: ABConfig, problems: list[str],
 ) -> ArmFigures:  # fmt: skip
     from abtui.metrics.request import e2e_s, itl_s, tpot_s, ttft_s
 
@@ -199,23 +200,29 @@ def _check_arm(
         problems.append(
             f"{where}: the server logged {len(timings)} completions, abtui sent {len(t)}"
         )
-    # the warm-up requests go out together (their log order is the server's choice); the measured
-    # ones follow one at a time (concurrency 1), so they are the last log blocks, in dispatch order
+    # Per request, the stream's own `timings` (stored with the request: no log-order guessing;
+    # the warm-up requests go out together, so the log's order is the server's choice)
     m = ~t.warmup
-    rows = np.flatnonzero(m)[np.argsort(t.dispatched_ns[m], kind="stable")]
-    ms = timings[len(timings) - len(rows):] if len(timings) >= len(rows) else []
+    rows = np.flatnonzero(m)
+    by_req = {int(r): k for k, r in enumerate(stimes["req"])}
     ttft, tpot, e2e = ttft_s(t) * 1e3, tpot_s(t) * 1e3, e2e_s(t) * 1e3
-    for st, row in zip(ms, rows, strict=False):
-        item = int(t.item[row])
-        if not ttft[row] >= st.prompt_ms:
+    ms = []
+    for row in rows:
+        item, k = int(t.item[row]), by_req.get(int(t.req[row]))
+        if k is None:
+            problems.append(f"{where}: item {item}: no server timings stored")
+            continue
+        pm, gm, gn = (float(stimes[c][k]) for c in ("prompt_ms", "predicted_ms", "predicted_n"))
+        ms.append(ServerTiming(pm, int(stimes["prompt_n"][k]), gm, int(gn), pm + gm))
+        if not ttft[row] >= pm:
             problems.append(
-                f"{where}: item {item}: TTFT {ttft[row]:.2f} ms < server prompt eval {st.prompt_ms:.2f} ms"
+                f"{where}: item {item}: TTFT {ttft[row]:.2f} ms < server prompt eval {pm:.2f} ms"
             )
         # llama-server's own total ran up to 0.9 ms past the client's E2E (1 request in 40,
-        # direct httpx stream, its `timings` too): a slack of 1 ms + 2 %, not a strict law
-        if not e2e[row] >= (st.prompt_ms + st.eval_ms) * 0.98 - 1.0:
+        # direct httpx stream, its `timings`): a slack of 1 ms + 2 %, not a strict law
+        if not e2e[row] >= (pm + gm) * 0.98 - 1.0:
             problems.append(
-                f"{where}: item {item}: E2E {e2e[row]:.2f} ms < server prompt+decode {st.prompt_ms + st.eval_ms:.2f} ms"
+                f"{where}: item {item}: E2E {e2e[row]:.2f} ms < server prompt+decode {pm + gm:.2f} ms"
             )
 
     def med(x) -> float:
@@ -334,12 +341,15 @@ def run_engine_ab(folder: Path, cfg: ABConfig | None = None, *, log=sys.stderr) 
                     res.problems.append(f"{path.name}: session status {rd.status!r}, not complete")
                 items = rd.items()
                 table = rd.request_table(include_warmup=True)
+                stimes = rd.server_timings(include_warmup=True)
                 txt = rd.texts()
             texts[cand] = {}
             for arm_i, key in ((0, "FP32"), (1, cand)):
                 t = table.select(table.arm == arm_i)
                 ref = _reference(servers[key], items, cfg)
-                res.figures.append(_check_arm(cand, key, t, timings[key], ref, cfg, res.problems))
+                mine = stimes["arm"] == arm_i
+                st = {c: v[mine] for c, v in stimes.items()}
+                res.figures.append(_check_arm(cand, key, t, timings[key], st, ref, cfg, res.problems))
                 mt = t.select(~t.warmup)
                 texts[cand][key] = {
                     int(i): txt.get(int(r)) or "" for i, r in zip(mt.item, mt.req, strict=True)
