@@ -1239,3 +1239,52 @@ def test_build_body_messages():
     assert json.loads(build_body(chat_t, item))["messages"] == msgs
     comp_t = Target(base_url="http://h/v1", model="m", api="completions")
     assert json.loads(build_body(comp_t, item))["prompt"] == "be brief\nhi"
+
+
+def test_a_retry_after_a_stale_kept_alive_connection_opens_a_new_one(transport):
+    """Two connections parked in the pool, both closed by the server while idle (llama-server
+    closes one idle for 5 s): here a connection answers its first request and drops the socket
+    on any later one, as a closed-while-idle connection looks to the client. The next request
+    fails before any byte; the fast client retries once — on a *new* connection, not the other
+    stale one (it used to, and lost the request as "disconnected"). httpx does not retry."""
+    if transport != "fast":
+        pytest.skip("the retry on a stale kept-alive connection is the fast client's")
+    body = SSE_HEAD + sse(comp("a")) + sse(comp("b", finish="length")) + DONE + END
+    seen = {"connections": 0, "answered": 0}
+
+    async def handle(reader, writer):
+        seen["connections"] += 1
+        first = True
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                n = int(next((ln.split(b":")[1] for ln in head.split(b"\r\n")
+                              if ln.lower().startswith(b"content-length")), b"0"))  # fmt: skip
+                await reader.readexactly(n)
+                if not first:
+                    writer.transport.abort()  # stale: gone without a byte
+                    return
+                first = False
+                await asyncio.sleep(0.05)  # both first requests in flight at once
+                writer.write(body)
+                await writer.drain()
+                seen["answered"] += 1
+        except (asyncio.IncompleteReadError, ConnectionError):
+            return
+
+    async def go():
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        try:
+            async with make_client(8) as c:
+                both = await asyncio.gather(_request(port, "completions", client=c),
+                                            _request(port, "completions", client=c))  # fmt: skip
+                assert all(r.status == R.OK for r in both) and seen["connections"] == 2
+                await asyncio.sleep(0.05)  # both parked idle
+                return await _request(port, "completions", client=c)
+        finally:
+            server.close()
+
+    rec = asyncio.run(go())
+    assert rec.status == R.OK and rec.text == "ab", (rec.error_class, rec.error_message)
+    assert seen["connections"] == 3 and seen["answered"] == 3

@@ -357,7 +357,10 @@ async def fast_stream_request(
         async with asyncio.timeout(target.timeout_s):
             rec.dispatched_ns = _now()
             for attempt in (0, 1):
-                conn = client._acquire_idle(key)
+                # the retry goes on a new connection: the pool's other idle ones were idle as long
+                # and are as likely closed (llama-server closes any idle for 5 s; seen: 1 request
+                # in 256 lost when the retry took a second stale one)
+                conn = client._acquire_idle(key) if attempt == 0 else None
                 reused = conn is not None
                 if conn is None:
                     try:
