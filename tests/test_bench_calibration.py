@@ -7,11 +7,17 @@ import json
 from pathlib import Path
 
 
-def test_calibration_script_smallest_run(tmp_path, capsys):
+def _script():
+    """scripts/bench_verdict_calibration.py as a module (scripts/ is not a package)."""
     path = Path(__file__).parent.parent / "scripts" / "bench_verdict_calibration.py"
     spec = importlib.util.spec_from_file_location("bench_verdict_calibration", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
+    return mod
+
+
+def test_calibration_script_smallest_run(tmp_path, capsys):
+    mod = _script()
     out = tmp_path / "c.json"
     mod.main(["--cells", ",".join(mod.CELLS), "--scenarios", "iid,drift", "--n", "200",
               "--repeats", "3", "--repeats-at", "quality=2", "--jobs", "1", "--json", str(out)])  # fmt: skip
@@ -48,10 +54,7 @@ def test_calibration_script_smallest_run(tmp_path, capsys):
 
 def test_calibration_script_busy_client_cells(tmp_path, capsys):
     """The busy-client cells (issue 19.5): a baseline lag P99 near 3.4 × the mean stall."""
-    path = Path(__file__).parent.parent / "scripts" / "bench_verdict_calibration.py"
-    spec = importlib.util.spec_from_file_location("bench_verdict_calibration", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = _script()
     out = tmp_path / "b.json"
     mod.main(["--cells", "aa-busy,aa-busybase,power-busy,power40-busy", "--scenarios", "iid",
               "--n", "300", "--repeats", "2", "--jobs", "1", "--json", str(out)])  # fmt: skip

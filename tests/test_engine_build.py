@@ -108,3 +108,10 @@ def test_a_failed_compile_leaves_no_half_folder(cache, tmp_path, capsys):
     assert not build.planned().folder.exists()
     assert [p.name for p in root.iterdir()] == []  # the temporary build folder is gone too
     assert os.access(root, os.W_OK)
+
+
+def test_models_into_a_folder_that_cannot_be_written_is_a_message_not_a_traceback(cache, capsys):
+    assert main(["engine", "models", "/proc/abtui-no-such-folder"]) != 0
+    err = capsys.readouterr().err
+    assert "cannot write the models into /proc/abtui-no-such-folder" in err
+    assert "Traceback" not in err

@@ -62,10 +62,15 @@ def cmd_engine_build(args: argparse.Namespace) -> int:
 
 
 def cmd_engine_models(args: argparse.Namespace) -> int:
-    from abtui.engine.tinymodel import build_models, build_spec_models
+    from abtui.engine.tinymodel import EngineError, build_models, build_spec_models
 
     folder = Path(args.dir)
-    paths = {**build_models(folder), **{f"spec-{k}": v for k, v in build_spec_models(folder).items()}}
+    try:
+        paths = {**build_models(folder),
+                 **{f"spec-{k}": v for k, v in build_spec_models(folder).items()}}  # fmt: skip
+    except OSError as e:
+        raise EngineError(f"cannot write the models into {folder}: {e.strerror or e}",
+                          "give a folder you can write to") from None  # fmt: skip
     for name, path in paths.items():
         print(f"{name}\t{path}")
     return 0
