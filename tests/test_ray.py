@@ -114,9 +114,22 @@ def test_ray_ab_matches_local_run(cluster, sims, tmp_path, capsys):
     with SessionReader(tmp_path / "onray.duckdb") as rd:
         t_ray_tab, meta = rd.request_table(), rd.meta()
     assert n_local == len(t_ray_tab) == 80 and set(t_ray_tab.status) == {"ok"}
-    # the candidate is 25% faster: GO, unless this box starved a generator (then both runs
-    # say so the same way as long as they ran under the same load: the module runs serial)
-    assert rc_local == rc_ray and local.verdict.result == onray.verdict.result
+    # The candidate is 25% faster in TTFT and TPOT. Both runs must measure that same effect;
+    # their verdict classes may still differ on a loaded box, where the lag and dependence rules
+    # can refuse a call for one 40-request run and not the other (seen in CI), so the classes are
+    # only compared when neither run was refused for its machine or its dependence.
+    for key in ("ttft.p50", "tpot.p50", "e2e.p50"):
+        el, er = (v.verdict.pairs[0].comparison.get(key) for v in (local, onray))
+        for e in (el, er):
+            assert e.hi < 0 and -0.35 < e.ratio < -0.15, (key, e.ratio, e.lo, e.hi)
+        assert el.lo <= er.hi and er.lo <= el.hi, (key, (el.lo, el.hi), (er.lo, er.hi))
+    assert local.verdict.result in ("GO", "INCONCLUSIVE") and rc_local in (0, 4)
+    assert onray.verdict.result in ("GO", "INCONCLUSIVE") and rc_ray in (0, 4)
+    said = [t for v in (local, onray) for t in v.verdict.pairs[0].reasons
+            + [e.note for e in v.verdict.pairs[0].comparison.effects]]  # fmt: skip
+    refused = [t for t in said if "behind its schedule" in t or "autocorrelated" in t]
+    if not refused:
+        assert rc_local == rc_ray and local.verdict.result == onray.verdict.result
     ray_meta = meta["ray"]
     nodes = {n["node_id"] for n in ray_meta["nodes"]}
     assert len(nodes) == 2 and not ray_meta["lost"]
