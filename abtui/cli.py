@@ -308,7 +308,7 @@ def cmd_run(args) -> int:
         spec, text, source = Spec(), "", "command line"
     spec = validate(_apply_flags(spec, args), source)
     if spec.policy.noise_floor:  # a bad A/A session fails now, not after the whole run
-        from abtui.stats.session import load_noise_floor
+        from abtui.verdict.session import load_noise_floor
 
         load_noise_floor(spec.policy.noise_floor)
     return _run_and_report(spec, text, overwrite=args.overwrite, tui=_use_tui(args))
@@ -356,7 +356,7 @@ def _report_run(result, gate: bool) -> int:
     from abtui.report.console import print_session_summary
 
     print_session_summary(result.path, sys.stdout)
-    from abtui.telemetry.diagnosis import print_diagnosis
+    from abtui.report.diagnosis import print_diagnosis
 
     print_diagnosis(result.path, sys.stdout)
     if result.status not in ("complete", "interrupted"):
@@ -369,7 +369,7 @@ def _report_run(result, gate: bool) -> int:
 
 def _print_verdict(path, cost: dict, policy: dict):
     from abtui.report.verdict_text import print_verdict
-    from abtui.stats.session import session_verdict
+    from abtui.verdict.session import session_verdict
 
     sv = session_verdict(path, cost=cost, policy=policy)
     print_verdict(sv, sys.stdout)
@@ -445,7 +445,7 @@ def cmd_report(args) -> int:
     cost, policy = _verdict_overrides(args)
     if args.format == "text":
         print_session_summary(Path(args.session), sys.stdout)
-        from abtui.telemetry.diagnosis import print_diagnosis
+        from abtui.report.diagnosis import print_diagnosis
 
         print_diagnosis(Path(args.session), sys.stdout)
         return _print_verdict(Path(args.session), cost, policy).exit_code

@@ -133,8 +133,9 @@ def build_spec(opts: DemoOptions, urls: tuple[str, str], n_items: int, median_in
 def quality_note(path, baseline: str, candidate: str) -> str | None:
     """What the simulated quality faces predict for the session's quality items, next to how
     finely its item counts can resolve a difference (None when no quality rows were stored)."""
+    from abtui.quality.prompts import TASKS
     from abtui.sim.presets import parse_preset
-    from abtui.sim.quality_face import TASKS, accuracy, variant_of
+    from abtui.sim.quality_face import accuracy, variant_of
     from abtui.store.reader import SessionReader
 
     with SessionReader(path) as rd:

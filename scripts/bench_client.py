@@ -34,12 +34,12 @@ from pathlib import Path
 import numpy as np
 
 from abtui.client.fast import FastClient, fast_stream_request
+from abtui.client.items import synthetic_items
 from abtui.client.records import RequestRecord
 from abtui.client.stream import Target, build_body, make_client, stream_request
 from abtui.runner.generator import run_loop
 from abtui.sim.engine import SimConfig
 from abtui.sim.process import SimProcess
-from abtui.workload.items import synthetic_items
 
 SIM_CPU, CLIENT_CPU = 0, 1
 

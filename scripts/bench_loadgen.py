@@ -31,12 +31,12 @@ from importlib import metadata
 
 import numpy as np
 
+from abtui.client.items import Item
 from abtui.client.stream import Target
 from abtui.runner.generator import ArmPlan, generator_main
 from abtui.sim.engine import SimConfig
 from abtui.sim.process import SimProcess
 from abtui.workload.arrivals import arrival_offsets
-from abtui.workload.items import Item
 
 LAG_LIMIT_S = 0.001
 SATURATED_S = 0.05  # stop climbing once the median P99 lag passes this

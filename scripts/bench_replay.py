@@ -2,7 +2,7 @@
 """How fast ``abtui open``'s timeline answers: a session file of ``--requests`` requests (split
 over two arms, ``--chunks`` token chunks each, ~``--span`` seconds of run, a few errors and
 cancellations, one telemetry source per arm at 1 Hz) written through the store from seeded
-records, then :class:`abtui.metrics.live_replay.Replay`: the load (one read of the file) and
+records, then :class:`abtui.runner.live_replay.Replay`: the load (one read of the file) and
 what one redraw of the panes costs at a random playhead time — the snapshot (``Replay.at``)
 and the views the panes render (``LiveArm.view`` per arm) — for seeks in random order
 (backwards half the time). Medians (and P99 for seeks) of ``--repeat`` loads and
@@ -76,7 +76,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3, help="loads")
     args = ap.parse_args()
 
-    from abtui.metrics.live_replay import Replay
+    from abtui.runner.live_replay import Replay
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "bench.duckdb"

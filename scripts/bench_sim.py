@@ -30,15 +30,16 @@ import time
 from importlib import metadata
 
 from abtui.client.fast import FastClient, fast_stream_request
+from abtui.client.items import synthetic_items
 from abtui.client.records import RequestRecord
 from abtui.client.stream import Target, build_body
 from abtui.runner.generator import run_loop
 from abtui.sim.batching import BatchEngine
 from abtui.sim.engine import SimConfig
+from abtui.sim.offline import simulate
 from abtui.sim.preset_cli import PresetOptions
 from abtui.sim.presets import parse_preset
 from abtui.sim.process import SimProcess
-from abtui.workload.items import synthetic_items
 
 SIM_CPU, CLIENT_CPU = 0, 1
 PRESET = "h100:llama-3-8b:fp8"
@@ -125,14 +126,14 @@ def part_b(repeat: int) -> list[tuple[str, float, int, float]]:
     rows = []
     for preset in (PRESET, PRESET + ":spec=k4a0.7"):
         p = parse_preset(preset)
-        burst = BatchEngine(p).simulate([(0.0, 512, 128)] * 2000)
+        burst = simulate(BatchEngine(p), [(0.0, 512, 128)] * 2000)
         capacity = 2000 / max(r.finished for r in burst)  # requests/s when saturated
         reqs = workload(10_000, 0.8 * capacity, 512, 128)
         times, steps = [], 0
         for _ in range(repeat):
             engine = BatchEngine(p)
             t0 = time.perf_counter()
-            engine.simulate(reqs)
+            simulate(engine, reqs)
             times.append(time.perf_counter() - t0)
             steps = engine.stats().steps_total
         rows.append((preset, statistics.median(times), steps, 0.8 * capacity))

@@ -5,7 +5,7 @@ Each repeat runs in a fresh child process pinned to one core with one BLAS threa
 builds a synthetic two-arm request table (abtui.stats.synthetic: log-normal TTFT/TPOT, the
 candidate 5% faster in TPOT, ``--tokens`` one-token chunks per request, so ITL has
 ``n × (tokens − 1)`` gaps per arm), resets the kernel's peak-RSS mark (``/proc/self/clear_refs``),
-then times :func:`abtui.stats.verdict.evaluate` — every latency metric at mean/P50/P90/P95/P99,
+then times :func:`abtui.verdict.policy.evaluate` — every latency metric at mean/P50/P90/P95/P99,
 throughput, goodput, SLO attainment and cost, with 10,000 bootstrap resamples — and reads the
 peak RSS reached during the verdict (the table included). Prints a table; medians of repeats.
 
@@ -28,7 +28,7 @@ CHILD = r"""
 import gc, json, os, sys, time
 os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
 from abtui.stats.synthetic import ArmTruth, synthetic_table
-from abtui.stats.verdict import evaluate
+from abtui.verdict.policy import evaluate
 
 def rss(field):
     for line in open("/proc/self/status"):

@@ -2,7 +2,7 @@
 """How often the verdict is wrong (issue 24): A/A false calls, power and quality gates.
 
 Each cell builds ``--repeats`` synthetic sessions with a known truth and counts how often
-:func:`abtui.stats.verdict.evaluate` (default policy: primary ``e2e.p50``; guardrails TTFT/TPOT
+:func:`abtui.verdict.policy.evaluate` (default policy: primary ``e2e.p50``; guardrails TTFT/TPOT
 P50 and P99, E2E P99) or :func:`abtui.quality.gates.evaluate_quality` (default 1 pp margin) gets
 it wrong. Only public entry points that exist before and after the issue-24 fixes are used
 (``evaluate`` with a spec dict, ``RequestTable.from_columns``, ``evaluate_quality``), and the data
@@ -247,7 +247,7 @@ def run_task(task: tuple) -> tuple:
         q = evaluate_quality(rows, 0, 1, {}, **kw)
         return (cell, scenario, n), rep, {"gate": gate_state(q["gates"][0]),
                                           "no_go": bool(q["no_go"])}  # fmt: skip
-    from abtui.stats.verdict import evaluate
+    from abtui.verdict.policy import evaluate
 
     table = latency_table(rng, cell, scenario, n, opts["shared"], opts["blocks"], opts["tail_m"],
                           opts["stall_ms"])  # fmt: skip

@@ -16,6 +16,7 @@ from __future__ import annotations
 import statistics
 
 from abtui.sim.batching import BatchEngine
+from abtui.sim.offline import simulate
 from abtui.sim.presets import parse_preset
 
 PROMPTS = [13, 25, 27, 10, 329, 29, 399, 328, 4, 205]
@@ -50,13 +51,13 @@ def main() -> None:
     for name, (source, outs, ttft, tpot, duration, alone) in RUNS.items():
         preset = parse_preset(name)
         # a request that produced no token was still prefilled: give it one
-        res = BatchEngine(preset).simulate(
-            [(0.0, p, max(o, 1)) for p, o in zip(PROMPTS, outs, strict=True)]
+        res = simulate(
+            BatchEngine(preset), [(0.0, p, max(o, 1)) for p, o in zip(PROMPTS, outs, strict=True)]
         )
         sim_ttft = statistics.median(r.ttft for r in res) * 1e3
         sim_tpot = statistics.median(r.tpot for r, o in zip(res, outs, strict=True) if o > 1) * 1e3
         sim_duration = max(r.finished for r in res)
-        sim_alone = BatchEngine(preset).simulate([(0.0, 29, 742)])[0].tpot * 1e3
+        sim_alone = simulate(BatchEngine(preset), [(0.0, 29, 742)])[0].tpot * 1e3
         print(f"| `{name}` ({source}) | {_cell(ttft, sim_ttft, 0)} | {_cell(tpot, sim_tpot, 2)} | "
               f"{_cell(duration, sim_duration, 2)} | {_cell(alone, sim_alone, 2)} |")  # fmt: skip
 

@@ -19,10 +19,10 @@ import pytest
 from abtui.client import records as R
 from abtui.client import stream as _httpx_path
 from abtui.client.fast import FastClient, fast_stream_request
+from abtui.client.items import Item
 from abtui.client.records import RequestRecord
 from abtui.client.sse import SSEParser
 from abtui.client.stream import Target, build_body, make_client, stream_request
-from abtui.workload.items import Item
 
 MS = 1_000_000  # ns
 

@@ -11,11 +11,11 @@ import re
 from tui_fixtures import write_session
 
 from abtui.report.console import LINE_MAX, HeadlessObserver, print_session_summary
+from abtui.report.diagnosis import print_diagnosis
 from abtui.report.verdict_text import print_verdict
 from abtui.runner.observer import ArmProgress, Snapshot
-from abtui.runner.segments import Position
-from abtui.stats.session import session_verdict
-from abtui.telemetry.diagnosis import print_diagnosis
+from abtui.verdict.session import session_verdict
+from abtui.workload.segments import Position
 
 
 class Terminal(io.StringIO):

@@ -4,7 +4,7 @@ the factorial in the printed verdict and in the stored one."""
 from __future__ import annotations
 
 from abtui.cli import main
-from abtui.stats.session import session_verdict
+from abtui.verdict.session import session_verdict
 
 
 def test_demo_ablation_runs_the_2x2(tmp_path, capsys):
@@ -35,6 +35,7 @@ def _offline_interaction(weights: str, concurrency: int = 48, n: int = 400) -> f
 
     from abtui.demo_ablation import ARMS, preset_of
     from abtui.sim.batching import BatchEngine, EngineOptions
+    from abtui.sim.offline import simulate
     from abtui.sim.presets import parse_preset
     from abtui.workload.synthetic import chat_items
 
@@ -42,7 +43,7 @@ def _offline_interaction(weights: str, concurrency: int = 48, n: int = 400) -> f
     m = {}
     for name, on in ARMS:
         preset = parse_preset(preset_of(on).replace("int4", weights))
-        timings = BatchEngine(preset, EngineOptions(max_num_seqs=concurrency)).simulate(reqs)
+        timings = simulate(BatchEngine(preset, EngineOptions(max_num_seqs=concurrency)), reqs)
         m[name] = float(np.median([t.tpot for t in timings]))
     return math.expm1(math.log(m["int4+spec"]) - math.log(m["int4"]) - math.log(m["spec"])
                       + math.log(m["base"]))  # fmt: skip

@@ -92,11 +92,11 @@ def test_a_server_killed_mid_stream_is_an_error_not_a_short_answer(tmp_path):
 
     from abtui.client import records as R
     from abtui.client.fast import FastClient, fast_stream_request
+    from abtui.client.items import Item
     from abtui.client.records import RequestRecord
     from abtui.client.stream import Target, build_body
     from abtui.engine.server import LlamaCppServer
     from abtui.engine.tinymodel import build_models
-    from abtui.workload.items import Item
 
     model = build_models(tmp_path)["Q4_0"]
     with LlamaCppServer(model, name="q4") as srv:
@@ -158,11 +158,11 @@ def test_chat_stream_counts_match_the_server(tmp_path):
     import httpx
 
     from abtui.client.fast import FastClient, fast_stream_request
+    from abtui.client.items import Item
     from abtui.client.records import RequestRecord
     from abtui.client.stream import Target, build_body
     from abtui.engine.server import LlamaCppServer
     from abtui.engine.tinymodel import build_models
-    from abtui.workload.items import Item
 
     params = {"temperature": 0.0, "logprobs": True, "top_logprobs": 0}
     items = [

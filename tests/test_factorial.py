@@ -10,7 +10,7 @@ import pytest
 from abtui.errors import SpecError, UsageError
 from abtui.stats import factorial as fx
 from abtui.stats.synthetic import ArmTruth, shared_load, synthetic_table
-from abtui.stats.verdict import NO_GO, evaluate
+from abtui.verdict.policy import NO_GO, evaluate
 
 NAMES = ["base", "fp8", "spec", "fp8+spec"]
 POLICY = {"primary": "tpot.p50", "resamples": 1000}

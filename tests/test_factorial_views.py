@@ -11,8 +11,8 @@ import pytest
 from test_factorial import NAMES, POLICY, _table
 
 from abtui.report.factorial import grid_lines, html, markdown, text_lines
-from abtui.stats.session import SessionVerdict
-from abtui.stats.verdict import evaluate
+from abtui.verdict.policy import evaluate
+from abtui.verdict.session import SessionVerdict
 
 
 @pytest.fixture(scope="module")

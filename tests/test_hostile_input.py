@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from abtui.client import records as R
+from abtui.client.items import Item
 from abtui.client.records import RequestRecord
 from abtui.client.sse import SSEParser
 from abtui.client.stream import _StreamState
@@ -21,7 +22,6 @@ from abtui.errors import AbtuiError, SpecError, WorkloadError
 from abtui.spec import load_spec, spec_from_dict, validate
 from abtui.telemetry import promtext
 from abtui.workload.importers import import_trace
-from abtui.workload.items import Item
 from abtui.workload.jsonl import read_workload
 
 SETTINGS = settings(

@@ -15,12 +15,12 @@ from engine_fixtures import require_engine
 
 from abtui.client import records as R
 from abtui.client.fast import FastClient, fast_stream_request
+from abtui.client.items import Item
 from abtui.client.records import RequestRecord
 from abtui.client.stream import Target, build_body, make_client, stream_request
 from abtui.telemetry.engines import extract
 from abtui.telemetry.promtext import parse
 from abtui.telemetry.scraper import PromScraper
-from abtui.workload.items import Item
 
 pytestmark = pytest.mark.engine
 

@@ -9,6 +9,7 @@ import pytest
 from abtui.cli import main
 from abtui.errors import UsageError
 from abtui.sim.batching import BatchEngine
+from abtui.sim.offline import simulate
 from abtui.sim.presets import parse_preset
 
 
@@ -69,7 +70,7 @@ def test_a_custom_model_from_a_config_file(tmp_path, capsys):
     p = parse_preset("l4:my-1b:bf16", model_config=str(path))
     assert p.name == "l4:my-1b:bf16" and p.model.head_dim == 64
     assert p.model.param_count() == parse_preset("l4:llama-3.2-1b:bf16").model.param_count()
-    res = BatchEngine(p).simulate([(0.0, 100, 10)])
+    res = simulate(BatchEngine(p), [(0.0, 100, 10)])
     assert res[0].tokens == 10
     assert main(["sim", "predict", "--preset", "l4:my-1b:bf16", "--model-config", str(path)]) == 0
     assert "l4:my-1b:bf16" in capsys.readouterr().out

@@ -12,8 +12,8 @@ from abtui.errors import UsageError, WorkloadError
 from abtui.quality import builtin, userfile
 from abtui.quality.gates import evaluate_quality
 from abtui.quality.paired import cluster_bootstrap_ci, paired
+from abtui.quality.prompts import recognise
 from abtui.quality.scorers import is_right
-from abtui.sim.quality_face import recognise
 from abtui.stats.classical import mcnemar_exact
 
 

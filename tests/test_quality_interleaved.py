@@ -176,8 +176,8 @@ def test_schedule_spreads_a_seeded_permutation_over_the_span():
     assert plan == schedule(6, 3.0, seed=1) and plan != schedule(6, 3.0, seed=2)
     assert [o for _, o in schedule(3, 0.0, seed=0)] == [0.0, 0.0, 0.0]  # closed loop, no duration
 
-    from abtui.runner.segments import Segment
-    from abtui.workload.items import Item
+    from abtui.client.items import Item
+    from abtui.workload.segments import Segment
 
     its = [Item(index=i, id=str(i), prompt="x", arrival_s=0.5 * i) for i in range(5)]
     assert load_span_s([Segment(its, "open", None), Segment(its, "open", None)]) == 4.0

@@ -252,8 +252,9 @@ def test_sim_serves_logprobs_and_echo_over_http():
 
 
 def test_a_quality_prompt_keeps_the_face_answer():
+    from abtui.quality.prompts import arithmetic_prompt
     from abtui.sim.logprobs import Model, score
-    from abtui.sim.quality_face import QualityFace, Variant, arithmetic_prompt
+    from abtui.sim.quality_face import QualityFace, Variant
 
     for seed in range(80):  # int4's noise would beat the answer's margin on some of them
         item = arithmetic_prompt(seed)

@@ -93,7 +93,7 @@ guardrails = ["ttft.p50", "tpot.p50"]  # P99 guardrails cannot be called below 1
 
 
 def _verdict(path):
-    from abtui.stats.session import session_verdict
+    from abtui.verdict.session import session_verdict
 
     return session_verdict(path, store=False)
 

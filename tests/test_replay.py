@@ -1,4 +1,4 @@
-"""The replay behind ``abtui open``'s timeline (abtui.metrics.live_replay), on a real session: a
+"""The replay behind ``abtui open``'s timeline (abtui.runner.live_replay), on a real session: a
 short run against two simulated GPUs over loopback, one of them failing some requests. The
 figures at any t must be those of a LiveArm fed, one by one, the requests completed by t (what
 the live run's observer did), and must not depend on where the playhead was before."""
@@ -10,8 +10,8 @@ import pytest
 
 from abtui.client.records import RequestRecord
 from abtui.metrics.live import LiveArm
-from abtui.metrics.live_replay import SPEEDS, Playhead, Replay, completion_ns, default_speed
 from abtui.metrics.table import NA
+from abtui.runner.live_replay import SPEEDS, Playhead, Replay, completion_ns, default_speed
 from abtui.runner.session import run_session
 from abtui.sim.engine import SimConfig
 from abtui.sim.faults import FaultConfig
@@ -259,7 +259,7 @@ def test_a_run_longer_than_the_series_keeps_its_last_two_minutes(tmp_path):
 
 def test_vectorised_bins_are_the_live_histograms_bins_even_on_the_edges():
     from abtui.metrics.live import EDGES, LogHistogram
-    from abtui.metrics.live_replay import _bins
+    from abtui.runner.live_replay import _bins
 
     rng = np.random.default_rng(0)
     vals = np.concatenate([EDGES, np.nextafter(EDGES, 0), np.nextafter(EDGES, np.inf),

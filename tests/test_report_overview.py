@@ -11,8 +11,8 @@ from tui_fixtures import write_session
 
 from abtui.report.export import report_data, to_markdown
 from abtui.report.html import to_html
-from abtui.stats.session import session_verdict
-from abtui.stats.verdict import pct
+from abtui.stats.labels import pct
+from abtui.verdict.session import session_verdict
 
 META_FIELDS = ("date", "duration", "abtui version", "host", "endpoint bf16", "endpoint fp8",
                "workload", "requests", "arrival process", "SLOs", "policy")  # fmt: skip

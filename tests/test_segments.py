@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 
 from abtui.cli import main
-from abtui.runner.segments import Level, alternate_order, plan_segments
+from abtui.client.items import Item
 from abtui.sim.engine import SimConfig
 from abtui.sim.preset_cli import PresetOptions
 from abtui.sim.process import SimProcess
 from abtui.store.reader import SessionReader
-from abtui.workload.items import Item
+from abtui.workload.segments import Level, alternate_order, plan_segments
 
 TIME_SCALE = 20.0  # the simulated GPU runs 20× faster than real time
 
@@ -236,7 +236,7 @@ def test_run_warns_about_items_the_context_window_cannot_hold(gpus, tmp_path, ca
 
 
 def test_position_says_level_run_block_and_whose_turn_only_when_they_vary():
-    from abtui.runner.segments import Shape, block_count
+    from abtui.workload.segments import Shape, block_count
 
     items = [Item(index=i, id=str(i), arrival_s=i * 0.1) for i in range(5)]
     names = ["bf16", "fp8"]
@@ -280,7 +280,7 @@ def test_position_says_level_run_block_and_whose_turn_only_when_they_vary():
 def test_position_from_the_stored_log_matches_the_plan_and_survives_bad_meta():
     """``abtui open`` counts a stored session's place from its meta as the live run counted it
     from the plan; an interrupted session's log is cut short, a hand-edited one says anything."""
-    from abtui.runner.segments import Shape, log_entries
+    from abtui.workload.segments import Shape, log_entries
 
     items = [Item(index=i, id=str(i), arrival_s=i * 0.1) for i in range(7)]
     levels = [Level(4.0, None, items), Level(16.0, None, items[:3])]
@@ -338,9 +338,9 @@ class _Recorder:
 def test_snapshots_carry_the_segment_being_played(gpus, tmp_path):
     """A real sweep with alternating arms on one simulated GPU: every progress snapshot names
     the segment being played, in the stored log's order, and the headless lines say it."""
-    from abtui.runner.segments import Shape
     from abtui.runner.session import run_session
     from abtui.spec import spec_from_dict, validate
+    from abtui.workload.segments import Shape
 
     shared = gpus[0].url
     spec = validate(spec_from_dict({

@@ -13,6 +13,7 @@ from abtui.cli import main
 from abtui.client import records as R
 from abtui.client import stream as _httpx_path
 from abtui.client.fast import FastClient, fast_stream_request
+from abtui.client.items import Item
 from abtui.client.records import RequestRecord
 from abtui.client.stream import Target, build_body
 from abtui.errors import UsageError
@@ -23,7 +24,6 @@ from abtui.sim.preset_cli import PresetOptions
 from abtui.sim.process import SimProcess
 from abtui.sim.server import start_server
 from abtui.store.reader import SessionReader
-from abtui.workload.items import Item
 
 MS = 1_000_000
 ITEM = Item(index=0, id="i0", prompt="one two three four", max_tokens=12, n_input=4)

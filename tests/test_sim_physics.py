@@ -10,12 +10,13 @@ import pytest
 from abtui.errors import UsageError
 from abtui.hardware import roofline as rl
 from abtui.sim.batching import BatchEngine, EngineOptions
+from abtui.sim.offline import simulate
 from abtui.sim.presets import parse_preset
 
 
 def run(preset: str, requests, **options):
     engine = BatchEngine(parse_preset(preset), EngineOptions(**options))
-    return engine, engine.simulate(requests)
+    return engine, simulate(engine, requests)
 
 
 def batch_tpot(preset: str, batch: int, prompt: int = 128, out: int = 64) -> float:
@@ -154,7 +155,7 @@ def test_offline_fast_path_matches_the_per_request_path():
     results = []
     for per_seq in (False, True):
         engine = BatchEngine(parse_preset("h100:llama-3-8b:bf16"), EngineOptions(max_num_seqs=32))
-        results.append(engine.simulate(reqs, per_seq=per_seq))
+        results.append(simulate(engine, reqs, per_seq=per_seq))
     for a, b in zip(*results, strict=True):
         assert (a.admitted, a.first_token, a.finished, a.tokens) == pytest.approx(
             (b.admitted, b.first_token, b.finished, b.tokens), abs=1e-9
@@ -175,7 +176,7 @@ def test_requests_that_can_never_fit_are_refused():
     engine = BatchEngine(parse_preset("h100:llama-3-8b:bf16"))
     assert "maximum context length is 8192" in engine.check(8000, 500)
     assert engine.check(8000, 100) is None
-    res = engine.simulate([(0.0, 9000, 10), (0.0, 10, 10)])
+    res = simulate(engine, [(0.0, 9000, 10), (0.0, 10, 10)])
     assert res[0].admitted == -1 and res[1].tokens == 10
 
 

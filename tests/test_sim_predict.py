@@ -8,6 +8,7 @@ import pytest
 
 from abtui.cli import main
 from abtui.sim.batching import BatchEngine
+from abtui.sim.offline import simulate
 from abtui.sim.predict import expected_tokens, predict
 from abtui.sim.presets import parse_preset
 
@@ -21,8 +22,8 @@ def test_predicted_tpot_matches_the_engine_at_the_same_batch_and_context(name):
         (row,), _, _ = predict(preset, [batch], 1000)
         # steady decode of batch sequences around 1000 tokens of context: the extra time of
         # 40 more tokens each (the prefill steps cancel out)
-        a = BatchEngine(preset).simulate([(0.0, 980, 2)] * batch)
-        b = BatchEngine(preset).simulate([(0.0, 980, 42)] * batch)
+        a = simulate(BatchEngine(preset), [(0.0, 980, 2)] * batch)
+        b = simulate(BatchEngine(preset), [(0.0, 980, 42)] * batch)
         tpot = statistics.median((y.finished - x.finished) / 40 for x, y in zip(a, b, strict=True))
         assert tpot == pytest.approx(row.tpot_s, rel=0.03)
 
@@ -32,7 +33,7 @@ def test_speculative_tpot_floor_uses_the_expected_accepted_tokens():
     assert expected_tokens(4, 0.7) == pytest.approx(2.7731)
     preset = parse_preset("h100:llama-3-8b:bf16:spec=k4a0.7")
     (row,), _, _ = predict(preset, [1], 500)
-    res = BatchEngine(preset).simulate([(0.0, 480, 401)] * 4)
+    res = simulate(BatchEngine(preset), [(0.0, 480, 401)] * 4)
     (four,), _, _ = predict(preset, [4], 680)  # the mean context over the decode
     assert statistics.median(r.tpot for r in res) == pytest.approx(four.tpot_s, rel=0.1)
     assert row.step_s / row.tpot_s == pytest.approx(2.7731, rel=1e-3)

@@ -16,6 +16,7 @@ from abtui.cli import main
 from abtui.metrics.summary import summarize
 from abtui.sim.batching import BatchEngine
 from abtui.sim.engine import SimConfig
+from abtui.sim.offline import simulate
 from abtui.sim.preset_cli import PresetOptions
 from abtui.sim.presets import parse_preset
 from abtui.sim.process import SimProcess
@@ -70,7 +71,7 @@ def test_live_decode_pace_follows_the_roofline():
     # time scale 1: gaps of ~7 ms (at 2, ~3.5 ms: with three CPU hogs the client read the
     # chunks in bursts and the median gap was 0.01-0.5 ms, 2 runs of 4)
     preset, scale = "h100:llama-3-8b:bf16", 1.0
-    offline = BatchEngine(parse_preset(preset)).simulate([(0.0, 100, 120)])[0]
+    offline = simulate(BatchEngine(parse_preset(preset)), [(0.0, 100, 120)])[0]
     with preset_sim(preset, time_scale=scale) as sim, httpx.Client() as c:
         c.get(sim.url + "/models")  # connect first
         _, times = stream(c, sim.url, {"prompt": "y " * 100, "max_tokens": 120})
@@ -143,7 +144,7 @@ def test_abtui_run_sees_fp8_decode_faster_than_bf16(tmp_path, capsys):
     assert models == ["h100-sxm:llama-3-8b:bf16", "h100-sxm:llama-3-8b:fp8"]
     assert set(t.status) == {"ok"}
     sa, sb = summarize(t, 0), summarize(t, 1)
-    floor = BatchEngine(parse_preset("h100:llama-3-8b:bf16")).simulate([(0.0, 256, 48)])[0]
+    floor = simulate(BatchEngine(parse_preset("h100:llama-3-8b:bf16")), [(0.0, 256, 48)])[0]
     assert floor.tpot * 0.95 < sa.tpot.p50 < floor.tpot * 1.4
     assert sb.tpot.p50 < 0.7 * sa.tpot.p50
 

@@ -7,18 +7,15 @@ import re
 
 import pytest
 
-from abtui.sim.engine import SimRequest, count_prompt_tokens
-from abtui.sim.quality_face import (
-    QualityFace,
-    Variant,
-    accuracy,
-    answer,
+from abtui.quality.prompts import (
     arithmetic_prompt,
     format_prompt,
     keys_prompt,
     needle_prompt,
     recognise,
 )
+from abtui.sim.engine import SimRequest, count_prompt_tokens
+from abtui.sim.quality_face import QualityFace, Variant, accuracy, answer
 
 BF16, FP8, INT4 = Variant("bf16", "bf16"), Variant("fp8", "bf16"), Variant("int4", "bf16")
 INT4_KV8, FP8_KV8 = Variant("int4", "fp8"), Variant("fp8", "fp8")

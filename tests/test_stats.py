@@ -26,7 +26,7 @@ from abtui.stats.classical import (
 from abtui.stats.effects import compare
 from abtui.stats.multiple import benjamini_hochberg, holm
 from abtui.stats.synthetic import ArmTruth, synthetic_table
-from abtui.stats.verdict import apply_policy, resolve_policy
+from abtui.verdict.policy import apply_policy, resolve_policy
 
 ALPHA = 0.05
 # 200 Bernoulli(0.05) trials: SD 0.0154; α + 2.6 SD is a false-alarm bound that a correct

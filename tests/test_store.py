@@ -12,6 +12,7 @@ import duckdb
 import numpy as np
 import pytest
 
+from abtui.client.items import Item
 from abtui.client.records import CANCELLED, E_TIMEOUT, ERROR, OK, RequestRecord
 from abtui.errors import StoreError
 from abtui.metrics.table import NA, RequestTable
@@ -19,7 +20,6 @@ from abtui.store import writer as writer_mod
 from abtui.store.reader import SessionReader
 from abtui.store.schema import SCHEMA_VERSION
 from abtui.store.writer import SessionWriter, is_secret_key, scrub_secrets, scrub_url
-from abtui.workload.items import Item
 
 ROOT = Path(__file__).resolve().parents[1]
 SECRET = "sk-THIS-IS-A-SECRET-0123456789"

@@ -15,7 +15,7 @@ from tui_fixtures import drawn
 
 from abtui.demo import DemoOptions, run_demo
 from abtui.runner.session import run_session
-from abtui.stats.verdict import pct
+from abtui.stats.labels import pct
 from abtui.store.reader import SessionReader
 from abtui.tui.app import KEYS, AbtuiApp, ConfirmQuit, HelpScreen
 from abtui.tui.screens.live import LiveScreen
@@ -352,7 +352,7 @@ def test_live_header_says_the_sweep_level_block_and_whose_turn(sweep_in_tui):
 
 
 def test_open_header_follows_the_playhead_through_the_stored_segments(sweep_in_tui):
-    from abtui.metrics.live_replay import Replay
+    from abtui.runner.live_replay import Replay
 
     path, meta, _ = sweep_in_tui
     segs = sorted(meta["segments"], key=lambda e: e["t0_ns"])

@@ -59,7 +59,7 @@ async def _panes(screen, size):
 
 
 def _open_screen(tmp_path):
-    from abtui.metrics.live_replay import Replay
+    from abtui.runner.live_replay import Replay
     from abtui.tui.screens.open import OpenScreen
 
     return OpenScreen(Replay(fixed_session(tmp_path / "s.duckdb")), "stored session, complete")

@@ -18,7 +18,7 @@ from rich.console import Console
 from tui_fixtures import drawn
 
 from abtui.demo import DemoOptions, run_demo
-from abtui.metrics.live_replay import SEEK_STEP, SPEEDS, Replay
+from abtui.runner.live_replay import SEEK_STEP, SPEEDS, Replay
 from abtui.runner.session import run_session
 from abtui.store.reader import SessionReader
 from abtui.tui.app import KEYS, AbtuiApp, HelpScreen

@@ -113,7 +113,7 @@ def fixed_session(path: Path) -> Path:
 
 
 async def render_open(path: Path, size: tuple[int, int]) -> str:
-    from abtui.metrics.live_replay import Replay
+    from abtui.runner.live_replay import Replay
     from abtui.tui.screens.open import OpenScreen
 
     app = AbtuiApp()

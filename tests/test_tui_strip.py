@@ -14,7 +14,7 @@ from tui_fixtures import write_session
 
 from abtui.client.records import OK, RequestRecord
 from abtui.metrics.live import LiveArm, deltas
-from abtui.stats.verdict import pct
+from abtui.stats.labels import pct
 from abtui.tui.app import AbtuiApp
 from abtui.tui.screens.open import OpenScreen
 from abtui.tui.screens.verdict import VerdictScreen

@@ -13,7 +13,7 @@ from tui_fixtures import write_session
 
 from abtui.report import quality as rq
 from abtui.report.verdict_text import rows_of, short_label
-from abtui.stats.verdict import label
+from abtui.stats.labels import label
 from abtui.tui.app import AbtuiApp
 from abtui.tui.screens.verdict import VerdictScreen, load_verdict
 

@@ -9,7 +9,7 @@ import math
 import pytest
 
 from abtui.stats.synthetic import ArmTruth, synthetic_table
-from abtui.stats.verdict import GO, INCONCLUSIVE, NO_GO, evaluate
+from abtui.verdict.policy import GO, INCONCLUSIVE, NO_GO, evaluate
 
 ARMS = [{"name": "base"}, {"name": "cand"}, {"name": "cand2"}]
 SPEC = {"policy": {"resamples": 500, "guardrails": ["ttft.p50", "tpot.p50", "e2e.p90"]}}
@@ -264,7 +264,7 @@ def _alternating(t, items_per_block: int = 50, gap_s: float = 0.5):
     import numpy as np
 
     from abtui.metrics.table import NA
-    from abtui.runner.segments import alternate_order
+    from abtui.workload.segments import alternate_order
 
     t.block = t.item // items_per_block
     n_blocks = int(t.block.max()) + 1

@@ -142,7 +142,7 @@ def test_cli_import_and_inspect(tmp_path, capsys):
 
 
 def test_inspect_figures():
-    from abtui.workload.items import Item
+    from abtui.client.items import Item
 
     items = [Item(index=i, id=str(i), arrival_s=i * 0.5, prompt="w " * 10, max_tokens=i + 1)
              for i in range(21)]  # fmt: skip

@@ -86,7 +86,7 @@ def write_session(folder: Path, name: str, *, seed: int = 1, n: int = 60, status
         w.write_meta(**meta)  # e.g. a degraded mark, as abtui.runner.session writes it
     w.close(status=status)
     if verdict and status != "running":
-        from abtui.stats.session import session_verdict
+        from abtui.verdict.session import session_verdict
 
         session_verdict(path)
     if mtime is not None:

@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 
 from abtui.client import records as R
 from abtui.client.http1 import ChunkedDecoder, Malformed, parse_head, request_bytes
+from abtui.client.items import Item
 from abtui.client.records import RequestRecord
 from abtui.client.sse import SSEParser
 from abtui.client.stream import (
@@ -38,7 +39,6 @@ from abtui.client.stream import (
     _StreamState,
 )
 from abtui.client.tls import describe
-from abtui.workload.items import Item
 
 _now = time.perf_counter_ns
 

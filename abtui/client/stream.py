@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 import httpx
 
 from abtui.client import records as R
+from abtui.client.items import Item
 from abtui.client.records import RequestRecord
 from abtui.client.sse import SSEParser
 from abtui.client.timings import parse_timings
 from abtui.client.tls import describe, find_cert_error, ssl_context
-from abtui.workload.items import Item
 
 _now = time.perf_counter_ns
 _MAX_ERROR_BODY = 8192

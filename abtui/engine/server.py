@@ -27,9 +27,9 @@ from pathlib import Path
 
 import httpx
 
+from abtui.childproc import child_setup
 from abtui.engine.build import require_server
 from abtui.engine.tinymodel import EngineError
-from abtui.sim.process import _preexec
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,7 +250,7 @@ class LlamaCppServer:
 
 
 def _pin(parent: int, cpus: tuple[int, ...] | None) -> None:  # pragma: no cover - in the child
-    _preexec(parent, None)
+    child_setup(parent, None)
     if cpus and hasattr(os, "sched_setaffinity"):
         try:
             os.sched_setaffinity(0, set(cpus))

@@ -63,7 +63,7 @@ def _require(module: str):
 
 def vocabulary() -> tuple[list[bytes], list[float], list[int]]:
     """Tokens, scores and token types of the byte-fallback SentencePiece-style vocabulary."""
-    from abtui.workload.items import _WORDS
+    from abtui.client.items import _WORDS
 
     toks: list[bytes] = [b"<unk>", b"<s>", b"</s>"]
     types = [2, 3, 3]  # UNKNOWN, CONTROL, CONTROL (gguf.TokenType)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from abtui.client.records import CANCELLED, OK, RequestRecord
-from abtui.stats.decide import tail_min_n
+from abtui.metrics.tails import tail_min_n
 
 LO_S = 1e-4  # lowest bin edge: 0.1 ms
 DECADES = 6  # up to 100 s
@@ -228,7 +228,7 @@ def deltas(a: ArmView, b: ArmView, delta: float = 0.02, delta_tail: float = 0.05
     """B vs A for the delta strip: running estimates (binned quantiles, rates over the last ten
     seconds), provisional, not the verdict. A row is shown once both arms have its minimum
     sample: ``min_n`` ok requests, and for a P99 the verdict's own small-sample rule
-    (:func:`abtui.stats.decide.tail_min_n`: 1000); it is ``same`` when it lies within ±δ (the
+    (:func:`abtui.metrics.tails.tail_min_n`: 1000); it is ``same`` when it lies within ±δ (the
     verdict's noise thresholds, ``delta`` for medians and rates, ``delta_tail`` for P99), so a
     −0.1 % change is not marked worse."""
     out = []

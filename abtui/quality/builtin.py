@@ -1,7 +1,7 @@
 """The built-in suites, generated locally from a seed (no downloads).
 
-The prompt formats are the simulator's (:mod:`abtui.sim.quality_face`, the one definition): its
-generators make every prompt, so the simulator's quality face answers exactly these items.
+The prompt formats are :mod:`abtui.quality.prompts` (the one definition): its generators make
+every prompt, and the simulator's quality face reads them back, so it answers exactly these items.
 
 ``niah``
     Needle in a haystack over a grid of context lengths × needle depths. Lengths are powers of
@@ -25,8 +25,8 @@ from __future__ import annotations
 import re
 
 from abtui.errors import UsageError
+from abtui.quality import prompts as qf
 from abtui.quality.items import QualityItem
-from abtui.sim import quality_face as qf
 
 SUITES = ("niah", "keys", "exact")
 LENGTHS = (1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)

@@ -106,20 +106,3 @@ def flat_ppl_warning(ppl: dict | None, a: str, b: str, qual: dict) -> str | None
     verb = "dropped" if failed else "may have dropped"
     shown = "" if failed else " (not yet shown: more items would decide)"
     return f"PPL flat ({r:+.1%}), but accuracy {verb}: {drops}{shown} — never trust PPL alone"
-
-
-def attach(verdict, meta: dict) -> None:
-    """Add the stored perplexities (``meta.quality_ppl``) and the flat-PPL warning to every pair
-    that has a quality section."""
-    from abtui.quality.logprobs import logprob_line
-
-    ppl = meta.get("quality_ppl") or {}
-    raw = meta.get("quality_logprobs")
-    for pair in verdict.pairs + verdict.ladder:
-        if pair.quality is None:
-            continue
-        pair.quality["logprob_line"] = logprob_line(pair.baseline, pair.candidate, raw)
-        pair.quality["ppl"] = {n: ppl[n] for n in (pair.baseline, pair.candidate) if n in ppl}
-        warn = flat_ppl_warning(ppl, pair.baseline, pair.candidate, pair.quality)
-        if warn:
-            pair.quality["warnings"].append(warn)

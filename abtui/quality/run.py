@@ -22,6 +22,7 @@ from collections.abc import Callable
 
 from abtui.client import records as R
 from abtui.client.fast import FastClient, fast_stream_request
+from abtui.client.items import Item
 from abtui.client.records import RequestRecord
 from abtui.client.stream import Target, build_body
 from abtui.errors import AbtuiError
@@ -30,7 +31,6 @@ from abtui.quality import logprobs as lp
 from abtui.quality.items import QualityItem
 from abtui.quality.ppl import measure
 from abtui.quality.scorers import score
-from abtui.workload.items import Item
 
 DROP_PARAMS = ("ignore_eos", "min_tokens", "temperature", "top_p", "top_k", "seed")
 MAX_OUTPUT_CHARS = 2000

@@ -28,9 +28,9 @@ from abtui.report.verdict_text import (
     sweep_line,
     value,
 )
-from abtui.stats.session import SessionVerdict, session_verdict
-from abtui.stats.verdict import label, pct
+from abtui.stats.labels import label, pct
 from abtui.store.reader import SessionReader
+from abtui.verdict.session import SessionVerdict, session_verdict
 
 _MD_SPECIAL = str.maketrans(
     {
@@ -92,7 +92,7 @@ def report_data(sv: SessionVerdict) -> dict:
         for p in doc.get("pairs", []) + doc.get("ladder", []):
             if p.get("quality"):
                 p["quality"]["mode"] = mode
-    from abtui.telemetry.diagnosis import diagnosis_doc
+    from abtui.report.diagnosis import diagnosis_doc
 
     doc["diagnosis"] = diagnosis_doc(sv.path)
     return doc
@@ -193,7 +193,7 @@ def to_markdown(sv: SessionVerdict, doc: dict) -> str:
             for d in doc["config_diff"]
         ]
         lines.append("")
-    from abtui.telemetry.diagnosis import diagnosis_markdown
+    from abtui.report.diagnosis import diagnosis_markdown
 
     lines += diagnosis_markdown(doc, e_)
     lines += _md_floor(doc)

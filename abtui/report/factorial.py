@@ -1,13 +1,13 @@
 """The factorial ablation in words and tables: one plain-text grid per metric (the terminal
 report and the TUI's ablation view), the Markdown and HTML sections. Everything comes from the
-verdict's ``factorial`` dict (:mod:`abtui.stats.ablation`); nothing is computed here."""
+verdict's ``factorial`` dict (:mod:`abtui.verdict.ablation`); nothing is computed here."""
 
 from __future__ import annotations
 
 import textwrap
 
-from abtui.stats.ablation import headline_keys
-from abtui.stats.verdict import pct
+from abtui.stats.labels import pct
+from abtui.verdict.ablation import headline_keys
 
 MAX_FINDINGS_TEXT = 3  # findings printed in the terminal; the reports carry every one
 

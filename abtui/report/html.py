@@ -24,9 +24,9 @@ from abtui.report.verdict_text import (
     sweep_line,
     value,
 )
-from abtui.stats.session import SessionVerdict
-from abtui.stats.verdict import label, pct
+from abtui.stats.labels import label, pct
 from abtui.store.reader import SessionReader
+from abtui.verdict.session import SessionVerdict
 
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf")
 _RESULT_COLOR = {"GO": "#1a7f37", "NO-GO": "#cf222e", "CALIBRATED": "#1a7f37"}
@@ -249,7 +249,7 @@ def to_html(sv: SessionVerdict, doc: dict) -> str:
                 + "</tr>"
             )
         h.append("</table>")
-    from abtui.telemetry.diagnosis import diagnosis_html
+    from abtui.report.diagnosis import diagnosis_html
 
     h.append(diagnosis_html(doc, esc))
     h.append(_html_floor(doc))

@@ -13,8 +13,8 @@ from __future__ import annotations
 import math
 
 from abtui.report.health import DEGRADED_TAG, DEGRADED_WHY, stored_health
-from abtui.stats.session import SessionVerdict
-from abtui.stats.verdict import label, pct
+from abtui.stats.labels import label, pct
+from abtui.verdict.session import SessionVerdict
 
 
 def _money(x) -> str:

@@ -16,10 +16,10 @@ import time
 from dataclasses import dataclass
 
 from abtui.client.fast import FastClient, fast_stream_request
+from abtui.client.items import Item
 from abtui.client.records import RequestRecord
 from abtui.client.redact import redact, secrets_of
 from abtui.client.stream import Target, build_body, make_client, stream_request
-from abtui.workload.items import Item
 
 _now = time.perf_counter_ns
 FLUSH_INTERVAL_S = 0.05  # how often finished records are shipped to the main process
@@ -207,7 +207,7 @@ class _Generator:
 
     async def _segments(self) -> None:
         """Play each segment on the ``t0`` the main process sends; report each one's end."""
-        from abtui.runner.segments import Segment
+        from abtui.workload.segments import Segment
 
         plan = self.plan
         segs = plan.segments or [Segment(plan.items, plan.mode, plan.concurrency)]

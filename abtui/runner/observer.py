@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from abtui.metrics.live import LiveArm
-from abtui.runner.segments import Position
+from abtui.workload.segments import Position
 
 
 @dataclass

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from abtui.client import records as R
+from abtui.client.items import Item, synthetic_prompt
 from abtui.client.records import RequestRecord
 from abtui.quality import interleave
 from abtui.quality.run import run_for_session as run_quality
@@ -31,13 +32,12 @@ from abtui.runner.health import Delivery
 from abtui.runner.launch import start_fleet, start_local
 from abtui.runner.machine import MachineLoad
 from abtui.runner.observer import ArmProgress, NullObserver, Observer, RunInfo, Snapshot
-from abtui.runner.segments import Conductor, build_levels, plan_segments, shard
 from abtui.spec import Spec
 from abtui.store.writer import SessionWriter
 from abtui.telemetry import sampler as telemetry
 from abtui.workload.build import build_items
 from abtui.workload.context import check_context
-from abtui.workload.items import Item, synthetic_prompt
+from abtui.workload.segments import Conductor, build_levels, plan_segments, shard
 
 _now = time.perf_counter_ns
 PROGRESS_INTERVAL_S = 0.5

@@ -25,7 +25,7 @@ parallel) of a :class:`~abtui.sim.presets.Preset`, vLLM-style:
   k + 1 query tokens per request plus the draft passes, k × (``draft_fraction`` of the step's
   kernel time + ``draft_pass_s``).
 
-The same step logic serves two drivers: :meth:`BatchEngine.simulate` (:mod:`abtui.sim.offline`)
+The same step logic serves two drivers: :func:`abtui.sim.offline.simulate`
 runs a list of requests offline at full speed (no HTTP), and the live server attaches the
 engine to its event loop (:meth:`BatchEngine.attach`, :meth:`submit`, :meth:`cancel`), where a
 timer per step pushes each running request's new tokens to its sink at the step's end (due
@@ -40,19 +40,15 @@ import asyncio
 import heapq
 import random
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from abtui.errors import UsageError
 from abtui.hardware import roofline as rl
 from abtui.sim.engine_options import KV_POLICIES, EngineOptions
-from abtui.sim.engine_stats import EngineStats, Histogram
+from abtui.sim.engine_stats import EngineStats, Histogram, RequestTiming
 from abtui.sim.gpu_model import SimulatedGpu
 from abtui.sim.presets import Preset
-
-if TYPE_CHECKING:
-    from abtui.sim.offline import RequestTiming
 
 __all__ = ["KV_POLICIES", "BatchEngine", "EngineOptions", "EngineStats", "Histogram"]
 
@@ -233,17 +229,6 @@ class BatchEngine:
         self.now = self._step_end
         self._end_step()
         self._start_step()
-
-    # -- offline driver ------------------------------------------------------------------------
-
-    def simulate(
-        self, requests: Iterable[tuple[float, int, int]], *, per_seq: bool | None = None
-    ) -> list[RequestTiming]:
-        """Serve ``(arrival_s, prompt_tokens, max_tokens)`` requests at full speed, no HTTP:
-        see :func:`abtui.sim.offline.simulate`."""
-        from abtui.sim.offline import simulate
-
-        return simulate(self, requests, per_seq=per_seq)
 
     # -- the step ------------------------------------------------------------------------------
 

@@ -107,3 +107,32 @@ class EngineStats:
     power_w: float = 0.0  # per step idle + (TDP - idle) x max(DRAM, tensor activity); idle power
     energy_j_total: float = 0.0  # per GPU, over simulated time
     simulated: bool = True  # every GPU figure is modelled, never measured
+
+
+@dataclass(slots=True)
+class RequestTiming:
+    """One request's life in :func:`abtui.sim.offline.simulate`, seconds from the run's start."""
+
+    arrival: float
+    admitted: float = -1.0
+    first_token: float = -1.0
+    finished: float = -1.0
+    prompt_tokens: int = 0
+    tokens: int = 0  # generated
+    chunks: int = 0  # token deliveries (steps that gave this request tokens)
+
+    @property
+    def ttft(self) -> float:
+        return self.first_token - self.arrival
+
+    @property
+    def queue(self) -> float:
+        return self.admitted - self.arrival
+
+    @property
+    def e2e(self) -> float:
+        return self.finished - self.arrival
+
+    @property
+    def tpot(self) -> float:
+        return (self.finished - self.first_token) / max(1, self.tokens - 1)

@@ -11,38 +11,9 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from abtui.sim.batching import BatchEngine, _Seq
-
-
-@dataclass(slots=True)
-class RequestTiming:
-    """One request's life in :func:`simulate`, seconds from the run's start."""
-
-    arrival: float
-    admitted: float = -1.0
-    first_token: float = -1.0
-    finished: float = -1.0
-    prompt_tokens: int = 0
-    tokens: int = 0  # generated
-    chunks: int = 0  # token deliveries (steps that gave this request tokens)
-
-    @property
-    def ttft(self) -> float:
-        return self.first_token - self.arrival
-
-    @property
-    def queue(self) -> float:
-        return self.admitted - self.arrival
-
-    @property
-    def e2e(self) -> float:
-        return self.finished - self.arrival
-
-    @property
-    def tpot(self) -> float:
-        return (self.finished - self.first_token) / max(1, self.tokens - 1)
+from abtui.sim.engine_stats import RequestTiming
 
 
 def simulate(

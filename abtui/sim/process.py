@@ -13,13 +13,13 @@ from __future__ import annotations
 import dataclasses
 import os
 import queue
-import signal
 import subprocess
 import sys
 import tempfile
 import threading
 from typing import Any
 
+from abtui.childproc import child_setup
 from abtui.errors import AbtuiError
 from abtui.sim.cli_args import config_to_argv
 from abtui.sim.engine import SimConfig
@@ -31,21 +31,6 @@ class SimStartError(AbtuiError):
     """The simulator child process did not start."""
 
     title = "simulator"
-
-
-def _preexec(parent_pid: int, cpu: int | None) -> None:  # pragma: no cover - runs in the child
-    if sys.platform.startswith("linux"):
-        try:
-            import ctypes
-
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG: die with the parent
-        except (OSError, AttributeError):
-            pass
-        if os.getppid() != parent_pid:  # the parent died before prctl took effect
-            os.kill(os.getpid(), signal.SIGTERM)
-    if cpu is not None and hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(0, {cpu})
 
 
 class SimProcess:
@@ -99,7 +84,7 @@ class SimProcess:
             stderr=self._stderr,
             text=True,
             start_new_session=False,
-            preexec_fn=(lambda: _preexec(parent, cpu)) if os.name == "posix" else None,
+            preexec_fn=(lambda: child_setup(parent, cpu)) if os.name == "posix" else None,
         )
         lines: queue.Queue[str | None] = queue.Queue()
         self._reader = threading.Thread(

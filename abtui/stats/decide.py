@@ -20,6 +20,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from abtui.metrics.tails import MIN_TAIL, TAIL_Q, tail_min_n
+
 IMPROVED = "IMPROVED"
 REGRESSED = "REGRESSED"
 EQUIVALENT = "EQUIVALENT"
@@ -29,20 +31,12 @@ OUTCOMES = (IMPROVED, REGRESSED, EQUIVALENT, INCONCLUSIVE)
 DEFAULT_ALPHA = 0.05
 DELTA_CENTRAL = 0.02  # means, medians, throughput, goodput
 DELTA_TAIL = 0.05  # P90 / P95 / P99
-MIN_TAIL = 10
-TAIL_Q = {"p90": 0.90, "p95": 0.95, "p99": 0.99}
 MAX_SAMPLES_HINT = 10**9
 
 
 def default_delta(stat: str) -> float:
     """Default noise threshold of a statistic (``mean``, ``p50``… or a rate)."""
     return DELTA_TAIL if stat in TAIL_Q else DELTA_CENTRAL
-
-
-def tail_min_n(stat: str) -> int:
-    """Smallest per-arm sample with ≥ MIN_TAIL observations beyond the quantile (0 if none)."""
-    q = TAIL_Q.get(stat)
-    return 0 if q is None else math.ceil(MIN_TAIL / (1 - q) - 1e-9)
 
 
 @dataclass

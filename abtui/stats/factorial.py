@@ -373,7 +373,7 @@ def decide_terms(terms: list[Term], policy: dict, noise_floor: dict | None = Non
 def combination_worse(design: Design, ladder: list, names: list[str], primary: str) -> str | None:
     """A NO-GO reason for the full combination when its primary objective REGRESSED against
     every single-factor arm (``ladder``: the pair verdicts single → combination), else None."""
-    from abtui.stats.verdict import describe
+    from abtui.stats.labels import describe
 
     steps = {p.baseline: p for p in ladder if p.b == design.full}
     singles = [names[i] for i in design.singles()]

@@ -1,7 +1,7 @@
 """The A/A noise floor: what a later A/B cannot see in its own CI (docs/methods-aa.md).
 
 An A/A session (``abtui run --aa``) plays the same endpoint twice, the copies taking turns in
-alternation blocks (A B | B A | …, :mod:`abtui.runner.segments`): they never share an instant or
+alternation blocks (A B | B A | …, :mod:`abtui.workload.segments`): they never share an instant or
 an engine step. Block pair ``j`` (one ``(run, level, block)`` segment) gives, per latency row
 (``ttft.p50``, ``e2e.p90``, …), the block effect ``d_j = log(stat_B,j / stat_A,j)`` and its
 within-block sampling variance ``v_j`` (a bootstrap of each arm's requests inside the block:

@@ -180,9 +180,9 @@ def alternating_table(
 ) -> RequestTable:
     """A session played in alternation blocks: ``blocks[j]`` is the truth of every arm in block
     ``j`` (``per_block`` requests each, items ``j·per_block …``); the arms take turns A B | B A …
-    (:func:`abtui.runner.segments.alternate_order`), one after the other with ``gap_s`` between
+    (:func:`abtui.workload.segments.alternate_order`), one after the other with ``gap_s`` between
     turns, so no two arms are ever in flight at once. ``block`` is set on every row."""
-    from abtui.runner.segments import alternate_order
+    from abtui.workload.segments import alternate_order
 
     parts, start = [], 0
     for j, truths in enumerate(blocks):

@@ -32,10 +32,10 @@ from typing import Any
 import duckdb
 import numpy as np
 
+from abtui.client.items import Item
 from abtui.errors import StoreError
 from abtui.metrics.table import NA, NULLABLE_COLUMNS, ROW_COLUMNS, STR_COLUMNS, RequestTable
 from abtui.store.schema import COMPLETE, ITEM_COLUMNS, RUNNING, SCHEMA_VERSION, TIMING_COLUMNS
-from abtui.workload.items import Item
 
 COPY_ATTEMPTS = 3
 CHUNK_SLICE = 250_000  # request_table reads the chunks of this many at a time (its peak)

@@ -40,6 +40,7 @@ import duckdb
 import numpy as np
 
 from abtui import __version__
+from abtui.client.items import Item
 from abtui.client.records import RequestRecord
 from abtui.errors import StoreError
 from abtui.metrics.table import NA, NULLABLE_COLUMNS, ROW_COLUMNS, RequestTable
@@ -55,7 +56,6 @@ from abtui.store.schema import (
     STATUSES,
     TIMING_COLUMNS,
 )
-from abtui.workload.items import Item
 
 FLUSH_INTERVAL_S = 0.5  # maybe_flush flushes when this much time passed since the last flush
 FLUSH_RECORDS = 20_000  # ... or when this many requests are buffered

@@ -196,7 +196,7 @@ class AbtuiApp(App):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="open")
     def open_stored(self, path: Path):
-        from abtui.metrics.live_replay import Replay
+        from abtui.runner.live_replay import Replay
 
         return Replay(path)
 

@@ -9,7 +9,7 @@ from textual.message import Message
 
 from abtui.metrics.live import ArmView
 from abtui.runner.observer import ArmProgress, RunInfo
-from abtui.runner.segments import Position
+from abtui.workload.segments import Position
 
 
 class RunStarted(Message):

@@ -11,9 +11,9 @@ from functools import lru_cache
 
 import numpy as np
 
+from abtui.client.items import Item
 from abtui.errors import SpecError, WorkloadError
 from abtui.workload.arrivals import arrival_offsets
-from abtui.workload.items import Item
 
 
 def schedule(n: int, rate: float | None, arrival: str, burstiness: float, seed: int) -> list[float]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import httpx
 
-from abtui.workload.items import Item
+from abtui.client.items import Item
 
 
 def max_model_len(

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from abtui.workload.items import Item
+from abtui.client.items import Item
 
 PREFIX_BLOCK_WORDS = 16
 RATE_WINDOWS = 10

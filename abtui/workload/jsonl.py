@@ -24,8 +24,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from abtui.client.items import _WORDS, Item
 from abtui.errors import WorkloadError
-from abtui.workload.items import _WORDS, Item
 
 BLOCK_TOKENS = 512  # Mooncake's prefix block size
 KNOWN_KEYS = frozenset(

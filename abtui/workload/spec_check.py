@@ -43,7 +43,7 @@ def check_workload(spec, source: str) -> None:
 
 def _check_load_shape(spec, source: str) -> None:
     """Sweep, runs and arm scheduling."""
-    from abtui.runner.segments import SCHEDULES
+    from abtui.workload.segments import SCHEDULES
 
     ld = spec.load
     if ld.sweep_rate and ld.sweep_concurrency:

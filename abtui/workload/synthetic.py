@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from abtui.client.items import Item, synthetic_prompt
 from abtui.errors import UsageError
-from abtui.workload.items import Item, synthetic_prompt
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,6 @@ from textual.widgets import Footer, Static
 from abtui.metrics.live import deltas, shared_range
 from abtui.runner.health import BEHIND_NOTE_S
 from abtui.runner.observer import RunInfo
-from abtui.runner.segments import Position
 from abtui.tui.messages import ArmState, RunProgress
 from abtui.tui.widgets.charts import Chart, fmt_s, histogram_text, phase_bar, sparkline
 from abtui.tui.widgets.pane import (
@@ -29,6 +28,7 @@ from abtui.tui.widgets.pane import (
     title_text,
 )
 from abtui.tui.widgets.strip import LIVE, VERDICT, delta_text, verdict_rows
+from abtui.workload.segments import Position
 
 
 def _cut(text: str, n: int) -> str:

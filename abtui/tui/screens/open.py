@@ -1,7 +1,7 @@
 """``abtui open``: the live panes re-played from a stored session, with a timeline.
 
-The screen only drives a :class:`abtui.metrics.live_replay.Playhead` with keys and a timer, and
-renders what :class:`abtui.metrics.live_replay.Replay` computes for the playhead's time, through
+The screen only drives a :class:`abtui.runner.live_replay.Playhead` with keys and a timer, and
+renders what :class:`abtui.runner.live_replay.Replay` computes for the playhead's time, through
 the live screen's own rendering. It opens paused at the end state: the finished picture, what
 the run ended on and what the verdict is computed from (space replays from the start). A replay
 that plays into the end says so (:class:`OpenScreen.Ended`): the app shows the verdict, as the
@@ -18,7 +18,7 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import Footer
 
-from abtui.metrics.live_replay import SEEK_STEP, Playhead, Replay
+from abtui.runner.live_replay import SEEK_STEP, Playhead, Replay
 from abtui.tui.messages import ArmState, RunProgress
 from abtui.tui.screens.live import LiveScreen
 from abtui.tui.widgets.charts import Chart

@@ -21,9 +21,10 @@ from abtui.report import quality as rq
 from abtui.report.health import DEGRADED_TAG, DEGRADED_WHY, stored_health
 from abtui.report.untrusted import printable
 from abtui.report.verdict_text import metrics_table, rows_of
-from abtui.stats.session import SessionVerdict
-from abtui.stats.verdict import GO, NO_GO, label
+from abtui.stats.labels import label
 from abtui.tui.widgets.charts import Chart
+from abtui.verdict.policy import GO, NO_GO
+from abtui.verdict.session import SessionVerdict
 
 RESULT_STYLE = {GO: "bold white on dark_green", NO_GO: "bold white on dark_red"}
 RESULT_WORDS = {GO: "✓ GO", NO_GO: "✗ NO-GO", "INCONCLUSIVE": "~ INCONCLUSIVE"}
@@ -39,8 +40,8 @@ class VerdictData:
 def load_verdict(path) -> VerdictData:
     """The core calls behind the screen (run in a thread worker)."""
     from abtui.report.export import report_data
-    from abtui.stats.session import session_verdict
     from abtui.telemetry.diagnosis import diagnose, diagnosis_lines
+    from abtui.verdict.session import session_verdict
 
     sv = session_verdict(path)
     return VerdictData(sv, report_data(sv), diagnosis_lines(diagnose(path)))
@@ -219,7 +220,7 @@ class VerdictScreen(Screen):
         super().__init__(id="verdict")
         self.data = data
         fac = data.sv.verdict.factorial or {}
-        from abtui.stats.ablation import headline_keys
+        from abtui.verdict.ablation import headline_keys
 
         self._ablation_keys = headline_keys(fac, data.sv.verdict.policy) if fac else []
         self._ablation_at = 0

@@ -28,8 +28,8 @@ from abtui.metrics.live import EDGES, LO_S, PER_DECADE, SERIES_S, LiveArm, LogHi
 from abtui.metrics.table import NA
 from abtui.metrics.windows import MeasuredWindows, completion_ns
 from abtui.runner.observer import ArmProgress, RunInfo
-from abtui.runner.segments import Position, Shape, log_entries
 from abtui.store.reader import SessionReader
+from abtui.workload.segments import Position, Shape, log_entries
 
 N_BINS = len(EDGES) - 1
 RECENT = 256  # requests behind ArmProgress.recent_*_p50_s (as the runner keeps)

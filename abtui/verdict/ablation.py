@@ -26,8 +26,8 @@ from __future__ import annotations
 import math
 
 from abtui.stats import factorial as fx
+from abtui.stats.labels import label, pct
 from abtui.stats.rows import clean
-from abtui.stats.verdict import label, pct
 
 _TERM_FIELDS = ("term", "ratio", "lo", "hi", "log", "log_lo", "log_hi", "p", "p_adj", "family",
                 "delta", "outcome", "significant", "block_len", "n", "note")  # fmt: skip

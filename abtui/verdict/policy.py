@@ -45,12 +45,13 @@ from abtui.quality.gates import evaluate_quality
 from abtui.stats import decide as dc
 from abtui.stats import lagguard as lg
 from abtui.stats.classical import error_rate_higher_p
-from abtui.stats.effects import Comparison, Effect, compare
+from abtui.stats.effects import Comparison, compare
+from abtui.stats.labels import describe, label, pct
 from abtui.stats.multiple import benjamini_hochberg, holm
 from abtui.stats.sweep import sweep_summary
 
 GO, NO_GO, INCONCLUSIVE = "GO", "NO-GO", "INCONCLUSIVE"
-CALIBRATED = "CALIBRATED"  # an A/A session without a significant change (abtui.stats.session)
+CALIBRATED = "CALIBRATED"  # an A/A session without a significant change (abtui.verdict.session)
 EXIT_CODES = {GO: 0, NO_GO: 3, INCONCLUSIVE: 4, CALIBRATED: 0}
 
 DEFAULT_POLICY = {
@@ -63,55 +64,6 @@ DEFAULT_POLICY = {
     "seed": 0,
     "noise_floor": None,
 }
-
-_METRIC_LABEL = {
-    "ttft": "TTFT",
-    "ttft_user": "TTFT (user)",
-    "tpot": "TPOT",
-    "itl": "ITL",
-    "e2e": "E2E",
-}
-_STAT_LABEL = {"mean": "mean", "p50": "P50", "p90": "P90", "p95": "P95", "p99": "P99"}
-_RATE_LABEL = {
-    "throughput.requests": "throughput (requests/s)",
-    "throughput.output_tokens": "throughput (output tok/s)",
-    "goodput.requests": "goodput (requests/s)",
-    "goodput.output_tokens": "goodput (output tok/s)",
-    "slo.attainment": "SLO attainment",
-    "cost.per_mtok_output": "$/Mtok output",
-    "cost.per_mtok_good": "$/Mtok good",
-    "cost.per_1k_good_requests": "$ per 1k good requests",
-}
-
-
-def label(key: str) -> str:
-    """``ttft.p99`` → ``P99 TTFT``; ``goodput.requests`` → ``goodput (requests/s)``;
-    ``e2e.p50@in16-255`` → ``P50 E2E (input 16–255 tokens)``."""
-    key, _, group = key.partition("@")
-    if group.startswith("in"):
-        return f"{label(key)} (input {group[2:].replace('-', '–')} tokens)"
-    if group.startswith("level"):
-        return f"{label(key)} (sweep level {group[5:]})"
-    if key in _RATE_LABEL:
-        return _RATE_LABEL[key]
-    metric, _, stat = key.partition(".")
-    return f"{_STAT_LABEL.get(stat, stat)} {_METRIC_LABEL.get(metric, metric)}"
-
-
-def pct(x: float) -> str:
-    return "n/a" if x is None or not math.isfinite(x) else f"{x * 100:+.1f}%"
-
-
-def describe(e: Effect) -> str:
-    """``P99 TTFT regressed +12.0% [+7.0%, +18.0%]``."""
-    verb = {
-        dc.IMPROVED: "improved",
-        dc.REGRESSED: "regressed",
-        dc.EQUIVALENT: "unchanged",
-        dc.INCONCLUSIVE: "inconclusive",
-    }[e.outcome]
-    return f"{label(e.key)} {verb} {pct(e.ratio)} [{pct(e.lo)}, {pct(e.hi)}]"
-
 
 @dataclass
 class PairVerdict:
@@ -143,7 +95,7 @@ class Verdict:
     session: dict
     created: str = field(default_factory=lambda: datetime.now(UTC).isoformat())
     sweep: dict | None = None  # abtui.stats.sweep.sweep_summary, with two or more load levels
-    factorial: dict | None = None  # abtui.stats.ablation.summarize_factorial ([ablation] factors)
+    factorial: dict | None = None  # abtui.verdict.ablation.summarize_factorial ([ablation] factors)
 
     @property
     def exit_code(self) -> int:
@@ -463,7 +415,7 @@ def evaluate(
         ladder = [pair(idx[k - 1], idx[k]) for k in range(2, len(idx))] if len(idx) > 2 else []
     factorial = None
     if design is not None:
-        from abtui.stats.ablation import summarize_factorial
+        from abtui.verdict.ablation import summarize_factorial
 
         factorial = summarize_factorial(table, names, design, spec, pol, pairs, ladder,
                                         noise_floor=noise_floor, usd=usd)  # fmt: skip

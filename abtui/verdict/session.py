@@ -30,13 +30,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from abtui.errors import StoreError, UsageError
-from abtui.quality.ppl import attach as attach_ppl
+from abtui.quality.attach import attach as attach_ppl
 from abtui.runner.machine import machine_words
 from abtui.stats import decide as dc
 from abtui.stats import noise_floor as nfm
-from abtui.stats.verdict import CALIBRATED, INCONCLUSIVE, Verdict, describe, evaluate
+from abtui.stats.labels import describe
 from abtui.store.reader import SessionReader
 from abtui.store.verdicts import append_verdict
+from abtui.verdict.policy import CALIBRATED, INCONCLUSIVE, Verdict, evaluate
 
 
 @dataclass

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from abtui.workload.items import Item
+from abtui.client.items import Item
 
 SCHEDULES = ("parallel", "alternate")
 

@@ -1,0 +1,136 @@
+"""The house rules of docs/architecture.md, checked on the code as it is:
+
+- the import contracts in pyproject.toml ([tool.importlinter]: the package ladder, the worlds
+  the core never imports, Textual only in the TUI) hold — what ``lint-imports`` in .ci/run checks,
+  here too so that a plain ``pytest`` catches a broken ladder;
+- no import cycle at any level: between the top-level packages, between the sub-packages and
+  modules of every package (a "file circle": a.py imports b.py, which imports a.py), counted
+  with grimp over every import, also those inside functions and under TYPE_CHECKING;
+- no module over :data:`MAX_LINES` lines unless a ``# size:`` comment near its top says why.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+import abtui
+
+grimp = pytest.importorskip("grimp", reason="grimp comes with import-linter (the test extra)")
+
+ROOT = Path(abtui.__file__).parent
+MAX_LINES = 500
+
+
+def _graph():
+    return grimp.build_graph("abtui", include_external_packages=False)
+
+
+def _cycles(adj: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one node (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+    counter = 0
+    for root in adj:
+        if root in index:
+            continue
+        work = [(root, iter(adj[root]))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, it = work[-1]
+            for w in it:
+                if w not in index:
+                    index[w] = low[w] = counter
+                    counter += 1
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(adj.get(w, ()))))
+                    break
+                if w in on:
+                    low[v] = min(low[v], index[w])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
+                if low[v] == index[v]:
+                    comp = []
+                    while True:
+                        w = stack.pop()
+                        on.discard(w)
+                        comp.append(w)
+                        if w == v:
+                            break
+                    if len(comp) > 1:
+                        out.append(sorted(comp))
+    return out
+
+
+def _child_of(package: str, module: str) -> str | None:
+    """The direct child of ``package`` that ``module`` is or lies in (None: outside it, or the
+    package's own ``__init__``)."""
+    if not module.startswith(package + "."):
+        return None
+    return package + "." + module[len(package) + 1 :].split(".")[0]
+
+
+def _cycles_by_package(graph) -> dict[str, list[list[str]]]:
+    """For every package, the cycles among its direct children (sub-packages squashed)."""
+    packages = {m for m in graph.modules if (ROOT.parent / m.replace(".", "/")).is_dir()}
+    found = {}
+    for pkg in sorted(packages):
+        adj: dict[str, set[str]] = defaultdict(set)
+        for m in graph.modules:
+            a = _child_of(pkg, m)
+            if a is None:
+                continue
+            adj.setdefault(a, set())
+            for d in graph.find_modules_directly_imported_by(m):
+                b = _child_of(pkg, d)
+                if b is not None and b != a:
+                    adj[a].add(b)
+        cycles = _cycles(dict(adj))
+        if cycles:
+            found[pkg] = cycles
+    return found
+
+
+def test_import_contracts_hold():
+    exe = Path(sys.executable).with_name("lint-imports")
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "importlinter.cli"]
+    out = subprocess.run([*cmd, "--no-cache"], capture_output=True, text=True, timeout=300,
+                         cwd=ROOT.parent)  # fmt: skip
+    assert out.returncode == 0, out.stdout[-6000:] + out.stderr[-2000:]
+    assert "broken" not in out.stdout.lower().split("contracts:")[-1].split("kept")[0]
+
+
+def test_no_import_cycle_at_any_level():
+    found = _cycles_by_package(_graph())
+    assert not found, "\n".join(f"{p}: {' ↔ '.join(c)}" for p, cs in found.items() for c in cs)
+
+
+def test_the_cycle_finder_finds_cycles():
+    # a -> b -> c -> a and d -> e -> d: two cycles; f alone is none
+    adj = {"a": {"b"}, "b": {"c"}, "c": {"a", "f"}, "d": {"e"}, "e": {"d"}, "f": set()}
+    assert sorted(_cycles(adj)) == [["a", "b", "c"], ["d", "e"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_modules_are_rooms_a_newcomer_can_hold():
+    big = []
+    for path in sorted(ROOT.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        n = text.count("\n")
+        head = text.split("\n")[:60]
+        if n > MAX_LINES and not any(line.lstrip().startswith("# size:") for line in head):
+            big.append(f"{path.relative_to(ROOT.parent)}: {n} lines")
+    assert not big, big
