@@ -139,7 +139,7 @@ class Probe:
 
 
 def run_in_headless_tui(job):
-    """``abtui.cli._run_in_tui`` without a terminal: Textual's headless driver."""
+    """``abtui.cli.run.run_in_tui`` without a terminal: Textual's headless driver."""
     import asyncio
 
     from abtui.tui.app import AbtuiApp
@@ -184,6 +184,7 @@ def main() -> int:
     if not args.no_trace:
         tracemalloc.start(args.frames)
     from abtui import cli
+    from abtui.cli import run as cli_run
     from abtui.store import writer as writer_mod
 
     probe = Probe(args.out, args.every)
@@ -200,8 +201,8 @@ def main() -> int:
     writer_mod.SessionWriter.__init__ = patched_init
     writer_mod.SessionWriter.close = patched_close
     if args.tui:
-        cli._use_tui = lambda a: True
-        cli._run_in_tui = run_in_headless_tui
+        cli_run.use_tui = lambda a: True
+        cli_run.run_in_tui = run_in_headless_tui
     t = threading.Thread(target=probe.loop, name="memprobe", daemon=True)
     t.start()
     try:

@@ -131,20 +131,20 @@ def test_spec_ablation_section():
 
 
 def test_cli_factor_flags_build_the_arms():
-    from abtui.cli import _apply_flags, build_parser
+    from abtui.cli import apply_flags, build_parser
     from abtui.spec import Spec, validate
 
     args = build_parser().parse_args([
         "run", "--baseline", "http://h:1/v1", "--factor", "fp8=http://h:2/v1",
         "--factor", "spec=http://h:3/v1", "--combined", "fp8+spec=http://h:4/v1", "--rate", "2",
     ])  # fmt: skip
-    spec = validate(_apply_flags(Spec(), args), "command line")
+    spec = validate(apply_flags(Spec(), args), "command line")
     assert [a.name for a in spec.arms] == NAMES and spec.ablation.factors == ["fp8", "spec"]
     args = build_parser().parse_args(["run", "--baseline", "http://h:1/v1", "--factor",
                                       "fp8=http://h:2/v1", "--factor", "spec=http://h:3/v1",
                                       "--rate", "2"])  # fmt: skip
     with pytest.raises(SpecError, match="missing arms"):
-        validate(_apply_flags(Spec(), args), "command line")
+        validate(apply_flags(Spec(), args), "command line")
     with pytest.raises(UsageError, match="NAME=URL"):
-        _apply_flags(Spec(), build_parser().parse_args(
+        apply_flags(Spec(), build_parser().parse_args(
             ["run", "--baseline", "http://h:1/v1", "--factor", "fp8"]))  # fmt: skip

@@ -297,7 +297,7 @@ def _ci(c: dict, key: str) -> str:
 def run_engine_ab(folder: Path, cfg: ABConfig | None = None, *, log=sys.stderr) -> EngineAB:
     """Build the models, serve them, run FP32 vs each candidate with ``abtui run``, check."""
     cfg = cfg or ABConfig()
-    from abtui.cli import main as abtui_main
+    from abtui.headless import run_spec_file
     from abtui.store.reader import SessionReader
 
     folder = Path(folder)
@@ -325,7 +325,7 @@ def run_engine_ab(folder: Path, cfg: ABConfig | None = None, *, log=sys.stderr) 
             spec.write_text(_spec_text(cfg, name, base, c, folder))
             before = {k: len(servers[k].timings()) for k in ("FP32", cand)}
             with contextlib.redirect_stdout(log):  # abtui run's summary table
-                rc = abtui_main(["run", str(spec), "--headless", "--overwrite"])
+                rc = run_spec_file(spec, overwrite=True)
             # 0 GO, 3 NO-GO, 4 INCONCLUSIVE: the run completed (the verdict is not checked here)
             res.exit_codes[cand] = rc
             if rc not in (0, 3, 4):

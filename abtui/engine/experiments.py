@@ -273,7 +273,8 @@ def run_experiment(
     threads: int = 1, log=sys.stderr,
 ) -> ExperimentResult:  # fmt: skip
     """Start both servers, run ``abtui run`` headless on them, read the report and counters."""
-    from abtui.cli import main as abtui_main
+    from abtui.headless import run_spec_file
+    from abtui.report.export import write_report
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -302,13 +303,13 @@ def run_experiment(
         spec = folder / f"{name}.toml"
         spec.write_text(spec_text(exp, name, servers, folder, n))
         with _Poller(servers, counters), contextlib.redirect_stdout(log):
-            rc = abtui_main(["run", str(spec), "--headless", "--overwrite"])
+            rc = run_spec_file(spec, overwrite=True)
         for k, s in servers.items():
             counters[k].after = _scalars(s.metrics_text())
         session = folder / f"{name}.duckdb"
         out = folder / f"{name}.json"
         with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
-            abtui_main(["report", str(session), "--format", "json", "-o", str(out)])
+            write_report(session, "json", str(out))
         report = json.loads(out.read_text())
     finally:
         for s in servers.values():

@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from abtui.metrics import request as rm
-from abtui.report.export import _policy_line, config_diff  # noqa: F401 (config_diff re-exported)
+from abtui.report.document import FLOOR_COLUMNS, floor_section, policy_line
 from abtui.report.untrusted import printable
 from abtui.report.verdict_text import (
     SWEEP_COLUMNS,
@@ -253,13 +253,12 @@ def to_html(sv: SessionVerdict, doc: dict) -> str:
 
     h.append(diagnosis_html(doc, esc))
     h.append(_html_floor(doc))
-    h.append(f'<p class="muted">{esc(_policy_line(doc))}</p></body></html>')
+    h.append(f'<p class="muted">{esc(policy_line(doc))}</p></body></html>')
     return "\n".join(h)
 
 
 def _html_floor(doc: dict) -> str:
     """The noise floor measured (A/A session) or applied: bias, spread and floor per row."""
-    from abtui.report.export import FLOOR_COLUMNS, floor_section
     from abtui.report.verdict_text import floor_left_out, floor_method, floor_rows
 
     title, detail = floor_section(doc)

@@ -33,13 +33,13 @@ class VerdictData:
     """What the verdict screen shows, loaded by a worker from the session file."""
 
     sv: SessionVerdict
-    doc: dict  # abtui.report.export.report_data
+    doc: dict  # abtui.report.document.report_data
     diagnosis: list[str]
 
 
 def load_verdict(path) -> VerdictData:
     """The core calls behind the screen (run in a thread worker)."""
-    from abtui.report.export import report_data
+    from abtui.report.document import report_data
     from abtui.telemetry.diagnosis import diagnose, diagnosis_lines
     from abtui.verdict.session import session_verdict
 

@@ -5,20 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-
-def positive_number(kind):
-    """An argparse type: ``kind(text)``, finite and > 0 (shared with :mod:`abtui.cli`)."""
-
-    def parse(text: str):
-        try:
-            v = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-        if not v > 0 or v == float("inf"):
-            raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-        return v
-
-    return parse
+from abtui.cli.types import positive_number
 
 
 def add_run_workload_options(g) -> None:

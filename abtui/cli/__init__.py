@@ -1,0 +1,256 @@
+"""Command line: subcommands → core calls. The TUI, when there is one, is imported lazily.
+
+Every user error is an :class:`~abtui.errors.AbtuiError`, printed as one line with a hint, exit
+code 2. Options with a bad value get the same treatment (no argparse usage dump). The commands
+live beside this module: ``run``/``demo`` in :mod:`abtui.cli.run`, ``workload`` in
+:mod:`abtui.cli.workload`; the worlds bring their own (``sim``: :mod:`abtui.sim.cli_args`,
+``engine``: :mod:`abtui.engine.cli`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from abtui import __version__
+from abtui.cli.run import (
+    add_run_options,
+    add_verdict_options,
+    apply_flags,
+    cmd_demo,
+    cmd_run,
+    verdict_overrides,
+)
+from abtui.cli.types import positive_float, positive_int
+from abtui.errors import AbtuiError, UsageError
+
+__all__ = ["apply_flags", "build_parser", "main"]
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, a hint, exit code 2
+        raise UsageError(f"{self.prog}: {message}", f"see `{self.prog} --help`")
+
+
+def cmd_sim_serve(args) -> int:
+    from abtui.sim.cli_args import config_from_args
+    from abtui.sim.server import serve
+
+    serve(config_from_args(args))
+    return 0
+
+
+def cmd_roofline(args) -> int:
+    """The pure roofline of a GPU x model x dtype (abtui.hardware.table)."""
+    from abtui.hardware.gpus import get_gpu
+    from abtui.hardware.models import get_model, load_hf_config
+    from abtui.hardware.table import print_roofline
+    from abtui.sim.predict import parse_batches
+
+    if bool(args.model) == bool(args.model_config):
+        raise UsageError("give --model NAME or --model-config FILE", "e.g. --model llama-3-8b")
+    model = get_model(args.model) if args.model else load_hf_config(args.model_config)
+    print_roofline(get_gpu(args.gpu), model, args.dtype, args.kv_dtype, parse_batches(args.batch),
+                   args.context, sys.stdout, tp=args.tp)  # fmt: skip
+    return 0
+
+
+def cmd_sim_predict(args) -> int:
+    from abtui.sim.batching import EngineOptions
+    from abtui.sim.predict import parse_batches, print_prediction
+    from abtui.sim.presets import parse_preset
+
+    preset = parse_preset(args.preset, args.model_config)
+    options = EngineOptions(gpu_mem_util=args.gpu_mem_util)
+    options.validate()
+    print_prediction(preset, parse_batches(args.batch), args.context, sys.stdout, options)
+    return 0
+
+
+def cmd_report(args) -> int:
+    """The summary and verdict of a saved session; exit code = the verdict's (0/3/4)."""
+    from abtui.report.console import print_session_summary
+
+    cost, policy = verdict_overrides(args)
+    if args.format == "text":
+        print_session_summary(Path(args.session), sys.stdout)
+        from abtui.report.diagnosis import print_diagnosis
+
+        print_diagnosis(Path(args.session), sys.stdout)
+        from abtui.headless import print_verdict
+
+        return print_verdict(Path(args.session), cost, policy).exit_code
+    from abtui.report.export import write_report
+
+    return write_report(Path(args.session), args.format, args.output, cost=cost, policy=policy)
+
+
+def cmd_open(args) -> int:
+    """The saved session in the TUI (panes from its stored samples, then the verdict)."""
+    from abtui.store.reader import SessionReader
+
+    with SessionReader(Path(args.session)):  # a bad file fails here, in one line
+        pass
+    if getattr(args, "web", False):
+        from abtui.tui.web import serve_web  # the UI's own module: the core never imports it
+
+        return serve_web(Path(args.session), args.port)
+    web_driver = "web_driver" in os.environ.get("TEXTUAL_DRIVER", "")  # under textual-serve
+    if not (web_driver or sys.stdin.isatty() and sys.stdout.isatty()):
+        raise UsageError(
+            "abtui open needs a terminal", f"`abtui report {args.session}` prints the verdict"
+        )
+    from abtui.tui.app import AbtuiApp
+
+    app = AbtuiApp(session=Path(args.session))
+    app.run()
+    if app.error is not None:
+        raise app.error
+    return 0
+
+
+def cmd_start(folder: Path = Path("sessions")) -> int:
+    """``abtui`` on a terminal: the start screen (recent sessions, the demo, a run from a spec).
+    A session run or opened from it goes back to the list when left; when the app quits, one
+    line per session it ran says where it is and how it ended. Exit code 0."""
+    from abtui.tui.app import AbtuiApp
+    from abtui.tui.screens.start import StartScreen
+
+    app = AbtuiApp(start=StartScreen(folder))
+    app.run()
+    if app.error is not None:
+        raise app.error
+    for kind, result in app.ran:
+        print(f"{kind}: {result.path} ({result.status}); `abtui report {result.path}` prints"
+              " its summary and verdict")  # fmt: skip
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="abtui",
+        description="A/B test LLM inference endpoints: same workload, side by side, a verdict.",
+    )
+    p.add_argument("--version", action="version", version=f"abtui {__version__}")
+    sub = p.add_subparsers(dest="command", parser_class=_Parser)
+
+    r = sub.add_parser(
+        "run", help="run an A/B session (spec file and/or flags)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Replay one workload against a baseline and candidates; store every sample;\n"
+        "end on a verdict (exit code 0 GO, 3 NO-GO, 4 INCONCLUSIVE). The load is open loop\n"
+        "(--rate) or closed loop (--concurrency): one of the two is needed, from the flags or\n"
+        "the spec's [load].",
+        epilog="examples:\n"
+        "  abtui run --baseline http://127.0.0.1:8001/v1 --candidate http://127.0.0.1:8002/v1 \\\n"
+        "            --requests 1000 --rate 20 --slo ttft=500ms,tpot=50ms --name my-ab\n"
+        "  abtui run spec.toml --headless          # a spec file; flags override it\n"
+        "  abtui run --aa --baseline URL --concurrency 8   # A/A: the set-up's own noise floor",
+    )  # fmt: skip
+    r.add_argument("spec", nargs="?", help="experiment spec (TOML); flags override it")
+    add_run_options(r)
+    r.set_defaults(func=cmd_run)
+
+    from abtui.demo import DemoOptions
+
+    _d = DemoOptions()
+    d = sub.add_parser("demo", help="run an A/B session against two simulated GPUs (offline)")
+    d.add_argument("--baseline-preset", default=_d.baseline_preset, metavar="PRESET",
+                   help="simulated baseline (default %(default)s; grammar: `abtui sim serve --help`)")
+    d.add_argument("--candidate-preset", default=_d.candidate_preset, metavar="PRESET",
+                   help="simulated candidate (default %(default)s)")
+    d.add_argument("--requests", type=positive_int, default=_d.requests, help="requests per arm (default %(default)s)")
+    d.add_argument("--rate", type=positive_float, default=_d.rate, help="requests/s, Poisson (default %(default)s)")
+    d.add_argument("--time-scale", type=positive_float, default=_d.time_scale,
+                   help="run the simulated GPUs this many times faster (default %(default)s)")
+    d.add_argument("--seed", type=int, default=_d.seed, help="workload seed (default %(default)s)")
+    d.add_argument("--name", help="session name (default: demo-<timestamp>)")
+    d.add_argument("--sessions-dir", metavar="DIR", help="folder of session files (default sessions)")
+    d.add_argument("--headless", action="store_true", help="print the summary (no TUI)")
+    d.add_argument("--ablation", action="store_true",
+                   help="a 2×2 factorial instead: int4 weights × speculative decoding on four "
+                        "simulated H100s, closed loop (docs/ablation.md); --rate and the presets "
+                        "are not used, nor the quality suites")  # fmt: skip
+    d.add_argument("--no-quality", action="store_true",
+                   help="skip the quality suites (niah, keys) after the load test")  # fmt: skip
+    d.set_defaults(func=cmd_demo)
+
+    s = sub.add_parser("sim", help="the simulated OpenAI-compatible endpoint")
+    ssub = s.add_subparsers(dest="sim_command", parser_class=_Parser)
+    ss = ssub.add_parser("serve", help="serve a simulated endpoint on 127.0.0.1")
+    from abtui.sim.cli_args import add_arguments
+
+    add_arguments(ss)
+    ss.set_defaults(func=cmd_sim_serve)
+    sp = ssub.add_parser("predict", help="the roofline prediction of a preset (TPOT floor, bound)")
+    sp.add_argument("--preset", required=True, help="e.g. h100:llama-3-8b:fp8 (see sim serve --help)")
+    sp.add_argument("--model-config", metavar="FILE", help="a Hugging Face config.json for MODEL")
+    sp.add_argument("--batch", default="1,8,64", help="batch sizes (default %(default)s)")
+    sp.add_argument("--context", type=int, default=2048, help="tokens per sequence (default %(default)s)")
+    sp.add_argument("--gpu-mem-util", type=float, default=0.9, help="for the KV capacity (default %(default)s)")
+    sp.set_defaults(func=cmd_sim_predict)
+
+    rf = sub.add_parser("roofline", help="roofline floors of a GPU x model x dtype (TPOT, TTFT, bound)")
+    rf.add_argument("--gpu", required=True, help="h100-sxm, h200, a100-80gb, l40s, l4, b200")
+    rf.add_argument("--model", help="a preset model, e.g. llama-3-8b")
+    rf.add_argument("--model-config", metavar="FILE", help="or a Hugging Face config.json")
+    rf.add_argument("--dtype", default="bf16", help="weights: bf16, fp16, fp8, int8, int4 (default %(default)s)")
+    rf.add_argument("--kv-dtype", default="bf16", help="KV cache dtype (default %(default)s)")
+    rf.add_argument("--batch", default="1,8,64", help="batch sizes (default %(default)s)")
+    rf.add_argument("--context", type=int, default=2048, help="tokens per sequence (default %(default)s)")
+    rf.add_argument("--tp", type=positive_int, default=1, help="tensor-parallel GPUs (default %(default)s)")
+    rf.set_defaults(func=cmd_roofline)
+
+    from abtui.cli.workload import add_workload_parser
+
+    add_workload_parser(sub)
+
+    from abtui.engine.cli import add_engine_parser
+
+    add_engine_parser(sub)
+
+    rep = sub.add_parser(
+        "report", help="the summary and verdict of a saved session (exit code 0 GO, 3 NO-GO, 4 INCONCLUSIVE)"
+    )
+    rep.add_argument("session", help="session file (.duckdb)")
+    rep.add_argument("--format", choices=("text", "md", "html", "json"), default="text",
+                     help="text (the terminal summary, default), md, html (one self-contained file) or json")
+    rep.add_argument("-o", "--output", metavar="FILE",
+                     help="write the md/html/json report here (default stdout)")  # fmt: skip
+    add_verdict_options(rep.add_argument_group("verdict"))
+    rep.set_defaults(func=cmd_report)
+    op = sub.add_parser("open", help="re-play a saved session in the TUI: its panes on a "
+                        "timeline (space plays, ? lists the keys) and its verdict")
+    op.add_argument("session", help="session file (.duckdb)")
+    op.add_argument("--web", action="store_true",
+                    help="serve it to a browser on 127.0.0.1 (textual-serve, the `web` extra; "
+                         "no authentication: use an SSH tunnel)")  # fmt: skip
+    op.add_argument("--port", type=positive_int, default=8000,
+                    help="port for --web (default %(default)s)")  # fmt: skip
+    op.set_defaults(func=cmd_open)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if not getattr(args, "func", None):
+            if args.command is None and sys.stdin.isatty() and sys.stdout.isatty():
+                return cmd_start()
+            parser.print_help()  # no terminal (or only options): the usage, as before
+            return 0
+        return args.func(args)
+    except AbtuiError as e:
+        hint = f" (hint: {e.hint})" if e.hint else ""
+        print(f"abtui: {e.message}{hint}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("abtui: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

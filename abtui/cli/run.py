@@ -1,0 +1,326 @@
+"""``abtui run`` and ``abtui demo``: the run's options, the flags laid over the spec, the run
+under the TUI (on a terminal) or headless (:mod:`abtui.headless`), and the exit code."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from abtui.cli.types import nonneg_float, nonneg_int, positive_float, positive_int
+from abtui.errors import UsageError
+from abtui.metrics.summary import SLO_KEYS
+from abtui.stats.decide import COST_KEYS, RATE_KEYS
+
+
+def add_run_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("arms")
+    g.add_argument("--baseline", metavar="URL", help="baseline endpoint, e.g. http://127.0.0.1:8001/v1")
+    g.add_argument(
+        "--candidate", metavar="URL", action="append", default=None,
+        help="candidate endpoint (repeat for several candidates)",
+    )
+    g.add_argument(
+        "--factor", metavar="NAME=URL", action="append", default=None,
+        help="factorial ablation: the endpoint with only optimisation NAME switched on (2 or 3 "
+             "factors; with --baseline and --combined; docs/ablation.md)",
+    )  # fmt: skip
+    g.add_argument(
+        "--combined", metavar="A+B=URL", action="append", default=None,
+        help="factorial ablation: the endpoint with factors A and B both on (every combination "
+             "of the --factor names: one for 2 factors, four for 3)",
+    )  # fmt: skip
+    g.add_argument("--model", help="model name for every arm (default: the first the endpoint lists)")
+    g.add_argument("--api", choices=("completions", "chat"), help="API to use (default: completions)")
+    g.add_argument("--ca-bundle", metavar="FILE",
+                   help="trust this PEM CA file (private CA) for every https arm, on top of the system's")
+    g.add_argument("--insecure", action="store_true",
+                   help="https without certificate checks, every arm (stored in the session, warned about)")
+    g = p.add_argument_group("workload and load")
+    g.add_argument("--requests", type=positive_int, help="measured requests per arm (default 200)")
+    g.add_argument("--input-tokens", type=positive_int, help="prompt length in tokens (default 512)")
+    g.add_argument("--output-tokens", type=positive_int, help="max_tokens of each request (default 128)")
+    g.add_argument("--seed", type=int, help="workload and schedule seed (default 0)")
+    g.add_argument("--rate", type=positive_float, help="open loop: requests/s to every arm")
+    g.add_argument("--arrival", choices=("poisson", "constant", "gamma", "replay"),
+                   help="arrival process (default poisson; replay: the workload file's timestamps)")
+    g.add_argument(
+        "--concurrency", type=positive_int,
+        help="closed loop: requests in flight per arm (with --rate: a cap)",
+    )
+    g.add_argument("--warmup", type=nonneg_int, help="warm-up requests per arm, excluded (default 2)")
+    from abtui.cli.workload import add_run_workload_options
+
+    add_run_workload_options(g)
+    g = p.add_argument_group("SLOs and requests")
+    g.add_argument("--slo", metavar="SPEC",
+                   help="per-request SLOs, e.g. ttft=500ms,tpot=50ms; keys: " + ", ".join(SLO_KEYS))  # fmt: skip
+    g.add_argument("--timeout", metavar="DURATION", help="whole-request timeout (default 600s)")
+    g = p.add_argument_group("session")
+    g.add_argument("--name", help="session name: sessions/<name>.duckdb (default: a timestamp)")
+    g.add_argument("--sessions-dir", metavar="DIR", help="folder of session files (default sessions)")
+    g.add_argument("--overwrite", action="store_true", help="replace an existing session file")
+    g.add_argument("--no-store-text", action="store_true", help="do not store generated text")
+    g.add_argument("--headless", action="store_true", help="print progress and the summary (no TUI)")
+    g.add_argument("--ray", nargs="?", const="", metavar="ADDRESS",
+                   help="run the load generators as Ray actors on a cluster: auto, ray://HEAD:10001 "
+                        "(bare --ray: $RAY_ADDRESS, else auto); docs/scale-out.md")
+    g.add_argument("--ray-placement", choices=("spread", "pack"),
+                   help="place the generators over the nodes (spread, the default) or pack them")
+    from abtui.cli.quality import add_quality_options
+
+    add_quality_options(p)
+    g = p.add_argument_group("verdict")
+    g.add_argument(
+        "--aa", action="store_true",
+        help="A/A calibration: send the baseline's schedule to the baseline twice, the copies "
+             "taking turns (schedule alternate, A B | B A, at least 8 block pairs over --runs × "
+             "--blocks; a parallel schedule is overridden: two copies at the same instants share "
+             "engine steps), and store the measured noise floor, |bias| + 1.96 × between-block "
+             "spread per metric (no --candidate needed)",
+    )  # fmt: skip
+    add_verdict_options(g)
+
+
+def add_verdict_options(g) -> None:
+    g.add_argument("--gpu-price", type=nonneg_float, metavar="USD",
+                   help="USD per GPU-hour of every arm: adds $/Mtok and $ per 1k good requests")
+    g.add_argument("--gpus", type=positive_int, metavar="N", help="GPUs per arm (default 1)")
+    g.add_argument("--primary", metavar="METRIC",
+                   help="primary objective (default e2e.p50): METRIC.STAT with METRIC one of ttft, "
+                        "ttft_user, tpot, itl, e2e and STAT one of mean, p50, p90, p95, p99; or "
+                        + ", ".join(RATE_KEYS + COST_KEYS))  # fmt: skip
+    g.add_argument("--noise-floor", metavar="SESSION",
+                   help="an A/A session (abtui run --aa) whose noise floor raises δ")  # fmt: skip
+
+
+def verdict_overrides(args) -> tuple[dict, dict]:
+    """(cost, policy) overrides from the verdict flags (None values: not given)."""
+    from abtui.stats.decide import METRIC_KEYS
+
+    if args.primary is not None and args.primary not in METRIC_KEYS:
+        raise UsageError(f"--primary: unknown metric {args.primary!r}", "known: " + ", ".join(METRIC_KEYS))
+    cost = {"gpu_price": args.gpu_price, "gpus": args.gpus}
+    policy = {"primary": args.primary, "noise_floor": args.noise_floor}
+    return cost, policy
+
+
+def _apply_aa(spec, args):
+    """--aa: two arms, both the baseline (same URL, model, settings)."""
+    import dataclasses
+
+    if args.candidate:
+        raise UsageError("--aa sends the baseline's schedule to the baseline twice: drop --candidate")
+    if args.baseline:
+        from abtui.spec import ArmSpec
+
+        base = ArmSpec(name="baseline", url=args.baseline, role="baseline")
+    elif spec.arms:
+        base = next((a for a in spec.arms if a.role == "baseline"), spec.arms[0])
+        base = dataclasses.replace(base, role="baseline")
+    else:
+        raise UsageError("--aa needs a baseline: --baseline URL or [[arms]] in the spec")
+    again = dataclasses.replace(base, name=f"{base.name}-again", role="candidate")
+    spec.arms = [base, again]
+    return spec
+
+
+def _aa_schedule(spec) -> str:
+    """--aa, after the other flags: the copies alternate (never at the same instants) over at
+    least AA_MIN_BLOCKS block pairs (runs × blocks). What was changed, in words ("" if nothing)."""
+    from abtui.stats.noise_floor import AA_MIN_BLOCKS
+
+    ld, said = spec.load, []
+    if ld.schedule != "alternate":
+        said.append(f"schedule {ld.schedule} → alternate (A B | B A: the copies never share an "
+                    "instant or an engine step)")  # fmt: skip
+        ld.schedule = "alternate"
+    want = -(-AA_MIN_BLOCKS // max(1, ld.runs))
+    if ld.blocks < want:
+        said.append(f"blocks {ld.blocks} → {want} (≥ {AA_MIN_BLOCKS} block pairs over "
+                    f"{ld.runs} run(s), for the between-block spread)")  # fmt: skip
+        ld.blocks = want
+    return "--aa: " + "; ".join(said) if said else ""
+
+
+def _name_url(text: str, flag: str) -> tuple[str, str]:
+    name, sep, url = text.partition("=")
+    if not sep or not name.strip() or not url.strip():
+        raise UsageError(f"{flag} {text!r}: expected NAME=URL", f"e.g. {flag} fp8=http://127.0.0.1:8002/v1")
+    return name.strip(), url.strip()
+
+
+def _apply_factorial(spec, args):
+    """--factor NAME=URL … --combined A+B=URL … --baseline URL: the arms of a 2^k factorial
+    (named base, NAME…, A+B…) and ``[ablation] factors``; the spec's validation checks that
+    every combination is there."""
+    from abtui.spec import ArmSpec
+    from abtui.stats.factorial import BASE_NAME
+
+    if not (args.baseline and args.factor):
+        raise UsageError("a factorial ablation needs --baseline URL and a --factor NAME=URL per factor",
+                         "e.g. --baseline URL0 --factor fp8=URL1 --factor spec=URL2 --combined fp8+spec=URL3")
+    if args.candidate:
+        raise UsageError("--candidate and --factor do not mix: every arm of a factorial is a combination",
+                         "give each endpoint as --factor NAME=URL or --combined A+B=URL")
+    factors = [_name_url(f, "--factor") for f in args.factor]
+    combos = [_name_url(c, "--combined") for c in args.combined or []]
+    spec.arms = [ArmSpec(name=BASE_NAME, url=args.baseline, role="baseline")]
+    spec.arms += [ArmSpec(name=n, url=u, role="candidate") for n, u in factors + combos]
+    spec.ablation.factors = [n for n, _ in factors]
+    return spec
+
+
+def apply_flags(spec, args):
+    """Flags override the spec file."""
+    from abtui.spec import ArmSpec, parse_duration, parse_slo_string
+
+    if getattr(args, "ray", None) is not None:
+        import os
+
+        spec.ray.address = args.ray or os.environ.get("RAY_ADDRESS") or "auto"
+    if getattr(args, "ray_placement", None):
+        spec.ray.placement = args.ray_placement
+    if getattr(args, "aa", False):
+        spec = _apply_aa(spec, args)
+    elif getattr(args, "factor", None) or getattr(args, "combined", None):
+        spec = _apply_factorial(spec, args)
+    elif args.baseline or args.candidate:
+        if not (args.baseline and args.candidate):
+            raise UsageError(
+                "give both --baseline URL and --candidate URL",
+                "or put [[arms]] in a spec file",
+            )
+        arms = [ArmSpec(name="baseline", url=args.baseline, role="baseline")]
+        cands = args.candidate
+        for i, url in enumerate(cands):
+            name = "candidate" if len(cands) == 1 else f"candidate{i + 1}"
+            arms.append(ArmSpec(name=name, url=url, role="candidate"))
+        spec.arms = arms
+    if args.model:
+        for a in spec.arms:
+            a.model = args.model
+    for a in spec.arms:  # TLS flags apply to every arm
+        if args.insecure:
+            a.insecure, a.ca_bundle = True, None
+        elif args.ca_bundle:
+            a.ca_bundle = args.ca_bundle
+    if args.api:
+        spec.request.api = args.api
+        for a in spec.arms:
+            a.api = args.api
+    w, ld = spec.workload, spec.load
+    for flag, obj, attr in (
+        ("requests", w, "requests"),
+        ("input_tokens", w, "input_tokens"),
+        ("output_tokens", w, "output_tokens"),
+        ("seed", w, "seed"),
+        ("arrival", ld, "arrival"),
+        ("warmup", ld, "warmup"),
+        ("name", spec, "name"),
+    ):
+        v = getattr(args, flag)
+        if v is not None:
+            setattr(obj, attr, v)
+    from abtui.cli.workload import apply_run_workload_options
+
+    apply_run_workload_options(spec, args)
+    from abtui.cli.quality import apply_quality_options
+
+    apply_quality_options(spec, args)
+    if args.rate is not None:
+        ld.rate = args.rate
+    if args.concurrency is not None:
+        ld.concurrency = args.concurrency
+    if args.slo:
+        spec.slo = parse_slo_string(args.slo)
+    if args.timeout:
+        spec.request.timeout_s = parse_duration(args.timeout, "--timeout")
+    if args.sessions_dir:
+        spec.store.dir = args.sessions_dir
+    if args.no_store_text:
+        spec.store.text = False
+    if args.gpu_price is not None:
+        spec.cost.gpu_price = args.gpu_price
+        for a in spec.arms:
+            a.gpu_price = None
+    if args.gpus is not None:
+        spec.cost.gpus = args.gpus
+        for a in spec.arms:
+            a.gpus = None
+    if args.primary is not None:
+        spec.policy.primary = args.primary
+    if args.noise_floor is not None:
+        spec.policy.noise_floor = args.noise_floor
+    if getattr(args, "aa", False):
+        note = _aa_schedule(spec)
+        if note:
+            print(note, file=sys.stderr)
+    return spec
+
+
+def cmd_run(args) -> int:
+    from abtui.headless import load_checked_spec
+
+    spec, text = load_checked_spec(args.spec, lambda spec: apply_flags(spec, args))
+    return run_and_report(spec, text, overwrite=args.overwrite, tui=use_tui(args))
+
+
+def use_tui(args) -> bool:
+    """The TUI on a terminal, unless --headless; plain output when piped or redirected."""
+    return not args.headless and sys.stdin.isatty() and sys.stdout.isatty()
+
+
+def run_in_tui(job):
+    """Run ``job(observer, stop_event)`` under the live TUI; its result (the session) after the
+    app closes. An error of the run (bad endpoint…) is raised here, as headless would."""
+    from abtui.tui.app import AbtuiApp
+
+    app = AbtuiApp(job=job)
+    result = app.run()
+    if app.error is not None:
+        raise app.error
+    if result is None:
+        raise SystemExit(130)  # quit before the session started
+    return result
+
+
+def run_and_report(spec, text: str, *, overwrite: bool, items=None, gate: bool = True,
+                   tui: bool = False) -> int:  # fmt: skip
+    """Run under the TUI or headless, then print the summary and the verdict; the exit code
+    (:mod:`abtui.headless` says which)."""
+    from abtui.headless import report_run, run_headless
+
+    if not tui:
+        return run_headless(spec, text, overwrite=overwrite, items=items, gate=gate)
+    from abtui.runner.session import run_session
+
+    result = run_in_tui(lambda obs, stop: run_session(
+        spec, text, obs, overwrite=overwrite, items=items, stop_request=stop))  # fmt: skip
+    return report_run(result, gate)
+
+
+def cmd_demo(args) -> int:
+    """Two simulated GPUs on loopback, a chat-like workload, the summary (abtui.demo); with
+    ``--ablation`` four, a 2×2 factorial (abtui.demo_ablation)."""
+    from abtui.demo import DemoOptions, run_demo
+
+    if args.ablation:
+        from abtui.demo_ablation import AblationOptions, run_ablation_demo
+
+        opts = AblationOptions(requests=args.requests, time_scale=args.time_scale, seed=args.seed,
+                               name=args.name, sessions_dir=args.sessions_dir)  # fmt: skip
+        return run_ablation_demo(opts, lambda spec, items: run_and_report(
+            spec, "", overwrite=False, items=items, gate=False, tui=use_tui(args)))  # fmt: skip
+
+    opts = DemoOptions(
+        baseline_preset=args.baseline_preset, candidate_preset=args.candidate_preset,
+        requests=args.requests, rate=args.rate, time_scale=args.time_scale, seed=args.seed,
+        name=args.name, sessions_dir=args.sessions_dir, quality=not args.no_quality,
+    )  # fmt: skip
+    return run_demo(
+        opts,
+        lambda spec, items: run_and_report(
+            spec, "", overwrite=False, items=items, gate=False, tui=use_tui(args)
+        ),
+        note_to=sys.stdout,
+    )

@@ -1,0 +1,89 @@
+"""A run without the UI: the spec run to its end with progress lines on stderr, then the
+session's summary, diagnosis and verdict printed, and the exit code.
+
+The command line uses it for ``--headless`` (and whenever stdout is not a terminal); programs
+that drive abtui from Python (the engine experiments, scripts) call :func:`run_spec_file` or
+:func:`run_headless` instead of going through the command line.
+
+Exit codes: the verdict's (0 GO, 3 NO-GO, 4 INCONCLUSIVE) for a complete run; 130 for an
+interrupted one (its verdict is still printed and stored, and cannot be GO); 1 when the run
+failed. ``gate=False`` (the demo): 0 for any complete run.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+
+def load_checked_spec(path: str | Path | None = None, apply=None):
+    """``(spec, text)``: the spec file at ``path`` (or the defaults), ``apply(spec)`` laid over it
+    (the command line's flags), validated; a noise-floor session it names is opened now, so that a
+    bad one fails before the run rather than after it."""
+    from abtui.spec import Spec, load_spec, validate
+
+    if path:
+        spec, text = load_spec(str(path))
+        source = str(path)
+    else:
+        spec, text, source = Spec(), "", "command line"
+    if apply is not None:
+        spec = apply(spec)
+    spec = validate(spec, source)
+    if spec.policy.noise_floor:
+        from abtui.verdict.session import load_noise_floor
+
+        load_noise_floor(spec.policy.noise_floor)
+    return spec, text
+
+
+def run_headless(spec, text: str = "", *, overwrite: bool = False, items=None,
+                 gate: bool = True) -> int:  # fmt: skip
+    """Run ``spec`` with progress lines on stderr; print the summary and verdict on stdout."""
+    from abtui.report.console import HeadlessObserver
+    from abtui.runner.session import run_session
+
+    result = run_session(spec, text, HeadlessObserver(sys.stderr), overwrite=overwrite,
+                         items=items)  # fmt: skip
+    return report_run(result, gate)
+
+
+def run_spec_file(path: str | Path, *, overwrite: bool = False) -> int:
+    """``abtui run PATH --headless [--overwrite]``, from Python: a user error (a bad spec, an
+    endpoint that does not answer) is printed as the command line prints it, one line on stderr,
+    and returned as its exit code (2) instead of raised."""
+    from abtui.errors import AbtuiError
+
+    try:
+        spec, text = load_checked_spec(path)
+        return run_headless(spec, text, overwrite=overwrite)
+    except AbtuiError as e:
+        hint = f" (hint: {e.hint})" if e.hint else ""
+        print(f"abtui: {e.message}{hint}", file=sys.stderr)
+        return e.exit_code
+
+
+def report_run(result, gate: bool = True) -> int:
+    """After a run (headless or under the TUI): the summary, diagnosis and verdict printed on
+    stdout; the exit code (see the module's docstring)."""
+    from abtui.report.console import print_session_summary
+    from abtui.report.diagnosis import print_diagnosis
+
+    print_session_summary(result.path, sys.stdout)
+    print_diagnosis(result.path, sys.stdout)
+    if result.status not in ("complete", "interrupted"):
+        return 1
+    sv = print_verdict(result.path)
+    if result.status == "interrupted":
+        return 130
+    return sv.exit_code if gate else 0
+
+
+def print_verdict(path, cost: dict | None = None, policy: dict | None = None):
+    """The verdict of the session at ``path`` printed on stdout (computed, stored); returned."""
+    from abtui.report.verdict_text import print_verdict as print_text
+    from abtui.verdict.session import session_verdict
+
+    sv = session_verdict(path, cost=cost or {}, policy=policy or {})
+    print_text(sv, sys.stdout)
+    return sv

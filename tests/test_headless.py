@@ -1,0 +1,45 @@
+"""abtui.headless: a run driven from Python (what the engine experiments and users' scripts call)
+behaves as ``abtui run SPEC --headless`` does — the same session file, summary, verdict and exit
+code — and a user error is a one-line message and exit code 2, never a traceback."""
+
+from __future__ import annotations
+
+from abtui.headless import run_spec_file
+from abtui.sim.engine import SimConfig
+from abtui.sim.process import SimProcess
+from abtui.store.reader import SessionReader
+
+
+def test_run_spec_file_runs_stores_and_prints_the_verdict(tmp_path, capsys):
+    with (
+        SimProcess(SimConfig(ttft_ms=30, itl_ms=6, model="sim-a", seed=1)) as a,
+        SimProcess(SimConfig(ttft_ms=20, itl_ms=4, model="sim-b", seed=2)) as b,
+    ):
+        spec = tmp_path / "ab.toml"
+        spec.write_text(
+            f'name = "py"\n[store]\ndir = "{tmp_path}"\n'
+            "[workload]\nrequests = 12\ninput_tokens = 32\noutput_tokens = 8\n"
+            "[load]\nconcurrency = 2\nwarmup = 1\n"
+            f'[[arms]]\nname = "base"\nurl = "{a.url}"\nrole = "baseline"\n'
+            f'[[arms]]\nname = "cand"\nurl = "{b.url}"\nrole = "candidate"\n'
+        )
+        rc = run_spec_file(spec)
+        out = capsys.readouterr()
+        assert rc in (0, 3, 4), out.err  # a complete run: the verdict's code
+        assert "Verdict" in out.out or "VERDICT" in out.out.upper()
+        with SessionReader(tmp_path / "py.duckdb") as rd:
+            assert rd.complete and len(rd.request_table()) == 24
+            assert len(rd.verdicts()) >= 1
+        # the same name again without overwrite: a user error, as on the command line
+        assert run_spec_file(spec) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("abtui: ") and "py.duckdb" in err and "Traceback" not in err
+        assert run_spec_file(spec, overwrite=True) in (0, 3, 4)
+
+
+def test_run_spec_file_names_a_bad_spec(tmp_path, capsys):
+    spec = tmp_path / "bad.toml"
+    spec.write_text("[load]\nrate = -1\n")
+    assert run_spec_file(spec) == 2
+    err = capsys.readouterr().err
+    assert "bad.toml" in err and "Traceback" not in err
