@@ -127,3 +127,55 @@ def test_the_workload_examples_run(tmp_path, monkeypatch, capsys):
         assert main(argv[1:]) == 0, shlex.join(argv)
     assert main(["workload", "inspect", "w.jsonl"]) == 0
     assert "w.jsonl" in capsys.readouterr().out
+
+
+def _documented_commands():
+    """(file:line, argv) of every ``abtui …`` command in README.md's and docs/*.md's code blocks
+    (continuation lines joined; shell operators split the line into commands)."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    for doc in [root / "README.md", *sorted((root / "docs").glob("*.md"))]:
+        lines, fenced, i = doc.read_text(encoding="utf-8").splitlines(), False, 0
+        while i < len(lines):
+            line, start = lines[i].strip(), i + 1
+            i += 1
+            if line.startswith(("```", "~~~")):
+                fenced = not fenced
+                continue
+            if not fenced or not re.search(r"(^|&& )(\$ )?([\w./-]*/)?abtui [a-z]", line):
+                continue
+            while line.endswith("\\") and i < len(lines):
+                line, i = line[:-1] + " " + lines[i].strip(), i + 1
+            lex = shlex.shlex(line.removeprefix("$ "), posix=True, punctuation_chars=";&|")
+            lex.whitespace_split = True
+            lex.commenters = "#"
+            words, argv = list(lex), []
+            for word in [*words, ";"]:
+                if word in (";", "&&", "||", "&", "|"):
+                    if argv and argv[0].endswith("abtui"):
+                        yield f"{doc.relative_to(root)}:{start}", argv
+                    argv = []
+                else:
+                    argv.append(word)
+
+
+DOCUMENTED = list(_documented_commands())
+
+
+def test_the_docs_show_commands():
+    assert len(DOCUMENTED) > 30 and any(w == "README.md:15" for w, _ in DOCUMENTED)
+
+
+@pytest.mark.parametrize(("where", "argv"), DOCUMENTED, ids=[w for w, _ in DOCUMENTED])
+def test_every_documented_command_parses(where, argv):
+    try:
+        build_parser().parse_args(argv[1:])
+    except UsageError as e:
+        pytest.fail(f"{where}: {shlex.join(argv)!r} does not parse: {e.message}")
+    target = _parser_for(argv[1:])
+    known = {s for a in target._actions for s in a.option_strings}
+    for token in argv[1:]:
+        if token.startswith("--"):
+            assert token.split("=", 1)[0] in known, f"{where}: {token} is not an option as written"
