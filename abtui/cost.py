@@ -1,4 +1,4 @@
-"""Cost per million tokens and per good request (METHODS.md §6).
+"""Cost per million tokens and per good request (docs/methods.md §6).
 
 An arm costs ``usd_per_hour = gpu_price × gpus`` (``--gpu-price USD_PER_GPU_HOUR`` and ``--gpus N``
 for every arm, ``[cost]`` in the spec, or ``gpu_price`` / ``gpus`` on one ``[[arms]]`` table).

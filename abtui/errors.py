@@ -28,7 +28,7 @@ class SpecError(AbtuiError):
     """The experiment spec (TOML file or flags) is invalid: names the file/field."""
 
     title = "invalid spec"
-    default_hint = "the spec format is in README.md (Spec files) and `abtui run --help`"
+    default_hint = "the spec format is in docs/guide.md (Spec files) and `abtui run --help`"
 
 
 class UsageError(AbtuiError):

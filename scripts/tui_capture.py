@@ -1,6 +1,6 @@
 """Text captures of the TUI from a real run: ``abtui demo`` (simulated GPUs on 127.0.0.1,
 time-scaled) driven under Textual's test harness; prints the live panes as the run ended and
-the verdict screen, as plain text (what the README shows).
+the verdict screen, as plain text (what README.md and docs/guide.md show).
 
     .venv/bin/python scripts/tui_capture.py --size 100x34 --requests 60 --time-scale 2
 """

@@ -1,4 +1,4 @@
-"""GPU table, model configs and the roofline formulas of METHODS.md §5."""
+"""GPU table, model configs and the roofline formulas of docs/methods.md §5."""
 
 from __future__ import annotations
 
@@ -37,13 +37,13 @@ def test_kv_bytes_per_token_and_decode_time_of_llama3_8b_on_h100():
     assert rl.kv_bytes_per_token(m, "bf16") == 128 * 1024
     assert rl.kv_bytes_per_token(m, "fp8") == 64 * 1024
     assert rl.kv_bytes_per_token_per_gpu(m, "bf16", tp=2) == 64 * 1024
-    # METHODS.md: W = N · 2 bytes ≈ 16 GB; at peak bandwidth ≈ 4.8 ms per token
+    # docs/methods.md §5: W = N · 2 bytes ≈ 16 GB; at peak bandwidth ≈ 4.8 ms per token
     assert rl.weight_bytes(m, "bf16") == m.param_count() * 2
     assert rl.weight_bytes(m, "bf16") / g.mem_bw == pytest.approx(4.8e-3, rel=0.01)
     peak = rl.Efficiency(bw=1.0, flops=1.0, step_overhead_s=0, per_seq_overhead_s=0)
     c = rl.step_cost(g, m, "bf16", "bf16", rl.decode_shape(1, 1), eff=peak)
     assert c.bound == "memory"
-    # the embedding is not streamed per step, so a little under METHODS' 4.8 ms
+    # the embedding is not streamed per step, so a little under the 4.8 ms of all weights
     assert c.time == pytest.approx(rl.streamed_weight_bytes(m, "bf16") / g.mem_bw, rel=1e-3)
     assert 4.3e-3 < c.time < 4.8e-3
 
@@ -63,7 +63,7 @@ def test_prefill_flops_and_bound():
     m, g = get_model("llama-3-8b"), get_gpu("h100")
     p = 4096
     _, flops = rl.step_bytes_flops(m, "bf16", "bf16", rl.prefill_shape(p))
-    # the step's FLOPs ≈ METHODS' 2NP + 2·L·d·P² (the LM head runs once, not P times)
+    # the step's FLOPs ≈ the whole-prompt 2NP + 2·L·d·P² (the LM head runs once, not P times)
     head = 2 * m.lm_head_params() * (p - 1)
     assert flops == pytest.approx(rl.prefill_flops(m, p) - head, rel=0.01)
     assert rl.step_cost(g, m, "bf16", "bf16", rl.prefill_shape(p)).bound == "compute"

@@ -210,7 +210,7 @@ def test_aa_false_positive_rate_is_at_most_alpha():
 
 
 def test_ten_percent_tpot_shift_is_called_with_high_power_at_the_recommended_size():
-    """README: 500 requests per arm (P99 calls need ≥ 1000). Per-request TPOT spread here is
+    """docs/methods.md §3: 500 requests per arm (P99 calls need ≥ 1000). Per-request TPOT spread here is
     log-normal σ = 0.25 (a wide spread); δ is the default 2%."""
     policy = resolve_policy({"primary": "tpot.p50", "guardrails": ["tpot.mean"]})
     calls = {(k, o): 0 for k in ("tpot.p50", "tpot.mean") for o in (dc.IMPROVED, dc.REGRESSED)}

@@ -89,7 +89,7 @@ def test_run_stores_server_and_gpu_telemetry_and_diagnoses_it(tmp_path, sims):
     dec = next(b for b in base.roofline if b.phase == "decode")
     assert dec.bound == "memory" and 0.45 < dec.mbu < 0.70
     # floor: the weights a step streams (all but the embedding table, 15.0 GB) and the KV of
-    # ~300-token contexts at 3.35 TB/s; METHODS' 4.8 ms counts the embedding table too
+    # ~300-token contexts at 3.35 TB/s; the 4.8 ms of all weights counts the embedding table too
     assert 4.48e-3 < dec.floor_s < 4.8e-3
     assert dec.label().startswith("decode: memory-bound, MBU ")
     # spec decode: a step makes 1 + accepted/drafts tokens per sequence; without that correction

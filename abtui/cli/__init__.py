@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from abtui import __version__
+from abtui.cli.helptext import HelpFormatter, examples
 from abtui.cli.run import (
     add_run_options,
     add_verdict_options,
@@ -25,11 +26,16 @@ from abtui.cli.run import (
 )
 from abtui.cli.types import positive_float, positive_int
 from abtui.errors import AbtuiError, UsageError
+from abtui.spec.model import StoreSpec
 
 __all__ = ["apply_flags", "build_parser", "main"]
 
 
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", HelpFormatter)  # subcommands' parsers too
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str):  # one line, a hint, exit code 2
         raise UsageError(f"{self.prog}: {message}", f"see `{self.prog} --help`")
 
@@ -131,98 +137,192 @@ def cmd_start(folder: Path = Path("sessions")) -> int:
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="abtui",
-        description="A/B test LLM inference endpoints: same workload, side by side, a verdict.",
+        description="A/B test LLM inference endpoints: same workload, side by side, a verdict. "
+        "Without a command, on a terminal: the start screen (recent sessions, the demo, a run "
+        "from a spec file).",
+        epilog=examples(
+            "abtui demo                                  # two simulated GPUs, offline",
+            "abtui run --baseline URL --candidate URL --rate 20 --requests 1000",
+            "abtui report sessions/my-ab.duckdb --format html -o my-ab.html",
+        ),
     )
     p.add_argument("--version", action="version", version=f"abtui {__version__}")
-    sub = p.add_subparsers(dest="command", parser_class=_Parser)
+    sub = p.add_subparsers(dest="command", parser_class=_Parser, metavar="COMMAND",
+                           title="commands")  # fmt: skip
+    _add_demo(sub)
+    _add_run(sub)
+    _add_open(sub)
+    _add_report(sub)
+    from abtui.cli.workload import add_workload_parser
 
+    add_workload_parser(sub)
+    _add_roofline(sub)
+    _add_sim(sub)
+    from abtui.engine.cli import add_engine_parser
+
+    add_engine_parser(sub)
+    return p
+
+
+def _add_run(sub) -> None:
     r = sub.add_parser(
         "run", help="run an A/B session (spec file and/or flags)",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Replay one workload against a baseline and candidates; store every sample;\n"
         "end on a verdict (exit code 0 GO, 3 NO-GO, 4 INCONCLUSIVE). The load is open loop\n"
         "(--rate) or closed loop (--concurrency): one of the two is needed, from the flags or\n"
-        "the spec's [load].",
-        epilog="examples:\n"
-        "  abtui run --baseline http://127.0.0.1:8001/v1 --candidate http://127.0.0.1:8002/v1 \\\n"
-        "            --requests 1000 --rate 20 --slo ttft=500ms,tpot=50ms --name my-ab\n"
-        "  abtui run spec.toml --headless          # a spec file; flags override it\n"
-        "  abtui run --aa --baseline URL --concurrency 8   # A/A: the set-up's own noise floor",
+        "the spec's [load]. Flags override the spec file.",
+        epilog=examples(
+            "abtui run --baseline http://127.0.0.1:8001/v1 --candidate http://127.0.0.1:8002/v1 \\\n"
+            "          --requests 1000 --rate 20 --slo ttft=500ms,tpot=50ms --name my-ab",
+            "abtui run spec.toml --headless          # a spec file; flags override it",
+            "abtui run --aa --baseline URL --concurrency 8   # A/A: the set-up's own noise floor",
+        ),
     )  # fmt: skip
-    r.add_argument("spec", nargs="?", help="experiment spec (TOML); flags override it")
+    r.add_argument("spec", nargs="?", help="experiment spec (TOML)")
     add_run_options(r)
     r.set_defaults(func=cmd_run)
 
+
+def _add_demo(sub) -> None:
     from abtui.demo import DemoOptions
 
     _d = DemoOptions()
-    d = sub.add_parser("demo", help="run an A/B session against two simulated GPUs (offline)")
-    d.add_argument("--baseline-preset", default=_d.baseline_preset, metavar="PRESET",
+    d = sub.add_parser(
+        "demo", help="run an A/B session against two simulated GPUs (offline)",
+        description="Two simulated GPUs on 127.0.0.1 (BF16 against FP8 weights by default), a "
+        "replayed chat-like workload, the quality suites, the live TUI and the verdict; no GPU "
+        "and no server of yours. Exit code 0 whatever the verdict (it is not a gate).",
+        epilog=examples(
+            "abtui demo",
+            "abtui demo --headless --requests 200 --time-scale 4   # quicker, printed",
+            "abtui demo --ablation                  # a 2×2: int4 weights × speculative decoding",
+        ),
+    )  # fmt: skip
+    g = d.add_argument_group("what is simulated")
+    g.add_argument("--baseline-preset", default=_d.baseline_preset, metavar="PRESET",
                    help="simulated baseline (default %(default)s; grammar: `abtui sim serve --help`)")
-    d.add_argument("--candidate-preset", default=_d.candidate_preset, metavar="PRESET",
+    g.add_argument("--candidate-preset", default=_d.candidate_preset, metavar="PRESET",
                    help="simulated candidate (default %(default)s)")
-    d.add_argument("--requests", type=positive_int, default=_d.requests, help="requests per arm (default %(default)s)")
-    d.add_argument("--rate", type=positive_float, default=_d.rate, help="requests/s, Poisson (default %(default)s)")
-    d.add_argument("--time-scale", type=positive_float, default=_d.time_scale,
-                   help="run the simulated GPUs this many times faster (default %(default)s)")
-    d.add_argument("--seed", type=int, default=_d.seed, help="workload seed (default %(default)s)")
-    d.add_argument("--name", help="session name (default: demo-<timestamp>)")
-    d.add_argument("--sessions-dir", metavar="DIR", help="folder of session files (default sessions)")
-    d.add_argument("--headless", action="store_true", help="print the summary (no TUI)")
-    d.add_argument("--ablation", action="store_true",
+    g.add_argument("--ablation", action="store_true",
                    help="a 2×2 factorial instead: int4 weights × speculative decoding on four "
                         "simulated H100s, closed loop (docs/ablation.md); --rate and the presets "
                         "are not used, nor the quality suites")  # fmt: skip
-    d.add_argument("--no-quality", action="store_true",
+    g.add_argument("--time-scale", type=positive_float, default=_d.time_scale, metavar="X",
+                   help="run the simulated GPUs this many times faster (default %(default)s)")
+    g = d.add_argument_group("load and quality")
+    g.add_argument("--requests", type=positive_int, default=_d.requests, metavar="N",
+                   help="requests per arm (default %(default)s)")
+    g.add_argument("--rate", type=positive_float, default=_d.rate, metavar="R",
+                   help="requests/s (default %(default)s)")
+    g.add_argument("--seed", type=int, default=_d.seed, help="workload seed (default %(default)s)")
+    g.add_argument("--no-quality", action="store_true",
                    help="skip the quality suites (niah, keys) after the load test")  # fmt: skip
+    g = d.add_argument_group("session")
+    g.add_argument("--headless", action="store_true", help="print the summary (no TUI)")
+    g.add_argument("--name", help="session name (default demo-<timestamp>)")
+    g.add_argument("--sessions-dir", metavar="DIR",
+                   help=f"folder of session files (default {StoreSpec().dir})")
     d.set_defaults(func=cmd_demo)
 
-    s = sub.add_parser("sim", help="the simulated OpenAI-compatible endpoint")
-    ssub = s.add_subparsers(dest="sim_command", parser_class=_Parser)
-    ss = ssub.add_parser("serve", help="serve a simulated endpoint on 127.0.0.1")
+
+def _add_sim(sub) -> None:
+    s = sub.add_parser(
+        "sim", help="the simulated OpenAI-compatible endpoint: serve it, predict a preset",
+        epilog=examples(
+            "abtui sim serve --port 8001 --ttft-ms 40 --itl-ms 8",
+            "abtui sim predict --preset h100:llama-3-8b:fp8",
+        ),
+    )  # fmt: skip
+    ssub = s.add_subparsers(dest="sim_command", parser_class=_Parser, metavar="COMMAND",
+                            title="commands")  # fmt: skip
+    ss = ssub.add_parser(
+        "serve", help="serve a simulated endpoint on 127.0.0.1",
+        description="A simulated OpenAI-compatible endpoint (/v1/completions, /v1/chat/completions, "
+        "/v1/models, /metrics) until Ctrl-C: fixed delays, or with --preset a continuous-batching "
+        "engine on a modelled GPU (docs/simulator.md).",
+        epilog=examples(
+            "abtui sim serve --port 8001 --ttft-ms 40 --itl-ms 8",
+            "abtui sim serve --port 8002 --preset h100:llama-3-8b:fp8 --time-scale 10",
+            "abtui sim serve --port 8003 --fail 429=0.05 --stall-rate 0.01 --stall-ms 500",
+        ),
+    )  # fmt: skip
     from abtui.sim.cli_args import add_arguments
 
     add_arguments(ss)
     ss.set_defaults(func=cmd_sim_serve)
-    sp = ssub.add_parser("predict", help="the roofline prediction of a preset (TPOT floor, bound)")
-    sp.add_argument("--preset", required=True, help="e.g. h100:llama-3-8b:fp8 (see sim serve --help)")
+    sp = ssub.add_parser(
+        "predict", help="the roofline prediction of a preset (TPOT floor, bound)",
+        description="What the simulator would do for a preset: per batch size, the step time "
+        "with its fitted efficiencies, the bound, MBU/MFU and the KV capacity.",
+        epilog=examples(
+            "abtui sim predict --preset h100:llama-3-8b:bf16 --batch 1,8,64 --context 2048",
+            "abtui sim predict --preset h200:llama-3-70b:fp8:tp=4 --gpu-mem-util 0.85",
+        ),
+    )  # fmt: skip
+    sp.add_argument("--preset", required=True, help="e.g. h100:llama-3-8b:fp8 (grammar: `abtui sim serve --help`)")
     sp.add_argument("--model-config", metavar="FILE", help="a Hugging Face config.json for MODEL")
-    sp.add_argument("--batch", default="1,8,64", help="batch sizes (default %(default)s)")
-    sp.add_argument("--context", type=int, default=2048, help="tokens per sequence (default %(default)s)")
-    sp.add_argument("--gpu-mem-util", type=float, default=0.9, help="for the KV capacity (default %(default)s)")
+    sp.add_argument("--batch", default="1,8,64", metavar="B1,B2,…", help="batch sizes (default %(default)s)")
+    sp.add_argument("--context", type=int, default=2048, metavar="TOKENS", help="tokens per sequence (default %(default)s)")
+    sp.add_argument("--gpu-mem-util", type=float, default=0.9, metavar="FRACTION",
+                    help="of GPU memory, for the KV capacity (default %(default)s)")
     sp.set_defaults(func=cmd_sim_predict)
+    s.set_defaults(func=lambda args: (s.print_help(), 0)[1])
 
-    rf = sub.add_parser("roofline", help="roofline floors of a GPU x model x dtype (TPOT, TTFT, bound)")
+
+def _add_roofline(sub) -> None:
+    rf = sub.add_parser(
+        "roofline", help="roofline floors of a GPU x model x dtype (TPOT, TTFT, bound)",
+        description="Datasheet peaks only, so every figure is a floor no engine can beat "
+        "(formulas: docs/methods.md, section 5).",
+        epilog=examples(
+            "abtui roofline --gpu h100-sxm --model llama-3-8b --dtype fp8",
+            "abtui roofline --gpu h200 --model llama-3-70b --tp 4 --batch 1,32 --context 8192",
+            "abtui roofline --gpu l40s --model qwen2.5-7b --dtype int4 --kv-dtype fp8",
+        ),
+    )  # fmt: skip
     rf.add_argument("--gpu", required=True, help="h100-sxm, h200, a100-80gb, l40s, l4, b200")
     rf.add_argument("--model", help="a preset model, e.g. llama-3-8b")
     rf.add_argument("--model-config", metavar="FILE", help="or a Hugging Face config.json")
     rf.add_argument("--dtype", default="bf16", help="weights: bf16, fp16, fp8, int8, int4 (default %(default)s)")
-    rf.add_argument("--kv-dtype", default="bf16", help="KV cache dtype (default %(default)s)")
-    rf.add_argument("--batch", default="1,8,64", help="batch sizes (default %(default)s)")
-    rf.add_argument("--context", type=int, default=2048, help="tokens per sequence (default %(default)s)")
-    rf.add_argument("--tp", type=positive_int, default=1, help="tensor-parallel GPUs (default %(default)s)")
+    rf.add_argument("--kv-dtype", default="bf16", metavar="DTYPE", help="KV cache dtype (default %(default)s)")
+    rf.add_argument("--batch", default="1,8,64", metavar="B1,B2,…", help="batch sizes (default %(default)s)")
+    rf.add_argument("--context", type=int, default=2048, metavar="TOKENS", help="tokens per sequence (default %(default)s)")
+    rf.add_argument("--tp", type=positive_int, default=1, metavar="N", help="tensor-parallel GPUs (default %(default)s)")
     rf.set_defaults(func=cmd_roofline)
 
-    from abtui.cli.workload import add_workload_parser
 
-    add_workload_parser(sub)
-
-    from abtui.engine.cli import add_engine_parser
-
-    add_engine_parser(sub)
-
+def _add_report(sub) -> None:
     rep = sub.add_parser(
-        "report", help="the summary and verdict of a saved session (exit code 0 GO, 3 NO-GO, 4 INCONCLUSIVE)"
-    )
+        "report", help="the summary and verdict of a saved session (exit code 0 GO, 3 NO-GO, 4 INCONCLUSIVE)",
+        description="The summary, diagnosis and verdict of a saved session, from the file alone "
+        "(no endpoint needed). The verdict flags re-judge it without changing the file's spec.",
+        epilog=examples(
+            "abtui report sessions/my-ab.duckdb",
+            "abtui report sessions/my-ab.duckdb --format html -o my-ab.html",
+            "abtui report sessions/my-ab.duckdb --gpu-price 2.5 --noise-floor sessions/aa.duckdb",
+        ),
+    )  # fmt: skip
     rep.add_argument("session", help="session file (.duckdb)")
-    rep.add_argument("--format", choices=("text", "md", "html", "json"), default="text",
-                     help="text (the terminal summary, default), md, html (one self-contained file) or json")
-    rep.add_argument("-o", "--output", metavar="FILE",
-                     help="write the md/html/json report here (default stdout)")  # fmt: skip
-    add_verdict_options(rep.add_argument_group("verdict"))
+    g = rep.add_argument_group("output")
+    g.add_argument("--format", choices=("text", "md", "html", "json"), default="text",
+                   help="text (the terminal summary), md, html (one self-contained file) or json "
+                        "(default %(default)s)")  # fmt: skip
+    g.add_argument("-o", "--output", metavar="FILE",
+                   help="write the md/html/json report here (default stdout)")  # fmt: skip
+    add_verdict_options(rep.add_argument_group("verdict and cost"))
     rep.set_defaults(func=cmd_report)
-    op = sub.add_parser("open", help="re-play a saved session in the TUI: its panes on a "
-                        "timeline (space plays, ? lists the keys) and its verdict")
+
+
+def _add_open(sub) -> None:
+    op = sub.add_parser(
+        "open", help="re-play a saved session in the TUI: its panes on a timeline and its verdict",
+        description="The saved session in the terminal UI, offline: its verdict, then its panes "
+        "on a timeline (space plays, ←/→ seek, ? lists the keys).",
+        epilog=examples(
+            "abtui open sessions/my-ab.duckdb",
+            "abtui open sessions/my-ab.duckdb --web --port 8000   # then an SSH tunnel to it",
+        ),
+    )  # fmt: skip
     op.add_argument("session", help="session file (.duckdb)")
     op.add_argument("--web", action="store_true",
                     help="serve it to a browser on 127.0.0.1 (textual-serve, the `web` extra; "
@@ -230,7 +330,6 @@ def build_parser() -> argparse.ArgumentParser:
     op.add_argument("--port", type=positive_int, default=8000,
                     help="port for --web (default %(default)s)")  # fmt: skip
     op.set_defaults(func=cmd_open)
-    return p
 
 
 def main(argv: list[str] | None = None) -> int:

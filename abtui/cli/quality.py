@@ -6,15 +6,19 @@ from abtui.errors import UsageError
 
 
 def add_quality_options(p) -> None:
-    g = p.add_argument_group("quality (greedy, paired per item)")
+    from abtui.quality.config import QualitySpec
+
+    q = QualitySpec()
+    g = p.add_argument_group("quality: the same items to every arm, greedy, paired")
     g.add_argument("--quality", metavar="SUITES",
                    help="built-in suites, comma-separated: niah, keys, exact")  # fmt: skip
     g.add_argument("--quality-file", metavar="FILE", help="a user suite (JSON Lines)")
     g.add_argument("--quality-mode", choices=("separate", "interleaved"),
-                   help="send the items after the load test (separate, the default) or during it "
-                        "(interleaved: quality under load, never counted in the latency figures)")  # fmt: skip
+                   help="send the items after the load test (separate) or during it (interleaved: "
+                        f"quality under load, never counted in the latency figures; default {q.mode})")  # fmt: skip
     g.add_argument("--quality-margin", type=float, metavar="FRACTION",
-                   help="non-inferiority margin on Δacc's lower 95%% CI bound (default 0.01 = 1 pp)")  # fmt: skip
+                   help="non-inferiority margin on Δacc's lower 95%% CI bound "
+                        f"(default {q.margin:g} = {q.margin * 100:g} pp)")  # fmt: skip
 
 
 def apply_quality_options(spec, args) -> None:

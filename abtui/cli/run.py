@@ -9,67 +9,77 @@ import sys
 from abtui.cli.types import nonneg_float, nonneg_int, positive_float, positive_int
 from abtui.errors import UsageError
 from abtui.metrics.summary import SLO_KEYS
+from abtui.spec.model import (
+    APIS,
+    CostSpec,
+    LoadSpec,
+    PolicySpec,
+    RaySpec,
+    RequestSpec,
+    StoreSpec,
+    WorkloadSpec,
+)  # fmt: skip
 from abtui.stats.decide import COST_KEYS, RATE_KEYS
+
+_W, _L, _R, _S, _C, _P, _RAY = (WorkloadSpec(), LoadSpec(), RequestSpec(), StoreSpec(), CostSpec(),
+                                PolicySpec(), RaySpec())  # the defaults the help states  # fmt: skip
 
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("arms")
+    """``abtui run``'s options, in groups in the order a user needs them: what to compare, how
+    hard and how long, what to send, what counts as good, where it goes; then quality, the
+    verdict, and the schedules, scale-out and ablations of larger experiments."""
+    g = p.add_argument_group("arms: what to compare")
     g.add_argument("--baseline", metavar="URL", help="baseline endpoint, e.g. http://127.0.0.1:8001/v1")
     g.add_argument(
         "--candidate", metavar="URL", action="append", default=None,
         help="candidate endpoint (repeat for several candidates)",
-    )
-    g.add_argument(
-        "--factor", metavar="NAME=URL", action="append", default=None,
-        help="factorial ablation: the endpoint with only optimisation NAME switched on (2 or 3 "
-             "factors; with --baseline and --combined; docs/ablation.md)",
-    )  # fmt: skip
-    g.add_argument(
-        "--combined", metavar="A+B=URL", action="append", default=None,
-        help="factorial ablation: the endpoint with factors A and B both on (every combination "
-             "of the --factor names: one for 2 factors, four for 3)",
     )  # fmt: skip
     g.add_argument("--model", help="model name for every arm (default: the first the endpoint lists)")
-    g.add_argument("--api", choices=("completions", "chat"), help="API to use (default: completions)")
+    g.add_argument("--api", choices=APIS, help=f"API to use (default {_R.api})")
     g.add_argument("--ca-bundle", metavar="FILE",
                    help="trust this PEM CA file (private CA) for every https arm, on top of the system's")
     g.add_argument("--insecure", action="store_true",
                    help="https without certificate checks, every arm (stored in the session, warned about)")
-    g = p.add_argument_group("workload and load")
-    g.add_argument("--requests", type=positive_int, help="measured requests per arm (default 200)")
-    g.add_argument("--input-tokens", type=positive_int, help="prompt length in tokens (default 512)")
-    g.add_argument("--output-tokens", type=positive_int, help="max_tokens of each request (default 128)")
-    g.add_argument("--seed", type=int, help="workload and schedule seed (default 0)")
-    g.add_argument("--rate", type=positive_float, help="open loop: requests/s to every arm")
-    g.add_argument("--arrival", choices=("poisson", "constant", "gamma", "replay"),
-                   help="arrival process (default poisson; replay: the workload file's timestamps)")
+    g = p.add_argument_group("load: how hard and how long")
+    g.add_argument("--rate", type=positive_float, metavar="R", help="open loop: requests/s to every arm")
     g.add_argument(
-        "--concurrency", type=positive_int,
+        "--concurrency", type=positive_int, metavar="N",
         help="closed loop: requests in flight per arm (with --rate: a cap)",
+    )  # fmt: skip
+    g.add_argument("--requests", type=positive_int, metavar="N",
+                   help="measured requests per arm (default 200, or every item of --workload)")
+    from abtui.cli.workload import (
+        add_run_load_options,
+        add_run_schedule_options,
+        add_run_workload_options,
     )
-    g.add_argument("--warmup", type=nonneg_int, help="warm-up requests per arm, excluded (default 2)")
-    from abtui.cli.workload import add_run_workload_options
 
-    add_run_workload_options(g)
-    g = p.add_argument_group("SLOs and requests")
+    add_run_load_options(g, _L)
+    g.add_argument("--warmup", type=nonneg_int, metavar="N",
+                   help=f"warm-up requests per arm, stored and left out of every figure (default {_L.warmup})")
+    g.add_argument("--seed", type=int, help=f"workload and schedule seed (default {_W.seed})")
+    g = p.add_argument_group("workload: what to send")
+    g.add_argument("--input-tokens", type=positive_int, metavar="N",
+                   help=f"prompt length in tokens (default {_W.input_tokens})")
+    g.add_argument("--output-tokens", type=positive_int, metavar="N",
+                   help=f"max_tokens of each request (default {_W.output_tokens})")
+    add_run_workload_options(g, _W, _L)
+    g = p.add_argument_group("SLOs and requests: what counts as good")
     g.add_argument("--slo", metavar="SPEC",
                    help="per-request SLOs, e.g. ttft=500ms,tpot=50ms; keys: " + ", ".join(SLO_KEYS))  # fmt: skip
-    g.add_argument("--timeout", metavar="DURATION", help="whole-request timeout (default 600s)")
-    g = p.add_argument_group("session")
+    g.add_argument("--timeout", metavar="DURATION", help=f"whole-request timeout (default {_R.timeout_s:g}s)")
+    g = p.add_argument_group("session: where it goes, how it shows")
     g.add_argument("--name", help="session name: sessions/<name>.duckdb (default: a timestamp)")
-    g.add_argument("--sessions-dir", metavar="DIR", help="folder of session files (default sessions)")
+    g.add_argument("--headless", action="store_true", help="print progress and the summary (no TUI)")
+    g.add_argument("--sessions-dir", metavar="DIR", help=f"folder of session files (default {_S.dir})")
     g.add_argument("--overwrite", action="store_true", help="replace an existing session file")
     g.add_argument("--no-store-text", action="store_true", help="do not store generated text")
-    g.add_argument("--headless", action="store_true", help="print progress and the summary (no TUI)")
-    g.add_argument("--ray", nargs="?", const="", metavar="ADDRESS",
-                   help="run the load generators as Ray actors on a cluster: auto, ray://HEAD:10001 "
-                        "(bare --ray: $RAY_ADDRESS, else auto); docs/scale-out.md")
-    g.add_argument("--ray-placement", choices=("spread", "pack"),
-                   help="place the generators over the nodes (spread, the default) or pack them")
     from abtui.cli.quality import add_quality_options
 
     add_quality_options(p)
-    g = p.add_argument_group("verdict")
+    g = p.add_argument_group("verdict and cost")
+    add_verdict_options(g)
     g.add_argument(
         "--aa", action="store_true",
         help="A/A calibration: send the baseline's schedule to the baseline twice, the copies "
@@ -78,17 +88,39 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
              "engine steps), and store the measured noise floor, |bias| + 1.96 × between-block "
              "spread per metric (no --candidate needed)",
     )  # fmt: skip
-    add_verdict_options(g)
+    g = p.add_argument_group("schedule: sweeps, repeats, a shared GPU")
+    add_run_schedule_options(g, _L)
+    g = p.add_argument_group("scale-out: more load generators")
+    g.add_argument(
+        "--generators", type=positive_int, metavar="N",
+        help=f"load-generator processes per arm, for rates one core cannot keep (default {_L.generators})",
+    )  # fmt: skip
+    g.add_argument("--ray", nargs="?", const="", metavar="ADDRESS",
+                   help="run the load generators as Ray actors on a cluster: auto, ray://HEAD:10001 "
+                        "(bare --ray: $RAY_ADDRESS, else auto); docs/scale-out.md")
+    g.add_argument("--ray-placement", choices=("spread", "pack"),
+                   help=f"place the generators over the nodes, or pack them (default {_RAY.placement})")
+    g = p.add_argument_group("factorial ablation (docs/ablation.md)")
+    g.add_argument(
+        "--factor", metavar="NAME=URL", action="append", default=None,
+        help="the endpoint with only optimisation NAME switched on (2 or 3 factors; with "
+             "--baseline and --combined)",
+    )  # fmt: skip
+    g.add_argument(
+        "--combined", metavar="A+B=URL", action="append", default=None,
+        help="the endpoint with factors A and B both on (every combination of the --factor "
+             "names: one for 2 factors, four for 3)",
+    )  # fmt: skip
 
 
 def add_verdict_options(g) -> None:
+    g.add_argument("--primary", metavar="METRIC",
+                   help=f"primary objective (default {_P.primary}): METRIC.STAT with METRIC one of "
+                        "ttft, ttft_user, tpot, itl, e2e and STAT one of mean, p50, p90, p95, p99; "
+                        "or " + ", ".join(RATE_KEYS + COST_KEYS))  # fmt: skip
     g.add_argument("--gpu-price", type=nonneg_float, metavar="USD",
                    help="USD per GPU-hour of every arm: adds $/Mtok and $ per 1k good requests")
-    g.add_argument("--gpus", type=positive_int, metavar="N", help="GPUs per arm (default 1)")
-    g.add_argument("--primary", metavar="METRIC",
-                   help="primary objective (default e2e.p50): METRIC.STAT with METRIC one of ttft, "
-                        "ttft_user, tpot, itl, e2e and STAT one of mean, p50, p90, p95, p99; or "
-                        + ", ".join(RATE_KEYS + COST_KEYS))  # fmt: skip
+    g.add_argument("--gpus", type=positive_int, metavar="N", help=f"GPUs per arm (default {_C.gpus})")
     g.add_argument("--noise-floor", metavar="SESSION",
                    help="an A/A session (abtui run --aa) whose noise floor raises δ")  # fmt: skip
 

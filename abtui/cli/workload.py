@@ -5,45 +5,48 @@ from __future__ import annotations
 import argparse
 import sys
 
+from abtui.cli.helptext import examples
 from abtui.cli.types import positive_number
 
 
-def add_run_workload_options(g) -> None:
+def add_run_load_options(g, ld) -> None:
+    """``abtui run``'s load flags beyond rate and concurrency (``ld``: the spec's defaults)."""
+    g.add_argument("--duration", type=_duration, metavar="DURATION",
+                   help="longest measured phase per segment, e.g. 60s (open loop: the requests "
+                        "scheduled within it; closed loop: none started after it)")  # fmt: skip
+    g.add_argument("--arrival", choices=("poisson", "constant", "gamma", "replay"),
+                   help=f"arrival process (default {ld.arrival}; replay: the workload file's timestamps)")
     g.add_argument(
-        "--workload",
-        metavar="FILE",
-        help="replay a workload file (abtui JSONL; `abtui workload import` writes one)",
-    )
+        "--burstiness", type=positive_number(float), metavar="CV",
+        help=f"gamma arrivals: CV of the gaps (1 = Poisson, >1 bursty; default {ld.burstiness:g})",
+    )  # fmt: skip
+
+
+def add_run_workload_options(g, w, ld) -> None:
+    """``abtui run``'s workload flags (``w``, ``ld``: the spec's defaults)."""
     g.add_argument(
-        "--skip-bad",
-        action="store_true",
-        help="skip and count malformed workload lines instead of stopping",
-    )
-    g.add_argument(
-        "--speedup",
-        type=positive_number(float),
-        help="replay: play the file's timestamps this many times faster (default 1)",
-    )
-    g.add_argument(
-        "--burstiness",
-        type=positive_number(float),
-        help="gamma arrivals: CV of the gaps (1 = Poisson, >1 bursty; default 1)",
-    )
-    g.add_argument(
-        "--input-dist",
-        metavar="DIST",
+        "--input-dist", metavar="DIST",
         help="prompt lengths: fixed:N, uniform:LO:HI, normal:MEAN:SD, "
         "lognormal:MEDIAN:SIGMA or trace:FILE (default fixed:--input-tokens)",
-    )
-    g.add_argument("--output-dist", metavar="DIST", help="max_tokens distribution (same grammar)")
+    )  # fmt: skip
+    g.add_argument("--output-dist", metavar="DIST",
+                   help="max_tokens distribution, same grammar (default fixed:--output-tokens)")
+    g.add_argument("--prefix-groups", type=int, metavar="N",
+                   help=f"shared-prefix groups: item i starts with group i mod N's prefix (default {w.prefix_groups}: none)")
+    g.add_argument("--prefix-tokens", type=int, metavar="N",
+                   help=f"tokens of each group's prefix (default {w.prefix_tokens})")
     g.add_argument(
-        "--prefix-groups",
-        type=int,
-        metavar="N",
-        help="shared-prefix groups (item i uses group i mod N)",
-    )
-    g.add_argument("--prefix-tokens", type=int, metavar="N", help="tokens of each group's prefix")
-    add_run_schedule_options(g)
+        "--workload", metavar="FILE",
+        help="replay a workload file (abtui JSONL; `abtui workload import` writes one)",
+    )  # fmt: skip
+    g.add_argument(
+        "--speedup", type=positive_number(float), metavar="X",
+        help=f"replay: play the file's timestamps this many times faster (default {ld.speedup:g})",
+    )  # fmt: skip
+    g.add_argument(
+        "--skip-bad", action="store_true",
+        help="skip and count malformed workload lines instead of stopping",
+    )  # fmt: skip
 
 
 def _duration(text: str) -> float:
@@ -74,38 +77,25 @@ def _numbers(kind, what: str):
     return parse
 
 
-def add_run_schedule_options(g) -> None:
+def add_run_schedule_options(g, ld) -> None:
+    """``abtui run``'s sweeps, repeats and alternation (``ld``: the spec's defaults)."""
     g.add_argument(
-        "--sweep-rate",
-        type=_numbers(float, "rates"),
-        metavar="R1,R2,…",
+        "--sweep-rate", type=_numbers(float, "rates"), metavar="R1,R2,…",
         help="a sweep of open-loop rates (req/s), each level its own segment",
-    )
+    )  # fmt: skip
     g.add_argument(
-        "--sweep-concurrency",
-        type=_numbers(int, "concurrencies"),
-        metavar="C1,C2,…",
+        "--sweep-concurrency", type=_numbers(int, "concurrencies"), metavar="C1,C2,…",
         help="a sweep of closed-loop concurrencies",
-    )
+    )  # fmt: skip
+    g.add_argument("--runs", type=positive_number(int), metavar="K",
+                   help=f"repeat the whole schedule K times (default {ld.runs})")
     g.add_argument(
-        "--runs", type=positive_number(int), help="repeat the whole schedule k times (default 1)"
-    )
-    g.add_argument(
-        "--schedule",
-        choices=("parallel", "alternate"),
-        help="parallel: arms at the same instants (separate hardware, default); "
-        "alternate: arms take turns over blocks, A B B A (one shared GPU)",
-    )
-    g.add_argument("--blocks", type=positive_number(int), help="alternate: blocks per level (default 4)")
-    g.add_argument("--duration", type=_duration, metavar="DURATION",
-                   help="longest measured phase per segment, e.g. 60s (open loop: the requests "
-                        "scheduled within it; closed loop: none started after it)")  # fmt: skip
-    g.add_argument(
-        "--generators",
-        type=positive_number(int),
-        metavar="N",
-        help="load-generator processes per arm, for rates one core cannot keep (default 1)",
-    )
+        "--schedule", choices=("parallel", "alternate"),
+        help="parallel: arms at the same instants (separate hardware); alternate: arms take "
+        f"turns over blocks, A B B A (one shared GPU) (default {ld.schedule})",
+    )  # fmt: skip
+    g.add_argument("--blocks", type=positive_number(int), metavar="B",
+                   help=f"alternate: blocks per level (default {ld.blocks})")
 
 
 def apply_run_workload_options(spec, args) -> None:
@@ -139,12 +129,26 @@ def add_workload_parser(sub) -> None:
     from abtui.workload.importers import FORMATS
 
     p = sub.add_parser(
-        "workload", help="import traces into abtui's JSONL workload format, inspect one"
-    )
-    wsub = p.add_subparsers(dest="workload_command", parser_class=type(p))
+        "workload", help="import traces into abtui's JSONL workload format, inspect one, synthesise one",
+        epilog=examples(
+            "abtui workload import sharegpt sg.json -o sg.jsonl",
+            "abtui workload inspect sg.jsonl --context 8192",
+            "abtui workload synth -o w.jsonl --rate 10 --arrival gamma --burstiness 2",
+        ),
+    )  # fmt: skip
+    wsub = p.add_subparsers(dest="workload_command", parser_class=type(p), metavar="COMMAND",
+                            title="commands")  # fmt: skip
     imp = wsub.add_parser(
-        "import", help="convert a trace (ShareGPT, Mooncake, Azure, BurstGPT) to abtui JSONL"
-    )
+        "import", help="convert a trace (ShareGPT, Mooncake, Azure, BurstGPT) to abtui JSONL",
+        description="Convert a trace to abtui's JSON Lines workload, one request per line. Entries "
+        "with nothing to replay are left out and counted; a malformed one stops the import, named "
+        "by file and line (or entry), unless --skip-bad.",
+        epilog=examples(
+            "abtui workload import sharegpt sg.json -o sg.jsonl        # then abtui run --rate R",
+            "abtui workload import mooncake trace.jsonl -o mc.jsonl --skip-bad",
+            "abtui workload import azure AzureLLMInferenceTrace_conv.csv -o azure.jsonl",
+        ),
+    )  # fmt: skip
     imp.add_argument("format", choices=FORMATS, help="the trace's format")
     imp.add_argument("file", help="the trace file")
     imp.add_argument(
@@ -153,8 +157,12 @@ def add_workload_parser(sub) -> None:
     imp.add_argument("--skip-bad", action="store_true", help="skip and count malformed lines")
     imp.set_defaults(func=cmd_import)
     ins = wsub.add_parser(
-        "inspect", help="lengths, arrival rate, burstiness, prefix sharing of a workload"
-    )
+        "inspect", help="lengths, arrival rate, burstiness, prefix sharing of a workload",
+        epilog=examples(
+            "abtui workload inspect sg.jsonl",
+            "abtui workload inspect mc.jsonl --context 8192 --skip-bad",
+        ),
+    )  # fmt: skip
     ins.add_argument("file", help="abtui JSONL workload file")
     ins.add_argument(
         "--context",
@@ -165,24 +173,37 @@ def add_workload_parser(sub) -> None:
     ins.add_argument("--skip-bad", action="store_true", help="skip and count malformed lines")
     ins.set_defaults(func=cmd_inspect)
     syn = wsub.add_parser(
-        "synth", help="write a seeded synthetic workload as abtui JSONL (to inspect or share)"
-    )
+        "synth", help="write a seeded synthetic workload as abtui JSONL (to inspect or share)",
+        description="The synthetic workload `abtui run` would send with the same options, as "
+        "abtui JSONL: same seed, same items and arrival times.",
+        epilog=examples(
+            "abtui workload synth -o w.jsonl --rate 10 --arrival gamma --burstiness 2 \\\n"
+            "                     --input-dist lognormal:512:0.8",
+            "abtui workload synth -o prefix.jsonl --requests 500 --prefix-groups 8 --prefix-tokens 1024",
+        ),
+    )  # fmt: skip
     syn.add_argument(
         "-o", "--output", required=True, metavar="FILE", help="the JSONL file to write"
     )
-    syn.add_argument(
-        "--requests", type=positive_number(int), default=200, help="items (default %(default)s)"
-    )
-    syn.add_argument("--rate", type=positive_number(float), help="req/s (default: no arrival times)")
-    syn.add_argument("--arrival", choices=("poisson", "constant", "gamma"), default="poisson")
-    syn.add_argument("--burstiness", type=positive_number(float), default=1.0, help="gamma: CV of gaps")
-    syn.add_argument("--input-tokens", type=positive_number(int), default=512)
-    syn.add_argument("--output-tokens", type=positive_number(int), default=128)
-    syn.add_argument("--input-dist", metavar="DIST", help="as for abtui run")
-    syn.add_argument("--output-dist", metavar="DIST", help="as for abtui run")
-    syn.add_argument("--prefix-groups", type=int, default=0, metavar="N")
-    syn.add_argument("--prefix-tokens", type=int, default=0, metavar="N")
-    syn.add_argument("--seed", type=int, default=0)
+    syn.add_argument("--requests", type=positive_number(int), default=200, metavar="N",
+                     help="items (default %(default)s)")  # fmt: skip
+    syn.add_argument("--rate", type=positive_number(float), metavar="R",
+                     help="req/s (default: no arrival times)")  # fmt: skip
+    syn.add_argument("--arrival", choices=("poisson", "constant", "gamma"), default="poisson",
+                     help="arrival process, with --rate (default %(default)s)")  # fmt: skip
+    syn.add_argument("--burstiness", type=positive_number(float), default=1.0, metavar="CV",
+                     help="gamma: CV of the gaps (default %(default)s)")  # fmt: skip
+    syn.add_argument("--input-tokens", type=positive_number(int), default=512, metavar="N",
+                     help="prompt length in tokens (default %(default)s)")  # fmt: skip
+    syn.add_argument("--output-tokens", type=positive_number(int), default=128, metavar="N",
+                     help="max_tokens of each item (default %(default)s)")  # fmt: skip
+    syn.add_argument("--input-dist", metavar="DIST", help="as for abtui run (default fixed:--input-tokens)")
+    syn.add_argument("--output-dist", metavar="DIST", help="as for abtui run (default fixed:--output-tokens)")
+    syn.add_argument("--prefix-groups", type=int, default=0, metavar="N",
+                     help="shared-prefix groups (default %(default)s: none)")  # fmt: skip
+    syn.add_argument("--prefix-tokens", type=int, default=0, metavar="N",
+                     help="tokens of each group's prefix (default %(default)s)")  # fmt: skip
+    syn.add_argument("--seed", type=int, default=0, help="seed of prompts and arrivals (default %(default)s)")
     syn.set_defaults(func=cmd_synth)
     p.set_defaults(func=lambda args: (p.print_help(), 0)[1])
 

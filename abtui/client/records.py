@@ -43,7 +43,7 @@ class RequestRecord:
     dispatched_ns: int = 0  # when the request was actually handed to the connection
     first_byte_ns: int | None = None  # first response body byte (headers excluded)
     done_ns: int | None = None  # end of the stream (``[DONE]`` / close) or the error
-    # Token-bearing chunks (METHODS.md §1): arrival time and tokens carried, in order.
+    # Token-bearing chunks (docs/methods.md §1): arrival time and tokens carried, in order.
     chunk_ns: list[int] = field(default_factory=list)
     chunk_tokens: list[int] = field(default_factory=list)
     # Chunks that are tokens but carried no text (llama.cpp: a token ending inside a UTF-8

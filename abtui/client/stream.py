@@ -1,4 +1,4 @@
-"""One streamed request to an OpenAI-compatible endpoint, measured (METHODS.md §1).
+"""One streamed request to an OpenAI-compatible endpoint, measured (docs/methods.md §1).
 
 The hot path of the load generator: every read is timestamped the moment it arrives, SSE is
 parsed on raw bytes, and a chunk's JSON is decoded once. A chunk is *token-bearing* if it carries
@@ -265,7 +265,7 @@ class _StreamState:
 
     def check_end(self) -> None:
         """After the body ended cleanly: a stream without a finish reason was cut short
-        (METHODS: it must not pass as a complete response), whether or not ``[DONE]`` came.
+        (docs/methods.md §1: it must not pass as a complete response), whether or not ``[DONE]`` came.
         llama-cpp-python's server ends a running stream with ``[DONE]`` and no finish reason
         when another request arrives (its default ``--interrupt_requests``)."""
         rec = self.rec

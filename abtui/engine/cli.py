@@ -10,8 +10,12 @@ from pathlib import Path
 
 def add_engine_parser(sub) -> None:
     e = sub.add_parser("engine", help="llama.cpp's llama-server for real-engine A/Bs: build it, "
-                       "make the tiny test models")  # fmt: skip
-    esub = e.add_subparsers(dest="engine_command", parser_class=type(e))
+                       "make the tiny test models", epilog=_examples(
+                           "abtui engine build",
+                           "abtui engine models models/")  # fmt: skip
+                       )  # fmt: skip
+    esub = e.add_subparsers(dest="engine_command", parser_class=type(e), metavar="COMMAND",
+                            title="commands")  # fmt: skip
     b = esub.add_parser(
         "build",
         help="compile llama-server and llama-quantize once into the cache (prints the path)",
@@ -19,24 +23,39 @@ def add_engine_parser(sub) -> None:
         "vendored in the llama-cpp-python sdist (fetched with pip), for a portable target, into "
         "~/.cache/abtui/engine/<version-target-flags>/bin. Instant when already built. "
         "ABTUI_LLAMA_SERVER=/path/to/llama-server uses your own binary instead.",
+        epilog=_examples(
+            "abtui engine build                       # the portable CPU build (minutes, once)",
+            "abtui engine build --cmake-flag=-DGGML_CUDA=ON -j 16   # a CUDA build, cached apart",
+            "abtui engine build --source llama_cpp_python-0.3.36.tar.gz --force",
+        ),
     )
     b.add_argument("--source", metavar="PATH",
                    help="a llama-cpp-python sdist (.tar.gz) or llama.cpp tree instead of pip's")  # fmt: skip
-    b.add_argument("--jobs", "-j", type=int, help="parallel compile jobs (default: all cores)")
+    b.add_argument("--jobs", "-j", type=int, metavar="N", help="parallel compile jobs (default: all cores)")
     b.add_argument("--cmake-flag", action="append", default=[], metavar="FLAG",
-                   help="an extra CMake flag, e.g. -DGGML_CUDA=ON (a separate cached build)")  # fmt: skip
+                   help="an extra CMake flag, given as --cmake-flag=-DGGML_CUDA=ON (a separate cached "
+                        "build; repeat for several; default none)")  # fmt: skip
     b.add_argument("--force", action="store_true", help="rebuild even when cached")
     b.set_defaults(func=cmd_engine_build)
     m = esub.add_parser(
         "models",
         help="write the tiny GGUF test models into DIR and print their paths",
         description="Write seeded tiny Llama GGUF models: FP32 with its Q8_0 and Q4_0 copies "
-        "(llama-quantize), and a speculative-decoding pair (an 8-layer target and its draft, "
-        "the target's first two layers, sharing its vocabulary). Made once; reused.",
+        "(llama-quantize), and a speculative-decoding pair (a 12-layer target and its draft, "
+        "the target's first layer alone, sharing its vocabulary). Made once; reused (docs/engine.md).",
+        epilog=_examples(
+            "abtui engine models models/",
+            "abtui engine models /tmp/models   # prints each model and its path",
+        ),
     )
     m.add_argument("dir", help="folder to write the models into")
     m.set_defaults(func=cmd_engine_models)
     e.set_defaults(func=lambda args: _usage(e))
+
+
+def _examples(*lines: str) -> str:
+    """The examples epilog, as the command line writes it (a world never imports the CLI)."""
+    return "examples:\n" + "\n".join("  " + row for line in lines for row in line.split("\n"))
 
 
 def _usage(p: argparse.ArgumentParser) -> int:

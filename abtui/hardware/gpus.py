@@ -1,4 +1,4 @@
-"""GPU spec table: dense tensor-core peaks, HBM bandwidth, memory, power (METHODS.md §5).
+"""GPU spec table: dense tensor-core peaks, HBM bandwidth, memory, power (docs/methods.md §5).
 
 Peaks are the datasheets' *dense* figures (no 2:4 sparsity), in FLOP/s (or OP/s for INT8);
 ``None`` where the GPU has no such tensor-core mode (A100: no FP8). Memory is the size the

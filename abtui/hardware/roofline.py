@@ -1,4 +1,4 @@
-"""The roofline formulas of METHODS.md §5: bytes, FLOPs and predicted time of a forward step.
+"""The roofline formulas (docs/methods.md §5): bytes, FLOPs and predicted time of a forward step.
 
 Pure functions of a :class:`~abtui.hardware.gpus.GpuSpec` and a
 :class:`~abtui.hardware.models.ModelConfig`. One *step* (a forward pass of a batch) is
@@ -13,7 +13,7 @@ token (and so need the LM head), how many KV entries attention reads and writes,
 - FLOPs = 2 · linear params · tokens + 2 · LM-head params · sampled tokens
   + 4 · L · (h_q · d_head) · pairs. A decode token at context c has c pairs; a prefill chunk of
   n tokens after c0 cached ones has n · c0 + n (n + 1) / 2 (causal), which for a whole prompt
-  of P tokens gives METHODS' 2 · L · d · P².
+  of P tokens gives the familiar 2 · L · d · P².
 - Step time = max(bytes / (BW · eff_bw), FLOPs / (FLOP/s · eff_flop)) + all-reduce + overhead.
   The matmul peak is FP8's when weights are FP8 and the GPU has FP8 tensor cores (W8A8),
   BF16's otherwise (INT4 is weight-only: dequantised to BF16 before the matmul).
@@ -170,7 +170,7 @@ def prefill_shape(n: int, cached: int = 0, finishes: bool = True) -> StepShape:
 
 
 def prefill_flops(model: ModelConfig, prompt: int) -> float:
-    """METHODS.md's prefill FLOPs of a whole prompt: 2·N·P + 2·L·d·P² (N without embedding)."""
+    """The prefill FLOPs of a whole prompt (docs/methods.md §5): 2·N·P + 2·L·d·P² (N without embedding)."""
     n = model.linear_params() + model.lm_head_params()
     return 2 * n * prompt + 2 * model.layers * model.q_dim * prompt**2
 

@@ -1,4 +1,4 @@
-"""Per-request metrics: the ONE place the formulas of METHODS.md §1 live.
+"""Per-request metrics: the ONE place the formulas of docs/methods.md §1 live.
 
 Every function takes a :class:`~abtui.metrics.table.RequestTable` and returns float64 seconds,
 one value per row (or per chunk gap for :func:`itl_s`), NaN where an input is missing (NULL).

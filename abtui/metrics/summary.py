@@ -1,4 +1,4 @@
-"""One arm of a run, summarised (METHODS.md §2) as plain, JSON-ready numbers.
+"""One arm of a run, summarised (docs/methods.md §2) as plain, JSON-ready numbers.
 
 Definitions used by :func:`summarize` (warm-up requests are always left out):
 

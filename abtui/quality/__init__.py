@@ -1,2 +1,2 @@
 """Quality suites: built-in (generated from a seed) and user (JSONL), their scoring, the paired
-statistics between arms (METHODS.md §4) and the verdict's quality gates."""
+statistics between arms (docs/methods.md §4) and the verdict's quality gates."""

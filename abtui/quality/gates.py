@@ -1,4 +1,4 @@
-"""The verdict's quality gates (METHODS.md §4): non-inferiority per suite, in three states.
+"""The verdict's quality gates (docs/methods.md §4): non-inferiority per suite, in three states.
 
 For each suite, with margin ``m`` (default 1 pp, ``quality.margin``; per suite
 ``quality.margins``) and ``[lo, hi]`` the score interval of Δacc (:mod:`abtui.quality.paired`):

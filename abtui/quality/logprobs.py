@@ -1,4 +1,4 @@
-"""Logprob agreement between the baseline and a candidate (METHODS.md §4), where the endpoint
+"""Logprob agreement between the baseline and a candidate (docs/methods.md §4), where the endpoint
 returns logprobs for generated tokens.
 
 Collection (after the quality items): for each of :data:`N_PROMPTS` fixed free-form prompts

@@ -1,4 +1,4 @@
-"""Paired quality statistics between two arms (METHODS.md §4).
+"""Paired quality statistics between two arms (docs/methods.md §4).
 
 Items are paired across arms by their index; an item whose request failed in either arm is
 left out (and counted). For each suite, and each length bucket within it:

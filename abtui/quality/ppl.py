@@ -1,4 +1,4 @@
-"""Perplexity of a fixed text via ``echo`` + ``logprobs`` on ``/v1/completions`` (METHODS.md §4).
+"""Perplexity of a fixed text via ``echo`` + ``logprobs`` on ``/v1/completions`` (docs/methods.md §4).
 
 One non-streamed request per arm: ``prompt`` = :data:`FIXED_TEXT`, ``max_tokens`` 1, ``echo``
 true, ``logprobs`` 1, greedy. An endpoint that scores the prompt (vLLM) returns

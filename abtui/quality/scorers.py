@@ -2,7 +2,7 @@
 
 - ``exact``: the output, stripped of surrounding whitespace and one trailing period, equals a
   reference (case-sensitive: following a format is part of the task).
-- ``contains``: a reference occurs in the output (substring exact match, METHODS.md §4).
+- ``contains``: a reference occurs in the output (substring exact match, docs/methods.md §4).
 - ``regex``: a reference, as a Python regular expression, matches somewhere in the output.
 - ``numeric``: the first number in the output is within ``tolerance`` of a reference.
 - ``choice``: the first standalone letter A–E in the output (``B``, ``(B)``, ``B.``, ``Answer: B``)

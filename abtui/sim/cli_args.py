@@ -16,28 +16,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("simulated endpoint")
     g.add_argument("--host", default=_D.host, help="address to listen on (default %(default)s)")
     g.add_argument(
-        "--port", type=int, default=_D.port, help="TCP port, 0 = any free one (default %(default)s)"
+        "--port", type=int, default=_D.port, metavar="PORT", help="TCP port, 0 = any free one (default %(default)s)"
     )
     g.add_argument("--model", default=_D.model, help="served model name (default %(default)s)")
     g.add_argument(
         "--ttft-ms", type=float, default=_D.ttft_ms,
-        help="time to first token chunk, ms (default %(default)s)",
+        metavar="MS", help="time to first token chunk, ms (default %(default)s)",
     )  # fmt: skip
     g.add_argument(
         "--itl-ms", type=float, default=_D.itl_ms,
-        help="time between token chunks, ms (default %(default)s)",
+        metavar="MS", help="time between token chunks, ms (default %(default)s)",
     )  # fmt: skip
     g.add_argument(
         "--jitter-ms", type=float, default=_D.jitter_ms,
-        help="uniform ±jitter on each delay, ms, seeded (default %(default)s)",
+        metavar="MS", help="uniform ±jitter on each delay, ms, seeded (default %(default)s)",
     )  # fmt: skip
     g.add_argument(
         "--tokens-per-chunk", type=int, default=_D.tokens_per_chunk,
-        help="tokens per streamed chunk; >1 emulates speculative decoding (default %(default)s)",
+        metavar="N", help="tokens per streamed chunk; >1 emulates speculative decoding (default %(default)s)",
     )  # fmt: skip
     g.add_argument(
         "--default-max-tokens", type=int, default=_D.default_max_tokens,
-        help="tokens generated when a request gives no max_tokens (default %(default)s)",
+        metavar="N", help="tokens generated when a request gives no max_tokens (default %(default)s)",
     )  # fmt: skip
     g.add_argument(
         "--seed", type=int, default=_D.seed,

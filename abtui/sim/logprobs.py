@@ -19,7 +19,7 @@ over ``(seed, every token before it)``. From it:
   most likely: that is what gives a perplexity);
 - **the served variant** adds noise to every logit: ``NOISE_W[weights] · N(0, 1)`` drawn from a
   hash of ``(seed, weight dtype, context)``, and for generated tokens only (a prompt's prefill
-  does not read a quantised KV cache, METHODS.md §4) ``σ_kv · N(0, 1)`` from a hash of
+  does not read a quantised KV cache, docs/methods.md §4) ``σ_kv · N(0, 1)`` from a hash of
   ``(seed, KV dtype, context)``, ``σ_kv = KV_BASE[kv] + KV_LONG[kv] × doublings of the context
   beyond 4k``; BF16 adds nothing.
 

@@ -77,13 +77,13 @@ def add_preset_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     g.add_argument("--model-config", metavar="FILE", default=None,
                    help="a Hugging Face config.json giving the model's shape")  # fmt: skip
-    g.add_argument("--time-scale", type=float, default=1.0,
+    g.add_argument("--time-scale", type=float, default=1.0, metavar="X",
                    help="run this many times faster than the modelled GPU (default 1)")  # fmt: skip
-    g.add_argument("--max-num-seqs", type=int, default=_E.max_num_seqs,
+    g.add_argument("--max-num-seqs", type=int, default=_E.max_num_seqs, metavar="N",
                    help="requests in the running batch at most (default %(default)s)")  # fmt: skip
-    g.add_argument("--max-batched-tokens", type=int, default=_E.max_batched_tokens,
+    g.add_argument("--max-batched-tokens", type=int, default=_E.max_batched_tokens, metavar="N",
                    help="tokens per step at most (default %(default)s)")  # fmt: skip
-    g.add_argument("--gpu-mem-util", type=float, default=_E.gpu_mem_util,
+    g.add_argument("--gpu-mem-util", type=float, default=_E.gpu_mem_util, metavar="FRACTION",
                    help="fraction of GPU memory used (default %(default)s)")  # fmt: skip
     g.add_argument("--kv-policy", choices=KV_POLICIES, default=_E.kv_policy,
                    help="reserve: a request's prompt + max_tokens of KV at admission, never "

@@ -1,4 +1,4 @@
 """Is a difference real? Bootstrap CIs, rank tests, multiple comparisons, decisions, verdict.
 
-METHODS.md §3 and §7. Pure numpy/scipy; no UI.
+docs/methods.md §3 and §7. Pure numpy/scipy; no UI.
 """

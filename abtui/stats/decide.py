@@ -1,4 +1,4 @@
-"""Decision per metric (METHODS.md §3): IMPROVED / REGRESSED / EQUIVALENT / INCONCLUSIVE.
+"""Decision per metric (docs/methods.md §3): IMPROVED / REGRESSED / EQUIVALENT / INCONCLUSIVE.
 
 For an effect ``r = stat_B / stat_A − 1`` with CI ``[lo, hi]``, corrected p-value ``p_adj``,
 noise threshold ``δ`` and a direction (latency: lower is better; throughput: higher is better):

@@ -27,7 +27,7 @@ term's own per-unit contrast ``Σ c_x log(unit mean_x)``, the longest over the t
 (throughput, goodput, SLO attainment) use the pair comparisons' paired windows (or blocks);
 cost is ``usd/h ÷ rate``, so its terms are ``Σ c_x log usd_x`` minus the rate's.
 
-**Families** (METHODS.md §3). Interaction terms form their own families: Holm over the
+**Families** (docs/methods.md §3). Interaction terms form their own families: Holm over the
 interactions of the policy's primary and guardrail metrics (``interaction``), Benjamini–Hochberg
 over those of the other rows (``interaction-breakdown``); main effects likewise (``main``,
 ``main-breakdown``). They do not join the pair verdicts' primary family: an interaction does not
@@ -75,7 +75,7 @@ from abtui.stats.rows import clean
 
 MIN_FACTORS, MAX_FACTORS = 2, 3
 # ITL is left out: it is per streamed chunk, and a speculative-decoding arm streams several
-# tokens a chunk (METHODS.md §1), so its gaps are not comparable across the arms of an ablation
+# tokens a chunk (docs/methods.md §1), so its gaps are not comparable across the arms of an ablation
 LATENCY_METRICS = ("ttft", "ttft_user", "tpot", "e2e")
 SEP = "+"
 BASE_NAME = "base"

@@ -1,4 +1,4 @@
-"""Could the load generator's lag explain the verdict? (docs/guide.md, "the generator rule")
+"""Could the load generator's lag explain the verdict? (docs/verdict.md §7)
 
 A generator that sends late (schedule lag = dispatched − scheduled) is a client whose event loop
 was held up: a busy machine took its CPU. That does two things, and each is judged in proportion

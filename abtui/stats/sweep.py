@@ -3,7 +3,7 @@
 When a session has two or more sweep levels (the table's ``level`` column; the session's
 ``levels`` meta gives each level's offered rate or concurrency), every arm is summarised per
 level (:func:`abtui.metrics.summary.summarize` on that level's requests) into a
-:class:`LevelPoint`. Then (METHODS.md §2, §6):
+:class:`LevelPoint`. Then (docs/methods.md §2, §6):
 
 - **capacity goodput λ\\*** of an arm = the largest offered load (req/s; the level's measured
   request rate when the level has no offered rate, e.g. closed loop) whose SLO attainment is

@@ -1,4 +1,4 @@
-"""Telemetry: what the GPUs and the servers were doing while abtui measured (DESIGN.md).
+"""Telemetry: what the GPUs and the servers were doing while abtui measured (docs/telemetry.md).
 
 - :mod:`abtui.telemetry.promtext`: a Prometheus text-format parser.
 - :mod:`abtui.telemetry.engines`: vLLM / SGLang / TGI / DCGM-exporter names → abtui's names.

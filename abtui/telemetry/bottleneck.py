@@ -3,7 +3,7 @@
 The arm's hardware comes from the spec (``gpu``, ``model_preset`` or ``model_config``,
 ``dtype``, ``kv_dtype``, ``gpus`` as the tensor-parallel degree); without ``gpu`` and a model
 there is no roofline (nothing is guessed). Formulas: :mod:`abtui.hardware.roofline`
-(METHODS.md §5), at the *measured* operating point:
+(docs/methods.md §5), at the *measured* operating point:
 
 - **decode**: batch b = the server's mean running requests (else the client's mean number of
   requests decoding at once), context c = mean prompt + half the mean output; one step makes a

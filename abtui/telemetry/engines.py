@@ -1,4 +1,4 @@
-"""Engine metric names → abtui's telemetry names (METHODS.md §5).
+"""Engine metric names → abtui's telemetry names (docs/methods.md §5).
 
 Each engine names the same facts differently; abtui stores one vocabulary, with the engine as
 the row's ``source`` so nothing is passed off as something else:

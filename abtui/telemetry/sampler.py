@@ -1,6 +1,6 @@
 """Background telemetry for a run: one thread per source, in the main process, at 1 Hz.
 
-The load generators run in their own processes (DESIGN.md), so these threads never share an
+The load generators run in their own processes (docs/architecture.md), so these threads never share an
 event loop with a measured request; what they cost is measured by ``scripts/bench_telemetry.py``.
 Sources:
 

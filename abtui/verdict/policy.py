@@ -1,4 +1,4 @@
-"""GO / NO-GO / INCONCLUSIVE for each candidate against the baseline (METHODS.md §7).
+"""GO / NO-GO / INCONCLUSIVE for each candidate against the baseline (docs/methods.md §7).
 
 For each candidate (and, with several, each candidate against the previous one: the ablation
 ladder, reported but not part of the exit code):

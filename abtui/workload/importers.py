@@ -2,7 +2,7 @@
 
 - ``sharegpt``: a JSON array (or JSON Lines) of ``{"id", "conversations": [{"from", "value"}]}``.
   Prompt = the first human turn that an assistant turn follows; ``max_tokens`` = that answer's
-  length, estimated as characters / 4 (no tokenizer here; the estimate is stated in the README).
+  length, estimated as characters / 4 (no tokenizer here; the estimate is stated in docs/guide.md).
   No timestamps: give ``--rate`` when running it.
 - ``mooncake``: JSON Lines ``{"timestamp" (ms), "input_length", "output_length", "hash_ids"}``;
   ``hash_ids`` are 512-token prefix blocks, kept as ``prefix_ids`` so equal ids → equal text.

@@ -1,6 +1,6 @@
 """abtui's own workload format: JSON Lines, one request per line.
 
-Fields of a line (README, "Workload files"):
+Fields of a line (docs/guide.md, "Workloads"):
 
 - ``id`` (string, default ``l<line>``), ``arrival_s`` (seconds from the start, default 0),
 - the prompt, one of: ``prompt`` (text), ``messages`` (chat messages), or ``input_tokens``
@@ -242,7 +242,7 @@ def read_workload(
             elif (-arrival, -n) > rows[0][:2]:  # earlier than the latest held: replace it
                 heapq.heapreplace(rows, (-arrival, -n, row))
     if not rows:
-        raise WorkloadError(f"{p}: no usable items", "abtui's JSONL format is in README.md")
+        raise WorkloadError(f"{p}: no usable items", "abtui's JSONL format is in docs/guide.md (Workloads)")
     if limit is None:
         rows.sort(key=lambda r: r[0])  # stable: equal arrivals keep the file's order
     else:
