@@ -47,6 +47,8 @@ def test_public_url_is_checked_before_anything_starts(tmp_path, capsys):
         assert main(["open", str(session), "--web", "--public-url", bad]) == 2, bad
         err = capsys.readouterr().err
         assert "--public-url" in err and "Traceback" not in err, err
+    assert main(["open", str(session), "--public-url", "http://localhost:9000"]) == 2
+    assert "--public-url is for --web" in capsys.readouterr().err
 
 
 def test_open_web_behind_a_tunnel_uses_the_public_url_and_downloads_reports(tmp_path):

@@ -99,6 +99,9 @@ def cmd_open(args) -> int:
 
     with SessionReader(Path(args.session)):  # a bad file fails here, in one line
         pass
+    if getattr(args, "public_url", None) and not getattr(args, "web", False):
+        raise UsageError("--public-url is for --web", f"abtui open {args.session} --web "
+                         f"--public-url {args.public_url}")  # fmt: skip
     if getattr(args, "web", False):
         from abtui.tui.web import serve_web  # the UI's own module: the core never imports it
 
