@@ -173,11 +173,14 @@ def test_each_plot_overlays_both_arms_in_their_own_colours(tmp_path):
         p = page.plots[pid]
         assert p["series"] == ["bf16 P50", "bf16 P90", "fp8 P50", "fp8 P90"]
         assert len(_ticks(p["x"])) >= 3 and len(_ticks(p["y"])) >= 3, (p["x"], p["y"])
-    # the same prompts went to both arms: one input series that says so
-    assert page.plots["hist-input"]["series"] == ["every arm (the same prompts) (n=400)"]
-    out = page.plots["hist-output"]["series"]
-    assert len(out) in (1, 2) and all("n=400" in s for s in out)
+    # every prompt has 512 tokens here: a sentence, not a one-bar histogram; each arm drew its
+    # own output lengths: one series per arm
+    assert not page.plots["hist-input"]["series"]
+    assert "every request: 512 input tokens (one length)" in "".join(page.text)
+    assert page.plots["hist-output"]["series"] == ["bf16 (n=400)", "fp8 (n=400)"]
     for p in page.plots.values():  # the legend sits below the plot area, never inside it
+        if p["area"] is None:  # a sentence instead of a plot (the one prompt length)
+            continue
         top, bottom = p["area"]
         assert p["legend_y"] and min(p["legend_y"]) > bottom + 20, (p["id"], p["legend_y"], bottom)
     # the faster arm (fp8, the candidate) is not red, and neither is any other arm
@@ -202,6 +205,8 @@ def test_sweep_plots_number_levels_as_the_tui_and_say_lambda_is_a_lower_bound(sw
         p = page.plots[pid]
         assert p["series"] == ["bf16", "fp8"] and p["circles"] == 6, p
         assert len(_ticks(p["x"])) >= 3, p["x"]
+    # the arms' prompt lengths differ in this fixture: one histogram series per arm
+    assert page.plots["hist-input"]["series"] == ["bf16 (n=450)", "fp8 (n=450)"]
     pareto = page.plots["sweep-pareto"]
     assert pareto["series"] == ["Pareto front", "bf16", "fp8"] and pareto["circles"] == 6
     html_text = to_html(sv, doc)
@@ -248,3 +253,15 @@ def test_ticks_are_round_numbers_and_more_than_two():
     ax = Axis.fit("req/s", [3, 17])
     assert ax.labels == ["0", "5", "10", "15", "20"] and (ax.lo, ax.hi) == (0, 20)
     assert Axis.fit("tok/s", [1234, 98765]).labels[-1] == "100k"
+
+
+def test_arms_with_the_same_lengths_share_one_histogram_series():
+    from abtui.report.plots import histogram
+
+    same = np.array([100, 200, 200, 400, 800] * 10)
+    one = Page()
+    one.feed(histogram("h", "lengths", "output", [("a", 0, same), ("b", 1, same[::-1])], "both"))
+    assert one.plots["h"]["series"] == ["both (n=50)"]
+    two = Page()
+    two.feed(histogram("h", "lengths", "output", [("a", 0, same), ("b", 1, same + 1)], "both"))
+    assert two.plots["h"]["series"] == ["a (n=50)", "b (n=50)"]

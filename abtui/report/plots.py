@@ -221,6 +221,8 @@ def histogram(plot_id: str, title: str, what: str, series: list[tuple[str, int, 
         vals = [(same_note, -2, present[0])]
     allv = np.concatenate(present)
     lo, hi = float(allv.min()), float(allv.max())
+    if lo == hi:  # one bar says nothing a sentence does not
+        return no_data(plot_id, title, f"every request: {lo:,.0f} {what} tokens (one length)")
     log = hi / lo >= 8
     n_bins = int(np.clip(np.sqrt(len(allv)), 8, 40))
     edges = (np.geomspace(lo, hi * 1.0001, n_bins + 1) if log

@@ -230,7 +230,7 @@ class Chart:
     plot_height: int = 190
 
 
-LEFT, RIGHT, TOP = 56, 14, 40
+LEFT, RIGHT, TOP = 56, 24, 40
 LEGEND_ROW = 15
 
 
