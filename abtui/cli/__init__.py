@@ -324,6 +324,8 @@ def _add_open(sub) -> None:
         epilog=examples(
             "abtui open sessions/my-ab.duckdb",
             "abtui open sessions/my-ab.duckdb --web --port 8000   # then an SSH tunnel to it",
+            "abtui open sessions/my-ab.duckdb --web --public-url http://localhost:9000"
+            "   # behind ssh -L 9000:127.0.0.1:8000",
         ),
     )  # fmt: skip
     op.add_argument("session", help="session file (.duckdb)")
