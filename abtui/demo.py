@@ -163,6 +163,36 @@ def quality_note(path, baseline: str, candidate: str) -> str | None:
             + "; ".join(parts) + tail)  # fmt: skip
 
 
+def intro(opts: DemoOptions, spec, shape) -> str:
+    """What the demo is about to run, in the words the run's own header uses for the load
+    (:func:`abtui.runner.session.describe_load`: "poisson 13 req/s"), and whether its request
+    count lets a P99 guardrail be called (:func:`abtui.metrics.tails.tail_min_n`)."""
+    from abtui.metrics.tails import tail_min_n
+    from abtui.runner.session import describe_load
+
+    need = tail_min_n("p99")
+    if opts.requests >= need:
+        enough = f"enough for the P99 guardrails, which need {need:,} per arm"
+    else:
+        enough = (f"below the {need:,} per arm a P99 guardrail needs: the P99 rows will be "
+                  "INCONCLUSIVE and the verdict cannot be GO")  # fmt: skip
+    scale = f", time scale ×{opts.time_scale:g}" if opts.time_scale != 1 else ""
+    lengths = (f"lognormal prompts median {shape.input_median} tokens (σ {shape.input_sigma:g}), "
+               f"outputs median {shape.output_median} (σ {shape.output_sigma:g})")  # fmt: skip
+    lines = [
+        f"abtui demo: two simulated GPUs on 127.0.0.1 — baseline {opts.baseline_preset}, "
+        f"candidate {opts.candidate_preset} (simulated, at most {opts.max_num_seqs} requests "
+        f"in a batch{scale})",
+        f"  workload: {opts.requests} chat-like requests per arm ({enough}), "
+        f"{describe_load(spec)}, {lengths}",
+    ]
+    if opts.quality:
+        lines.append(f"  quality: {', '.join(QUALITY_SUITES)} after the load test, gated at "
+                     f"{QUALITY_MARGIN * 100:g} pp (a demo-sized suite cannot show 1 pp; "
+                     "--no-quality skips)")  # fmt: skip
+    return "\n".join(lines)
+
+
 def run_demo(opts: DemoOptions, run_and_report, note_to=None):
     """Start the two simulated endpoints, replay the workload through ``run_and_report(spec,
     items)`` (the CLI's run + summary), stop the endpoints; returns what it returned (the CLI:
@@ -179,21 +209,10 @@ def run_demo(opts: DemoOptions, run_and_report, note_to=None):
     items = chat_items(opts.requests, opts.rate, opts.seed, shape)
     base_cfg = _sim_config("--baseline-preset", opts.baseline_preset, opts)
     cand_cfg = _sim_config("--candidate-preset", opts.candidate_preset, opts)
-    scale = f", time scale ×{opts.time_scale:g}" if opts.time_scale != 1 else ""
-    print(
-        f"abtui demo: two simulated GPUs on 127.0.0.1 — baseline {opts.baseline_preset}, "
-        f"candidate {opts.candidate_preset} (simulated, at most {opts.max_num_seqs} requests "
-        f"in a batch{scale})\n"
-        f"  workload: {opts.requests} chat-like requests per arm at {opts.rate:g} req/s, "
-        f"{shape.describe()}"
-        + (f"\n  quality: {', '.join(QUALITY_SUITES)} after the load test, gated at "
-           f"{QUALITY_MARGIN * 100:g} pp (a demo-sized suite cannot show 1 pp; --no-quality skips)"
-           if opts.quality else ""),
-        file=sys.stderr,
-    )  # fmt: skip
     with SimProcess(base_cfg) as a, SimProcess(cand_cfg) as b:
         spec = build_spec(opts, (a.url, b.url), len(items), shape.input_median,
                           shape.output_median)  # fmt: skip
+        print(intro(opts, spec, shape), file=sys.stderr)
         rc = run_and_report(spec, items)
     if opts.quality and note_to is not None:
         from abtui.runner.session import session_path

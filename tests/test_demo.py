@@ -22,6 +22,14 @@ def test_demo_runs_end_to_end_and_fp8_decodes_faster(tmp_path, capsys):
     cap = capsys.readouterr()
     assert rc in (0, 3, 4), cap.err  # the verdict's exit code (GO / NO-GO / INCONCLUSIVE)
     assert "h100:llama-3-8b:bf16" in cap.err and "simulated" in cap.err
+    # the intro names the arrival process in the run header's words (it said "gamma arrivals
+    # cv 1" over a header saying "poisson"), and says that 40 requests cannot call a P99
+    load = re.search(r"^  load: (.+), 40 requests per arm$", cap.err, re.M)
+    workload = re.search(r"^  workload: 40 chat-like requests per arm \((.+?)\), (.+)$", cap.err,
+                         re.M)  # fmt: skip
+    assert load and workload, cap.err
+    assert workload[2].startswith(load[1] + ", lognormal prompts") and load[1] == "poisson 20 req/s"
+    assert "gamma" not in cap.err and "below the 1,000 per arm a P99 guardrail needs" in workload[1]
     assert "TPOT (ms)" in cap.out and "fp8/bf16" in cap.out
     with SessionReader(tmp_path / "demo-test.duckdb") as rd:
         assert rd.complete
@@ -61,6 +69,29 @@ def test_demo_runs_end_to_end_and_fp8_decodes_faster(tmp_path, capsys):
         r"logprob agreement on bf16's greedy continuation .*?top-1 ([0-9.]+)%", cap.out
     )
     assert top1 and float(top1[1]) < 100.0
+
+
+def test_the_demos_defaults_can_call_its_p99_guardrails(capsys):
+    """At its defaults the demo sends enough requests per arm for every P99 row to be called
+    (10 samples beyond the quantile: 1,000), with room for a few errors, and says so."""
+    from abtui.cli import build_parser
+    from abtui.demo import DemoOptions, build_spec, intro
+    from abtui.metrics.tails import tail_min_n
+    from abtui.workload.synthetic import ChatShape
+
+    need = tail_min_n("p99")
+    assert need == 1000
+    args = build_parser().parse_args(["demo"])
+    opts = DemoOptions()
+    assert args.requests == opts.requests >= 1.05 * need  # the CLI shows the same default
+    spec = build_spec(opts, ("http://127.0.0.1:1/v1", "http://127.0.0.1:2/v1"), opts.requests,
+                      512, 160)  # fmt: skip
+    assert any(g.endswith(".p99") for g in spec.policy.guardrails)  # they are guardrails there
+    text = intro(opts, spec, ChatShape(cv=1.0))
+    assert f"{opts.requests} chat-like requests per arm (enough for the P99 guardrails" in text
+    assert "poisson 13 req/s" in text and "gamma" not in text
+    # a couple of minutes at most: the arrivals span requests / rate seconds of the real clock
+    assert opts.requests / opts.rate / opts.time_scale <= 90
 
 
 def test_demo_without_quality(tmp_path, capsys):

@@ -99,10 +99,13 @@ def cmd_open(args) -> int:
 
     with SessionReader(Path(args.session)):  # a bad file fails here, in one line
         pass
+    if getattr(args, "public_url", None) and not getattr(args, "web", False):
+        raise UsageError("--public-url is for --web", f"abtui open {args.session} --web "
+                         f"--public-url {args.public_url}")  # fmt: skip
     if getattr(args, "web", False):
         from abtui.tui.web import serve_web  # the UI's own module: the core never imports it
 
-        return serve_web(Path(args.session), args.port)
+        return serve_web(Path(args.session), args.port, args.public_url)
     web_driver = "web_driver" in os.environ.get("TEXTUAL_DRIVER", "")  # under textual-serve
     if not (web_driver or sys.stdin.isatty() and sys.stdout.isatty()):
         raise UsageError(
@@ -321,6 +324,8 @@ def _add_open(sub) -> None:
         epilog=examples(
             "abtui open sessions/my-ab.duckdb",
             "abtui open sessions/my-ab.duckdb --web --port 8000   # then an SSH tunnel to it",
+            "abtui open sessions/my-ab.duckdb --web --public-url http://localhost:9000"
+            "   # behind ssh -L 9000:127.0.0.1:8000",
         ),
     )  # fmt: skip
     op.add_argument("session", help="session file (.duckdb)")
@@ -329,6 +334,10 @@ def _add_open(sub) -> None:
                          "no authentication: use an SSH tunnel)")  # fmt: skip
     op.add_argument("--port", type=positive_int, default=8000,
                     help="port for --web (default %(default)s)")  # fmt: skip
+    op.add_argument("--public-url", metavar="URL",
+                    help="for --web: the address your browser opens, when it is not "
+                         "http://127.0.0.1:PORT (through `ssh -L 9000:127.0.0.1:8000 gpu-box`: "
+                         "http://localhost:9000); the page names its scripts and websocket by it")  # fmt: skip
     op.set_defaults(func=cmd_open)
 
 

@@ -62,6 +62,12 @@ def report_data(sv: SessionVerdict) -> dict:
         for p in doc.get("pairs", []) + doc.get("ladder", []):
             if p.get("quality"):
                 p["quality"]["mode"] = mode
+    if doc.get("sweep"):  # λ* with what it is worth (a lower bound when no level above failed)
+        from abtui.report.verdict_text import capacity_detail
+
+        sweep = doc["sweep"] = {**doc["sweep"]}
+        sweep["capacity"] = capacity_detail(sweep)
+        sweep["points"] = [{**p, "level_number": p["level"] + 1} for p in sweep["points"]]
     from abtui.report.diagnosis import diagnosis_doc
 
     doc["diagnosis"] = diagnosis_doc(sv.path)

@@ -1,20 +1,21 @@
 """The HTML report: one self-contained file (inline CSS and SVG, no scripts, no external assets).
 
+Reading order (what a team decides from comes first): the degraded mark, the summary cards and
+the run's metadata (:mod:`abtui.report.overview`); why each candidate got its result, in words;
+the key plots (:mod:`abtui.report.plots`: latency CDFs per phase, latency over time, and for a
+load sweep latency-vs-load, latency-vs-throughput and the cost/latency Pareto front, with λ*);
+then the tables (metrics, quality, cost, factorial, sweep, SLO attainment), the configuration
+differences, the workload's length histograms, the diagnosis and the policy.
+
 Every string that did not come from abtui itself (arm names, URLs, models, parameters, notes
 built from them) goes through :func:`esc` (``html.escape`` with quotes), in text and in SVG
-alike. Latency distributions are empirical CDFs drawn as inline SVG polylines on a log time axis.
+alike.
 """
 
 from __future__ import annotations
 
-import html
-import math
-
-import numpy as np
-
-from abtui.metrics import request as rm
 from abtui.report.document import FLOOR_COLUMNS, floor_section, policy_line
-from abtui.report.untrusted import printable
+from abtui.report.svg import esc, style_rule
 from abtui.report.verdict_text import (
     SWEEP_COLUMNS,
     error_rates_line,
@@ -28,10 +29,8 @@ from abtui.stats.labels import label, pct
 from abtui.store.reader import SessionReader
 from abtui.verdict.session import SessionVerdict
 
-COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf")
 _RESULT_COLOR = {"GO": "#1a7f37", "NO-GO": "#cf222e", "CALIBRATED": "#1a7f37"}
 _OUTCOME_CLASS = {"IMPROVED": "imp", "REGRESSED": "reg", "EQUIVALENT": "eq"}
-PLOTS = (("ttft", "TTFT", rm.ttft_s), ("tpot", "TPOT", rm.tpot_s), ("e2e", "E2E", rm.e2e_s))
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2em;color:#1f2328;max-width:1200px}
 table{border-collapse:collapse;margin:.5em 0 1.2em;font-size:13px}
@@ -45,89 +44,32 @@ th{background:#f6f8fa}.imp{color:#1a7f37;font-weight:600}.reg{color:#cf222e;font
 .card{border:1px solid #d0d7de;border-radius:6px;padding:.6em 1em;min-width:200px;flex:1}
 .card h3{margin:0;font-size:13px;color:#656d76;font-weight:600}.card .value{font-size:20px;font-weight:700;margin:.2em 0}
 table.meta td{text-align:left}
+.plots svg{border:1px solid #eaeef2;border-radius:6px;background:#fff}
+.lambda{font-weight:600}
 """
 
 
-def esc(text) -> str:
-    return html.escape(printable(text), quote=True)
+def _plots(sv: SessionVerdict, doc: dict) -> tuple[str, str]:
+    """(the key plots section, the workload section) as HTML."""
+    from abtui.report.plots import latency_cdfs, latency_over_time, length_histograms, sweep_plots
 
-
-def ecdf_svg(title: str, series: list[tuple[str, np.ndarray]], width=360, height=230) -> str:
-    """An empirical CDF per series, log-scaled x (milliseconds), as an inline <svg>."""
-    left, right, top, bottom = 44, 10, 22, 34
-    vals = [np.sort(v[np.isfinite(v) & (v > 0)]) * 1e3 for _, v in series]
-    present = [v for v in vals if len(v)]
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'role="img" aria-label="{esc(title)}">',
-        f'<text x="{width / 2}" y="14" text-anchor="middle" font-size="12">{esc(title)}</text>',
-    ]
-    if not present:
-        parts.append(
-            f'<text x="{width / 2}" y="{height / 2}" text-anchor="middle" font-size="11">'
-            "no data</text></svg>"
-        )
-        return "".join(parts)
-    lo = math.log10(min(v[0] for v in present))
-    hi = math.log10(max(v[-1] for v in present))
-    if hi - lo < 1e-6:
-        lo, hi = lo - 0.5, hi + 0.5
-    pw, ph = width - left - right, height - top - bottom
-
-    def x(ms: np.ndarray) -> np.ndarray:
-        return left + (np.log10(ms) - lo) / (hi - lo) * pw
-
-    parts.append(
-        f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#d0d7de"/>'
-    )
-    for dec in range(math.floor(lo), math.ceil(hi) + 1):
-        for m in (1, 2, 5):
-            t = math.log10(m) + dec
-            if lo <= t <= hi:
-                xx = left + (t - lo) / (hi - lo) * pw
-                parts.append(
-                    f'<line x1="{xx:.1f}" y1="{top}" x2="{xx:.1f}" y2="{top + ph}" stroke="#eaeef2"/>'
-                    f'<text x="{xx:.1f}" y="{top + ph + 12}" font-size="9" text-anchor="middle">'
-                    f"{10**t:g}</text>"
-                )
-    for q in (0.5, 0.9, 0.99):
-        yy = top + (1 - q) * ph
-        parts.append(
-            f'<line x1="{left}" y1="{yy:.1f}" x2="{left + pw}" y2="{yy:.1f}" stroke="#eaeef2"/>'
-            f'<text x="{left - 3}" y="{yy + 3:.1f}" font-size="9" text-anchor="end">P{q * 100:g}</text>'
-        )
-    parts.append(
-        f'<text x="{left + pw / 2}" y="{height - 4}" font-size="10" text-anchor="middle">ms (log)</text>'
-    )
-    for i, ((name, _), v) in enumerate(zip(series, vals, strict=True)):
-        if not len(v):
-            continue
-        probs = np.linspace(0, 1, min(len(v), 300))
-        xs = x(np.quantile(v, probs))
-        ys = top + (1 - probs) * ph
-        pts = " ".join(f"{a:.1f},{b:.1f}" for a, b in zip(xs, ys, strict=True))
-        color = COLORS[i % len(COLORS)]
-        parts.append(
-            f'<polyline fill="none" stroke="{color}" stroke-width="1.6" points="{pts}">'
-            f"<title>{esc(name)}</title></polyline>"
-        )
-        parts.append(
-            f'<text x="{left + 6}" y="{top + 12 + 12 * i}" font-size="10" fill="{color}">'
-            f"{esc(name)} (n={len(v)})</text>"
-        )
-    parts.append("</svg>")
-    return "".join(parts)
-
-
-def _plots(sv: SessionVerdict) -> str:
     with SessionReader(sv.path) as rd:
         table = rd.request_table()
     ok = table.select(table.ok)
-    out = []
-    for _, title, fn in PLOTS:
-        series = [(a["name"], fn(ok.for_arm(a["arm"]))) for a in sv.arms]
-        out.append(ecdf_svg(f"{title} distribution (CDF)", series))
-    return '<div class="plots">' + "".join(out) + "</div>"
+    arms = sv.arms
+    h = ['<h2 id="plots">Latency distributions</h2>',
+         f'<p class="muted">{esc(style_rule([a["name"] for a in arms]))}</p>',
+         '<div class="plots">' + "".join(latency_cdfs(ok, arms)) + "</div>",
+         "<h2>Latency over time</h2>",
+         '<div class="plots">' + "".join(latency_over_time(ok, arms)) + "</div>"]  # fmt: skip
+    sweep = sv.verdict.sweep
+    if sweep:
+        h += ["<h2>Load sweep</h2>",
+              '<div class="plots">' + "".join(sweep_plots(sweep, arms, doc["slo"])) + "</div>",
+              f'<p class="lambda">{esc(sweep_line(sweep))}</p>']  # fmt: skip
+    workload = ('<h2 id="workload">Workload: request lengths</h2><div class="plots">'
+                + "".join(length_histograms(table, arms)) + "</div>")  # fmt: skip
+    return "\n".join(h), workload
 
 
 def _fmt(x, scale: float, digits: int) -> str:
@@ -147,15 +89,20 @@ def to_html(sv: SessionVerdict, doc: dict) -> str:
         f"load {esc(doc['session'].get('load'))}</p>",
         _html_overview(sv, doc),
     ]
+    plots, workload = _plots(sv, doc)
+    h.append('<h2 id="why">Why</h2>' if v.pairs else "")
+    for pair in v.pairs + v.ladder:  # the reasons in words, before any plot or table
+        kind = "ladder step" if pair in v.ladder else "candidate"
+        h.append(f"<h3>{esc(pair.candidate)} vs {esc(pair.baseline)} ({kind}): "
+                 f"{esc(pair.result)}</h3><ul>")  # fmt: skip
+        h += [f"<li>{esc(r)}</li>" for r in pair.reasons]
+        h.append(f"<li>{esc(error_rates_line(pair))}</li></ul>")
+    h.append(plots)
     for pair in v.pairs + v.ladder:
         kind = "ladder step" if pair in v.ladder else "candidate"
         h.append(
-            f"<h2>{esc(pair.candidate)} vs {esc(pair.baseline)} ({kind}): {esc(pair.result)}</h2><ul>"
-        )
-        h += [f"<li>{esc(r)}</li>" for r in pair.reasons]
-        h.append(f"<li>{esc(error_rates_line(pair))}</li>")
-        h.append(
-            "</ul><table><tr><th>metric</th><th>role</th>"
+            f"<h2>Metrics: {esc(pair.candidate)} vs {esc(pair.baseline)} ({kind})</h2>"
+            "<table><tr><th>metric</th><th>role</th>"
             f"<th>{esc(pair.baseline)}</th><th>{esc(pair.candidate)}</th><th>Δ</th><th>95% CI</th>"
             "<th>δ</th><th>p (adj)</th><th>outcome</th><th>note</th></tr>"
         )
@@ -197,14 +144,13 @@ def to_html(sv: SessionVerdict, doc: dict) -> str:
     h.append(factorial_html(v.factorial, v.policy, esc))
     if v.sweep:
         h.append(
-            "<h2>Load sweep</h2><table><tr>"
+            "<h2>Load sweep: per arm and level</h2><table><tr>"
             + "".join(f"<th>{esc(c)}</th>" for c in SWEEP_COLUMNS)
             + "</tr>"
         )
         for p in v.sweep["points"]:
             h.append("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in sweep_cells(p)) + "</tr>")
         h.append(f'</table><p class="muted">{esc(sweep_line(v.sweep))}</p>')
-    h.append("<h2>Latency distributions</h2>" + _plots(sv))
     names = list(doc["summaries"])
     h.append(
         "<h2>SLO attainment and throughput</h2><table><tr><th></th>"
@@ -249,6 +195,7 @@ def to_html(sv: SessionVerdict, doc: dict) -> str:
                 + "</tr>"
             )
         h.append("</table>")
+    h.append(workload)
     from abtui.report.diagnosis import diagnosis_html
 
     h.append(diagnosis_html(doc, esc))

@@ -189,10 +189,11 @@ SWEEP_COLUMNS = ("arm", "level", "load req/s", "attainment", "goodput tok/s", "P
 
 
 def sweep_cells(p: dict) -> list[str]:
-    """One sweep point as display strings (no markup: the caller escapes)."""
+    """One sweep point as display strings (no markup: the caller escapes); the level numbered
+    from 1, as the TUI's "level 1/N"."""
     usd = p["usd_per_mtok_good"]
     return [
-        str(p["arm"]), str(p["level"]), f"{p['load_rps']:,.2f}" if p["load_rps"] else "n/a",
+        str(p["arm"]), str(p["level"] + 1), f"{p['load_rps']:,.2f}" if p["load_rps"] else "n/a",
         "n/a" if p["attainment"] is None else f"{p['attainment'] * 100:.1f}%",
         "n/a" if p["goodput_tps"] is None else f"{p['goodput_tps']:,.0f}",
         "n/a" if p["p99_e2e_s"] is None else f"{p['p99_e2e_s'] * 1e3:,.1f} ms",
@@ -200,18 +201,51 @@ def sweep_cells(p: dict) -> list[str]:
     ]  # fmt: skip
 
 
-def sweep_line(sweep: dict) -> str:
-    """λ* per arm (and $/Mtok good there) in words."""
-    parts = []
+def _rps(x: float) -> str:
+    return f"{x:,.2f}".rstrip("0").rstrip(".") + " req/s"
+
+
+def capacity_detail(sweep: dict) -> dict[str, dict]:
+    """What each arm's λ* is worth, from the levels tried: ``{arm: {"rps", "lower_bound",
+    "above_rps", "below_rps", "text"}}``. λ* at the highest load tried is only a lower bound
+    (no level above it failed because none was tried): ``lower_bound`` true, text "≥ 24 req/s:
+    no level failed". Otherwise ``above_rps`` is the next load, which missed the target; with
+    no λ* (every level missed it) ``below_rps`` is the lowest load tried."""
+    target = sweep["target"]
+    out = {}
     for arm, lam in sweep["capacity_rps"].items():
+        pts = [p for p in sweep["points"] if p["arm"] == arm and p["load_rps"]]
+        loads = sorted(p["load_rps"] for p in pts)
+        missed = sorted(p["load_rps"] for p in pts
+                        if p["attainment"] is None or p["attainment"] < target)  # fmt: skip
+        d = {"rps": lam, "lower_bound": False, "above_rps": None, "below_rps": None}
+        if lam is None:
+            d["below_rps"] = loads[0] if loads else None
+            d["text"] = (f"none: below {_rps(loads[0])}, the lowest load tried (no level reached "
+                         f"{target:.0%} attainment)" if loads else "none: no level measured")  # fmt: skip
+        elif lam >= loads[-1]:
+            d["lower_bound"] = True
+            why = "no level failed" if not missed else "the highest level tried"
+            d["text"] = f"≥ {_rps(lam)}: {why} (a lower bound, not a capacity: try higher loads)"
+        else:
+            d["above_rps"] = min(x for x in missed if x > lam)
+            d["text"] = f"{_rps(lam)} ({_rps(d['above_rps'])}, the next level tried, missed it)"
+        out[arm] = d
+    return out
+
+
+def sweep_line(sweep: dict) -> str:
+    """λ* per arm (and $/Mtok good there) in words, a lower bound said so."""
+    parts = []
+    for arm, d in capacity_detail(sweep).items():
         usd = sweep["usd_per_mtok_good_at_capacity"].get(arm)
         at = f" at ${usd:,.3f}/Mtok good" if usd is not None else ""
-        parts.append(f"{arm} {'none' if lam is None else f'{lam:,.2f} req/s'}{at}")
+        parts.append(f"{arm} {d['text']}{at}")
     second = "$/Mtok good" if sweep["front_axes"][1] == "usd_per_mtok_good" else "goodput"
     return (
-        f"capacity goodput λ* (largest load with SLO attainment ≥ {sweep['target']:.0%}): "
+        f"capacity goodput λ* (largest load tried with SLO attainment ≥ {sweep['target']:.0%}): "
         + "; ".join(parts)
-        + f". ✓ = on the Pareto front of (P99 E2E, {second})."
+        + f". ✓ = on the Pareto front of (P99 E2E, {second}). Levels are numbered from 1."
     )
 
 

@@ -282,11 +282,14 @@ class VerdictScreen(Screen):
 
             text = to_html(sv, doc)
         out = sv.path.with_suffix(f".{fmt}")
+        from abtui.tui.web import send_to_browser
+
+        sent = "; sent to your browser as a download" if send_to_browser(self.app, out.name, text) else ""
         try:
             out.write_text(text, encoding="utf-8")
-            msg = Text(f"wrote {fmt} report to {out}", "green")
+            msg = Text(f"wrote {fmt} report to {out}{sent}", "green")
         except OSError as e:
-            msg = Text(f"cannot write {out}: {e}", "bold red")
+            msg = Text(f"cannot write {out}: {e}{sent}", "yellow" if sent else "bold red")
         shown = self.query_one("#exported", Static)
         shown.update(msg)
         shown.display = True
