@@ -3,18 +3,19 @@
 
 (a) ingest: ``abtui run`` (the real driver, a child process of this script) against abtui's
     zero-delay simulator, closed loop (64 streams per arm, ``--seconds`` of load), 256-token
-    answers, with 1, 2, 4 generators per arm (2 arms: 2, 4, 8 generators in all), either as Ray actors on a local cluster that this script
-    starts (a head with no CPUs and ``--nodes`` worker nodes, ``ray.cluster_utils.Cluster``)
-    and stops by the handles of the processes it started, or as local processes
-    (``[load] generators``, no Ray): the same load both ways, so Ray's overhead is a number.
-    The two arms share one simulator process or have one each (``--sims 1,2``), to see whether
-    the simulator is the limit. For each run: tokens and requests the driver ingested per
-    second of the measured window (first segment's t0 to the last record read, from the
-    session file), the CPU each process used over that window (``/proc/<pid>/stat``, sampled
-    every 0.2 s and interpolated at the window's edges): the driver, each generator (actor or
-    process), each simulator, Ray's own processes (GCS, raylets, agents, idle workers) and the
-    rest of the machine; the driver's peak RSS (``VmHWM``); and how late the driver read the
-    records (the session's health figures). Medians of ``--repeat`` runs, interleaved.
+    answers, with 1, 2, 4 generators per arm (2 arms: 2, 4, 8 generators in all), either as
+    Ray actors on a local cluster that this script starts (a head with no CPUs and
+    ``--nodes`` worker nodes, ``ray.cluster_utils.Cluster``) and stops by the handles of the
+    processes it started, or as local processes (``[load] generators``, no Ray): the same
+    load both ways, so Ray's overhead is a number. The two arms share one simulator process
+    or have one each (``--sims 1,2``), to see whether the simulator is the limit. For each
+    run: tokens and requests the driver ingested per second of the measured window (first
+    segment's t0 to the last record read, from the session file), the CPU each process used
+    over that window (``/proc/<pid>/stat``, sampled every 0.2 s and interpolated at the
+    window's edges): the driver, each generator (actor or process), each simulator, Ray's
+    own processes (GCS, raylets, agents, idle workers) and the rest of the machine; the
+    driver's peak RSS (``VmHWM``); and how late the driver read the records (the session's
+    health figures). Medians of ``--repeat`` runs, interleaved.
 (a2) on that cluster, what one ``poll`` round trip costs the driver and the actor (CPU per
     call), empty and carrying 16 records: the Ray driver's cost per batch of records.
 (b) the driver's cost per record, in this process (no Ray): what the driver does with one
