@@ -114,15 +114,20 @@ def test_ray_ab_matches_local_run(cluster, sims, tmp_path, capsys):
     with SessionReader(tmp_path / "onray.duckdb") as rd:
         t_ray_tab, meta = rd.request_table(), rd.meta()
     assert n_local == len(t_ray_tab) == 80 and set(t_ray_tab.status) == {"ok"}
-    # The candidate is 25% faster in TTFT and TPOT. Both runs must measure that same effect;
-    # their verdict classes may still differ on a loaded box, where the lag and dependence rules
+    # The candidate is 25% faster in TTFT and TPOT. Both runs must measure that same effect:
+    # within the policy's δ of each other, the difference the verdict itself calls negligible.
+    # Not "their CIs overlap": those CIs hold one run's sampling noise only (±0.1 point for
+    # the simulator's near-constant TPOT), while the client's own delay moves between two runs
+    # on a loaded box (common to both arms of a run, it still shifts a ratio): TPOT P50 effects
+    # of -25.05% and -24.83% with disjoint CIs failed it at load 13–19 (docs/scale-out.md).
+    # Their verdict classes may still differ on a loaded box, where the lag and dependence rules
     # can refuse a call for one 40-request run and not the other (seen in CI), so the classes are
     # only compared when neither run was refused for its machine or its dependence.
     for key in ("ttft.p50", "tpot.p50", "e2e.p50"):
         el, er = (v.verdict.pairs[0].comparison.get(key) for v in (local, onray))
         for e in (el, er):
             assert e.hi < 0 and -0.35 < e.ratio < -0.15, (key, e.ratio, e.lo, e.hi)
-        assert el.lo <= er.hi and er.lo <= el.hi, (key, (el.lo, el.hi), (er.lo, er.hi))
+        assert abs(el.ratio - er.ratio) <= min(el.delta, er.delta), (key, el.ratio, er.ratio)
     assert local.verdict.result in ("GO", "INCONCLUSIVE") and rc_local in (0, 4)
     assert onray.verdict.result in ("GO", "INCONCLUSIVE") and rc_ray in (0, 4)
     said = [t for v in (local, onray) for t in v.verdict.pairs[0].reasons
