@@ -18,8 +18,8 @@ SERIAL_MODULES = frozenset(
     {
         "test_client_streams.py",  # chunk gaps of 4–35 ms against a scripted server's sleeps
         "test_durability.py",  # what a SIGKILL loses: the 0.5 s commit interval
-        "test_generator_health.py",
-        "test_ray.py",  # a 3-node Ray cluster on the 2 cores; the local and Ray runs' verdicts agree  # schedule lag of healthy and starved generators
+        "test_generator_health.py",  # schedule lag of healthy and starved generators
+        "test_ray.py",  # a 3-node Ray cluster on the 2 cores; the local and Ray runs' effects agree
         "test_run_e2e.py",  # TTFT within 10 ms of the configured delay; lag under 10 ms
         "test_verdict_e2e.py",  # GO needs a generator that kept its schedule
         "test_workload_run.py",  # replay lag; a closed loop's duration cut
