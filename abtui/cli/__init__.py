@@ -172,7 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--ablation", action="store_true",
                    help="a 2×2 factorial instead: int4 weights × speculative decoding on four "
                         "simulated H100s, closed loop (docs/ablation.md); --rate and the presets "
-                        "are not used, nor the quality suites")  # fmt: skip
+                        "are not used")  # fmt: skip
     d.add_argument("--no-quality", action="store_true",
                    help="skip the quality suites (niah, keys) after the load test")  # fmt: skip
     d.set_defaults(func=cmd_demo)
