@@ -17,6 +17,16 @@ with both, ``5 × batch`` verify tokens push the step past the ridge and the ext
 longer free: the combination gains less than the two gains multiplied (an antagonistic
 interaction on TPOT). W8A8 FP8 halves bytes *and* FLOP time (FP8 tensor cores) and, by the same
 physics, composes with speculation almost exactly (``abtui sim predict`` shows both).
+
+Quality (``--no-quality`` skips it): after the load test the built-in ``niah`` and ``keys``
+suites go to all four arms, greedy and paired (:data:`QUALITY_PER_CELL` haystacks per length,
+1k–4k), answered by the simulator's quality face (:mod:`abtui.sim.quality_face`): INT4 weights
+lose a few answers; speculative decoding loses none (greedy verification keeps exactly the
+target model's tokens, and the face answers from the weights), so ``spec`` answers as ``base``
+and ``int4+spec`` as ``int4``, and every item's difference in differences is 0. The factorial's
+quality section shows that interaction with its score interval (docs/ablation.md); the gate's
+margin is the demo's :data:`abtui.demo.QUALITY_MARGIN` (15 pp), which 45 niah and 30 keys items
+with no combination-only flip clear (the interval is ±z²/(n + z²): ±7.9 and ±11.4 pp).
 """
 
 from __future__ import annotations
@@ -29,6 +39,7 @@ from datetime import datetime
 GPU_MODEL = "h100:llama-3-8b"
 FACTORS = {"int4": "int4", "spec": "spec=k4a0.7"}  # factor → what it changes in the preset
 CONCURRENCY = 48  # closed loop, per arm
+QUALITY_PER_CELL = 5  # haystacks per length: 45 niah and 30 keys items per arm (as abtui demo)
 
 
 def preset_of(on: tuple[str, ...]) -> str:
@@ -50,6 +61,7 @@ class AblationOptions:
     sessions_dir: str | None = None
     max_num_seqs: int = 64
     resamples: int = 2000  # the demo's bootstrap: 4 arms, 5 pair verdicts and the factorial
+    quality: bool = True  # the niah and keys suites after the load test
 
 
 def build_spec(opts: AblationOptions, urls: list[str], n_items: int, median_in: int,
@@ -69,6 +81,12 @@ def build_spec(opts: AblationOptions, urls: list[str], n_items: int, median_in: 
     spec.policy.resamples = opts.resamples
     if opts.sessions_dir:
         spec.store.dir = opts.sessions_dir
+    if opts.quality:
+        from abtui.demo import QUALITY_MARGIN, QUALITY_SUITES
+
+        spec.quality.suites = list(QUALITY_SUITES)
+        spec.quality.per_cell = QUALITY_PER_CELL
+        spec.quality.margin = QUALITY_MARGIN
     return validate(spec, "demo --ablation")
 
 
@@ -88,7 +106,10 @@ def run_ablation_demo(opts: AblationOptions, run_and_report):
         "abtui demo --ablation: a 2×2 factorial on four simulated H100s (Llama-3-8B): "
         + ", ".join(f"{n} = {preset_of(on)}" for n, on in ARMS)
         + f"\n  workload: {opts.requests} chat-like requests per arm, closed loop, "
-        f"{opts.concurrency} in flight per arm; {shape.describe().split(', gamma')[0]}",
+        f"{opts.concurrency} in flight per arm; {shape.describe().split(', gamma')[0]}"
+        + ("\n  quality: niah and keys after the load test on all four arms (the simulator's "
+           "quality faces: int4 weights lose a few answers, speculative decoding none, so the "
+           "accuracy interaction should be 0; --no-quality skips)" if opts.quality else ""),
         file=sys.stderr,
     )
     with ExitStack() as stack:

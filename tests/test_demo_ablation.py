@@ -1,5 +1,6 @@
 """`abtui demo --ablation` end to end, small and time-scaled: four simulated endpoints, the 2×2,
-the factorial in the printed verdict and in the stored one."""
+the factorial in the printed verdict and in the stored one, with the quality suites' accuracy
+interaction."""
 
 from __future__ import annotations
 
@@ -21,6 +22,18 @@ def test_demo_ablation_runs_the_2x2(tmp_path, capsys):
     row = next(r for r in fac["rows"] if r["key"] == "tpot.p50")
     assert set(row["values"]) == {"base", "int4", "spec", "int4+spec"}
     assert row["interactions"][0]["term"] == "int4×spec"
+    # the quality suites ran on all four arms: the simulator's faces answer from the weights and
+    # speculative decoding changes no answer, so every item's difference in differences is 0
+    assert "quality: niah and keys after the load test" in cap.err
+    suites = {s["suite"]: s for s in fac["quality"]["suites"]}
+    assert set(suites) == {"niah", "keys"}
+    for s in suites.values():
+        assert s["n"] >= 30 and s["accuracy"]["spec"] == s["accuracy"]["base"]
+        assert s["accuracy"]["int4+spec"] == s["accuracy"]["int4"]
+        inter = s["interactions"][0]
+        assert inter["estimate"] == 0 and inter["lo"] < 0 < inter["hi"] and inter["state"] == "clear"
+        assert s["only_combination"]["lost"] == s["only_combination"]["gained"] == 0
+    assert "interaction int4×spec +0.0 pp [" in cap.out
     # (40 time-scaled requests on a shared CI box measure the CPU more than the simulated GPUs:
     # the physics is checked offline, below)
 
@@ -55,3 +68,13 @@ def test_int4_and_speculation_interact_from_the_roofline_fp8_does_not_the_same_w
     assert _offline_interaction("int4") > 0.15
     # W8A8 FP8 halves bytes and FLOP time (and prefill): no such antagonism
     assert _offline_interaction("fp8") < 0.02
+
+
+def test_demo_ablation_quality_suites_and_no_quality():
+    from abtui.demo import QUALITY_MARGIN
+    from abtui.demo_ablation import AblationOptions, build_spec
+
+    urls = [f"http://127.0.0.1:{8000 + i}/v1" for i in range(4)]
+    spec = build_spec(AblationOptions(), urls, 10, 512, 160)
+    assert spec.quality.suites == ["niah", "keys"] and spec.quality.margin == QUALITY_MARGIN
+    assert build_spec(AblationOptions(quality=False), urls, 10, 512, 160).quality.suites == []

@@ -72,6 +72,7 @@ def test_verdict_screen_ablation_view_at_80x24(verdict, tmp_path):
     shown, after = asyncio.run(run())
     text = "\n".join(shown)
     assert "ablation: fp8 × spec" in text and "P50 TPOT (lower is better)" in text
+    assert "\\x0a" not in text  # the grid's lines are lines, not one escaped string
     row = next(line for line in shown if "fp8 on " in line)
     assert "[" in row and "]" in row  # the cell with its CI, on one line
     assert all(len(line) <= 80 for line in shown)

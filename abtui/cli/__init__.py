@@ -209,7 +209,7 @@ def _add_demo(sub) -> None:
     g.add_argument("--ablation", action="store_true",
                    help="a 2×2 factorial instead: int4 weights × speculative decoding on four "
                         "simulated H100s, closed loop (docs/ablation.md); --rate and the presets "
-                        "are not used, nor the quality suites")  # fmt: skip
+                        "are not used")  # fmt: skip
     g.add_argument("--time-scale", type=positive_float, default=_d.time_scale, metavar="X",
                    help="run the simulated GPUs this many times faster (default %(default)s)")
     g = d.add_argument_group("load and quality")

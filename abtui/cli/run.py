@@ -340,7 +340,8 @@ def cmd_demo(args) -> int:
         from abtui.demo_ablation import AblationOptions, run_ablation_demo
 
         opts = AblationOptions(requests=args.requests, time_scale=args.time_scale, seed=args.seed,
-                               name=args.name, sessions_dir=args.sessions_dir)  # fmt: skip
+                               name=args.name, sessions_dir=args.sessions_dir,
+                               quality=not args.no_quality)  # fmt: skip
         return run_ablation_demo(opts, lambda spec, items: run_and_report(
             spec, "", overwrite=False, items=items, gate=False, tui=use_tui(args)))  # fmt: skip
 

@@ -77,6 +77,75 @@ def grid_lines(fac: dict, key: str, width: int = 78) -> list[str]:
                                                       break_on_hyphens=False) or [""])]  # fmt: skip
 
 
+def _pp(x) -> str:
+    return "n/a" if x is None else f"{x * 100:+.1f}"
+
+
+def _pp_ci(d: dict | None, est: str = "estimate") -> str:
+    """``−8.7 pp [−13.0, −5.2]``."""
+    if not d or d.get(est) is None:
+        return "n/a"
+    return f"{_pp(d[est])} pp [{_pp(d.get('lo'))}, {_pp(d.get('hi'))}]"
+
+
+def quality_interaction_line(inter: dict) -> str:
+    """``interaction int4×spec −8.7 pp [−13.0, −5.2] ANTAGONISTIC, Holm p 0.0012``, and what
+    the verdict makes of it."""
+    state = inter.get("state")
+    tail = {"fail": ": NO-GO for the combination",
+            "clear": ": no combination-only drop beyond the margin"}.get(state, "")  # fmt: skip
+    if state == "undecided":
+        need = inter.get("items_needed")
+        tail = ": undecided, " + (f"about {need:,} items would decide" if need
+                                  else "more items would decide")  # fmt: skip
+    return (f"interaction {inter['term']} {_pp_ci(inter)} {inter['outcome']}, Holm p "
+            f"{_p(inter.get('p_adj'))}{tail}")  # fmt: skip
+
+
+def quality_lines(fac: dict | None, width: int = 78) -> list[str]:
+    """The accuracy terms per suite (the text report, the html and the TUI's ablation view):
+    each arm's accuracy on the items scored on all arms, each factor alone and the combination
+    against the baseline, the interaction with what the verdict makes of it, and the flips only
+    the combination makes. Empty when no quality suite ran."""
+    q = (fac or {}).get("quality") or {}
+    if not q.get("suites"):
+        return []
+    arms = [a["name"] for a in fac["arms"]]
+    singles = [a["name"] for a in fac["arms"] if sum(a["levels"].values()) == 1]
+    margins = {s["margin"] for s in q["suites"]}
+    one = len(margins) == 1
+    out = ["quality: accuracy in pp; interaction = per-item difference in differences (0: the "
+           "accuracy changes add up)" + (f", margin ±{margins.pop() * 100:g} pp" if one else "")]  # fmt: skip
+    for s in q["suites"]:
+        if not s["n"]:
+            out.append(f"{s['suite']}: no item scored on every arm ({s['unpaired']} left out)")
+            continue
+        acc = ", ".join(f"{a} {s['accuracy'][a] * 100:.1f}%" for a in arms if a in s["accuracy"])
+        left = f", {s['unpaired']} left out" if s["unpaired"] else ""
+        left += "" if one else f", margin ±{s['margin'] * 100:g} pp"
+        out.append(f"{s['suite']} ({s['n']} items on all {len(arms)} arms{left}): {acc}")
+        if len(fac["factors"]) == 2:
+            alone = ", ".join(f"{n} alone {_pp_ci((s.get('alone') or {}).get(n), 'delta')}"
+                              for n in singles)  # fmt: skip
+            out.append(f"  {alone}; added {_pp((s.get('predicted') or {}).get('sum'))} pp; "
+                       f"measured {_pp_ci(s.get('combined'), 'delta')}")  # fmt: skip
+        for inter in s["interactions"]:
+            out.append("  " + quality_interaction_line(inter))
+        oc = s.get("only_combination") or {}
+        if oc:
+            named = f" ({', '.join(oc['lost_items'][:3])}…)" if oc.get("lost_items") else ""
+            out.append(f"  flips only {fac['combination']} makes: {oc['lost']} lost{named}, "
+                       f"{oc['gained']} gained")  # fmt: skip
+    return [w for line in out for w in (textwrap.wrap(line, width, subsequent_indent="    ",
+                                                      break_on_hyphens=False) or [""])]  # fmt: skip
+
+
+def combination_no_go(fac: dict) -> list[str]:
+    """Every NO-GO reason the factorial gives the combination (latency, then quality)."""
+    q = fac.get("quality") or {}
+    return ([fac["no_go"]] if fac.get("no_go") else []) + list(q.get("no_go") or [])
+
+
 def text_lines(fac: dict | None, policy: dict, width: int = 100) -> list[str]:
     """The terminal report's ablation section."""
     if not fac:
@@ -89,6 +158,9 @@ def text_lines(fac: dict | None, policy: dict, width: int = 100) -> list[str]:
     keys = headline_keys(fac, policy)[:2]
     for key in keys:
         out += [""] + ["  " + line for line in grid_lines(fac, key, min(width, 100) - 2)]
+    ql = quality_lines(fac, min(width, 100) - 2)
+    if ql:
+        out += [""] + ["  " + line for line in ql]
     finds = fac.get("findings") or []
     if finds:
         out.append("")
@@ -98,8 +170,8 @@ def text_lines(fac: dict | None, policy: dict, width: int = 100) -> list[str]:
     else:
         out.append("  no interaction significant and beyond δ: the gains compose as if independent "
                    "(or the run cannot tell)")  # fmt: skip
-    if fac.get("no_go"):
-        out.append(f"  NO-GO for {fac['combination']}: {fac['no_go']}")
+    out += [f"  NO-GO for {fac['combination']}: {r}" for r in combination_no_go(fac)]
+    out += [f"  {r}" for r in (fac.get("quality") or {}).get("undecided") or []]
     return out
 
 
@@ -115,8 +187,8 @@ def markdown(fac: dict | None, policy: dict, e_) -> list[str]:
               "interactions on the log-ratio scale (0: the gains multiply); families: "
               "Holm over the primary and guardrails, Benjamini–Hochberg over the rest.", ""]  # fmt: skip
     lines += [f"- **finding:** {e_(f)}" for f in fac.get("findings") or []]
-    if fac.get("no_go"):
-        lines.append(f"- **NO-GO for {e_(fac['combination'])}:** {e_(fac['no_go'])}")
+    lines += [f"- **NO-GO for {e_(fac['combination'])}:** {e_(r)}" for r in combination_no_go(fac)]
+    lines += [f"- **undecided:** {e_(r)}" for r in (fac.get("quality") or {}).get("undecided") or []]
     singles = names[1:1 + len(fac["factors"])] if len(fac["factors"]) == 2 else [
         a["name"] for a in fac["arms"] if sum(a["levels"].values()) == 1]  # fmt: skip
     lines += ["", "| metric | " + " | ".join(f"{e_(s)} alone" for s in singles)
@@ -129,6 +201,34 @@ def markdown(fac: dict | None, policy: dict, e_) -> list[str]:
             lines.append(f"| {e_(row['label'])} | {alone} | {_ci(row.get('combined'))} | "
                          f"{pct((row.get('predicted') or {}).get('product'))} | {e_(i['term'])} | "
                          f"{_ci(i)} | {_p(i.get('p_adj'))} | {i['outcome']} |")  # fmt: skip
+    return lines + [""] + _quality_markdown(fac, e_)
+
+
+def _quality_markdown(fac: dict, e_) -> list[str]:
+    q = fac.get("quality") or {}
+    if not q.get("suites"):
+        return []
+    arms = [a["name"] for a in fac["arms"]]
+    lines = ["### Quality in the factorial", "",
+             "Accuracy on the items scored on every arm; terms in percentage points, each item's "
+             "contrast averaged (the 2×2 interaction: right on both single-factor arms and the "
+             "baseline but wrong on the combination is −1), with a score interval; interactions "
+             "in the Holm `interaction` family.", "",
+             "| suite | items | " + " | ".join(e_(a) for a in arms)
+             + " | term | estimate | p (adj) | outcome | verdict | only the combination: lost / gained |",
+             "|---|--:|" + "--:|" * len(arms) + "---|--:|--:|---|---|--:|"]  # fmt: skip
+    for s in q["suites"]:
+        acc = " | ".join(f"{s['accuracy'][a] * 100:.1f}%" if a in s["accuracy"] else "n/a"
+                         for a in arms)  # fmt: skip
+        oc = s.get("only_combination") or {}
+        for t in s["main"] + s["interactions"]:
+            state = t.get("state") or "—"
+            if state == "undecided" and t.get("items_needed"):
+                state += f" (about {t['items_needed']:,} items would decide)"
+            lines.append(f"| {e_(s['suite'])} | {s['n']} | {acc} | {e_(t['term'])} | "
+                         f"{_pp_ci(t)} | {_p(t.get('p_adj'))} | {t['outcome']} | {state} | "
+                         + (f"{oc.get('lost', 0)} / {oc.get('gained', 0)} |" if t["order"] > 1
+                            else "|"))  # fmt: skip
     return lines + [""]
 
 
@@ -139,11 +239,16 @@ def html(fac: dict | None, policy: dict, esc) -> str:
         return f"<h2>Factorial ablation</h2><p>Not computed: {esc(fac['error'])}</p>"
     h = [f"<h2>Factorial ablation: {esc(' × '.join(fac['factors']))}</h2><ul>"]
     h += [f"<li><b>finding:</b> {esc(f)}</li>" for f in fac.get("findings") or []]
-    if fac.get("no_go"):
-        h.append(f"<li><b>NO-GO for {esc(fac['combination'])}:</b> {esc(fac['no_go'])}</li>")
+    h += [f"<li><b>NO-GO for {esc(fac['combination'])}:</b> {esc(r)}</li>"
+          for r in combination_no_go(fac)]  # fmt: skip
+    h += [f"<li><b>undecided:</b> {esc(r)}</li>"
+          for r in (fac.get("quality") or {}).get("undecided") or []]  # fmt: skip
     h.append("</ul>")
     for key in headline_keys(fac, policy):
         h.append("<pre>" + esc("\n".join(grid_lines(fac, key, 100))) + "</pre>")
+    ql = quality_lines(fac, 100)
+    if ql:
+        h.append("<pre>" + esc("\n".join(ql)) + "</pre>")
     h.append("<table><tr><th>metric</th><th>term</th><th>interaction</th><th>p (adj)</th>"
              "<th>family</th><th>outcome</th></tr>")  # fmt: skip
     for row in fac["rows"]:

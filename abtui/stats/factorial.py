@@ -252,9 +252,9 @@ def estimate(
         sk = {x: bs.Sketch.of(values[x][metric][0], units[x][values[x][metric][1]], n_units, grid)
               for x in arms}  # fmt: skip
         both = np.logical_and.reduce([sk[x].count > 0 for x in arms])
-        with np.errstate(invalid="ignore", divide="ignore"):
+        with np.errstate(invalid="ignore", divide="ignore"):  # (an empty unit: −inf, dropped)
             logm = {x: np.log(sk[x].total[both] / sk[x].count[both]) for x in arms}
-        series = [sum(c * logm[x] for x, c in coef[tm].items()) for tm in terms]
+            series = [sum(c * logm[x] for x, c in coef[tm].items()) for tm in terms]
         series = [s[np.isfinite(s)] for s in series]
         ell = 1 if alternating else bs.block_length(series, in_flight, unit_size)
         n_eff = math.nan if alternating else min(bs.effective_size(s) for s in series)
@@ -344,8 +344,18 @@ def _terms_of(design, key, lib, reps, exact, coef, widen, level, n, ell) -> list
 # ----------------------------------------------------------------------- decisions
 
 
-def decide_terms(terms: list[Term], policy: dict, noise_floor: dict | None = None) -> None:
-    """δ, family, corrected p and outcome of every term (in place; module docstring)."""
+def interaction_outcome(outcome: str) -> str:
+    """An interaction's outcome from :func:`abtui.stats.decide.decide`'s (better → synergistic)."""
+    return _OUTCOME[outcome]
+
+
+def decide_terms(terms: list[Term], policy: dict, noise_floor: dict | None = None,
+                 extra: list = ()) -> None:  # fmt: skip
+    """δ, family, corrected p and outcome of every term (in place; module docstring).
+
+    ``extra``: other members of the families, decided by their owners — the accuracy terms of
+    :mod:`abtui.quality.factorial` (objects with ``family``, ``p``, ``callable``): they enter
+    the correction of their family, and their ``p_adj`` is set here."""
     primary = {policy["primary"], *policy["guardrails"]}
     alpha = policy["alpha"]
     callable_ = []
@@ -359,6 +369,7 @@ def decide_terms(terms: list[Term], policy: dict, noise_floor: dict | None = Non
             callable_.append(t)
     for fam in ("main", "interaction", "main-breakdown", "interaction-breakdown"):
         rows = [t for t in callable_ if t.family == fam]
+        rows += [x for x in extra if x.family == fam and x.callable]
         adjust = holm if fam in ("main", "interaction") else benjamini_hochberg
         for t, p in zip(rows, adjust([t.p for t in rows]), strict=True):
             t.p_adj = float(p)

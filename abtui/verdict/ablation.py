@@ -16,15 +16,34 @@ Shape (the JSON report's top-level ``factorial`` key; docs/ablation.md)::
                "main": [{term, ratio, lo, hi, p, p_adj, family, delta, outcome}, …],
                "interactions": [{term, ratio, lo, hi, log, log_lo, log_hi, p, p_adj,
                                  family, delta, outcome, note, finding}, …]}, …],
-     "findings": ["fp8+spec: P50 TPOT −18.0% [−21.0%, −15.0%] …"],
+     "quality": null | {                                      # when quality suites ran
+         "scale", "interval", "family",                       # what the numbers are, in words
+         "suites": [{"suite": "niah", "label", "n": 300,      # items scored on every arm
+                     "clusters", "unpaired", "margin": 0.01,
+                     "accuracy": {"base": 0.93, "fp8": …},    # on those items
+                     "alone": {"fp8": {"delta", "lo", "hi", "n", "state"}, …},  # pair gates
+                     "combined": {"delta", "lo", "hi", "n", "state"},
+                     "predicted": {"sum": …},                 # the single changes added
+                     "only_combination": {"lost", "gained", "lost_items", "gained_items"},
+                     "main": [{term, estimate, lo, hi, p, p_adj, family, outcome, …}, …],
+                     "interactions": [{term, estimate, lo, hi, p, p_adj, family, margin,
+                                       outcome, state, items_needed, counts, deff, n,
+                                       note, finding}, …]}, …],
+         "findings": [...], "no_go": [...], "undecided": [...]},   # sentences
+     "findings": ["fp8+spec: P50 TPOT −18.0% [−21.0%, −15.0%] …"],  # latency and quality
      "no_go": "the combination … is worse than the best single factor …" | null,
      "error": null | "why no factorial could be computed"}
+
+The accuracy terms (:mod:`abtui.quality.factorial`) are fractions (0.01 = 1 pp); ``state`` of
+an interaction is ``fail`` (a NO-GO reason for the combination, in ``quality.no_go``),
+``clear`` or ``undecided`` (said in ``quality.undecided`` and the combination's reasons).
 """
 
 from __future__ import annotations
 
 import math
 
+from abtui.quality import factorial as qf
 from abtui.stats import factorial as fx
 from abtui.stats.labels import label, pct
 from abtui.stats.rows import clean
@@ -38,11 +57,17 @@ def _ci(e) -> dict | None:
 
 
 def summarize_factorial(table, names: list[str], design: fx.Design, spec: dict, pol: dict,
-                        pairs: list, ladder: list, *, noise_floor=None, usd=None) -> dict:  # fmt: skip
-    """The ``factorial`` dict (module docstring) of a session whose arms form ``design``."""
+                        pairs: list, ladder: list, *, noise_floor=None, usd=None,
+                        quality: list[dict] | None = None) -> dict:  # fmt: skip
+    """The ``factorial`` dict (module docstring) of a session whose arms form ``design``;
+    ``quality``: the session's stored quality rows (the accuracy terms, per suite)."""
     terms, point = fx.estimate(table, design, spec.get("slo") or {},
                                resamples=int(pol["resamples"]), seed=int(pol["seed"]), usd=usd)  # fmt: skip
-    fx.decide_terms(terms, pol, noise_floor)
+    q_suites, q_terms = qf.estimate(quality or [], design, spec.get("quality")) if quality else ([], [])
+    for qt in q_terms:
+        qt.family = qf.family_of(qt)
+    fx.decide_terms(terms, pol, noise_floor, extra=q_terms)
+    qf.decide(q_terms, float(pol["alpha"]))
     by_pair = {p.b: p for p in pairs}
     singles = design.singles()
     rows: dict[str, dict] = {}
@@ -65,6 +90,12 @@ def summarize_factorial(table, names: list[str], design: fx.Design, spec: dict, 
         row["main" if t.order == 1 else "interactions"].append(entry)
     out_rows = list(rows.values())
     no_go = fx.combination_worse(design, ladder, names, pol["primary"])
+    qual = _quality(q_suites, design, names, by_pair) if q_suites else None
+    first = {pol["primary"], *pol["guardrails"]}
+    finds = findings(out_rows, design, names, first)
+    if qual:  # after the primary's and guardrails' findings, before the breakdown rows'
+        at = sum(1 for r in out_rows if r["key"] in first for i in r["interactions"] if i["finding"])
+        finds[at:at] = qual["findings"]
     return clean({
         "factors": design.factors,
         "arms": [{"name": names[i], "arm": i,
@@ -82,10 +113,72 @@ def summarize_factorial(table, names: list[str], design: fx.Design, spec: dict, 
             },
         },
         "rows": out_rows,
-        "findings": findings(out_rows, design, names, {pol["primary"], *pol["guardrails"]}),
+        "quality": qual,
+        "findings": finds,
         "no_go": no_go,
         "error": None,
     })  # fmt: skip
+
+
+def _gate(pair, suite: str) -> dict | None:
+    """A pair verdict's accuracy change on ``suite`` (its gate's interval and state)."""
+    q = getattr(pair, "quality", None) or {}
+    row = next((r for r in q.get("suites") or [] if r["suite"] == suite), None)
+    if row is None:
+        return None
+    gate = next((g for g in q.get("gates") or [] if g["suite"] == suite), {})
+    return {"delta": row["delta"], "lo": row["lo"], "hi": row["hi"], "n": row["n"],
+            "state": gate.get("state")}  # fmt: skip
+
+
+def _quality(suites: list[dict], design: fx.Design, names: list[str], by_pair: dict) -> dict:
+    """The ``quality`` part of the factorial dict: per suite the accuracy of each arm, each
+    factor alone and the combination against the baseline (the pair verdicts' gates), the
+    predicted sum, the combination-only flips, the terms; and the sentences."""
+    singles = [names[i] for i in design.singles()]
+    combo = names[design.full]
+    out, finds, no_go, undecided = [], [], [], []
+    for s in suites:
+        alone = {names[i]: _gate(by_pair.get(i), s["suite"]) for i in design.singles()}
+        combined = _gate(by_pair.get(design.full), s["suite"])
+        deltas = [(alone[n] or {}).get("delta") for n in singles]
+        main, inters = [], []
+        for t in s["terms"]:
+            d = t.to_dict()
+            if t.order > 1:
+                f, ng, und = qf.sentences(s, t, combo, alone, combined, singles, design.k)
+                d["finding"] = t.finding = f
+                finds += [f] if f else []
+                no_go += [ng] if ng else []
+                undecided += [und] if und else []
+            (main if t.order == 1 else inters).append(d)
+        out.append({
+            "suite": s["suite"], "label": f"{s['suite']} accuracy", "n": s["n"],
+            "clusters": s.get("clusters", 0), "unpaired": s["unpaired"], "margin": s["margin"],
+            "accuracy": {names[a]: v for a, v in s["accuracy"].items()},
+            "alone": alone, "combined": combined,
+            "predicted": {"sum": sum(deltas) if all(x is not None for x in deltas) else None},
+            "only_combination": s["only_combination"], "main": main, "interactions": inters,
+        })  # fmt: skip
+    return {
+        "scale": "accuracy, percentage points (per-item contrasts of 0/1 answers)",
+        "interval": "score interval of the mean contrast (Tango's, generalised), items of one "
+                    "context counted once per design effect",
+        "family": "interactions join the `interaction` Holm family, main effects `main`",
+        "suites": out, "findings": finds, "no_go": no_go, "undecided": undecided,
+    }  # fmt: skip
+
+
+def combination_reasons(fac: dict | None) -> tuple[list[str], list[str]]:
+    """``(no_go, notes)`` of the factorial for the full combination's pair verdict: the
+    combination worse than the best single factor, and each quality interaction beyond the
+    margin, are NO-GO reasons; an undecided quality interaction is said (it does not block GO:
+    the combination's own quality gates decide that)."""
+    if not fac or fac.get("error"):
+        return [], []
+    q = fac.get("quality") or {}
+    no_go = ([fac["no_go"]] if fac.get("no_go") else []) + list(q.get("no_go") or [])
+    return no_go, list(q.get("undecided") or [])
 
 
 def headline_keys(fac: dict, policy: dict) -> list[str]:

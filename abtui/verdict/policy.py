@@ -415,13 +415,17 @@ def evaluate(
         ladder = [pair(idx[k - 1], idx[k]) for k in range(2, len(idx))] if len(idx) > 2 else []
     factorial = None
     if design is not None:
-        from abtui.verdict.ablation import summarize_factorial
+        from abtui.verdict.ablation import combination_reasons, summarize_factorial
 
         factorial = summarize_factorial(table, names, design, spec, pol, pairs, ladder,
-                                        noise_floor=noise_floor, usd=usd)  # fmt: skip
-        if factorial["no_go"]:  # the combination is worse than the best single factor
-            combo = next(p for p in pairs if p.b == design.full)
-            combo.result, combo.reasons = NO_GO, [factorial["no_go"], *combo.reasons]
+                                        noise_floor=noise_floor, usd=usd, quality=quality)  # fmt: skip
+        # the combination worse than the best single factor, or losing accuracy its parts
+        # keep: NO-GO for it; an undecided accuracy interaction is said
+        no_go, notes = combination_reasons(factorial)
+        combo = next(p for p in pairs if p.b == design.full)
+        if no_go:
+            combo.result, combo.reasons = NO_GO, [*no_go, *combo.reasons]
+        combo.reasons = [*combo.reasons, *notes]
     elif factors:
         factorial = {"factors": list(factors), "error": why, "rows": [], "findings": []}
     results = [p.result for p in pairs]

@@ -180,19 +180,23 @@ def _slo_cost(d: VerdictData) -> Text:
 def ablation_text(fac: dict, key: str, width: int) -> Text:
     """The ablation view: the 2×2 (or 2×2×2) of one metric from the report module's grid, its
     findings and the combination's NO-GO, wrapped at ``width``."""
-    from abtui.report.factorial import grid_lines
+    from abtui.report.factorial import combination_no_go, grid_lines, quality_lines
 
     t = Text(f"ablation: {' × '.join(fac['factors'])} — a: next metric\n", "bold")
     if fac.get("error"):
         return t.append(f"not computed: {printable(fac['error'])}")
-    t.append(printable("\n".join(grid_lines(fac, key, width))))
+    lines = lambda xs: "\n".join(printable(x) for x in xs)  # noqa: E731  (each line inert)
+    t.append(lines(grid_lines(fac, key, width)))
     row = next((r for r in fac.get("rows") or [] if r["key"] == key), {})
     for inter in row.get("interactions") or []:
         if inter.get("finding"):
             t.append("\nfinding: ", "bold yellow").append(printable(inter["finding"]))
-    if fac.get("no_go"):
+    quality = quality_lines(fac, width)  # the accuracy terms, whatever the metric shown
+    if quality:
+        t.append("\n" + lines(quality))
+    for reason in combination_no_go(fac):
         t.append(f"\nNO-GO for {printable(fac['combination'])}: ", "bold red")
-        t.append(printable(fac["no_go"]))
+        t.append(printable(reason))
     return t
 
 
