@@ -281,3 +281,68 @@ def test_rate_rows_take_their_block_length_from_their_own_contrast():
         assert comp.get("cost.per_mtok_good") is None  # no prices: no cost rows
         att, thr = att + a, thr + r
     assert att >= thr + 15
+
+
+def _ar1(rng, n: int, rho: float) -> np.ndarray:
+    from scipy.signal import lfilter
+
+    e = rng.standard_normal(n)
+    e[0] /= math.sqrt(1 - rho * rho)  # start in the stationary distribution
+    return lfilter([math.sqrt(1 - rho * rho)], [1.0, -rho], e)
+
+
+def test_autocorrelation_time_sees_a_persistent_state_the_flat_top_window_misses(monkeypatch):
+    """AR(1) ρ = 0.9 over 200 values: τ = (1 + ρ)/(1 − ρ) = 19. The flat-top window alone sums
+    only the lags whose sample correlation is still visibly non-zero (median ≈ 12: the n_eff it
+    gives is 60 % too high); with the bias-corrected ARMA(1,1) estimate beside it the median is
+    ≈ 15.5. An independent series stays near 1, and a short (MA-like) dependence near its own τ
+    (MA(1) θ = 1: τ = 2)."""
+    rng = np.random.default_rng(5)
+    series = [_ar1(rng, 200, 0.9) for _ in range(80)]
+    both = np.median([bs.autocorrelation_time(x) for x in series])
+    monkeypatch.setattr(bs, "TAU_AR", False)
+    flat = np.median([bs.autocorrelation_time(x) for x in series])
+    monkeypatch.setattr(bs, "TAU_AR", True)
+    assert flat < 14 and 14 < both < 23
+    iid = np.median([bs.autocorrelation_time(rng.standard_normal(200)) for _ in range(40)])
+    assert iid < 1.6
+    e = rng.standard_normal((40, 501))
+    ma = np.median([bs.autocorrelation_time(r[1:] + r[:-1]) for r in e])
+    assert 1.6 < ma < 2.6
+    assert bs.effective_size(series[0]) == pytest.approx(200 / bs.autocorrelation_time(series[0]))
+
+
+def test_block_shortfall_is_the_variance_the_blocks_cannot_see():
+    """Blocks of ℓ values see a Bartlett window of the autocovariances: an AR(1) with ρ = 0.81
+    (τ 9.5) in blocks of 20 misses 23 % of the long-run variance, so the interval must be
+    √(1/0.77) ≈ 1.14× wider; blocks several τ long miss less, and an independent series loses
+    nothing to short blocks. (Very long blocks lose again: the bootstrap's variance is centred on
+    the sample mean, a bias of about −ℓ/n of the long-run variance, which the factor includes.)"""
+    rng = np.random.default_rng(6)
+    ar = [_ar1(rng, 500, 0.81) for _ in range(60)]
+    short = np.median([bs.block_shortfall(x, 20) for x in ar])
+    assert 1.07 < short < 1.25
+    assert np.median([bs.block_shortfall(x, 50) for x in ar]) < short - 0.04
+    assert np.median([bs.block_shortfall(x, 1) for x in ar]) > 2.5  # i.i.d. resampling: ≈ √τ
+    assert np.median([bs.block_shortfall(rng.standard_normal(500), 5) for _ in range(40)]) < 1.05
+
+
+def test_a_dependent_aa_interval_covers_the_truth(monkeypatch):
+    """A/A, each arm's latency its own AR(1) ρ = 0.9, 500 requests per arm (≈ 26 effectively
+    independent pairs). The circular block bootstrap alone misses the truth (Δ = 0) about twice
+    as often as a 95 % interval should; widened by what its blocks cannot see
+    (:func:`block_shortfall`, on a τ̂ that sees the persistent state) it covers."""
+    from abtui.stats import effects
+
+    miss = {True: 0, False: 0}
+    reps = 60
+    for seed in range(reps):
+        t = synthetic_table(500, [ArmTruth(ar=0.9), ArmTruth(ar=0.9)], seed=100 + seed)
+        for on in (True, False):
+            monkeypatch.setattr(effects, "SHORTFALL", on)
+            monkeypatch.setattr(bs, "TAU_AR", on)
+            comp = compare(t, 0, 1, None, resamples=300, seed=seed, metrics=("ttft", "tpot"))
+            miss[on] += sum(not (comp.get(k).lo <= 0 <= comp.get(k).hi)
+                            for k in ("ttft.p50", "tpot.p50", "ttft.mean", "tpot.mean"))  # fmt: skip
+    rate_on, rate_off = miss[True] / (4 * reps), miss[False] / (4 * reps)
+    assert rate_on <= 0.08 and rate_off >= rate_on + 0.03, (rate_on, rate_off)

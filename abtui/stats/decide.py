@@ -32,6 +32,8 @@ DEFAULT_ALPHA = 0.05
 DELTA_CENTRAL = 0.02  # means, medians, throughput, goodput
 DELTA_TAIL = 0.05  # P90 / P95 / P99
 MAX_SAMPLES_HINT = 10**9
+MIN_EFFECTIVE = 20  # effectively independent paired units a widened row needs to be called
+MIN_EFFECTIVE_UNWIDENED = 50  # ... a row whose interval cannot be widened for it
 
 
 def default_delta(stat: str) -> float:
@@ -75,9 +77,11 @@ def decide(
     stat: str = "p50",
     alpha: float = DEFAULT_ALPHA,
     n_eff: float | None = None,
+    min_eff: float = MIN_EFFECTIVE,
 ) -> Decision:
     """One metric's outcome; ``n`` = the smaller arm's sample size; ``n_eff`` = effectively
-    independent paired units (:func:`too_dependent`; None or NaN: no such rule)."""
+    independent paired units, ``min_eff`` the least a call needs (:func:`too_dependent`; None or
+    NaN: no such rule)."""
     need_tail = tail_min_n(stat)
     if need_tail and n < need_tail:
         q = TAIL_Q[stat]
@@ -89,7 +93,7 @@ def decide(
             f"too few samples for {stat.upper()}: {beyond} beyond it (need ≥ {MIN_TAIL}, "
             f"i.e. n ≥ {need_tail} per arm); no significance call",
         )
-    dep = too_dependent(n, n_eff)
+    dep = too_dependent(n, n_eff, min_eff)
     if dep is not None:
         return dep
     if not all(math.isfinite(v) for v in (r, lo, hi)):
@@ -108,23 +112,31 @@ def decide(
     return Decision(INCONCLUSIVE, significant, need, note)
 
 
-MIN_EFFECTIVE = 50  # effectively independent paired units a latency row needs to be called
 
 
-def too_dependent(n: int, n_eff: float | None) -> Decision | None:
-    """INCONCLUSIVE when the paired series holds fewer than :data:`MIN_EFFECTIVE` effectively
-    independent units, and fewer than half its values (``n`` per arm: the units, up to 500) (:func:`abtui.stats.bootstrap.effective_size`): the block bootstrap cannot
-    see dependence that long, and its interval is too narrow (AR(1) ρ = 0.9 at 200 requests per
-    arm: 15 % false calls at α = 5 %). The samples needed scale ``n`` by ``MIN_EFFECTIVE / n_eff``."""
+def too_dependent(n: int, n_eff: float | None, minimum: float = MIN_EFFECTIVE) -> Decision | None:
+    """INCONCLUSIVE when the paired series holds fewer than ``minimum`` effectively independent
+    units, and fewer than half its values (``n`` per arm: the units, up to 500)
+    (:func:`abtui.stats.bootstrap.effective_size`). The samples needed scale ``n`` by
+    ``minimum / n_eff``.
+
+    Two minimums. A parallel run's latency rows are widened by what their blocks cannot see of
+    the dependence (:func:`abtui.stats.bootstrap.block_shortfall`), so they need only
+    :data:`MIN_EFFECTIVE`: below it ``τ̂`` itself is too uncertain for that widening to be
+    trusted (AR(1) ρ = 0.9 at 200 requests per arm, ≈ 10 effective pairs: 3 % false calls with
+    a minimum of 15, 0 % at 20; the bare block bootstrap, 15 %). Rows whose resampling units the
+    data cannot check for independence — whole alternation blocks (8 or so), the SLO rows'
+    completion-time windows — are not widened and keep :data:`MIN_EFFECTIVE_UNWIDENED`, the
+    rule their calibration was measured with (docs/verdict.md §4)."""
     # only dependence refuses a call: a short independent series (n_eff ≈ its length, 60 pairs
     # say) is what the bootstrap handles; the rule needs the autocorrelation time above 2
-    if n_eff is None or not math.isfinite(n_eff) or n_eff >= MIN_EFFECTIVE or n_eff >= n / 2:
+    if n_eff is None or not math.isfinite(n_eff) or n_eff >= minimum or n_eff >= n / 2:
         return None
-    need = int(min(MAX_SAMPLES_HINT, math.ceil(n * MIN_EFFECTIVE / max(n_eff, 1.0))))
+    need = int(min(MAX_SAMPLES_HINT, math.ceil(n * minimum / max(n_eff, 1.0))))
     return Decision(
         INCONCLUSIVE, False, need,
         f"the paired series is strongly autocorrelated: about {n_eff:.0f} effectively "
-        f"independent samples (need ≥ {MIN_EFFECTIVE}); no significance call, about {need:,} "
+        f"independent samples (need ≥ {minimum:.0f}); no significance call, about {need:,} "
         "requests per arm would decide",
     )  # fmt: skip
 
@@ -139,6 +151,7 @@ def non_inferiority(
     n: int,
     stat: str = "p50",
     n_eff: float | None = None,
+    min_eff: float = MIN_EFFECTIVE,
 ) -> Decision:
     """Is the metric shown **non-inferior**: does the CI's bound on the worse side stay inside
     ``δ`` (latency: ``hi < +δ``; throughput: ``lo > −δ``)? A guardrail must be, for GO.
@@ -157,7 +170,7 @@ def non_inferiority(
             INCONCLUSIVE, False, need_tail,
             f"cannot be called below n = {need_tail:,} per arm (has {n:,})",
         )  # fmt: skip
-    dep = too_dependent(n, n_eff)
+    dep = too_dependent(n, n_eff, min_eff)
     if dep is not None:
         return dep
     if not all(math.isfinite(v) for v in (r, lo, hi)):

@@ -44,6 +44,7 @@ from abtui.metrics import request as rm
 from abtui.metrics.summary import ArmSummary, summarize
 from abtui.metrics.table import NA, RequestTable
 from abtui.stats import bootstrap as bs
+from abtui.stats import decide as dc
 from abtui.stats.classical import RankTest, mann_whitney, wilcoxon_log_ratio
 from abtui.stats.rates import COST_ROWS, RATE_ROWS, rate_effects, windows_of
 from abtui.stats.rows import Effect, clean, ratio_effect
@@ -56,6 +57,7 @@ LIGHT_LOAD_IN_FLIGHT = 1.0
 RANK_MAX = 20_000
 BREAKDOWN_METRICS = ("ttft", "e2e")  # by input-length bucket, P50 (Benjamini–Hochberg family)
 BUCKET_MIN = 50
+SHORTFALL = True  # widen parallel latency rows by bs.block_shortfall (off: for validation)
 
 
 @dataclass
@@ -184,6 +186,8 @@ def compare(
 
     ells: dict[str, int] = {}
     n_eff: dict[str, float] = {}
+    short: dict[str, float] = {}
+    min_eff: dict[str, float] = {}
     for metric in metrics:
         vals, sk_units = {}, {}
         for x in (a, b):
@@ -195,21 +199,30 @@ def compare(
             _block_series(sk[a], sk[b]), max(in_flight.values()), unit_size
         )
         ells[metric] = ell
-        # how many effectively independent units the paired contrast holds (a call needs
-        # decide.MIN_EFFECTIVE). Under alternation too: the whole blocks the CI resamples are
-        # independent only when the contrast's dependence is short against a block; a per-arm
-        # state that outlasts the blocks correlates neighbouring blocks, and no widening for
-        # few blocks covers that (AR(1) ρ = 0.98, 200 requests, 8 blocks: 11 % false calls)
+        # How many effectively independent units the paired contrast holds, and what its
+        # blocks cannot see of that dependence. In parallel mode the circular blocks see a
+        # Bartlett window of the contrast's autocovariances, so the interval is widened by the
+        # rest (bs.block_shortfall) and a call needs decide.MIN_EFFECTIVE. Under alternation the
+        # blocks are the schedule's whole turns (8 or so): whether neighbouring turns are
+        # independent cannot be checked from so few, and a per-arm state that outlasts them
+        # correlates them (AR(1) ρ = 0.98, 200 requests, 8 blocks: 11 % false calls) — those
+        # rows keep the rule they were calibrated with: the flat-top n_eff on the per-item
+        # contrast, MIN_EFFECTIVE_UNWIDENED. An explicit block_len (validation) is bare.
         if alternating:
             rows = {x: values[x][metric][1] for x in (a, b)}
             contrast = _item_contrast(vals[a], item_units[a][rows[a]], vals[b],
                                       item_units[b][rows[b]], n_item_units)  # fmt: skip
+            n_eff[metric] = bs.effective_size(contrast, persistent=False)
+            short[metric], min_eff[metric] = 1.0, dc.MIN_EFFECTIVE_UNWIDENED
         else:
             contrast = _contrast(sk[a], sk[b])
-        n_eff[metric] = bs.effective_size(contrast)
+            n_eff[metric] = bs.effective_size(contrast)
+            bare = not SHORTFALL or block_len is not None
+            short[metric] = 1.0 if bare else bs.block_shortfall(contrast, ell)
+            min_eff[metric] = dc.MIN_EFFECTIVE_UNWIDENED if bare else dc.MIN_EFFECTIVE
         w = weights.get(n_units, ell, "latency")
         effects += _latency_rows(metric, sk[a], sk[b], w, ell, bs.STATS, level, "",
-                                 n_eff[metric])  # fmt: skip
+                                 n_eff[metric], short[metric], min_eff[metric])  # fmt: skip
         if metric in RANK_TESTED:
             rank_tests[metric] = _rank_test(pair_keys[a], pair_keys[b], vals[a], vals[b], light)
 
@@ -231,7 +244,7 @@ def compare(
                 sk[x] = bs.Sketch.of(v[inside], units[x][rows][inside], n_units, grid)
             w = weights.get(n_units, ells[metric], "latency")
             effects += _latency_rows(metric, sk[a], sk[b], w, ells[metric], ("p50",), level, suffix,
-                                     n_eff[metric])  # fmt: skip
+                                     n_eff[metric], short[metric], min_eff[metric])  # fmt: skip
     slo_n_eff = math.nan
     if slo and windows[a] is not None and windows[b] is not None:
         per_arm = []
@@ -240,7 +253,8 @@ def compare(
             good = np.zeros(len(t), dtype=bool)
             good[np.flatnonzero(ok_mask[x])] = windows[x]["good"]
             per_arm.append((item_unit[sent], good[sent]))
-        slo_n_eff = bs.effective_size(_good_contrast(*per_arm, n_item_units))
+        # their windows are not widened: the rule they were calibrated with (decide.py)
+        slo_n_eff = bs.effective_size(_good_contrast(*per_arm, n_item_units), persistent=False)
     effects += rate_effects(
         windows[a], windows[b], sums, slo, weights, level, prices, alternating=alternating,
         slo_n_eff=slo_n_eff,
@@ -309,8 +323,9 @@ def _block_series(ska: bs.Sketch, skb: bs.Sketch) -> list[np.ndarray]:
     return [_contrast(ska, skb)]
 
 
-def _latency_rows(metric, ska, skb, w, ell, stats, level, suffix, n_eff) -> list[Effect]:
-    widen = bs.expansion(math.ceil(len(ska.count) / ell), level)
+def _latency_rows(metric, ska, skb, w, ell, stats, level, suffix, n_eff, short=1.0,
+                  min_eff=dc.MIN_EFFECTIVE) -> list[Effect]:  # fmt: skip
+    widen = bs.expansion(math.ceil(len(ska.count) / ell), level) * short
     rep_a, rep_b = ska.resampled(w, stats), skb.resampled(w, stats)
     out = []
     for stat in stats:
@@ -322,7 +337,7 @@ def _latency_rows(metric, ska, skb, w, ell, stats, level, suffix, n_eff) -> list
             Effect(
                 key=f"{metric}.{stat}{suffix}", metric=metric, stat=stat, lower_is_better=True,
                 a=ska.exact[stat], b=skb.exact[stat], n_a=ska.n, n_b=skb.n, ratio=ratio,
-                lo=lo, hi=hi, p=bs.bootstrap_p(reps), block_len=ell, n_eff=n_eff,
+                lo=lo, hi=hi, p=bs.bootstrap_p(reps), block_len=ell, n_eff=n_eff, min_eff=min_eff,
             )
         )  # fmt: skip
     return out

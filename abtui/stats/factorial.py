@@ -260,6 +260,10 @@ def estimate(
         n_eff = math.nan if alternating else min(bs.effective_size(s) for s in series)
         w = weights.get(n_units, ell, "latency")
         widen = bs.expansion(math.ceil(n_units / ell), level)
+        # each term's own contrast: what its blocks cannot see of its dependence widens it
+        # (abtui.stats.bootstrap.block_shortfall, as the pairs' latency rows)
+        short = {tm: 1.0 if alternating else bs.block_shortfall(s, ell)
+                 for tm, s in zip(terms, series, strict=True)}  # fmt: skip
         reps = {x: {s: _log(r) for s, r in sk[x].resampled(w, bs.STATS).items()} for x in arms}
         n = min(sk[x].n for x in arms)
         for stat in bs.STATS:
@@ -269,7 +273,7 @@ def estimate(
                 centre = sum(c * _log(sk[x].exact[stat]) for x, c in coef[tm].items())
                 r = sum(c * reps[x][stat] for x, c in coef[tm].items())
                 out.append(_term_row(k, stat, True, design.term_name(tm), len(tm), centre, r,
-                                     widen, level, n, ell, n_eff))  # fmt: skip
+                                     widen * short[tm], level, n, ell, n_eff))  # fmt: skip
     out += _rate_terms(design, windows, sums, slo, weights, level, usd, alternating, point)
     return out, point
 

@@ -46,6 +46,7 @@ from abtui.metrics.summary import segment_ids, slo_met
 from abtui.metrics.table import NA, RequestTable
 from abtui.metrics.windows import completion_ns
 from abtui.stats import bootstrap as bs
+from abtui.stats import decide as dc
 from abtui.stats.rows import Effect, ratio_effect
 
 RATE_ROWS = (  # key, ArmSummary field, needs SLOs
@@ -226,4 +227,5 @@ def _rate_row(key, lower_is_better, a_val, b_val, sa, sb, reps, ell, level, n_ef
         p=bs.bootstrap_p(reps),
         block_len=ell,
         n_eff=n_eff,
+        min_eff=dc.MIN_EFFECTIVE_UNWIDENED,  # the windows are not widened for dependence
     )

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from abtui.stats.decide import INCONCLUSIVE
+from abtui.stats.decide import INCONCLUSIVE, MIN_EFFECTIVE
 
 
 @dataclass
@@ -28,6 +28,7 @@ class Effect:
     p: float  # bootstrap p-value (two-sided, uncorrected)
     block_len: int  # in units
     n_eff: float = math.nan  # effectively independent paired units (latency, SLO rows; NaN: none)
+    min_eff: float = MIN_EFFECTIVE  # the n_eff a call needs (decide.too_dependent)
     p_adj: float = math.nan
     family: str = "breakdown"  # "primary" (Holm) or "breakdown" (Benjamini–Hochberg)
     delta: float = math.nan

@@ -145,7 +145,7 @@ def apply_policy(
         e.delta = max(base, (noise_floor or {}).get(e.key.partition("@")[0], 0.0))  # @…: base row
         e.family = "primary" if e.key in primary_keys else "breakdown"
         tail_ok = n_min[e.key] >= dc.tail_min_n(e.stat)
-        if tail_ok and dc.too_dependent(n_min[e.key], e.n_eff) is None and math.isfinite(e.p):
+        if tail_ok and dc.too_dependent(n_min[e.key], e.n_eff, e.min_eff) is None and math.isfinite(e.p):
             callable_rows.append(e)
     for fam, adjust in (("primary", holm), ("breakdown", benjamini_hochberg)):
         rows = [e for e in callable_rows if e.family == fam]
@@ -163,6 +163,7 @@ def apply_policy(
             stat=e.stat,
             alpha=alpha,
             n_eff=e.n_eff,
+            min_eff=e.min_eff,
         )
         e.outcome, e.significant, e.samples_needed, e.note = (
             d.outcome,
@@ -188,7 +189,7 @@ def guardrail_checks(comp: Comparison, policy: dict) -> list[dict]:
                         "reason": f"guardrail {label(key)} was not measured in this session"})  # fmt: skip
             continue
         d = dc.non_inferiority(e.ratio, e.lo, e.hi, e.delta, lower_is_better=e.lower_is_better,
-                               n=min(e.n_a, e.n_b), stat=e.stat, n_eff=e.n_eff)  # fmt: skip
+                               n=min(e.n_a, e.n_b), stat=e.stat, n_eff=e.n_eff, min_eff=e.min_eff)  # fmt: skip
         if e.outcome == dc.REGRESSED:
             state = "regressed"
         else:
@@ -258,11 +259,11 @@ def _generator_checks(
         if role == "primary":
             d = dc.decide(r, lo, hi, e.p_adj if math.isfinite(e.p_adj) else None, e.delta,
                           lower_is_better=e.lower_is_better, n=n, stat=e.stat, alpha=policy["alpha"],
-                          n_eff=e.n_eff)  # fmt: skip
+                          n_eff=e.n_eff, min_eff=e.min_eff)  # fmt: skip
             holds, what = d.outcome == dc.IMPROVED, f"beyond δ {e.delta:.0%}"
         else:
             d = dc.non_inferiority(r, lo, hi, e.delta, lower_is_better=e.lower_is_better, n=n,
-                                   stat=e.stat, n_eff=e.n_eff)  # fmt: skip
+                                   stat=e.stat, n_eff=e.n_eff, min_eff=e.min_eff)  # fmt: skip
             holds, what = d.significant, f"inside δ {e.delta:.0%}"
         if not holds:
             bound, moved = (e.hi, hi) if e.lower_is_better else (e.lo, lo)
