@@ -133,8 +133,9 @@ class LiveArm:
             self._t0_ns = r.dispatched_ns
         if r.status != OK or not r.chunk_ns:
             return
-        ttft = (r.chunk_ns[0] - r.dispatched_ns) / 1e9
-        e2e = (r.chunk_ns[-1] - r.dispatched_ns) / 1e9
+        sent = r.dispatched_ns + r.connect_ns  # the service view starts after the connect phase
+        ttft = (r.chunk_ns[0] - sent) / 1e9
+        e2e = (r.chunk_ns[-1] - sent) / 1e9
         n = r.n_output or 0
         tpot = (e2e - ttft) / (n - 1) if n > 1 else float("nan")
         self.ttft.add(ttft)
