@@ -7,13 +7,19 @@ Endpoint (abtui's simulator) pinned to one core, client to the other, loopback o
   (b) error of measured TTFT and of every inter-chunk gap against the endpoint's own logged
       send times, at 64 streams (TTFT 50 ms, ITL 10 ms) and 256 streams (ITL 20 ms);
   (c) time from `abtui run` to the first request reaching the endpoint, and peak memory
-      (main process + load generators).
+      (main process + load generators);
+  (d) the first wave (issue 19.1): the load generator's own loop (warm-up of 2, then a closed
+      loop at 64 and 256 streams, 2 waves), TTFT error of the first wave (the requests sent at
+      t0) and of the later one, against the endpoint's log — with the connections opened before
+      t0 (the default) and, ``--preconnect off``, without (as abtui did before). Run it with an
+      older abtui on PYTHONPATH to measure that one (its records have no connect phase).
 
 The client side is the generator's own code (FastClient + fast_stream_request on the same event
 loop runner), or httpx with --http httpx. Prints a table; medians of --repeat runs.
 
     python scripts/bench_client.py            # all parts, fast path
     python scripts/bench_client.py --http httpx --parts ab
+    python scripts/bench_client.py --parts d --preconnect both   # the first wave, both ways
 """
 
 from __future__ import annotations
@@ -203,11 +209,117 @@ def part_c(repeat: int) -> dict:
     }
 
 
+class _Results:
+    """The generator's result queue, in process: answers ``ready`` / ``segment_done`` with a
+    ``t0`` 100 ms ahead (the main process's START_DELAY_S) and keeps the records."""
+
+    def __init__(self, start) -> None:
+        self.start, self.recs = start, []
+
+    def put(self, msg) -> None:
+        if msg[0] == "batch":
+            self.recs += [r for r in msg[2] if not r.warmup]
+        elif msg[0] in ("ready", "segment_done"):
+            self.start.t0s.append(time.perf_counter_ns() + 100_000_000)
+
+
+class _Start:
+    def __init__(self) -> None:
+        self.t0s: list[int] = []
+
+    def poll(self) -> bool:
+        return bool(self.t0s)
+
+    def recv(self) -> int:
+        return self.t0s.pop(0)
+
+
+class _NoStop:
+    def is_set(self) -> bool:
+        return False
+
+
+def _first_wave_run(url: str, http: str, streams: int, out_tokens: int, preconnect: bool):
+    """One generator (abtui.runner.generator, as `abtui run` starts it), bodies tagged for the
+    endpoint's log; returns its measured records."""
+    import dataclasses
+
+    from abtui.client.items import Item
+    from abtui.runner import generator as G
+
+    tagged = G.build_body
+
+    def build(target, item, extra=None):  # the log's key: which request each line is
+        return tagged(target, item, {"abtui_key": item.index, **(extra or {})})
+
+    G.build_body = build
+    target = Target(base_url=url, model="sim-model")
+    items = synthetic_items(streams * 2, 64, out_tokens, 0, [0.0] * (streams * 2))
+    warm = [Item(index=100_000 + k, id=f"w{k}", prompt="warm up", max_tokens=out_tokens, n_input=2)
+            for k in range(2)]  # fmt: skip
+    kw = {"preconnect": preconnect} if "preconnect" in {f.name for f in dataclasses.fields(G.ArmPlan)} else {}
+    plan = G.ArmPlan(arm=0, target=target, items=items, warmup_items=warm, mode="closed",
+                     concurrency=streams, store_text=False, http=http, **kw)  # fmt: skip
+    start = _Start()
+    results = _Results(start)
+    G.run_loop(G._Generator(plan, results, start, _NoStop()).run())
+    G.build_body = tagged
+    return results.recs
+
+
+def _wave_errors(recs: list[RequestRecord], log_path: str, streams: int) -> dict:
+    recv, first = {}, {}
+    for line in Path(log_path).read_text().splitlines():
+        e = json.loads(line)
+        k = e.get("key")
+        if k is None:
+            continue
+        if e.get("event") == "recv":
+            recv[k] = e["t_ns"]
+        elif e.get("seq") is not None:  # a token chunk written: the first is the earliest
+            first[k] = min(first.get(k, e["t_ns"]), e["t_ns"])
+    ok = sorted((r for r in recs if r.status == "ok" and r.chunk_ns and r.item in recv
+                 and r.item in first), key=lambda r: r.dispatched_ns)  # fmt: skip
+    out = {"n_ok": len(ok), "n": len(recs)}
+    for name, part in (("first", ok[:streams]), ("later", ok[streams:]), ("all", ok)):
+        conn = [getattr(r, "connect_ns", 0) or 0 for r in part]
+        err = [((r.chunk_ns[0] - r.dispatched_ns - c) - (first[r.item] - recv[r.item])) / 1e6
+               for r, c in zip(part, conn, strict=True)]  # fmt: skip
+        out[name] = (float(np.percentile(err, 50)), float(np.percentile(err, 99))) if err else (np.nan, np.nan)
+        out[name + "_connected"] = sum(c > 0 for c in conn)
+    return out
+
+
+def part_d(http: str, streams: int, out_tokens: int, repeat: int, preconnect: bool) -> dict:
+    runs = []
+    for _ in range(repeat):
+        with tempfile.TemporaryDirectory() as d:
+            log = os.path.join(d, "chunks.jsonl")
+            cfg = SimConfig(ttft_ms=50, itl_ms=20, chunk_log=log)
+            mask = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+            with SimProcess(cfg, cpu=SIM_CPU) as sim:
+                _pin(CLIENT_CPU)
+                try:
+                    recs = _first_wave_run(sim.url, http, streams, out_tokens, preconnect)
+                finally:
+                    if mask:
+                        os.sched_setaffinity(0, mask)
+            runs.append(_wave_errors(recs, log, streams))
+    out = {}
+    for k in runs[0]:
+        vals = [r[k] for r in runs]
+        out[k] = (tuple(statistics.median(v[i] for v in vals) for i in range(2))
+                  if isinstance(vals[0], tuple) else statistics.median(vals))  # fmt: skip
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--http", choices=("fast", "httpx"), default="fast")
     ap.add_argument("--parts", default="abc", help="which parts to run (default abc)")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--preconnect", choices=("on", "off", "both"), default="on",
+                    help="(d): connections opened before t0, or not, or both in turn")
     args = ap.parse_args()
     ver = {p: metadata.version(p) for p in ("httpx", "duckdb", "numpy")}
     try:
@@ -232,6 +344,20 @@ def main() -> None:
         c = part_c(args.repeat)
         print(f"(c) `abtui run` → first request at the endpoint: {c['start_s']:.2f} s; "
               f"peak RSS {c['peak_mb']:.0f} MB in all (main process {c['main_mb']:.0f} MB)")  # fmt: skip
+    if "d" in args.parts:
+        print(f"(d) first wave, TTFT error vs the endpoint's log (ms), TTFT 50 ms / ITL 20 ms, "
+              f"warm-up 2, closed loop, 2 waves; load average before: "
+              f"{os.getloadavg()[0]:.2f}")  # fmt: skip
+        print("    preconnect  streams  first wave P50/P99 (opened)  later P50/P99   all P50/P99")
+        modes = {"on": [True], "off": [False], "both": [False, True]}[args.preconnect]
+        for streams, toks in ((64, 32), (256, 32)):
+            for pre in modes:
+                d = part_d(args.http, streams, toks, args.repeat, pre)
+                f, la, al = d["first"], d["later"], d["all"]
+                print(f"    {'on' if pre else 'off':>10}  {streams:>7}  {f[0]:+7.2f} / {f[1]:+7.2f} "
+                      f"({d['first_connected']:>3.0f})    {la[0]:+6.2f} / {la[1]:+6.2f}  "
+                      f"{al[0]:+6.2f} / {al[1]:+6.2f}   ok {d['n_ok']:.0f}/{d['n']:.0f}")  # fmt: skip
+        print(f"    load average after: {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":

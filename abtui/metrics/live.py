@@ -109,7 +109,7 @@ class ArmView:
     good_tok_s: float | None
     ttft_mean_s: float
     decode_mean_s: float
-    lag_mean_s: float
+    lag_mean_s: float  # the client's wait before the service: schedule lag + connect phase
 
 
 @dataclass
@@ -143,7 +143,8 @@ class LiveArm:
         self._n_ok += 1
         self._sum_ttft += ttft
         self._sum_decode += e2e - ttft
-        self._sum_lag += max(0.0, (r.dispatched_ns - r.scheduled_ns) / 1e9)
+        # wait + TTFT = TTFT (user): the connect phase is the client's wait, not the service's
+        self._sum_lag += max(0.0, (r.dispatched_ns - r.scheduled_ns) / 1e9) + r.connect_ns / 1e9
         good = self._within_slo(ttft, tpot, e2e)
         sec = int(((r.done_ns or r.chunk_ns[-1]) - self._t0_ns) // 1_000_000_000)
         self._bump(sec, n, n if good else 0)

@@ -154,7 +154,7 @@ def _track(name: str, at: _Rows, slo: dict[str, float]) -> _ArmTrack:
         live_t0_ns=t0 if len(live) else None, n_meas=_cum(meas), ttft=ttft,
         ttft_bin=_bins(ttft), tpot_bin=_bins(tpot), sum_ttft=_cum(ttft),
         sum_decode=_cum(e2e - ttft),
-        sum_lag=_cum(np.maximum(0.0, (disp[meas] - sched[meas]) / 1e9)),
+        sum_lag=_cum(np.maximum(0.0, (disp[meas] - sched[meas]) / 1e9) + (d - disp[meas]) / 1e9),
         sec=(done[meas] - t0) // 1_000_000_000, tok=n.astype(np.int64),
         good=np.where(good, n, 0).astype(np.int64), tpot=tpot, disp_ns=at.dispatched_ns[dorder],
         lag_max=np.concatenate(([0.0], np.maximum.accumulate(np.maximum(lags, 0.0)))),
