@@ -126,7 +126,8 @@ def _errors(recs: list[RequestRecord], log_path: str) -> dict:
         c = r.chunk_ns
         if r.status != "ok" or len(s) != len(c) or r.item not in recv:
             continue
-        ttft_err.append(((c[0] - r.dispatched_ns) - (s[0] - recv[r.item])) / 1e6)
+        sent = r.dispatched_ns + (getattr(r, "connect_ns", 0) or 0)  # the service view's start
+        ttft_err.append(((c[0] - sent) - (s[0] - recv[r.item])) / 1e6)
         arrival += [(a - b) / 1e6 for a, b in zip(c, s, strict=True)]
         gap_err += list((np.diff(c) - np.diff(s)) / 1e6)
     return {

@@ -309,12 +309,13 @@ def test_warm_pool_means_no_connect_phase_and_a_cold_one_records_it(http):
     np.testing.assert_allclose(rm.tpot_s(t), (t.last_token_ns - t.first_token_ns) / 1e9 / 2)
 
 
-@pytest.mark.parametrize("mode", ["close", "race"])
-def test_a_server_that_drops_idle_connections_costs_a_connect_phase_not_an_error(mode):
+@pytest.mark.parametrize(("http", "mode"), [("fast", "close"), ("fast", "race"), ("httpx", "close")])
+def test_a_server_that_drops_idle_connections_costs_a_connect_phase_not_an_error(http, mode):
     """Pre-opened connections the server dropped while idle: closed ones (it sent its FIN) are
     left out of the pool and a new one opened; one whose close crosses the request is retried on
-    a new one (the fast client's stale-connection retry). Either way the request succeeds and
-    records the re-open as its connect phase."""
+    a new one (the fast client's stale-connection retry; httpx does not retry, so that case is
+    the fast client's). Either way the request succeeds and records the re-open as its connect
+    phase."""
     srv = IdleClosingServer(idle_s=0.15, mode=mode)
 
     async def go():
@@ -323,19 +324,19 @@ def test_a_server_that_drops_idle_connections_costs_a_connect_phase_not_an_error
         target = Target(base_url=f"http://127.0.0.1:{port}/v1", model="m")
         body = build_body(target, ITEM)
         try:
-            async with FastClient() as c:
-                f = await preconnect.fill(c, target, 4)
+            async with _client(http) as c:
+                f = await _fill(http, c, target, 4)
                 assert f.opened == 4
                 await asyncio.sleep(0.3)  # idle past the server's limit
-                if mode == "close":
+                if http == "fast" and mode == "close":
                     assert c.idle_open(pool_key(target)) == 0  # their FINs came: seen closed
                 recs = [RequestRecord(arm=0, item=i, scheduled_ns=time.perf_counter_ns())
                         for i in range(4)]  # fmt: skip
-                await asyncio.gather(*(fast_stream_request(c, target, ITEM, body, r)
+                await asyncio.gather(*(_send(http)(c, target, ITEM, body, r)
                                        for r in recs))  # fmt: skip
                 # and a refill puts back what the server closed, ready for the next wave
                 await asyncio.sleep(0.3)
-                again = await preconnect.fill(c, target, 4)
+                again = await _fill(http, c, target, 4)
             return recs, again
         finally:
             server.close()
@@ -536,3 +537,54 @@ def test_abtui_run_closed_loop_starts_on_warm_connections(tmp_path):
     assert len(t) == 72 and set(t.status) == {"ok"} and (t.connect_ns == 0).all()
     lines = [x for x in diagnosis_lines(diagnose(path)) if "connections:" in x]
     assert len(lines) == 2 and all("none of 36 requests waited for one" in x for x in lines)
+
+
+def test_waiting_for_a_turn_the_pool_is_kept_open_against_idle_closes(monkeypatch):
+    """`alternate`: the arm waits out the other arm's turn while the server closes idle
+    connections (after 0.3 s here, llama-server after 5 s). The generator reopens them as it
+    waits (checking every 0.25 s), and tops them up at t0: no request fails, and the server saw
+    the refills: 3 before the first t0, 4 at each later t0's top-up (11 without the refills
+    while waiting), and 4 more each time the server closed them during a 1 s wait."""
+    srv = IdleClosingServer(idle_s=0.3, mode="close")
+    start = _Start()
+    sent: list[int] = []
+
+    class Results(_Results):
+        def put(self, msg) -> None:
+            self.msgs.append(msg)
+            if msg[0] in ("ready", "segment_done"):
+                sent.append(srv.accepted)
+                hold = 0.0 if msg[0] == "ready" else 1.0  # the other arm's turn
+                start.hold_until = time.monotonic() + hold
+                start.send(time.perf_counter_ns() + int((hold + 0.1) * 1e9))
+
+    class HeldStart(_Start):
+        hold_until = 0.0
+
+        def poll(self) -> bool:
+            return bool(self.t0s) and time.monotonic() >= self.hold_until
+
+    start = HeldStart()
+    results = Results(start, Accepts(monkeypatch))
+    segs = [Segment(_items(8), "closed", 4), Segment(_items(8), "closed", 4, arms=(1,), block=0),
+            Segment(_items(8), "closed", 4, block=1)]  # fmt: skip
+
+    async def main():
+        server = await asyncio.start_server(srv.handle, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        try:
+            target = Target(base_url=f"http://127.0.0.1:{port}/v1", model="m")
+            warm = [Item(index=900, id="w0", prompt="warm up", max_tokens=3, n_input=2)]
+            plan = ArmPlan(arm=0, target=target, items=[], warmup_items=warm, mode="closed",
+                           concurrency=None, store_text=False, segments=segs)  # fmt: skip
+            await _Generator(plan, results, start, _Stop()).run()
+        finally:
+            server.close()
+
+    asyncio.run(main())
+    recs = measured(results)
+    assert len(recs) == 16 and all(r.status == R.OK for r in recs), [r.error_message for r in recs]
+    assert srv.dropped >= 4  # the server did close idle ones
+    stats = results.msgs[-1][2]["connections"]
+    assert stats["opened"] > 3 + 4 + 4 and stats["failed"] == 0  # refilled while waiting
+    assert all(r.connect_ns == 0 for r in recs[:8])  # the first segment: opened before its t0
