@@ -12,7 +12,13 @@ Endpoint (abtui's simulator) pinned to one core, client to the other, loopback o
       loop at 64 and 256 streams, 2 waves), TTFT error of the first wave (the requests sent at
       t0) and of the later one, against the endpoint's log — with the connections opened before
       t0 (the default) and, ``--preconnect off``, without (as abtui did before). Run it with an
-      older abtui on PYTHONPATH to measure that one (its records have no connect phase).
+      older abtui on PYTHONPATH to measure that one (its records have no connect phase). The
+      first wave's error is split into the way there (sent → the endpoint logs the request as
+      received: it includes the endpoint's own queue while it reads a burst of requests on its
+      one core, which its log cannot see) and the way back (the endpoint writes the first
+      chunk → the client reads it: the client's own delay);
+  (e) why the httpx path opens nothing ahead: the client CPU of a wave of N requests (4-token
+      answers) on a cold httpx client and on one whose pool holds N idle connections.
 
 The client side is the generator's own code (FastClient + fast_stream_request on the same event
 loop runner), or httpx with --http httpx. Prints a table; medians of --repeat runs.
@@ -282,12 +288,18 @@ def _wave_errors(recs: list[RequestRecord], log_path: str, streams: int) -> dict
     ok = sorted((r for r in recs if r.status == "ok" and r.chunk_ns and r.item in recv
                  and r.item in first), key=lambda r: r.dispatched_ns)  # fmt: skip
     out = {"n_ok": len(ok), "n": len(recs)}
+
+    def p(x):
+        return (float(np.percentile(x, 50)), float(np.percentile(x, 99))) if x else (np.nan, np.nan)
+
     for name, part in (("first", ok[:streams]), ("later", ok[streams:]), ("all", ok)):
-        conn = [getattr(r, "connect_ns", 0) or 0 for r in part]
-        err = [((r.chunk_ns[0] - r.dispatched_ns - c) - (first[r.item] - recv[r.item])) / 1e6
-               for r, c in zip(part, conn, strict=True)]  # fmt: skip
-        out[name] = (float(np.percentile(err, 50)), float(np.percentile(err, 99))) if err else (np.nan, np.nan)
-        out[name + "_connected"] = sum(c > 0 for c in conn)
+        sent = [r.dispatched_ns + (getattr(r, "connect_ns", 0) or 0) for r in part]
+        # error = (received by the server − sent) + (read by the client − written by the server)
+        there = [(recv[r.item] - t) / 1e6 for r, t in zip(part, sent, strict=True)]
+        back = [(r.chunk_ns[0] - first[r.item]) / 1e6 for r in part]
+        out[name] = p([a + b for a, b in zip(there, back, strict=True)])
+        out[name + "_there"], out[name + "_back"] = p(there), p(back)
+        out[name + "_connected"] = sum(t > r.dispatched_ns for r, t in zip(part, sent, strict=True))
     return out
 
 
@@ -314,10 +326,51 @@ def part_d(http: str, streams: int, out_tokens: int, repeat: int, preconnect: bo
     return out
 
 
+async def _httpx_wave(c, target: Target, items) -> None:
+    recs = [RequestRecord(arm=0, item=i) for i in range(len(items))]
+    await asyncio.gather(*(stream_request(c, target, it, build_body(target, it), r)
+                           for it, r in zip(items, recs, strict=True)))  # fmt: skip
+    assert all(r.status == "ok" for r in recs), recs[0].error_message
+
+
+async def _httpx_cpu(url: str, n: int, warm: bool) -> float:
+    target = Target(base_url=url, model="sim-model")
+    items = synthetic_items(n, 64, 4, 0, [0.0] * n)
+    async with make_client(2 * n) as c:
+        if warm:  # n requests at once leave n idle connections in the pool
+            await _httpx_wave(c, target, items)
+        c0 = time.process_time()
+        await _httpx_wave(c, target, items)
+        return time.process_time() - c0
+
+
+def part_e(n: int, repeat: int) -> dict:
+    """Client CPU seconds of one wave of ``n`` requests on httpx: cold, and on a pool that holds
+    ``n`` idle connections."""
+    out = {"cold": [], "warm": []}
+    mask = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    for _ in range(repeat):
+        for mode in ("cold", "warm"):
+            with SimProcess(SimConfig(ttft_ms=50, itl_ms=20), cpu=SIM_CPU) as sim:
+                _pin(CLIENT_CPU)
+                got = {}
+
+                async def main(url=sim.url, warm=mode == "warm", got=got):
+                    got["cpu"] = await _httpx_cpu(url, n, warm)
+
+                try:
+                    run_loop(main())
+                finally:
+                    if mask:
+                        os.sched_setaffinity(0, mask)
+                out[mode].append(got["cpu"])
+    return {k: statistics.median(v) for k, v in out.items()}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--http", choices=("fast", "httpx"), default="fast")
-    ap.add_argument("--parts", default="abc", help="which parts to run (default abc)")
+    ap.add_argument("--parts", default="abc", help="which parts to run (default abc; also d, e)")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--preconnect", choices=("on", "off", "both"), default="on",
                     help="(d): connections opened before t0, or not, or both in turn")
@@ -349,16 +402,26 @@ def main() -> None:
         print(f"(d) first wave, TTFT error vs the endpoint's log (ms), TTFT 50 ms / ITL 20 ms, "
               f"warm-up 2, closed loop, 2 waves; load average before: "
               f"{os.getloadavg()[0]:.2f}")  # fmt: skip
-        print("    preconnect  streams  first wave P50/P99 (opened)  later P50/P99   all P50/P99")
+        print("    preconnect  streams  first wave P50/P99 (opened) [to the server | back]  "
+              "later P50/P99   all P50/P99")  # fmt: skip
         modes = {"on": [True], "off": [False], "both": [False, True]}[args.preconnect]
         for streams, toks in ((64, 32), (256, 32)):
             for pre in modes:
                 d = part_d(args.http, streams, toks, args.repeat, pre)
                 f, la, al = d["first"], d["later"], d["all"]
+                th, bk = d["first_there"], d["first_back"]
                 print(f"    {'on' if pre else 'off':>10}  {streams:>7}  {f[0]:+7.2f} / {f[1]:+7.2f} "
-                      f"({d['first_connected']:>3.0f})    {la[0]:+6.2f} / {la[1]:+6.2f}  "
+                      f"({d['first_connected']:>3.0f}) [{th[0]:+.1f}/{th[1]:+.1f} | "
+                      f"{bk[0]:+.1f}/{bk[1]:+.1f}]  {la[0]:+6.2f} / {la[1]:+6.2f}  "
                       f"{al[0]:+6.2f} / {al[1]:+6.2f}   ok {d['n_ok']:.0f}/{d['n']:.0f}")  # fmt: skip
         print(f"    load average after: {os.getloadavg()[0]:.2f}")
+    if "e" in args.parts:
+        print(f"(e) httpx, client CPU of one wave (s), cold pool vs N idle connections; load "
+              f"average before: {os.getloadavg()[0]:.2f}")  # fmt: skip
+        for n in (64, 128):
+            e = part_e(n, args.repeat)
+            print(f"    N = {n:>3}: cold {e['cold']:.2f} s, N idle {e['warm']:.2f} s "
+                  f"(x{e['warm'] / e['cold']:.1f})")  # fmt: skip
 
 
 if __name__ == "__main__":

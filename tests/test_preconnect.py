@@ -120,13 +120,12 @@ def measured(results: _Results) -> list[RequestRecord]:
     return [r for r in results.records() if not r.warmup]
 
 
-@pytest.mark.parametrize("http", ["fast", "httpx"])
-def test_closed_loop_opens_its_connections_before_t0(monkeypatch, http):
+def test_closed_loop_opens_its_connections_before_t0(monkeypatch):
     """At concurrency 16 the pool holds 16 open connections before t0 (the warm-up opened 2);
     the segment opens none, and no measured request has a connect phase. Before issue 19.1 the
     server had 2 connections at t0 and 14 were opened in the first wave."""
     seg = Segment(_items(48), "closed", 16)
-    results, accepts = run_generator(monkeypatch, {"segments": [seg]}, http=http)
+    results, accepts = run_generator(monkeypatch, {"segments": [seg]})
     recs = measured(results)
     assert len(recs) == 48 and all(r.status == R.OK for r in recs), recs[0].error_message
     assert results.accepted_at_start[0] == 16  # open and verified when the generator said ready
@@ -134,6 +133,20 @@ def test_closed_loop_opens_its_connections_before_t0(monkeypatch, http):
     assert all(r.connect_ns == 0 for r in recs)
     stats = results.msgs[-1][2]["connections"]
     assert stats["wanted"] == 16 and stats["opened"] == 14 and stats["unanswered"] == 0
+
+
+def test_on_the_httpx_path_the_first_wave_connects_and_records_it(monkeypatch):
+    """The httpx path opens nothing ahead (an idle pool slows httpcore's own: see
+    abtui.client.preconnect); the first wave's requests that open a connection record it as their
+    connect phase, one per connection the server accepted beyond the warm-up's."""
+    seg = Segment(_items(48), "closed", 16)
+    results, accepts = run_generator(monkeypatch, {"segments": [seg]}, http="httpx")
+    recs = measured(results)
+    assert len(recs) == 48 and all(r.status == R.OK for r in recs), recs[0].error_message
+    assert results.accepted_at_start[0] == 2
+    connected = [r for r in recs if r.connect_ns > 0]
+    assert len(connected) == accepts.n - 2 >= 14
+    assert all(r.connect_ns < r.chunk_ns[0] - r.dispatched_ns for r in connected)
 
 
 def test_several_generators_per_arm_and_a_sweep(monkeypatch):
@@ -258,10 +271,15 @@ def _send(http: str):
     return fast_stream_request if http == "fast" else stream_request
 
 
-async def _fill(http: str, client, target: Target, n: int):
+async def _fill(http: str, client, target: Target, n: int, body: bytes):
+    """Fast: :func:`preconnect.fill`. httpx (which abtui does not fill ahead): ``n`` requests
+    at once, so its pool opens ``n`` connections."""
     if http == "fast":
-        return await preconnect.fill(client, target, n)
-    return await preconnect.fill_httpx(client, target, n)
+        return (await preconnect.fill(client, target, n)).opened
+    recs = [RequestRecord(arm=0, item=i, scheduled_ns=time.perf_counter_ns()) for i in range(n)]
+    await asyncio.gather(*(stream_request(client, target, ITEM, body, r) for r in recs))
+    assert all(r.status == R.OK for r in recs)
+    return sum(r.connect_ns > 0 for r in recs)
 
 
 @pytest.mark.parametrize("http", ["fast", "httpx"])
@@ -277,8 +295,7 @@ def test_warm_pool_means_no_connect_phase_and_a_cold_one_records_it(http):
         body = build_body(target, ITEM)
         try:
             async with _client(http) as warm_client:
-                f = await _fill(http, warm_client, target, 8)
-                assert (f.opened, f.ready, f.failed, f.unanswered) == (8, 8, 0, 0), f
+                assert await _fill(http, warm_client, target, 8, body) == 8
                 assert srv.accepted == 8
                 warm = [RequestRecord(arm=0, item=i, scheduled_ns=time.perf_counter_ns())
                         for i in range(8)]  # fmt: skip
@@ -325,8 +342,7 @@ def test_a_server_that_drops_idle_connections_costs_a_connect_phase_not_an_error
         body = build_body(target, ITEM)
         try:
             async with _client(http) as c:
-                f = await _fill(http, c, target, 4)
-                assert f.opened == 4
+                assert await _fill(http, c, target, 4, body) == 4
                 await asyncio.sleep(0.3)  # idle past the server's limit
                 if http == "fast" and mode == "close":
                     assert c.idle_open(pool_key(target)) == 0  # their FINs came: seen closed
@@ -336,7 +352,7 @@ def test_a_server_that_drops_idle_connections_costs_a_connect_phase_not_an_error
                                        for r in recs))  # fmt: skip
                 # and a refill puts back what the server closed, ready for the next wave
                 await asyncio.sleep(0.3)
-                again = await _fill(http, c, target, 4)
+                again = await _fill(http, c, target, 4, body)
             return recs, again
         finally:
             server.close()
@@ -345,7 +361,9 @@ def test_a_server_that_drops_idle_connections_costs_a_connect_phase_not_an_error
     assert all(r.status == R.OK for r in recs), [r.error_message for r in recs]
     assert all(r.connect_ns > 0 for r in recs)
     assert srv.dropped >= 4 and srv.accepted >= 8
-    assert again.ready == 4 and again.failed == 0
+    # close: all four had been closed again, four new; race: the server's closes are not seen
+    # until a request crosses one (the retry's case), so the pool looks full
+    assert again == (4 if mode == "close" else 0)
 
 
 def test_connections_the_server_does_not_serve_are_not_kept():

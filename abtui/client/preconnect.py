@@ -2,9 +2,17 @@
 on open connections instead of opening them all in one burst at ``t0`` (issue 19.1).
 
 :func:`fill` makes ``n`` connections of a target's pool open and idle on the fast client
-(:mod:`abtui.client.fast`); :func:`fill_httpx` does the same on an httpx client. The load
-generator (:mod:`abtui.runner.generator`) calls them after its warm-up, between segments, and
-while it waits for a ``t0``; :mod:`abtui.runner.pool` says how many each segment needs.
+(:mod:`abtui.client.fast`). The load generator (:mod:`abtui.runner.generator`) calls it after
+its warm-up, between segments, and while it waits for a ``t0``; :mod:`abtui.runner.pool` says
+how many each segment needs.
+
+Not on the httpx path (``request.http = "httpx"``): httpcore's pool, on every request added or
+removed, checks each idle connection by counting all the others (``connection_pool.py``,
+``_assign_requests_to_connections``), so ``N`` idle connections at ``t0`` make the first wave of
+``N`` requests cost about ``N³/2`` checks. Measured here (simulator on loopback, 4-token answers,
+load average ~10): the first wave's client CPU 0.24 s cold → 1.0 s on a filled pool at 64
+streams (first byte P50 184 → 822 ms), 0.66 → 4.7 s at 128. There the first wave still opens its
+connections; each records its connect phase (httpcore's connect events), kept out of TTFT.
 
 Verified, not only connected: each new connection carries one ``HEAD <base_url>/models`` and is
 kept only if the server answered it (any status: a 404 or 405 still shows the connection is
@@ -196,60 +204,5 @@ async def fill(client: FastClient, target: Target, n: int, *, until_ns: int | No
                 f.late += 1
                 _BACKGROUND.add(task)
                 task.add_done_callback(_BACKGROUND.discard)
-    f.seconds = (_now() - t) / 1e9
-    return f
-
-
-async def fill_httpx(client, target: Target, n: int, *, probe_s: float = PROBE_S) -> Fill:
-    """:func:`fill` on an httpx client: ``n`` HEADs at once, each holding its connection until
-    all have their answer, so the pool opens what it lacks (httpx has no way to open a
-    connection without a request, nor to count its idle ones: ``had`` is the answered HEADs that
-    found one open)."""
-    import httpx
-
-    t = _now()
-    f = Fill(wanted=n)
-    if n <= 0:
-        return f
-    url = f"{target.base_url}/models"
-    timeout = httpx.Timeout(connect=target.connect_timeout_s, write=target.connect_timeout_s,
-                            pool=target.connect_timeout_s,
-                            read=min(probe_s, target.connect_timeout_s))  # fmt: skip
-    arrived = {"n": 0, "opened": 0}
-    all_in = asyncio.Event()
-
-    async def trace(event: str, info: dict) -> None:  # noqa: ARG001
-        if event == "connection.connect_tcp.complete":
-            arrived["opened"] += 1
-
-    def arrive() -> None:
-        arrived["n"] += 1
-        if arrived["n"] >= n:
-            all_in.set()
-
-    async def one() -> str:
-        here = False
-        try:
-            async with client.stream("HEAD", url, headers=target.headers, timeout=timeout,
-                                     extensions={"trace": trace}) as resp:  # fmt: skip
-                here = True
-                arrive()
-                await asyncio.wait_for(all_in.wait(), target.connect_timeout_s + probe_s)
-                await resp.aread()  # its (empty) body's end: only then is it back in the pool
-                return CLOSED if resp.headers.get("connection", "").lower() == "close" else OK
-        except httpx.ConnectTimeout:
-            return f"connect to {target.url} timed out after {target.connect_timeout_s:g} s"
-        except (httpx.ReadTimeout, TimeoutError):
-            return UNANSWERED
-        except httpx.HTTPError as e:
-            return f"cannot connect to {target.url}: {type(e).__name__}: {e}"
-        finally:
-            if not here:
-                arrive()
-
-    for outcome in await asyncio.gather(*(one() for _ in range(n))):
-        f.add(outcome)
-    opened = min(arrived["opened"], f.opened)
-    f.had, f.opened = f.opened - opened, opened
     f.seconds = (_now() - t) / 1e9
     return f

@@ -5,7 +5,8 @@ DuckDB writes cannot inflate what it measures. It speaks to the main process thr
 channels only: a result queue (``ready`` / ``batch`` of finished records / ``done`` /
 ``fatal``) and a pipe on which it receives the common start time ``t0`` of the schedule.
 
-Connections are opened before each ``t0`` (issue 19.1): after the warm-up and after each
+Connections are opened before each ``t0`` (issue 19.1; on the fast client, the default — not on
+the httpx path, :mod:`abtui.client.preconnect` says why): after the warm-up and after each
 segment, the pool is filled to what the next segment needs (:mod:`abtui.runner.pool`), kept
 filled while the generator waits for its ``t0`` (a server may close idle connections: llama-server
 after 5 s), and topped up once more between the ``t0`` arriving and ``t0`` itself. So the first
@@ -231,8 +232,10 @@ class _Generator:
 
     # -- connections before t0 (abtui.client.preconnect) ----------------------------------
     def _need(self, k: int) -> int:
-        """Connections to have open for the first segment from ``k`` on that this arm plays."""
-        if not self.plan.preconnect:
+        """Connections to have open for the first segment from ``k`` on that this arm plays
+        (none on the httpx path: a pool of idle connections slows httpcore down, see
+        :mod:`abtui.client.preconnect`)."""
+        if not self.plan.preconnect or self.plan.http == "httpx":
             return 0
         for seg in self.segs[k:]:
             n = connections_needed(seg, self.plan.arm, self.pace, self.fd_limit)
@@ -243,13 +246,7 @@ class _Generator:
     async def _fill(self, n: int, until_ns: int | None = None) -> None:
         if n <= 0 or self.stopping:
             return
-        target = self.plan.target
-        if self.plan.http == "httpx":
-            if until_ns is not None:  # httpx fills only between segments (n HEADs each time)
-                return
-            f = await preconnect.fill_httpx(self.client, target, n)
-        else:
-            f = await preconnect.fill(self.client, target, n, until_ns=until_ns)
+        f = await preconnect.fill(self.client, self.plan.target, n, until_ns=until_ns)
         c = self.conn
         c["wanted"] = max(c["wanted"], n)
         for k in ("opened", "unanswered", "closed", "failed", "late"):
@@ -264,8 +261,8 @@ class _Generator:
 
     def _keep_pool(self, k: int) -> None:
         """While waiting for segment ``k``'s t0: refill the pool aside if the server closed
-        some of it (fast client only; one fill at a time)."""
-        if self.plan.http == "httpx" or (self._keeper is not None and not self._keeper.done()):
+        some of it (one fill at a time)."""
+        if self._keeper is not None and not self._keeper.done():
             return
         n = self._need(k)
         if n and self.client.idle_open(pool_key(self.plan.target)) < n:
