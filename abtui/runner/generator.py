@@ -253,8 +253,8 @@ class _Generator:
             c[k] += getattr(f, k)
         c["seconds"] += f.seconds
         c["error"] = c["error"] or f.error
-        if f.unanswered or f.closed or f.failed:  # the server serves no more at once: keep to it
-            self.pool_cap = f.ready
+        if f.unanswered or f.closed:  # the server serves no more at once: keep to that
+            self.pool_cap = f.ready  # (a failed connect may pass: it is tried again next time)
 
     async def _fill_for(self, k: int) -> None:
         await self._fill(self._need(k))
