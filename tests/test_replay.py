@@ -67,6 +67,7 @@ def oracle(path, t_ns: int | None) -> list[dict]:
             live.add(RequestRecord(
                 arm=a["arm"], item=int(at.item[k]), scheduled_ns=int(at.scheduled_ns[k]),
                 dispatched_ns=int(at.dispatched_ns[k]), done_ns=int(done[k]),
+                connect_ns=int(at.connect_ns[k]),
                 chunk_ns=[first, last] if NA not in (first, last) else [], status=status,
                 n_output=int(at.n_output[k]) if at.n_output[k] != NA else None,
             ))  # fmt: skip

@@ -278,13 +278,25 @@ class _Exchange:
         self._finish(t, (R.E_DISCONNECTED, msg))
 
 
+def pool_key(target: Target) -> tuple:
+    """The pool a request to ``target`` takes its connection from: one per endpoint and TLS
+    settings."""
+    u = urlsplit(target.url)
+    port = u.port or (443 if u.scheme == "https" else 80)
+    return (u.scheme, u.hostname, port, target.insecure, target.ca_bundle)
+
+
 class FastClient:
-    """A pool of keep-alive connections per (scheme, host, port); one per event loop."""
+    """A pool of keep-alive connections per (scheme, host, port); one per event loop.
+
+    :mod:`abtui.client.preconnect` fills it before a run's ``t0``; ``opened`` counts every
+    connection it opened, there or for a request."""
 
     def __init__(self, max_idle_per_host: int = 4096) -> None:
         self._idle: dict[tuple, list[_Conn]] = {}
         self._all: set[_Conn] = set()
         self.max_idle = max_idle_per_host
+        self.opened = 0
 
     async def __aenter__(self) -> FastClient:
         return self
@@ -308,7 +320,13 @@ class FastClient:
         async with asyncio.timeout(timeout):
             _, conn = await loop.create_connection(_Conn, host, port, **kw)
         self._all.add(conn)
+        self.opened += 1
         return conn
+
+    def idle_open(self, key: tuple) -> int:
+        """Idle connections of pool ``key`` that are still open (the server has not closed
+        them; one it closes while idle is seen at once, by its end of file)."""
+        return sum(not c.closed for c in self._idle.get(key, ()))
 
     def _acquire_idle(self, key: tuple) -> _Conn | None:
         idle = self._idle.get(key)
@@ -342,9 +360,7 @@ async def fast_stream_request(
     """Same contract as :func:`abtui.client.stream.stream_request`, on the fast path."""
     u = urlsplit(target.url)
     scheme = u.scheme
-    port = u.port or (443 if scheme == "https" else 80)
-    # connections are pooled per endpoint and TLS settings
-    key = (scheme, u.hostname, port, target.insecure, target.ca_bundle)
+    key = pool_key(target)  # connections are pooled per endpoint and TLS settings
     host_hdr = u.netloc
     path = u.path + (f"?{u.query}" if u.query else "")
     payload = request_bytes(path, host_hdr, target.headers, body)
@@ -375,6 +391,8 @@ async def fast_stream_request(
                     except OSError as e:
                         _fail(rec, R.E_CONNECT, f"cannot connect to {target.url}: {e.strerror or e}")
                         return rec
+                    finally:  # the connect phase: out of TTFT and E2E, in TTFT (user)
+                        rec.connect_ns = _now() - rec.dispatched_ns
                 ex = _Exchange(conn, st, min(ERROR_BODY_S, target.read_timeout_s))
                 conn.exchange = ex
                 conn.used += 1

@@ -40,7 +40,13 @@ class RequestRecord:
     block: int = 0  # schedule block (``alternate`` arm scheduling; 0 in ``parallel``)
     warmup: bool = False  # warm-up requests are stored but excluded from results
     scheduled_ns: int = 0  # when the schedule said to send
-    dispatched_ns: int = 0  # when the request was actually handed to the connection
+    dispatched_ns: int = 0  # when the generator handed the request to the client
+    # Time this request spent opening the connection it was sent on (TCP connect, plus the TLS
+    # handshake for https), in ns from ``dispatched_ns`` to that connection being open; 0 when
+    # it went out on a connection already open (the pool's, opened before t0). When the fast
+    # client retried on a new connection because a kept-alive one had gone stale, the detour is
+    # in it too. The service view (TTFT, E2E) starts after it; TTFT (user) includes it.
+    connect_ns: int = 0
     first_byte_ns: int | None = None  # first response body byte (headers excluded)
     done_ns: int | None = None  # end of the stream (``[DONE]`` / close) or the error
     # Token-bearing chunks (docs/methods.md §1): arrival time and tokens carried, in order.

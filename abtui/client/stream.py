@@ -36,6 +36,8 @@ TAIL_S = 1.0
 # (docs/compatibility.md, rule 9). Servers send an error body with its head or right after it.
 ERROR_BODY_S = 1.0
 DONE = b"[DONE]"  # the stream's end marker (rule 10: ends the stream at its line end)
+# httpcore's trace events of opening a connection (``….started`` / ``.complete`` / ``.failed``)
+_CONNECT_EVENTS = ("connection.connect_tcp.", "connection.start_tls.")
 
 
 @dataclass(slots=True)
@@ -330,11 +332,19 @@ async def stream_request(
         pool=target.connect_timeout_s,
     )
     headers = {"content-type": "application/json", "accept-encoding": "identity", **target.headers}
+
+    async def trace(event: str, info: dict) -> None:
+        # httpcore's connect events for this request: the connect phase ends when the connection
+        # it opened is up (TCP, then TLS for https), as on the fast path
+        if event.startswith(_CONNECT_EVENTS) and not event.endswith(".started"):
+            rec.connect_ns = _now() - rec.dispatched_ns
+
     try:
         async with asyncio.timeout(target.timeout_s) as deadline:
             rec.dispatched_ns = _now()
             async with client.stream(
-                "POST", target.url, content=body, headers=headers, timeout=timeout
+                "POST", target.url, content=body, headers=headers, timeout=timeout,
+                extensions={"trace": trace},
             ) as resp:
                 rec.http_status = resp.status_code
                 if not 200 <= resp.status_code < 300:

@@ -4,10 +4,15 @@ Every function takes a :class:`~abtui.metrics.table.RequestTable` and returns fl
 one value per row (or per chunk gap for :func:`itl_s`), NaN where an input is missing (NULL).
 Differences are taken in int64 ns and converted once, so they are exact.
 
-- ``TTFT = first_token − dispatched`` (service view)
-- ``TTFT_user = first_token − scheduled`` (includes client queueing: coordinated omission)
-- ``E2E = last_token − dispatched`` — the last *token-bearing* chunk, not ``done``: the
+- ``sent = dispatched + connect`` — when the request went out on an open connection: a request
+  that had to open one first (TCP + TLS; ``connect_ns``, 0 on a connection opened before
+  ``t0``) starts its service view after it
+- ``TTFT = first_token − sent`` (service view)
+- ``TTFT_user = first_token − scheduled`` (includes client queueing and the connect phase:
+  everything the user waited for)
+- ``E2E = last_token − sent`` — the last *token-bearing* chunk, not ``done``: the
   trailing usage-only chunk and ``[DONE]`` must not move E2E
+- ``connect = connect_ns`` (its own phase, shown in the diagnosis)
 - ``TPOT = (E2E − TTFT) / (n_output − 1)`` for ``n_output > 1``, NaN otherwise
 - ``ITL`` = gaps between consecutive token-bearing chunks of one request (per chunk)
 - ``schedule lag = dispatched − scheduled`` (load-generator health)
@@ -32,19 +37,31 @@ def diff_s(later: np.ndarray, earlier: np.ndarray) -> np.ndarray:
     return out
 
 
+def sent_ns(t: RequestTable) -> np.ndarray:
+    """When each request went out on an open connection: dispatched + its connect phase."""
+    return np.where(t.dispatched_ns != NA, t.dispatched_ns + t.connect_ns, NA)
+
+
+def connect_s(t: RequestTable) -> np.ndarray:
+    """Time each request spent opening its connection (0 on one already open)."""
+    return t.connect_ns / NS_PER_S
+
+
 def ttft_s(t: RequestTable) -> np.ndarray:
-    """Time to first token, service view: first token-bearing chunk − dispatched."""
-    return diff_s(t.first_token_ns, t.dispatched_ns)
+    """Time to first token, service view: first token-bearing chunk − sent (the connect phase
+    is not in it)."""
+    return diff_s(t.first_token_ns, sent_ns(t))
 
 
 def ttft_user_s(t: RequestTable) -> np.ndarray:
-    """Time to first token, user view: first token-bearing chunk − scheduled."""
+    """Time to first token, user view: first token-bearing chunk − scheduled (the client's
+    queueing and the connect phase are in it)."""
     return diff_s(t.first_token_ns, t.scheduled_ns)
 
 
 def e2e_s(t: RequestTable) -> np.ndarray:
-    """End-to-end latency: last token-bearing chunk − dispatched (``done`` is not used)."""
-    return diff_s(t.last_token_ns, t.dispatched_ns)
+    """End-to-end latency: last token-bearing chunk − sent (``done`` is not used)."""
+    return diff_s(t.last_token_ns, sent_ns(t))
 
 
 def tpot_s(t: RequestTable) -> np.ndarray:

@@ -40,6 +40,7 @@ INT_COLUMNS = (
     "n_input",
     "n_output",
     "http_status",
+    "connect_ns",
 )
 NULLABLE_COLUMNS = (
     "first_byte_ns",
@@ -52,6 +53,8 @@ NULLABLE_COLUMNS = (
 )
 STR_COLUMNS = ("status", "error_class", "token_source")
 SEGMENT_COLUMNS = ("level", "block")  # optional in from_columns (default 0)
+# optional in from_columns and the constructor (default 0): tables built before they existed
+OPTIONAL_COLUMNS = SEGMENT_COLUMNS + ("connect_ns",)
 ROW_COLUMNS = INT_COLUMNS + ("warmup",) + STR_COLUMNS
 CHUNK_COLUMNS = ("chunk_req_idx", "chunk_t_ns", "chunk_n")
 
@@ -97,9 +100,12 @@ class RequestTable:
     # before these columns existed, synthetic tables)
     level: np.ndarray | None = None
     block: np.ndarray | None = None
+    # ns each request spent opening its connection (RequestRecord.connect_ns; 0 when it went
+    # out on an open one, and in sessions written before the column existed)
+    connect_ns: np.ndarray | None = None
 
     def __post_init__(self) -> None:
-        for name in SEGMENT_COLUMNS:
+        for name in OPTIONAL_COLUMNS:
             if getattr(self, name) is None:
                 setattr(self, name, np.zeros(len(self.req), dtype=np.int64))
         for name in INT_COLUMNS + CHUNK_COLUMNS:
@@ -177,6 +183,7 @@ class RequestTable:
             n_input=_int_or_na([r.n_input for r in records], n),
             n_output=_int_or_na([r.n_output for r in records], n),
             http_status=_int_or_na([r.http_status for r in records], n),
+            connect_ns=np.fromiter((r.connect_ns for r in records), np.int64, n),
             status=_objects(r.status for r in records),
             error_class=_objects(r.error_class for r in records),
             token_source=_objects(r.token_source for r in records),
@@ -200,8 +207,8 @@ class RequestTable:
         keep = idx < len(req)
         keep[keep] = req[idx[keep]] == chunk_req[keep]
         return cls(
-            **{name: rows[name] for name in ROW_COLUMNS if name not in SEGMENT_COLUMNS},
-            **{name: rows.get(name) for name in SEGMENT_COLUMNS},
+            **{name: rows[name] for name in ROW_COLUMNS if name not in OPTIONAL_COLUMNS},
+            **{name: rows.get(name) for name in OPTIONAL_COLUMNS},
             chunk_req_idx=idx[keep],
             chunk_t_ns=np.asarray(chunk_t_ns, dtype=np.int64)[keep],
             chunk_n=np.asarray(chunk_n, dtype=np.int64)[keep],

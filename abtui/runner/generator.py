@@ -4,6 +4,14 @@ It never shares a loop (or a process) with the UI or the session writer, so rend
 DuckDB writes cannot inflate what it measures. It speaks to the main process through two
 channels only: a result queue (``ready`` / ``batch`` of finished records / ``done`` /
 ``fatal``) and a pipe on which it receives the common start time ``t0`` of the schedule.
+
+Connections are opened before each ``t0`` (issue 19.1; on the fast client, the default — not on
+the httpx path, :mod:`abtui.client.preconnect` says why): after the warm-up and after each
+segment, the pool is filled to what the next segment needs (:mod:`abtui.runner.pool`), kept
+filled while the generator waits for its ``t0`` (a server may close idle connections: llama-server
+after 5 s), and topped up once more between the ``t0`` arriving and ``t0`` itself. So the first
+wave of a segment goes out on open connections; a request that still has to open one records
+the time as its connect phase (``RequestRecord.connect_ns``).
 """
 
 from __future__ import annotations
@@ -15,16 +23,19 @@ import sys
 import time
 from dataclasses import dataclass
 
-from abtui.client.fast import FastClient, fast_stream_request
+from abtui.client import preconnect
+from abtui.client.fast import FastClient, fast_stream_request, pool_key
 from abtui.client.items import Item
 from abtui.client.records import RequestRecord
 from abtui.client.redact import redact, secrets_of
 from abtui.client.stream import Target, build_body, make_client, stream_request
+from abtui.runner.pool import Pace, connections_needed, open_file_limit
 
 _now = time.perf_counter_ns
 FLUSH_INTERVAL_S = 0.05  # how often finished records are shipped to the main process
 STOP_POLL_S = 0.05
 SPIN_NS = 2_000_000  # the last 2 ms before a scheduled send are waited by yielding, not a timer
+KEEP_POOL_S = 0.25  # while waiting for a t0: how often the pool is checked and refilled
 
 
 @dataclass
@@ -42,6 +53,7 @@ class ArmPlan:
     cpu: int | None = None  # pin this process to one core (benchmarks)
     segments: list | None = None  # Segments played in turn (None: one of items/mode/concurrency)
     worker: int | None = None  # this process's id in messages (several per arm); None: ``arm``
+    preconnect: bool = True  # open each segment's connections before its t0 (benchmarks: off)
 
     @property
     def wid(self) -> int:
@@ -110,6 +122,11 @@ class _Generator:
         self.active = 0
         self.t_measure = None  # (perf_counter_ns, process_time) at the first segment's t0
         self.shipped = 0  # records handed to the result queue so far (health.Delivery)
+        self.pace: Pace | None = None  # how long the warm-up's requests took (abtui.runner.pool)
+        self.pool_cap: int | None = None  # what the server serves at once, once a fill showed it
+        self.conn = {"wanted": 0, "opened": 0, "unanswered": 0, "closed": 0, "failed": 0,
+                     "late": 0, "seconds": 0.0, "error": None}  # fmt: skip
+        self._keeper: asyncio.Task | None = None  # a fill while waiting for a t0
 
     # -- plumbing -------------------------------------------------------------
     def _stats(self) -> dict:
@@ -119,6 +136,7 @@ class _Generator:
             "in_flight": len(self.tasks),
             "in_flight_max": self.in_flight_max,
             "lag_max_s": self.lag_max_ns / 1e9,
+            "connections": dict(self.conn),  # opened before the t0s (abtui.client.preconnect)
         }
         if self.t_measure is not None:  # the generator's own CPU while measuring, and the wall
             stats["measure_wall_s"] = max(0, _now() - self.t_measure[0]) / 1e9
@@ -181,11 +199,16 @@ class _Generator:
             client, self._send = make_client(n_conn, plan.target.tls), stream_request
         else:
             client, self._send = FastClient(), fast_stream_request
+        from abtui.workload.segments import Segment
+
+        self.segs = plan.segments or [Segment(plan.items, plan.mode, plan.concurrency)]
+        self.fd_limit = open_file_limit()
         async with client as self.client:
             pump = asyncio.create_task(self._pump())
             try:
                 await self._warmup()
                 self._ship()
+                await self._fill_for(0)
                 self.results.put(("ready", plan.wid, self._stats()))
                 await self._segments()
                 if self.tasks:
@@ -197,24 +220,65 @@ class _Generator:
 
     async def _warmup(self) -> None:
         plan = self.plan
-        tasks = []
+        tasks, recs = [], []
         for item in plan.warmup_items:
             body = build_body(plan.target, item)
             rec = RequestRecord(arm=plan.arm, item=item.index, warmup=True, scheduled_ns=_now())
+            recs.append(rec)
             tasks.append(self._spawn(rec, item, body))
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+        self.pace = Pace.of_warmup(recs)
+
+    # -- connections before t0 (abtui.client.preconnect) ----------------------------------
+    def _need(self, k: int) -> int:
+        """Connections to have open for the first segment from ``k`` on that this arm plays
+        (none on the httpx path: a pool of idle connections slows httpcore down, see
+        :mod:`abtui.client.preconnect`)."""
+        if not self.plan.preconnect or self.plan.http == "httpx":
+            return 0
+        for seg in self.segs[k:]:
+            n = connections_needed(seg, self.plan.arm, self.pace, self.fd_limit)
+            if n:
+                return n if self.pool_cap is None else min(n, self.pool_cap)
+        return 0
+
+    async def _fill(self, n: int, until_ns: int | None = None) -> None:
+        if n <= 0 or self.stopping:
+            return
+        f = await preconnect.fill(self.client, self.plan.target, n, until_ns=until_ns)
+        c = self.conn
+        c["wanted"] = max(c["wanted"], n)
+        for k in ("opened", "unanswered", "closed", "failed", "late"):
+            c[k] += getattr(f, k)
+        c["seconds"] += f.seconds
+        c["error"] = c["error"] or f.error
+        if f.unanswered or f.closed:  # the server serves no more at once: keep to that
+            self.pool_cap = f.ready  # (a failed connect may pass: it is tried again next time)
+
+    async def _fill_for(self, k: int) -> None:
+        await self._fill(self._need(k))
+
+    def _keep_pool(self, k: int) -> None:
+        """While waiting for segment ``k``'s t0: refill the pool aside if the server closed
+        some of it (one fill at a time)."""
+        if self._keeper is not None and not self._keeper.done():
+            return
+        n = self._need(k)
+        if n and self.client.idle_open(pool_key(self.plan.target)) < n:
+            self._keeper = asyncio.create_task(self._fill(n))
 
     async def _segments(self) -> None:
         """Play each segment on the ``t0`` the main process sends; report each one's end."""
-        from abtui.workload.segments import Segment
-
         plan = self.plan
-        segs = plan.segments or [Segment(plan.items, plan.mode, plan.concurrency)]
+        segs = self.segs
         for k, seg in enumerate(segs):
-            t0 = await self._wait_start()
+            t0 = await self._wait_start(k)
             if t0 is None or self.stopping:
                 return
+            if self._keeper is not None:  # a refill under way: it may run up to t0
+                await asyncio.wait([self._keeper], timeout=max(0.0, (t0 - _now()) / 1e9))
+            await self._fill(self._need(k), until_ns=t0)  # what closed since: up to t0
             if self.t_measure is None:
                 self.t_measure = (t0, time.process_time())
                 self.in_flight_max = self.active  # warm-up does not count
@@ -227,6 +291,7 @@ class _Generator:
                 if self.tasks:  # drained before the segment counts as done
                     await asyncio.gather(*self.tasks, return_exceptions=True)
             self._ship()
+            await self._fill_for(k + 1)  # the next one's connections, before reporting done
             self.results.put(("segment_done", plan.wid, k, self._stats()))
 
     def _record(self, item: Item, sched: int) -> RequestRecord:
@@ -234,11 +299,15 @@ class _Generator:
         return RequestRecord(arm=self.plan.arm, item=item.index, run=seg.run, level=seg.level,
                              block=seg.block, scheduled_ns=sched)  # fmt: skip
 
-    async def _wait_start(self) -> int | None:
+    async def _wait_start(self, k: int = 0) -> int | None:
         conn = self.start_conn
+        checked = time.monotonic()
         while not conn.poll():
             if self.stopping or self.stop_event.is_set():
                 return None
+            if time.monotonic() - checked >= KEEP_POOL_S:
+                checked = time.monotonic()
+                self._keep_pool(k)
             await asyncio.sleep(0.005)
         return conn.recv()
 

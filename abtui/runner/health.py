@@ -110,7 +110,8 @@ def generator_health(con, names: list[str], stats: dict[int, dict],
         "GROUP BY arm, run, level, block) GROUP BY arm"
     ).fetchall())  # fmt: skip
     e2e = dict(con.execute(
-        "SELECT arm, quantile_cont((last_token_ns - dispatched_ns) / 1e9, 0.5) FROM requests "
+        "SELECT arm, quantile_cont((last_token_ns - dispatched_ns - COALESCE(connect_ns, 0)) "
+        "/ 1e9, 0.5) FROM requests "
         "WHERE NOT warmup AND status = 'ok' AND last_token_ns IS NOT NULL GROUP BY arm"
     ).fetchall())  # fmt: skip
     rows = con.execute(

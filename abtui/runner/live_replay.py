@@ -55,7 +55,7 @@ def _bins(v: np.ndarray) -> np.ndarray:
 ROW_SQL = (  # what the replay needs of each measured request (no chunks: they can be millions)
     f"SELECT arm, scheduled_ns, dispatched_ns, COALESCE(done_ns, {NA}),"
     f" COALESCE(first_token_ns, {NA}), COALESCE(last_token_ns, {NA}), COALESCE(n_output, {NA}),"
-    " status, error_class FROM requests WHERE NOT warmup ORDER BY req"
+    " {connect}, status, error_class FROM requests WHERE NOT warmup ORDER BY req"
 )
 
 
@@ -70,15 +70,16 @@ class _Rows:
     first_token_ns: np.ndarray
     last_token_ns: np.ndarray
     n_output: np.ndarray
+    connect_ns: np.ndarray
     status: np.ndarray
     error_class: np.ndarray
 
     @classmethod
     def read(cls, rd: SessionReader) -> _Rows:
-        rows = rd.query(ROW_SQL)
-        cols = list(zip(*rows, strict=True)) if rows else [()] * 9
-        ints = [np.array(c, dtype=np.int64) for c in cols[:7]]
-        strs = [np.array(c, dtype=object) for c in cols[7:]]
+        rows = rd.query(ROW_SQL.format(connect=rd.connect_sql()))
+        cols = list(zip(*rows, strict=True)) if rows else [()] * 10
+        ints = [np.array(c, dtype=np.int64) for c in cols[:8]]
+        strs = [np.array(c, dtype=object) for c in cols[8:]]
         return cls(*ints, *strs)
 
     def select(self, mask: np.ndarray) -> _Rows:
@@ -136,7 +137,7 @@ def _track(name: str, at: _Rows, slo: dict[str, float]) -> _ArmTrack:
     t0 = int(disp[live[0]]) if len(live) else 0
 
     # the formulas of LiveArm.add, on every measured request at once
-    d, n = disp[meas], n_out[meas]
+    d, n = disp[meas] + at.connect_ns[order][meas], n_out[meas]
     ttft = (first[meas] - d) / 1e9
     e2e = (last[meas] - d) / 1e9
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -152,7 +153,8 @@ def _track(name: str, at: _Rows, slo: dict[str, float]) -> _ArmTrack:
         out_tok=_cum(np.where(ok, n_out, 0)), errors=errors,
         live_t0_ns=t0 if len(live) else None, n_meas=_cum(meas), ttft=ttft,
         ttft_bin=_bins(ttft), tpot_bin=_bins(tpot), sum_ttft=_cum(ttft),
-        sum_decode=_cum(e2e - ttft), sum_lag=_cum(np.maximum(0.0, (d - sched[meas]) / 1e9)),
+        sum_decode=_cum(e2e - ttft),
+        sum_lag=_cum(np.maximum(0.0, (disp[meas] - sched[meas]) / 1e9) + (d - disp[meas]) / 1e9),
         sec=(done[meas] - t0) // 1_000_000_000, tok=n.astype(np.int64),
         good=np.where(good, n, 0).astype(np.int64), tpot=tpot, disp_ns=at.dispatched_ns[dorder],
         lag_max=np.concatenate(([0.0], np.maximum.accumulate(np.maximum(lags, 0.0)))),

@@ -32,6 +32,7 @@ from abtui.runner.health import Delivery
 from abtui.runner.launch import start_fleet, start_local
 from abtui.runner.machine import MachineLoad
 from abtui.runner.observer import ArmProgress, NullObserver, Observer, RunInfo, Snapshot
+from abtui.runner.pool import per_arm_connections
 from abtui.spec import Spec
 from abtui.store.writer import SessionWriter
 from abtui.telemetry import sampler as telemetry
@@ -149,10 +150,11 @@ class _Live:
                 p.ok += 1
                 p.output_tokens += r.n_output or 0
                 if r.chunk_ns:
-                    ttft = (r.chunk_ns[0] - r.dispatched_ns) / 1e9
+                    sent = r.dispatched_ns + r.connect_ns  # the service view starts here
+                    ttft = (r.chunk_ns[0] - sent) / 1e9
                     self._ttft[arm].append(ttft)
                     if (r.n_output or 0) > 1:
-                        e2e = (r.chunk_ns[-1] - r.dispatched_ns) / 1e9
+                        e2e = (r.chunk_ns[-1] - sent) / 1e9
                         self._tpot[arm].append((e2e - ttft) / (r.n_output - 1))
             elif r.status == R.CANCELLED:
                 p.cancelled += 1
@@ -418,6 +420,8 @@ def run_session(
             writer.write_meta(ray=fleet.meta())
         _mark_health(writer, [a.name for a in spec.arms], gen_stats, worker_arm, obs, delivery,
                      machine)  # fmt: skip
+        writer.write_meta(connections=per_arm_connections(gen_stats, worker_arm,
+                                                          [a.name for a in spec.arms]))  # fmt: skip
         for p in procs:
             p.join(timeout=5)
         if qi is not None:  # the rest of the interleaved items; rows answered are kept on a stop

@@ -250,6 +250,21 @@ class SessionReader:
             ) in rows
         ]
 
+    def columns(self, table: str) -> set[str]:
+        """The columns ``table`` has in this file (an older file lacks the newer ones)."""
+        return {
+            r[0]
+            for r in self._con.execute(
+                "SELECT column_name FROM duckdb_columns() WHERE table_name = ?", [table]
+            ).fetchall()
+        }
+
+    def connect_sql(self, alias: str = "") -> str:
+        """SQL for each request's connect phase in ns (``requests.connect_ns``; ``0`` in a file
+        written before the column existed, whose TTFT held any connect time, as it then did).
+        ``alias``: the ``requests`` table's alias in the query (``"r."``)."""
+        return f"COALESCE({alias}connect_ns, 0)" if "connect_ns" in self.columns("requests") else "0"
+
     def request_table(self, include_warmup: bool = False) -> RequestTable:
         """All requests (warm-up excluded unless asked) and their chunks, one query each."""
         where = "" if include_warmup else "WHERE NOT warmup"

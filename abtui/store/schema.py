@@ -12,6 +12,11 @@ Conventions:
 - ``server_timings`` (one row per request whose server sent its own ``timings``: llama.cpp)
   came after schema 1's first files; a file without the table reads as one with no such rows,
   and an older abtui ignores the table, so the version stays 1.
+- ``requests.connect_ns`` (ns the request spent opening its connection, TCP + TLS; 0 on a
+  connection already open) came after schema 1's first files, as the last column: a file
+  without it reads as 0 everywhere (those sessions counted any connect time inside TTFT, as
+  abtui then did), and an older abtui reads columns by name and ignores it, so the version
+  stays 1 (docs/session-file.md).
 - Bump ``SCHEMA_VERSION`` on any incompatible change; readers refuse newer versions.
 """
 
@@ -52,6 +57,7 @@ REQUEST_COLUMNS = (
     "token_source",
     "finish_reason",
     "text",
+    "connect_ns",
 )
 
 # Columns of ``server_timings``: the request, llama.cpp's fields (abtui.client.records
@@ -131,7 +137,8 @@ DDL = (
         n_output INTEGER,
         token_source VARCHAR,
         finish_reason VARCHAR,
-        text VARCHAR
+        text VARCHAR,
+        connect_ns BIGINT
     )""",
     """CREATE TABLE IF NOT EXISTS chunks (
         req BIGINT,

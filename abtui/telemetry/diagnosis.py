@@ -24,6 +24,12 @@ Phase split of request time (shares of queue + prefill + decode), labelled by wh
 - **client**: no server figures — TTFT (queueing, prefill and the network together) vs decode
   (first to last token) of the measured requests. Queueing cannot be separated here.
 
+The connect phase (issue 19.1): how many connections each arm's generators opened before the
+``t0`` of its segments (``meta.connections``) and how many measured requests still had to open
+one during the run, with their mean and largest connect time (``requests.connect_ns``: kept out
+of TTFT, E2E and the split above, inside TTFT (user)). Not shown for a session written before
+abtui recorded it.
+
 Also: KV-cache usage, running / waiting requests (mean, max), preemptions and spec-decode
 acceptance (accepted / drafted tokens) in the window; llama.cpp's mean batch (busy slots per
 decode call) and share of prompt tokens served from its cache; the GPU (local NVML or a DCGM exporter):
@@ -102,6 +108,9 @@ class ArmDiagnosis:
     batch_mean: float | None = None  # llama.cpp: busy slots per decode call in the window
     slots_total: int | None = None  # llama.cpp: its --parallel, from /props
     prompt_cached_share: float | None = None  # llama.cpp: prompt tokens reused from its cache
+    # the connect phase: None for a session written before it was recorded
+    connect: dict | None = None  # measured, connected (opened one), mean_s, max_s, share
+    preconnected: dict | None = None  # meta.connections of this arm (abtui.runner.pool)
 
     @property
     def phases(self) -> PhaseSplit | None:
@@ -212,7 +221,7 @@ def diagnose(path) -> list[ArmDiagnosis]:
         client = {
             r[0]: r[1:]
             for r in rd.query(
-                "SELECT arm, avg(first_token_ns - dispatched_ns) / 1e9, "
+                f"SELECT arm, avg(first_token_ns - dispatched_ns - {rd.connect_sql()}) / 1e9, "
                 "avg(last_token_ns - first_token_ns) / 1e9, "
                 "avg((last_token_ns - first_token_ns) / 1e9 / (n_output - 1)) "
                 "FILTER (WHERE n_output > 1), avg(n_input), avg(n_output), "
@@ -222,6 +231,7 @@ def diagnose(path) -> list[ArmDiagnosis]:
                 "AND first_token_ns IS NOT NULL GROUP BY arm"
             )
         }
+        connects = _connects(rd)
         checks = timing_checks(rd)
         tokens = dict(rd.query(
             "SELECT arm, coalesce(sum(n_output), 0) FROM requests WHERE NOT warmup GROUP BY arm"
@@ -256,6 +266,9 @@ def diagnose(path) -> list[ArmDiagnosis]:
             d.tpot_mean_s, d.prompt_tokens_mean, d.output_tokens_mean = tpot, n_in, n_out
             if ttft is not None and dec is not None:
                 d.client_e2e_s = ttft + dec
+        d.connect = connects.get(i)
+        pre = meta.get("connections")
+        d.preconnected = pre.get(a["name"]) if isinstance(pre, dict) else None
         d.server_e2e_s = s.mean_of("e2e_s")
         d.kv_usage = s.gauge("kv_usage")
         d.running, d.waiting = s.gauge("running"), s.gauge("waiting")
@@ -283,6 +296,49 @@ def diagnose(path) -> list[ArmDiagnosis]:
             d.roofline = arm_bounds(spec_arms[i], d)
         out.append(d)
     return out
+
+
+def _connects(rd) -> dict[int, dict]:
+    """Per arm: measured requests, those that opened a connection during the run, their mean and
+    largest connect phase, and its share of all measured requests' time (dispatch to done)."""
+    if "connect_ns" not in rd.columns("requests"):
+        return {}
+    rows = rd.query(
+        "SELECT arm, count(*), count(*) FILTER (WHERE connect_ns > 0), "
+        "avg(connect_ns) FILTER (WHERE connect_ns > 0) / 1e9, max(connect_ns) / 1e9, "
+        "sum(connect_ns) / nullif(sum(done_ns - dispatched_ns), 0) "
+        "FROM requests WHERE NOT warmup AND status <> 'cancelled' GROUP BY arm"
+    )
+    return {int(r[0]): {"measured": int(r[1]), "connected": int(r[2]), "mean_s": r[3],
+                        "max_s": r[4], "share": r[5]} for r in rows}  # fmt: skip
+
+
+def connect_line(d: ArmDiagnosis) -> str | None:
+    """The diagnosis line of the connect phase (None when the session did not record it)."""
+    c, pre = d.connect, d.preconnected
+    if c is None and not pre:
+        return None
+    parts = []
+    if pre:
+        opened = int(pre.get("opened") or 0)
+        words = f"{opened} opened before t0 ({pre.get('seconds') or 0.0:.2f} s)"
+        extra = [f"{int(pre[k])} {w}" for k, w in (
+            ("unanswered", "not answered in time (the server serves no more at once)"),
+            ("closed", "closed by the server after one response"),
+            ("failed", "failed"),
+            ("late", "still opening at t0"),
+        ) if pre.get(k)]  # fmt: skip
+        parts.append(words + (f" ({'; '.join(extra)})" if extra else ""))
+    if c is not None:
+        n, k = c["measured"], c["connected"]
+        if k:
+            parts.append(f"{k} of {n} requests opened one during the run (mean "
+                         f"{c['mean_s'] * 1e3:.1f} ms, max {c['max_s'] * 1e3:.1f} ms, "
+                         f"{(c['share'] or 0.0):.2%} of request time; out of TTFT and E2E, "
+                         "in TTFT (user))")  # fmt: skip
+        else:
+            parts.append(f"none of {n} requests waited for one")
+    return "    connections: " + "; ".join(parts)
 
 
 # ------------------------------------------------------------------------------ text
@@ -313,6 +369,9 @@ def diagnosis_lines(diags: list[ArmDiagnosis]) -> list[str]:
             lines.append(f"    check: mean E2E {d.server_e2e_s * 1e3:.1f} ms in the server, "
                          f"{d.client_e2e_s * 1e3:.1f} ms at the client ({gap:+.1f} ms outside "
                          "the engine: network, HTTP, streaming)")  # fmt: skip
+        conn = connect_line(d)
+        if conn:
+            lines.append(conn)
         lines += timing_lines(d.timings, d.spec_acceptance)
         if d.server is None and d.scrapes_ok == 0:
             why = (f"{d.scrapes_failed} scrapes failed" if d.scrapes_failed

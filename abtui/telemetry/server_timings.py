@@ -54,7 +54,7 @@ class TimingCheck:
 
 
 _QUERY = """
-SELECT r.arm, (r.first_token_ns - r.dispatched_ns) / 1e6,
+SELECT r.arm, (r.first_token_ns - r.dispatched_ns - {connect}) / 1e6,
        CASE WHEN r.n_output > 1
             THEN (r.last_token_ns - r.first_token_ns) / 1e6 / (r.n_output - 1) END,
        t.prompt_ms, t.predicted_n, t.predicted_ms, t.draft_n, t.draft_n_accepted,
@@ -71,7 +71,7 @@ def timing_checks(rd) -> dict[int, TimingCheck]:
     if not has[0][0]:
         return {}
     by_arm: dict[int, list[tuple]] = {}
-    for row in rd.query(_QUERY):
+    for row in rd.query(_QUERY.format(connect=rd.connect_sql("r."))):  # TTFT: after any connect
         by_arm.setdefault(int(row[0]), []).append(row[1:])
     out = {}
     for arm, rows in sorted(by_arm.items()):
