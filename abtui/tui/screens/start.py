@@ -24,6 +24,7 @@ from textual.worker import Worker, WorkerState
 from abtui.demo import DemoOptions
 from abtui.errors import AbtuiError
 from abtui.store.listing import UNREADABLE, SessionRow, list_sessions
+from abtui.tui.keys import START
 
 STATUS_STYLE = {"finished": "green", "interrupted": "yellow", "killed": "bold red",
                 "running": "bold cyan", "failed": "bold red", UNREADABLE: "bold red"}  # fmt: skip
@@ -63,6 +64,7 @@ def check_spec(path: str):
 
 
 class StartScreen(Screen):
+    HELP, HELP_TITLE = START, "the start screen"
     BINDINGS = [
         Binding("enter", "open", "open", show=False),
         Binding("d", "demo", "demo"),
