@@ -12,6 +12,7 @@ from tui_fixtures import shows
 
 from abtui.tui import keys as K
 from abtui.tui.app import AbtuiApp, HelpScreen
+from abtui.tui.screens.compare import CompareScreen
 from abtui.tui.screens.live import LiveScreen
 from abtui.tui.screens.open import OpenScreen
 from abtui.tui.screens.start import StartScreen
@@ -39,7 +40,8 @@ def listed(keys: K.Keys) -> set[str]:
     return {k.strip() for row, _ in keys for k in row.split(" / ")}
 
 
-@pytest.mark.parametrize("cls", [StartScreen, LiveScreen, OpenScreen, VerdictScreen])
+@pytest.mark.parametrize("cls", [StartScreen, LiveScreen, OpenScreen, VerdictScreen,
+                                 CompareScreen])  # fmt: skip
 def test_every_key_a_screen_binds_is_in_its_own_help(cls):
     shown = listed(cls.HELP)
     for key in bound_keys(cls):
@@ -49,7 +51,7 @@ def test_every_key_a_screen_binds_is_in_its_own_help(cls):
 
 def test_the_lists_are_each_screens_own():
     assert not listed(K.START) & {"v", "space", "m", "h", "[", "]"}
-    assert not listed(K.VERDICT) & {"space", "d", "r"}
+    assert not listed(K.VERDICT) & {"/", "space", "d", "r", "x"}
     assert not listed(K.LIVE) & {"/", "m", "h", "d", "r", "space"}
     assert listed(K.LIVE) <= listed(K.OPEN)  # the replay is the live panes, and a timeline
 

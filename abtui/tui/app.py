@@ -261,6 +261,13 @@ class AbtuiApp(App):
             self.query_one("#boot", Static).update(text)
 
     # ---------------------------------------------------------------- keys
+    def get_system_commands(self, screen):
+        """The command palette: Textual's commands and the app's own (abtui.tui.palette)."""
+        from abtui.tui.palette import commands
+
+        yield from super().get_system_commands(screen)
+        yield from commands(self, screen)
+
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen(*keys_of(self.screen)))

@@ -9,15 +9,19 @@ Keys = tuple[tuple[str, str], ...]
 
 EVERYWHERE: Keys = (
     ("?", "this list of keys (of this screen)"),
-    ("ctrl+p", "the command palette (Textual's own: theme, keys, quit)"),
+    ("ctrl+p", "the command palette: open a session, export md / html, the verdict, compare"
+               " two sessions, and Textual's own (theme, quit)"),  # fmt: skip
     ("ctrl+q", "quit abtui from any screen (asks first while a session runs)"),
 )
 
 START: Keys = (
     ("Enter", "open the selected session (its replay, then its verdict)"),
+    ("/", "filter the list (name, arms, status, verdict, date); Enter keeps it, Esc clears it"),
+    ("c", "compare two sessions: c marks the selected one, c on another compares them"),
+    ("x / Delete", "delete the selected session file (asks first; only files of this folder)"),
     ("d", "run the demo"),
-    ("r", "run an experiment from a spec file"),
-    ("Esc", "close the spec prompt"),
+    ("r", "run an experiment from a spec file (Esc cancels)"),
+    ("Esc", "close the spec prompt, clear the filter, or forget the marked session"),
     ("up / down", "move in the list"),
     ("q", "quit"),
 )
@@ -51,6 +55,12 @@ VERDICT: Keys = (
     ("up / down / PgUp / PgDn", "scroll"),
     ("q", "quit; a session started or opened from the start screen: back to the list"),
 )
+
+COMPARE: Keys = (
+    ("Esc / q", "back to the list"),
+    ("up / down / PgUp / PgDn", "scroll"),
+)
+
 
 def keys_of(screen) -> tuple[str, Keys]:
     """(title, keys) of ``screen``'s help: its own ``HELP`` list, then the keys of everywhere."""
