@@ -11,8 +11,9 @@ from test_tui_snapshots import fixed_screen
 from tui_fixtures import shows
 
 from abtui.tui import keys as K
-from abtui.tui.app import AbtuiApp, HelpScreen
+from abtui.tui.app import AbtuiApp, ConfirmQuit, HelpScreen
 from abtui.tui.screens.compare import CompareScreen
+from abtui.tui.screens.dialogs import Confirm
 from abtui.tui.screens.live import LiveScreen
 from abtui.tui.screens.open import OpenScreen
 from abtui.tui.screens.start import StartScreen
@@ -41,7 +42,7 @@ def listed(keys: K.Keys) -> set[str]:
 
 
 @pytest.mark.parametrize("cls", [StartScreen, LiveScreen, OpenScreen, VerdictScreen,
-                                 CompareScreen])  # fmt: skip
+                                 CompareScreen, Confirm, ConfirmQuit])  # fmt: skip
 def test_every_key_a_screen_binds_is_in_its_own_help(cls):
     shown = listed(cls.HELP)
     for key in bound_keys(cls):

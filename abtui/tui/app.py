@@ -25,7 +25,7 @@ from textual.worker import Worker, WorkerState
 
 from abtui.runner.observer import Observer
 from abtui.store.reader import never_closed
-from abtui.tui.keys import Keys, keys_of
+from abtui.tui.keys import QUESTION, Keys, keys_of
 from abtui.tui.messages import RunFinished, RunNote, RunProgress, RunStarted
 from abtui.tui.observer import TuiObserver
 from abtui.tui.screens.live import LiveScreen
@@ -60,6 +60,7 @@ class HelpScreen(ModalScreen):
 
 
 class ConfirmQuit(ModalScreen[bool]):
+    HELP, HELP_TITLE = QUESTION, "stop the running session?"
     BINDINGS = [("y", "answer(True)", "yes, stop"), ("n", "answer(False)", "no"),
                 ("escape", "answer(False)", "no")]  # fmt: skip
 

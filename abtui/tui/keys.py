@@ -62,6 +62,12 @@ COMPARE: Keys = (
 )
 
 
+QUESTION: Keys = (
+    ("y", "yes"),
+    ("n / Esc", "no: nothing is changed"),
+)
+
+
 def keys_of(screen) -> tuple[str, Keys]:
     """(title, keys) of ``screen``'s help: its own ``HELP`` list, then the keys of everywhere."""
     title = getattr(screen, "HELP_TITLE", "")

@@ -9,10 +9,13 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from abtui.tui.keys import QUESTION
+
 
 class Confirm(ModalScreen[bool]):
     """A yes/no question; dismissed with True only on ``y``."""
 
+    HELP, HELP_TITLE = QUESTION, "a question"
     BINDINGS = [("y", "answer(True)", "yes"), ("n", "answer(False)", "no"),
                 ("escape", "answer(False)", "no")]  # fmt: skip
 
