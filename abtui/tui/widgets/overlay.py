@@ -80,15 +80,22 @@ def cdf_chart(title: str, hists: list[HistView], width: int, height: int) -> Tex
     for r in range(rows - 1, -1, -1):
         lab = "100%" if r == rows - 1 else "50%" if r == half else "0%" if r == 0 else ""
         out.append(f"{lab:>4}┤", "dim")
+        run, run_style = [], None  # consecutive cells of one style are appended as one run
         for x in range(pw):
             got = cells[r][x]
             if len(got) == 1:
                 (i,) = got
-                out.append(letter(i), f"bold {colour(i)}")
+                ch, style = letter(i), f"bold {colour(i)}"
             elif got:
-                out.append(SEVERAL, "bold")
+                ch, style = SEVERAL, "bold"
             else:
-                out.append(FLAT if flat[r][x] else " ", "dim")
+                ch, style = FLAT if flat[r][x] else " ", "dim"
+            if style != run_style and run:
+                out.append("".join(run), run_style)
+                run = []
+            run.append(ch)
+            run_style = style
+        out.append("".join(run), run_style)
         out.append("\n")
     lo, hi = _fmt_s(edges[0]), _fmt_s(edges[-1])
     pad = pw - len(lo) - len(hi) - 4
