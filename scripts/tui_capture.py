@@ -1,8 +1,9 @@
 """Text captures of the TUI from a real run: ``abtui demo`` (simulated GPUs on 127.0.0.1,
 time-scaled) driven under Textual's test harness; prints the live panes as the run ended and
-the verdict screen, as plain text (what README.md and docs/guide.md show).
+the verdict screen, as plain text (what the README and docs/tui.md show); ``--compare`` also
+the compare view (``c``: both arms' CDFs overlaid).
 
-    .venv/bin/python scripts/tui_capture.py --size 100x34 --requests 60 --time-scale 2
+    .venv/bin/python scripts/tui_capture.py --size 80x24 --requests 1100 --rate 13 --compare
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ def screen_text(app) -> str:
     return "\n".join(s.text.rstrip() for s in app.screen._compositor.render_strips())
 
 
-async def capture(opts: DemoOptions, size: tuple[int, int]) -> tuple[str, str]:
+async def capture(opts: DemoOptions, size: tuple[int, int],
+                  compare: bool = False) -> tuple[str, str, str]:  # fmt: skip
     def job(obs, stop):
         return run_demo(
             opts, lambda spec, items: run_session(spec, "", obs, items=items, stop_request=stop)
@@ -41,8 +43,13 @@ async def capture(opts: DemoOptions, size: tuple[int, int]) -> tuple[str, str]:
         await pilot.press("l")
         await pilot.pause(0.5)
         live = screen_text(app)
+        view = ""
+        if compare:
+            await pilot.press("c")
+            await pilot.pause(0.5)
+            view = screen_text(app)
         await pilot.press("q")
-    return live, verdict
+    return live, verdict, view
 
 
 def main() -> None:
@@ -52,15 +59,20 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=10.0)
     ap.add_argument("--time-scale", type=float, default=2.0)
     ap.add_argument("--seed", type=int, default=3)
+    ap.add_argument("--no-quality", action="store_true", help="skip the demo's quality suites")
+    ap.add_argument("--compare", action="store_true", help="also the compare view (c)")
     a = ap.parse_args()
     cols, rows = (int(x) for x in a.size.lower().split("x"))
     with tempfile.TemporaryDirectory() as tmp:
         opts = DemoOptions(requests=a.requests, rate=a.rate, time_scale=a.time_scale, seed=a.seed,
-                           name="demo", sessions_dir=tmp)  # fmt: skip
-        live, verdict = asyncio.run(capture(opts, (cols, rows)))
+                           name="demo", sessions_dir=tmp, quality=not a.no_quality)  # fmt: skip
+        live, verdict, view = asyncio.run(capture(opts, (cols, rows), a.compare))
     print(live)
     print()
     print(verdict)
+    if view:
+        print()
+        print(view)
 
 
 if __name__ == "__main__":

@@ -5,29 +5,44 @@ arms stay row-aligned (issue 23, item 1). The order in which a short pane conden
 from __future__ import annotations
 
 import asyncio
-from dataclasses import fields
+from dataclasses import fields, replace
 
 import pytest
 from test_tui_snapshots import arms_screen, fixed_screen, fixed_session
 
 from abtui.tui.app import AbtuiApp
 from abtui.tui.screens.live import ArmPane
-from abtui.tui.widgets.pane import CONDENSE_ORDER, MAX_BAR_ROWS, PanePlan, pane_plan
+from abtui.tui.widgets.pane import (
+    CONDENSE_ORDER,
+    HISTORY_MIN_BARS,
+    HISTORY_ROWS,
+    MAX_BAR_ROWS,
+    PanePlan,
+    pane_plan,
+)
 
 
 def test_a_short_pane_shrinks_the_bars_then_drops_rows_in_the_stated_order():
     full = PanePlan()
-    assert pane_plan(100) == full and full.lines == 15 + 2 * MAX_BAR_ROWS
-    assert pane_plan(16) == PanePlan(bars=1, phase_bar=False)  # 80×24, two arms
-    assert pane_plan(15) == PanePlan(bars=1, phase_bar=False, errors=False)  # a timeline below
+    assert pane_plan(100) == full and full.lines == 15 + HISTORY_ROWS + 2 * MAX_BAR_ROWS
+    # the gauges' histories stay while the histograms keep HISTORY_MIN_BARS rows
+    keep = replace(full, bars=HISTORY_MIN_BARS).lines
+    assert pane_plan(keep) == replace(full, bars=HISTORY_MIN_BARS)
+    assert pane_plan(keep - 1).history is False and pane_plan(keep - 1).bars > HISTORY_MIN_BARS
+    assert pane_plan(40).history and pane_plan(40).bars == MAX_BAR_ROWS  # 160×48, two arms
+    no_hist = replace(full, history=False)
+    assert pane_plan(16) == replace(no_hist, bars=1, phase_bar=False)  # 80×24, two arms
+    assert pane_plan(15) == replace(no_hist, bars=1, phase_bar=False, errors=False)  # timeline
     dropped: list[str] = []
     for h in range(full.lines, 6, -1):
         plan = pane_plan(h)
         assert plan.lines <= h or all(not getattr(plan, n) for n, _ in CONDENSE_ORDER), h
-        gone = [f.name for f in fields(plan) if f.name != "bars" and not getattr(plan, f.name)]
+        assert plan.history or plan.bars < MAX_BAR_ROWS or h >= full.lines, h  # histories first
+        gone = [f.name for f in fields(plan)
+                if f.name not in ("bars", "history") and not getattr(plan, f.name)]  # fmt: skip
         assert gone == [n for n, _ in CONDENSE_ORDER][: len(gone)], (h, gone)  # in order
         if gone:
-            assert plan.bars == 1, "rows go only once the bars are down to one"
+            assert plan.bars == 1 and not plan.history, "rows go once the bars are down to one"
         dropped = gone
     assert dropped == [n for n, _ in CONDENSE_ORDER]
 

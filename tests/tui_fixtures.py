@@ -4,6 +4,7 @@ writes (``SessionWriter``) of seeded request records, a real verdict computed an
 from __future__ import annotations
 
 import os
+import re
 import time
 from pathlib import Path
 
@@ -121,3 +122,10 @@ async def drawn(pilot, screen, timeout_s: float = 30.0) -> None:
     while screen._pending or screen.last.elapsed_s != screen.playhead.t_s:
         assert time.monotonic() - t0 < timeout_s, "the open screen never drew its playhead's time"
         await pilot.pause(0.05)
+
+
+def shows(text: str, row: str, what: str) -> bool:
+    """Whether the help ``text`` has the row of key ``row`` described as ``what`` (the key and
+    its description's start on one line: another screen's word elsewhere does not count)."""
+    end = r"[ \t]*$" if len(what) <= 24 else ""  # a short one whole: 'quit' is not 'quit (…'
+    return re.search(rf"{re.escape(row)}\s+{re.escape(what[:24])}{end}", text, re.M) is not None

@@ -58,6 +58,31 @@ class LogHistogram:
         return float((self.counts * mids).sum() / self.n)
 
 
+GAUGE_HISTORY = 120  # readings kept per gauge for the live panes' history (2 min at 1 Hz)
+
+
+class GaugeHistory:
+    """The last :data:`GAUGE_HISTORY` readings of each telemetry gauge of one arm
+    (``"source:metric"`` → values, oldest first), for the panes' small histories (nvitop and
+    btop draw one per gauge). Bounded: a fixed-length deque per gauge; the session file keeps
+    every reading."""
+
+    def __init__(self, series: dict[str, list[float]] | None = None) -> None:
+        self._s: dict[str, deque] = {}
+        for key, vals in (series or {}).items():
+            self._s[key] = deque(vals, maxlen=GAUGE_HISTORY)
+
+    def add(self, key: str, value: float) -> None:
+        d = self._s.get(key)
+        if d is None:
+            d = self._s[key] = deque(maxlen=GAUGE_HISTORY)
+        d.append(float(value))
+
+    def series(self) -> dict[str, list[float]]:
+        """A copy for the UI (the runner keeps adding to its own)."""
+        return {k: list(d) for k, d in self._s.items()}
+
+
 @dataclass
 class HistView:
     """A frozen copy for the UI: counts on the fine bins, P50 and P99."""

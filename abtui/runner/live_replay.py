@@ -24,7 +24,16 @@ from pathlib import Path
 
 import numpy as np
 
-from abtui.metrics.live import EDGES, LO_S, PER_DECADE, SERIES_S, LiveArm, LogHistogram
+from abtui.metrics.live import (
+    EDGES,
+    GAUGE_HISTORY,
+    LO_S,
+    PER_DECADE,
+    SERIES_S,
+    GaugeHistory,
+    LiveArm,
+    LogHistogram,
+)
 from abtui.metrics.table import NA
 from abtui.metrics.windows import MeasuredWindows, completion_ns
 from abtui.runner.observer import ArmProgress, RunInfo
@@ -202,6 +211,28 @@ class _Gauges:
 
     series: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     means: dict[str, float] = field(default_factory=dict)
+    measured: dict[str, np.ndarray] = field(default_factory=dict)  # readings in the windows
+
+    def history_at(self, t_ns: int) -> GaugeHistory:
+        """Each gauge's last :data:`GAUGE_HISTORY` readings at or before ``t_ns`` (what the live
+        panes' histories showed then)."""
+        out = {}
+        for key, (ts, vs) in self.series.items():
+            i = int(np.searchsorted(ts, t_ns, side="right"))
+            if i:
+                out[key] = [float(v) for v in vs[max(0, i - GAUGE_HISTORY) : i]]
+        return GaugeHistory(out)
+
+    def history_of_session(self) -> GaugeHistory:
+        """The end state's histories: each gauge over the arm's measured windows (as its
+        mean), the whole run in at most :data:`GAUGE_HISTORY` points (means of equal runs of
+        readings), so the finished picture shows the run's course, not the idle GPU after it."""
+        out = {}
+        for key, v in self.measured.items():
+            if len(v) > GAUGE_HISTORY:
+                v = np.array([c.mean() for c in np.array_split(v, GAUGE_HISTORY)])
+            out[key] = [float(x) for x in v]
+        return GaugeHistory(out)
 
     def at(self, t_ns: int) -> dict[str, float]:
         out = {}
@@ -228,7 +259,9 @@ def _gauges(tel: dict[str, np.ndarray], arm: int, windows: MeasuredWindows) -> _
         if len(fin):
             g.means[str(k)] = float(fin.mean())
         if not str(k).endswith(".delta"):  # as the live gauges: counters' deltas are not gauges
-            g.series[str(k)] = (ts[pick], v)  # the reader orders rows by time
+            g.series[str(k)] = (ts[pick], v)
+            if len(fin):
+                g.measured[str(k)] = fin  # the reader orders rows by time
     return g
 
 
@@ -273,8 +306,12 @@ class Replay:
     def at(self, t_s: float) -> list[ArmProgress]:
         """Each arm as the live run saw it at ``t_s``: the requests completed by then."""
         t_ns = self.end_ns if t_s >= self.duration_s else self.t0_ns + round(max(t_s, 0) * 1e9)
-        return [self._arm(tr, g.at(t_ns), t_ns) for tr, g in zip(self.tracks, self.gauges,
-                                                                strict=True)]  # fmt: skip
+        out = []
+        for tr, g in zip(self.tracks, self.gauges, strict=True):
+            p = self._arm(tr, g.at(t_ns), t_ns)
+            p.history = g.history_at(t_ns)
+            out.append(p)
+        return out
 
     def segment_at(self, t_s: float) -> Position | None:
         """The segment playing at ``t_s`` (the last one started by then, as the live header
@@ -286,10 +323,12 @@ class Replay:
         return self.shape.position(self.segment_log[i])
 
     def end_state(self) -> list[ArmProgress]:
-        """Every request completed; the gauges are the session's means."""
+        """Every request completed; the gauges are the session's means, their histories the
+        measured run's course (:meth:`_Gauges.history_of_session`)."""
         arms = self.at(self.duration_s)
         for p, g in zip(arms, self.gauges, strict=True):
             p.telemetry = dict(g.means)
+            p.history = g.history_of_session()
         return arms
 
     def _arm(self, tr: _ArmTrack, telemetry: dict[str, float], t_ns: int) -> ArmProgress:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from abtui.metrics.live import LiveArm
+from abtui.metrics.live import GaugeHistory, LiveArm
 from abtui.workload.segments import Position
 
 
@@ -39,9 +39,18 @@ class ArmProgress:
     telemetry: dict[str, float] = field(default_factory=dict)
     """Latest telemetry of this arm for live gauges: ``"source:metric"`` → value (gauges and
     ``.rate`` counters, e.g. ``"vllm:kv_usage"``, ``"nvml:gpu.power_w"``)."""
+    history: GaugeHistory = field(default_factory=GaugeHistory)
+    """The last readings of each gauge in ``telemetry`` (:meth:`gauge` adds to both), for the
+    panes' gauge histories."""
     live: LiveArm = field(default_factory=LiveArm)
     """Running histograms and throughput for live panes (bounded; read with ``live.view()``
     from the observer's callback, which runs in the runner's thread)."""
+
+
+    def gauge(self, key: str, value: float) -> None:
+        """A telemetry reading: the latest value of ``key`` and its history."""
+        self.telemetry[key] = value
+        self.history.add(key, value)
 
 
 @dataclass

@@ -17,7 +17,13 @@ from pathlib import Path
 import duckdb
 
 from abtui.errors import AbtuiError
-from abtui.store.reader import WRITER_OTHER, SessionReader, file_writer, was_killed
+from abtui.store.reader import (
+    WRITER_OTHER,
+    WRITER_THIS,
+    SessionReader,
+    file_writer,
+    was_killed,
+)
 from abtui.store.schema import COMPLETE, FAILED, INTERRUPTED, RUNNING, STATUSES
 
 SUFFIX = ".duckdb"
@@ -37,7 +43,9 @@ class SessionRow:
     status: str  # finished | interrupted | failed | running | killed | unreadable
     created: str | None = None  # ISO time the session started
     arms: list[str] = field(default_factory=list)
-    requests: int | None = None  # measured requests stored (warm-up excluded)
+    requests: int | None = None  # measured requests stored (warm-up excluded), all arms
+    per_arm: list[int] = field(default_factory=list)  # the same, per arm (in arm order)
+    degraded: bool = False  # the load generators lagged: meta "degraded" (report.health)
     verdict: str | None = None  # the latest stored verdict's word (GO, NO-GO, …)
     error: str | None = None  # why an unreadable file could not be read
 
@@ -60,7 +68,9 @@ def read_row(path: str | os.PathLike) -> SessionRow:
         with SessionReader(path) as rd:
             meta = rd.meta()
             arms = [a["name"] for a in rd.arms()]
-            (n,) = rd.query("SELECT count(*) FROM requests WHERE NOT warmup")[0]
+            counts = dict(rd.query("SELECT arm, count(*) FROM requests WHERE NOT warmup "
+                                   "GROUP BY arm"))  # fmt: skip
+            ids = [a["arm"] for a in rd.arms()]
             last = rd.query("SELECT result FROM verdicts ORDER BY created DESC LIMIT 1")
     except AbtuiError as e:
         return SessionRow(path, path.stem, mtime, UNREADABLE, error=e.message)
@@ -79,8 +89,9 @@ def read_row(path: str | os.PathLike) -> SessionRow:
     created = meta.get("created")
     return SessionRow(
         path, str(meta.get("session_name") or path.stem), mtime, word,
-        created=created if isinstance(created, str) else None, arms=arms, requests=int(n),
-        verdict=verdict if isinstance(verdict, str) else None,
+        created=created if isinstance(created, str) else None, arms=arms,
+        requests=int(sum(counts.values())), per_arm=[int(counts.get(i, 0)) for i in ids],
+        verdict=verdict if isinstance(verdict, str) else None, degraded=bool(meta.get("degraded")),
     )  # fmt: skip
 
 
@@ -101,3 +112,28 @@ def list_sessions(folder: str | os.PathLike, limit: int = 50) -> list[SessionRow
 
     files.sort(key=mtime, reverse=True)
     return [read_row(p) for p in files[:limit]]
+
+
+def delete_session(folder: str | os.PathLike, path: str | os.PathLike) -> list[Path]:
+    """Delete the session file ``path`` of ``folder`` and its DuckDB write-ahead log; returns
+    what was removed. Refuses (:class:`~abtui.errors.AbtuiError`, nothing removed) anything but
+    a ``*.duckdb`` file directly in ``folder``, and a file a running abtui is writing. Reports
+    written next to it (``.md``, ``.html``) are left."""
+    folder, path = Path(folder).resolve(), Path(path)
+    where = path.resolve()
+    if where.parent != folder or not where.name.endswith(SUFFIX) or not where.is_file():
+        raise AbtuiError(f"not deleted: {path} is not a session file of {folder}",
+                         "only the *.duckdb files listed in the folder can be deleted")  # fmt: skip
+    if file_writer(where) in (WRITER_OTHER, WRITER_THIS):
+        raise AbtuiError(f"not deleted: {path} is being written by a running abtui",
+                         "stop that run first (q in its window), then delete it")  # fmt: skip
+    gone = []
+    for p in (where, where.with_name(where.name + ".wal")):
+        try:
+            p.unlink()
+        except FileNotFoundError:
+            continue
+        except OSError as e:
+            raise AbtuiError(f"cannot delete {p}: {e.strerror or e}") from None
+        gone.append(p)
+    return gone

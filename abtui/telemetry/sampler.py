@@ -288,7 +288,8 @@ def start_for_session(spec, writer, say: Callable[[str], None]) -> TelemetryHub 
 
 def drain_into(hub: TelemetryHub | None, writer, live: list | None = None) -> None:
     """Move what the sampling threads gathered into the session writer's buffers; ``live``:
-    the observer's per-arm progress, whose ``telemetry`` dict gets the latest gauges."""
+    the observer's per-arm progress, whose ``gauge(key, value)`` gets each reading (the
+    latest gauges and their short history)."""
     if hub is None:
         return
     rows, msgs = hub.drain()
@@ -297,7 +298,7 @@ def drain_into(hub: TelemetryHub | None, writer, live: list | None = None) -> No
     if live is not None:
         for arm, source, _, metric, value in rows:
             if arm is not None and 0 <= arm < len(live) and not metric.endswith(".delta"):
-                live[arm].telemetry[f"{source}:{metric}"] = value
+                live[arm].gauge(f"{source}:{metric}", value)
     for kind, text, arm in msgs:
         writer.event(kind, text, arm=arm)
         if hub.say is not None:

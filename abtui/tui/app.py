@@ -25,6 +25,7 @@ from textual.worker import Worker, WorkerState
 
 from abtui.runner.observer import Observer
 from abtui.store.reader import never_closed
+from abtui.tui.keys import QUESTION, Keys, keys_of
 from abtui.tui.messages import RunFinished, RunNote, RunProgress, RunStarted
 from abtui.tui.observer import TuiObserver
 from abtui.tui.screens.live import LiveScreen
@@ -35,55 +36,31 @@ from abtui.tui.screens.verdict import VerdictData, VerdictScreen, load_verdict
 # Job: runs the session (abtui.runner.session.run_session) with the observer and stop event.
 Job = Callable[[Observer, threading.Event], object]
 
-KEYS = (  # every key, for the help screen
-    ("?", "this list of keys"),
-    (
-        "q",
-        "quit (asks first while a session runs; the samples so far are kept); in a session"
-        " started or opened from the start screen: back to the list",
-    ),
-    ("ctrl+q", "quit abtui from any screen (asks first while a session runs)"),
-    ("v", "live panes: show the verdict (once the run has finished); verdict: back"),
-    (
-        "l / Esc",
-        "verdict: back to the live panes; live panes: back to the start screen's list"
-        " (a session started or opened there)",
-    ),
-    ("m", "verdict: write the Markdown report next to the session file"),
-    ("h", "verdict: write the HTML report next to the session file"),
-    ("a", "verdict of a factorial ablation: the next metric in the ablation view"),
-    ("Tab / arrows", "move focus and scroll (more arms than fit: Tab brings each column in)"),
-    (
-        "space",
-        "open: play / pause the replay (from the end: from the start; played to the end,"
-        " the verdict comes up)",
-    ),
-    ("+ / > / =", "open: replay faster (×2, up to 64×)"),
-    ("- / <", "open: replay slower (÷2, down to 1×)"),
-    ("left / right", "open: seek back / forward 5% of the run"),
-    ("Home / End", "open: the start / the end state of the run"),
-    ("Enter", "start screen: open the selected session"),
-    ("d", "start screen: run the demo"),
-    ("r", "start screen: run an experiment from a spec file (Esc cancels)"),
-)
-
-
 class HelpScreen(ModalScreen):
+    """The keys of the screen it was opened on (:mod:`abtui.tui.keys`), and those of
+    everywhere."""
+
     BINDINGS = [("escape", "app.pop_screen", "close"), ("question_mark", "app.pop_screen", "close")]
+
+    def __init__(self, title: str, keys: Keys) -> None:
+        super().__init__()
+        self.title_text, self.keys = title, keys
 
     def compose(self) -> ComposeResult:
         keys = Table.grid(padding=(0, 2))  # wrapped descriptions stay in their column
         keys.add_column(justify="right", style="bold", no_wrap=True)
         keys.add_column()
-        for k, what in KEYS:
+        for k, what in self.keys:
             keys.add_row(k, what)
-        t = Group(Text("Keys\n", "bold"), keys,
+        head = f"Keys: {self.title_text}\n" if self.title_text else "Keys\n"
+        t = Group(Text(head, "bold"), keys,
                   Text("\nEsc or ? closes this list (arrows scroll it).", "dim"))  # fmt: skip
         with VerticalScroll(id="dialog"):  # taller than 24 rows: scrolls
             yield Static(t, id="keys")
 
 
 class ConfirmQuit(ModalScreen[bool]):
+    HELP, HELP_TITLE = QUESTION, "stop the running session?"
     BINDINGS = [("y", "answer(True)", "yes, stop"), ("n", "answer(False)", "no"),
                 ("escape", "answer(False)", "no")]  # fmt: skip
 
@@ -285,9 +262,16 @@ class AbtuiApp(App):
             self.query_one("#boot", Static).update(text)
 
     # ---------------------------------------------------------------- keys
+    def get_system_commands(self, screen):
+        """The command palette: Textual's commands and the app's own (abtui.tui.palette)."""
+        from abtui.tui.palette import commands
+
+        yield from super().get_system_commands(screen)
+        yield from commands(self, screen)
+
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen())
+            self.push_screen(HelpScreen(*keys_of(self.screen)))
 
     def action_show_verdict(self) -> None:
         if isinstance(self.screen, VerdictScreen):  # v again: back to the panes

@@ -11,6 +11,7 @@ import copy
 
 from textual.app import App
 
+from abtui.metrics.live import GaugeHistory
 from abtui.runner.observer import ArmProgress, RunInfo, Snapshot
 from abtui.tui.messages import ArmState, RunFinished, RunNote, RunProgress, RunStarted
 
@@ -19,6 +20,7 @@ def arm_state(a: ArmProgress) -> ArmState:
     p = copy.copy(a)
     p.errors = dict(a.errors)
     p.telemetry = dict(a.telemetry)
+    p.history = GaugeHistory(a.history.series())
     return ArmState(progress=p, view=a.live.view())
 
 

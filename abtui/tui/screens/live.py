@@ -1,4 +1,11 @@
-"""The live run: a header, one column per arm, and the provisional B-vs-A delta strip.
+"""The live run: a header, one column per arm, and the provisional B-vs-A delta strip; ``c``
+turns the columns into the compare view (every arm's CDFs overlaid, a table of the arms).
+
+More arms than fit side by side (a 2×2×2 ablation has eight) are paged, as k9s and lazygit
+page what does not fit: the baseline keeps the first column, the candidates come a page at a
+time beside it (``[`` / ``]``), the strip under them says each one's delta against it, and the
+last column's border says which page this is. Each pane's border carries the arm's letter, the
+one the compare view draws it with.
 
 Widgets only render what abtui.metrics.live computed (copied into ``RunProgress``)."""
 
@@ -9,16 +16,20 @@ import math
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import HorizontalScroll, VerticalScroll
+from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from abtui.metrics.live import deltas, shared_range
 from abtui.runner.health import BEHIND_NOTE_S
 from abtui.runner.observer import RunInfo
+from abtui.tui import keys
 from abtui.tui.messages import ArmState, RunProgress
 from abtui.tui.widgets.charts import Chart, fmt_s, histogram_text, phase_bar, sparkline
+from abtui.tui.widgets.gauges import gauge_rows, util_series
+from abtui.tui.widgets.overlay import compare_text, letter
 from abtui.tui.widgets.pane import (
+    HISTORY_ROWS,
     PanePlan,
     counts_text,
     engine_line,
@@ -105,29 +116,42 @@ def header_text(name: str, state: str, elapsed_s: float, done: int, planned: int
     return t
 
 
-MIN_PANE = 26  # columns of an arm's pane at least: three fit at 80; more scroll sideways
+MIN_PANE = 26  # columns of an arm's pane at least: three fit at 80, six at 160; more are paged
 
 
-def column_width(n_arms: int, width: int) -> int | None:
-    """Each pane's width when ``n_arms`` panes of MIN_PANE columns do not fit in ``width``: as
-    many as fit share it, the rest are scrolled to (Tab); None when all fit (they share it)."""
-    fit = max(1, width // MIN_PANE)
-    return None if n_arms <= fit else width // fit
+def page_size(n_arms: int, width: int) -> int:
+    """Candidates shown at once: all of them where every arm's pane fits ``width`` at
+    :data:`MIN_PANE` columns, else as many as fit beside the baseline's (at least one)."""
+    fit = max(2, width // MIN_PANE)
+    return max(0, n_arms - 1) if n_arms <= fit else fit - 1
 
 
+def page_of(n_arms: int, width: int, page: int) -> tuple[list[int], int, int]:
+    """(the arms shown — the baseline, then the page's candidates —, the page, the pages) for
+    page ``page`` (wrapped round) of ``n_arms`` arms at ``width``."""
+    per = page_size(n_arms, width)
+    cands = list(range(1, n_arms))
+    pages = max(1, -(-len(cands) // per)) if per else 1
+    page %= pages
+    return [0, *cands[page * per : (page + 1) * per]][:n_arms], page, pages
+
+
+COMPARE_STRIP_ROWS = 40  # from this height the strip stays under the compare view of 4+ arms
 SPARK_LABEL = 14  # "tok/s   1,944 ", "good      249 ": the sparklines start in one column
 
 
 class ArmPane(VerticalScroll):
     """One arm's column: the rows of :func:`~abtui.tui.widgets.pane.pane_plan` for its height,
     each one line that never wraps, so the pane never needs its own scrollbar and every arm's
-    rows line up (focusable: Tab brings a column that does not fit into view)."""
+    rows line up; its border's title is the arm's letter."""
 
-    ROWS = ("title", "counts", "ttft", "tpot", "spark", "gpu", "engine", "phase", "errors")
+    ROWS = ("title", "counts", "ttft", "tpot", "spark", "gpu", "gauges", "engine", "phase",
+            "errors")  # fmt: skip
 
     def __init__(self, index: int, name: str, url: str, model: str) -> None:
         super().__init__(id=f"arm-{index}", classes="arm")
         self.arm_name, self.url, self.model = name, url, model
+        self.border_title = letter(index)  # as the compare view draws this arm
         self.plan: PanePlan | None = None
 
     def compose(self) -> ComposeResult:
@@ -138,13 +162,23 @@ class ArmPane(VerticalScroll):
         name, model = self.arm_name, self.model
         self.query_one(".title", Chart).show(lambda w: title_text(name, model, w))
 
+    def on_resize(self) -> None:
+        """Taller or shorter (the strip below gained or lost a row on a page turn, the
+        terminal was resized): the rows are planned again for the new height at once, not at
+        the next progress (a replay paused at its end has none)."""
+        if self.plan is not None and pane_plan(self.content_size.height) != self.plan:
+            redraw = getattr(self.screen, "redraw", None)
+            if redraw is not None:
+                self.call_after_refresh(redraw)
+
     def apply(self, plan: PanePlan) -> None:
         """Each row's height for ``plan`` (only when it changed: a relayout costs CPU)."""
         if plan == self.plan:
             return
         self.plan = plan
         heights = {"ttft": plan.hist_lines, "tpot": plan.hist_lines, "spark": 1 + plan.good,
-                   "gpu": int(plan.gpu), "engine": int(plan.engine), "phase": plan.phase_lines,
+                   "gpu": int(plan.gpu), "gauges": HISTORY_ROWS * plan.history,
+                   "engine": int(plan.engine), "phase": plan.phase_lines,
                    "errors": int(plan.errors)}  # fmt: skip
         for row, h in heights.items():
             w = self.query_one(f".{row}", Chart)
@@ -153,8 +187,12 @@ class ArmPane(VerticalScroll):
 
 
 class LiveScreen(Screen):
+    HELP, HELP_TITLE = keys.LIVE, "the live panes"
     BINDINGS = [
         ("v", "app.show_verdict", "verdict"),
+        ("c", "compare", "compare"),
+        Binding("right_square_bracket", "page(1)", "next arms", show=False),
+        Binding("left_square_bracket", "page(-1)", "previous arms", show=False),
         Binding("escape", "app.leave", "list", show=False),  # a session from the start screen
     ]
 
@@ -165,6 +203,9 @@ class LiveScreen(Screen):
         self.verdict_pairs = None  # the verdict's PairVerdicts, once computed (set_verdict)
         self._status: str | None = None
         self._initial = (initial, status)  # a stored session's figures (abtui open)
+        self.page = 0
+        self.shown: list[int] = list(range(len(info.arm_names)))  # the arms on screen
+        self.comparing = False  # the compare view instead of the panes
 
     def on_mount(self) -> None:
         self._fit_columns()
@@ -179,24 +220,59 @@ class LiveScreen(Screen):
             self.show_progress(msg, status)
 
     def _fit_columns(self) -> None:
+        """Show the baseline and the current page's candidates; the last column's border says
+        which page it is and how to turn it."""
         panes = list(self.query(ArmPane))
-        w = column_width(len(panes), self.size.width or 80)
-        for pane in panes:
-            pane.styles.width = "1fr" if w is None else w
+        self.shown, self.page, pages = page_of(len(panes), self.size.width or 80, self.page)
+        for i, pane in enumerate(panes):
+            pane.display = i in self.shown
+            pane.styles.width = "1fr"
+            pane.border_subtitle = ""
+        if pages > 1:
+            hint = "] next" if self.page == 0 else "[ back" if self.page == pages - 1 else "[ ]"
+            panes[self.shown[-1]].border_subtitle = f"page {self.page + 1}/{pages} {hint}"
 
     def compose(self) -> ComposeResult:
         yield Chart(id="header")
-        with HorizontalScroll(id="arms"):
+        with Horizontal(id="arms"):
             for i, (n, u, m) in enumerate(
                 zip(self.info.arm_names, self.info.arm_urls, self.info.arm_models, strict=True)
             ):
                 yield ArmPane(i, n, u, m)
+        yield Chart(id="compare")
         yield Chart(id="delta")
         yield Static("", id="note")
         yield Footer()
 
     def on_resize(self) -> None:
         self._fit_columns()
+        if self.last is not None:
+            self.call_after_refresh(self.show_progress, self.last, self._status)
+
+    def redraw(self) -> None:
+        """Draw the last figures again (after a layout change)."""
+        if self.last is not None:
+            self.show_progress(self.last, self._status)
+
+    def action_page(self, step: int) -> None:
+        """The next (``step`` 1) or previous (-1) page of candidates, where they are paged."""
+        _, page, pages = page_of(len(self.info.arm_names), self.size.width or 80, self.page)
+        if pages < 2:
+            return
+        self.page = (page + step) % pages
+        self._fit_columns()
+        if self.last is not None:
+            self.call_after_refresh(self.show_progress, self.last, self._status)
+
+    def action_compare(self) -> None:
+        """The compare view (every arm overlaid) instead of the panes, or back."""
+        self.comparing = not self.comparing
+        self.query_one("#arms").display = not self.comparing
+        self.query_one("#compare", Chart).display = self.comparing
+        # with four arms or more on a short screen the chart needs the strip's rows (its
+        # table has every arm's figures); c again brings the strip back with the panes
+        short = len(self.info.arm_names) > 3 and (self.size.height or 24) < COMPARE_STRIP_ROWS
+        self.query_one("#delta", Chart).display = not (self.comparing and short)
         if self.last is not None:
             self.call_after_refresh(self.show_progress, self.last, self._status)
 
@@ -217,10 +293,16 @@ class LiveScreen(Screen):
             lambda w: header_text(name, state, msg.elapsed_s, done, planned, load, seg, lag, w,
                                   behind_s=behind, waiting=waiting)  # fmt: skip
         )
-        ttft_rng = shared_range([a.view.ttft for a in msg.arms])
-        tpot_rng = shared_range([a.view.tpot for a in msg.arms])
-        for i, st in enumerate(msg.arms):
-            self._show_arm(i, st, ttft_rng, tpot_rng)
+        if self.comparing:
+            view = self.query_one("#compare", Chart)
+            names, views = [a.progress.name for a in msg.arms], [a.view for a in msg.arms]
+            view.show(lambda w: compare_text(names, views, w, view.content_size.height or 20))
+        else:  # one axis for every arm (the hidden pages' too: a page turn keeps the axis)
+            ttft_rng = shared_range([a.view.ttft for a in msg.arms])
+            tpot_rng = shared_range([a.view.tpot for a in msg.arms])
+            for i, st in enumerate(msg.arms):
+                if i in self.shown:
+                    self._show_arm(i, st, ttft_rng, tpot_rng)
         self._show_delta(msg.arms)
 
     def _show_arm(self, i: int, st: ArmState, ttft_rng, tpot_rng) -> None:
@@ -255,7 +337,11 @@ class LiveScreen(Screen):
             return t.append(sparkline(v.goodput, w - SPARK_LABEL), "green")
 
         pane.query_one(".spark", Chart).show(spark)
-        pane.query_one(".gpu", Chart).show(lambda w: gpu_line(p.telemetry, w))
+        hist = p.history.series()
+        util = None if plan.history else util_series(hist)  # the GPU line's own short history
+        pane.query_one(".gpu", Chart).show(lambda w: gpu_line(p.telemetry, w, util))
+        if plan.history:
+            pane.query_one(".gauges", Chart).show(lambda w: gauge_rows(p.telemetry, hist, w))
         pane.query_one(".engine", Chart).show(lambda w: engine_line(p.telemetry, w))
         bar = plan.phase_bar
         pane.query_one(".phase", Chart).show(
@@ -285,4 +371,7 @@ class LiveScreen(Screen):
         else:
             d, dt = self.info.delta, self.info.delta_tail
             rows = [(st.progress.name, deltas(arms[0].view, st.view, d, dt)) for st in arms[1:]]
+        # the candidates of the page on screen (each against the baseline, in its first column)
+        on_page = {self.info.arm_names[i] for i in self.shown[1:] if i < len(self.info.arm_names)}
+        rows = [r for r in rows if r[0] in on_page]
         self.query_one("#delta", Chart).show(lambda w: delta_text(base, rows, w, mode))

@@ -19,6 +19,7 @@ from textual.message import Message
 from textual.widgets import Footer
 
 from abtui.runner.live_replay import SEEK_STEP, Playhead, Replay
+from abtui.tui.keys import OPEN
 from abtui.tui.messages import ArmState, RunProgress
 from abtui.tui.screens.live import LiveScreen
 from abtui.tui.widgets.charts import Chart
@@ -54,6 +55,7 @@ def timeline_text(ph: Playhead, width: int) -> Text:
 class OpenScreen(LiveScreen):
     """The live panes of a stored session, at the playhead's time."""
 
+    HELP, HELP_TITLE = OPEN, "the replay (abtui open)"
     BINDINGS = [
         Binding("space", "play", "play/pause", priority=True),
         Binding("plus,greater_than_sign,equals_sign", "faster", "faster", show=False),

@@ -22,6 +22,7 @@ from abtui.report.health import DEGRADED_TAG, DEGRADED_WHY, stored_health
 from abtui.report.untrusted import printable
 from abtui.report.verdict_text import metrics_table, rows_of
 from abtui.stats.labels import label
+from abtui.tui.keys import VERDICT
 from abtui.tui.widgets.charts import Chart
 from abtui.verdict.policy import GO, NO_GO
 from abtui.verdict.session import SessionVerdict
@@ -212,6 +213,7 @@ def _config(d: VerdictData) -> Text:
 
 
 class VerdictScreen(Screen):
+    HELP, HELP_TITLE = VERDICT, "the verdict"
     BINDINGS = [
         ("m", "export('md')", "export md"),
         ("a", "ablation", "ablation metric"),

@@ -17,6 +17,8 @@ from rich.cells import cell_len
 from rich.text import Text
 
 MAX_BAR_ROWS = 10  # a histogram's height at most (10 at 160×48 and 200×50)
+HISTORY_ROWS = 4  # the gauges' histories: GPU util, DRAM, memory, KV (abtui.tui.widgets.gauges)
+HISTORY_MIN_BARS = 4  # the histories are shown only while the histograms keep this many rows
 
 CONDENSE_ORDER = (
     # (field of PanePlan set False, what goes), least needed first. Before any of these the
@@ -37,6 +39,7 @@ class PanePlan:
     """The rows of an arm's pane for one height: every arm's pane gets the same plan."""
 
     bars: int = MAX_BAR_ROWS  # histogram bar rows (each of TTFT and TPOT)
+    history: bool = True  # the gauges' histories (HISTORY_ROWS rows)
     phase_bar: bool = True
     errors: bool = True
     axes: bool = True
@@ -58,16 +61,22 @@ class PanePlan:
     def lines(self) -> int:
         """The rows the pane needs: title, counts, two histograms, sparklines and the rest."""
         return (2 + 2 * self.hist_lines + 1 + self.good + self.gpu + self.engine
-                + self.phase_lines + self.errors)  # fmt: skip
+                + HISTORY_ROWS * self.history + self.phase_lines + self.errors)  # fmt: skip
 
 
 def pane_plan(height: int) -> PanePlan:
-    """The fullest plan whose rows fit ``height`` (the pane's content height): the bars shrink
-    first (down to one row), then rows go in :data:`CONDENSE_ORDER`. At 80×24 with two arms
-    (16 rows) only the time split's bar goes; under a sweep's timeline or with three arms (15),
-    the errors line too."""
+    """The fullest plan whose rows fit ``height`` (the pane's content height): the gauges'
+    histories go first, where they would leave the histograms fewer than
+    :data:`HISTORY_MIN_BARS` rows (the GPU line keeps the latest values, and a short
+    utilisation history where it has room); then the bars shrink (down to one row), then rows go
+    in :data:`CONDENSE_ORDER`. At 160×48 the histories and 10-row histograms fit; at 80×24 with
+    two arms (16 rows) only the time split's bar goes besides the histories; under a sweep's
+    timeline or with three arms (15), the errors line too."""
     plan = PanePlan()
     spare = height - replace(plan, bars=0).lines
+    if spare // 2 < HISTORY_MIN_BARS:
+        plan = replace(plan, history=False)
+        spare = height - replace(plan, bars=0).lines
     plan = replace(plan, bars=max(1, min(MAX_BAR_ROWS, spare // 2)))
     for name, _ in CONDENSE_ORDER:
         if plan.lines <= height:
@@ -98,9 +107,27 @@ GPU_FIELDS = (  # (metric suffix, label, short label, format)
 )
 
 
-def gpu_line(telemetry: dict[str, float], width: int = 200) -> Text:
+def gpu_line(telemetry: dict[str, float], width: int = 200,
+             util: tuple[str, list[float]] | None = None) -> Text:  # fmt: skip
     """GPU gauges from the arm's latest telemetry, or a plain 'no GPU telemetry' line. Narrower:
-    short labels and separators, no source, then the last gauges go (power first)."""
+    short labels and separators, no source, then the last gauges go (power first). ``util``:
+    (metric, recent readings) of the utilisation (``gpu.busy``, else ``gpu.sm_active``: see
+    :func:`abtui.tui.widgets.gauges.util_series`), drawn after its figure where the line has
+    room (4 to 12 cells: a history even at 80×24, where the pane has no gauges' rows)."""
+    line = _gpu_line(telemetry, width)
+    metric, vals = util or ("", [])
+    label = {"gpu.busy": " util ", "gpu.sm_active": " SM "}.get(metric, "")
+    room = min(12, width - cell_len(line.plain) - 1)
+    if vals and room >= 4 and "…" not in line.plain and label and label in line.plain:
+        from abtui.tui.widgets.gauges import bars
+
+        spark = bars(vals, room, 1.0)
+        line = _gpu_line(telemetry, width, (metric, spark))  # the same form, with the spark
+        line.highlight_words([spark], "cyan")
+    return line
+
+
+def _gpu_line(telemetry: dict[str, float], width: int, spark: tuple[str, str] = ("", "")) -> Text:
     for src in ("nvml", "dcgm"):
         got = {k.split(":", 1)[1]: v for k, v in telemetry.items() if k.startswith(src + ":")}
         if not got:
@@ -116,6 +143,8 @@ def gpu_line(telemetry: dict[str, float], width: int = 200) -> Text:
                 )
                 if key == "gpu.mem_used_bytes" and total:
                     val += f"/{total / 2**30:.0f}G"
+                if key == spark[0]:
+                    val += f" {spark[1]}"
                 parts.append((lab, short, val))
         if not parts:
             return fit([Text.assemble((f"GPU ({src}) ", "bold"), "no GPU fields reported")],

@@ -125,7 +125,7 @@ def delta_text(base: str, rows: list[tuple[str, list[Delta]]], width: int,
     cells = [[(f + m, st) for f, m, st in map(cell, ds)] for _, ds in rows]
     labels = [SHORT_DELTA.get(d.label, d.label) for d in rows[0][1]]
     cols = [max(len(r[k][0]) for r in cells) for k in range(len(labels))]
-    figures = sum(cols) + sum(len(lab) + 2 if lab else 1 for lab in labels)  # " lab " or " "
+    figures = sum(cols) + sum(len(lab) + 3 if lab else 1 for lab in labels)  # "  lab " or " "
     name_w = max(3, min(max(len(n) for n, _ in rows), width - figures))
     for (name, _), row in zip(rows, cells, strict=True):
         t.append(_cut(name, name_w).ljust(name_w), "bold")
