@@ -76,6 +76,11 @@ class Dist:
         p50, p90, p95, p99 = np.percentile(v, [50, 90, 95, 99], method=PERCENTILE_METHOD)
         return cls(len(v), float(v.mean()), float(p50), float(p90), float(p95), float(p99))
 
+    def exact(self) -> dict[str, float]:
+        """The figures :class:`abtui.stats.bootstrap.Sketch` calls exact: mean and percentiles."""
+        return {"mean": self.mean, "p50": self.p50, "p90": self.p90, "p95": self.p95,
+                "p99": self.p99}  # fmt: skip
+
     @classmethod
     def of_gaps(cls, scan: gaps.GapScan, groups: tuple[int, ...]) -> Dist:
         """The pooled chunk gaps of ``groups`` of ``scan`` (ITL), without holding them: the same
@@ -218,12 +223,14 @@ def slo_met(t: RequestTable, slo: dict[str, float] | None, rows=None) -> np.ndar
 
 
 def summarize(
-    table: RequestTable, arm: int, slo: dict[str, float] | None = None, *, itl: Dist | None = None
-) -> ArmSummary:
-    """Summary of ``arm`` in ``table`` (warm-up rows left out) under ``slo`` (seconds). ``itl``:
-    the arm's ITL distribution when the caller already has it (:func:`itl_dist` of its ok rows;
-    :func:`abtui.stats.effects.compare` computes it with the verdict's ITL rows). The table is
-    not copied: each figure reads the columns it needs at the arm's rows."""
+    table: RequestTable, arm: int, slo: dict[str, float] | None = None, *,
+    dists: dict[str, Dist] | None = None,
+) -> ArmSummary:  # fmt: skip
+    """Summary of ``arm`` in ``table`` (warm-up rows left out) under ``slo`` (seconds).
+    ``dists``: latency distributions the caller already has (``Dist.of`` of the same values, or
+    :func:`itl_dist` of the arm's ok rows: :func:`abtui.stats.effects.compare` computes them for
+    its rows). The table is not copied: each figure reads the columns it needs at the arm's
+    rows."""
     rows = np.flatnonzero((table.arm == arm) & ~table.warmup)
     status = table.status[rows]
     is_ok, is_err = status == OK, status == ERROR
@@ -241,11 +248,10 @@ def summarize(
     T = s.duration_s
 
     ok = rows[is_ok]
-    s.ttft = Dist.of(rm.ttft_s(table, ok))
-    s.ttft_user = Dist.of(rm.ttft_user_s(table, ok))
-    s.tpot = Dist.of(rm.tpot_s(table, ok))
-    s.itl = itl if itl is not None else itl_dist(table, ok)
-    s.e2e = Dist.of(rm.e2e_s(table, ok))
+    have = dists or {}
+    for name in ("ttft", "ttft_user", "tpot", "e2e"):
+        setattr(s, name, have[name] if name in have else Dist.of(rm.PER_REQUEST[name](table, ok)))
+    s.itl = have["itl"] if "itl" in have else itl_dist(table, ok)
     s.input_tokens, s.output_tokens = _sum(table.n_input[ok]), _sum(table.n_output[ok])
     s.requests_per_s = _rate(s.ok, T)
     s.output_tokens_per_s = _rate(s.output_tokens, T)

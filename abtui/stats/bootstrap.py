@@ -229,8 +229,12 @@ class Sketch:
     exact: dict[str, float]  # full-sample statistics, computed from the raw values
 
     @classmethod
-    def of(cls, values: np.ndarray, units: np.ndarray, n_units: int, grid: Grid) -> Sketch:
-        """``values[i]`` belongs to unit ``units[i]``; NaNs are dropped."""
+    def of(
+        cls, values: np.ndarray, units: np.ndarray, n_units: int, grid: Grid,
+        exact: dict[str, float] | None = None,
+    ) -> Sketch:  # fmt: skip
+        """``values[i]`` belongs to unit ``units[i]``; NaNs are dropped. ``exact``: the mean and
+        percentiles of the same values when the caller has them (``Dist.of``: the same numbers)."""
         values = np.asarray(values, dtype=np.float64)
         keep = np.isfinite(values)
         v, u = values[keep], np.asarray(units, dtype=np.int64)[keep]
@@ -238,6 +242,8 @@ class Sketch:
         total = np.bincount(u, weights=v, minlength=n_units)
         hist = np.bincount(u * grid.bins + grid.index(v), minlength=n_units * grid.bins)
         hist = hist.reshape(n_units, grid.bins).astype(np.float32)
+        if exact is not None:
+            return cls(count, total, hist, grid, dict(exact))
         exact = {"mean": float(v.mean()) if len(v) else math.nan}
         if len(v):
             qs = np.percentile(v, [100 * q for q in QUANTILES.values()], method="linear")

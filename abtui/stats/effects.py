@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from abtui.metrics import request as rm
-from abtui.metrics.summary import ArmSummary, summarize
+from abtui.metrics.summary import ArmSummary, Dist, summarize
 from abtui.metrics.table import NA, RequestTable
 from abtui.stats import bootstrap as bs
 from abtui.stats.classical import RankTest, mann_whitney, wilcoxon_log_ratio
@@ -187,8 +187,11 @@ def compare(
     if "itl" in metrics:  # per chunk gap: sketched from a stream of the chunks, none held
         itl = itl_sketches(t, [ok_mask[a], ok_mask[b]], unit, n_units,
                            item_unit if alternating else None, n_item_units)  # fmt: skip
-    sums = (summarize(t, a, slo, itl=itl.dists[0] if itl else None),
-            summarize(t, b, slo, itl=itl.dists[1] if itl else None))  # fmt: skip
+    # each latency distribution once: the summaries' and the sketches' exact figures
+    dists = {x: {m: Dist.of(values[x][m][0]) for m in values[x]} for x in (a, b)}
+    if itl:
+        dists[a]["itl"], dists[b]["itl"] = itl.dists
+    sums = (summarize(t, a, slo, dists=dists[a]), summarize(t, b, slo, dists=dists[b]))
     in_flight = {
         x: _in_flight(values[x]["e2e"][0], s.duration_s) for x, s in zip((a, b), sums, strict=True)
     }
@@ -207,8 +210,8 @@ def compare(
                 v, rows = values[x][metric]
                 vals[x] = v
             grid = bs.Grid.covering(vals[a], vals[b])
-            sk = {x: bs.Sketch.of(vals[x], units[x][values[x][metric][1]], n_units, grid)
-                  for x in (a, b)}  # fmt: skip
+            sk = {x: bs.Sketch.of(vals[x], units[x][values[x][metric][1]], n_units, grid,
+                                  exact=dists[x][metric].exact()) for x in (a, b)}  # fmt: skip
         ell = block_len or bs.block_length(
             _block_series(sk[a], sk[b]), max(in_flight.values()), unit_size
         )

@@ -246,7 +246,7 @@ def estimate(
         values[x] = _arm_values(t, np.flatnonzero(ok_mask), wanted)
         units[x] = unit[ok_mask]
         windows[x] = windows_of(t, rows & sent_all, ok_mask, slo)
-        sums[x] = summarize(t, x, slo, itl=itl.dists[i] if itl else None)
+        sums[x] = summarize(t, x, slo, dists={"itl": itl.dists[i]} if itl else None)
     in_flight = max(_in_flight(values[x]["e2e"][0], sums[x].duration_s) for x in arms)
     terms = design.terms()
     coef = {tm: design.coefficients(tm) for tm in terms}
