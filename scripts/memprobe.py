@@ -4,10 +4,12 @@
     python scripts/memprobe.py --out probe.jsonl --every 30 -- run --baseline ... --headless
 
 Every ``--every`` seconds a background thread in the main process writes one JSON line:
-the process's RSS, what ``tracemalloc`` traces (Python objects and numpy buffers) in total and
-its top allocation sites by growth since the first sample, glibc's heap (``mallinfo2``: in use
-vs free-but-kept), and DuckDB's own view of the session file's database (``duckdb_memory()``,
-``pragma database_size``), read through a cursor of the session writer's connection.
+the process's RSS and its peak so far (``hwm_mb``), where the main thread is (``at``: its
+innermost frame in abtui, which tells the phases apart: measuring, reading back, the verdict),
+what ``tracemalloc`` traces (Python objects and numpy buffers) in total and its top allocation
+sites by growth since the first sample, glibc's heap (``mallinfo2``: in use vs free-but-kept),
+and DuckDB's own view of the session file's database (``duckdb_memory()``, ``pragma
+database_size``), read through a cursor of the session writer's connection.
 ``scripts/soak.py --probe FILE`` runs the soak's main process through this. ``--tui``: the
 run with the live TUI attached (``abtui run``'s own TUI path, the app in Textual's headless
 driver at 160x48: the same rendering as on a terminal, without writing to one), quitting
@@ -30,11 +32,23 @@ TOP = 15
 TUI_UPDATES = [0]  # live-screen updates rendered (--tui), reported in every sample
 
 
-def rss_mb() -> float:
+def rss_mb(field: str = "VmRSS:") -> float:
+    """The process's resident memory now (``VmHWM:``: its peak so far), MB."""
     for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(field):
             return int(line.split()[1]) / 1024
     return float("nan")
+
+
+def main_thread_at() -> str:
+    """Where the main thread is: its innermost frame in abtui (``file:line:function``)."""
+    frame = sys._current_frames().get(threading.main_thread().ident)
+    while frame is not None:
+        path = frame.f_code.co_filename
+        if "/abtui/" in path:
+            return f"{path.split('/abtui/')[-1]}:{frame.f_lineno}:{frame.f_code.co_name}"
+        frame = frame.f_back
+    return ""
 
 
 class _Mallinfo2(ctypes.Structure):
@@ -110,6 +124,8 @@ class Probe:
         row = {
             "t": round(time.monotonic() - self.t0, 1),
             "rss_mb": round(rss_mb(), 1),
+            "hwm_mb": round(rss_mb("VmHWM:"), 1),
+            "at": main_thread_at(),
             "malloc_mb": {k: round(v, 2) for k, v in malloc_mb().items()},
             "duckdb": self._duckdb(),
             "tui_updates": TUI_UPDATES[0],

@@ -92,7 +92,7 @@ what = sys.argv[1]
 if what == "table":
     from abtui.store.reader import SessionReader
     rd = SessionReader(sys.argv[2]).__enter__()
-    rd.request_table()  # once, so that DuckDB's and numpy's fixed costs are in the base
+    rd.request_table(chunks=True)  # once, so that DuckDB's and numpy's fixed costs are in the base
 else:
     import numpy as np
     from abtui.stats.bootstrap import circular_block_weights
@@ -100,7 +100,7 @@ else:
 open("/proc/self/clear_refs", "w").write("5")  # VmHWM := VmRSS
 base = hwm()
 if what == "table":
-    t = rd.request_table()
+    t = rd.request_table(chunks=True)
     arrays = sum(getattr(t, c).nbytes for c in ("chunk_req_idx", "chunk_t_ns", "chunk_n"))
     n = len(t.chunk_t_ns)
 else:
@@ -161,3 +161,98 @@ def test_resample_weights_are_the_same_counted_in_slices(monkeypatch):
         for n_units, ell in ((500, 1), (500, 9), (37, 5), (37, 1)):
             got = bs.circular_block_weights(n_units, ell, 3001, np.random.default_rng(4))
             assert (got == reference(n_units, ell, 3001, np.random.default_rng(4))).all()
+
+
+# -- the verdict's ITL: read from the file, never held (issue 19.2) -----------------------------
+
+_ITL_CHILD = r"""
+import json, sys, tracemalloc
+from abtui.metrics import gaps
+from abtui.store import chunks
+gaps.BATCH = chunks.SLICE = 1 << 14  # both files span many slices: what is left is growth
+from abtui.verdict.session import session_verdict
+session_verdict(sys.argv[1], store=False)  # imports, scipy and DuckDB's own set-up: the base
+tracemalloc.start()
+sv = session_verdict(sys.argv[1], store=False)
+itl = {e.key: [e.a, e.b] for p in sv.verdict.pairs for e in p.comparison.effects
+       if e.metric == "itl"}
+print(json.dumps({"peak_mb": tracemalloc.get_traced_memory()[1] / 2**20, "itl": itl}))
+"""
+
+
+def _itl_session(path, n: int, k: int) -> None:
+    rng = random.Random(k)
+    with SessionWriter(path) as w:
+        w.write_meta(spec={"slo": {"itl": 0.02}, "policy": {"resamples": 200}})
+        w.write_arms([{"arm": 0, "name": "a", "url": "http://a/v1"},
+                      {"arm": 1, "name": "b", "url": "http://b/v1"}])  # fmt: skip
+        for i in range(0, n, 50):
+            batch = []
+            for j in range(i, i + 50):
+                r = _rec(j, n_chunks=k)
+                t = r.chunk_ns[0]
+                r.chunk_ns = [t := t + int(rng.expovariate(1 / 4e6)) for _ in range(k)]
+                r.done_ns = r.chunk_ns[-1]
+                batch.append(r)
+            w.add_records(batch)
+            w.flush()
+
+
+def test_a_verdict_holds_no_more_when_requests_stream_more_tokens(tmp_path):
+    """The same 400 requests with 100 and with 3,000 token chunks each (1.2 M chunks: 27 MB
+    as the reader's int64 arrays, and the verdict's per-gap arrays were several times that):
+    the verdict's traced peak (Python objects and numpy buffers) grows by less than 3 MB."""
+    peaks = []
+    for k in (100, 3000):
+        _itl_session(tmp_path / f"s{k}.duckdb", 400, k)
+        got = _peak_of(_ITL_CHILD, tmp_path / f"s{k}.duckdb")
+        assert got["itl"]["itl.p99"][0] > 0  # ITL was computed
+        peaks.append(got["peak_mb"])
+    assert peaks[1] < peaks[0] + 3, peaks
+
+
+def test_a_verdict_never_loads_the_chunks(tmp_path, monkeypatch):
+    """The verdict reads a table without chunk arrays, and its ITL rows equal those of the
+    same records in memory (the arrays path)."""
+    from abtui.metrics.table import RequestTable
+    from abtui.stats.effects import compare
+    from abtui.store import request_table as rt
+    from abtui.store.reader import SessionReader
+    from abtui.verdict.session import session_verdict
+
+    def refuse(*a, **kw):
+        raise AssertionError("the chunks were loaded")
+
+    path = tmp_path / "s.duckdb"
+    _itl_session(path, 200, 40)
+    with SessionReader(path) as rd:
+        records_table = rd.request_table(chunks=True)
+    monkeypatch.setattr(rt, "chunk_columns", refuse)
+    sv = session_verdict(path, store=False)
+    with SessionReader(path) as rd:
+        assert len(rd.request_table().chunk_t_ns) == 0
+    got = {e.key: (e.a, e.b) for e in sv.verdict.pairs[0].comparison.effects if e.metric == "itl"}
+    ref = compare(RequestTable.concat([records_table]), 0, 1, {"itl": 0.02}, resamples=200)
+    assert got == {e.key: (e.a, e.b) for e in ref.effects if e.metric == "itl"}
+
+
+def test_the_main_process_does_not_import_scipy_stats_to_measure():
+    """scipy.stats is ~50 MB of the main process's memory: the run's modules load it only
+    when the verdict needs it (a rank test, a t quantile)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, abtui.cli.run, abtui.headless, abtui.runner.session, abtui.store.writer, "
+            "abtui.report.console; print('scipy.stats' in sys.modules)")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def _peak_of(child: str, *args) -> dict:
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", child, *map(str, args)], capture_output=True,
+                         text=True, check=True, timeout=600)  # fmt: skip
+    return json.loads(out.stdout.strip().splitlines()[-1])

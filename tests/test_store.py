@@ -15,6 +15,7 @@ import pytest
 from abtui.client.items import Item
 from abtui.client.records import CANCELLED, E_TIMEOUT, ERROR, OK, RequestRecord
 from abtui.errors import StoreError
+from abtui.metrics import request as rm
 from abtui.metrics.table import NA, RequestTable
 from abtui.store import writer as writer_mod
 from abtui.store.reader import SessionReader
@@ -209,12 +210,19 @@ def test_table_from_reader_matches_records(tmp_path):
             w.flush()
     a = RequestTable.from_records(records)
     with SessionReader(tmp_path / "s.duckdb") as r:
-        b = r.request_table()
+        b = r.request_table(chunks=True)
+        lean = r.request_table()  # chunks left in the file, their gaps summed per request
     for name in ("req", "arm", "item", "dispatched_ns", "first_token_ns", "last_token_ns",
                  "done_ns", "n_output", "n_input", "chunk_req_idx", "chunk_t_ns", "chunk_n"):  # fmt: skip
         assert np.array_equal(getattr(a, name), getattr(b, name)), name
     assert list(a.status) == list(b.status)
     assert list(a.error_class) == list(b.error_class)
+    assert list(lean.status) == list(a.status) and list(lean.token_source) == list(a.token_source)
+    assert len(lean.chunk_t_ns) == 0 and lean.n_chunk_rows == a.n_chunk_rows
+    assert np.array_equal(lean.itl_n, np.maximum(a.n_chunks - 1, 0))
+    span = np.where(a.n_chunks > 1, a.last_token_ns - a.first_token_ns, 0)
+    assert np.array_equal(lean.itl_sum_ns, span)
+    assert np.array_equal(rm.itl_max_s(lean), rm.itl_max_s(a), equal_nan=True)
 
 
 def test_large_batch(tmp_path):

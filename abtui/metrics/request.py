@@ -2,7 +2,9 @@
 
 Every function takes a :class:`~abtui.metrics.table.RequestTable` and returns float64 seconds,
 one value per row (or per chunk gap for :func:`itl_s`), NaN where an input is missing (NULL).
-Differences are taken in int64 ns and converted once, so they are exact.
+Differences are taken in int64 ns and converted once, so they are exact. ``rows`` (a boolean
+mask or positions) limits a per-request metric to those rows without copying the table: only
+the columns the formula reads are indexed.
 
 - ``sent = dispatched + connect`` — when the request went out on an open connection: a request
   that had to open one first (TCP + TLS; ``connect_ns``, 0 on a connection opened before
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from abtui.metrics import gaps
 from abtui.metrics.table import NA, RequestTable
 
 NS_PER_S = 1e9
@@ -37,58 +40,71 @@ def diff_s(later: np.ndarray, earlier: np.ndarray) -> np.ndarray:
     return out
 
 
-def sent_ns(t: RequestTable) -> np.ndarray:
+def _col(t: RequestTable, name: str, rows) -> np.ndarray:
+    col = getattr(t, name)
+    return col if rows is None else col[rows]
+
+
+def sent_ns(t: RequestTable, rows=None) -> np.ndarray:
     """When each request went out on an open connection: dispatched + its connect phase."""
-    return np.where(t.dispatched_ns != NA, t.dispatched_ns + t.connect_ns, NA)
+    dispatched = _col(t, "dispatched_ns", rows)
+    return np.where(dispatched != NA, dispatched + _col(t, "connect_ns", rows), NA)
 
 
-def connect_s(t: RequestTable) -> np.ndarray:
+def connect_s(t: RequestTable, rows=None) -> np.ndarray:
     """Time each request spent opening its connection (0 on one already open)."""
-    return t.connect_ns / NS_PER_S
+    return _col(t, "connect_ns", rows) / NS_PER_S
 
 
-def ttft_s(t: RequestTable) -> np.ndarray:
+def ttft_s(t: RequestTable, rows=None) -> np.ndarray:
     """Time to first token, service view: first token-bearing chunk − sent (the connect phase
     is not in it)."""
-    return diff_s(t.first_token_ns, sent_ns(t))
+    return diff_s(_col(t, "first_token_ns", rows), sent_ns(t, rows))
 
 
-def ttft_user_s(t: RequestTable) -> np.ndarray:
+def ttft_user_s(t: RequestTable, rows=None) -> np.ndarray:
     """Time to first token, user view: first token-bearing chunk − scheduled (the client's
     queueing and the connect phase are in it)."""
-    return diff_s(t.first_token_ns, t.scheduled_ns)
+    return diff_s(_col(t, "first_token_ns", rows), _col(t, "scheduled_ns", rows))
 
 
-def e2e_s(t: RequestTable) -> np.ndarray:
+def e2e_s(t: RequestTable, rows=None) -> np.ndarray:
     """End-to-end latency: last token-bearing chunk − sent (``done`` is not used)."""
-    return diff_s(t.last_token_ns, sent_ns(t))
+    return diff_s(_col(t, "last_token_ns", rows), sent_ns(t, rows))
 
 
-def tpot_s(t: RequestTable) -> np.ndarray:
+def tpot_s(t: RequestTable, rows=None) -> np.ndarray:
     """Time per output token after the first: (E2E − TTFT)/(n_output − 1), n_output > 1."""
-    decode = diff_s(t.last_token_ns, t.first_token_ns)  # = E2E − TTFT, exactly
-    n = t.n_output
+    decode = diff_s(_col(t, "last_token_ns", rows), _col(t, "first_token_ns", rows))  # E2E − TTFT
+    n = _col(t, "n_output", rows)
     out = np.full(len(n), np.nan)
     multi = (n != NA) & (n > 1)
     out[multi] = decode[multi] / (n[multi] - 1)
     return out
 
 
-def schedule_lag_s(t: RequestTable) -> np.ndarray:
+def schedule_lag_s(t: RequestTable, rows=None) -> np.ndarray:
     """How late the generator sent each request: dispatched − scheduled."""
-    return diff_s(t.dispatched_ns, t.scheduled_ns)
+    return diff_s(_col(t, "dispatched_ns", rows), _col(t, "scheduled_ns", rows))
 
 
 def chunk_gaps(t: RequestTable) -> tuple[np.ndarray, np.ndarray]:
     """``(row, gap_s)``: every gap between consecutive token chunks of one request.
 
     Chunks are ordered by row then time (a RequestTable invariant), so a gap is a difference of
-    neighbours that belong to the same row.
+    neighbours that belong to the same row. A table read without its chunks streams them from
+    its file (:mod:`abtui.metrics.gaps`), and this holds every gap: the verdict and the summary
+    use :class:`abtui.metrics.gaps.GapScan` instead, which does not.
     """
+    if t.chunk_source is not None:
+        parts = list(gaps.gap_batches(t))
+        if not parts:
+            return np.zeros(0, dtype=np.int64), np.zeros(0)
+        return (np.concatenate([r for r, _ in parts]),
+                np.concatenate([g for _, g in parts]) / NS_PER_S)  # fmt: skip
     rows = t.chunk_req_idx
     same = rows[1:] == rows[:-1]
-    gaps = np.diff(t.chunk_t_ns)[same] / NS_PER_S
-    return rows[1:][same], gaps
+    return rows[1:][same], np.diff(t.chunk_t_ns)[same] / NS_PER_S
 
 
 def itl_s(t: RequestTable) -> np.ndarray:
@@ -96,21 +112,26 @@ def itl_s(t: RequestTable) -> np.ndarray:
     return chunk_gaps(t)[1]
 
 
-def itl_max_s(t: RequestTable) -> np.ndarray:
+def itl_max_s(t: RequestTable, rows=None) -> np.ndarray:
     """Per request: the largest gap between token chunks (NaN with fewer than two chunks)."""
-    rows, gaps = chunk_gaps(t)
-    out = np.full(len(t), np.nan)
-    np.fmax.at(out, rows, gaps)
+    per_row = gaps.row_gaps(t)
+    n, top = _col(per_row, "n", rows), _col(per_row, "max_ns", rows)
+    out = np.full(len(n), np.nan)
+    some = n > 0
+    out[some] = top[some] / NS_PER_S
     return out
 
 
-def request_metrics(t: RequestTable) -> dict[str, np.ndarray]:
-    """Every per-request metric, keyed by the SLO names of :mod:`abtui.metrics.summary`."""
-    return {
-        "ttft": ttft_s(t),
-        "ttft_user": ttft_user_s(t),
-        "tpot": tpot_s(t),
-        "e2e": e2e_s(t),
-        "itl": itl_max_s(t),
-        "schedule_lag": schedule_lag_s(t),
-    }
+PER_REQUEST = {  # every per-request metric, keyed by the SLO names of abtui.metrics.summary
+    "ttft": ttft_s,
+    "ttft_user": ttft_user_s,
+    "tpot": tpot_s,
+    "e2e": e2e_s,
+    "itl": itl_max_s,
+    "schedule_lag": schedule_lag_s,
+}
+
+
+def request_metrics(t: RequestTable, rows=None) -> dict[str, np.ndarray]:
+    """Every per-request metric (:data:`PER_REQUEST`) of the rows ``rows`` of ``t``."""
+    return {name: fn(t, rows) for name, fn in PER_REQUEST.items()}

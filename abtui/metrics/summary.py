@@ -8,7 +8,10 @@ Definitions used by :func:`summarize` (warm-up requests are always left out):
 - **Latency distributions** (TTFT, TTFT_user, TPOT, E2E per request; ITL per chunk gap, pooled)
   are over *ok* requests only, NaN values dropped. Percentiles are
   ``numpy.percentile(..., method="linear")`` (numpy's default, linear interpolation between the
-  two closest ranks, the common choice). All in seconds.
+  two closest ranks, the common choice). All in seconds. ITL's are read from the chunks in
+  passes that never hold them (:mod:`abtui.metrics.gaps`: the same floats numpy gives on
+  every gap), and its mean is exact (Σ gap ns / n, where numpy's float sum may differ in the
+  last bits).
 - **Duration** ``T`` = the arm's own active time: the sum, over the segments it played
   (segment = one ``(run, level, block)``), of first dispatch → last completion of its ok + error
   requests in that segment, where a request completes at ``done_ns`` (else its last token, else
@@ -35,11 +38,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field, fields
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
 from abtui.client.records import CANCELLED, E_OTHER, ERROR, OK
+from abtui.metrics import gaps
 from abtui.metrics import request as rm
 from abtui.metrics.table import NA, RequestTable
 from abtui.metrics.windows import SEGMENT_KEYS, completion_ns, segment_spans
@@ -70,6 +75,36 @@ class Dist:
             return cls()
         p50, p90, p95, p99 = np.percentile(v, [50, 90, 95, 99], method=PERCENTILE_METHOD)
         return cls(len(v), float(v.mean()), float(p50), float(p90), float(p95), float(p99))
+
+    def exact(self) -> dict[str, float]:
+        """The figures :class:`abtui.stats.bootstrap.Sketch` calls exact: mean and percentiles."""
+        return {"mean": self.mean, "p50": self.p50, "p90": self.p90, "p95": self.p95,
+                "p99": self.p99}  # fmt: skip
+
+    @classmethod
+    def of_gaps(cls, scan: gaps.GapScan, groups: tuple[int, ...]) -> Dist:
+        """The pooled chunk gaps of ``groups`` of ``scan`` (ITL), without holding them: the same
+        percentiles as :meth:`of` on every gap; the mean exact (integer ns)."""
+        n = scan.n(groups)
+        if not n:
+            return cls()
+        qs = [p / 100 for p in DIST_PERCENTILES]  # as np.percentile turns them into fractions
+        p50, p90, p95, p99 = gaps.quantiles_s(scan, groups, qs)
+        return cls(n, scan.mean_s(groups), p50, p90, p95, p99)
+
+
+DIST_PERCENTILES = (50, 90, 95, 99)
+
+
+def itl_dist(t: RequestTable, rows=None) -> Dist:
+    """ITL of the rows of ``t`` (or of its rows ``rows``, a mask or positions): every gap
+    between consecutive token chunks of one request, pooled (:meth:`Dist.of_gaps`; two passes
+    over the chunks, none of them held)."""
+    mask = np.ones(len(t), dtype=bool)
+    if rows is not None:
+        mask[:] = False
+        mask[rows] = True
+    return Dist.of_gaps(gaps.GapScan(t, [mask]), (0,))
 
 
 @dataclass
@@ -152,29 +187,34 @@ def segment_ids(t: RequestTable) -> np.ndarray:
     return key
 
 
-def run_duration_s(t: RequestTable) -> float:
-    """Active time of the rows of ``t``: Σ over segments (run, level, block) of first dispatch →
-    last completion in that segment (NaN when empty). One segment: first dispatch → last
-    completion."""
-    if not len(t):
+def run_duration_s(t: RequestTable, rows=None) -> float:
+    """Active time of the rows of ``t`` (or of its rows ``rows``: a mask or positions): Σ over
+    segments (run, level, block) of first dispatch → last completion in that segment (NaN when
+    empty). One segment: first dispatch → last completion."""
+    pick = slice(None) if rows is None else rows
+    dispatched = t.dispatched_ns[pick]
+    if not len(dispatched):
         return math.nan
     cols = [getattr(t, k, None) for k in SEGMENT_KEYS]
-    seg = tuple(np.zeros(len(t), np.int64) if c is None else c for c in cols)
-    spans = segment_spans(np.zeros(len(t), np.int64), seg, t.dispatched_ns, completion_ns(t))[0]
+    seg = tuple(np.zeros(len(dispatched), np.int64) if c is None else c[pick] for c in cols)
+    done = completion_ns(SimpleNamespace(done_ns=t.done_ns[pick], dispatched_ns=dispatched,
+                                         last_token_ns=t.last_token_ns[pick]))  # fmt: skip
+    spans = segment_spans(np.zeros(len(dispatched), np.int64), seg, dispatched, done)[0]
     return float((spans[:, 1] - spans[:, 0]).sum()) / rm.NS_PER_S
 
 
-def slo_met(t: RequestTable, slo: dict[str, float] | None) -> np.ndarray:
-    """Per row: ok and every configured SLO met (see the module docstring)."""
-    good = t.ok.copy()
+def slo_met(t: RequestTable, slo: dict[str, float] | None, rows=None) -> np.ndarray:
+    """Per row (of ``rows``, a mask or positions, when given): ok and every configured SLO met
+    (see the module docstring)."""
+    good = t.ok if rows is None else t.status[rows] == OK
+    good = good.copy()
     if not slo:
         return good
     unknown = set(slo) - set(SLO_KEYS)
     if unknown:
         raise ValueError(f"unknown SLO key(s) {sorted(unknown)}; known: {', '.join(SLO_KEYS)}")
-    metrics = rm.request_metrics(t)
     for key, limit in slo.items():
-        v = metrics[key]
+        v = rm.PER_REQUEST[key](t, rows)
         met = v <= float(limit)  # NaN compares False
         if key in _NAN_PASSES:
             met |= np.isnan(v)
@@ -182,43 +222,48 @@ def slo_met(t: RequestTable, slo: dict[str, float] | None) -> np.ndarray:
     return good
 
 
-def summarize(table: RequestTable, arm: int, slo: dict[str, float] | None = None) -> ArmSummary:
-    """Summary of ``arm`` in ``table`` (warm-up rows left out) under ``slo`` (seconds)."""
-    t = table.select((table.arm == arm) & ~table.warmup)
-    status = t.status
+def summarize(
+    table: RequestTable, arm: int, slo: dict[str, float] | None = None, *,
+    dists: dict[str, Dist] | None = None,
+) -> ArmSummary:  # fmt: skip
+    """Summary of ``arm`` in ``table`` (warm-up rows left out) under ``slo`` (seconds).
+    ``dists``: latency distributions the caller already has (``Dist.of`` of the same values, or
+    :func:`itl_dist` of the arm's ok rows: :func:`abtui.stats.effects.compare` computes them for
+    its rows). The table is not copied: each figure reads the columns it needs at the arm's
+    rows."""
+    rows = np.flatnonzero((table.arm == arm) & ~table.warmup)
+    status = table.status[rows]
     is_ok, is_err = status == OK, status == ERROR
     s = ArmSummary(arm=int(arm), slo={k: float(v) for k, v in (slo or {}).items()})
     s.ok, s.n_errors = int(is_ok.sum()), int(is_err.sum())
     s.cancelled = int((status == CANCELLED).sum())
     s.sent = s.ok + s.n_errors
     classes, counts = np.unique(
-        np.array([c or E_OTHER for c in t.error_class[is_err]], dtype=object).astype(str),
+        np.array([c or E_OTHER for c in table.error_class[rows[is_err]]], dtype=object).astype(str),
         return_counts=True,
     )
     s.errors = {str(c): int(k) for c, k in zip(classes, counts, strict=True)}
 
-    done = t.select(is_ok | is_err)
-    s.duration_s = run_duration_s(done)
+    s.duration_s = run_duration_s(table, rows[is_ok | is_err])
     T = s.duration_s
 
-    ok = t.select(is_ok)
-    s.ttft = Dist.of(rm.ttft_s(ok))
-    s.ttft_user = Dist.of(rm.ttft_user_s(ok))
-    s.tpot = Dist.of(rm.tpot_s(ok))
-    s.itl = Dist.of(rm.itl_s(ok))
-    s.e2e = Dist.of(rm.e2e_s(ok))
-    s.input_tokens, s.output_tokens = _sum(ok.n_input), _sum(ok.n_output)
+    ok = rows[is_ok]
+    have = dists or {}
+    for name in ("ttft", "ttft_user", "tpot", "e2e"):
+        setattr(s, name, have[name] if name in have else Dist.of(rm.PER_REQUEST[name](table, ok)))
+    s.itl = have["itl"] if "itl" in have else itl_dist(table, ok)
+    s.input_tokens, s.output_tokens = _sum(table.n_input[ok]), _sum(table.n_output[ok])
     s.requests_per_s = _rate(s.ok, T)
     s.output_tokens_per_s = _rate(s.output_tokens, T)
     s.total_tokens_per_s = _rate(s.input_tokens + s.output_tokens, T)
 
-    good = slo_met(t, slo)
+    good = slo_met(table, slo, rows)
     s.good = int(good.sum())
     s.slo_attainment = s.good / s.sent if s.sent else math.nan
     s.goodput_requests_per_s = _rate(s.good, T)
-    s.goodput_output_tokens_per_s = _rate(_sum(t.n_output[good]), T)
+    s.goodput_output_tokens_per_s = _rate(_sum(table.n_output[rows[good]]), T)
 
-    lag = rm.schedule_lag_s(t)
+    lag = rm.schedule_lag_s(table, rows)
     lag = lag[np.isfinite(lag)]
     if len(lag):
         p50, p99 = np.percentile(lag, [50, 99], method=PERCENTILE_METHOD)

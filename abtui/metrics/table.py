@@ -4,6 +4,11 @@ A :class:`RequestTable` holds one row per request and, separately, every token-b
 of those requests (``chunk_req_idx`` is the row a chunk belongs to; chunks are ordered by row,
 then by time within a row).
 
+A table read back from a session file usually has no chunk arrays (they are empty): its
+``chunk_source`` streams the chunks from the file instead, and ``itl_n`` / ``itl_sum_ns`` /
+``itl_max_ns`` hold, per request, the number of gaps between its token chunks, their sum and the
+largest (ns), read in one pass (:mod:`abtui.metrics.gaps`: ITL without holding every chunk).
+
 NULL representation: integer columns that may be NULL (``first_byte_ns``, ``done_ns``,
 ``first_token_ns``, ``last_token_ns``, ``n_input``, ``n_output``, ``http_status``) are plain
 ``int64`` arrays holding the sentinel :data:`NA` (the smallest int64) where the value is missing;
@@ -15,6 +20,7 @@ NULL representation: integer columns that may be NULL (``first_byte_ns``, ``done
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from typing import Any
 
 import numpy as np
 
@@ -57,6 +63,7 @@ SEGMENT_COLUMNS = ("level", "block")  # optional in from_columns (default 0)
 OPTIONAL_COLUMNS = SEGMENT_COLUMNS + ("connect_ns",)
 ROW_COLUMNS = INT_COLUMNS + ("warmup",) + STR_COLUMNS
 CHUNK_COLUMNS = ("chunk_req_idx", "chunk_t_ns", "chunk_n")
+ITL_COLUMNS = ("itl_n", "itl_sum_ns", "itl_max_ns")  # per request, when read without chunks
 
 
 def _int_or_na(values: list, n: int) -> np.ndarray:
@@ -103,6 +110,12 @@ class RequestTable:
     # ns each request spent opening its connection (RequestRecord.connect_ns; 0 when it went
     # out on an open one, and in sessions written before the column existed)
     connect_ns: np.ndarray | None = None
+    # read without chunks (abtui.store.reader): where the chunks are, and per request the number
+    # of gaps between its chunks, their sum and the largest (ns; NA with no gap)
+    chunk_source: Any = None  # abtui.metrics.gaps.ChunkSource
+    itl_n: np.ndarray | None = None
+    itl_sum_ns: np.ndarray | None = None
+    itl_max_ns: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         for name in OPTIONAL_COLUMNS:
@@ -110,13 +123,16 @@ class RequestTable:
                 setattr(self, name, np.zeros(len(self.req), dtype=np.int64))
         for name in INT_COLUMNS + CHUNK_COLUMNS:
             setattr(self, name, np.asarray(getattr(self, name), dtype=np.int64))
+        for name in ITL_COLUMNS:
+            if getattr(self, name) is not None:
+                setattr(self, name, np.asarray(getattr(self, name), dtype=np.int64))
         self.warmup = np.asarray(self.warmup, dtype=bool)
         for name in STR_COLUMNS:
             col = getattr(self, name)
             if not (isinstance(col, np.ndarray) and col.dtype == object):
                 setattr(self, name, _objects(col))
         n = len(self.req)
-        for name in ROW_COLUMNS:
+        for name in ROW_COLUMNS + self._itl_columns():
             if len(getattr(self, name)) != n:
                 raise ValueError(f"column {name} has {len(getattr(self, name))} rows, not {n}")
 
@@ -125,10 +141,18 @@ class RequestTable:
 
     def __repr__(self) -> str:
         arms = sorted({int(a) for a in np.unique(self.arm)})
-        return f"RequestTable({len(self)} requests, {self.n_chunk_rows} chunks, arms={arms})"
+        where = " in the file" if self.chunk_source is not None else ""
+        return f"RequestTable({len(self)} requests, {self.n_chunk_rows} chunks{where}, arms={arms})"
+
+    def _itl_columns(self) -> tuple[str, ...]:
+        return ITL_COLUMNS if self.itl_n is not None else ()
 
     @property
     def n_chunk_rows(self) -> int:
+        """Token chunks of these requests (read without chunks: their gaps plus one per request
+        with a first token)."""
+        if self.chunk_source is not None and self.itl_n is not None:
+            return int(self.itl_n.sum()) + int((self.first_token_ns != NA).sum())
         return len(self.chunk_t_ns)
 
     def valid(self, column: str) -> np.ndarray:
@@ -143,7 +167,7 @@ class RequestTable:
 
     @classmethod
     def empty(cls) -> RequestTable:
-        return cls(**{f.name: [] for f in fields(cls)})
+        return cls(**{f.name: [] for f in fields(cls) if f.name in ROW_COLUMNS + CHUNK_COLUMNS})
 
     @classmethod
     def from_records(cls, records: list[RequestRecord]) -> RequestTable:
@@ -220,6 +244,8 @@ class RequestTable:
         tables = [t for t in tables if len(t)]
         if not tables:
             return cls.empty()
+        if any(t.chunk_source is not None for t in tables):
+            raise ValueError("tables read without their chunks cannot be concatenated")
         offsets = np.cumsum([0] + [len(t) for t in tables[:-1]])
         cols = {name: np.concatenate([getattr(t, name) for t in tables]) for name in ROW_COLUMNS}
         cols["chunk_req_idx"] = np.concatenate(
@@ -243,10 +269,11 @@ class RequestTable:
         new_index = np.cumsum(mask) - 1
         chunk_keep = mask[self.chunk_req_idx]
         return RequestTable(
-            **{name: getattr(self, name)[mask] for name in ROW_COLUMNS},
+            **{name: getattr(self, name)[mask] for name in ROW_COLUMNS + self._itl_columns()},
             chunk_req_idx=new_index[self.chunk_req_idx[chunk_keep]],
             chunk_t_ns=self.chunk_t_ns[chunk_keep],
             chunk_n=self.chunk_n[chunk_keep],
+            chunk_source=self.chunk_source,
         )
 
     def for_arm(self, arm: int) -> RequestTable:

@@ -53,16 +53,26 @@ def segment_spans(
     arm = np.asarray(arm, dtype=np.int64)
     if not len(arm):
         return {}
-    keys = np.column_stack([arm, *(np.asarray(c, dtype=np.int64) for c in segment)])
-    uniq, inv = np.unique(keys, axis=0, return_inverse=True)
-    inv = inv.reshape(-1)
+    # one integer per (arm, segment), ordered as the tuples are: a mixed-radix number of the
+    # columns' offsets (np.unique of an (n, k) array sorted rows as structured values: 2.5 s
+    # and three copies of the keys for 10⁶ requests)
+    cols = [arm, *(np.asarray(c, dtype=np.int64) for c in segment)]
+    lows = [int(c.min()) for c in cols]
+    radix = [int(c.max()) - lo + 1 for c, lo in zip(cols, lows, strict=True)]
+    key = np.zeros(len(arm), dtype=np.int64)
+    for c, lo, r in zip(cols, lows, radix, strict=True):
+        key *= r
+        key += c - lo
+    uniq, inv = np.unique(key, return_inverse=True)
+    del key
     lo = np.full(len(uniq), np.iinfo(np.int64).max, dtype=np.int64)
     hi = np.full(len(uniq), np.iinfo(np.int64).min, dtype=np.int64)
     np.minimum.at(lo, inv, np.asarray(start_ns, dtype=np.int64))
     np.maximum.at(hi, inv, np.asarray(end_ns, dtype=np.int64))
+    arm_of = uniq // int(np.prod(radix[1:], dtype=np.int64)) + lows[0]
     out = {}
-    for a in np.unique(uniq[:, 0]):
-        pick = uniq[:, 0] == a
+    for a in np.unique(arm_of):
+        pick = arm_of == a
         spans = np.column_stack([lo[pick], hi[pick]])
         out[int(a)] = spans[np.argsort(spans[:, 0], kind="stable")]
     return out

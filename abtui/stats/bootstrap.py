@@ -42,7 +42,10 @@ N_BINS = 512
 EPS_S = 1e-6  # values are sketched as log(v + EPS_S): zero gaps are allowed
 STATS = ("mean", "p50", "p90", "p95", "p99")
 QUANTILES = {"p50": 0.50, "p90": 0.90, "p95": 0.95, "p99": 0.99}
+GRID_TRIM_N = 20_000  # above this many values the grid spans the 10⁻⁵ … 1 − 10⁻⁵ quantiles
+GRID_TRIM = (1e-5, 1 - 1e-5)
 WEIGHT_ROWS_CELLS = 250_000  # circular_block_weights counts this many (resample, unit) at once
+RESAMPLE_ROWS = 2048  # resamples whose statistics are computed at once (Sketch.resampled, wdot)
 
 
 # ----------------------------------------------------------------------- block length
@@ -215,27 +218,46 @@ def block_length(unit_series: list[np.ndarray], in_flight: float = 1.0, unit_siz
 def circular_block_weights(
     n_units: int, block_len: int, n_resamples: int, rng: np.random.Generator
 ) -> np.ndarray:
-    """``(n_resamples, n_units)`` float32: how often each unit is drawn in each resample."""
+    """``(n_resamples, n_units)``: how often each unit is drawn in each resample, as the
+    smallest unsigned integer type that holds every count (``uint8`` unless a unit is drawn
+    over 255 times in a resample: 5 MB for 10,000 resamples × 500 units, where float32 took 19);
+    a product casts a block of rows at a time (:func:`wdot`, :meth:`Sketch.resampled`)."""
     if n_units <= 0:
-        return np.zeros((n_resamples, 0), dtype=np.float32)
+        return np.zeros((n_resamples, 0), dtype=np.uint8)
     ell = int(min(max(block_len, 1), n_units))
     n_blocks = math.ceil(n_units / ell)
-    out = np.empty((n_resamples, n_units), dtype=np.float32)
+    out = np.empty((n_resamples, n_units), dtype=np.uint8)
     step = max(1, WEIGHT_ROWS_CELLS // n_units)  # resamples drawn at a time: bounded memory
     for r0 in range(0, n_resamples, step):
         k = min(step, n_resamples - r0)  # the same stream as one draw of every block start
         rows = rng.integers(0, n_units, size=(k, n_blocks))
         flat = (rows + (np.arange(k) * n_units)[:, None]).ravel()
         counts = np.bincount(flat, minlength=k * n_units).reshape(k, n_units)
-        if ell == 1:
-            out[r0 : r0 + k] = counts
-            continue
-        # unit j is covered by every block that starts at j-ℓ+1 … j (mod U): a circular moving sum
-        ext = np.concatenate([counts[:, n_units - ell + 1 :], counts], axis=1)
-        cs = np.zeros((k, ext.shape[1] + 1), dtype=np.int64)
-        np.cumsum(ext, axis=1, out=cs[:, 1:])
-        out[r0 : r0 + k] = cs[:, ell:] - cs[:, :-ell]
+        if ell > 1:  # unit j is covered by every block that starts at j-ℓ+1 … j (mod U)
+            ext = np.concatenate([counts[:, n_units - ell + 1 :], counts], axis=1)
+            cs = np.zeros((k, ext.shape[1] + 1), dtype=np.int64)
+            np.cumsum(ext, axis=1, out=cs[:, 1:])
+            counts = cs[:, ell:] - cs[:, :-ell]
+        top = int(counts.max(initial=0))
+        if top > np.iinfo(out.dtype).max:  # a rare heavy draw: a wider type from here on
+            out = out.astype(np.uint16 if top <= np.iinfo(np.uint16).max else np.uint32)
+        out[r0 : r0 + k] = counts
     return out
+
+
+def wdot(weights: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """``weights @ v`` in float64 for integer ``weights`` (:func:`circular_block_weights`),
+    :data:`RESAMPLE_ROWS` rows at a time: only a block is ever cast to float (the whole
+    10,000 × 500 matrix in float64 was 40 MB). Counts (whole ``v ≥ 0``) whose every partial
+    sum stays below 2**24 are multiplied in float32, which is then exact: the same numbers,
+    faster."""
+    exact32 = bool(len(v) and len(weights) and v.min() >= 0 and (v == np.floor(v)).all()
+                   and float(v.sum()) * float(weights.max()) < 2**24)  # fmt: skip
+    dtype = np.float32 if exact32 else np.float64
+    vv = v.astype(dtype)
+    parts = [weights[r : r + RESAMPLE_ROWS].astype(dtype) @ vv
+             for r in range(0, len(weights), RESAMPLE_ROWS)]  # fmt: skip
+    return np.concatenate(parts).astype(np.float64) if parts else np.zeros(0)
 
 
 # ----------------------------------------------------------------------- sketches
@@ -256,8 +278,13 @@ class Grid:
         if not len(v):
             return cls(0.0, 1.0, bins)
         lo, hi = float(v.min()), float(v.max())
-        if len(v) > 20_000:  # a few extreme outliers must not stretch every bin
-            lo, hi = (float(q) for q in np.quantile(v, [1e-5, 1 - 1e-5]))
+        if len(v) > GRID_TRIM_N:  # a few extreme outliers must not stretch every bin
+            lo, hi = (float(q) for q in np.quantile(v, GRID_TRIM))
+        return cls.spanning(lo, hi, bins)
+
+    @classmethod
+    def spanning(cls, lo: float, hi: float, bins: int = N_BINS) -> Grid:
+        """The grid of ``bins`` bins from ``lo`` to ``hi`` (log space), widened by a hair."""
         span = max(hi - lo, 1e-9)
         return cls(lo - 1e-9 * span, span * (1 + 2e-9) / bins, bins)
 
@@ -277,8 +304,12 @@ class Sketch:
     exact: dict[str, float]  # full-sample statistics, computed from the raw values
 
     @classmethod
-    def of(cls, values: np.ndarray, units: np.ndarray, n_units: int, grid: Grid) -> Sketch:
-        """``values[i]`` belongs to unit ``units[i]``; NaNs are dropped."""
+    def of(
+        cls, values: np.ndarray, units: np.ndarray, n_units: int, grid: Grid,
+        exact: dict[str, float] | None = None,
+    ) -> Sketch:  # fmt: skip
+        """``values[i]`` belongs to unit ``units[i]``; NaNs are dropped. ``exact``: the mean and
+        percentiles of the same values when the caller has them (``Dist.of``: the same numbers)."""
         values = np.asarray(values, dtype=np.float64)
         keep = np.isfinite(values)
         v, u = values[keep], np.asarray(units, dtype=np.int64)[keep]
@@ -286,6 +317,8 @@ class Sketch:
         total = np.bincount(u, weights=v, minlength=n_units)
         hist = np.bincount(u * grid.bins + grid.index(v), minlength=n_units * grid.bins)
         hist = hist.reshape(n_units, grid.bins).astype(np.float32)
+        if exact is not None:
+            return cls(count, total, hist, grid, dict(exact))
         exact = {"mean": float(v.mean()) if len(v) else math.nan}
         if len(v):
             qs = np.percentile(v, [100 * q for q in QUANTILES.values()], method="linear")
@@ -307,12 +340,15 @@ class Sketch:
     def resampled(
         self, weights: np.ndarray, stats: tuple[str, ...] = STATS
     ) -> dict[str, np.ndarray]:
-        """Each statistic of each resample (rows of ``weights``), shape ``(R,)``."""
+        """Each statistic of each resample (rows of ``weights``), shape ``(R,)``. The products
+        are taken :data:`RESAMPLE_ROWS` resamples at a time, so their temporaries stay small
+        (whole, a 10,000-resample product cast the weights to float64: 40 MB)."""
         out: dict[str, np.ndarray] = {}
+        blocks = [slice(r, r + RESAMPLE_ROWS) for r in range(0, len(weights), RESAMPLE_ROWS)]
         with np.errstate(invalid="ignore", divide="ignore"):
-            n_boot = weights @ self.count  # values in each resample
+            n_boot = wdot(weights, self.count)  # values in each resample
             if "mean" in stats:
-                out["mean"] = (weights @ self.total) / n_boot
+                out["mean"] = wdot(weights, self.total) / n_boot
             qs = [s for s in stats if s in QUANTILES]
             if qs:
                 # The resampled cumulative histogram is one product with the per-unit cumulative
@@ -320,7 +356,8 @@ class Sketch:
                 # bins some unit occupies are kept (the cumulative count rises nowhere else), so
                 # a small sample costs little. Counts are whole numbers: float32 holds every
                 # partial sum exactly below 2**24, which each row's total bounds; past that the
-                # product is done in float64.
+                # product is done in float64. Whole numbers add up exactly in any order, so the
+                # resamples can be taken a block at a time.
                 exact32 = len(n_boot) == 0 or float(n_boot.max()) < 2**24
                 dtype = np.float32 if exact32 else np.float64
                 occupied = np.flatnonzero(self.hist.any(axis=0))
@@ -328,13 +365,14 @@ class Sketch:
                     occupied = np.zeros(1, dtype=np.int64)
                 cum_units = np.cumsum(self.hist[:, occupied], axis=1, dtype=np.float64)
                 cum_units = cum_units.astype(dtype)
-                cum = weights.astype(dtype, copy=False) @ cum_units
                 full = self._quantiles(
                     cum_units.sum(axis=0, dtype=np.float64)[None, :], occupied, qs
                 )
-                boot = self._quantiles(cum, occupied, qs)
+                parts = [self._quantiles(weights[b].astype(dtype, copy=False) @ cum_units,
+                                         occupied, qs) for b in blocks]  # fmt: skip
                 for s in qs:
-                    out[s] = boot[s] * (self.exact[s] / full[s][0])
+                    boot = np.concatenate([p[s] for p in parts]) if parts else np.zeros(0)
+                    out[s] = boot * (self.exact[s] / full[s][0])
         return out
 
     def _quantiles(

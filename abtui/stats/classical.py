@@ -8,7 +8,6 @@ import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from scipy import stats as sps
 
 HL_EXACT_MAX = 2000  # above this many values, Walsh averages / pair differences are sampled
 HL_SAMPLE = 1_000_000
@@ -43,22 +42,37 @@ def hodges_lehmann_one(d: np.ndarray, seed: int = 0) -> float:
         return math.nan
     if n <= HL_EXACT_MAX:
         i, j = np.triu_indices(n)
-        return float(np.median((d[i] + d[j]) / 2))
-    rng = np.random.default_rng(seed)
-    i, j = rng.integers(0, n, HL_SAMPLE), rng.integers(0, n, HL_SAMPLE)
-    return float(np.median((d[i] + d[j]) / 2))
+        walsh = d[i] + d[j]
+        del i, j
+        walsh /= 2
+        return float(np.median(walsh, overwrite_input=True))  # no copy of 2 M values
+    rng = np.random.default_rng(seed)  # drawn a slice at a time: the same stream, less memory
+    walsh = np.empty(HL_SAMPLE)
+    for lo, hi in _slices(HL_SAMPLE):
+        walsh[lo:hi] = d[rng.integers(0, n, hi - lo)]
+    for lo, hi in _slices(HL_SAMPLE):
+        walsh[lo:hi] += d[rng.integers(0, n, hi - lo)]
+    walsh /= 2
+    return float(np.median(walsh, overwrite_input=True))
 
 
 def hodges_lehmann_two(a: np.ndarray, b: np.ndarray, seed: int = 0) -> float:
     """Median of all differences ``b_j − a_i`` (two-sample HL shift)."""
     if not len(a) or not len(b):
         return math.nan
-    if len(a) * len(b) <= HL_EXACT_MAX**2:
-        return float(np.median(np.subtract.outer(b, a)))
-    rng = np.random.default_rng(seed)
-    return float(
-        np.median(b[rng.integers(0, len(b), HL_SAMPLE)] - a[rng.integers(0, len(a), HL_SAMPLE)])
-    )
+    if len(a) * len(b) <= HL_EXACT_MAX**2:  # the median sorts its input in place: no copy
+        return float(np.median(np.subtract.outer(b, a), overwrite_input=True))
+    rng = np.random.default_rng(seed)  # the pairs are drawn a slice at a time (the same stream)
+    diff = np.empty(HL_SAMPLE)
+    for lo, hi in _slices(HL_SAMPLE):
+        diff[lo:hi] = b[rng.integers(0, len(b), hi - lo)]
+    for lo, hi in _slices(HL_SAMPLE):
+        diff[lo:hi] -= a[rng.integers(0, len(a), hi - lo)]
+    return float(np.median(diff, overwrite_input=True))
+
+
+def _slices(n: int, size: int = 1 << 16) -> list[tuple[int, int]]:
+    return [(i, min(i + size, n)) for i in range(0, n, size)]
 
 
 def wilcoxon_log_ratio(a: np.ndarray, b: np.ndarray) -> RankTest:
@@ -72,6 +86,8 @@ def wilcoxon_log_ratio(a: np.ndarray, b: np.ndarray) -> RankTest:
         return RankTest(
             "wilcoxon", len(d), 1.0 if len(d) else math.nan, 0.0 if len(d) else math.nan
         )
+    from scipy import stats as sps  # imported when needed: ~50 MB of RSS
+
     res = sps.wilcoxon(d, zero_method="wilcox", alternative="two-sided")
     return RankTest("wilcoxon", len(d), float(res.pvalue), math.expm1(hodges_lehmann_one(d)))
 
@@ -82,6 +98,8 @@ def mann_whitney(a: np.ndarray, b: np.ndarray) -> RankTest:
     a, b = _positive(a), _positive(b)
     if len(a) < 1 or len(b) < 1:
         return RankTest("mann-whitney", len(a) + len(b), math.nan, math.nan)
+    from scipy import stats as sps  # imported when needed: ~50 MB of RSS
+
     res = sps.mannwhitneyu(b, a, alternative="two-sided")
     shift = math.expm1(hodges_lehmann_two(np.log(a), np.log(b)))
     return RankTest("mann-whitney", len(a) + len(b), float(res.pvalue), shift)
@@ -95,6 +113,8 @@ def mcnemar_exact(b: int, c: int) -> float:
     n = b + c
     if n == 0:
         return 1.0
+    from scipy import stats as sps  # imported when needed: ~50 MB of RSS
+
     return float(min(1.0, 2.0 * sps.binom.cdf(min(b, c), n, 0.5)))
 
 
@@ -103,6 +123,8 @@ def error_rate_higher_p(errors_a: int, sent_a: int, errors_b: int, sent_b: int) 
     if sent_a <= 0 or sent_b <= 0:
         return math.nan
     table = [[errors_b, sent_b - errors_b], [errors_a, sent_a - errors_a]]
+    from scipy import stats as sps  # imported when needed: ~50 MB of RSS
+
     return float(sps.fisher_exact(table, alternative="greater").pvalue)
 
 
@@ -131,6 +153,7 @@ def paired_difference_ci(b: float, c: float, n: float, level: float = 0.95) -> t
     """
     if not n > 0:
         return math.nan, math.nan
+    from scipy import stats as sps  # imported when needed: ~50 MB of RSS
     from scipy.optimize import brentq
 
     z = float(sps.norm.ppf(1 - (1 - level) / 2))

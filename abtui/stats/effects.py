@@ -10,6 +10,10 @@ Rows (``key`` = ``metric.stat``):
   of ``n_input`` as buckets, when at least two buckets hold ≥ 50 ok requests in each arm; and by
   sweep level (``e2e.p50@level2``) when the table has a ``level`` column with two or more.
 
+ITL's sketches are built from a stream of the chunks (:mod:`abtui.stats.itl`), never holding
+its gaps; the other metrics' values are read from the table's columns at each arm's ok rows,
+without copying the table.
+
 Point estimates are exact (the same numbers as :func:`abtui.metrics.summary.summarize`); the effect
 is ``r = B / A − 1``. CIs: :mod:`abtui.stats.bootstrap`. Latency units are items of the schedule
 (keyed by ``(run, level, block, item)``; a unit never spans two runs, levels or blocks); when the
@@ -41,11 +45,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from abtui.metrics import request as rm
-from abtui.metrics.summary import ArmSummary, summarize
+from abtui.metrics.summary import ArmSummary, Dist, summarize
 from abtui.metrics.table import NA, RequestTable
 from abtui.stats import bootstrap as bs
 from abtui.stats import decide as dc
 from abtui.stats.classical import RankTest, mann_whitney, wilcoxon_log_ratio
+from abtui.stats.itl import itl_sketches
 from abtui.stats.rates import COST_ROWS, RATE_ROWS, rate_effects, windows_of
 from abtui.stats.rows import Effect, clean, ratio_effect
 
@@ -99,34 +104,38 @@ def _in_flight(e2e: np.ndarray, duration: float) -> float:
 
 
 class _Weights:
-    """Resample weights, one matrix per (units, block length), from one seeded stream."""
+    """Resample weights, one matrix per (units, block length), from one seeded stream each.
+
+    Only the last matrix is kept (20 MB at 10,000 resamples × 500 units): rows ask for them in
+    runs (each metric's rows, then each rate's), and one is drawn again in ~0.05 s, while
+    keeping every one a verdict asks for held 2–4 of them at once."""
 
     def __init__(self, resamples: int, seed: int) -> None:
         self.resamples, self.seed = resamples, seed
-        self._cache: dict[tuple[int, int, str], np.ndarray] = {}
+        self._key: tuple[int, int, str] | None = None
+        self._last: np.ndarray | None = None
+        self.drawn = 0
 
     def get(self, n_units: int, ell: int, purpose: str) -> np.ndarray:
         k = (n_units, ell, purpose)
-        if k not in self._cache:
+        if k != self._key:
+            self._key = self._last = None  # the old matrix goes before the new one is drawn
             rng = np.random.default_rng([self.seed, n_units, ell, len(purpose)])
-            self._cache[k] = bs.circular_block_weights(n_units, ell, self.resamples, rng)
-        return self._cache[k]
+            self._last = bs.circular_block_weights(n_units, ell, self.resamples, rng)
+            self._key = k
+            self.drawn += 1
+        return self._last
 
 
 def _arm_values(
-    ok: RequestTable, metrics: tuple[str, ...]
+    t: RequestTable, ok: np.ndarray, metrics: tuple[str, ...]
 ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Per metric: (values, row of each value) over the ok rows ``ok``, each computed once."""
+    """Per metric: (values, index of each value among ``ok``) over the rows ``ok`` of ``t``
+    (positions), each computed once from the columns it reads (the table is not copied). ITL
+    is not among them: it is per chunk gap (:mod:`abtui.stats.itl`, never held)."""
     fn = {"ttft": rm.ttft_s, "ttft_user": rm.ttft_user_s, "tpot": rm.tpot_s, "e2e": rm.e2e_s}
-    out = {}
-    rows = np.arange(len(ok))
-    for m in metrics:
-        if m == "itl":
-            r, gaps = rm.chunk_gaps(ok)
-            out[m] = (gaps, r)
-        else:
-            out[m] = (fn[m](ok), rows)
-    return out
+    index = np.arange(len(ok))
+    return {m: (fn[m](t, ok), index) for m in metrics if m != "itl"}
 
 
 def compare(
@@ -168,15 +177,23 @@ def compare(
     units = {x: unit[ok_mask[x]] for x in (a, b)}
     item_units = {x: item_unit[ok_mask[x]] for x in (a, b)}
     values, pair_keys, windows, n_in, levels = {}, {}, {}, {}, {}
-    for x in (a, b):  # one arm's ok rows at a time: only the derived arrays are kept
-        ok = t.select(ok_mask[x])
-        values[x] = _arm_values(ok, tuple(dict.fromkeys(metrics + ("e2e",))))
-        pair_keys[x] = ok.run * (1 << 32) + ok.item
-        n_in[x] = ok.n_input
-        levels[x] = _column(ok, "level")
-        windows[x] = windows_of(t, arm_rows[x] & sent_all, ok_mask[x], ok, slo)
+    for x in (a, b):  # the columns each figure reads, at the arm's ok rows (no table copy)
+        ok = np.flatnonzero(ok_mask[x])
+        values[x] = _arm_values(t, ok, tuple(dict.fromkeys(metrics + ("e2e",))))
+        pair_keys[x] = t.run[ok] * (1 << 32) + t.item[ok]
+        n_in[x] = t.n_input[ok]
+        levels[x] = _column(t, "level")[ok]
+        windows[x] = windows_of(t, arm_rows[x] & sent_all, ok_mask[x], slo)
         del ok
-    sums = (summarize(t, a, slo), summarize(t, b, slo))
+    itl = None
+    if "itl" in metrics:  # per chunk gap: sketched from a stream of the chunks, none held
+        itl = itl_sketches(t, [ok_mask[a], ok_mask[b]], unit, n_units,
+                           item_unit if alternating else None, n_item_units)  # fmt: skip
+    # each latency distribution once: the summaries' and the sketches' exact figures
+    dists = {x: {m: Dist.of(values[x][m][0]) for m in values[x]} for x in (a, b)}
+    if itl:
+        dists[a]["itl"], dists[b]["itl"] = itl.dists
+    sums = (summarize(t, a, slo, dists=dists[a]), summarize(t, b, slo, dists=dists[b]))
     in_flight = {
         x: _in_flight(values[x]["e2e"][0], s.duration_s) for x, s in zip((a, b), sums, strict=True)
     }
@@ -189,12 +206,16 @@ def compare(
     short: dict[str, float] = {}
     min_eff: dict[str, float] = {}
     for metric in metrics:
-        vals, sk_units = {}, {}
-        for x in (a, b):
-            v, rows = values[x][metric]
-            vals[x], sk_units[x] = v, units[x][rows]
-        grid = bs.Grid.covering(vals[a], vals[b])
-        sk = {x: bs.Sketch.of(vals[x], sk_units[x], n_units, grid) for x in (a, b)}
+        vals = {}
+        if metric == "itl":
+            sk = dict(zip((a, b), itl.sketches, strict=True))
+        else:
+            for x in (a, b):
+                v, rows = values[x][metric]
+                vals[x] = v
+            grid = bs.Grid.covering(vals[a], vals[b])
+            sk = {x: bs.Sketch.of(vals[x], units[x][values[x][metric][1]], n_units, grid,
+                                  exact=dists[x][metric].exact()) for x in (a, b)}  # fmt: skip
         ell = block_len or bs.block_length(
             _block_series(sk[a], sk[b]), max(in_flight.values()), unit_size
         )
@@ -208,7 +229,11 @@ def compare(
         # correlates them (AR(1) ρ = 0.98, 200 requests, 8 blocks: 11 % false calls) — those
         # rows keep the rule they were calibrated with: the flat-top n_eff on the per-item
         # contrast, MIN_EFFECTIVE_UNWIDENED. An explicit block_len (validation) is bare.
-        if alternating:
+        if alternating and metric == "itl":
+            contrast = _contrast_of_sums(*itl.item_sums[0], *itl.item_sums[1])
+            n_eff[metric] = bs.effective_size(contrast, persistent=False)
+            short[metric], min_eff[metric] = 1.0, dc.MIN_EFFECTIVE_UNWIDENED
+        elif alternating:
             rows = {x: values[x][metric][1] for x in (a, b)}
             contrast = _item_contrast(vals[a], item_units[a][rows[a]], vals[b],
                                       item_units[b][rows[b]], n_item_units)  # fmt: skip
@@ -220,9 +245,9 @@ def compare(
             bare = not SHORTFALL or block_len is not None
             short[metric] = 1.0 if bare else bs.block_shortfall(contrast, ell)
             min_eff[metric] = dc.MIN_EFFECTIVE_UNWIDENED if bare else dc.MIN_EFFECTIVE
-        w = weights.get(n_units, ell, "latency")
-        effects += _latency_rows(metric, sk[a], sk[b], w, ell, bs.STATS, level, "",
-                                 n_eff[metric], short[metric], min_eff[metric])  # fmt: skip
+        effects += _latency_rows(metric, sk[a], sk[b], weights.get(n_units, ell, "latency"), ell,
+                                 bs.STATS, level, "", n_eff[metric], short[metric],
+                                 min_eff[metric])  # fmt: skip
         if metric in RANK_TESTED:
             rank_tests[metric] = _rank_test(pair_keys[a], pair_keys[b], vals[a], vals[b], light)
 
@@ -245,6 +270,7 @@ def compare(
             w = weights.get(n_units, ells[metric], "latency")
             effects += _latency_rows(metric, sk[a], sk[b], w, ells[metric], ("p50",), level, suffix,
                                      n_eff[metric], short[metric], min_eff[metric])  # fmt: skip
+            del w  # not held while the next matrix is drawn
     slo_n_eff = math.nan
     if slo and windows[a] is not None and windows[b] is not None:
         per_arm = []
@@ -290,9 +316,13 @@ def _item_contrast(va, ua, vb, ub, n_units: int) -> np.ndarray:
     sums = []
     for v, u in ((va, ua), (vb, ub)):
         keep = np.isfinite(v)
-        sums.append((np.bincount(u[keep], minlength=n_units).astype(np.float64),
-                     np.bincount(u[keep], weights=v[keep], minlength=n_units)))  # fmt: skip
-    (ca, ta), (cb, tb) = sums
+        sums += [np.bincount(u[keep], minlength=n_units).astype(np.float64),
+                 np.bincount(u[keep], weights=v[keep], minlength=n_units)]  # fmt: skip
+    return _contrast_of_sums(*sums)
+
+
+def _contrast_of_sums(ca, ta, cb, tb) -> np.ndarray:
+    """:func:`_item_contrast` from each arm's count and sum per unit."""
     both = (ca > 0) & (cb > 0)
     with np.errstate(invalid="ignore", divide="ignore"):
         d = np.log(tb[both] / cb[both]) - np.log(ta[both] / ca[both])

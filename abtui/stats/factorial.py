@@ -69,6 +69,7 @@ from abtui.stats.effects import (
     _schedule_key,
     _Weights,
 )
+from abtui.stats.itl import itl_sketches
 from abtui.stats.multiple import benjamini_hochberg, holm
 from abtui.stats.rates import _COUNTS, COST_ROWS, RATE_ROWS, _blocks, _windows, windows_of
 from abtui.stats.rows import clean
@@ -234,23 +235,30 @@ def estimate(
     weights = _Weights(resamples, seed)
     sent_all = t.ok | (t.status == "error")
     values, units, windows, sums = {}, {}, {}, {}
-    for x in arms:
+    ok_masks = {x: (t.arm == x) & t.ok for x in arms}
+    itl = None
+    if "itl" in metrics:  # per chunk gap: sketched from a stream of the chunks, none held
+        itl = itl_sketches(t, [ok_masks[x] for x in arms], unit, n_units)
+    for i, x in enumerate(arms):
         rows = t.arm == x
-        ok_mask = rows & t.ok
-        ok = t.select(ok_mask)
-        values[x] = _arm_values(ok, tuple(dict.fromkeys(metrics + ("e2e",))))
+        ok_mask = ok_masks[x]
+        wanted = tuple(dict.fromkeys(metrics + ("e2e",)))
+        values[x] = _arm_values(t, np.flatnonzero(ok_mask), wanted)
         units[x] = unit[ok_mask]
-        windows[x] = windows_of(t, rows & sent_all, ok_mask, ok, slo)
-        sums[x] = summarize(t, x, slo)
+        windows[x] = windows_of(t, rows & sent_all, ok_mask, slo)
+        sums[x] = summarize(t, x, slo, dists={"itl": itl.dists[i]} if itl else None)
     in_flight = max(_in_flight(values[x]["e2e"][0], sums[x].duration_s) for x in arms)
     terms = design.terms()
     coef = {tm: design.coefficients(tm) for tm in terms}
     out: list[Term] = []
     point: dict[str, dict[int, float]] = {}
     for metric in metrics:
-        grid = bs.Grid.covering(*(values[x][metric][0] for x in arms))
-        sk = {x: bs.Sketch.of(values[x][metric][0], units[x][values[x][metric][1]], n_units, grid)
-              for x in arms}  # fmt: skip
+        if metric == "itl":
+            sk = dict(zip(arms, itl.sketches, strict=True))
+        else:
+            grid = bs.Grid.covering(*(values[x][metric][0] for x in arms))
+            sk = {x: bs.Sketch.of(values[x][metric][0], units[x][values[x][metric][1]], n_units,
+                                  grid) for x in arms}  # fmt: skip
         both = np.logical_and.reduce([sk[x].count > 0 for x in arms])
         with np.errstate(invalid="ignore", divide="ignore"):  # (an empty unit: −inf, dropped)
             logm = {x: np.log(sk[x].total[both] / sk[x].count[both]) for x in arms}
@@ -265,6 +273,7 @@ def estimate(
         short = {tm: 1.0 if alternating else bs.block_shortfall(s, ell)
                  for tm, s in zip(terms, series, strict=True)}  # fmt: skip
         reps = {x: {s: _log(r) for s, r in sk[x].resampled(w, bs.STATS).items()} for x in arms}
+        del w  # not held while the next matrix is drawn
         n = min(sk[x].n for x in arms)
         for stat in bs.STATS:
             k = f"{metric}.{stat}"
@@ -313,7 +322,8 @@ def _rate_terms(design, windows, sums, slo, weights, level, usd, alternating, po
         w = weights.get(n_units, ell, "rates")
         widen = bs.expansion(math.ceil(n_units / ell), level)
         with np.errstate(invalid="ignore", divide="ignore"):
-            reps = {x: _log((w @ u[x][num]) / (w @ u[x][den])) for x in arms}
+            reps = {x: _log(bs.wdot(w, u[x][num]) / bs.wdot(w, u[x][den])) for x in arms}
+        del w  # not held while the next matrix is drawn
         exact = {x: float(getattr(sums[x], fld)) for x in arms}
         point[key] = exact
         log_reps[key], meta[key] = reps, (ell, widen, exact)

@@ -36,6 +36,7 @@ import math
 
 import numpy as np
 
+from abtui.metrics import gaps
 from abtui.metrics import request as rm
 from abtui.metrics.table import NA, RequestTable
 
@@ -43,7 +44,7 @@ LOAD_GAP_FRACTION = 0.5  # lag P99 within half the mean inter-arrival gap: the l
 _P = (0.0, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5)  # shares of longer stalls
 _QUANTILE = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99}
 _LATENCY = {"ttft": rm.ttft_s, "ttft_user": rm.ttft_user_s, "e2e": rm.e2e_s, "tpot": rm.tpot_s,
-            "itl": rm.itl_s}  # fmt: skip
+            "itl": None}  # fmt: skip
 _RATES_UP = ("throughput.requests", "throughput.output_tokens")  # higher is better, ∝ 1/T
 _COST = ("cost.per_mtok_output",)  # lower is better, ∝ T
 
@@ -82,16 +83,36 @@ def load_words(lag_p99_s: float, gap_s: float, e2e_p50_s: float, delta: float) -
             "arrivals bunched, the arm did not get the load asked for")  # fmt: skip
 
 
-def _lower_quantile(values: np.ndarray, q: float, lag: np.ndarray, scale: float) -> float:
+def _lower_quantile(quantile, q: float, lag: np.ndarray, scale: float) -> float:
     """The least the true ``q`` quantile can be when each value may include a stall distributed
-    like ``lag × scale`` (module doc): ``max_p Q_{q−p}(values) − scale · Q_{1−p}(lag)``."""
+    like ``lag × scale`` (module doc): ``max_p Q_{q−p}(values) − scale · Q_{1−p}(lag)``;
+    ``quantile(x)`` is ``Q_x(values)``. The lag's quantiles are taken in one call (numpy
+    partitions once for all of them: the same numbers as one call each)."""
+    ps = [p for p in _P if q - p >= 0]
+    lag_q = dict(zip(ps[1:], np.quantile(lag, [1 - p for p in ps[1:]]).tolist(), strict=True))
     best = -math.inf
-    for p in _P:
-        if q - p < 0:
-            break
-        x = float(lag.max() if p == 0 else np.quantile(lag, 1 - p)) * scale
-        best = max(best, float(np.quantile(values, q - p)) - x)
+    for p in ps:
+        x = float(lag.max() if p == 0 else lag_q[p]) * scale
+        best = max(best, quantile(q - p) - x)
     return best
+
+
+def _quantiles_of(values: np.ndarray, q: float | None):
+    """``Q_x(values)`` for the fractions :func:`_lower_quantile` asks about ``q``, from one
+    ``np.quantile`` call (each was its own partition of every value: 1 s at 10⁶ requests)."""
+    qs = [] if q is None else [q] + [q - p for p in _P if q - p >= 0]
+    got = dict(zip(qs, np.quantile(values, qs).tolist() if qs else [], strict=True))
+    return got.__getitem__
+
+
+def _itl(t: RequestTable, q: float | None):
+    """ITL of ``t`` (every chunk gap, pooled) without holding the gaps: ``(n, mean,
+    quantile)`` where ``quantile(x)`` answers the fractions :func:`_lower_quantile` asks about
+    ``q`` (``None``: the mean only), as numpy's ``np.quantile`` on every gap would."""
+    scan = gaps.GapScan(t, [np.ones(len(t), dtype=bool)])
+    qs = [] if q is None else [q] + [q - p for p in _P if q - p >= 0]
+    got = dict(zip(qs, gaps.quantiles_s(scan, (0,), qs), strict=True))
+    return scan.n((0,)), scan.mean_s((0,)), got.__getitem__
 
 
 def flattery(t: RequestTable, key: str, lag: np.ndarray) -> float | None:
@@ -113,21 +134,27 @@ def flattery(t: RequestTable, key: str, lag: np.ndarray) -> float | None:
         d = float(lag.max())
         return math.inf if not T > d else T / (T - d)
     fn = _LATENCY.get(metric)
-    if fn is None or (stat != "mean" and stat not in _QUANTILE):
+    if metric not in _LATENCY or (stat != "mean" and stat not in _QUANTILE):
         return None
-    values = fn(t)
-    values = values[np.isfinite(values)]
-    if not len(values):
+    if metric == "itl":  # per chunk gap: from a stream of the chunks, never held
+        n, mean, quantile = _itl(t, _QUANTILE.get(stat))
+    else:
+        values = fn(t)
+        values = values[np.isfinite(values)]
+        n, mean = len(values), (float(values.mean()) if len(values) else math.nan)
+        quantile = _quantiles_of(values, _QUANTILE.get(stat)) if n else None
+
+    if not n:
         return 1.0
     scale = 2.0 if metric == "ttft_user" else 1.0  # the lag itself and a late read
     if metric == "tpot":  # one late read over (n − 1) gaps: the shortest request is the worst
         n = t.n_output[(t.n_output != NA) & (t.n_output > 1)]
         scale = 1.0 / (int(n.min()) - 1) if len(n) else 1.0
     if stat == "mean":
-        measured, low = float(values.mean()), float(values.mean() - scale * lag.mean())
+        measured, low = mean, float(mean - scale * lag.mean())
     else:
-        measured = float(np.quantile(values, _QUANTILE[stat]))
-        low = _lower_quantile(values, _QUANTILE[stat], lag, scale)
+        measured = quantile(_QUANTILE[stat])
+        low = _lower_quantile(quantile, _QUANTILE[stat], lag, scale)
     if not measured > 0:
         return 1.0
     return math.inf if low <= 0 else max(1.0, measured / low)

@@ -70,10 +70,10 @@ _COUNTS = {  # ArmSummary field → (numerator, denominator) per unit
 }
 
 
-def windows_of(t: RequestTable, sent: np.ndarray, ok_mask: np.ndarray, ok: RequestTable, slo):
+def windows_of(t: RequestTable, sent: np.ndarray, ok_mask: np.ndarray, slo):
     """One arm's rows for the rate units: the segment and completion time of each sent request
-    (``sent`` mask over ``t``) and of each ok request (``ok_mask`` over ``t``; ``ok`` is
-    ``t.select(ok_mask)``), with tokens and SLO, and the arm's span in every segment it played."""
+    (``sent`` mask over ``t``) and of each ok request (``ok_mask`` over ``t``), with tokens and
+    SLO, and the arm's span in every segment it played."""
     if not sent.any():
         return None
     seg = segment_ids(t)
@@ -83,8 +83,9 @@ def windows_of(t: RequestTable, sent: np.ndarray, ok_mask: np.ndarray, ok: Reque
     np.minimum.at(first, inverse, np.asarray(t.dispatched_ns[sent], dtype=np.int64))
     last = np.full(len(ids), np.iinfo(np.int64).min, dtype=np.int64)
     np.maximum.at(last, inverse, done[sent])
-    n_out = np.where(ok.n_output != NA, ok.n_output, 0).astype(np.float64)
-    good = slo_met(ok, slo)
+    n_output = t.n_output[ok_mask]
+    n_out = np.where(n_output != NA, n_output, 0).astype(np.float64)
+    good = slo_met(t, slo, ok_mask)
     span = (last - first).astype(np.float64) / rm.NS_PER_S
     return {
         "segments": ids,
@@ -186,7 +187,9 @@ def rate_effects(
             ell = bs.block_length([_influence(ua, ub, num, den), ua["ok"], ub["ok"]], 1.0, 1)
         w = weights.get(n_units, ell, "rates")
         with np.errstate(invalid="ignore", divide="ignore"):
-            reps = ((w @ ub[num]) / (w @ ub[den])) / ((w @ ua[num]) / (w @ ua[den])) - 1.0
+            reps = ((bs.wdot(w, ub[num]) / bs.wdot(w, ub[den]))
+                    / (bs.wdot(w, ua[num]) / bs.wdot(w, ua[den])) - 1.0)  # fmt: skip
+        del w  # not held while the next matrix is drawn
         a_val, b_val = float(getattr(sa, fld)), float(getattr(sb, fld))
         widen = bs.expansion(math.ceil(n_units / ell), level)
         reps = replicates[key] = bs.expand(reps, ratio_effect(b_val, a_val), widen)

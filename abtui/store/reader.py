@@ -8,11 +8,16 @@ How the file is opened (DuckDB 1.x/2.x behaviour, checked on 2.0.1):
    The reader then copies the file and its ``.wal`` into a private temporary directory and opens
    the copy (read-write, so DuckDB may replay the WAL into the copy; the original is never
    touched). The copy is a snapshot: rows committed after it are not seen; reopen to refresh.
-   The copy is deleted on :meth:`SessionReader.close`.
+   The copy is deleted on :meth:`SessionReader.close`, or later with the last request table
+   that streams its chunks from it.
 3. If *this* process already has a read-write connection to the file (the TUI reading the
    session its own writer is writing), DuckDB refuses a read-only connection with a different
    configuration; the reader then connects with the default configuration, which shares the
    process's database instance and sees every committed row. The reader never writes.
+
+:meth:`SessionReader.request_table` leaves the chunks in the file: the table streams them
+from it, one pass at a time on a connection of its own, when ITL is asked for
+(:mod:`abtui.store.request_table`, :mod:`abtui.metrics.gaps`).
 
 Errors a user can act on (missing file, not a DuckDB file, not an abtui session, a session
 written by a newer abtui) are :class:`~abtui.errors.StoreError`.
@@ -25,6 +30,9 @@ import os
 import shutil
 import tempfile
 import time
+import weakref
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -34,11 +42,11 @@ import numpy as np
 
 from abtui.client.items import Item
 from abtui.errors import StoreError
-from abtui.metrics.table import NA, NULLABLE_COLUMNS, ROW_COLUMNS, STR_COLUMNS, RequestTable
+from abtui.metrics.table import NA, RequestTable
+from abtui.store.request_table import read_request_table
 from abtui.store.schema import COMPLETE, ITEM_COLUMNS, RUNNING, SCHEMA_VERSION, TIMING_COLUMNS
 
 COPY_ATTEMPTS = 3
-CHUNK_SLICE = 250_000  # request_table reads the chunks of this many at a time (its peak)
 
 
 def _plain(col: np.ndarray, fill: Any = None) -> np.ndarray:
@@ -91,13 +99,24 @@ def never_closed(path: str | os.PathLike, status: str | None) -> bool:
     return status == RUNNING and was_killed(status, file_writer(path))
 
 
+class _Copy:
+    """A private copy of a session file (in a temporary directory), deleted with this object:
+    when the reader closes, or later, with the last table that streams its chunks from it."""
+
+    def __init__(self, name: str) -> None:
+        tmpdir = tempfile.mkdtemp(prefix="abtui-session-")
+        self.path = Path(tmpdir) / name
+        self._done = weakref.finalize(self, shutil.rmtree, tmpdir, ignore_errors=True)
+
+
 class SessionReader:
     """Read-only view of a session file (see the module docstring for how it is opened)."""
 
     def __init__(self, path: str | os.PathLike) -> None:
         self.path = Path(path)
         self.snapshot = False  # True when reading a copy (the file was locked by a writer)
-        self._tmpdir: str | None = None
+        self._copy: _Copy | None = None
+        self._shared = False  # connected to this process's own (writing) instance
         if not self.path.exists():
             raise StoreError(
                 f"session file {self.path} does not exist",
@@ -122,6 +141,7 @@ class SessionReader:
             if "different configuration" not in str(e):
                 raise self._open_error(e) from e
             try:  # this process writes the file: share its database instance
+                self._shared = True
                 return duckdb.connect(path)
             except duckdb.Error as e2:
                 raise self._open_error(e2) from e2
@@ -132,8 +152,8 @@ class SessionReader:
             return self._connect_copy(e)  # locked by a writing process (or a WAL problem)
 
     def _connect_copy(self, cause: Exception) -> duckdb.DuckDBPyConnection:
-        self._tmpdir = tempfile.mkdtemp(prefix="abtui-session-")
-        copy = Path(self._tmpdir) / self.path.name
+        self._copy = _Copy(self.path.name)
+        copy = self._copy.path
         wal = Path(str(self.path) + ".wal")
         error: Exception = cause
         for _ in range(COPY_ATTEMPTS):  # a copy taken mid-checkpoint may not open: retry
@@ -265,76 +285,35 @@ class SessionReader:
         ``alias``: the ``requests`` table's alias in the query (``"r."``)."""
         return f"COALESCE({alias}connect_ns, 0)" if "connect_ns" in self.columns("requests") else "0"
 
-    def request_table(self, include_warmup: bool = False) -> RequestTable:
-        """All requests (warm-up excluded unless asked) and their chunks, one query each."""
-        where = "" if include_warmup else "WHERE NOT warmup"
-        have = {
-            r[0]
-            for r in self._con.execute(
-                "SELECT column_name FROM duckdb_columns() WHERE table_name = 'requests'"
-            ).fetchall()
-        }
-        select = ", ".join(
-            f"COALESCE({c}, {NA}) AS {c}"
-            if c in NULLABLE_COLUMNS
-            else c
-            if c in have
-            else f"0 AS {c}"  # a column newer than the file (level, block)
-            for c in ROW_COLUMNS
-        )
-        rows = self._con.execute(f"SELECT {select} FROM requests {where} ORDER BY req").fetchnumpy()
-        rows = {c: _plain(rows[c]) for c in ROW_COLUMNS}
-        for c in STR_COLUMNS:
-            rows[c] = _plain(rows[c]).astype(object)
-        req = np.asarray(rows["req"], dtype=np.int64)
-        idx, t_ns, n_tok = self._chunk_columns(req)
-        return RequestTable(
-            **{name: rows[name] for name in ROW_COLUMNS}, chunk_req_idx=idx, chunk_t_ns=t_ns,
-            chunk_n=n_tok,
-        )  # fmt: skip
+    def request_table(self, include_warmup: bool = False, chunks: bool = False) -> RequestTable:
+        """All requests (warm-up excluded unless asked). Their chunks stay in the file unless
+        ``chunks``: the table streams them from it when ITL is asked for, one pass at a time
+        on a connection of its own (:mod:`abtui.store.request_table`)."""
+        return read_request_table(self._con, self._opener(), self._copy, include_warmup, chunks)
 
-    def _chunk_columns(self, req: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The chunks of the requests ``req`` (sorted ids), in (req, seq) order: each one's row
-        index into ``req``, arrival time and tokens, as int64 arrays filled in place.
+    def _opener(self) -> Callable[[], AbstractContextManager[duckdb.DuckDBPyConnection]]:
+        """How a table read from this reader opens the file again for a pass over its chunks:
+        as the reader did (read-only; this process's own instance; the private copy, kept
+        while a table needs it), or a new private copy if another process locked the file."""
+        copy = self._copy.path if self._copy is not None else None
+        path, shared = str(copy or self.path), self._shared or copy is not None
 
-        The peak is those arrays plus one slice of :data:`CHUNK_SLICE` chunks: the count per
-        request is read first (one row per request), then ranges of requests holding at most
-        that many chunks are read and sorted one range at a time. One query over every chunk
-        (a join with ``requests`` and an ORDER BY over all of them) peaked at ~4× the arrays in
-        DuckDB's sort and numpy's copies (docs/reliability.md, Memory)."""
-        counts = self._con.execute(
-            "SELECT req, count(*) FROM chunks GROUP BY req ORDER BY req"
-        ).fetchnumpy()
-        c_req, c_n = _plain(counts["req"]).astype(np.int64), _plain(counts["count_star()"])
-        pos = np.searchsorted(req, c_req)
-        hit = pos < len(req)
-        hit[hit] = req[pos[hit]] == c_req[hit]
-        c_req, c_n = c_req[hit], c_n[hit].astype(np.int64)
-        total = int(c_n.sum())
-        idx = np.empty(total, dtype=np.int64)
-        t_ns = np.empty(total, dtype=np.int64)
-        n_tok = np.empty(total, dtype=np.int64)
-        ends = np.cumsum(c_n)
-        at, k = 0, 0
-        while k < len(c_req):  # requests k … j−1: at most CHUNK_SLICE chunks (or one request)
-            j = max(k + 1, int(np.searchsorted(ends, (ends[k - 1] if k else 0) + CHUNK_SLICE,
-                                               side="right")))  # fmt: skip
-            lo, hi = int(c_req[k]), int(c_req[j - 1])
-            got = self._con.execute(
-                "SELECT req, t_ns, n_tokens FROM chunks WHERE req BETWEEN ? AND ? "
-                "ORDER BY req, seq", [lo, hi]
-            ).fetchnumpy()  # fmt: skip
-            g_req = _plain(got["req"]).astype(np.int64, copy=False)
-            p = np.searchsorted(req, g_req)
-            keep = p < len(req)
-            keep[keep] = req[p[keep]] == g_req[keep]  # warm-up chunks in the range: left out
-            m = int(keep.sum())
-            idx[at : at + m] = p[keep]
-            t_ns[at : at + m] = _plain(got["t_ns"])[keep]
-            n_tok[at : at + m] = _plain(got["n_tokens"], 1)[keep]
-            at, k = at + m, j
-            del got, g_req, p, keep
-        return idx[:at], t_ns[:at], n_tok[:at]
+        @contextmanager
+        def open_file() -> Iterator[duckdb.DuckDBPyConnection]:
+            try:
+                con = duckdb.connect(path) if shared else duckdb.connect(path, read_only=True)
+            except duckdb.ConnectionException:  # this process opened it for writing since
+                con = duckdb.connect(path)
+            except duckdb.IOException:  # another process locked it since: read a copy
+                with SessionReader(path) as rd:
+                    yield rd._con
+                return
+            try:
+                yield con
+            finally:
+                con.close()
+
+        return open_file
 
     def server_timings(self, include_warmup: bool = False) -> dict[str, np.ndarray]:
         """The servers' own per-request timings (llama.cpp), joined to their requests: columns
@@ -400,9 +379,7 @@ class SessionReader:
         con, self._con = getattr(self, "_con", None), None
         if con is not None:
             con.close()
-        if self._tmpdir is not None:
-            shutil.rmtree(self._tmpdir, ignore_errors=True)
-            self._tmpdir = None
+        self._copy = None  # deleted now, or with the last table that reads its chunks
 
     def __enter__(self) -> SessionReader:
         return self
