@@ -16,6 +16,9 @@ BASE = "h100:llama-3.1-8b:bf16"  # a 128k-context model: haystacks up to quality
 
 
 def _spec(tmp_path, name, a, b, quality: str) -> str:
+    # These tests are about the quality gates. Two simulator processes' 12-request latency rows
+    # on a shared CPU can differ for real (a 2 ms TTFT +29 % [+8, +98] once, an identical-variant
+    # run NO-GO), so δ = 90 % keeps latency from deciding here; the verdict is the gates'.
     p = tmp_path / f"{name}.toml"
     p.write_text(
         f"""
@@ -36,6 +39,9 @@ rate = 20
 ignore_eos = true  # the load test's setting; quality requests stop naturally anyway
 [store]
 dir = "{tmp_path}"
+[policy]
+delta = 0.9
+delta_tail = 0.9
 [quality]
 {quality}
 """
