@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-from pathlib import Path
 
 import pytest
 from test_factorial import NAMES, POLICY, _table
+from tui_fixtures import ablation_verdict_data
 
 from abtui.report.factorial import grid_lines, html, markdown, text_lines
 from abtui.verdict.policy import evaluate
-from abtui.verdict.session import SessionVerdict
 
 
 @pytest.fixture(scope="module")
@@ -48,11 +47,9 @@ def test_markdown_html_and_json(verdict):
 
 def test_verdict_screen_ablation_view_at_80x24(verdict, tmp_path):
     from abtui.tui.app import AbtuiApp
-    from abtui.tui.screens.verdict import VerdictData, VerdictScreen
+    from abtui.tui.screens.verdict import VerdictScreen
 
-    sv = SessionVerdict(verdict, Path(tmp_path / "x.duckdb"), [{"name": n} for n in NAMES],
-                        {}, {}, False, None, True)  # fmt: skip
-    data = VerdictData(sv, {"status": "complete", "summaries": {}, "config_diff": [], "slo": {}}, [])
+    data = ablation_verdict_data(verdict, NAMES, tmp_path)
 
     async def run():
         app = AbtuiApp()

@@ -8,11 +8,11 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
 from test_factorial import NAMES, POLICY, _table
+from tui_fixtures import ablation_verdict_data
 
 from abtui.quality import factorial as qf
 from abtui.quality import synthetic as qs
@@ -187,12 +187,9 @@ def test_reports_and_json_carry_the_quality_interaction(drop_verdict):
 
 def test_verdict_screen_ablation_view_shows_the_quality_line(drop_verdict, tmp_path):
     from abtui.tui.app import AbtuiApp
-    from abtui.tui.screens.verdict import VerdictData, VerdictScreen
-    from abtui.verdict.session import SessionVerdict
+    from abtui.tui.screens.verdict import VerdictScreen
 
-    sv = SessionVerdict(drop_verdict, Path(tmp_path / "x.duckdb"), [{"name": n} for n in NAMES],
-                        {}, {}, False, None, True)  # fmt: skip
-    data = VerdictData(sv, {"status": "complete", "summaries": {}, "config_diff": [], "slo": {}}, [])
+    data = ablation_verdict_data(drop_verdict, NAMES, tmp_path)
 
     async def run():
         app = AbtuiApp()

@@ -129,3 +129,14 @@ def shows(text: str, row: str, what: str) -> bool:
     its description's start on one line: another screen's word elsewhere does not count)."""
     end = r"[ \t]*$" if len(what) <= 24 else ""  # a short one whole: 'quit' is not 'quit (…'
     return re.search(rf"{re.escape(row)}\s+{re.escape(what[:24])}{end}", text, re.M) is not None
+
+
+def ablation_verdict_data(verdict, names: list[str], folder: Path):
+    """The verdict screen's data for an in-memory factorial ``verdict`` (no session file): what
+    the ablation view tests push a ``VerdictScreen`` with."""
+    from abtui.tui.screens.verdict import VerdictData
+    from abtui.verdict.session import SessionVerdict
+
+    sv = SessionVerdict(verdict, Path(folder / "x.duckdb"), [{"name": n} for n in names],
+                        {}, {}, False, None, True)  # fmt: skip
+    return VerdictData(sv, {"status": "complete", "summaries": {}, "config_diff": [], "slo": {}}, [])

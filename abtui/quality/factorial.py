@@ -44,12 +44,11 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from abtui.quality.gates import MIN_ITEMS, margin_of, pp
+from abtui.quality.gates import MIN_ITEMS, margin_of, pp, smallest_deciding
 from abtui.quality.paired import LEVEL, design_effect
 from abtui.quality.score import lattice, score_interval, score_p
 from abtui.stats import decide as dc
 from abtui.stats import factorial as fx
-from abtui.stats.decide import MAX_SAMPLES_HINT
 
 FAIL, CLEAR, UNDECIDED = "fail", "clear", "undecided"
 MAX_NAMED = 8  # item ids named per direction of the combination-only flips
@@ -193,15 +192,7 @@ def items_needed(t: QualityTerm) -> int | None:
         lo, hi = score_interval(vals, [t.counts[v] * k for v in vals], t.vmin, t.vmax, LEVEL)
         return lo >= -m if above else hi < -m
 
-    lo_n, hi_n = t.n, max(t.n, MIN_ITEMS)
-    while not decided(hi_n):
-        lo_n, hi_n = hi_n, hi_n * 2
-        if hi_n > MAX_SAMPLES_HINT:
-            return None
-    while hi_n - lo_n > max(1, lo_n // 200):
-        mid = (lo_n + hi_n) // 2
-        lo_n, hi_n = (lo_n, mid) if decided(mid) else (mid, hi_n)
-    return int(max(hi_n, MIN_ITEMS))
+    return smallest_deciding(t.n, decided)
 
 
 def decide(terms: list[QualityTerm], alpha: float) -> None:

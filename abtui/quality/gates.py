@@ -82,7 +82,13 @@ def items_needed(q: QualityRow, margin: float) -> int | None:
         lo, hi = paired_difference_ci(q.b * k, q.c * k, n2 / q.deff, LEVEL)
         return lo >= -margin if above else hi < -margin
 
-    lo_n, hi_n = q.n, max(q.n, MIN_ITEMS)
+    return smallest_deciding(q.n, decided)
+
+
+def smallest_deciding(n: int, decided) -> int | None:
+    """The smallest item count ``n' ≥ max(n, MIN_ITEMS)`` with ``decided(n')`` (to within 0.5 %):
+    doubling until it decides, then bisection. None when no size up to 10⁹ does."""
+    lo_n, hi_n = n, max(n, MIN_ITEMS)
     while not decided(hi_n):
         lo_n, hi_n = hi_n, hi_n * 2
         if hi_n > MAX_SAMPLES_HINT:
