@@ -36,6 +36,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from abtui.stats.distributions import norm_ppf, t_ppf
+
 DEFAULT_RESAMPLES = 10_000
 MAX_UNITS = 500
 N_BINS = 512
@@ -274,7 +276,7 @@ class Grid:
     @classmethod
     def covering(cls, *values: np.ndarray, bins: int = N_BINS) -> Grid:
         v = np.concatenate([np.asarray(x, dtype=np.float64) for x in values])
-        v = np.log(v[np.isfinite(v)] + EPS_S)
+        v = np.log(np.maximum(v[np.isfinite(v)], 0.0) + EPS_S)  # below 0: the first bin
         if not len(v):
             return cls(0.0, 1.0, bins)
         lo, hi = float(v.min()), float(v.max())
@@ -289,7 +291,11 @@ class Grid:
         return cls(lo - 1e-9 * span, span * (1 + 2e-9) / bins, bins)
 
     def index(self, values: np.ndarray) -> np.ndarray:
-        k = np.floor((np.log(values + EPS_S) - self.lo) / self.width)
+        """The bin of each value; values below the grid (negative ones included: a chunk that
+        arrived before the one stored ahead of it) fall in the first, above it in the last."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            k = np.floor((np.log(values + EPS_S) - self.lo) / self.width)
+        k[np.isnan(k)] = 0
         return np.clip(k, 0, self.bins - 1).astype(np.int64)
 
 
@@ -408,12 +414,11 @@ def expansion(n_blocks: int, level: float = 0.95) -> float:
     The plain percentile interval is too narrow when few independent units carry the
     information (it divides by b, not b − 1, and ignores that the spread itself is estimated);
     a long block length leaves few blocks. ≈ 1.08 for 25 blocks, 1.16 for 13, → 1 as b grows.
+    The quantiles are correctly rounded (:mod:`abtui.stats.distributions`, no scipy.stats).
     """
-    from scipy.stats import norm, t
-
     b = max(int(n_blocks), 2)
     q = (1 + level) / 2
-    return float(math.sqrt(b / (b - 1)) * t.ppf(q, b - 1) / norm.ppf(q))
+    return float(math.sqrt(b / (b - 1)) * t_ppf(q, b - 1) / norm_ppf(q))
 
 
 def expand(ratio_reps: np.ndarray, ratio: float, factor: float) -> np.ndarray:

@@ -51,7 +51,7 @@ def grid_of(scan: gaps.GapScan, groups: tuple[int, ...], bins: int = bs.N_BINS) 
         return bs.Grid(0.0, 1.0, bins)
 
     def log_of(k: int) -> float:  # the value Grid.covering sorts: log(v + EPS), by numpy
-        v = scan.order_stats([(groups, k)])[0] / gaps.NS_PER_S
+        v = max(scan.order_stats([(groups, k)])[0] / gaps.NS_PER_S, 0.0)  # as Grid.covering
         return float(np.log(np.array([v]) + bs.EPS_S)[0])
 
     if n > bs.GRID_TRIM_N:
