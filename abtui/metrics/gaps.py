@@ -38,7 +38,7 @@ import numpy as np
 from abtui.metrics.table import NA
 
 NS_PER_S = 1e9
-BATCH = 1 << 17  # chunks per batch of the stream
+BATCH = 1 << 16  # chunks per batch of the stream (as abtui.store.chunks.SLICE)
 LEVELS = (40, 20, 0)  # bucket = float64 bits >> shift: 12, then 32 mantissa bits, then exact
 CAP = 1 << 18  # values collected per bucket at most (2 MB); a fuller one is split first
 

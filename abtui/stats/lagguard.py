@@ -57,7 +57,10 @@ def mean_gap_s(t: RequestTable, rows: np.ndarray | None = None) -> float:
     sched = t.scheduled_ns[m]
     if len(sched) < 2:
         return math.nan
-    keys = np.stack([t.run[m], t.level[m], t.block[m]])
+    cols = [t.run[m], t.level[m], t.block[m]]
+    if all(c[0] == c[-1] and (c == c[0]).all() for c in cols):  # one segment: no sort needed,
+        return float((int(sched.max()) - int(sched.min())) / 1e9 / (len(sched) - 1))  # Σ diffs
+    keys = np.stack(cols)
     order = np.lexsort((sched, *keys[::-1]))
     k, s = keys[:, order], sched[order]
     same = (k[:, 1:] == k[:, :-1]).all(axis=0)
@@ -105,21 +108,28 @@ def _quantiles_of(values: np.ndarray, q: float | None):
     return got.__getitem__
 
 
-def _itl(t: RequestTable, q: float | None):
-    """ITL of ``t`` (every chunk gap, pooled) without holding the gaps: ``(n, mean,
-    quantile)`` where ``quantile(x)`` answers the fractions :func:`_lower_quantile` asks about
-    ``q`` (``None``: the mean only), as numpy's ``np.quantile`` on every gap would."""
-    scan = gaps.GapScan(t, [np.ones(len(t), dtype=bool)])
+def _itl(t: RequestTable, q: float | None, rows: np.ndarray | None = None):
+    """ITL of ``t`` (every chunk gap of its rows ``rows``, pooled) without holding the gaps:
+    ``(n, mean, quantile)`` where ``quantile(x)`` answers the fractions
+    :func:`_lower_quantile` asks about ``q`` (``None``: the mean only), as numpy's
+    ``np.quantile`` on every gap would."""
+    mask = np.ones(len(t), dtype=bool)
+    if rows is not None:
+        mask[:] = False
+        mask[rows] = True
+    scan = gaps.GapScan(t, [mask])
     qs = [] if q is None else [q] + [q - p for p in _P if q - p >= 0]
     got = dict(zip(qs, gaps.quantiles_s(scan, (0,), qs), strict=True))
     return scan.n((0,)), scan.mean_s((0,)), got.__getitem__
 
 
-def flattery(t: RequestTable, key: str, lag: np.ndarray) -> float | None:
+def flattery(t: RequestTable, key: str, lag: np.ndarray,
+             rows: np.ndarray | None = None) -> float | None:  # fmt: skip
     """The factor ``f ≥ 1`` by which the baseline's stalls (its ``lag`` samples, seconds) may
     have flattered the ratio candidate / baseline of row ``key``, from the baseline's own rows
-    ``t`` (measured, ok). ``inf``: the stalls could account for the whole statistic; ``None``:
-    a row this module does not bound."""
+    (measured, ok): ``t``, or its rows ``rows`` (ascending positions; the table is not copied).
+    ``inf``: the stalls could account for the whole statistic; ``None``: a row this module does
+    not bound."""
     lag = lag[np.isfinite(lag)]
     lag = np.maximum(lag, 0.0)
     if not len(lag) or "@" in key:
@@ -130,16 +140,16 @@ def flattery(t: RequestTable, key: str, lag: np.ndarray) -> float | None:
     if key in _RATES_UP or key in _COST:
         from abtui.metrics.summary import run_duration_s
 
-        T = run_duration_s(t)
+        T = run_duration_s(t, rows)
         d = float(lag.max())
         return math.inf if not T > d else T / (T - d)
     fn = _LATENCY.get(metric)
     if metric not in _LATENCY or (stat != "mean" and stat not in _QUANTILE):
         return None
     if metric == "itl":  # per chunk gap: from a stream of the chunks, never held
-        n, mean, quantile = _itl(t, _QUANTILE.get(stat))
+        n, mean, quantile = _itl(t, _QUANTILE.get(stat), rows)
     else:
-        values = fn(t)
+        values = fn(t, rows)
         values = values[np.isfinite(values)]
         n, mean = len(values), (float(values.mean()) if len(values) else math.nan)
         quantile = _quantiles_of(values, _QUANTILE.get(stat)) if n else None
@@ -148,7 +158,8 @@ def flattery(t: RequestTable, key: str, lag: np.ndarray) -> float | None:
         return 1.0
     scale = 2.0 if metric == "ttft_user" else 1.0  # the lag itself and a late read
     if metric == "tpot":  # one late read over (n − 1) gaps: the shortest request is the worst
-        n = t.n_output[(t.n_output != NA) & (t.n_output > 1)]
+        n = t.n_output if rows is None else t.n_output[rows]
+        n = n[(n != NA) & (n > 1)]
         scale = 1.0 / (int(n.min()) - 1) if len(n) else 1.0
     if stat == "mean":
         measured, low = mean, float(mean - scale * lag.mean())

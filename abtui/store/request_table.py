@@ -3,7 +3,10 @@ that grows with the requests only (docs/reliability.md, Memory).
 
 - **Rows** are read :data:`ROW_SLICE` at a time in storage order (``rowid`` ranges, no sort)
   into preallocated arrays; the writer appends requests in id order, and a file stored in
-  another order is sorted by ``req`` afterwards, one column at a time. String columns
+  another order is sorted by ``req`` afterwards, one column at a time. A column that holds
+  only zeros (``level`` and ``block`` of most sessions, ``run``, ``empty_token_chunks``, often
+  ``connect_ns``) is given back as ``np.zeros``: pages the kernel maps on first write, so it
+  costs no resident memory. String columns
   (``status``, ``error_class``, ``token_source``) come back as small integer codes that index
   one Python string per distinct value: a fetched string column costs ~100 bytes a row
   (2 M rows: +215 MB), a code 8.
@@ -23,7 +26,7 @@ from abtui.metrics import gaps
 from abtui.metrics.table import INT_COLUMNS, NA, NULLABLE_COLUMNS, STR_COLUMNS, RequestTable
 from abtui.store.chunks import FileChunks, Opener, Unordered
 
-ROW_SLICE = 1 << 18  # requests per query
+ROW_SLICE = 1 << 15  # requests per query (1 << 18 held ~50 MB more while reading, no faster)
 CHUNK_SLICE = 250_000  # chunk_columns reads the chunks of this many at a time (its peak)
 
 
@@ -72,6 +75,9 @@ def read_rows(con: duckdb.DuckDBPyConnection, include_warmup: bool) -> dict[str,
             codes[c][at : at + m] = _plain(got[c], 0)
         at += m
         del got
+    for c in [*INT_COLUMNS, "warmup"]:  # a column of zeros (level, block, run, ...) costs no
+        if not out[c].any():  # memory as fresh zeroed pages, which are never written
+            out[c] = np.zeros(n, dtype=out[c].dtype)
     req = out["req"]
     if n > 1 and not (req[1:] > req[:-1]).all():  # not stored in id order: sort each column
         order = np.argsort(req, kind="stable")
