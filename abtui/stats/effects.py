@@ -403,7 +403,7 @@ def _schedule_key(t: RequestTable) -> tuple[np.ndarray, np.ndarray]:
 
 def _levels(la: np.ndarray, lb: np.ndarray) -> list[int]:
     """Sweep levels with ≥ BUCKET_MIN ok requests in both arms, when there are two or more."""
-    common = [int(v) for v in np.intersect1d(la, lb)]
+    common = [int(v) for v in np.intersect1d(unique_ints(la), unique_ints(lb))]
     keep = [v for v in common if min((la == v).sum(), (lb == v).sum()) >= BUCKET_MIN]
     return keep if len(keep) >= 2 else []
 

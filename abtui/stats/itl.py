@@ -17,7 +17,6 @@ mean differs from numpy's float sum, in the last bits (integer nanoseconds,
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,13 +33,6 @@ class ItlSketches:
     # per item unit (count, sum) of each arm's gaps, for the alternation design's contrast
     item_sums: list[tuple[np.ndarray, np.ndarray]] | None
     passes: int
-
-
-def _grid_tail(n: int) -> int:
-    """Gaps to keep at each end for the grid: its trimmed quantiles and the next rank."""
-    if n > bs.GRID_TRIM_N:
-        return math.floor((n - 1) * bs.GRID_TRIM[0]) + 2
-    return 1
 
 
 def grid_of(scan: gaps.GapScan, groups: tuple[int, ...], bins: int = bs.N_BINS) -> bs.Grid:
@@ -69,7 +61,7 @@ def itl_sketches(
     resampling unit of every row of ``t``) on one grid, their summaries and, with
     ``item_unit``, the count and sum of each arm's gaps per item unit."""
     k = len(ok)
-    scan = gaps.GapScan(t, ok, tail=_grid_tail)
+    scan = gaps.GapScan(t, ok, tail=gaps.trim_tail)  # the grid's trimmed quantiles
     grid = grid_of(scan, tuple(range(k)))
     count = [np.zeros(n_units, dtype=np.int64) for _ in range(k)]
     total = [np.zeros(n_units) for _ in range(k)]

@@ -86,13 +86,23 @@ def load_words(lag_p99_s: float, gap_s: float, e2e_p50_s: float, delta: float) -
             "arrivals bunched, the arm did not get the load asked for")  # fmt: skip
 
 
-def _lower_quantile(quantile, q: float, lag: np.ndarray, scale: float) -> float:
+def _lag_quantiles(lag: np.ndarray, ps: list[float], cache: dict) -> dict[float, float]:
+    """``{p: Q_{1−p}(lag)}`` for the shares ``ps`` (one ``np.quantile`` call: numpy partitions
+    once for all of them, the same numbers as one call each), kept in ``cache``."""
+    key = ("lag_q", tuple(ps))
+    if key not in cache:
+        got = np.quantile(lag, [1 - p for p in ps]).tolist() if ps else []
+        cache[key] = dict(zip(ps, got, strict=True))
+    return cache[key]
+
+
+def _lower_quantile(quantile, q: float, lag: np.ndarray, scale: float,
+                    cache: dict | None = None) -> float:  # fmt: skip
     """The least the true ``q`` quantile can be when each value may include a stall distributed
     like ``lag × scale`` (module doc): ``max_p Q_{q−p}(values) − scale · Q_{1−p}(lag)``;
-    ``quantile(x)`` is ``Q_x(values)``. The lag's quantiles are taken in one call (numpy
-    partitions once for all of them: the same numbers as one call each)."""
+    ``quantile(x)`` is ``Q_x(values)``."""
     ps = [p for p in _P if q - p >= 0]
-    lag_q = dict(zip(ps[1:], np.quantile(lag, [1 - p for p in ps[1:]]).tolist(), strict=True))
+    lag_q = _lag_quantiles(lag, ps[1:], {} if cache is None else cache)
     best = -math.inf
     for p in ps:
         x = float(lag.max() if p == 0 else lag_q[p]) * scale
@@ -123,15 +133,19 @@ def _itl(t: RequestTable, q: float | None, rows: np.ndarray | None = None):
     return scan.n((0,)), scan.mean_s((0,)), got.__getitem__
 
 
-def flattery(t: RequestTable, key: str, lag: np.ndarray,
-             rows: np.ndarray | None = None) -> float | None:  # fmt: skip
+def flattery(t: RequestTable, key: str, lag: np.ndarray, rows: np.ndarray | None = None,
+             cache: dict | None = None) -> float | None:  # fmt: skip
     """The factor ``f ≥ 1`` by which the baseline's stalls (its ``lag`` samples, seconds) may
     have flattered the ratio candidate / baseline of row ``key``, from the baseline's own rows
     (measured, ok): ``t``, or its rows ``rows`` (ascending positions; the table is not copied).
     ``inf``: the stalls could account for the whole statistic; ``None``: a row this module does
-    not bound."""
-    lag = lag[np.isfinite(lag)]
-    lag = np.maximum(lag, 0.0)
+    not bound. ``cache``: a dict given to every call with the same ``t``, ``lag`` and ``rows``
+    (the rows of one verdict): what the calls share (the lag and its quantiles, each metric's
+    values) is computed once (at 10⁶ requests 0.2 s a call)."""
+    cache = {} if cache is None else cache
+    if "lag" not in cache:
+        cache["lag"] = np.maximum(lag[np.isfinite(lag)], 0.0)
+    lag = cache["lag"]
     if not len(lag) or "@" in key:
         return None if "@" in key else 1.0
     if lag.max() <= 0:
@@ -149,8 +163,10 @@ def flattery(t: RequestTable, key: str, lag: np.ndarray,
     if metric == "itl":  # per chunk gap: from a stream of the chunks, never held
         n, mean, quantile = _itl(t, _QUANTILE.get(stat), rows)
     else:
-        values = fn(t, rows)
-        values = values[np.isfinite(values)]
+        if ("values", metric) not in cache:
+            values = fn(t, rows)
+            cache[("values", metric)] = values[np.isfinite(values)]
+        values = cache[("values", metric)]
         n, mean = len(values), (float(values.mean()) if len(values) else math.nan)
         quantile = _quantiles_of(values, _QUANTILE.get(stat)) if n else None
 
@@ -165,7 +181,7 @@ def flattery(t: RequestTable, key: str, lag: np.ndarray,
         measured, low = mean, float(mean - scale * lag.mean())
     else:
         measured = quantile(_QUANTILE[stat])
-        low = _lower_quantile(quantile, _QUANTILE[stat], lag, scale)
+        low = _lower_quantile(quantile, _QUANTILE[stat], lag, scale, cache)
     if not measured > 0:
         return 1.0
     return math.inf if low <= 0 else max(1.0, measured / low)

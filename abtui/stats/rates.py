@@ -83,11 +83,13 @@ def windows_of(t: RequestTable, sent: np.ndarray, ok_mask: np.ndarray, slo, *,
         return None
     seg = segment_ids(t) if seg is None else seg
     done = completion_ns(t) if done is None else done
-    ids, inverse = unique_ints(seg[sent], return_inverse=True)
+    sent_seg, sent_done = seg[sent], done[sent]
+    ids, inverse = unique_ints(sent_seg, return_inverse=True)
     first = np.full(len(ids), np.iinfo(np.int64).max, dtype=np.int64)
     np.minimum.at(first, inverse, np.asarray(t.dispatched_ns[sent], dtype=np.int64))
     last = np.full(len(ids), np.iinfo(np.int64).min, dtype=np.int64)
-    np.maximum.at(last, inverse, done[sent])
+    np.maximum.at(last, inverse, sent_done)
+    del inverse
     n_output = t.n_output[ok_mask]
     n_out = np.where(n_output != NA, n_output, 0).astype(np.float64)
     good = slo_met(t, slo, ok_mask, values)
@@ -97,8 +99,8 @@ def windows_of(t: RequestTable, sent: np.ndarray, ok_mask: np.ndarray, slo, *,
         "first_ns": first,
         "span_s": span,
         "duration": float(span.sum()),
-        "sent_seg": seg[sent],
-        "sent_done": done[sent],
+        "sent_seg": sent_seg,
+        "sent_done": sent_done,
         "ok_seg": seg[ok_mask],
         "ok_done": done[ok_mask],
         "ok_tokens": n_out,

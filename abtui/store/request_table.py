@@ -13,8 +13,10 @@ that grows with the requests only (docs/reliability.md, Memory).
 - **Chunks** stay in the file (``chunks=False``, the default): the table's ``chunk_source``
   streams them (:class:`abtui.store.chunks.FileChunks`) and one pass reads, per request, the
   number of gaps between its chunks, their sum and the largest (``itl_n``, ``itl_sum_ns``,
-  ``itl_max_ns``: the ITL SLO). ITL's distribution is then read in passes that never hold the
-  gaps (:mod:`abtui.metrics.gaps`). ``chunks=True`` loads them as arrays (:func:`chunk_columns`).
+  ``itl_max_ns``: the ITL SLO), and the first pass of each arm's ok rows' ITL
+  (:func:`abtui.metrics.gaps.first_pass`, kept as ``table.gap_first_pass``). ITL's
+  distribution is then read in one more pass that never holds the gaps
+  (:mod:`abtui.metrics.gaps`). ``chunks=True`` loads them as arrays (:func:`chunk_columns`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import duckdb
 import numpy as np
 
 from abtui.metrics import gaps
+from abtui.metrics.keys import unique_ints
 from abtui.metrics.table import INT_COLUMNS, NA, NULLABLE_COLUMNS, STR_COLUMNS, RequestTable
 from abtui.store.chunks import FileChunks, Opener, Unordered
 
@@ -109,12 +112,17 @@ def read_request_table(
     empty = np.zeros(0, dtype=np.int64)
     t = RequestTable(**rows, chunk_req_idx=empty, chunk_t_ns=empty, chunk_n=empty,
                      chunk_source=source)  # fmt: skip
+    # each arm's ok rows: the groups whose ITL the verdict and the summary scan
+    ok = t.ok
+    groups = [(t.arm == a) & ok for a in unique_ints(t.arm)]
+    n_chunks = int(con.execute("SELECT count(*) FROM chunks").fetchone()[0])
     try:
-        per_row = gaps.row_gaps(t)
+        per_row, first = gaps.first_pass(t, groups, n_chunks)
     except Unordered:
         source.use_sorted()
-        per_row = gaps.row_gaps(t)
+        per_row, first = gaps.first_pass(t, groups, n_chunks)
     t.itl_n, t.itl_sum_ns, t.itl_max_ns = per_row.n, per_row.sum_ns, per_row.max_ns
+    t.gap_first_pass = first  # not a column: a table selected from it scans afresh
     return t
 
 

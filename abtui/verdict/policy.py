@@ -241,13 +241,14 @@ def _generator_checks(
     checks = [(policy["primary"], "primary")] + [(g["key"], "guardrail") for g in guards
                                                   if g["state"] == "shown"]  # fmt: skip
     unbounded, explained = [], []
+    shared: dict = {}  # what the rows' bounds share (lagguard.flattery)
     for key, role in checks:
         e = comp.get(key)
         if e is None or (role == "primary" and e.outcome != dc.IMPROVED):
             continue
         if ok is None:  # positions, not a copy of the rows (190 B a request: 0.2 s at 10⁶)
             ok = np.flatnonzero(m & table.ok)
-        f = lg.flattery(table, key, lag, ok)
+        f = lg.flattery(table, key, lag, ok, shared)
         if f is None:
             unbounded.append(key)
             continue
