@@ -228,12 +228,14 @@ def slo_met(t: RequestTable, slo: dict[str, float] | None, rows=None,
 def summarize(
     table: RequestTable, arm: int, slo: dict[str, float] | None = None, *,
     dists: dict[str, Dist] | None = None, good: np.ndarray | None = None,
+    spans: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> ArmSummary:  # fmt: skip
     """Summary of ``arm`` in ``table`` (warm-up rows left out) under ``slo`` (seconds).
     ``dists``: latency distributions the caller already has (``Dist.of`` of the same values, or
     :func:`itl_dist` of the arm's ok rows: :func:`abtui.stats.effects.compare` computes them for
-    its rows); ``good``: :func:`slo_met` of the arm's rows, likewise. The table is not copied:
-    each figure reads the columns it needs at the arm's rows."""
+    its rows); ``good``: :func:`slo_met` of the arm's rows, likewise; ``spans``: the first
+    dispatch and last completion (ns) of its sent rows in each segment it played. The table is
+    not copied: each figure reads the columns it needs at the arm's rows."""
     rows = np.flatnonzero((table.arm == arm) & ~table.warmup)
     status = table.status[rows]
     is_ok, is_err = status == OK, status == ERROR
@@ -247,7 +249,10 @@ def summarize(
     )
     s.errors = {str(c): int(k) for c, k in zip(classes, counts, strict=True)}
 
-    s.duration_s = run_duration_s(table, rows[is_ok | is_err])
+    if spans is None:
+        s.duration_s = run_duration_s(table, rows[is_ok | is_err])
+    else:  # run_duration_s's sum over the same spans
+        s.duration_s = float((spans[1] - spans[0]).sum()) / rm.NS_PER_S if len(spans[0]) else math.nan
     T = s.duration_s
 
     ok = rows[is_ok]

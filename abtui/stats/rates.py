@@ -85,11 +85,15 @@ def windows_of(t: RequestTable, sent: np.ndarray, ok_mask: np.ndarray, slo, *,
     done = completion_ns(t) if done is None else done
     sent_seg, sent_done = seg[sent], done[sent]
     ids, inverse = unique_ints(sent_seg, return_inverse=True)
+    ok_seg = seg[ok_mask] if len(ids) > 1 else None
     first = np.full(len(ids), np.iinfo(np.int64).max, dtype=np.int64)
     np.minimum.at(first, inverse, np.asarray(t.dispatched_ns[sent], dtype=np.int64))
     last = np.full(len(ids), np.iinfo(np.int64).min, dtype=np.int64)
     np.maximum.at(last, inverse, sent_done)
     del inverse
+    if ok_seg is None:  # one segment (most runs): a view of its id, no array per request
+        sent_seg = np.broadcast_to(ids[:1], sent_seg.shape)
+        ok_seg = np.broadcast_to(ids[:1], (int(np.count_nonzero(ok_mask)),))
     n_output = t.n_output[ok_mask]
     n_out = np.where(n_output != NA, n_output, 0).astype(np.float64)
     good = slo_met(t, slo, ok_mask, values)
@@ -97,11 +101,12 @@ def windows_of(t: RequestTable, sent: np.ndarray, ok_mask: np.ndarray, slo, *,
     return {
         "segments": ids,
         "first_ns": first,
+        "last_ns": last,
         "span_s": span,
         "duration": float(span.sum()),
         "sent_seg": sent_seg,
         "sent_done": sent_done,
-        "ok_seg": seg[ok_mask],
+        "ok_seg": ok_seg,
         "ok_done": done[ok_mask],
         "ok_tokens": n_out,
         "good": good,
