@@ -318,3 +318,37 @@ def test_a_verdict_of_chunks_stored_out_of_time_order(tmp_path):
     for stat in ("p50", "p99", "mean"):
         e = sv.verdict.pairs[0].comparison.get(f"itl.{stat}")
         assert e.n_a == 300 * 7 and 0 < e.a < 0.2 and e.lo <= e.ratio <= e.hi, e
+
+
+_SLOPE_CHILD = r"""
+import importlib.util, json, sys, tracemalloc
+spec = importlib.util.spec_from_file_location("synthetic_session", sys.argv[1])
+ss = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(ss)
+from pathlib import Path
+from abtui.verdict.session import session_verdict
+small, big = (Path(sys.argv[2]) / f"s{n}.duckdb" for n in (5000, 25000))
+ss.write_session(small, 5000, 4, resamples=200)
+ss.write_session(big, 25000, 4, resamples=200)
+session_verdict(small, store=False)  # imports and DuckDB's own set-up: the base
+peaks = []
+for path in (small, big):
+    tracemalloc.start()
+    session_verdict(path, store=False)
+    peaks.append(tracemalloc.get_traced_memory()[1])
+    tracemalloc.stop()
+print(json.dumps({"per_request": (peaks[1] - peaks[0]) / 40000, "peaks": peaks}))
+"""
+
+
+def test_a_verdict_holds_under_350_bytes_per_request(tmp_path):
+    """The verdict's traced peak (numpy buffers and Python objects) of 25,000 and of 5,000
+    requests per arm, 4 chunks each: what each further request costs. The table is ~190 bytes
+    a request (~150 resident: zero columns are untouched pages, traced whole here); compare
+    held ~290 more at once, reading 262,144 rows per query a slice that grew with them:
+    ~480 in all before issue 19.2's second step, ~290 after (docs/reliability.md)."""
+    from pathlib import Path
+
+    script = Path(__file__).parent.parent / "scripts" / "synthetic_session.py"
+    got = _peak_of(_SLOPE_CHILD, script, tmp_path)
+    assert got["per_request"] < 350, got
