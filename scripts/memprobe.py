@@ -9,7 +9,9 @@ innermost frame in abtui, which tells the phases apart: measuring, reading back,
 what ``tracemalloc`` traces (Python objects and numpy buffers) in total and its top allocation
 sites by growth since the first sample, glibc's heap (``mallinfo2``: in use vs free-but-kept),
 and DuckDB's own view of the session file's database (``duckdb_memory()``, ``pragma
-database_size``), read through a cursor of the session writer's connection.
+database_size``), read through a cursor of the session writer's connection; and one more line
+when the run ends (``"final": true``: its ``hwm_mb`` is the whole run's peak, the summary and
+verdict after the last sample included).
 ``scripts/soak.py --probe FILE`` runs the soak's main process through this. ``--tui``: the
 run with the live TUI attached (``abtui run``'s own TUI path, the app in Textual's headless
 driver at 160x48: the same rendering as on a terminal, without writing to one), quitting
@@ -152,6 +154,8 @@ class Probe:
             while not self.stop.wait(self.every_s):
                 f.write(json.dumps(self.sample()) + "\n")
                 f.flush()
+            # one more at the end: its hwm_mb is the whole run's peak, whenever it fell
+            f.write(json.dumps(dict(self.sample(), final=True)) + "\n")
 
 
 def run_in_headless_tui(job):

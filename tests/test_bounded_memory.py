@@ -256,3 +256,99 @@ def _peak_of(child: str, *args) -> dict:
     out = subprocess.run([sys.executable, "-c", child, *map(str, args)], capture_output=True,
                          text=True, check=True, timeout=600)  # fmt: skip
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+_NO_SCIPY_CHILD = r"""
+import json, sys
+from abtui.verdict.session import session_verdict
+sv = session_verdict(sys.argv[1], store=False)
+p = sv.verdict.pairs[0]
+print(json.dumps({"loaded": sorted(m for m in ("scipy.stats", "scipy.special") if m in sys.modules),
+                  "tests": sorted({t.test for t in p.comparison.rank_tests.values()}),
+                  "p_errors": p.errors["p_higher"],
+                  "widened": any(e.hi != e.lo for e in p.comparison.effects)}))
+"""
+
+
+def _error_session(path, gap_ms: int, backwards: bool = False) -> None:
+    """600 requests, the candidate's every tenth an HTTP error; ``gap_ms`` apart per arm.
+    ``backwards``: each chunk's time drawn afresh, so some arrive before the one stored ahead."""
+    from abtui.client.records import ERROR
+
+    rng = random.Random(gap_ms)
+    recs = []
+    for i in range(600):
+        r = _rec(i)
+        t = 10**12 + i // 2 * gap_ms * 1_000_000
+        c = t + int(rng.expovariate(1 / 2e7))
+        r.chunk_ns = [(t + int(rng.expovariate(1 / 2e7)) if backwards else c) + k * 5_000_000
+                      for k in range(8)]  # fmt: skip
+        r.scheduled_ns = r.dispatched_ns = t
+        r.first_byte_ns, r.done_ns = min(r.chunk_ns), max(r.chunk_ns)
+        if r.arm == 1 and i % 20 == 1:
+            r.status, r.error_class, r.chunk_ns, r.chunk_tokens = ERROR, "http", [], []
+        recs.append(r)
+    with SessionWriter(path) as w:
+        w.write_meta(spec={"slo": {"ttft": 0.1}, "policy": {"resamples": 300}})
+        w.write_arms([{"arm": 0, "name": "a", "url": "http://a/v1"},
+                      {"arm": 1, "name": "b", "url": "http://b/v1"}])  # fmt: skip
+        w.add_records(recs)
+
+
+def test_a_verdict_does_not_import_scipy_stats(tmp_path):
+    """scipy.stats costs a process ~72 MB and ~0.8 s of CPU (scipy.special alone 26 MB): a
+    verdict takes its t and normal quantiles, rank-test tails and Fisher's test from
+    abtui.stats.distributions. One session under load (Mann–Whitney), one light (Wilcoxon),
+    both with errors in the candidate (Fisher's test)."""
+    for gap_ms in (10, 200):  # in flight ≈ 5 (load) and ≈ 0.3 (light)
+        _error_session(tmp_path / f"s{gap_ms}.duckdb", gap_ms)
+        got = _peak_of(_NO_SCIPY_CHILD, tmp_path / f"s{gap_ms}.duckdb")
+        assert got["loaded"] == [], got
+        assert got["tests"] == (["mann-whitney"] if gap_ms == 10 else ["wilcoxon"]), got
+        assert 0 < got["p_errors"] < 0.05 and got["widened"], got
+
+
+def test_a_verdict_of_chunks_stored_out_of_time_order(tmp_path):
+    """Negative gaps (a chunk stored after one that arrived later: hand-made or damaged files)
+    fall in the ITL histogram's first bin; they made an index of −2⁶³ and the verdict raised."""
+    from abtui.verdict.session import session_verdict
+
+    _error_session(tmp_path / "s.duckdb", 10, backwards=True)
+    sv = session_verdict(tmp_path / "s.duckdb", store=False)
+    for stat in ("p50", "p99", "mean"):
+        e = sv.verdict.pairs[0].comparison.get(f"itl.{stat}")
+        assert e.n_a == 300 * 7 and 0 < e.a < 0.2 and e.lo <= e.ratio <= e.hi, e
+
+
+_SLOPE_CHILD = r"""
+import importlib.util, json, sys, tracemalloc
+spec = importlib.util.spec_from_file_location("synthetic_session", sys.argv[1])
+ss = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(ss)
+from pathlib import Path
+from abtui.verdict.session import session_verdict
+small, big = (Path(sys.argv[2]) / f"s{n}.duckdb" for n in (5000, 25000))
+ss.write_session(small, 5000, 4, resamples=200)
+ss.write_session(big, 25000, 4, resamples=200)
+session_verdict(small, store=False)  # imports and DuckDB's own set-up: the base
+peaks = []
+for path in (small, big):
+    tracemalloc.start()
+    session_verdict(path, store=False)
+    peaks.append(tracemalloc.get_traced_memory()[1])
+    tracemalloc.stop()
+print(json.dumps({"per_request": (peaks[1] - peaks[0]) / 40000, "peaks": peaks}))
+"""
+
+
+def test_a_verdict_holds_under_350_bytes_per_request(tmp_path):
+    """The verdict's traced peak (numpy buffers and Python objects) of 25,000 and of 5,000
+    requests per arm, 4 chunks each: what each further request costs. The table is ~190 bytes
+    a request (~150 resident: zero columns are untouched pages, traced whole here); compare
+    held ~290 more at once, reading 262,144 rows per query a slice that grew with them:
+    ~480 in all before issue 19.2's second step, ~290 after (docs/reliability.md)."""
+    from pathlib import Path
+
+    script = Path(__file__).parent.parent / "scripts" / "synthetic_session.py"
+    got = _peak_of(_SLOPE_CHILD, script, tmp_path)
+    assert got["per_request"] < 350, got

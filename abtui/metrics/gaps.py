@@ -26,6 +26,10 @@ the same float :func:`abtui.metrics.request.chunk_gaps` gives. The mean is exact
 bits).
 """
 
+# size: one streaming algorithm, ~530 lines: the gap stream, its per-row sums, the first pass
+# the reader runs and the exact order statistics over the stream (pass A, buckets, pass B) share
+# their batches, bucket keys and pass-A state; split, each part would import the others
+
 from __future__ import annotations
 
 import math
@@ -38,7 +42,9 @@ import numpy as np
 from abtui.metrics.table import NA
 
 NS_PER_S = 1e9
-BATCH = 1 << 17  # chunks per batch of the stream
+TAIL_FROM = 20_000  # pooled gaps above which the ITL sketches' grid is trimmed
+TAIL_FRACTION = 1e-5  # … to these quantiles (abtui.stats.bootstrap.GRID_TRIM)
+BATCH = 1 << 16  # chunks per batch of the stream (as abtui.store.chunks.SLICE)
 LEVELS = (40, 20, 0)  # bucket = float64 bits >> shift: 12, then 32 mantissa bits, then exact
 CAP = 1 << 18  # values collected per bucket at most (2 MB); a fuller one is split first
 
@@ -143,24 +149,77 @@ class RowGaps:
     max_ns: np.ndarray  # int64, NA where n == 0
 
 
-def row_gaps(t) -> RowGaps:
-    """:class:`RowGaps` of ``t``: its stored columns when it has them (a table read without its
-    chunks), else one pass over its chunks. Each row's gaps are consecutive in the stream, so
-    per-row sums and maxima are ``reduceat`` over runs (a run continued from the previous batch
-    is combined with it)."""
-    if getattr(t, "itl_n", None) is not None:
-        return RowGaps(t.itl_n, t.itl_sum_ns, t.itl_max_ns)
-    n_rows = len(t)
-    count = np.zeros(n_rows, dtype=np.int64)
-    total = np.zeros(n_rows, dtype=np.int64)
-    top = np.full(n_rows, NA, dtype=np.int64)
-    for rows, gaps in gap_batches(t):
+class _RowSums:
+    """:class:`RowGaps` accumulated a batch at a time."""
+
+    def __init__(self, n_rows: int) -> None:
+        self.count = np.zeros(n_rows, dtype=np.int64)
+        self.total = np.zeros(n_rows, dtype=np.int64)
+        self.top = np.full(n_rows, NA, dtype=np.int64)
+
+    def add(self, rows: np.ndarray, gaps: np.ndarray) -> None:
+        # each row's gaps are consecutive in the stream: sums and maxima are reduceat over runs
+        # (a run continued from the previous batch is combined with it)
         starts = np.flatnonzero(np.concatenate([[True], rows[1:] != rows[:-1]]))
         r = rows[starts]
-        count[r] += np.diff(np.append(starts, len(rows)))
-        total[r] += np.add.reduceat(gaps, starts)
-        top[r] = np.maximum(top[r], np.maximum.reduceat(gaps, starts))
-    return RowGaps(count, total, top)
+        self.count[r] += np.diff(np.append(starts, len(rows)))
+        self.total[r] += np.add.reduceat(gaps, starts)
+        self.top[r] = np.maximum(self.top[r], np.maximum.reduceat(gaps, starts))
+
+    def done(self) -> RowGaps:
+        return RowGaps(self.count, self.total, self.top)
+
+
+def row_gaps(t) -> RowGaps:
+    """:class:`RowGaps` of ``t``: its stored columns when it has them (a table read without its
+    chunks), else one pass over its chunks."""
+    if getattr(t, "itl_n", None) is not None:
+        return RowGaps(t.itl_n, t.itl_sum_ns, t.itl_max_ns)
+    acc = _RowSums(len(t))
+    for rows, gaps in gap_batches(t):
+        acc.add(rows, gaps)
+    return acc.done()
+
+
+def trim_tail(n: int) -> int:
+    """Gaps to keep at each end of ``n`` pooled ones for the ITL grid: its trimmed quantiles
+    (:data:`TAIL_FRACTION`, above :data:`TAIL_FROM` gaps) and the next rank; one below."""
+    if n > TAIL_FROM:
+        return math.floor((n - 1) * TAIL_FRACTION) + 2
+    return 1
+
+
+@dataclass
+class FirstPass:
+    """What :class:`GapScan`'s first pass learns of some groups of a table's rows, kept with the
+    table by :func:`first_pass` (``table.gap_first_pass``) so that a later scan of the same
+    groups starts from it instead of reading every chunk again."""
+
+    groups: list[np.ndarray]  # boolean masks over the table's rows
+    tail: int
+    counts: list[_Counts]
+    low: list[np.ndarray]
+    high: list[np.ndarray]
+
+
+def first_pass(t, groups: list[np.ndarray], n_bound: int) -> tuple[RowGaps, FirstPass]:
+    """One pass over every chunk of ``t``: its :class:`RowGaps` and :class:`GapScan`'s pass A
+    for ``groups`` (disjoint boolean masks: each arm's ok rows), keeping each group's
+    :func:`trim_tail` ``(n_bound)`` smallest and largest gaps, ``n_bound`` at least the gaps
+    of all groups (the table's chunks: then any scan of these groups for the ITL grid finds its
+    tails here). The reader runs it (the per-row figures are needed anyway), and the verdict's
+    ITL then reads the chunks once more instead of twice."""
+    scan = GapScan(t, groups, tail=trim_tail(n_bound), run=False)
+    acc = _RowSums(len(t))
+    for rows, gaps in gap_batches(t):
+        acc.add(rows, gaps)
+        grouped = scan.in_groups[rows]
+        if grouped.any():
+            scan._count_batch(scan.group_of[rows[grouped]], gaps[grouped])
+    per_row = acc.done()
+    first = FirstPass([np.asarray(g, dtype=bool) for g in groups], scan.tail, scan._counts,
+                      scan._low, scan._high)  # fmt: skip
+    return per_row, first
 
 
 # ----------------------------------------------------------------------------- quantiles
@@ -274,22 +333,46 @@ class GapScan:
     a function of the number of gaps of all groups, to size it by that. Pass A runs here."""
 
     def __init__(self, t, groups: list[np.ndarray],
-                 tail: int | Callable[[int], int] = 0) -> None:  # fmt: skip
+                 tail: int | Callable[[int], int] = 0, run: bool = True) -> None:  # fmt: skip
         self.t = t
         self.group_of = np.full(len(t), -1, dtype=np.int64)
         for g, mask in enumerate(groups):
             self.group_of[np.asarray(mask, dtype=bool)] = g
         self.in_groups = self.group_of >= 0
         self.n_groups = len(groups)
-        per_row = row_gaps(t)
-        self._n = [int(per_row.n[m].sum()) for m in groups]
-        self._sum = [int(per_row.sum_ns[m].sum()) for m in groups]
-        self.tail = int(tail(sum(self._n)) if callable(tail) else tail)
         self._counts = [_Counts() for _ in groups]
         self._low = [np.zeros(0, dtype=np.int64) for _ in groups]
         self._high = [np.zeros(0, dtype=np.int64) for _ in groups]  # negated: largest first
         self.passes = 0
-        self._pass(self._count_batch)
+        if not run:  # first_pass fills pass A while it reads the per-row figures
+            self.tail = int(tail) if not callable(tail) else 0
+            return
+        per_row = row_gaps(t)
+        self._n = [int(per_row.n[m].sum()) for m in groups]
+        self._sum = [int(per_row.sum_ns[m].sum()) for m in groups]
+        self.tail = int(tail(sum(self._n)) if callable(tail) else tail)
+        if not self._from_first_pass(groups):
+            self._pass(self._count_batch)
+
+    def _from_first_pass(self, groups: list[np.ndarray]) -> bool:
+        """Take pass A from the table's :class:`FirstPass` when it scanned these very groups
+        with tails at least as long (the same counts and tails: the same order statistics)."""
+        first = getattr(self.t, "gap_first_pass", None)
+        if first is None or first.tail < self.tail:
+            return False
+        where = []
+        for mask in groups:
+            mask = np.asarray(mask, dtype=bool)
+            k = next((i for i, g in enumerate(first.groups) if np.array_equal(g, mask)), None)
+            if k is None:
+                return False
+            where.append(k)
+        for g, k in enumerate(where):
+            self._counts[g] = first.counts[k]
+            if self.tail:
+                self._low[g] = np.sort(first.low[k])[: self.tail]
+                self._high[g] = np.sort(first.high[k])[: self.tail]
+        return True
 
     def _pass(self, fn: Callable[[np.ndarray, np.ndarray], None]) -> None:
         self.passes += 1

@@ -203,9 +203,11 @@ def run_duration_s(t: RequestTable, rows=None) -> float:
     return float((spans[:, 1] - spans[:, 0]).sum()) / rm.NS_PER_S
 
 
-def slo_met(t: RequestTable, slo: dict[str, float] | None, rows=None) -> np.ndarray:
+def slo_met(t: RequestTable, slo: dict[str, float] | None, rows=None,
+            values: dict[str, np.ndarray] | None = None) -> np.ndarray:  # fmt: skip
     """Per row (of ``rows``, a mask or positions, when given): ok and every configured SLO met
-    (see the module docstring)."""
+    (see the module docstring). ``values``: per-request metrics of the same rows the caller
+    already has (``rm.PER_REQUEST[key](t, rows)``), not computed again."""
     good = t.ok if rows is None else t.status[rows] == OK
     good = good.copy()
     if not slo:
@@ -214,7 +216,8 @@ def slo_met(t: RequestTable, slo: dict[str, float] | None, rows=None) -> np.ndar
     if unknown:
         raise ValueError(f"unknown SLO key(s) {sorted(unknown)}; known: {', '.join(SLO_KEYS)}")
     for key, limit in slo.items():
-        v = rm.PER_REQUEST[key](t, rows)
+        v = (values or {}).get(key)
+        v = rm.PER_REQUEST[key](t, rows) if v is None else v
         met = v <= float(limit)  # NaN compares False
         if key in _NAN_PASSES:
             met |= np.isnan(v)
@@ -224,13 +227,15 @@ def slo_met(t: RequestTable, slo: dict[str, float] | None, rows=None) -> np.ndar
 
 def summarize(
     table: RequestTable, arm: int, slo: dict[str, float] | None = None, *,
-    dists: dict[str, Dist] | None = None,
+    dists: dict[str, Dist] | None = None, good: np.ndarray | None = None,
+    spans: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> ArmSummary:  # fmt: skip
     """Summary of ``arm`` in ``table`` (warm-up rows left out) under ``slo`` (seconds).
     ``dists``: latency distributions the caller already has (``Dist.of`` of the same values, or
     :func:`itl_dist` of the arm's ok rows: :func:`abtui.stats.effects.compare` computes them for
-    its rows). The table is not copied: each figure reads the columns it needs at the arm's
-    rows."""
+    its rows); ``good``: :func:`slo_met` of the arm's rows, likewise; ``spans``: the first
+    dispatch and last completion (ns) of its sent rows in each segment it played. The table is
+    not copied: each figure reads the columns it needs at the arm's rows."""
     rows = np.flatnonzero((table.arm == arm) & ~table.warmup)
     status = table.status[rows]
     is_ok, is_err = status == OK, status == ERROR
@@ -244,7 +249,10 @@ def summarize(
     )
     s.errors = {str(c): int(k) for c, k in zip(classes, counts, strict=True)}
 
-    s.duration_s = run_duration_s(table, rows[is_ok | is_err])
+    if spans is None:
+        s.duration_s = run_duration_s(table, rows[is_ok | is_err])
+    else:  # run_duration_s's sum over the same spans
+        s.duration_s = float((spans[1] - spans[0]).sum()) / rm.NS_PER_S if len(spans[0]) else math.nan
     T = s.duration_s
 
     ok = rows[is_ok]
@@ -257,7 +265,7 @@ def summarize(
     s.output_tokens_per_s = _rate(s.output_tokens, T)
     s.total_tokens_per_s = _rate(s.input_tokens + s.output_tokens, T)
 
-    good = slo_met(table, slo, rows)
+    good = slo_met(table, slo, rows) if good is None else good
     s.good = int(good.sum())
     s.slo_attainment = s.good / s.sent if s.sent else math.nan
     s.goodput_requests_per_s = _rate(s.good, T)

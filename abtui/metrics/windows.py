@@ -27,6 +27,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from abtui.metrics.keys import unique_ints
 from abtui.metrics.table import NA
 
 SEGMENT_KEYS = ("run", "level", "block")  # what a segment is; a column a file lacks reads 0
@@ -63,7 +64,7 @@ def segment_spans(
     for c, lo, r in zip(cols, lows, radix, strict=True):
         key *= r
         key += c - lo
-    uniq, inv = np.unique(key, return_inverse=True)
+    uniq, inv = unique_ints(key, return_inverse=True)
     del key
     lo = np.full(len(uniq), np.iinfo(np.int64).max, dtype=np.int64)
     hi = np.full(len(uniq), np.iinfo(np.int64).min, dtype=np.int64)
@@ -71,7 +72,7 @@ def segment_spans(
     np.maximum.at(hi, inv, np.asarray(end_ns, dtype=np.int64))
     arm_of = uniq // int(np.prod(radix[1:], dtype=np.int64)) + lows[0]
     out = {}
-    for a in np.unique(arm_of):
+    for a in unique_ints(arm_of):
         pick = arm_of == a
         spans = np.column_stack([lo[pick], hi[pick]])
         out[int(a)] = spans[np.argsort(spans[:, 0], kind="stable")]

@@ -36,14 +36,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from abtui.metrics.gaps import TAIL_FRACTION, TAIL_FROM, linear_quantile
+from abtui.stats.distributions import norm_ppf, t_ppf
+
 DEFAULT_RESAMPLES = 10_000
 MAX_UNITS = 500
 N_BINS = 512
 EPS_S = 1e-6  # values are sketched as log(v + EPS_S): zero gaps are allowed
 STATS = ("mean", "p50", "p90", "p95", "p99")
 QUANTILES = {"p50": 0.50, "p90": 0.90, "p95": 0.95, "p99": 0.99}
-GRID_TRIM_N = 20_000  # above this many values the grid spans the 10⁻⁵ … 1 − 10⁻⁵ quantiles
-GRID_TRIM = (1e-5, 1 - 1e-5)
+GRID_TRIM_N = TAIL_FROM  # above this many values the grid spans the 10⁻⁵ … 1 − 10⁻⁵ quantiles
+GRID_TRIM = (TAIL_FRACTION, 1 - TAIL_FRACTION)  # (defined with the gap scan that keeps them)
 WEIGHT_ROWS_CELLS = 250_000  # circular_block_weights counts this many (resample, unit) at once
 RESAMPLE_ROWS = 2048  # resamples whose statistics are computed at once (Sketch.resampled, wdot)
 
@@ -273,13 +276,23 @@ class Grid:
 
     @classmethod
     def covering(cls, *values: np.ndarray, bins: int = N_BINS) -> Grid:
+        """The grid over ``log(v + EPS_S)`` of ``values`` (v < 0: as 0), from the least to the
+        greatest or, above :data:`GRID_TRIM_N`, numpy's linear quantiles :data:`GRID_TRIM`
+        (outliers must not stretch every bin), read from one partition of the values (the log
+        is increasing) with numpy's arithmetic (``gaps.linear_quantile``): the same floats."""
         v = np.concatenate([np.asarray(x, dtype=np.float64) for x in values])
-        v = np.log(v[np.isfinite(v)] + EPS_S)
-        if not len(v):
+        v = v[np.isfinite(v)]
+        n = len(v)
+        if not n:
             return cls(0.0, 1.0, bins)
-        lo, hi = float(v.min()), float(v.max())
-        if len(v) > GRID_TRIM_N:  # a few extreme outliers must not stretch every bin
-            lo, hi = (float(q) for q in np.quantile(v, GRID_TRIM))
+
+        def log_of(x: float) -> float:  # as numpy computes it over the whole array
+            return float(np.log(np.array([max(x, 0.0)]) + EPS_S)[0])
+        if n <= GRID_TRIM_N:
+            return cls.spanning(log_of(float(v.min())), log_of(float(v.max())), bins)
+        ranks = {min(math.floor((n - 1) * q) + d, n - 1) for q in GRID_TRIM for d in (0, 1)}
+        v.partition(sorted(ranks))  # v is this function's own copy
+        lo, hi = (linear_quantile(n, q, lambda k: log_of(float(v[k]))) for q in GRID_TRIM)
         return cls.spanning(lo, hi, bins)
 
     @classmethod
@@ -289,7 +302,9 @@ class Grid:
         return cls(lo - 1e-9 * span, span * (1 + 2e-9) / bins, bins)
 
     def index(self, values: np.ndarray) -> np.ndarray:
-        k = np.floor((np.log(values + EPS_S) - self.lo) / self.width)
+        """The bin of each value: below the grid (or negative) the first, above it the last."""
+        with np.errstate(invalid="ignore", divide="ignore"):  # NaN (v < −EPS_S): the first bin
+            k = np.nan_to_num(np.floor((np.log(values + EPS_S) - self.lo) / self.width), nan=0.0)
         return np.clip(k, 0, self.bins - 1).astype(np.int64)
 
 
@@ -408,12 +423,11 @@ def expansion(n_blocks: int, level: float = 0.95) -> float:
     The plain percentile interval is too narrow when few independent units carry the
     information (it divides by b, not b − 1, and ignores that the spread itself is estimated);
     a long block length leaves few blocks. ≈ 1.08 for 25 blocks, 1.16 for 13, → 1 as b grows.
+    The quantiles are correctly rounded (:mod:`abtui.stats.distributions`, no scipy.stats).
     """
-    from scipy.stats import norm, t
-
     b = max(int(n_blocks), 2)
     q = (1 + level) / 2
-    return float(math.sqrt(b / (b - 1)) * t.ppf(q, b - 1) / norm.ppf(q))
+    return float(math.sqrt(b / (b - 1)) * t_ppf(q, b - 1) / norm_ppf(q))
 
 
 def expand(ratio_reps: np.ndarray, ratio: float, factor: float) -> np.ndarray:

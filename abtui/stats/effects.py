@@ -45,8 +45,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from abtui.metrics import request as rm
-from abtui.metrics.summary import ArmSummary, Dist, summarize
+from abtui.metrics.keys import unique_ints
+from abtui.metrics.summary import ArmSummary, Dist, segment_ids, summarize
 from abtui.metrics.table import NA, RequestTable
+from abtui.metrics.windows import completion_ns
 from abtui.stats import bootstrap as bs
 from abtui.stats import decide as dc
 from abtui.stats.classical import RankTest, mann_whitney, wilcoxon_log_ratio
@@ -129,13 +131,13 @@ class _Weights:
 
 def _arm_values(
     t: RequestTable, ok: np.ndarray, metrics: tuple[str, ...]
-) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Per metric: (values, index of each value among ``ok``) over the rows ``ok`` of ``t``
-    (positions), each computed once from the columns it reads (the table is not copied). ITL
-    is not among them: it is per chunk gap (:mod:`abtui.stats.itl`, never held)."""
+) -> dict[str, tuple[np.ndarray, slice]]:
+    """Per metric: (values, which of ``ok`` they are for: every one, in order, as a slice that
+    indexes without copying) over the rows ``ok`` of ``t`` (positions), each computed once
+    from the columns it reads (the table is not copied). ITL is not among them: it is per chunk
+    gap (:mod:`abtui.stats.itl`, never held)."""
     fn = {"ttft": rm.ttft_s, "ttft_user": rm.ttft_user_s, "tpot": rm.tpot_s, "e2e": rm.e2e_s}
-    index = np.arange(len(ok))
-    return {m: (fn[m](t, ok), index) for m in metrics if m != "itl"}
+    return {m: (fn[m](t, ok), slice(None)) for m in metrics if m != "itl"}
 
 
 def compare(
@@ -159,45 +161,62 @@ def compare(
     keep = ((table.arm == a) | (table.arm == b)) & ~table.warmup
     t = table if keep.all() else table.select(keep)
     key, segment = _schedule_key(t)
-    alternating = len(np.unique(_column(t, "block"))) > 1
+    alternating = len(unique_ints(_column(t, "block"))) > 1
     # the paired contrast's own units (items in schedule order, at most MAX_UNITS): its block
     # length in parallel mode, and its dependence (the n_eff rule) in both modes
     item_unit, n_item_units, unit_size = bs.unit_index(key, segments=segment)
     if alternating:  # arms took turns: resample whole alternation blocks (a cluster bootstrap)
         unit, n_units, _ = bs.unit_index(segment, max_units=np.iinfo(np.int32).max)
-        unit_size = max(1, len(np.unique(key)) // max(n_units, 1))
+        unit_size = max(1, len(unique_ints(key)) // max(n_units, 1))
         block_len = block_len or 1
     else:
         unit, n_units = item_unit, n_item_units
+    del key, segment  # (8 bytes a request each; what follows holds the units)
     weights = _Weights(resamples, seed)
     ok_all = t.ok
     sent_all = ok_all | (t.status == "error")  # cancelled requests were not sent
     arm_rows = {x: t.arm == x for x in (a, b)}
     ok_mask = {x: arm_rows[x] & ok_all for x in (a, b)}
     units = {x: unit[ok_mask[x]] for x in (a, b)}
-    item_units = {x: item_unit[ok_mask[x]] for x in (a, b)}
-    values, pair_keys, windows, n_in, levels = {}, {}, {}, {}, {}
+    item_units = {x: item_unit[ok_mask[x]] for x in (a, b)} if alternating else {}
+    itl = None
+    if "itl" in metrics:  # per chunk gap: sketched from a stream of the chunks, none held;
+        # first, so that its passes' batches and DuckDB's reading are not on top of the arrays
+        # below (a 100,000-request verdict's peak)
+        itl = itl_sketches(t, [ok_mask[a], ok_mask[b]], unit, n_units,
+                           item_unit if alternating else None, n_item_units)  # fmt: skip
+    values, windows, n_in, levels, good = {}, {}, {}, {}, {}
+    seg, done = segment_ids(t), completion_ns(t)  # both arms' windows read them
+    level_col = _column(t, "level")
+    swept = len(unique_ints(level_col)) > 1  # sweep levels to break the rows down by
     for x in (a, b):  # the columns each figure reads, at the arm's ok rows (no table copy)
         ok = np.flatnonzero(ok_mask[x])
         values[x] = _arm_values(t, ok, tuple(dict.fromkeys(metrics + ("e2e",))))
-        pair_keys[x] = t.run[ok] * (1 << 32) + t.item[ok]
         n_in[x] = t.n_input[ok]
-        levels[x] = _column(t, "level")[ok]
-        windows[x] = windows_of(t, arm_rows[x] & sent_all, ok_mask[x], slo)
+        if swept:
+            levels[x] = level_col[ok]
+        windows[x] = windows_of(t, arm_rows[x] & sent_all, ok_mask[x], slo, seg=seg, done=done,
+                                values={m: v for m, (v, _) in values[x].items()})
+        if windows[x] is not None:  # the SLO rows' "good", over the arm's rows for its summary
+            good[x] = np.zeros(int(arm_rows[x].sum()), dtype=bool)
+            good[x][ok_mask[x][arm_rows[x]]] = windows[x]["good"]
         del ok
-    itl = None
-    if "itl" in metrics:  # per chunk gap: sketched from a stream of the chunks, none held
-        itl = itl_sketches(t, [ok_mask[a], ok_mask[b]], unit, n_units,
-                           item_unit if alternating else None, n_item_units)  # fmt: skip
+    del seg, done
     # each latency distribution once: the summaries' and the sketches' exact figures
     dists = {x: {m: Dist.of(values[x][m][0]) for m in values[x]} for x in (a, b)}
     if itl:
         dists[a]["itl"], dists[b]["itl"] = itl.dists
-    sums = (summarize(t, a, slo, dists=dists[a]), summarize(t, b, slo, dists=dists[b]))
+    sums = tuple(summarize(t, x, slo, dists=dists[x], good=good.get(x),
+                           spans=(windows[x]["first_ns"], windows[x]["last_ns"])
+                           if windows[x] is not None else None) for x in (a, b))  # fmt: skip
     in_flight = {
         x: _in_flight(values[x]["e2e"][0], s.duration_s) for x, s in zip((a, b), sums, strict=True)
     }
     light = max(in_flight.values()) <= LIGHT_LOAD_IN_FLIGHT
+    pair_keys = {x: None for x in (a, b)}  # items paired across the arms: light load only
+    for x in (a, b) if light else ():
+        ok = np.flatnonzero(ok_mask[x])
+        pair_keys[x] = t.run[ok] * (1 << 32) + t.item[ok]
     effects: list[Effect] = []
     rank_tests: dict[str, RankTest] = {}
 
@@ -257,7 +276,7 @@ def compare(
     ]
     groups += [
         (f"@level{lv}", {x: levels[x] == lv for x in (a, b)})
-        for lv in _levels(levels[a], levels[b])
+        for lv in (_levels(levels[a], levels[b]) if swept else [])
     ]
     for suffix, member in groups:
         for metric in (m for m in BREAKDOWN_METRICS if m in ells):
@@ -393,7 +412,7 @@ def _schedule_key(t: RequestTable) -> tuple[np.ndarray, np.ndarray]:
 
 def _levels(la: np.ndarray, lb: np.ndarray) -> list[int]:
     """Sweep levels with ≥ BUCKET_MIN ok requests in both arms, when there are two or more."""
-    common = [int(v) for v in np.intersect1d(la, lb)]
+    common = [int(v) for v in np.intersect1d(unique_ints(la), unique_ints(lb))]
     keep = [v for v in common if min((la == v).sum(), (lb == v).sum()) >= BUCKET_MIN]
     return keep if len(keep) >= 2 else []
 

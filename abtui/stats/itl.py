@@ -17,7 +17,6 @@ mean differs from numpy's float sum, in the last bits (integer nanoseconds,
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,13 +35,6 @@ class ItlSketches:
     passes: int
 
 
-def _grid_tail(n: int) -> int:
-    """Gaps to keep at each end for the grid: its trimmed quantiles and the next rank."""
-    if n > bs.GRID_TRIM_N:
-        return math.floor((n - 1) * bs.GRID_TRIM[0]) + 2
-    return 1
-
-
 def grid_of(scan: gaps.GapScan, groups: tuple[int, ...], bins: int = bs.N_BINS) -> bs.Grid:
     """:meth:`Grid.covering` of the pooled gaps of ``groups`` (in seconds), from the order
     statistics pass A kept."""
@@ -51,7 +43,7 @@ def grid_of(scan: gaps.GapScan, groups: tuple[int, ...], bins: int = bs.N_BINS) 
         return bs.Grid(0.0, 1.0, bins)
 
     def log_of(k: int) -> float:  # the value Grid.covering sorts: log(v + EPS), by numpy
-        v = scan.order_stats([(groups, k)])[0] / gaps.NS_PER_S
+        v = max(scan.order_stats([(groups, k)])[0] / gaps.NS_PER_S, 0.0)  # as Grid.covering
         return float(np.log(np.array([v]) + bs.EPS_S)[0])
 
     if n > bs.GRID_TRIM_N:
@@ -69,7 +61,7 @@ def itl_sketches(
     resampling unit of every row of ``t``) on one grid, their summaries and, with
     ``item_unit``, the count and sum of each arm's gaps per item unit."""
     k = len(ok)
-    scan = gaps.GapScan(t, ok, tail=_grid_tail)
+    scan = gaps.GapScan(t, ok, tail=gaps.trim_tail)  # the grid's trimmed quantiles
     grid = grid_of(scan, tuple(range(k)))
     count = [np.zeros(n_units, dtype=np.int64) for _ in range(k)]
     total = [np.zeros(n_units) for _ in range(k)]

@@ -42,6 +42,7 @@ import math
 import numpy as np
 
 from abtui.metrics import request as rm
+from abtui.metrics.keys import unique_ints
 from abtui.metrics.summary import segment_ids, slo_met
 from abtui.metrics.table import NA, RequestTable
 from abtui.metrics.windows import completion_ns
@@ -70,31 +71,42 @@ _COUNTS = {  # ArmSummary field → (numerator, denominator) per unit
 }
 
 
-def windows_of(t: RequestTable, sent: np.ndarray, ok_mask: np.ndarray, slo):
+def windows_of(t: RequestTable, sent: np.ndarray, ok_mask: np.ndarray, slo, *,
+               seg: np.ndarray | None = None, done: np.ndarray | None = None,
+               values: dict[str, np.ndarray] | None = None):  # fmt: skip
     """One arm's rows for the rate units: the segment and completion time of each sent request
     (``sent`` mask over ``t``) and of each ok request (``ok_mask`` over ``t``), with tokens and
-    SLO, and the arm's span in every segment it played."""
+    SLO, and the arm's span in every segment it played. ``seg``, ``done``: ``segment_ids(t)``
+    and ``completion_ns(t)`` when the caller has them (each is a column of every row);
+    ``values``: per-request metrics of the ok rows it has (:func:`slo_met`)."""
     if not sent.any():
         return None
-    seg = segment_ids(t)
-    done = completion_ns(t)
-    ids, inverse = np.unique(seg[sent], return_inverse=True)
+    seg = segment_ids(t) if seg is None else seg
+    done = completion_ns(t) if done is None else done
+    sent_seg, sent_done = seg[sent], done[sent]
+    ids, inverse = unique_ints(sent_seg, return_inverse=True)
+    ok_seg = seg[ok_mask] if len(ids) > 1 else None
     first = np.full(len(ids), np.iinfo(np.int64).max, dtype=np.int64)
     np.minimum.at(first, inverse, np.asarray(t.dispatched_ns[sent], dtype=np.int64))
     last = np.full(len(ids), np.iinfo(np.int64).min, dtype=np.int64)
-    np.maximum.at(last, inverse, done[sent])
+    np.maximum.at(last, inverse, sent_done)
+    del inverse
+    if ok_seg is None:  # one segment (most runs): a view of its id, no array per request
+        sent_seg = np.broadcast_to(ids[:1], sent_seg.shape)
+        ok_seg = np.broadcast_to(ids[:1], (int(np.count_nonzero(ok_mask)),))
     n_output = t.n_output[ok_mask]
     n_out = np.where(n_output != NA, n_output, 0).astype(np.float64)
-    good = slo_met(t, slo, ok_mask)
+    good = slo_met(t, slo, ok_mask, values)
     span = (last - first).astype(np.float64) / rm.NS_PER_S
     return {
         "segments": ids,
         "first_ns": first,
+        "last_ns": last,
         "span_s": span,
         "duration": float(span.sum()),
-        "sent_seg": seg[sent],
-        "sent_done": done[sent],
-        "ok_seg": seg[ok_mask],
+        "sent_seg": sent_seg,
+        "sent_done": sent_done,
+        "ok_seg": ok_seg,
         "ok_done": done[ok_mask],
         "ok_tokens": n_out,
         "good": good,

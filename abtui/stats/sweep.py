@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from abtui.cost import arm_cost
+from abtui.metrics.keys import unique_ints
 from abtui.metrics.summary import summarize
 from abtui.metrics.table import RequestTable
 
@@ -67,7 +68,7 @@ def level_points(
 ) -> list[LevelPoint]:
     """One point per arm × level (empty when the table has fewer than two levels)."""
     lv_col = _levels_of(table)
-    levels = [int(v) for v in np.unique(lv_col)]
+    levels = [int(v) for v in unique_ints(lv_col)]
     if len(levels) < 2:
         return []
     meta = {int(m.get("level", k)): m for k, m in enumerate(levels_meta or [])}

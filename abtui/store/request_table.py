@@ -3,15 +3,20 @@ that grows with the requests only (docs/reliability.md, Memory).
 
 - **Rows** are read :data:`ROW_SLICE` at a time in storage order (``rowid`` ranges, no sort)
   into preallocated arrays; the writer appends requests in id order, and a file stored in
-  another order is sorted by ``req`` afterwards, one column at a time. String columns
+  another order is sorted by ``req`` afterwards, one column at a time. A column that holds
+  only zeros (``level`` and ``block`` of most sessions, ``run``, ``empty_token_chunks``, often
+  ``connect_ns``) is given back as ``np.zeros``: pages the kernel maps on first write, so it
+  costs no resident memory. String columns
   (``status``, ``error_class``, ``token_source``) come back as small integer codes that index
   one Python string per distinct value: a fetched string column costs ~100 bytes a row
   (2 M rows: +215 MB), a code 8.
 - **Chunks** stay in the file (``chunks=False``, the default): the table's ``chunk_source``
   streams them (:class:`abtui.store.chunks.FileChunks`) and one pass reads, per request, the
   number of gaps between its chunks, their sum and the largest (``itl_n``, ``itl_sum_ns``,
-  ``itl_max_ns``: the ITL SLO). ITL's distribution is then read in passes that never hold the
-  gaps (:mod:`abtui.metrics.gaps`). ``chunks=True`` loads them as arrays (:func:`chunk_columns`).
+  ``itl_max_ns``: the ITL SLO), and the first pass of each arm's ok rows' ITL
+  (:func:`abtui.metrics.gaps.first_pass`, kept as ``table.gap_first_pass``). ITL's
+  distribution is then read in one more pass that never holds the gaps
+  (:mod:`abtui.metrics.gaps`). ``chunks=True`` loads them as arrays (:func:`chunk_columns`).
 """
 
 from __future__ import annotations
@@ -20,10 +25,11 @@ import duckdb
 import numpy as np
 
 from abtui.metrics import gaps
+from abtui.metrics.keys import unique_ints
 from abtui.metrics.table import INT_COLUMNS, NA, NULLABLE_COLUMNS, STR_COLUMNS, RequestTable
 from abtui.store.chunks import FileChunks, Opener, Unordered
 
-ROW_SLICE = 1 << 18  # requests per query
+ROW_SLICE = 1 << 15  # requests per query (1 << 18 held ~50 MB more while reading, no faster)
 CHUNK_SLICE = 250_000  # chunk_columns reads the chunks of this many at a time (its peak)
 
 
@@ -72,6 +78,9 @@ def read_rows(con: duckdb.DuckDBPyConnection, include_warmup: bool) -> dict[str,
             codes[c][at : at + m] = _plain(got[c], 0)
         at += m
         del got
+    for c in [*INT_COLUMNS, "warmup"]:  # a column of zeros (level, block, run, ...) costs no
+        if not out[c].any():  # memory as fresh zeroed pages, which are never written
+            out[c] = np.zeros(n, dtype=out[c].dtype)
     req = out["req"]
     if n > 1 and not (req[1:] > req[:-1]).all():  # not stored in id order: sort each column
         order = np.argsort(req, kind="stable")
@@ -103,12 +112,17 @@ def read_request_table(
     empty = np.zeros(0, dtype=np.int64)
     t = RequestTable(**rows, chunk_req_idx=empty, chunk_t_ns=empty, chunk_n=empty,
                      chunk_source=source)  # fmt: skip
+    # each arm's ok rows: the groups whose ITL the verdict and the summary scan
+    ok = t.ok
+    groups = [(t.arm == a) & ok for a in unique_ints(t.arm)]
+    n_chunks = int(con.execute("SELECT count(*) FROM chunks").fetchone()[0])
     try:
-        per_row = gaps.row_gaps(t)
+        per_row, first = gaps.first_pass(t, groups, n_chunks)
     except Unordered:
         source.use_sorted()
-        per_row = gaps.row_gaps(t)
+        per_row, first = gaps.first_pass(t, groups, n_chunks)
     t.itl_n, t.itl_sum_ns, t.itl_max_ns = per_row.n, per_row.sum_ns, per_row.max_ns
+    t.gap_first_pass = first  # not a column: a table selected from it scans afresh
     return t
 
 

@@ -37,9 +37,9 @@ from datetime import UTC, datetime
 
 import numpy as np
 
-from abtui.client.records import OK
 from abtui.cost import arm_cost, arm_prices
 from abtui.metrics import request as rm
+from abtui.metrics.keys import unique_ints
 from abtui.metrics.table import RequestTable
 from abtui.quality.gates import evaluate_quality
 from abtui.stats import decide as dc
@@ -236,18 +236,19 @@ def _generator_checks(
     sa, name_a = comp.summaries[0], names[comp.a]
     m = measured[comp.a]
     lag = rm.diff_s(table.dispatched_ns[m], table.scheduled_ns[m])
-    ok = None  # the baseline's ok rows, copied only when a row is to be bounded
+    ok = None  # the baseline's ok rows (positions), found only when a row is to be bounded
     lagged = f"lag P99 {sa.lag_p99_s * 1e3:.1f} ms, max {sa.lag_max_s * 1e3:.1f} ms"
     checks = [(policy["primary"], "primary")] + [(g["key"], "guardrail") for g in guards
                                                   if g["state"] == "shown"]  # fmt: skip
     unbounded, explained = [], []
+    shared: dict = {}  # what the rows' bounds share (lagguard.flattery)
     for key, role in checks:
         e = comp.get(key)
         if e is None or (role == "primary" and e.outcome != dc.IMPROVED):
             continue
-        if ok is None:
-            ok = table.select(m & (table.status == OK))
-        f = lg.flattery(ok, key, lag)
+        if ok is None:  # positions, not a copy of the rows (190 B a request: 0.2 s at 10⁶)
+            ok = np.flatnonzero(m & table.ok)
+        f = lg.flattery(table, key, lag, ok, shared)
         if f is None:
             unbounded.append(key)
             continue
@@ -405,7 +406,7 @@ def evaluate(
         return PairVerdict(names[a], names[b], a, b, result, reasons, comp, errors, generator, cost,
                            qual, guards)  # fmt: skip
 
-    present = set(np.unique(table.arm).tolist())
+    present = set(unique_ints(table.arm).tolist())
     idx = [i for i in range(len(arms)) if i in present]
     pairs = [pair(0, b) for b in idx if b != 0] if 0 in present else []
     factors = (spec.get("ablation") or {}).get("factors") or []
