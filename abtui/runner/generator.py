@@ -54,6 +54,9 @@ class ArmPlan:
     segments: list | None = None  # Segments played in turn (None: one of items/mode/concurrency)
     worker: int | None = None  # this process's id in messages (several per arm); None: ``arm``
     preconnect: bool = True  # open each segment's connections before its t0 (benchmarks: off)
+    # a schedule.Recipe: the generator makes its segments and warm-up items itself from the
+    # spec (abtui.runner.schedule), instead of receiving them pickled (items, segments unused)
+    recipe: object | None = None
 
     @property
     def wid(self) -> int:
@@ -101,6 +104,10 @@ def generator_main(plan: ArmPlan, results, start_conn, stop_event) -> None:
     if plan.cpu is not None and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {plan.cpu})
     try:
+        if plan.recipe is not None:
+            from abtui.runner.schedule import rebuild
+
+            plan = rebuild(plan)
         run_loop(_Generator(plan, results, start_conn, stop_event).run())
     except BaseException as e:  # report, never die silently
         results.put(("fatal", plan.wid, f"{type(e).__name__}: {e}"))

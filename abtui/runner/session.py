@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import collections
 import queue as queue_mod
-import random
 import signal
 import threading
 import time
@@ -22,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from abtui.client import records as R
-from abtui.client.items import Item, synthetic_prompt
+from abtui.client.items import Item
 from abtui.client.records import RequestRecord
 from abtui.quality import interleave
 from abtui.quality.run import run_for_session as run_quality
@@ -33,12 +32,18 @@ from abtui.runner.launch import start_fleet, start_local
 from abtui.runner.machine import MachineLoad
 from abtui.runner.observer import ArmProgress, NullObserver, Observer, RunInfo, Snapshot
 from abtui.runner.pool import per_arm_connections
+from abtui.runner.schedule import (
+    Recipe,
+    open_loop,
+    recipe_spec,
+    segments_of,
+    session_schedule,
+)
 from abtui.spec import Spec
 from abtui.store.writer import SessionWriter
 from abtui.telemetry import sampler as telemetry
-from abtui.workload.build import build_items
-from abtui.workload.context import check_context
-from abtui.workload.segments import Conductor, build_levels, plan_segments, shard
+from abtui.workload.context import ContextCheck
+from abtui.workload.segments import Conductor, level_sources, shard
 
 _now = time.perf_counter_ns
 PROGRESS_INTERVAL_S = 0.5
@@ -77,25 +82,6 @@ def _mark_health(writer: SessionWriter, names: list[str], stats: dict, worker_ar
 def session_path(spec: Spec) -> tuple[str, Path]:
     name = spec.name or datetime.now().strftime("%Y%m%d-%H%M%S")
     return name, Path(spec.store.dir) / f"{name}.duckdb"
-
-
-def build_workload(spec: Spec) -> tuple[list[Item], list[Item]]:
-    """Measured items (same for every arm) and warm-up items (distinct prompts, after them)."""
-    w, ld = spec.workload, spec.load
-    items = build_items(spec, ld.rate)
-    rng = random.Random(w.seed + 1_000_003)
-    warm = [
-        Item(
-            index=len(items) + k,
-            id=f"warmup{k}",
-            prompt=f"warmup {k} " + synthetic_prompt(max(1, w.input_tokens - 2), rng),
-            max_tokens=w.output_tokens,
-            n_input=w.input_tokens,
-            tags=["warmup"],
-        )
-        for k in range(ld.warmup)
-    ]
-    return items, warm
 
 
 def describe_load(spec: Spec) -> str:
@@ -207,23 +193,22 @@ def run_session(
     obs = observer or NullObserver()
     targets = resolve_targets(spec)  # fails early, before any file is written
     name, path = session_path(spec)
-    _, warm = build_workload(spec)
-    levels = build_levels(spec, items)  # the caller's items (the demo), or the spec's
-    items = [it for lv in levels for it in lv.items]
-    for k, it in enumerate(warm):  # warm-up items after every level's items
-        it.index = len(items) + k
-    spec.workload.requests = len(items)  # a file's items: the count the summary shows
-    mode = "open" if spec.load.rate is not None or spec.load.arrival == "replay" else "closed"
+    # local generators make their items themselves from the spec (abtui.runner.schedule): the
+    # main process streams them into the file and keeps them light; not the caller's items (the
+    # demo) nor Ray actors, whose machines may not hold the workload file
+    rebuild = items is None and not spec.ray.address
+    start_spec = recipe_spec(spec) if rebuild else None
+    sources = level_sources(spec, items)  # the spec's and the file's errors, before any file
+    total = sum(len(src) for _, _, src in sources)
+    spec.workload.requests = total  # a file's items: the count the summary shows
+    mode = "open" if open_loop(spec) else "closed"
 
     writer = SessionWriter(path, overwrite=overwrite)
     status = "failed"
     procs: list = []
     old_handlers: dict = {}
     ld = spec.load
-    segments = plan_segments(levels, runs=ld.runs, schedule=ld.schedule, blocks=ld.blocks,
-                             n_arms=len(spec.arms), open_loop=mode == "open",
-                             duration_s=ld.duration_s)  # fmt: skip
-    planned = sum(len(s.items) for s in segments if s.arms is None or 0 in s.arms)
+    planned = ld.runs * total  # every arm plays every item once a run (alternate: block by block)
     live = _Live([a.name for a in spec.arms], planned, spec.slo)
     t_start = _now()
     phase = "warmup"
@@ -246,14 +231,9 @@ def run_session(
             mode=ld.schedule,
             load=describe_load(spec),
             levels=[
-                {
-                    "level": k,
-                    "rate": lv.rate,
-                    "concurrency": lv.concurrency,
-                    "requests": len(lv.items),
-                }
-                for k, lv in enumerate(levels)
-            ],  # fmt: skip
+                {"level": k, "rate": rate, "concurrency": conc, "requests": len(src)}
+                for k, (rate, conc, src) in enumerate(sources)
+            ],
         )
         writer.write_arms(
             [
@@ -276,7 +256,17 @@ def run_session(
                 for i, (a, t) in enumerate(zip(spec.arms, targets, strict=True))
             ]
         )
-        writer.write_items(items + warm)
+        context = ContextCheck(targets, [a.name for a in spec.arms])
+
+        def sink(batch: list[Item], warmup: bool) -> None:
+            writer.write_items(batch)
+            if not warmup:
+                context.add(batch)
+
+        sch = session_schedule(spec, sources, sink=sink, light=rebuild)
+        del sources  # a file's items are held by build.file_items' cache, the rest made
+        levels, warm = sch.levels, sch.warm
+        segments = segments_of(spec, levels, len(spec.arms))
         obs.started(
             RunInfo(
                 session_name=name,
@@ -290,7 +280,7 @@ def run_session(
                 delta_tail=spec.policy.delta_tail,
             )
         )
-        check_context(targets, [a.name for a in spec.arms], items, writer, obs)
+        context.report(writer, obs)
         hub = telemetry.start_for_session(spec, writer, obs.message)
 
         n_gen = spec.load.generators  # generators per arm, each every n-th item of the schedule
@@ -299,15 +289,18 @@ def run_session(
             ArmPlan(
                 arm=i,
                 target=targets[i],
-                items=items,
+                items=[],
                 warmup_items=warm,
                 mode=mode,
                 concurrency=max((lv.concurrency or 0 for lv in levels), default=0) or None,
                 store_text=spec.store.text,
                 http=spec.request.http,
                 cpu=generator_cpus[w % len(generator_cpus)] if generator_cpus else None,
-                segments=shard(segments, w % n_gen, n_gen),
+                segments=None if rebuild else shard(segments, w % n_gen, n_gen),
                 worker=w,
+                recipe=Recipe(start_spec, len(spec.arms), w % n_gen, n_gen, sch.fingerprint)
+                if rebuild
+                else None,
             )
             for w, i in enumerate(worker_arm)
         ]
@@ -338,8 +331,12 @@ def run_session(
         done: set[int] = set()
         fatal: dict[int, str] = {}
         gen_stats: dict[int, dict] = {}
-        conductor = Conductor(segments, [a.name for a in spec.arms], writer,
-                              START_DELAY_S if fleet is None else RAY_START_DELAY_S)
+        conductor = Conductor(
+            segments,
+            [a.name for a in spec.arms],
+            writer,
+            START_DELAY_S if fleet is None else RAY_START_DELAY_S,
+        )
         delivery = Delivery(since_ns=_now())  # reading starts now (below)
         machine = MachineLoad()  # what the machine does while measuring
         t_ready_deadline = time.monotonic() + READY_TIMEOUT_S

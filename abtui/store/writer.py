@@ -64,6 +64,11 @@ FLUSH_CHUNKS = 500_000  # ... or this many chunks
 # RAM) pushes them out, so an append-only writer grew by about the file's size (docs/
 # reliability.md, Soak). A momentary limit this low evicts them; see _drop_block_cache.
 CACHE_TRIM_LIMIT = "8MB"
+# While the workload's items are written: without a limit, DuckDB kept the blocks of every
+# prompt it had written and checkpointed them with more, so a 100,000-item workload of
+# 512-token prompts (280 MB of text) took the main process to 614 MB. Under this limit it evicts
+# what is already in the file (write_items retries a batch the limit cannot hold without it).
+ITEMS_MEMORY_LIMIT = "64MB"
 
 # A config key names a secret if one of its ``_``-separated words is one of these (after
 # lower-casing and mapping ``-`` to ``_``): ``api_key``, ``hf_token``, ``Authorization``,
@@ -284,7 +289,8 @@ class SessionWriter:
                 con.executemany("INSERT INTO arms VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
 
     def write_items(self, items: list[Item]) -> None:
-        """The workload, in one bulk insert."""
+        """The workload (or a batch of it: a session streams its items), in one bulk insert,
+        under :data:`ITEMS_MEMORY_LIMIT`."""
         dumps = json.dumps
         item_df = {  # noqa: F841 (read by the replacement scan below)
             "item": np.fromiter((it.index for it in items), np.int32, len(items)),
@@ -301,8 +307,31 @@ class SessionWriter:
             "tags": _objects([dumps(list(it.tags or [])) for it in items]),
         }
         cols = ", ".join(ITEM_COLUMNS)
-        with self._transaction() as con:
-            con.execute(f"INSERT INTO items ({cols}) SELECT {cols} FROM item_df")
+        limited = self._limit_memory(ITEMS_MEMORY_LIMIT)
+        try:
+            with self._transaction() as con:
+                con.execute(f"INSERT INTO items ({cols}) SELECT {cols} FROM item_df")
+        except duckdb.OutOfMemoryException:
+            if not limited:
+                raise
+            self._limit_memory(None)  # a batch the limit cannot hold: again, with all of it
+            limited = False
+            with self._transaction() as con:
+                con.execute(f"INSERT INTO items ({cols}) SELECT {cols} FROM item_df")
+        finally:
+            if limited:
+                self._limit_memory(None)
+
+    def _limit_memory(self, limit: str | None) -> bool:
+        """Set DuckDB's memory limit (None: back to its default); whether it was set."""
+        try:
+            if limit is None:
+                self.con.execute("RESET memory_limit")
+            else:
+                self.con.execute(f"SET memory_limit = '{limit}'")
+        except duckdb.Error:
+            return False
+        return True
 
     def write_quality(self, rows: Iterable[dict]) -> None:
         """Quality rows: keys arm, item, run (default 0), score, correct, detail (str or dict)."""
@@ -421,15 +450,8 @@ class SessionWriter:
         Right after a checkpoint every table row is in the file, so the eviction only drops
         clean copies (nothing is spilled or lost). DuckDB's default limit is back before any
         other statement, so queries and large inserts keep all of it."""
-        try:
-            self.con.execute(f"SET memory_limit = '{CACHE_TRIM_LIMIT}'")
-        except duckdb.Error:
-            pass  # it evicted what it could; what is pinned stays
-        finally:
-            try:
-                self.con.execute("RESET memory_limit")
-            except duckdb.Error:
-                pass
+        self._limit_memory(CACHE_TRIM_LIMIT)  # it evicts what it can; what is pinned stays
+        self._limit_memory(None)
 
     @contextmanager
     def _transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:

@@ -7,6 +7,7 @@ same spec and seed give the same items and offsets for every arm and every rerun
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from functools import lru_cache
 
 import numpy as np
@@ -57,53 +58,73 @@ def build_items(
     A file's items keep their text; their offsets are the file's (``arrival = "replay"``, divided
     by ``speedup``) or drawn from the arrival process at ``rate``. A synthetic workload draws its
     lengths from ``input_dist`` / ``output_dist`` (default: fixed lengths) with prefix groups."""
-
-    items = _build(spec, rate, first_index, seed_offset)
-    dur = spec.load.duration_s
-    if dur is not None and (rate is not None or spec.load.arrival == "replay"):
-        items = [it for it in items if it.arrival_s < dur]  # open loop: what falls in the window
-        if not items:
-            raise SpecError(f"load.duration {dur:g} s holds no request of the schedule")
-    return items
+    return list(LevelItems(spec, rate, first_index=first_index, seed_offset=seed_offset))
 
 
-def _build(spec, rate: float | None, first_index: int, seed_offset: int) -> list[Item]:
-    from abtui.workload.synthetic import parse_length_dist, shaped_items
+class LevelItems:
+    """The items :func:`build_items` returns, made one at a time as they are iterated: their
+    number (``len``) is known, and any error in the spec or the file raised, before the first is
+    made. A session streams them into its file this way, never holding every prompt at once
+    (issue 19.2); iterating twice makes the same items again."""
 
-    w, ld = spec.workload, spec.load
-    seed = w.seed + seed_offset
-    if w.file:
-        base, _ = file_items(spec)
-        if ld.arrival == "replay":
-            offsets = [it.arrival_s / ld.speedup for it in base]
+    def __init__(self, spec, rate: float | None, *, first_index: int = 0,
+                 seed_offset: int = 0) -> None:  # fmt: skip
+        from abtui.workload.synthetic import ShapedItems, parse_length_dist
+
+        w, ld = spec.workload, spec.load
+        seed = w.seed + seed_offset
+        if w.file:
+            base, _ = file_items(spec)
+            if ld.arrival == "replay":
+                offsets = [it.arrival_s / ld.speedup for it in base]
+            else:
+                offsets = schedule(len(base), rate, ld.arrival, ld.burstiness, seed)
+            self._base, self._first = base, first_index
         else:
-            offsets = schedule(len(base), rate, ld.arrival, ld.burstiness, seed)
-        return [
-            Item(
-                index=first_index + k,
-                id=it.id,
-                arrival_s=offsets[k],
-                prompt=it.prompt,
-                messages=it.messages,
-                max_tokens=it.max_tokens,
-                n_input=it.n_input,
-                expected=it.expected,
-                suite=it.suite,
-                tags=list(it.tags),
-            )
-            for k, it in enumerate(base)
-        ]
-    if ld.arrival == "replay":
-        raise SpecError("load.arrival = 'replay' needs a workload file", "give --workload FILE")
-    n = w.requests or 200
-    if w.requests is None and ld.duration_s is not None and rate is not None:
-        # enough for the window (Poisson/gamma counts vary): the rest is cut by the duration
-        n = int(rate * ld.duration_s * (1.5 + ld.burstiness)) + 20
-    offsets = schedule(n, rate, ld.arrival, ld.burstiness, seed)
-    din = parse_length_dist(w.input_dist or f"fixed:{w.input_tokens}", "workload.input_dist")
-    dout = parse_length_dist(
-        w.output_dist or f"fixed:{w.output_tokens}", "workload.output_dist", output=True
-    )
-    return shaped_items(
-        n, offsets, din, dout, seed, w.prefix_groups, w.prefix_tokens, first_index=first_index
-    )
+            if ld.arrival == "replay":
+                raise SpecError("load.arrival = 'replay' needs a workload file",
+                                "give --workload FILE")  # fmt: skip
+            n = w.requests or 200
+            if w.requests is None and ld.duration_s is not None and rate is not None:
+                # enough for the window (Poisson/gamma counts vary): the rest is cut by the duration
+                n = int(rate * ld.duration_s * (1.5 + ld.burstiness)) + 20
+            offsets = schedule(n, rate, ld.arrival, ld.burstiness, seed)
+            din = parse_length_dist(w.input_dist or f"fixed:{w.input_tokens}",
+                                    "workload.input_dist")  # fmt: skip
+            dout = parse_length_dist(w.output_dist or f"fixed:{w.output_tokens}",
+                                     "workload.output_dist", output=True)  # fmt: skip
+            self._base = None
+            self._shaped = ShapedItems(n, offsets, din, dout, seed, w.prefix_groups,
+                                       w.prefix_tokens, first_index=first_index)  # fmt: skip
+        self._offsets = offsets
+        self._keep: range | list[int] = range(len(offsets))
+        dur = ld.duration_s
+        if dur is not None and (rate is not None or ld.arrival == "replay"):
+            # open loop: what falls in the window (a file's offsets need not be sorted)
+            self._keep = [k for k, t in enumerate(offsets) if t < dur]
+            if not self._keep:
+                raise SpecError(f"load.duration {dur:g} s holds no request of the schedule")
+
+    def __len__(self) -> int:
+        return len(self._keep)
+
+    def __iter__(self) -> Iterator[Item]:
+        for k in self._keep:
+            yield self._item(k)
+
+    def _item(self, k: int) -> Item:
+        if self._base is None:
+            return self._shaped.item(k)
+        it = self._base[k]
+        return Item(
+            index=self._first + k,
+            id=it.id,
+            arrival_s=self._offsets[k],
+            prompt=it.prompt,
+            messages=it.messages,
+            max_tokens=it.max_tokens,
+            n_input=it.n_input,
+            expected=it.expected,
+            suite=it.suite,
+            tags=list(it.tags),
+        )

@@ -42,14 +42,36 @@ def too_long(items: list[Item], window: int) -> list[Item]:
 
 def check_context(targets, names: list[str], items: list[Item], writer, obs) -> None:
     """Warn (message + event) per arm about items its context window cannot hold."""
-    for name, t in zip(names, targets, strict=True):
-        window = max_model_len(t.base_url, t.model, t.headers, verify=t.tls)
-        if window is None:
-            continue
-        bad = too_long(items, window)
-        if bad:
-            ids = ", ".join(it.id for it in bad[:5]) + (", …" if len(bad) > 5 else "")
-            msg = (f"{len(bad)} of {len(items)} requests need more than {name}'s {window}-token "
-                   f"context window (prompt + max_tokens): {ids}")  # fmt: skip
+    check = ContextCheck(targets, names)
+    check.add(items)
+    check.report(writer, obs)
+
+
+class ContextCheck:
+    """:func:`check_context` a batch of items at a time (a session streams its items): each
+    arm's window is asked once, the items too long for it counted and the first five named."""
+
+    def __init__(self, targets, names: list[str]) -> None:
+        self.windows = []
+        for name, t in zip(names, targets, strict=True):
+            window = max_model_len(t.base_url, t.model, t.headers, verify=t.tls)
+            if window is not None:
+                self.windows.append((name, window, [0], []))
+        self.n = 0
+
+    def add(self, items: list[Item]) -> None:
+        self.n += len(items)
+        for _, window, count, ids in self.windows:
+            bad = too_long(items, window)
+            count[0] += len(bad)
+            ids.extend(it.id for it in bad[: max(0, 5 - len(ids))])
+
+    def report(self, writer, obs) -> None:
+        for name, window, (count,), ids in self.windows:
+            if not count:
+                continue
+            shown = ", ".join(ids) + (", …" if count > 5 else "")
+            msg = (f"{count} of {self.n} requests need more than {name}'s {window}-token "
+                   f"context window (prompt + max_tokens): {shown}")  # fmt: skip
             writer.event("context_window", msg)
             obs.message(f"warning: {msg}; the server will refuse or truncate them")

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from abtui.client.items import Item
 
 SCHEDULES = ("parallel", "alternate")
@@ -60,15 +62,53 @@ class Level:
     items: list[Item] = field(default_factory=list)
 
 
+@dataclass(frozen=True, slots=True)
+class Offset:
+    """An item as :class:`Offsets` gives it back: its index and its offset, nothing else."""
+
+    index: int
+    arrival_s: float
+
+
+class Offsets:
+    """A level's (or a segment's) items as the main process keeps them once they are in the
+    session file and the generators make their own (:mod:`abtui.runner.schedule`): each
+    item's index and offset, 16 bytes, instead of an :class:`Item` (~290 bytes without its
+    text). A sequence: ``len``, slices, ``[k]`` and iteration give :class:`Offset` records."""
+
+    __slots__ = ("index", "arrival")
+
+    def __init__(self, index: np.ndarray, arrival: np.ndarray) -> None:
+        self.index = index
+        self.arrival = arrival
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def __getitem__(self, k):
+        if isinstance(k, slice):
+            return Offsets(self.index[k], self.arrival[k])
+        return Offset(int(self.index[k]), float(self.arrival[k]))
+
+    def __iter__(self):
+        for i, t in zip(self.index.tolist(), self.arrival.tolist(), strict=True):
+            yield Offset(i, t)
+
+    def rebased(self, start: float) -> Offsets:
+        return Offsets(self.index, np.maximum(0.0, self.arrival - start))
+
+
 def alternate_order(block: int, n_arms: int) -> list[int]:
     """Arms' turn order in ``block``: A B, B A, A B, … (for more arms: forward, reversed, …)."""
     order = list(range(n_arms))
     return order if block % 2 == 0 else order[::-1]
 
 
-def _rebased(items: list[Item], start: float) -> list[Item]:
+def _rebased(items: list[Item] | Offsets, start: float) -> list[Item] | Offsets:
     import dataclasses
 
+    if isinstance(items, Offsets):
+        return items.rebased(start)
     return [dataclasses.replace(it, arrival_s=max(0.0, it.arrival_s - start)) for it in items]
 
 
@@ -123,23 +163,30 @@ def shard(segments: list[Segment], g: int, n: int) -> list[Segment]:
 
 def build_levels(spec, items: list[Item] | None = None) -> list[Level]:
     """The load levels of ``spec`` with their items (``items``: the caller's, one level)."""
-    from abtui.workload.build import build_items
+    return [Level(rate, conc, list(src)) for rate, conc, src in level_sources(spec, items)]
+
+
+def level_sources(spec, items: list[Item] | None = None) -> list[tuple]:
+    """``(rate, concurrency, items)`` of each load level of ``spec``: ``items`` is the caller's
+    list (one level), else a :class:`~abtui.workload.build.LevelItems` that makes the level's
+    items as it is iterated, its length known and the spec's errors raised before."""
+    from abtui.workload.build import LevelItems
 
     ld = spec.load
     if items is not None:
-        return [Level(ld.rate, ld.concurrency, items)]
+        return [(ld.rate, ld.concurrency, items)]
     if ld.sweep_rate:
         pairs = [(r, ld.concurrency) for r in ld.sweep_rate]
     elif ld.sweep_concurrency:
         pairs = [(None, c) for c in ld.sweep_concurrency]
     else:
-        return [Level(ld.rate, ld.concurrency, build_items(spec, ld.rate))]
-    levels, first = [], 0
+        return [(ld.rate, ld.concurrency, LevelItems(spec, ld.rate))]
+    out, first = [], 0
     for k, (rate, conc) in enumerate(pairs):
-        lv_items = build_items(spec, rate, first_index=first, seed_offset=k)
-        levels.append(Level(rate, conc, lv_items))
-        first += len(lv_items)
-    return levels
+        src = LevelItems(spec, rate, first_index=first, seed_offset=k)
+        out.append((rate, conc, src))
+        first += len(src)
+    return out
 
 
 class Conductor:

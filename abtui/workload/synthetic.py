@@ -166,30 +166,41 @@ def shaped_items(
     """``n`` items with lengths from the distributions; with ``prefix_groups`` = G, item i's
     prompt starts with group (i mod G)'s ``prefix_tokens``-token prefix (identical text within a
     group, different across groups) and continues with its own text, its index first."""
-    from abtui.workload.jsonl import PromptSynth
+    maker = ShapedItems(n, offsets, input_dist, output_dist, seed, prefix_groups, prefix_tokens,
+                        first_index)  # fmt: skip
+    return [maker.item(k) for k in range(n)]
 
-    rng = np.random.default_rng(seed)
-    n_in = input_dist.sample(n, rng)
-    n_out = output_dist.sample(n, rng)
-    synth = PromptSynth(seed)
-    items = []
-    for k in range(n):
-        i = first_index + k
+
+class ShapedItems:
+    """The items of :func:`shaped_items`, made one at a time (``item(k)``: the k-th, the same
+    text whichever others are made), so a session can stream them without holding them all."""
+
+    def __init__(self, n, offsets, input_dist, output_dist, seed, prefix_groups=0,
+                 prefix_tokens=0, first_index=0) -> None:  # fmt: skip
+        from abtui.workload.jsonl import PromptSynth
+
+        rng = np.random.default_rng(seed)
+        self.n_in = input_dist.sample(n, rng)
+        self.n_out = output_dist.sample(n, rng)
+        self.offsets = offsets
+        self.synth = PromptSynth(seed)
+        self.groups, self.prefix_tokens, self.first = prefix_groups, prefix_tokens, first_index
+
+    def item(self, k: int) -> Item:
+        i = self.first + k
+        n_in = self.n_in[k]
         prefix = ""
-        own = n_in[k]
+        own = n_in
         # the prefix is part of the prompt length; at least one token is the item's own
-        plen = min(prefix_tokens, n_in[k] - 1) if prefix_groups > 0 else 0
+        plen = min(self.prefix_tokens, n_in - 1) if self.groups > 0 else 0
         if plen > 0:
-            prefix = " ".join(synth.block(k % prefix_groups, prefix_tokens)[:plen]) + " "
-            own = n_in[k] - plen
-        items.append(
-            Item(
-                index=i,
-                id=f"i{i}",
-                arrival_s=offsets[k],
-                prompt=prefix + synth.prompt(f"i{i}", own),
-                max_tokens=n_out[k],
-                n_input=n_in[k],
-            )
+            prefix = " ".join(self.synth.block(k % self.groups, self.prefix_tokens)[:plen]) + " "
+            own = n_in - plen
+        return Item(
+            index=i,
+            id=f"i{i}",
+            arrival_s=self.offsets[k],
+            prompt=prefix + self.synth.prompt(f"i{i}", own),
+            max_tokens=self.n_out[k],
+            n_input=n_in,
         )
-    return items
