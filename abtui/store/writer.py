@@ -64,10 +64,8 @@ FLUSH_CHUNKS = 500_000  # ... or this many chunks
 # RAM) pushes them out, so an append-only writer grew by about the file's size (docs/
 # reliability.md, Soak). A momentary limit this low evicts them; see _drop_block_cache.
 CACHE_TRIM_LIMIT = "8MB"
-# While the workload's items are written: without a limit, DuckDB kept the blocks of every
-# prompt it had written and checkpointed them with more, so a 100,000-item workload of
-# 512-token prompts (280 MB of text) took the main process to 614 MB. Under this limit it evicts
-# what is already in the file (write_items retries a batch the limit cannot hold without it).
+# While items are written: unlimited, DuckDB kept every written prompt's blocks (100,000 items
+# of 512 tokens, 280 MB of text: the main process at 614 MB); under this it evicts them.
 ITEMS_MEMORY_LIMIT = "64MB"
 
 # A config key names a secret if one of its ``_``-separated words is one of these (after
@@ -307,28 +305,26 @@ class SessionWriter:
             "tags": _objects([dumps(list(it.tags or [])) for it in items]),
         }
         cols = ", ".join(ITEM_COLUMNS)
+        sql = f"INSERT INTO items ({cols}) SELECT {cols} FROM item_df"
         limited = self._limit_memory(ITEMS_MEMORY_LIMIT)
         try:
             with self._transaction() as con:
-                con.execute(f"INSERT INTO items ({cols}) SELECT {cols} FROM item_df")
+                con.execute(sql)
         except duckdb.OutOfMemoryException:
             if not limited:
                 raise
             self._limit_memory(None)  # a batch the limit cannot hold: again, with all of it
-            limited = False
             with self._transaction() as con:
-                con.execute(f"INSERT INTO items ({cols}) SELECT {cols} FROM item_df")
+                con.execute(sql)
         finally:
-            if limited:
-                self._limit_memory(None)
+            self._limit_memory(None)
 
     def _limit_memory(self, limit: str | None) -> bool:
         """Set DuckDB's memory limit (None: back to its default); whether it was set."""
         try:
-            if limit is None:
-                self.con.execute("RESET memory_limit")
-            else:
-                self.con.execute(f"SET memory_limit = '{limit}'")
+            self.con.execute(
+                "RESET memory_limit" if limit is None else f"SET memory_limit = '{limit}'"
+            )
         except duckdb.Error:
             return False
         return True
@@ -445,11 +441,9 @@ class SessionWriter:
         self._wal_bytes = wal
 
     def _drop_block_cache(self) -> None:
-        """Evict DuckDB's cached copies of blocks already in the file (bounded memory).
-
-        Right after a checkpoint every table row is in the file, so the eviction only drops
-        clean copies (nothing is spilled or lost). DuckDB's default limit is back before any
-        other statement, so queries and large inserts keep all of it."""
+        """Evict DuckDB's cached copies of blocks already in the file (bounded memory): right
+        after a checkpoint every row is in the file, so only clean copies go (nothing spilled or
+        lost); the default limit is back before any other statement (queries, inserts)."""
         self._limit_memory(CACHE_TRIM_LIMIT)  # it evicts what it can; what is pinned stays
         self._limit_memory(None)
 
