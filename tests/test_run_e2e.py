@@ -252,6 +252,35 @@ def test_interrupt_keeps_what_was_measured(sims, tmp_path, sig):
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc")
+def test_interrupt_while_the_workload_is_written(sims, tmp_path):
+    """Ctrl-C before any request is sent, while the main process streams a large workload into
+    the file (abtui.runner.schedule): DuckDB turned it into "RuntimeError: Query interrupted"
+    and a traceback; now the session ends interrupted, with the items written so far."""
+    path = tmp_path / "early.duckdb"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "abtui", "run", *_arms(sims), "--requests", "150000",
+         "--concurrency", "4", "--input-tokens", "512", "--output-tokens", "4", "--name", "early",
+         "--sessions-dir", str(tmp_path), "--headless"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(1.0)
+    assert not _children(proc.pid), "the generators started: the items were written already"
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "stopped before any request was sent" in err
+    with SessionReader(path) as rd:
+        assert rd.status == "interrupted"
+        (items,) = rd.query("SELECT count(*) FROM items")[0]
+        (sent,) = rd.query("SELECT count(*) FROM requests")[0]
+        events = [r[0] for r in rd.query("SELECT kind FROM events")]
+    assert 0 < items < 150000 and sent == 0 and "interrupted" in events
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc")
 def test_sigkill_leaves_a_readable_session(sims, tmp_path):
     proc, path, children, n_before = _start_long_run(sims, tmp_path, "killed")
     proc.kill()

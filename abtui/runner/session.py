@@ -79,6 +79,10 @@ def _mark_health(writer: SessionWriter, names: list[str], stats: dict, worker_ar
         obs.message(f"note: {note}")
 
 
+class _StoppedEarly(Exception):
+    """Ctrl-C (or the UI's stop) while the workload was being written: nothing was sent."""
+
+
 def session_path(spec: Spec) -> tuple[str, Path]:
     name = spec.name or datetime.now().strftime("%Y%m%d-%H%M%S")
     return name, Path(spec.store.dir) / f"{name}.duckdb"
@@ -256,14 +260,38 @@ def run_session(
                 for i, (a, t) in enumerate(zip(spec.arms, targets, strict=True))
             ]
         )
+        interrupted = {"n": 0}
+        stop = None  # the generators' stop event, once they exist
+
+        def on_signal(signum, frame):  # noqa: ARG001
+            interrupted["n"] += 1
+            if stop is not None:
+                stop.set()
+            if interrupted["n"] >= 2:  # second Ctrl-C: stop now
+                for p in procs:
+                    if p.is_alive():
+                        p.terminate()
+
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                old_handlers[sig] = signal.signal(sig, on_signal)
         context = ContextCheck(targets, [a.name for a in spec.arms])
 
         def sink(batch: list[Item], warmup: bool) -> None:
+            if interrupted["n"] or (stop_request is not None and stop_request.is_set()):
+                raise _StoppedEarly  # Ctrl-C while the workload is written: nothing sent yet
             writer.write_items(batch)
             if not warmup:
                 context.add(batch)
 
-        sch = session_schedule(spec, sources, sink=sink, light=rebuild)
+        try:
+            sch = session_schedule(spec, sources, sink=sink, light=rebuild)
+        except _StoppedEarly:
+            status = "interrupted"
+            writer.event("interrupted", "stop requested while the workload was being written")
+            obs.message("stopped before any request was sent; the session file keeps the "
+                        "items written so far")  # fmt: skip
+            return SessionResult(path=path, name=name, status=status, snapshot=snap())
         del sources  # a file's items are held by build.file_items' cache, the rest made
         levels, warm = sch.levels, sch.warm
         segments = segments_of(spec, levels, len(spec.arms))
@@ -310,19 +338,6 @@ def run_session(
         else:
             results, pipes, stop = start_local(spec, plans, procs)
 
-        interrupted = {"n": 0}
-
-        def on_signal(signum, frame):  # noqa: ARG001
-            interrupted["n"] += 1
-            stop.set()
-            if interrupted["n"] >= 2:  # second Ctrl-C: stop now
-                for p in procs:
-                    if p.is_alive():
-                        p.terminate()
-
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                old_handlers[sig] = signal.signal(sig, on_signal)
         qi = interleave.prepare(spec, targets, segments, writer, obs,
                                 stop=lambda: interrupted["n"] > 0)  # fmt: skip
 
