@@ -33,6 +33,7 @@ import numpy as np
 
 from abtui.client.items import Item
 from abtui.client.stream import Target
+from abtui.hardware.host import cpu_model
 from abtui.runner.generator import ArmPlan, generator_main
 from abtui.sim.engine import SimConfig
 from abtui.sim.process import SimProcess
@@ -175,7 +176,7 @@ def main() -> None:
     vers = ", ".join(f"{d} {metadata.version(d)}" for d in ("abtui", "numpy", "uvloop")
                      if _has(d))  # fmt: skip
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"# bench_loadgen — {platform.platform()}, {cpus} cpus, {_cpu_model()}, Python "
+    print(f"# bench_loadgen — {platform.platform()}, {cpus} cpus, {cpu_model()}, Python "
           f"{platform.python_version()}, {vers}; load average at start {load:.1f}")  # fmt: skip
     print(f"# zero-delay simulated endpoint, {OUT_TOKENS}-token answers, Poisson arrivals; "
           f"median of {args.repeat} runs of {args.seconds:g} s per rate")  # fmt: skip
@@ -197,17 +198,6 @@ def _has(dist: str) -> bool:
         return True
     except metadata.PackageNotFoundError:
         return False
-
-
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "cpu ?"
 
 
 if __name__ == "__main__":

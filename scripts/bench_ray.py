@@ -54,6 +54,7 @@ from pathlib import Path
 
 from abtui.client import records as R
 from abtui.client.records import RequestRecord
+from abtui.hardware.host import cpu_model
 from abtui.sim.engine import SimConfig
 from abtui.sim.process import SimProcess
 
@@ -493,16 +494,6 @@ def _ver(dist: str) -> str:
         return "absent"
 
 
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "cpu ?"
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--parts", default="ab", help="a: ingest (Ray and local); b: the driver's "
@@ -530,7 +521,7 @@ def main() -> None:
     # SIGTERM unwinds like Ctrl-C, so that the cluster started here is stopped (finally: below)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     vers = ", ".join(f"{d} {_ver(d)}" for d in ("abtui", "ray", "duckdb", "numpy", "uvloop"))
-    print(f"# bench_ray — {platform.platform()}, {os.cpu_count()} cpus, {_cpu_model()}, Python "
+    print(f"# bench_ray — {platform.platform()}, {os.cpu_count()} cpus, {cpu_model()}, Python "
           f"{platform.python_version()}, {vers}; load average at start "
           f"{'/'.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)  # fmt: skip
     if "a" in args.parts:

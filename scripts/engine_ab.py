@@ -33,16 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from abtui.engine.ab import CANDIDATES, ABConfig, EngineAB, logprob_problems, run_engine_ab
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "?"
+from abtui.hardware.host import cpu_model
 
 
 def _load() -> str:
@@ -83,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
             results.append(run_engine_ab(base / f"run{r}", cfg, log=sys.stderr))
     v = results[0].versions
     print()
-    print(f"machine   {_cpu_model()}, {v['cpus']} CPUs, {platform.system()} {platform.release()}")
+    print(f"machine   {cpu_model()}, {v['cpus']} CPUs, {platform.system()} {platform.release()}")
     print(
         f"versions  abtui {v['abtui']}, llama-server {v['llama_server']}, "
         f"gguf {v['gguf']}, Python {v['python']}, httpx {v['httpx']}"
@@ -206,7 +197,7 @@ def experiments(keys: list[str], folder: Path | None) -> int:
             results.append(res)
             if not EXPERIMENTS[k].factors:
                 rows += table_rows(res)
-    print(f"machine   {_cpu_model()}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}")
+    print(f"machine   {cpu_model()}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}")
     print(f"load avg  before {load_before}, after {_load()} (1/5/15 min)")
     print()
     cols = list(rows[0])

@@ -65,6 +65,56 @@ def test_session_writer_memory_does_not_grow_with_requests(tmp_path):
     assert peak[1] <= peak[0] + 4, (peak, sizes)
 
 
+def test_writing_the_workload_holds_duckdb_under_its_limit(tmp_path):
+    """A session streams its items into the file a batch at a time (abtui.runner.schedule):
+    under ITEMS_MEMORY_LIMIT DuckDB evicts the prompts it has written. Unlimited, it kept them
+    all (~95 MB after the 100 MB of text here; 614 MB in a 100,000 × 512-token run)."""
+    from abtui.client.items import Item
+
+    rng = random.Random(11)
+    w = SessionWriter(tmp_path / "s.duckdb")
+    top = 0.0
+    for b in range(50):
+        w.write_items([Item(index=b * 1000 + k, id=f"i{b * 1000 + k}", prompt=_text(rng))
+                       for k in range(1000)])  # fmt: skip
+        top = max(top, _duckdb_mb(w))
+    (stored,) = w.con.execute("SELECT sum(strlen(prompt)) FROM items").fetchone()
+    w.close()
+    assert stored == 50 * 1000 * 2000
+    assert top < 70, top
+
+
+def test_a_batch_the_items_limit_cannot_hold_is_written_without_it(tmp_path, monkeypatch):
+    """DuckDB spills what the limit cannot hold; should it refuse instead (OutOfMemory), the
+    batch is written again under its default limit, nothing lost, and the default stays."""
+    from contextlib import contextmanager
+
+    import duckdb
+
+    from abtui.client.items import Item
+
+    w = SessionWriter(tmp_path / "s.duckdb")
+    real = SessionWriter._transaction
+    limits: list[str] = []
+
+    @contextmanager
+    def refuse_once(self):
+        limits.append(self.con.execute("SELECT current_setting('memory_limit')").fetchone()[0])
+        if len(limits) == 1:
+            raise duckdb.OutOfMemoryException("could not allocate block (test)")
+        with real(self) as con:
+            yield con
+
+    monkeypatch.setattr(SessionWriter, "_transaction", refuse_once)
+    w.write_items([Item(index=k, id=f"i{k}", prompt=f"prompt {k}") for k in range(500)])
+    after = w.con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
+    (n,) = w.con.execute("SELECT count(*) FROM items").fetchone()
+    monkeypatch.undo()
+    w.close()
+    assert n == 500 and len(limits) == 2
+    assert limits[0] != limits[1] == after  # limited, then DuckDB's default, which stays
+
+
 def test_live_counts_and_histograms_do_not_grow_with_requests():
     live = _Live(["a", "b"], planned=5 * N, slo={"ttft": 0.5})
     stats = {"in_flight": 3, "cpu_s": 1.0, "lag_max_s": 0.001}

@@ -123,3 +123,15 @@ def test_load_hf_config(tmp_path):
         load_hf_config(path)
     with pytest.raises(ModelConfigError, match="cannot read"):
         load_hf_config(tmp_path / "missing.json")
+
+
+def test_cpu_model_is_the_model_name_the_kernel_reports():
+    from pathlib import Path
+
+    from abtui.hardware.host import cpu_model
+
+    name = cpu_model()
+    assert name and name.strip() == name
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists() and "model name" in cpuinfo.read_text():
+        assert f"model name\t: {name}" in cpuinfo.read_text() or f": {name}\n" in cpuinfo.read_text()

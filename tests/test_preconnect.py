@@ -271,13 +271,19 @@ def _send(http: str):
     return fast_stream_request if http == "fast" else stream_request
 
 
+async def _wave(http: str, client, target: Target, n: int, body: bytes) -> list[RequestRecord]:
+    """``n`` requests sent at once on ``client``; their records."""
+    recs = [RequestRecord(arm=0, item=i, scheduled_ns=time.perf_counter_ns()) for i in range(n)]
+    await asyncio.gather(*(_send(http)(client, target, ITEM, body, r) for r in recs))
+    return recs
+
+
 async def _fill(http: str, client, target: Target, n: int, body: bytes):
     """Fast: :func:`preconnect.fill`. httpx (which abtui does not fill ahead): ``n`` requests
     at once, so its pool opens ``n`` connections."""
     if http == "fast":
         return (await preconnect.fill(client, target, n)).opened
-    recs = [RequestRecord(arm=0, item=i, scheduled_ns=time.perf_counter_ns()) for i in range(n)]
-    await asyncio.gather(*(stream_request(client, target, ITEM, body, r) for r in recs))
+    recs = await _wave(http, client, target, n, body)
     assert all(r.status == R.OK for r in recs)
     return sum(r.connect_ns > 0 for r in recs)
 
@@ -297,16 +303,10 @@ def test_warm_pool_means_no_connect_phase_and_a_cold_one_records_it(http):
             async with _client(http) as warm_client:
                 assert await _fill(http, warm_client, target, 8, body) == 8
                 assert srv.accepted == 8
-                warm = [RequestRecord(arm=0, item=i, scheduled_ns=time.perf_counter_ns())
-                        for i in range(8)]  # fmt: skip
-                await asyncio.gather(*(_send(http)(warm_client, target, ITEM, body, r)
-                                       for r in warm))  # fmt: skip
+                warm = await _wave(http, warm_client, target, 8, body)
                 assert srv.accepted == 8
             async with _client(http) as cold_client:
-                cold = [RequestRecord(arm=0, item=i, scheduled_ns=time.perf_counter_ns())
-                        for i in range(4)]  # fmt: skip
-                await asyncio.gather(*(_send(http)(cold_client, target, ITEM, body, r)
-                                       for r in cold))  # fmt: skip
+                cold = await _wave(http, cold_client, target, 4, body)
                 assert srv.accepted == 12
             return warm, cold
         finally:
@@ -346,10 +346,7 @@ def test_a_server_that_drops_idle_connections_costs_a_connect_phase_not_an_error
                 await asyncio.sleep(0.3)  # idle past the server's limit
                 if http == "fast" and mode == "close":
                     assert c.idle_open(pool_key(target)) == 0  # their FINs came: seen closed
-                recs = [RequestRecord(arm=0, item=i, scheduled_ns=time.perf_counter_ns())
-                        for i in range(4)]  # fmt: skip
-                await asyncio.gather(*(_send(http)(c, target, ITEM, body, r)
-                                       for r in recs))  # fmt: skip
+                recs = await _wave(http, c, target, 4, body)
                 # and a refill puts back what the server closed, ready for the next wave
                 await asyncio.sleep(0.3)
                 again = await _fill(http, c, target, 4, body)

@@ -182,6 +182,9 @@ def test_the_main_process_holds_a_batch_of_prompts_never_all(tmp_path, monkeypat
             tracemalloc.stop()
     assert res.status == "complete"
     with SessionReader(res.path) as rd:
+        from abtui.hardware.host import cpu_model
+
+        assert rd.meta()["host"]["cpu"] == cpu_model()  # the session names the machine's CPU
         text_bytes, stored, sent = rd._con.execute(
             "SELECT sum(strlen(prompt)), count(*), "
             "(SELECT count(*) FROM requests WHERE NOT warmup AND status = 'ok') FROM items"
@@ -189,3 +192,26 @@ def test_the_main_process_holds_a_batch_of_prompts_never_all(tmp_path, monkeypat
     assert stored == n + spec.load.warmup and sent == 2 * n
     assert text_bytes > n * tokens * 4
     assert peak < text_bytes / 4, (peak, text_bytes)
+
+
+def test_the_context_check_counts_across_batches(monkeypatch):
+    """The streamed context-window check says what one look at every item said: the count over
+    every batch, the first five too long named, "…" when there are more."""
+    from types import SimpleNamespace
+
+    from abtui.client.items import Item
+    from abtui.workload import context
+
+    monkeypatch.setattr(context, "max_model_len", lambda url, *a, **k: 100 if "a" in url else None)
+    targets = [SimpleNamespace(base_url=u, model="m", headers={}, tls=True) for u in ("a", "b")]
+    check = context.ContextCheck(targets, ["small", "unsaid"])
+    items = [Item(index=k, id=f"i{k}", n_input=95 if k % 3 == 0 else 10, max_tokens=8)
+             for k in range(30)]  # fmt: skip
+    for lo in range(0, 30, 4):
+        check.add(items[lo : lo + 4])
+    events, messages = [], []
+    check.report(SimpleNamespace(event=lambda kind, msg: events.append((kind, msg))),
+                 SimpleNamespace(message=messages.append))  # fmt: skip
+    assert events == [("context_window", "10 of 30 requests need more than small's 100-token "
+                       "context window (prompt + max_tokens): i0, i3, i6, i9, i12, …")]  # fmt: skip
+    assert len(messages) == 1 and "refuse or truncate" in messages[0]

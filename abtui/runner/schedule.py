@@ -165,7 +165,7 @@ def recipe_spec(spec: Spec) -> Spec:
 
 
 class ScheduleMismatch(RuntimeError):
-    pass
+    """A generator's rebuilt items are not those the session file records."""
 
 
 def rebuild(plan):

@@ -163,6 +163,8 @@ def _host_fingerprint() -> dict:
     import socket
     from importlib import metadata
 
+    from abtui.hardware.host import cpu_model
+
     def ver(pkg: str) -> str | None:
         try:
             return metadata.version(pkg)
@@ -174,6 +176,7 @@ def _host_fingerprint() -> dict:
         "platform": platform.platform(),
         "python": platform.python_version(),
         "cpus": os.cpu_count(),
+        "cpu": cpu_model(),
         "versions": {p: ver(p) for p in ("abtui", "httpx", "duckdb", "numpy", "scipy")},
     }
 
@@ -292,7 +295,7 @@ def run_session(
             obs.message("stopped before any request was sent; the session file keeps the "
                         "items written so far")  # fmt: skip
             return SessionResult(path=path, name=name, status=status, snapshot=snap())
-        del sources  # a file's items are held by build.file_items' cache, the rest made
+        del sources  # every item is in the file now
         levels, warm = sch.levels, sch.warm
         segments = segments_of(spec, levels, len(spec.arms))
         obs.started(

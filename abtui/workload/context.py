@@ -51,27 +51,32 @@ class ContextCheck:
     """:func:`check_context` a batch of items at a time (a session streams its items): each
     arm's window is asked once, the items too long for it counted and the first five named."""
 
+    SHOWN = 5
+
     def __init__(self, targets, names: list[str]) -> None:
-        self.windows = []
+        self.windows: dict[str, int] = {}
         for name, t in zip(names, targets, strict=True):
             window = max_model_len(t.base_url, t.model, t.headers, verify=t.tls)
             if window is not None:
-                self.windows.append((name, window, [0], []))
+                self.windows[name] = window
         self.n = 0
+        self.bad = dict.fromkeys(self.windows, 0)
+        self.ids: dict[str, list[str]] = {name: [] for name in self.windows}
 
     def add(self, items: list[Item]) -> None:
         self.n += len(items)
-        for _, window, count, ids in self.windows:
+        for name, window in self.windows.items():
             bad = too_long(items, window)
-            count[0] += len(bad)
-            ids.extend(it.id for it in bad[: max(0, 5 - len(ids))])
+            self.bad[name] += len(bad)
+            ids = self.ids[name]
+            ids.extend(it.id for it in bad[: max(0, self.SHOWN - len(ids))])
 
     def report(self, writer, obs) -> None:
-        for name, window, (count,), ids in self.windows:
-            if not count:
+        for name, window in self.windows.items():
+            if not self.bad[name]:
                 continue
-            shown = ", ".join(ids) + (", …" if count > 5 else "")
-            msg = (f"{count} of {self.n} requests need more than {name}'s {window}-token "
+            shown = ", ".join(self.ids[name]) + (", …" if self.bad[name] > self.SHOWN else "")
+            msg = (f"{self.bad[name]} of {self.n} requests need more than {name}'s {window}-token "
                    f"context window (prompt + max_tokens): {shown}")  # fmt: skip
             writer.event("context_window", msg)
             obs.message(f"warning: {msg}; the server will refuse or truncate them")
