@@ -201,6 +201,9 @@ def main() -> int:
     args = ap.parse_args()
     argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
 
+    from abtui.hardware.memory import quiet_duckdb_allocator
+
+    quiet_duckdb_allocator()  # as abtui.cli.main does for a run, before DuckDB loads below
     if not args.no_trace:
         tracemalloc.start(args.frames)
     from abtui import cli

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 
@@ -135,3 +136,76 @@ def test_cpu_model_is_the_model_name_the_kernel_reports():
     cpuinfo = Path("/proc/cpuinfo")
     if cpuinfo.exists() and "model name" in cpuinfo.read_text():
         assert f"model name\t: {name}" in cpuinfo.read_text() or f": {name}\n" in cpuinfo.read_text()
+
+
+
+def _fresh_python(code: str, env: dict | None = None) -> str:
+    """``code`` run by a new interpreter (allocators in their start state, no
+    ``DUCKDB_JE_MALLOC_CONF`` unless ``env`` sets it); its stdout."""
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    full = {k: v for k, v in os.environ.items() if k != "DUCKDB_JE_MALLOC_CONF"}
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env={**full, **(env or {})},
+                         capture_output=True, text=True, timeout=120, check=True)  # fmt: skip
+    return out.stdout.strip()
+
+
+def test_a_run_quiets_duckdbs_allocator_before_duckdb_loads_and_a_report_does_not():
+    got = _fresh_python("""
+        import os, sys
+        from abtui import cli
+        assert "duckdb" not in sys.modules  # importing the CLI does not load DuckDB
+        cli.main(["report", "/nonexistent/session.duckdb"])  # fails: the report's own error
+        print(os.environ.get("DUCKDB_JE_MALLOC_CONF"))
+        cli.main(["run", "--headless"])  # no arms: a usage error, after the command is known
+        import duckdb  # what DuckDB's jemalloc reads when it loads
+        print(os.environ.get("DUCKDB_JE_MALLOC_CONF"))
+    """)
+    assert got.splitlines()[-2:] == ["None", "dirty_decay_ms:0,muzzy_decay_ms:0"]
+    # a user's own setting is kept; once DuckDB is loaded the call says it is too late
+    kept = _fresh_python("""
+        import os
+        from abtui.hardware.memory import quiet_duckdb_allocator
+        first = quiet_duckdb_allocator()
+        import duckdb
+        print(first, quiet_duckdb_allocator(), os.environ["DUCKDB_JE_MALLOC_CONF"])
+    """, env={"DUCKDB_JE_MALLOC_CONF": "dirty_decay_ms:500"})  # fmt: skip
+    assert kept == "True False dirty_decay_ms:500"
+
+
+_MAPPED = """
+    import ctypes
+    import numpy as np
+    from abtui.hardware.memory import big_arrays_to_the_os
+    class Info(ctypes.Structure):
+        _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks",
+                    "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+    libc = ctypes.CDLL("libc.so.6")
+    if not hasattr(libc, "mallinfo2"):
+        print("no-mallinfo2")
+    else:
+        libc.mallinfo2.restype = Info
+        if FIXED:
+            assert big_arrays_to_the_os()
+        big = np.ones(4 << 20, dtype=np.uint8)
+        del big  # freed: glibc's dynamic threshold rises to 4 MB
+        before = libc.mallinfo2().hblkhd
+        a = np.ones(1 << 20, dtype=np.uint8)
+        print(libc.mallinfo2().hblkhd - before >= (1 << 20))  # mapped on its own
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
+def test_big_arrays_go_back_to_the_os_after_a_bigger_one_was_freed():
+    """By default, once a 4 MB array was freed a 1 MB one comes from the heap (its pages stay
+    with the process when it is freed); with the threshold fixed it is mapped on its own, and
+    unmapped when freed. mallinfo2's ``hblkhd``: the bytes in such mappings."""
+    import textwrap
+
+    runs = [_fresh_python(f"FIXED = {fixed}\n" + textwrap.dedent(_MAPPED)) for fixed in (0, 1)]
+    if "no-mallinfo2" in runs:
+        pytest.skip("a glibc without mallinfo2")
+    assert runs == ["False", "True"]

@@ -26,6 +26,7 @@ from abtui.cli.run import (
 )
 from abtui.cli.types import positive_float, positive_int
 from abtui.errors import AbtuiError, UsageError
+from abtui.hardware.memory import quiet_duckdb_allocator
 from abtui.spec.model import StoreSpec
 
 __all__ = ["apply_flags", "build_parser", "main"]
@@ -341,10 +342,16 @@ def _add_open(sub) -> None:
     op.set_defaults(func=cmd_open)
 
 
+# commands whose process runs a session (writes it, then reads it back) on a memory budget
+RUNS_A_SESSION = ("run", "demo")
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
+        if args.command in RUNS_A_SESSION:  # before anything loads DuckDB (hardware.memory)
+            quiet_duckdb_allocator()
         if not getattr(args, "func", None):
             if args.command is None and sys.stdin.isatty() and sys.stdout.isatty():
                 return cmd_start()

@@ -319,8 +319,13 @@ def run_in_tui(job):
 def run_and_report(spec, text: str, *, overwrite: bool, items=None, gate: bool = True,
                    tui: bool = False) -> int:  # fmt: skip
     """Run under the TUI or headless, then print the summary and the verdict; the exit code
-    (:mod:`abtui.headless` says which)."""
+    (:mod:`abtui.headless` says which). The process gives big arrays back to the OS when it
+    frees them (:func:`abtui.hardware.memory.big_arrays_to_the_os`): the summary and verdict at
+    the end of a 100,000-request run peaked ~12 MB higher on the holes of the ones before."""
+    from abtui.hardware.memory import big_arrays_to_the_os
     from abtui.headless import report_run, run_headless
+
+    big_arrays_to_the_os()
 
     if not tui:
         return run_headless(spec, text, overwrite=overwrite, items=items, gate=gate)

@@ -47,8 +47,9 @@ STATS = ("mean", "p50", "p90", "p95", "p99")
 QUANTILES = {"p50": 0.50, "p90": 0.90, "p95": 0.95, "p99": 0.99}
 GRID_TRIM_N = TAIL_FROM  # above this many values the grid spans the 10⁻⁵ … 1 − 10⁻⁵ quantiles
 GRID_TRIM = (TAIL_FRACTION, 1 - TAIL_FRACTION)  # (defined with the gap scan that keeps them)
-WEIGHT_ROWS_CELLS = 250_000  # circular_block_weights counts this many (resample, unit) at once
-RESAMPLE_ROWS = 2048  # resamples whose statistics are computed at once (Sketch.resampled, wdot)
+WEIGHT_ROWS_CELLS = 62_500  # (resample, unit) counted at once by circular_block_weights, and
+RESAMPLE_ROWS = 256  # resamples at once in Sketch.resampled, wdot: ~500 KB temporaries (< 600 KB,
+# above which a run maps each array afresh: abtui.hardware.memory). The same numbers at any size.
 
 
 # ----------------------------------------------------------------------- block length
