@@ -65,7 +65,7 @@ FLUSH_CHUNKS = 500_000  # ... or this many chunks
 # reliability.md, Soak). A momentary limit this low evicts them; see _drop_block_cache.
 CACHE_TRIM_LIMIT = "8MB"
 # While items are written: unlimited, DuckDB kept every written prompt's blocks (100,000 items
-# of 512 tokens: 614 MB); under this it evicts them (64 MB: 186-190, 32 MB: 157-158, as fast).
+# of 512 tokens: 614 MB); under this it evicts them (64 MB: 186-190, 32 MB: 157-158; ~0.5 s slower).
 ITEMS_MEMORY_LIMIT = "32MB"
 
 # A config key names a secret if one of its ``_``-separated words is one of these (after
