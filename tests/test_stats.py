@@ -346,3 +346,34 @@ def test_a_dependent_aa_interval_covers_the_truth(monkeypatch):
                             for k in ("ttft.p50", "tpot.p50", "ttft.mean", "tpot.mean"))  # fmt: skip
     rate_on, rate_off = miss[True] / (4 * reps), miss[False] / (4 * reps)
     assert rate_on <= 0.08 and rate_off >= rate_on + 0.03, (rate_on, rate_off)
+
+
+@pytest.mark.parametrize("n_bins", [1, 7, 32, 33, 200, 512])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_crossings_are_those_of_the_full_product(n_bins, dtype):
+    """The block-wise crossings (abtui/stats/crossing.py) against the whole product: the same
+    bin, counts and rank for every resample and quantile, empty resamples and heavy bins too."""
+    from abtui.stats.crossing import crossings
+
+    rng = np.random.default_rng(n_bins)
+    units = 60
+    hist = rng.poisson(0.3, size=(units, n_bins)) * (rng.random((units, n_bins)) < 0.4)
+    hist[:, n_bins // 2] += rng.integers(0, 40, units)  # one heavy bin: many ties at a rank
+    cum = np.cumsum(hist, axis=1).astype(dtype)
+    w = rng.integers(0, 4, size=(300, units)).astype(dtype)
+    w[:3] = 0  # empty resamples: n = 0
+    fractions = [0.5, 0.9, 0.95, 0.99]
+    full = w @ cum
+    n, found = crossings(w, cum, fractions)
+    assert np.array_equal(n, full[:, -1].astype(np.float64))
+    rows = np.arange(len(w))
+    for q, (rank, j, before, at) in zip(fractions, found, strict=True):
+        want_rank = q * (n - 1)
+        want_j = np.minimum(
+            np.count_nonzero(full <= np.floor(want_rank).astype(dtype)[:, None], axis=1),
+            n_bins - 1,
+        )
+        assert np.array_equal(rank, want_rank) and np.array_equal(j, want_j)
+        assert np.array_equal(at, full[rows, want_j].astype(np.float64))
+        want_before = np.where(want_j > 0, full[rows, np.maximum(want_j - 1, 0)], 0)
+        assert np.array_equal(before, want_before.astype(np.float64))

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from abtui.metrics.gaps import TAIL_FRACTION, TAIL_FROM, linear_quantile
+from abtui.stats.crossing import crossings
 from abtui.stats.distributions import norm_ppf, t_ppf
 
 DEFAULT_RESAMPLES = 10_000
@@ -381,35 +382,26 @@ class Sketch:
                     occupied = np.zeros(1, dtype=np.int64)
                 cum_units = np.cumsum(self.hist[:, occupied], axis=1, dtype=np.float64)
                 cum_units = cum_units.astype(dtype)
-                full = self._quantiles(
-                    cum_units.sum(axis=0, dtype=np.float64)[None, :], occupied, qs
-                )
-                parts = [self._quantiles(weights[b].astype(dtype, copy=False) @ cum_units,
-                                         occupied, qs) for b in blocks]  # fmt: skip
+                # only the columns around each crossing are multiplied out (crossing.py)
+                fr = [QUANTILES[s] for s in qs]
+                total = cum_units.sum(axis=0, dtype=np.float64)[None, :]
+                full = self._values(*crossings(np.ones((1, 1)), total, fr), occupied, qs)
+                parts = [self._values(*crossings(weights[b].astype(dtype, copy=False), cum_units,
+                                                 fr), occupied, qs) for b in blocks]  # fmt: skip
                 for s in qs:
                     boot = np.concatenate([p[s] for p in parts]) if parts else np.zeros(0)
                     out[s] = boot * (self.exact[s] / full[s][0])
         return out
 
-    def _quantiles(
-        self, cum: np.ndarray, occupied: np.ndarray, qs: list[str]
-    ) -> dict[str, np.ndarray]:
-        """Quantiles of each row of ``cum``: cumulative whole-number counts at the grid bins
-        ``occupied`` (ascending; the count is flat between them)."""
-        n = cum[:, -1].astype(np.float64)
-        rows = np.arange(len(n))
+    def _values(self, n, found, occupied, qs: list[str]) -> dict[str, np.ndarray]:
+        """The quantiles ``qs`` of each resample (totals ``n``; per quantile its crossing,
+        :func:`abtui.stats.crossing.crossings`: rank, occupied bin, counts before and at it),
+        interpolated within the bin on the log grid (NaN where a resample is empty)."""
         out = {}
-        for s in qs:
-            rank = QUANTILES[s] * (n - 1)  # numpy "linear": 0-based fractional rank
-            # the bin holding the rank is the first whose cumulative count exceeds it, an occupied
-            # one; counts are whole, so "≤ rank" is "≤ ⌊rank⌋", exact in cum's dtype
-            j = np.count_nonzero(cum <= np.floor(rank).astype(cum.dtype)[:, None], axis=1)
-            j = np.minimum(j, cum.shape[1] - 1)
-            k = occupied[j]
-            before = np.where(j > 0, cum[rows, np.maximum(j - 1, 0)], 0.0).astype(np.float64)
-            in_bin = cum[rows, j].astype(np.float64) - before
+        for s, (rank, j, before, at) in zip(qs, found, strict=True):
+            in_bin = at - before
             frac = np.clip((rank - before + 0.5) / np.where(in_bin > 0, in_bin, 1.0), 0.0, 1.0)
-            logv = self.grid.lo + (k + frac) * self.grid.width
+            logv = self.grid.lo + (occupied[j] + frac) * self.grid.width
             out[s] = np.where(n > 0, np.exp(logv) - EPS_S, np.nan)
         return out
 
