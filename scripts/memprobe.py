@@ -201,9 +201,11 @@ def main() -> int:
     args = ap.parse_args()
     argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
 
+    from abtui.cli import RUNS_A_SESSION
     from abtui.hardware.memory import quiet_duckdb_allocator
 
-    quiet_duckdb_allocator()  # as abtui.cli.main does for a run, before DuckDB loads below
+    if argv[:1] and argv[0] in RUNS_A_SESSION:  # as abtui.cli.main does, before DuckDB loads
+        quiet_duckdb_allocator()
     if not args.no_trace:
         tracemalloc.start(args.frames)
     from abtui import cli

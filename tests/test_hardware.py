@@ -179,7 +179,6 @@ def test_a_run_quiets_duckdbs_allocator_before_duckdb_loads_and_a_report_does_no
 _MAPPED = """
     import ctypes
     import numpy as np
-    from abtui.hardware.memory import big_arrays_to_the_os
     class Info(ctypes.Structure):
         _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks",
                     "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
@@ -188,24 +187,32 @@ _MAPPED = """
         print("no-mallinfo2")
     else:
         libc.mallinfo2.restype = Info
-        if FIXED:
-            assert big_arrays_to_the_os()
+        SETUP
         big = np.ones(4 << 20, dtype=np.uint8)
         del big  # freed: glibc's dynamic threshold rises to 4 MB
         before = libc.mallinfo2().hblkhd
         a = np.ones(1 << 20, dtype=np.uint8)
         print(libc.mallinfo2().hblkhd - before >= (1 << 20))  # mapped on its own
 """
+_FIX = "from abtui.hardware.memory import big_arrays_to_the_os; assert big_arrays_to_the_os()"
+# what `abtui run` and `abtui demo` go through, the run itself stubbed out
+_RUN = ("import abtui.headless as h; h.run_headless = lambda *a, **k: 0; "
+        "from abtui.cli.run import run_and_report; run_and_report(None, '', overwrite=False)")  # fmt: skip
+
+
+def _mapped(setup: str) -> str:
+    import textwrap
+
+    return _fresh_python(textwrap.dedent(_MAPPED).replace("SETUP", setup))
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
 def test_big_arrays_go_back_to_the_os_after_a_bigger_one_was_freed():
     """By default, once a 4 MB array was freed a 1 MB one comes from the heap (its pages stay
     with the process when it is freed); with the threshold fixed it is mapped on its own, and
-    unmapped when freed. mallinfo2's ``hblkhd``: the bytes in such mappings."""
-    import textwrap
-
-    runs = [_fresh_python(f"FIXED = {fixed}\n" + textwrap.dedent(_MAPPED)) for fixed in (0, 1)]
+    unmapped when freed, and a run's process has it fixed. mallinfo2's ``hblkhd``: the bytes in
+    such mappings."""
+    runs = [_mapped(setup) for setup in ("pass", _FIX, _RUN)]
     if "no-mallinfo2" in runs:
         pytest.skip("a glibc without mallinfo2")
-    assert runs == ["False", "True"]
+    assert runs == ["False", "True", "True"]

@@ -384,8 +384,8 @@ class Sketch:
                 cum_units = cum_units.astype(dtype)
                 # only the columns around each crossing are multiplied out (crossing.py)
                 fr = [QUANTILES[s] for s in qs]
-                total = cum_units.sum(axis=0, dtype=np.float64)[None, :]
-                full = self._values(*crossings(np.ones((1, 1)), total, fr), occupied, qs)
+                total = cum_units.sum(axis=0, dtype=np.float64)[None, :]  # the sample itself:
+                full = self._values(*crossings(np.ones((1, 1)), total, fr), occupied, qs)  # 1 × it
                 parts = [self._values(*crossings(weights[b].astype(dtype, copy=False), cum_units,
                                                  fr), occupied, qs) for b in blocks]  # fmt: skip
                 for s in qs:

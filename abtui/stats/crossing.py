@@ -34,36 +34,35 @@ def crossings(
     if n_bins <= 2 * STRIDE:
         full = w @ cum
         n = full[:, -1].astype(np.float64)
-        return n, [_in_block(full, n, q, 0, full.dtype.type(0)) for q in fractions]
+        return n, [(q * (n - 1), *_in_block(full, q * (n - 1), 0, 0)) for q in fractions]
     ends = np.minimum(np.arange(STRIDE - 1, n_bins + STRIDE - 1, STRIDE), n_bins - 1)
     coarse = w @ cum[:, ends]  # the counts at each block's last bin; the last is the total
     n = coarse[:, -1].astype(np.float64)
     out = []
     for q in fractions:
         rank = q * (n - 1)
-        floor = np.floor(rank).astype(coarse.dtype)
         # blocks whose every count is ≤ ⌊rank⌋ (counts only grow): the crossing is in the next
-        block = np.minimum(np.count_nonzero(coarse <= floor[:, None], axis=1), len(ends) - 1)
+        block, _, _ = _in_block(coarse, rank, 0, 0)
         j = np.empty(len(n), dtype=np.int64)
         before, at = np.empty(len(n)), np.empty(len(n))
         for b in np.unique(block):
             rows = np.flatnonzero(block == b)
             lo = int(b) * STRIDE
             fine = w[rows] @ cum[:, lo : min(lo + STRIDE, n_bins)]
-            prior = coarse[rows, b - 1] if b > 0 else fine.dtype.type(0)  # the count at lo − 1
-            _, j[rows], before[rows], at[rows] = _in_block(fine, n[rows], q, lo, prior)
+            prior = coarse[rows, b - 1] if b > 0 else 0  # the count at lo − 1
+            j[rows], before[rows], at[rows] = _in_block(fine, rank[rows], lo, prior)
         out.append((rank, j, before, at))
     return n, out
 
 
-def _in_block(counts, n, q, lo, prior):
-    """``(rank, j, before, at)`` for the rows of ``counts`` (cumulative counts at columns
-    ``lo``, ``lo + 1``, …, the crossing among them or at the last; ``prior``: the count at
-    ``lo − 1``, a scalar or one a row)."""
-    rank = q * (n - 1)
+def _in_block(counts, rank, lo, prior):
+    """``(j, before, at)`` for the rows of ``counts``, cumulative counts at columns ``lo``,
+    ``lo + 1``, …: ``j`` the first column whose count exceeds ``⌊rank⌋`` (the last, if none
+    does), the counts at ``j − 1`` and ``j`` as float64; ``prior``: the count at ``lo − 1``,
+    a scalar or one a row. Counts are whole, so "≤ rank" is "≤ ⌊rank⌋", exact in their dtype."""
     floor = np.floor(rank).astype(counts.dtype)
     k = np.minimum(np.count_nonzero(counts <= floor[:, None], axis=1), counts.shape[1] - 1)
     rows = np.arange(len(k))
     at = counts[rows, k].astype(np.float64)
     before = np.where(k > 0, counts[rows, np.maximum(k - 1, 0)], prior).astype(np.float64)
-    return rank, lo + k, before, at
+    return lo + k, before, at
