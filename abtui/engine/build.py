@@ -35,7 +35,8 @@ from abtui.errors import AbtuiError
 
 SOURCE_PACKAGE = "llama-cpp-python"
 SOURCE_VERSION = "0.3.36"
-TARGETS = ("llama-server", "llama-quantize")
+# llama-perplexity: the prompt-perplexity path for llama.cpp arms (llama-server has no echo)
+TARGETS = ("llama-server", "llama-quantize", "llama-perplexity")
 ENV_SERVER = "ABTUI_LLAMA_SERVER"
 
 # Everything off that needs the network or is not needed: the web UI (its prebuilt assets would
