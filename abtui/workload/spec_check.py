@@ -25,6 +25,15 @@ def check_workload(spec, source: str) -> None:
             f"{source}: shared prefixes need both workload.prefix_groups and prefix_tokens",
             "e.g. --prefix-groups 8 --prefix-tokens 256",
         )
+    if w.task is not None:
+        from abtui.workload.tasks import TASKS
+
+        if w.task not in TASKS:
+            raise SpecError(f"{source}: workload.task must be one of {', '.join(TASKS)}, "
+                            f"got {w.task!r}")  # fmt: skip
+        if w.file is not None or w.prefix_groups:
+            raise SpecError(f"{source}: workload.task makes its own prompts: it takes no "
+                            "workload.file or shared prefixes")  # fmt: skip
     if not (ld.burstiness > 0 and math.isfinite(ld.burstiness)):
         raise SpecError(f"{source}: load.burstiness must be > 0 (1 = Poisson), got {ld.burstiness}")
     if not (ld.speedup > 0 and math.isfinite(ld.speedup)):
