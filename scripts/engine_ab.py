@@ -55,11 +55,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-pin", action="store_true", help="do not pin the servers to cores")
     ap.add_argument("--http", choices=("fast", "httpx"), default="fast")
     ap.add_argument("--dir", type=Path, help="work folder (default: a temporary one)")
-    ap.add_argument("--experiments", nargs="?", const="batching,kv-quant,spec-decode,np-x-draft,weights",
-                    metavar="KEYS", help="run the optimisation A/Bs instead (default: all four)")  # fmt: skip
+    ap.add_argument("--experiments", nargs="?", const="ngram-repeat,ngram-story,parallel,kv-q4",
+                    metavar="KEYS", help="run the optimisation A/Bs instead (default: the "
+                    "real-model ones; the tiny-model ones are batching, kv-quant, spec-decode, "
+                    "np-x-draft, weights)")  # fmt: skip
+    ap.add_argument("--requests-per-arm", type=int, metavar="N",
+                    help="--experiments: measured requests per arm (default: each A/B's own)")
     a = ap.parse_args(argv)
     if a.experiments:
-        return experiments(a.experiments.split(","), a.dir)
+        return experiments(a.experiments.split(","), a.dir, a.requests_per_arm)
     cfg = ABConfig(
         requests=a.requests, input_tokens=a.input_tokens, output_tokens=a.output_tokens,
         model_seed=a.model_seed, per_token_chunks=not a.no_logprobs, pin=not a.no_pin,
@@ -177,9 +181,10 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if problems else 0
 
 
-def experiments(keys: list[str], folder: Path | None) -> int:
+def experiments(keys: list[str], folder: Path | None, requests: int | None = None) -> int:
     from abtui.engine.experiments import (
         EXPERIMENTS,
+        REAL_MODELS,
         factorial_lines,
         models_for,
         run_experiment,
@@ -190,10 +195,13 @@ def experiments(keys: list[str], folder: Path | None) -> int:
     rows, results = [], []
     with tempfile.TemporaryDirectory(prefix="abtui-engine-") as tmp:
         base = folder or Path(tmp)
-        models = models_for(base / "models")
+        tiny = any(st.model not in REAL_MODELS for k in keys
+                   for st in (EXPERIMENTS[k].baseline, EXPERIMENTS[k].candidate))  # fmt: skip
+        models = models_for(base / "models") if tiny else None
         for k in keys:
             print(f"engine_ab: {k}", file=sys.stderr)
-            res = run_experiment(EXPERIMENTS[k], base / k, models=models, log=sys.stderr)
+            res = run_experiment(EXPERIMENTS[k], base / k, models=models, log=sys.stderr,
+                                 requests=requests)  # fmt: skip
             results.append(res)
             if not EXPERIMENTS[k].factors:
                 rows += table_rows(res)
@@ -212,6 +220,9 @@ def experiments(keys: list[str], folder: Path | None) -> int:
               f"{res.wall_s:.0f} s")  # fmt: skip
         for line in factorial_lines(res) if exp.factors else res.pair["reasons"]:
             print(f"  - {line}")
+        if res.ppl:
+            print(f"  llama-perplexity: {res.ppl.line()}")
+            print(f"    {' '.join(res.ppl.cand.argv)}")
         if res.logprobs:
             c = res.logprobs
             print(f"  logprobs: top-1 {c['top1_agreement']:.1%} [{c['top1_lo']:.1%}, "
