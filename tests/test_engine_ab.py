@@ -9,6 +9,8 @@ Marked ``engine``: skips without llama-server unless ``ABTUI_REQUIRE_ENGINE=1`` 
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from engine_fixtures import require_engine
 
@@ -130,3 +132,33 @@ def test_a_2x2_of_parallel_slots_and_a_draft_model_on_the_real_engine(tmp_path, 
     # four slots always beat one at concurrency 4 on TTFT (no wait for a slot), alone or not
     assert rows["ttft.p50"]["alone"]["np4"]["ratio"] < -0.5
     assert rows["ttft.p50"]["combined"]["ratio"] < -0.5
+
+
+def test_ngram_speculation_drafts_from_the_input_not_from_open_generation(tmp_path, smollm2_gguf):
+    """SmolLM2 through its chat template, ngram-simple (no draft model) against none, on two
+    workloads: repeat a given paragraph (input-grounded) and write a short story (open). The
+    drafts come from n-grams already in the sequence, so the server accepts many on the first
+    and few on the second: the same optimisation, two workloads, two verdicts. Greedy decoding
+    makes the counters the same run to run; timing is not asserted (a loaded CI box moves it)."""
+    require_engine()
+    models = {"smollm2": smollm2_gguf}
+    got = {}
+    for key, out in (("ngram-repeat", 96), ("ngram-story", 64)):
+        exp = dataclasses.replace(EXPERIMENTS[key], input_tokens=50, output_tokens=out, blocks=2)
+        res = got[key] = run_experiment(exp, tmp_path / key, requests=4, models=models)
+        assert res.problems == [], res.problems
+        assert res.counters["plain"].delta("llamacpp:spec_decode_num_draft_tokens_total") == 0
+        for arm in ("plain", "ngram"):
+            s = res.report["summaries"][arm]
+            assert s["ok"] == s["sent"] == 4
+    rep, story = got["ngram-repeat"].counters["ngram"], got["ngram-story"].counters["ngram"]
+    # copying: most drafts accepted, most of the output drafted (measured 75 % and 77 %), and
+    # several tokens per llama_decode() call
+    assert rep.acceptance > 0.5 and rep.drafted_share > 0.4, (rep.acceptance, rep.drafted_share)
+    plain = got["ngram-repeat"].counters["plain"]
+    assert rep.delta("llamacpp:n_decode_total") < 0.6 * plain.delta("llamacpp:n_decode_total")
+    diag = {d["name"]: d for d in got["ngram-repeat"].report["diagnosis"]}
+    assert diag["ngram"]["timings"]["stream_acceptance"] > 0.5  # the streams' draft_n say so too
+    # open generation: few drafts, and fewer of them right (measured 15 % and 2.5 %)
+    assert story.drafted_share < rep.drafted_share / 4, (story.drafted_share, rep.drafted_share)
+    assert not story.acceptance >= rep.acceptance  # nan (nothing drafted) passes too

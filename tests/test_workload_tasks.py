@@ -63,3 +63,17 @@ def test_an_item_is_the_same_whichever_others_are_made():
 def test_a_bad_task_is_named(workload, says):
     with pytest.raises(SpecError, match=says):
         _spec(workload)
+
+
+def test_the_warm_up_asks_the_same_kind_of_question():
+    """A server warmed on common words would meet the task's prompts cold (and an n-gram
+    drafter's counters would mix the two kinds)."""
+    from abtui.runner.schedule import warmup_items
+
+    spec = _spec({"task": "repeat", "requests": 3, "input_tokens": 40})
+    warm = warmup_items(spec, 3)
+    assert [it.id for it in warm] == ["warmup0", "warmup1"]
+    assert all(it.prompt.startswith(REPEAT_INSTRUCTION) for it in warm)
+    assert not {it.prompt for it in warm} & {it.prompt for it in build_items(spec, None)}
+    plain = warmup_items(_spec({"requests": 3, "input_tokens": 40}), 3)
+    assert all(it.prompt.startswith(f"warmup {k} ") for k, it in enumerate(plain))

