@@ -184,8 +184,8 @@ def main(argv: list[str] | None = None) -> int:
 def experiments(keys: list[str], folder: Path | None, requests: int | None = None) -> int:
     from abtui.engine.experiments import (
         EXPERIMENTS,
-        REAL_MODELS,
         factorial_lines,
+        is_real,
         models_for,
         run_experiment,
         table_rows,
@@ -195,7 +195,7 @@ def experiments(keys: list[str], folder: Path | None, requests: int | None = Non
     rows, results = [], []
     with tempfile.TemporaryDirectory(prefix="abtui-engine-") as tmp:
         base = folder or Path(tmp)
-        tiny = any(st.model not in REAL_MODELS for k in keys
+        tiny = any(not is_real(st.model) for k in keys
                    for st in (EXPERIMENTS[k].baseline, EXPERIMENTS[k].candidate))  # fmt: skip
         models = models_for(base / "models") if tiny else None
         for k in keys:
@@ -214,6 +214,17 @@ def experiments(keys: list[str], folder: Path | None, requests: int | None = Non
     for r in rows:
         print("| " + " | ".join(r[c] for c in cols) + " |")
     print()
+    knobs = [r for r in results if r.ppl]
+    if knobs:
+        print("| A/B | knob | PPL | PPL ratio ± 1 s.e. | mean KLD (nats) | same top token | "
+              "quality: accuracy baseline → candidate (Δ, gate) |")  # fmt: skip
+        print("|---|---|---|---|---|---|---|")
+        for r in knobs:
+            c, exp = r.ppl, EXPERIMENTS[r.key]
+            print(f"| {r.key} | {exp.candidate.name} | {c.base.ppl:.2f} → {c.cand.ppl:.2f} | "
+                  f"×{c.ratio:.4f} ± {c.ratio_err:.4f} | {c.kld:.4f} | {c.same_top:.1%} | "
+                  f"{quality_cell(r.pair.get('quality'))} |")  # fmt: skip
+        print()
     for res in results:
         exp = EXPERIMENTS[res.key]
         print(f"{res.key} ({exp.title}; {exp.schedule}: {exp.why}): {res.pair['result']} in "
@@ -230,6 +241,20 @@ def experiments(keys: list[str], folder: Path | None, requests: int | None = Non
         for p in res.problems:
             print(f"  PROBLEM: {p}")
     return 1 if any(r.problems for r in results) else 0
+
+
+def quality_cell(q: dict | None) -> str:
+    """Each suite's accuracy on both arms, overall and per bucket (length), and its gate."""
+    if not q:
+        return "—"
+    gates = {g["suite"]: g["state"] for g in q.get("gates", [])}
+    out = []
+    for s in q.get("suites", []):
+        per = ", ".join(f"{b['bucket']} {b['acc_a']:.0%} → {b['acc_b']:.0%}"
+                        for b in q.get("buckets", []) if b["suite"] == s["suite"])  # fmt: skip
+        out.append(f"{s['suite']} {s['acc_a']:.0%} → {s['acc_b']:.0%} ({s['delta'] * 100:+.1f} "
+                   f"pp, {gates.get(s['suite'], '?')}; {per})")  # fmt: skip
+    return "; ".join(out) or "—"
 
 
 if __name__ == "__main__":

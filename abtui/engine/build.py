@@ -35,7 +35,7 @@ from abtui.errors import AbtuiError
 
 SOURCE_PACKAGE = "llama-cpp-python"
 SOURCE_VERSION = "0.3.36"
-# llama-perplexity: the prompt-perplexity path for llama.cpp arms (llama-server has no echo)
+# llama-perplexity: the prompt-perplexity path for llama.cpp arms (llama-server scores no prompt)
 TARGETS = ("llama-server", "llama-quantize", "llama-perplexity")
 ENV_SERVER = "ABTUI_LLAMA_SERVER"
 

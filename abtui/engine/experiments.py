@@ -167,6 +167,22 @@ EXPERIMENTS: dict[str, Experiment] = {
             requests=24, input_tokens=200, output_tokens=32, concurrency=1, api="chat",
             task="story", ppl=True, ctx=4096,
         ),
+        # the other knobs of "PPL flat, retrieval dropped?" (docs/engine.md): few latency
+        # requests, the point is PPL and the quality suites
+        *(Experiment(
+            key, f"{what} on a real model (baseline: Q4_1 weights, f16 KV, flash attention)",
+            ServerSetup("base", "smollm2", flash_attn="on"), cand,
+            "alternate", "the arms take turns on the whole machine: neither pays for the other",
+            requests=8, input_tokens=200, output_tokens=32, concurrency=1, api="chat",
+            task="story", ppl=True, ctx=4096, blocks=2,
+        ) for key, what, cand in (
+            ("kv-q8", "KV-cache q8_0", ServerSetup("kv-q8_0", "smollm2", flash_attn="on",
+                                                   kv_type="q8_0")),
+            ("w-q3k", "weights requantised to Q3_K_M",
+             ServerSetup("Q3_K_M", "smollm2@Q3_K_M", flash_attn="on")),
+            ("w-q2k", "weights requantised to Q2_K",
+             ServerSetup("Q2_K", "smollm2@Q2_K", flash_attn="on")),
+        )),
         Experiment(
             "weights", "weights: Q8_0 vs Q4_0",
             ServerSetup("q8_0", "Q8_0"), ServerSetup("q4_0", "Q4_0"),

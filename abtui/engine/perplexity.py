@@ -1,8 +1,8 @@
 """Perplexity on llama.cpp, engine-side: its own ``llama-perplexity`` tool (same source tree as
 ``llama-server``) on a fixed text, with an arm's model and cache flags.
 
-``llama-server`` cannot score a prompt: ``/v1/completions`` refuses ``echo`` ("Only no echo is
-supported") and ``n_probs`` covers generated tokens only, so abtui's endpoint PPL
+``llama-server`` cannot score a prompt: ``/v1/completions`` takes ``echo`` but returns logprobs
+for the generated tokens only (as does ``n_probs`` on ``/completion``), so abtui's endpoint PPL
 (:mod:`abtui.quality.ppl`) reports it as not supported. ``llama-perplexity`` computes the
 standard figure instead: the text is cut into ``ctx``-token chunks, each chunk is evaluated in
 one pass and the second half of its tokens is scored, each against everything before it in the

@@ -4,10 +4,10 @@ One non-streamed request per arm: ``prompt`` = :data:`FIXED_TEXT`, ``max_tokens`
 true, ``logprobs`` 1, greedy. An endpoint that scores the prompt (vLLM) returns
 ``choices[0].logprobs.token_logprobs`` over the echoed prompt; ``PPL = exp(−mean)`` of them over
 the prompt's tokens (the first is null: it has no context; the generated token is left out).
-An endpoint that refuses ``echo`` (llama.cpp's ``llama-server``: "Only no echo is supported";
-its ``n_probs`` covers generated tokens only) or returns no prompt logprobs (abtui's simulator
-with ``--logprobs off``) gets "not supported by this endpoint", with which of the two — never a
-made-up figure. (abtui's simulator otherwise serves simulated logprobs: :mod:`abtui.sim.logprobs`;
+An endpoint that refuses ``echo``, or returns no prompt logprobs (llama.cpp's ``llama-server``:
+it takes ``echo`` but its ``logprobs`` / ``n_probs`` cover the generated tokens only; abtui's
+simulator with ``--logprobs off``), gets "not supported by this endpoint", with which of the
+two — never a made-up figure. (abtui's simulator otherwise serves simulated logprobs: :mod:`abtui.sim.logprobs`;
 for llama.cpp, ``abtui.engine.perplexity`` runs its ``llama-perplexity`` tool on the arm's model.)
 
 PPL is a prefill-only measure: it may never read a quantised KV cache, so a flat PPL says
