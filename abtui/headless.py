@@ -53,13 +53,14 @@ def run_spec_file(path: str | Path, *, overwrite: bool = False) -> int:
     endpoint that does not answer) is printed as the command line prints it, one line on stderr,
     and returned as its exit code (2) instead of raised."""
     from abtui.errors import AbtuiError
+    from abtui.report.untrusted import inert
 
     try:
         spec, text = load_checked_spec(path)
         return run_headless(spec, text, overwrite=overwrite)
     except AbtuiError as e:
         hint = f" (hint: {e.hint})" if e.hint else ""
-        print(f"abtui: {e.message}{hint}", file=sys.stderr)
+        print(inert(f"abtui: {e.message}{hint}"), file=sys.stderr)
         return e.exit_code
 
 

@@ -217,3 +217,12 @@ def test_secrets_in_a_spec_are_used_never_stored_or_shown(tmp_path, capsys):
         o, e = capsys.readouterr()
         assert not any(s in o + e for s in SPEC_SECRETS) and "alice" not in o + e, fmt
 
+
+def test_a_spec_error_does_not_echo_the_password(tmp_path, capsys):
+    spec = tmp_path / "s.toml"
+    spec.write_text(f'[[arms]]\nname = "a"\nurl = "http://alice:{SPEC_SECRETS[0]}@127.0.0.1:9"\n'
+                    f'[[arms]]\nname = "b"\nurl = "http://127.0.0.1:9/v1?api_key={SPEC_SECRETS[4]}"\n')  # fmt: skip
+    assert main(["run", str(spec), "--headless"]) == 2
+    err = capsys.readouterr().err
+    assert "does not end in /v1" in err and "Traceback" not in err, err
+    assert not any(s in err for s in SPEC_SECRETS) and "alice" not in err, err

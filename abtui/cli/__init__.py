@@ -27,6 +27,7 @@ from abtui.cli.run import (
 from abtui.cli.types import positive_float, positive_int
 from abtui.errors import AbtuiError, UsageError
 from abtui.hardware.memory import quiet_duckdb_allocator
+from abtui.report.untrusted import inert
 from abtui.spec.model import StoreSpec
 
 __all__ = ["apply_flags", "build_parser", "main"]
@@ -360,7 +361,7 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except AbtuiError as e:
         hint = f" (hint: {e.hint})" if e.hint else ""
-        print(f"abtui: {e.message}{hint}", file=sys.stderr)
+        print(inert(f"abtui: {e.message}{hint}"), file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
         print("abtui: interrupted", file=sys.stderr)

@@ -20,7 +20,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Footer, Static
+from textual.widgets import Footer
 from textual.worker import Worker, WorkerState
 
 from abtui.runner.observer import Observer
@@ -32,6 +32,7 @@ from abtui.tui.screens.live import LiveScreen
 from abtui.tui.screens.open import OpenScreen
 from abtui.tui.screens.start import StartScreen
 from abtui.tui.screens.verdict import VerdictData, VerdictScreen, load_verdict
+from abtui.tui.widgets.inert import Static
 
 # Job: runs the session (abtui.runner.session.run_session) with the observer and stop event.
 Job = Callable[[Observer, threading.Event], object]
