@@ -202,6 +202,20 @@ def test_secret_keys():
     assert scrub_url(None) is None
 
 
+def test_meta_drops_credential_keys_of_the_spec_only(tmp_path):
+    """The spec's credential keys go; data keyed by text keeps every key: a model's top-k
+    logprobs are keyed by token, and ``token`` or ``auth`` can be one."""
+    path = tmp_path / "m.duckdb"
+    logprobs = {"a": {"sequences": [[["token", {"token": -0.1, "auth": -2.0, "x": -3.0}]]]}}
+    with SessionWriter(path) as w:
+        w.write_meta(spec={"arms": [{"name": "a", "params": {"api_key": "k" * 12, "t": 1}}]},
+                     quality_logprobs=logprobs)  # fmt: skip
+    with SessionReader(path) as rd:
+        meta = rd.meta()
+    assert meta["spec"]["arms"][0]["params"] == {"t": 1}
+    assert meta["quality_logprobs"] == logprobs
+
+
 def test_table_from_reader_matches_records(tmp_path):
     records = [rec(i, arm=i % 2, t0=10**12 + i * 10**7, n=1 + i % 5) for i in range(50)]
     records[7] = rec(7, arm=1, status=CANCELLED, error_class="cancelled", n=0, n_output=None)

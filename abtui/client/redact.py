@@ -219,15 +219,17 @@ class Scrubber:
             self._grams = set().union(*(f.grams for f in self._fuzzy))
         return self._fuzzy
 
-    def __call__(self, obj: Any) -> Any:
-        """A copy of ``obj`` (JSON-like) with credential keys dropped and every string
-        :meth:`text`-scrubbed, at any depth."""
+    def __call__(self, obj: Any, keys: bool = True) -> Any:
+        """A copy of ``obj`` (JSON-like) with every string :meth:`text`-scrubbed and, with
+        ``keys`` (a config: a spec, an arm's settings), every credential key dropped, at any
+        depth. Data whose keys are not names (a model's tokens, keyed by their text: ``token``
+        is one) keep theirs: ``keys=False``."""
         if isinstance(obj, str):
             return self.text(obj)
         if isinstance(obj, dict):
-            return {k: self(v) for k, v in obj.items() if not is_secret_key(k)}
+            return {k: self(v, keys) for k, v in obj.items() if not (keys and is_secret_key(k))}
         if isinstance(obj, list | tuple):
-            return [self(v) for v in obj]
+            return [self(v, keys) for v in obj]
         return obj
 
 

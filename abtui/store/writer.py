@@ -68,6 +68,12 @@ CACHE_TRIM_LIMIT = "8MB"
 # of 512 tokens: 614 MB); under this it evicts them (64 MB: 186-190, 32 MB: 157-158; ~0.5 s slower).
 ITEMS_MEMORY_LIMIT = "32MB"
 
+# meta keys that hold configuration, whose credential-named keys are dropped (api_key, hf_token,
+# headers); every other value keeps its keys (quality_logprobs is keyed by token text) and has
+# only its strings scrubbed
+CONFIG_META = ("spec",)
+
+
 def _now_iso() -> str:
     return datetime.now().astimezone().isoformat(timespec="milliseconds")
 
@@ -220,7 +226,9 @@ class SessionWriter:
 
     def write_meta(self, **kv: Any) -> None:
         """Set meta keys (values are stored as JSON text), committed at once."""
-        rows = [[k, json.dumps(self.scrubber(v), default=str)] for k, v in kv.items()]
+        scrub = self.scrubber  # a config's credential keys dropped; data keeps its keys
+        rows = [[k, json.dumps(scrub(v, keys=k in CONFIG_META), default=str)]
+                for k, v in kv.items()]  # fmt: skip
         with self._transaction() as con:
             con.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", rows)
 
