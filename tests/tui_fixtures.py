@@ -89,7 +89,7 @@ def write_session(folder: Path, name: str, *, seed: int = 1, n: int = 60, status
     if verdict and status != "running":
         from abtui.verdict.session import session_verdict
 
-        session_verdict(path)
+        session_verdict(path, store=True)
     if mtime is not None:
         os.utime(path, (mtime, mtime))
     return path

@@ -384,7 +384,7 @@ def print_verdict(sv: SessionVerdict, out: TextIO, width: int | None = None) -> 
         left = floor_left_out(sv.noise_floor_detail)
         if left:
             console.print("[dim]noise floor, left out: " + escape("; ".join(left)) + "[/]")
-    if not sv.stored:
+    if sv.stored is False:
         console.print("[yellow]note:[/] the verdict was not stored (the session file is in use).")
 
 

@@ -170,7 +170,7 @@ class AbtuiApp(App):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="verdict")
     def load_verdict(self, path: Path) -> VerdictData:
-        return load_verdict(path)
+        return load_verdict(path, store=self.job is not None)  # a run's; not one opened
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="open")
     def open_stored(self, path: Path):

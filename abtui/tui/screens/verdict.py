@@ -39,13 +39,14 @@ class VerdictData:
     diagnosis: list[str]
 
 
-def load_verdict(path) -> VerdictData:
-    """The core calls behind the screen (run in a thread worker)."""
+def load_verdict(path, store: bool = False) -> VerdictData:
+    """The core calls behind the screen (run in a thread worker); ``store``: the app ran the
+    session, whose verdict goes into its file (an opened one is only read)."""
     from abtui.report.document import report_data
     from abtui.telemetry.diagnosis import diagnose, diagnosis_lines
     from abtui.verdict.session import session_verdict
 
-    sv = session_verdict(path)
+    sv = session_verdict(path, store=store)
     return VerdictData(sv, report_data(sv), diagnosis_lines(diagnose(path)))
 
 
