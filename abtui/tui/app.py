@@ -191,8 +191,10 @@ class AbtuiApp(App):
             if self.launched is not None and w.group in ("run", "open") and self.live is None:
                 self.back_to_start(notice=text)  # it never started: say why under the list
                 return
-            if w.group in ("run", "open"):  # the CLI raises it after the app closes
-                self.error = w.error  # (a verdict that fails is only shown: the run is stored)
+            # the CLI raises it after the app closes; a verdict that fails after a run is only
+            # shown (the run is stored), of a file opened it is the file's error too
+            if w.group in ("run", "open") or (w.group == "verdict" and self.job is None):
+                self.error = w.error
             self._note(text)
             if self.quitting == "start":
                 self.back_to_start(notice=text)
