@@ -341,8 +341,9 @@ def _add_open(sub) -> None:
     )  # fmt: skip
     op.add_argument("session", help="session file (.duckdb)")
     op.add_argument("--web", action="store_true",
-                    help="serve it to a browser on 127.0.0.1 (textual-serve, the `web` extra; "
-                         "no authentication: use an SSH tunnel)")  # fmt: skip
+                    help="serve it to a browser on 127.0.0.1 (textual-serve, the `web` extra): "
+                         "open the URL with the token it prints; from elsewhere, through an "
+                         "SSH tunnel")  # fmt: skip
     op.add_argument("--port", type=positive_int, default=8000,
                     help="port for --web (default %(default)s)")  # fmt: skip
     op.add_argument("--public-url", metavar="URL",
