@@ -51,7 +51,7 @@ DAMAGE = {  # name: (SQL on a whole session, words the message must hold)
     "a dropped table": (["DROP TABLE events"], "it has no events table"),
     "overflowing values": (["UPDATE requests SET done_ns = 9223372036854775000, "
                             "first_token_ns = -9223372036854775000 WHERE item < 3"],
-                           "done_ns out of range"),
+                           "out of range (not a time in ns)"),
     "a request of no arm": (["UPDATE requests SET arm = 7 WHERE item = 1"],
                             "requests name arm 7"),
     "arms numbered wrong": (["UPDATE arms SET arm = 5 WHERE arm = 1"], "arms are numbered"),

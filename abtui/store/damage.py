@@ -156,13 +156,31 @@ def check_meta(meta: dict) -> None:
         raise Damaged("meta 'clock_anchor' should hold perf_counter_ns and wall_ns in ns")
 
 
-def check_tables(con, tables: set[str]) -> None:
-    """Every table and column the code reads is there (older files lack a few, defaulted)."""
+def table_columns(con) -> dict[str, set[str]]:
+    """The file's tables, each with its columns (one catalog query)."""
     have: dict[str, set[str]] = {}
-    for t, c in con.execute(
-        "SELECT table_name, column_name FROM duckdb_columns()"
-    ).fetchall():
+    for t, c in con.execute("SELECT table_name, column_name FROM duckdb_columns() "
+                            "WHERE schema_name = 'main'").fetchall():  # fmt: skip
         have.setdefault(t, set()).add(c)
+    return have
+
+
+def file_key(path: str | os.PathLike) -> tuple | None:
+    """What identifies the file's contents as last checked: the file's and its WAL's size and
+    modification time (a writer changes one or the other); None when it cannot be read."""
+    try:
+        st = os.stat(path)
+        wal = os.stat(f"{path}.wal") if os.path.exists(f"{path}.wal") else None
+    except OSError:
+        return None
+    return (os.path.realpath(path), st.st_size, st.st_mtime_ns,
+            wal and (wal.st_size, wal.st_mtime_ns))  # fmt: skip
+
+
+def check_tables(have: dict[str, set[str]]) -> None:
+    """Every table and column the code reads is there (older files lack a few, defaulted);
+    ``have``: :func:`table_columns`."""
+    tables = set(have)
     for table, cols in SCHEMA_COLUMNS.items():
         if table not in tables:
             if table in _OPTIONAL_TABLES:
@@ -172,17 +190,19 @@ def check_tables(con, tables: set[str]) -> None:
         if missing:
             raise Damaged(f"table {table} has no column {', '.join(missing)}")
 
-def check_rows(con) -> None:
+
+def check_rows(con, have: dict[str, set[str]]) -> None:
     """The JSON of arms and verdicts, and that every request belongs where it
     says (an arm of the file)."""
     arms = set()
-    for arm, config in con.execute("SELECT arm, config FROM arms").fetchall():
+    rows = con.execute("SELECT arm, config FROM arms").fetchall()
+    for arm, config in rows:
         if arm is None or not 0 <= arm < 1 << 16:
             raise Damaged(f"arms: arm number {arm!r} (0 is the baseline, then 1, 2, …)")
         if not isinstance(loads(config, f"arms: the config of arm {arm}") or {}, dict):
             raise Damaged(f"arms: the config of arm {arm} should be an object")
         arms.add(arm)
-    n_arms = con.execute("SELECT count(*) FROM arms").fetchone()[0]
+    n_arms = len(rows)
     if arms != set(range(n_arms)):
         raise Damaged(f"arms are numbered {sorted(arms)}, not 0 to {n_arms - 1} once each")
     for k, (policy, result) in enumerate(
@@ -191,22 +211,18 @@ def check_rows(con) -> None:
         for col, text in (("policy", policy), ("result", result)):
             if not isinstance(loads(text, f"verdicts row {k}: {col}") or {}, dict):
                 raise Damaged(f"verdicts row {k}: {col} should be an object")
-    # times are differenced in SQL: one out of range (a bit flipped, an edit) overflows
-    have = {c for (c,) in con.execute(
-        "SELECT column_name FROM duckdb_columns() WHERE table_name = 'requests'").fetchall()}  # fmt: skip
-    cols = [c for c in _NS_COLUMNS if c in have]
-    bad = con.execute("SELECT " + ", ".join(
-        f"count(*) FILTER (WHERE NOT {c} BETWEEN 0 AND {MAX_NS})" for c in cols
-    ) + " FROM requests").fetchone()  # fmt: skip
-    for c, n in zip(cols, bad, strict=True):
-        if n:
-            raise Damaged(f"requests: {n} value(s) of {c} out of range (not a time in ns)")
-    if arms:
-        (stray,) = con.execute(
-            "SELECT min(arm) FILTER (WHERE arm NOT IN (SELECT arm FROM arms)) FROM requests"
-        ).fetchone()
-        if stray is not None:
-            raise Damaged(f"requests name arm {stray}, which table arms does not have")
+    # times are differenced in SQL: one out of range (a bit flipped, an edit) overflows. One
+    # min/max pass (DuckDB answers it from its column statistics: ~5 ms for 200k requests)
+    cols = [c for c in _NS_COLUMNS if c in have["requests"]]
+    got = con.execute("SELECT min(arm), max(arm), " + ", ".join(
+        f"min({c}), max({c})" for c in cols) + " FROM requests").fetchone()  # fmt: skip
+    for c, lo, hi in zip(cols, got[2::2], got[3::2], strict=True):
+        if lo is not None and not (0 <= lo and hi < MAX_NS):
+            raise Damaged(f"requests: {c} holds {lo if lo < 0 else hi}, out of range "
+                          "(not a time in ns)")  # fmt: skip
+    if n_arms and got[0] is not None and (got[0] < 0 or got[1] >= n_arms):
+        stray = got[0] if got[0] < 0 else got[1]
+        raise Damaged(f"requests name arm {stray}, which table arms does not have")
 
 
 class Checked:

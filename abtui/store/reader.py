@@ -59,13 +59,16 @@ from abtui.store.damage import (
     check_rows,
     check_tables,
     damaged,
+    file_key,
     first_line,
     loads,
+    table_columns,
 )
 from abtui.store.request_table import read_request_table
 from abtui.store.schema import COMPLETE, ITEM_COLUMNS, RUNNING, SCHEMA_VERSION, TIMING_COLUMNS
 
 COPY_ATTEMPTS = 3
+_CHECKED: set[tuple] = set()  # files (damage.file_key) whose tables and rows passed the checks
 
 
 def _plain(col: np.ndarray, fill: Any = None) -> np.ndarray:
@@ -202,9 +205,8 @@ class SessionReader:
         )
 
     def _check(self) -> None:
-        tables = {
-            r[0] for r in self._con.execute("SELECT table_name FROM duckdb_tables()").fetchall()
-        }
+        columns = table_columns(self._con)
+        tables = set(columns)
         if not {"meta", "requests", "chunks"} <= tables:
             raise StoreError(
                 f"{self.path} is a DuckDB file but not an abtui session",
@@ -223,10 +225,14 @@ class SessionReader:
                 f"({SCHEMA_VERSION})",
                 "upgrade abtui to read it",
             )
+        key = file_key(self.path)  # a report opens the file a few times: checked once
         try:
-            check_tables(self._con, tables)
             check_meta(self._meta)
-            check_rows(self._con)
+            if key is None or key not in _CHECKED:
+                check_tables(columns)
+                check_rows(self._con, columns)
+                if key is not None:
+                    _CHECKED.add(key)
         except Damaged as e:
             raise damaged(self.path, str(e)) from None
 

@@ -182,6 +182,7 @@ def serve_web(session: Path, port: int, url: str | None = None) -> int:
     token = secrets.token_urlsafe(32)
     command = " ".join(shlex.quote(x) for x in
                        (sys.executable, "-m", "abtui", "open", str(session.resolve())))  # fmt: skip
+    # printed as is (not inert(): it would redact the token, a credential query parameter)
     print(f"abtui: serving {printable(session.name)} on 127.0.0.1:{port}; open {base}/?{TOKEN_PARAM}="
           f"{token} in your browser (the token is this server's password: share it with no one)"
           + ("" if url else "; through a tunnel to another port: --public-url"),
