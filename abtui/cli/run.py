@@ -9,6 +9,7 @@ import sys
 from abtui.cli.types import nonneg_float, nonneg_int, positive_float, positive_int
 from abtui.errors import UsageError
 from abtui.metrics.summary import SLO_KEYS
+from abtui.report.untrusted import inert
 from abtui.spec.model import (
     APIS,
     CostSpec,
@@ -286,7 +287,7 @@ def apply_flags(spec, args):
     if getattr(args, "aa", False):
         note = _aa_schedule(spec)
         if note:
-            print(note, file=sys.stderr)
+            print(inert(note), file=sys.stderr)
     return spec
 
 

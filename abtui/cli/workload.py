@@ -7,6 +7,7 @@ import sys
 
 from abtui.cli.helptext import examples
 from abtui.cli.types import positive_number
+from abtui.report.untrusted import inert
 
 
 def add_run_load_options(g, ld) -> None:
@@ -223,7 +224,7 @@ def cmd_import(args) -> int:
         msg += ", …" if stats.skipped > len(stats.examples) else ""
     if note:
         msg += f"; {note}"
-    print(msg, file=sys.stderr)
+    print(inert(msg), file=sys.stderr)
     return 0
 
 
@@ -232,9 +233,9 @@ def cmd_inspect(args) -> int:
     from abtui.workload.jsonl import read_workload
 
     wl = read_workload(args.file, skip_bad=args.skip_bad)
-    print(format_stats(workload_stats(wl.items, args.context), args.file, args.context))
+    print(inert(format_stats(workload_stats(wl.items, args.context), args.file, args.context)))
     if wl.stats.skipped:
-        print(f"  {wl.stats.describe()}")
+        print(inert(f"  {wl.stats.describe()}"))
     return 0
 
 

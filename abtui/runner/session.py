@@ -23,6 +23,7 @@ import numpy as np
 from abtui.client import records as R
 from abtui.client.items import Item
 from abtui.client.records import RequestRecord
+from abtui.client.redact import Scrubber, secrets_of
 from abtui.quality import interleave
 from abtui.quality.run import run_for_session as run_quality
 from abtui.runner.endpoints import resolve_targets
@@ -30,7 +31,14 @@ from abtui.runner.generator import ArmPlan
 from abtui.runner.health import Delivery
 from abtui.runner.launch import start_fleet, start_local
 from abtui.runner.machine import MachineLoad
-from abtui.runner.observer import ArmProgress, NullObserver, Observer, RunInfo, Snapshot
+from abtui.runner.observer import (
+    ArmProgress,
+    NullObserver,
+    Observer,
+    RunInfo,
+    ScrubbingObserver,
+    Snapshot,
+)
 from abtui.runner.pool import per_arm_connections
 from abtui.runner.schedule import (
     Recipe,
@@ -197,8 +205,15 @@ def run_session(
     the spec's synthetic one; ``spec.workload.requests`` should be its length.
     ``stop_request``: set it to stop as Ctrl-C does (a UI running this in a thread, where
     signal handlers cannot be installed)."""
-    obs = observer or NullObserver()
     targets = resolve_targets(spec)  # fails early, before any file is written
+    # the secrets the spec holds (URL user info, credential params) and the keys from the
+    # environment: nothing the run writes or shows has them (abtui.client.redact)
+    scrubber = Scrubber(secrets_of(
+        {f"{i}": v for i, t in enumerate(targets) for v in t.headers.values()},
+        [a.url for a in spec.arms] + [a.metrics_url for a in spec.arms],
+        [spec.to_dict()],
+    ))  # fmt: skip
+    obs = ScrubbingObserver(observer or NullObserver(), scrubber)
     name, path = session_path(spec)
     # local generators make their items themselves from the spec (abtui.runner.schedule): the
     # main process streams them into the file and keeps them light; not the caller's items (the
@@ -210,7 +225,7 @@ def run_session(
     spec.workload.requests = total  # a file's items: the count the summary shows
     mode = "open" if open_loop(spec) else "closed"
 
-    writer = SessionWriter(path, overwrite=overwrite)
+    writer = SessionWriter(path, overwrite=overwrite, scrubber=scrubber)
     status = "failed"
     procs: list = []
     old_handlers: dict = {}

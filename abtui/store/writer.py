@@ -13,9 +13,10 @@ Bulk inserts use DuckDB replacement scans of local dicts of numpy arrays
 (``INSERT INTO chunks SELECT ... FROM chunk_df``), about 100x faster than ``executemany``;
 NULL-able integer columns are numpy masked arrays (DuckDB maps masked entries to NULL).
 
-Secrets never reach the file: :func:`scrub_secrets` drops every config key that names a
-credential (API keys, tokens, auth headers, passwords), recursively, and :func:`scrub_url` drops
-user info and credential query parameters from URLs.
+Secrets never reach the file: every meta value, event message and arm row passes the writer's
+:class:`~abtui.client.redact.Scrubber` (the run's secret values, credential keys dropped at any
+depth, URL user info cut), the one scrubber of :mod:`abtui.client.redact`. Request records are
+scrubbed by the load generators, before they leave their process.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ import asyncio
 import json
 import os
 import platform
-import re
 import socket
 import sys
 import time
@@ -34,7 +34,6 @@ from datetime import datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import duckdb
 import numpy as np
@@ -42,6 +41,7 @@ import numpy as np
 from abtui import __version__
 from abtui.client.items import Item
 from abtui.client.records import RequestRecord
+from abtui.client.redact import Scrubber, scrub_url
 from abtui.errors import StoreError
 from abtui.metrics.table import NA, NULLABLE_COLUMNS, ROW_COLUMNS, RequestTable
 from abtui.store.schema import (
@@ -68,40 +68,10 @@ CACHE_TRIM_LIMIT = "8MB"
 # of 512 tokens: 614 MB); under this it evicts them (64 MB: 186-190, 32 MB: 157-158; ~0.5 s slower).
 ITEMS_MEMORY_LIMIT = "32MB"
 
-# A config key names a secret if one of its ``_``-separated words is one of these (after
-# lower-casing and mapping ``-`` to ``_``): ``api_key``, ``hf_token``, ``Authorization``,
-# ``extra_headers`` are dropped; ``max_tokens``, ``tokenizer`` are kept.
-_SECRET_KEY = re.compile(
-    r"(^|_)(api_?key|apikey|authorization|auth|token|secret|password|passwd|headers?|"
-    r"bearer|credentials?|cookie)($|_)"
-)
-
-
-def is_secret_key(key: object) -> bool:
-    """Whether a config key names a credential (see ``_SECRET_KEY``)."""
-    return bool(_SECRET_KEY.search(str(key).lower().replace("-", "_")))
-
-
-def scrub_secrets(obj: Any) -> Any:
-    """A copy of ``obj`` without any dict key naming a credential, at any depth."""
-    if isinstance(obj, dict):
-        return {k: scrub_secrets(v) for k, v in obj.items() if not is_secret_key(k)}
-    if isinstance(obj, list | tuple):
-        return [scrub_secrets(v) for v in obj]
-    return obj
-
-
-def scrub_url(url: str | None) -> str | None:
-    """``url`` without user info (``user:pass@``) and without credential query parameters."""
-    if not url:
-        return url
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)[-1]
-    query = urlencode([(k, v) for k, v in parse_qsl(parts.query) if not is_secret_key(k)])
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+# meta keys that hold configuration, whose credential-named keys are dropped (api_key, hf_token,
+# headers); every other value keeps its keys (quality_logprobs is keyed by token text) and has
+# only its strings scrubbed
+CONFIG_META = ("spec",)
 
 
 def _now_iso() -> str:
@@ -189,8 +159,12 @@ class SessionWriter:
     flushed in every case).
     """
 
-    def __init__(self, path: str | os.PathLike, *, overwrite: bool = False) -> None:
+    def __init__(self, path: str | os.PathLike, *, overwrite: bool = False,
+                 scrubber: Scrubber | None = None) -> None:  # fmt: skip
         self.path = Path(path)
+        # what it writes (not the records: their generators scrubbed them) passes this; a run
+        # gives it its secret values (abtui.client.redact.secrets_of)
+        self.scrubber = scrubber or Scrubber()
         wal = Path(str(self.path) + ".wal")
         if self.path.is_dir():
             raise StoreError(f"{self.path} is a directory", "give a file name such as x.duckdb")
@@ -252,7 +226,9 @@ class SessionWriter:
 
     def write_meta(self, **kv: Any) -> None:
         """Set meta keys (values are stored as JSON text), committed at once."""
-        rows = [[k, json.dumps(v, default=str)] for k, v in kv.items()]
+        scrub = self.scrubber  # a config's credential keys dropped; data keeps its keys
+        rows = [[k, json.dumps(scrub(v, keys=k in CONFIG_META), default=str)]
+                for k, v in kv.items()]  # fmt: skip
         with self._transaction() as con:
             con.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", rows)
 
@@ -268,20 +244,15 @@ class SessionWriter:
         """
         cols = ("arm", "name", "role", "url", "model", "api")
         rows = []
+        scrub = self.scrubber
         for a in arms:
             config = dict(a.get("config") or {})
             config.update({k: v for k, v in a.items() if k not in cols and k != "config"})
             rows.append(
-                [
-                    int(a["arm"]),
-                    a.get("name"),
-                    a.get("role"),
-                    scrub_url(a.get("url")),
-                    a.get("model"),
-                    a.get("api"),
-                    json.dumps(scrub_secrets(config), default=str),
-                ]
-            )
+                [int(a["arm"]), *(scrub(scrub_url(a.get(k)) if k == "url" else a.get(k))
+                                  for k in cols[1:]),
+                 json.dumps(scrub(config), default=str)]
+            )  # fmt: skip
         if rows:
             with self._transaction() as con:
                 con.executemany("INSERT INTO arms VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
@@ -364,6 +335,7 @@ class SessionWriter:
     def event(self, kind: str, message: str, arm: int | None = None) -> None:
         """Buffer an event (e.g. "start", "arm_unhealthy", "interrupt") with the time now."""
         self.con  # noqa: B018 (raises StoreError once closed)
+        message = self.scrubber.text(str(message))
         self._events.append((time.perf_counter_ns(), _now_iso(), kind, arm, message))
 
     def add_telemetry(self, rows: Iterable[tuple[int | None, str, int, str, float]]) -> None:
