@@ -198,14 +198,16 @@ def run_session(
     ``stop_request``: set it to stop as Ctrl-C does (a UI running this in a thread, where
     signal handlers cannot be installed)."""
     obs = observer or NullObserver()
-    targets = resolve_targets(spec)  # fails early, before any file is written
-    name, path = session_path(spec)
     # local generators make their items themselves from the spec (abtui.runner.schedule): the
     # main process streams them into the file and keeps them light; not the caller's items (the
     # demo) nor Ray actors, whose machines may not hold the workload file
     rebuild = items is None and not spec.ray.address
     start_spec = recipe_spec(spec) if rebuild else None
-    sources = level_sources(spec, items)  # the spec's and the file's errors, before any file
+    # the workload file's errors first (a bad line, a number out of range), then the endpoints',
+    # both before any session file is written or any request sent
+    sources = level_sources(spec, items)
+    targets = resolve_targets(spec)
+    name, path = session_path(spec)
     total = sum(len(src) for _, _, src in sources)
     spec.workload.requests = total  # a file's items: the count the summary shows
     mode = "open" if open_loop(spec) else "closed"

@@ -37,7 +37,9 @@ from datetime import UTC, datetime
 
 import numpy as np
 
+from abtui import limits
 from abtui.cost import arm_cost, arm_prices
+from abtui.errors import SpecError
 from abtui.metrics import request as rm
 from abtui.metrics.keys import unique_ints
 from abtui.metrics.table import RequestTable
@@ -126,9 +128,17 @@ def _finite(obj):
 
 
 def resolve_policy(policy: dict | None) -> dict:
+    """The default policy with ``policy``'s keys laid over it; its numbers inside the limit
+    table (a session file's stored policy is checked as a spec's is: a crafted one cannot ask
+    for 10¹¹ resamples)."""
     out = dict(DEFAULT_POLICY)
     out.update({k: v for k, v in (policy or {}).items() if k in DEFAULT_POLICY})
     out["guardrails"] = list(out["guardrails"])
+    for key in ("alpha", "delta", "delta_tail", "resamples", "seed"):
+        try:
+            out[key] = limits.check(f"policy.{key}", out[key])
+        except limits.OutOfRange as e:
+            raise SpecError(f"the verdict's policy: {e}") from None
     return out
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from abtui import limits
 from abtui.client.items import Item, synthetic_prompt
 from abtui.errors import UsageError
 
@@ -90,7 +91,7 @@ def chat_items(n: int, rate: float, seed: int, shape: ChatShape | None = None) -
 # ---------------------------------------------------------------- length distributions
 
 DISTRIBUTIONS = ("fixed", "uniform", "normal", "lognormal", "trace")
-MAX_LENGTH = 1_000_000
+MAX_LENGTH = limits.MAX_TOKENS  # sampled lengths are clipped into the limit table's range
 
 
 @dataclass(frozen=True, slots=True)
