@@ -74,10 +74,14 @@ def utf8(raw: bytes) -> str:
 
 
 def _loads(text: str) -> object:
+    """The decoded line (``NaN`` and ``Infinity`` decode to floats: the importers' field checks
+    refuse them by name) or a ``_Bad`` saying why not."""
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
         return _Bad(f"not JSON: {e.msg} (column {e.colno})")
+    except ValueError as e:  # an integer of more digits than Python converts (4,300)
+        return _Bad(f"not JSON this reader takes: {e}")
     except RecursionError:
         return _Bad("JSON nested too deeply to decode")
 
@@ -140,7 +144,7 @@ def json_array_or_lines(path: Path) -> Iterator[tuple[int | Entry, object]]:
 
 
 def _array_entries(path: Path) -> Iterator[tuple[Entry, object]]:
-    dec = json.JSONDecoder()
+    dec = json.JSONDecoder()  # (as _loads: NaN decodes, the field checks refuse it)
     utf = codecs.getincrementaldecoder("utf-8")()
     buf, pos, line, eof = "", 0, 1, False  # line: the line buf[pos] is on
     with _open(path) as fh:
@@ -193,6 +197,8 @@ def _array_entries(path: Path) -> Iterator[tuple[Entry, object]]:
                     raise WorkloadError(
                         f"{path}:{line}: JSON nested too deeply to decode"
                     ) from None
+                except ValueError as e:  # an integer of more digits than Python converts
+                    raise WorkloadError(f"{path}:{line}: not JSON this reader takes: {e}") from None
             yield Entry(index, line), obj
             index += 1
             line += buf.count("\n", pos, end)
