@@ -25,6 +25,7 @@ from abtui.client.items import Item
 from abtui.client.records import RequestRecord
 from abtui.quality import interleave
 from abtui.quality.run import run_for_session as run_quality
+from abtui.runner.cuts import Cuts
 from abtui.runner.endpoints import resolve_targets
 from abtui.runner.generator import ArmPlan
 from abtui.runner.health import Delivery
@@ -124,9 +125,11 @@ class _Live:
             p.live.slo = dict(slo or {})
         self._ttft = [collections.deque(maxlen=256) for _ in names]
         self._tpot = [collections.deque(maxlen=256) for _ in names]
+        self.cuts = Cuts(len(names))  # what the client's bounds left out
 
     def add(self, arm: int, recs: list[RequestRecord], stats: dict) -> None:
         p = self.arms[arm]
+        self.cuts.add(arm, recs)
         p.in_flight = stats.get("in_flight", p.in_flight)
         p.generator_cpu_s = stats.get("cpu_s", p.generator_cpu_s)
         p.schedule_lag_max_s = max(p.schedule_lag_max_s, stats.get("lag_max_s", 0.0))
@@ -432,6 +435,7 @@ def run_session(
                     ap.reading_behind_s, ap.records_waiting = behind.get(i, (0.0, 0))
                 obs.progress(snap())
         conductor.close(_now())
+        live.cuts.store(writer, [a.name for a in spec.arms], obs)
         if fleet is not None:
             fleet.resync()
             writer.write_meta(ray=fleet.meta())
