@@ -23,6 +23,7 @@ import numpy as np
 from abtui.client import records as R
 from abtui.client.items import Item
 from abtui.client.records import RequestRecord
+from abtui.errors import StoreWriteError
 from abtui.quality import interleave
 from abtui.quality.run import run_for_session as run_quality
 from abtui.runner.cuts import Cuts
@@ -41,6 +42,7 @@ from abtui.runner.schedule import (
     session_schedule,
 )
 from abtui.spec import Spec
+from abtui.store.schema import WRITE_FAILED
 from abtui.store.writer import SessionWriter
 from abtui.telemetry import sampler as telemetry
 from abtui.workload.context import ContextCheck
@@ -463,6 +465,9 @@ def run_session(
             status = "complete"
         phase = "done"
         return SessionResult(path=path, name=name, status=status, snapshot=snap())
+    except StoreWriteError:  # the writer marked the file write_failed and closed it
+        status = WRITE_FAILED
+        raise
     finally:
         for sig, h in old_handlers.items():
             signal.signal(sig, h)
@@ -474,6 +479,9 @@ def run_session(
             fleet.close()
         if qi is not None:
             qi.close()
-        telemetry.finish(hub, writer)
+        if writer.closed:  # a write failed: nothing more goes into the file
+            telemetry.finish(hub, None)
+        else:
+            telemetry.finish(hub, writer)
         writer.close(status=status)
         obs.finished(snap(), status)
