@@ -158,6 +158,8 @@ class OutOfRange(ValueError):
 
 
 def _num_words(x: float) -> str:
+    if x == MAX_SEED:
+        return "2⁶³ − 1"
     if float(x).is_integer() and abs(x) < 1e16:
         return f"{int(x):,}"
     return f"{x:g}"
