@@ -11,6 +11,8 @@ import json
 import tracemalloc
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_client_streams import (  # the loopback server and helpers (no fixtures imported)
     DONE,
     END,
@@ -106,6 +108,29 @@ def test_the_parser_drops_only_the_event_over_the_bound(step, eol):
     events = _feed(p, stream, step)
     assert events == [(None, b"a"), (None, b"b"), (b"x", b"c")]
     assert p.cut_events == 2 and p.cut_bytes >= 250 + 200
+
+
+@settings(max_examples=150, deadline=None)
+@given(sizes=st.lists(st.lists(st.integers(0, 60), min_size=1, max_size=3), max_size=6),
+       cuts=st.lists(st.integers(1, 50), min_size=1, max_size=6),
+       eol=st.sampled_from([b"\n", b"\r\n", b"\r"]))  # fmt: skip
+def test_the_bounded_parser_keeps_exactly_the_events_within_the_bound(sizes, cuts, eol):
+    """Events of data lines, split anywhere: the bounded parser returns the unbounded one's
+    events whose data (their lines' values together) fit the bound, and counts the rest."""
+    bound = 50
+    events = [[bytes([97 + i % 26]) * n for n in lines] for i, lines in enumerate(sizes)]
+    stream = b"".join(b"".join(b"data: " + v + eol for v in ev) + eol for ev in events)
+    pieces, at = [], 0
+    for c in cuts * (len(stream) // max(sum(cuts), 1) + 1):
+        pieces.append(stream[at : at + c])
+        at += c
+    pieces.append(stream[at:])
+    p = SSEParser(max_event=bound)
+    got = [e for piece in pieces for e in p.feed(piece)] + p.close()
+    full = SSEParser(max_event=10**9)
+    want = full.feed(stream) + full.close()
+    assert got == [e for e, ev in zip(want, events, strict=True) if sum(map(len, ev)) <= bound]
+    assert p.cut_events == sum(sum(map(len, ev)) > bound for ev in events)
 
 
 def test_the_session_file_counts_what_was_cut_per_arm(tmp_path):

@@ -86,7 +86,7 @@ class SSEParser:
             buf = buf.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         end = buf.rfind(b"\n")
         rest = buf[end + 1 :] if end >= 0 else buf
-        if len(rest) > self._max:  # a line longer than any event may be: dropped to its end
+        if len(rest) > self._max + 6:  # longer than "data: " and an event's most: dropped
             self._drop_line = True
             self._cut(len(rest))
             rest = b""
