@@ -82,6 +82,12 @@ LIMITS: dict[str, Limit] = {
     "workload.seed": _int(0, MAX_SEED, _WHY_SEED),
     "workload.prefix_groups": _int(0, MAX_REQUESTS, "no more groups than requests"),
     "workload.prefix_tokens": _int(0, MAX_TOKENS, _WHY_TOKENS),
+    # an --input-dist / --output-dist: a length (fixed, uniform's ends, a mean, a median) and
+    # a spread; the lengths drawn are rounded and clipped into 1..MAX_TOKENS
+    "workload.length": _num(1, MAX_TOKENS, _WHY_TOKENS),
+    "workload.length_sd": _num(0, MAX_TOKENS, "a normal length's standard deviation, tokens"),
+    "workload.length_sigma": _num(0, 10, "a lognormal σ of 10 puts one σ at 22,000× the "
+                                  "median"),
     # [load]
     "load.rate": _num(0, MAX_RATE, "a thousand times what one generator keeps", "req/s",
                       low_open=True),

@@ -122,6 +122,11 @@ def test_out_of_range_found_by_the_whole_spec_check_names_the_field(tmp_path, ca
         (["--rate", "1", "--duration", "1e999s"], "--duration must be a finite duration"),
         (["--sweep-rate", "1,inf"], "argument --sweep-rate: expected a finite number > 0"),
         (["--rate", "1", "--seed", "-1"], "argument --seed: expected a whole number from 0"),
+        (["--rate", "1", "--input-dist", "uniform:1:1e300"],
+         "workload.input_dist: 'uniform:1:1e300': uniform's length = 1e+300 is out of range"),
+        (["--rate", "1", "--output-dist", "fixed:inf"], "fixed's length = inf is out of range"),
+        (["--rate", "1", "--input-dist", "lognormal:512:1e6"],
+         "lognormal's spread = 1000000.0 is out of range: a finite number from 0 to 10"),
     ],
 )  # fmt: skip
 def test_out_of_range_flags_are_refused_naming_the_flag(tmp_path, capsys, flags, says):

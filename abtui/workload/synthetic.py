@@ -143,13 +143,15 @@ def parse_length_dist(text: str, where: str, *, output: bool = False) -> LengthD
     if len(args) != need:
         raise SpecError(f"{where}: {kind} takes {need} number(s), got {text!r}", hint)
     a, b = (args + [0.0])[:2]
-    ok = {
-        "fixed": a >= 1,
-        "uniform": 1 <= a <= b,
-        "normal": a >= 1 and b >= 0,
-        "lognormal": a >= 1 and b >= 0,
-    }[kind]
-    if not ok:
+    length = "workload.length"
+    rows = {"fixed": (length,), "uniform": (length, length), "normal": (length, "workload.length_sd"),
+            "lognormal": (length, "workload.length_sigma")}[kind]  # fmt: skip
+    try:
+        for row, v in zip(rows, args, strict=True):
+            limits.check(row, v, f"{kind}'s {'length' if row == length else 'spread'}")
+    except limits.OutOfRange as e:
+        raise SpecError(f"{where}: {text!r}: {e}", hint) from None
+    if kind == "uniform" and a > b:
         raise SpecError(f"{where}: {text!r} is not a valid {kind} length distribution", hint)
     return LengthDist(kind, a, b)
 
