@@ -109,7 +109,10 @@ def csv_rows(path: Path, required: tuple[str, ...]) -> Iterator[tuple[int, objec
                 yield raw.decode("utf-8", "replace")
 
     reader = csv.DictReader(text())
-    header = [h.strip() for h in (reader.fieldnames or [])]
+    try:
+        header = [h.strip() for h in (reader.fieldnames or [])]
+    except csv.Error as e:  # a binary file: its first "line" is no CSV header
+        raise WorkloadError(f"{path}:1: not CSV: {e}", "is this a CSV trace?") from None
     if 1 in bad_lines:
         raise WorkloadError(f"{path}:1: header is {bad_lines[1]}")
     missing = [c for c in required if c not in header]
