@@ -7,7 +7,9 @@ that drive abtui from Python (the engine experiments, scripts) call :func:`run_s
 
 Exit codes: the verdict's (0 GO, 3 NO-GO, 4 INCONCLUSIVE) for a complete run; 130 for an
 interrupted one (its verdict is still printed and stored, and cannot be GO); 1 when the run
-failed. ``gate=False`` (the demo): 0 for any complete run.
+failed; 2 for bad input (:class:`~abtui.errors.AbtuiError`), 5 when the session file could not
+be written (:class:`~abtui.errors.StoreWriteError`: disk full; the file says ``write_failed``).
+``gate=False`` (the demo): 0 for any complete run.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from abtui.cli.run import (
     cmd_run,
     verdict_overrides,
 )
-from abtui.cli.types import positive_float, positive_int
+from abtui.cli.types import bounded, positive_float, positive_int
 from abtui.errors import AbtuiError, StoreError, UsageError
 from abtui.hardware.memory import quiet_duckdb_allocator
 from abtui.report.untrusted import inert
@@ -224,11 +224,11 @@ def _add_demo(sub) -> None:
     g.add_argument("--time-scale", type=positive_float, default=_d.time_scale, metavar="X",
                    help="run the simulated GPUs this many times faster (default %(default)s)")
     g = d.add_argument_group("load and quality")
-    g.add_argument("--requests", type=positive_int, default=_d.requests, metavar="N",
+    g.add_argument("--requests", type=bounded("workload.requests"), default=_d.requests, metavar="N",
                    help="requests per arm (default %(default)s)")
-    g.add_argument("--rate", type=positive_float, default=_d.rate, metavar="R",
+    g.add_argument("--rate", type=bounded("load.rate"), default=_d.rate, metavar="R",
                    help="requests/s (default %(default)s)")
-    g.add_argument("--seed", type=int, default=_d.seed, help="workload seed (default %(default)s)")
+    g.add_argument("--seed", type=bounded("workload.seed"), default=_d.seed, help="workload seed (default %(default)s)")
     g.add_argument("--no-quality", action="store_true",
                    help="skip the quality suites (niah, keys) after the load test")  # fmt: skip
     g = d.add_argument_group("session")

@@ -19,6 +19,7 @@ from abtui.report.health import DEGRADED_TAG, DEGRADED_WHY, stored_health
 from abtui.report.untrusted import InertConsole, inert, printable, term
 from abtui.runner.observer import ArmProgress, RunInfo, Snapshot
 from abtui.store.reader import SessionReader, never_closed
+from abtui.store.schema import WRITE_FAILED
 
 LINE_MAX = 100  # a headless progress line at most (they were ~170 with two arms)
 
@@ -251,6 +252,12 @@ def print_session_summary(path: str | Path, out: TextIO | None = None,
         console.print(
             "\n[bold red]KILLED:[/] abtui stopped without closing this session (killed or crashed; "
             "its status stayed running): figures cover the requests committed before that."
+        )
+    elif status == WRITE_FAILED:
+        console.print(
+            f"\n[bold red]WRITE FAILED:[/] the session file could not be written "
+            f"({term(str(meta.get('write_error') or 'no reason stored'))}): figures cover the "
+            "requests committed before that."
         )
     elif status != "complete":
         console.print(

@@ -30,7 +30,8 @@ from abtui.tui.keys import START
 from abtui.tui.widgets.inert import DataTable, Static
 
 STATUS_STYLE = {"finished": "green", "interrupted": "yellow", "killed": "bold red",
-                "running": "bold cyan", "failed": "bold red", UNREADABLE: "bold red",
+                "running": "bold cyan", "failed": "bold red", "write failed": "bold red",
+                UNREADABLE: "bold red",
                 "degraded": "bold yellow"}  # fmt: skip
 DEGRADED = "degraded"  # the status cell of a degraded session (its stored status in the detail)
 VERDICT_STYLE = {"GO": "bold green", "NO-GO": "bold red", "INCONCLUSIVE": "yellow"}
