@@ -77,6 +77,7 @@ def _import(fmt: str, path, fields: tuple[str, ...], tmp_path) -> None:
 @example(rows=[(1e308, 3, 5, []), (0, 3, 5, [])])
 @example(rows=[(0, 10**12, 5, [])])
 @example(rows=[(0, 3, 2**31, [2**70])])
+@example(rows=[(0, 0, 0, []), (0, 1, 1, []), (31_622_400_001, 1, 1, [])])  # spans over a year
 def test_mooncake_numbers(tmp_path, rows):
     p = tmp_path / "mc.jsonl"
     with p.open("w") as fh:
@@ -144,7 +145,7 @@ def test_a_trace_spanning_more_than_a_year_is_refused_naming_its_last_row(tmp_pa
     year_ms = 400 * 86_400 * 1000
     p.write_text("".join(json.dumps({"timestamp": t, "input_length": 3, "output_length": 2}) + "\n"
                          for t in (5, 0, year_ms, 7)))  # fmt: skip
-    with pytest.raises(WorkloadError, match=r"mc.jsonl:3: its offset from the first request = "
+    with pytest.raises(WorkloadError, match=r"mc.jsonl:3: timestamp's offset from the first request = "
                                             r"34560000\.0 is out of range"):  # fmt: skip
         TraceImport("mooncake", p).scan()
 

@@ -43,6 +43,7 @@ from abtui.workload.importers_io import Entry, _Bad, _Unusable
 from abtui.workload.jsonl import ReadStats
 
 FORMATS = ("sharegpt", "mooncake", "azure", "burstgpt")
+TIME_COLUMN = {"mooncake": "timestamp", "azure": "TIMESTAMP", "burstgpt": "Timestamp"}
 CHARS_PER_TOKEN = 4.0
 _HUMAN = {"human", "user"}
 _ASSISTANT = {"gpt", "assistant", "chatgpt", "bard", "model"}
@@ -285,7 +286,8 @@ class TraceImport:
             raise WorkloadError(f"{self.path}: no usable requests in this {self.fmt} file{why}")
         if t0 is not None and t1 - t0 > limits.LIMITS["item.arrival_s"].high:
             try:
-                limits.check("item.arrival_s", t1 - t0, "its offset from the first request")
+                limits.check("item.arrival_s", t1 - t0,
+                             f"{TIME_COLUMN[self.fmt]}'s offset from the first request")  # fmt: skip
             except limits.OutOfRange as e:
                 raise WorkloadError(
                     f"{where(self.path, *last)}: {e}",
