@@ -10,8 +10,8 @@ under a hidden ``.hfconvert-*`` name beside it and renamed into place, so an int
 conversion never leaves a half model where one is looked for; one conversion of a file runs at a
 time (a lock file beside it), and the next one removes a killed one's leftovers.
 
-It needs torch, transformers and gguf: the ``vllm`` extra (``pip install -e '.[vllm]'``), which
-:func:`require_hf_stack` names when they are missing.
+It needs torch, transformers, gguf and accelerate: the ``vllm`` extra
+(``pip install -e '.[vllm]'``), which :func:`require_hf_stack` names when one is missing.
 """
 
 from __future__ import annotations
@@ -60,9 +60,10 @@ def unusable_wheels() -> list[str]:
 
 
 def require_hf_stack() -> None:
-    """Raise :class:`EngineError` naming the ``vllm`` extra when torch, transformers or gguf is
-    missing, or naming the wheels to uninstall when one of :data:`UNUSABLE` is installed."""
-    missing = [m for m in ("torch", "transformers", "gguf") if importlib.util.find_spec(m) is None]
+    """Raise :class:`EngineError` naming the ``vllm`` extra when torch, transformers, gguf or
+    accelerate is missing, or naming the wheels to uninstall when one of :data:`UNUSABLE` is installed."""
+    missing = [m for m in ("torch", "transformers", "gguf", "accelerate")
+               if importlib.util.find_spec(m) is None]
     if missing:
         raise EngineError(f"converting a GGUF needs {', '.join(missing)}, which "
                           f"{'is' if len(missing) == 1 else 'are'} not installed",
@@ -169,6 +170,9 @@ def _write(gguf: Path, dest: Path, dtype: str) -> None:
     """Load ``gguf`` with transformers (dequantised) and save it into ``dest``."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # one line per 272 tensors otherwise, on stderr
 
     folder, name = str(gguf.parent), gguf.name
     kw: dict = {"gguf_file": name, "dtype": getattr(torch, dtype)}
