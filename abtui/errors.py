@@ -54,3 +54,10 @@ class StoreError(AbtuiError):
     """A session file cannot be created, written or read."""
 
     title = "session file"
+
+
+class StoreWriteError(StoreError):
+    """The session file could not be written while running (disk full, an I/O error): not bad
+    input, so not exit code 2. The writer records the session as ``write_failed`` first."""
+
+    exit_code = 5

@@ -7,7 +7,9 @@ that drive abtui from Python (the engine experiments, scripts) call :func:`run_s
 
 Exit codes: the verdict's (0 GO, 3 NO-GO, 4 INCONCLUSIVE) for a complete run; 130 for an
 interrupted one (its verdict is still printed and stored, and cannot be GO); 1 when the run
-failed. ``gate=False`` (the demo): 0 for any complete run.
+failed; 2 for bad input (:class:`~abtui.errors.AbtuiError`), 5 when the session file could not
+be written (:class:`~abtui.errors.StoreWriteError`: disk full; the file says ``write_failed``).
+``gate=False`` (the demo): 0 for any complete run.
 """
 
 from __future__ import annotations
@@ -53,13 +55,14 @@ def run_spec_file(path: str | Path, *, overwrite: bool = False) -> int:
     endpoint that does not answer) is printed as the command line prints it, one line on stderr,
     and returned as its exit code (2) instead of raised."""
     from abtui.errors import AbtuiError
+    from abtui.report.untrusted import inert
 
     try:
         spec, text = load_checked_spec(path)
         return run_headless(spec, text, overwrite=overwrite)
     except AbtuiError as e:
         hint = f" (hint: {e.hint})" if e.hint else ""
-        print(f"abtui: {e.message}{hint}", file=sys.stderr)
+        print(inert(f"abtui: {e.message}{hint}"), file=sys.stderr)
         return e.exit_code
 
 
@@ -73,17 +76,19 @@ def report_run(result, gate: bool = True) -> int:
     print_diagnosis(result.path, sys.stdout)
     if result.status not in ("complete", "interrupted"):
         return 1
-    sv = print_verdict(result.path)
+    sv = print_verdict(result.path, store=True)  # the run's own verdict, kept in its file
     if result.status == "interrupted":
         return 130
     return sv.exit_code if gate else 0
 
 
-def print_verdict(path, cost: dict | None = None, policy: dict | None = None):
-    """The verdict of the session at ``path`` printed on stdout (computed, stored); returned."""
+def print_verdict(path, cost: dict | None = None, policy: dict | None = None,
+                  store: bool = False):  # fmt: skip
+    """The verdict of the session at ``path`` printed on stdout (computed; stored in the file
+    only with ``store``: the run that wrote it); returned."""
     from abtui.report.verdict_text import print_verdict as print_text
     from abtui.verdict.session import session_verdict
 
-    sv = session_verdict(path, cost=cost or {}, policy=policy or {})
+    sv = session_verdict(path, cost=cost or {}, policy=policy or {}, store=store)
     print_text(sv, sys.stdout)
     return sv

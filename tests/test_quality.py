@@ -324,7 +324,7 @@ def test_bad_quality_options_fail_before_anything_runs(tmp_path, capsys):
     for extra, msg in (
         (["--quality", "niah,mmlu"], "quality.suites: unknown suite 'mmlu'"),
         (["--quality-file", str(bad)], f"{bad}:2: field 'reference'"),
-        (["--quality", "exact", "--quality-margin", "5"], "quality.margin must be a fraction"),
+        (["--quality", "exact", "--quality-margin", "5"], "--quality-margin: expected a finite number from 0 to 0.99"),
     ):
         assert main(base + extra) == 2
         err = capsys.readouterr().err

@@ -169,7 +169,7 @@ def test_spec_file_keys_for_load_shape_and_workload(tmp_path):
         ({"sweep_rate": ["fast"]}, "x.toml: load.sweep_rate must be"),
         ({"rate": 5, "schedule": "zigzag"}, "load.schedule must be one of parallel, alternate"),
         ({"sweep_concurrency": [2, 4], "rate": 3}, "a concurrency sweep is closed loop"),
-        ({"rate": 5, "burstiness": 0}, "load.burstiness must be > 0"),
+        ({"rate": 5, "burstiness": 0}, "load.burstiness = 0.0 is out of range: a finite number > 0"),
     ):
         with pytest.raises(SpecError, match=says):
             validate(spec_from_dict({"arms": [dict(a) for a in arms], "load": load}, "x.toml"))

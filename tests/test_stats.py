@@ -153,8 +153,15 @@ def test_decisions_follow_ci_and_delta():
     assert dc.decide(-0.10, -0.12, -0.08, 0.2, 0.02, **kw).outcome == dc.INCONCLUSIVE
     # higher is better
     assert (
-        dc.decide(0.1, 0.08, 0.12, 0.001, 0.02, lower_is_better=False, n=9).outcome == dc.IMPROVED
+        dc.decide(0.1, 0.08, 0.12, 0.001, 0.02, lower_is_better=False, n=20).outcome == dc.IMPROVED
     )
+    # the same interval from 9 paired units is no call, in any direction
+    for r, lo, hi in ((0.1, 0.08, 0.12), (0.0, -0.01, 0.01)):
+        d = dc.decide(r, lo, hi, 0.001, 0.02, lower_is_better=False, n=9)
+        assert d.outcome == dc.INCONCLUSIVE and not d.significant and d.samples_needed == 20
+        assert d.note.startswith("too few samples: 9 paired (need ≥ 20")
+    d = dc.non_inferiority(0.0, -0.01, 0.01, 0.02, lower_is_better=True, n=500, paired=9)
+    assert d.outcome == dc.INCONCLUSIVE and not d.significant
 
 
 def test_p99_small_sample_rule_refuses_a_call_and_says_why():

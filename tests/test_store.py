@@ -14,13 +14,14 @@ import pytest
 
 from abtui.client.items import Item
 from abtui.client.records import CANCELLED, E_TIMEOUT, ERROR, OK, RequestRecord
+from abtui.client.redact import is_secret_key, scrub_config, scrub_url
 from abtui.errors import StoreError
 from abtui.metrics import request as rm
 from abtui.metrics.table import NA, RequestTable
 from abtui.store import writer as writer_mod
 from abtui.store.reader import SessionReader
 from abtui.store.schema import SCHEMA_VERSION
-from abtui.store.writer import SessionWriter, is_secret_key, scrub_secrets, scrub_url
+from abtui.store.writer import SessionWriter
 
 ROOT = Path(__file__).resolve().parents[1]
 SECRET = "sk-THIS-IS-A-SECRET-0123456789"
@@ -191,14 +192,28 @@ def test_secret_keys():
     for k in ("api_key", "API-KEY", "apikey", "Authorization", "token", "hf_token", "headers",
               "extra_headers", "client_secret", "password", "access_token"):  # fmt: skip
         assert is_secret_key(k), k
-    for k in ("max_tokens", "tokenizer", "model", "ignore_eos", "n_tokens", "dtype"):
+    for k in ("max_tokens", "tokenizer", "model", "ignore_eos", "n_tokens", "dtype", "api_key_env"):
         assert not is_secret_key(k), k
-    assert scrub_secrets({"a": [{"token": 1, "b": 2}], "c": ({"secret": 3},)}) == {
+    assert scrub_config({"a": [{"token": 1, "b": 2}], "c": ({"secret": 3},)}) == {
         "a": [{"b": 2}],
         "c": [{}],
     }
     assert scrub_url("https://h:1/v1") == "https://h:1/v1"
     assert scrub_url(None) is None
+
+
+def test_meta_drops_credential_keys_of_the_spec_only(tmp_path):
+    """The spec's credential keys go; data keyed by text keeps every key: a model's top-k
+    logprobs are keyed by token, and ``token`` or ``auth`` can be one."""
+    path = tmp_path / "m.duckdb"
+    logprobs = {"a": {"sequences": [[["token", {"token": -0.1, "auth": -2.0, "x": -3.0}]]]}}
+    with SessionWriter(path) as w:
+        w.write_meta(spec={"arms": [{"name": "a", "params": {"api_key": "k" * 12, "t": 1}}]},
+                     quality_logprobs=logprobs)  # fmt: skip
+    with SessionReader(path) as rd:
+        meta = rd.meta()
+    assert meta["spec"]["arms"][0]["params"] == {"t": 1}
+    assert meta["quality_logprobs"] == logprobs
 
 
 def test_table_from_reader_matches_records(tmp_path):

@@ -258,11 +258,11 @@ def test_a_replay_started_while_the_verdict_computes_is_not_covered(complete, mo
     slow = appmod.load_verdict
     gate = {"go": False}
 
-    def held(path):
+    def held(path, **kw):
         t0 = time.monotonic()
         while not gate["go"] and time.monotonic() - t0 < 30:
             time.sleep(0.02)
-        return slow(path)
+        return slow(path, **kw)
 
     monkeypatch.setattr(appmod, "load_verdict", held)
     # the replay's clock stands still: on real time a loaded box can play the short run to its

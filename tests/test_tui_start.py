@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import subprocess
 import sys
 import time
@@ -337,11 +338,16 @@ def test_open_web_serves_the_app_on_loopback(folder, tmp_path):
 
     async def browse() -> tuple[int, str, bytes]:
         url = f"http://127.0.0.1:{port}"
-        async with aiohttp.ClientSession() as http:
+        # the server's password, printed once on its terminal (docs/security.md)
+        jar = aiohttp.CookieJar(unsafe=True)  # keeps the cookie of a numeric host
+        async with aiohttp.ClientSession(cookie_jar=jar) as http:
             deadline = time.monotonic() + 60  # the server starts (~1 s quiet, more when loaded)
             while True:
                 try:
-                    async with http.get(url + "/") as r:
+                    token = re.search(r"\?token=([\w-]+)", err_log.read_text())
+                    if token is None:
+                        raise aiohttp.ClientConnectionError("not started")
+                    async with http.get(f"{url}/?token={token[1]}") as r:
                         status, page = r.status, await r.text()
                     break
                 except aiohttp.ClientConnectionError:
@@ -352,7 +358,7 @@ def test_open_web_serves_the_app_on_loopback(folder, tmp_path):
                         )  # fmt: skip
                     await asyncio.sleep(0.1)
             got = b""
-            async with http.ws_connect(url + "/ws?width=80&height=24") as ws:
+            async with http.ws_connect(url + "/ws?width=80&height=24", origin=url) as ws:
                 while b"Verdict" not in got:
                     m = await asyncio.wait_for(ws.receive(), 60)
                     if m.type != aiohttp.WSMsgType.BINARY:

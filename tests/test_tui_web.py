@@ -19,6 +19,11 @@ import pytest
 from tui_fixtures import write_session
 
 from abtui.cli import main
+
+try:
+    import aiohttp  # with textual-serve (the web extra)
+except ImportError:  # pragma: no cover
+    aiohttp = None
 from abtui.tui.web import public_url
 
 
@@ -38,6 +43,32 @@ def _need_web() -> None:
         pytest.skip(why)
 
 
+def start_web(session, port: int, log, *extra: str) -> subprocess.Popen:
+    with log.open("wb") as err:
+        return subprocess.Popen(
+            [sys.executable, "-m", "abtui", "open", str(session), "--web", "--port", str(port),
+             *extra], stdout=subprocess.DEVNULL, stderr=err,
+        )  # fmt: skip
+
+
+async def wait_until_served(http, proc, port: int, log) -> str:
+    """The token the server printed, once it answers on ``port`` (a refusal is an answer)."""
+    deadline = time.monotonic() + 60  # the server starts (~1 s quiet, more when loaded)
+    while True:
+        token = re.search(r"\?token=([\w-]+)", log.read_text())
+        try:
+            if token is not None:
+                async with http.get(f"http://127.0.0.1:{port}/static/") as r:
+                    await r.read()
+                return token[1]
+        except aiohttp.ClientConnectionError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            pytest.fail(f"abtui open --web never answered on port {port} (exit {proc.poll()}): "
+                        f"{log.read_text()[-2000:]}", pytrace=False)  # fmt: skip
+        await asyncio.sleep(0.1)
+
+
 def test_public_url_is_checked_before_anything_starts(tmp_path, capsys):
     assert public_url(None, 8000) == "http://127.0.0.1:8000"
     assert public_url("http://localhost:9000/", 8000) == "http://localhost:9000"
@@ -53,36 +84,25 @@ def test_public_url_is_checked_before_anything_starts(tmp_path, capsys):
 
 def test_open_web_behind_a_tunnel_uses_the_public_url_and_downloads_reports(tmp_path):
     _need_web()
-    import aiohttp
-
     session = write_session(tmp_path, "tunnelled", n=60)
     port, tunnel = _free_port(), _free_port()  # the server's port; the tunnel's other end
     public = f"http://localhost:{tunnel}"
     err_log = tmp_path / "web-stderr.txt"
-    with err_log.open("wb") as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "abtui", "open", str(session), "--web", "--port", str(port),
-             "--public-url", public + "/"], stdout=subprocess.DEVNULL, stderr=err,
-        )  # fmt: skip
+    proc = start_web(session, port, err_log, "--public-url", public + "/")
 
     async def browse() -> tuple[str, bytes, str, str]:
-        local = f"http://127.0.0.1:{port}"  # what `ssh -L tunnel:127.0.0.1:port` forwards to
-        async with aiohttp.ClientSession() as http:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    async with http.get(local + "/") as r:
-                        assert r.status == 200
-                        page = await r.text()
-                    break
-                except aiohttp.ClientConnectionError:
-                    if proc.poll() is not None or time.monotonic() > deadline:
-                        pytest.fail(f"abtui open --web never answered on port {port} (exit "
-                                    f"{proc.poll()}): {err_log.read_text()[-2000:]}",
-                                    pytrace=False)  # fmt: skip
-                    await asyncio.sleep(0.1)
+        # `ssh -L tunnel:127.0.0.1:port` forwards the browser's bytes unchanged: it connects
+        # to 127.0.0.1:port, naming localhost:tunnel (Host), from a page of it (Origin)
+        local = f"http://127.0.0.1:{port}"
+        as_browser = {"Host": f"localhost:{tunnel}"}
+        async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
+            token = await wait_until_served(http, proc, port, err_log)
+            async with http.get(f"{local}/?token={token}", headers=as_browser) as r:
+                assert r.status == 200
+                page = await r.text()
             screen, key = b"", None
-            async with http.ws_connect(local + "/ws?width=100&height=30") as ws:
+            async with http.ws_connect(local + "/ws?width=100&height=30", headers=as_browser,
+                                       origin=public) as ws:  # fmt: skip
                 while b"Verdict" not in screen:
                     m = await asyncio.wait_for(ws.receive(), 60)
                     assert m.type in (aiohttp.WSMsgType.BINARY, aiohttp.WSMsgType.TEXT), m
@@ -101,7 +121,7 @@ def test_open_web_behind_a_tunnel_uses_the_public_url_and_downloads_reports(tmp_
                     else:
                         pytest.fail(f"websocket closed before the download was offered: {m}")
                 # the browser fetches the download from its own origin (textual.js), here local
-                async with http.get(f"{local}/download/{key}") as r:
+                async with http.get(f"{local}/download/{key}", headers=as_browser) as r:
                     assert r.status == 200, r.status
                     disposition = r.headers.get("Content-Disposition", "")
                     report = await r.text()
@@ -123,4 +143,86 @@ def test_open_web_behind_a_tunnel_uses_the_public_url_and_downloads_reports(tmp_
     assert "attachment" in disposition and "tunnelled.html" in disposition
     assert report.startswith("<!DOCTYPE html>") and "abtui report: tunnelled" in report
     assert (tmp_path / "tunnelled.html").read_text(encoding="utf-8") == report  # also on disk
-    assert f"open {public} in your browser" in err_log.read_text()
+    assert f"open {public}/?token=" in err_log.read_text()
+
+
+def test_open_web_answers_only_its_user(tmp_path):
+    """Cross-site websocket hijacking and DNS rebinding, over real HTTP and websocket requests
+    on loopback: a page of another site (foreign Origin), a rebound name (foreign Host) and any
+    request without the token are refused, the handshake included; the token's URL sets a
+    cookie (HttpOnly, SameSite=Strict) and moves the address bar to a URL without it; with the
+    cookie and the right Origin the app runs. The token is printed once and stored nowhere."""
+    _need_web()
+    session = write_session(tmp_path, "guarded", n=20)
+    port = _free_port()
+    log = tmp_path / "web-stderr.txt"
+    proc = start_web(session, port, log)
+    url = f"http://127.0.0.1:{port}"
+    evil = {"Origin": "http://evil.example"}
+    rebound = {"Host": f"evil.example:{port}"}
+
+    async def status(http, path, headers=None, **kw) -> int:
+        async with http.get(url + path, headers=headers or {}, **kw) as r:
+            await r.read()
+            return r.status
+
+    async def handshake(http, headers=None, origin=None) -> int:
+        try:
+            async with http.ws_connect(url + "/ws?width=80&height=24", headers=headers or {},
+                                       origin=origin) as ws:  # fmt: skip
+                await ws.close()
+                return 101
+        except aiohttp.WSServerHandshakeError as e:
+            return e.status
+
+    async def browse():
+        got = {}
+        async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
+            token = await wait_until_served(http, proc, port, log)
+            got["no token"] = await status(http, "/")
+            got["wrong token"] = await status(http, "/?token=" + "x" * len(token))
+            got["ws no token"] = await handshake(http, origin=url)
+            got["rebound"] = await status(http, f"/?token={token}", rebound)
+            got["foreign page"] = await status(http, f"/?token={token}", evil)
+            got["rebound static"] = await status(http, "/static/js/textual.js", rebound)
+            got["static"] = await status(http, "/static/js/textual.js")
+            async with http.get(f"{url}/?fontsize=14&token={token}", allow_redirects=False) as r:
+                got["login"] = r.status, r.headers.get("Location"), r.headers.getall(
+                    "Set-Cookie", []), r.headers.get("Referrer-Policy")  # fmt: skip
+            async with http.get(f"{url}/?token={token}") as r:  # the cookie is in the jar now
+                got["page"] = r.status, str(r.url), await r.text()
+            got["ws foreign origin"] = await handshake(http, origin="http://evil.example")
+            got["ws no origin"] = await handshake(http)
+            got["ws rebound"] = await handshake(http, rebound, origin=url)
+            screen = b""
+            async with http.ws_connect(url + "/ws?width=80&height=24", origin=url) as ws:
+                while b"Verdict" not in screen:
+                    m = await asyncio.wait_for(ws.receive(), 60)
+                    if m.type != aiohttp.WSMsgType.BINARY:
+                        break
+                    screen += m.data
+                await ws.send_json(["stdin", "q"])
+            got["screen"] = screen
+        return token, got
+
+    try:
+        token, got = asyncio.run(browse())
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    for what in ("no token", "wrong token", "ws no token", "rebound", "foreign page",
+                 "rebound static", "ws foreign origin", "ws no origin", "ws rebound"):
+        assert got[what] == 403, (what, got[what])
+    assert got["static"] == 200  # textual-serve's own scripts: public, but by a served name
+    code, location, cookies, referrer = got["login"]
+    assert code == 302 and location == "./?fontsize=14" and referrer == "no-referrer"
+    (cookie,) = cookies
+    assert token in cookie and "HttpOnly" in cookie and "SameSite=Strict" in cookie, cookie
+    code, final, page = got["page"]
+    assert code == 200 and token not in final and token not in page, final
+    assert b"Verdict" in got["screen"]  # the app ran for the right page
+    printed = log.read_text()
+    assert printed.count(token) == 1, printed  # the one URL line; no access log
+    assert token.encode() not in session.read_bytes()
+    assert not any(token.encode() in p.read_bytes() for p in tmp_path.iterdir() if p.is_file()
+                   and p != log)  # fmt: skip

@@ -92,8 +92,8 @@ def _write(tmp_path, lines: list[str]) -> Path:
     [
         ('{"prompt": "hi", "colour": 1}', "unknown field 'colour'"),
         ('{"prompt": "hi", "input_tokens": 5}', "exactly one of"),
-        ('{"prompt": "hi", "max_tokens": 0}', "max_tokens must be"),
-        ('{"prompt": "hi", "arrival_s": -1}', "arrival_s must be"),
+        ('{"prompt": "hi", "max_tokens": 0}', "max_tokens = 0 is out of range: a whole number from 1"),
+        ('{"prompt": "hi", "arrival_s": -1}', "arrival_s = -1 is out of range"),
         ('{"prompt": "hi", "prefix_ids": [1]}', "prefix_ids needs input_tokens"),
         ('{"messages": []}', "messages must be"),
         ('{"prompt": "hi"', "Expecting"),
@@ -261,7 +261,7 @@ def test_trace_rows_with_zero_tokens_are_left_out_and_counted_not_refused(tmp_pa
                     "out; 1 rows with 0 prompt tokens (input_length) left out")  # fmt: skip
     az = tmp_path / "az.csv"
     az.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n1.0,374,44\n2.0,396,0\n3.0,5,-1\n")
-    with pytest.raises(WorkloadError, match=r"az.csv:4: GeneratedTokens must be a whole number"):
+    with pytest.raises(WorkloadError, match=r"az.csv:4: GeneratedTokens = -1.0 is out of range: a whole number from 0"):
         import_trace("azure", az)  # a negative count is malformed, not unusable
     recs, stats, note = import_trace("azure", az, skip_bad=True)
     assert len(recs) == 1 and stats.skipped == 1 and note.startswith("1 rows with 0 response")

@@ -89,7 +89,7 @@ def write_session(folder: Path, name: str, *, seed: int = 1, n: int = 60, status
     if verdict and status != "running":
         from abtui.verdict.session import session_verdict
 
-        session_verdict(path)
+        session_verdict(path, store=True)
     if mtime is not None:
         os.utime(path, (mtime, mtime))
     return path
@@ -140,3 +140,14 @@ def ablation_verdict_data(verdict, names: list[str], folder: Path):
     sv = SessionVerdict(verdict, Path(folder / "x.duckdb"), [{"name": n} for n in names],
                         {}, {}, False, None, True)  # fmt: skip
     return VerdictData(sv, {"status": "complete", "summaries": {}, "config_diff": [], "slo": {}}, [])
+
+
+def screen_text(app) -> str:
+    """What the app's screen would write to the terminal now, as text: every segment of a full
+    redraw of its compositor but the cursor and screen commands (Textual's own), lines joined.
+    Under ``run_test`` nothing reaches a terminal; this is what would."""
+    update = app.screen._compositor.render_update(full=True)
+    lines = []
+    for line in update.strips:
+        lines.append("".join(seg.text for strip in line for seg in strip if not seg.control))
+    return "\n".join(lines)

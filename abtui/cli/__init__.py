@@ -24,9 +24,10 @@ from abtui.cli.run import (
     cmd_run,
     verdict_overrides,
 )
-from abtui.cli.types import positive_float, positive_int
-from abtui.errors import AbtuiError, UsageError
+from abtui.cli.types import bounded, positive_float, positive_int
+from abtui.errors import AbtuiError, StoreError, UsageError
 from abtui.hardware.memory import quiet_duckdb_allocator
+from abtui.report.untrusted import inert
 from abtui.spec.model import StoreSpec
 
 __all__ = ["apply_flags", "build_parser", "main"]
@@ -77,28 +78,33 @@ def cmd_sim_predict(args) -> int:
 
 
 def cmd_report(args) -> int:
-    """The summary and verdict of a saved session; exit code = the verdict's (0/3/4)."""
+    """The summary and verdict of a saved session; exit code = the verdict's (0/3/4). It only
+    reads the file (docs/session-file.md); a damaged one is an error naming it (exit 2)."""
     from abtui.report.console import print_session_summary
+    from abtui.store.damage import reading
 
     cost, policy = verdict_overrides(args)
-    if args.format == "text":
-        print_session_summary(Path(args.session), sys.stdout)
-        from abtui.report.diagnosis import print_diagnosis
+    with reading(args.session):
+        if args.format == "text":
+            print_session_summary(Path(args.session), sys.stdout)
+            from abtui.report.diagnosis import print_diagnosis
 
-        print_diagnosis(Path(args.session), sys.stdout)
-        from abtui.headless import print_verdict
+            print_diagnosis(Path(args.session), sys.stdout)
+            from abtui.headless import print_verdict
 
-        return print_verdict(Path(args.session), cost, policy).exit_code
-    from abtui.report.export import write_report
+            return print_verdict(Path(args.session), cost, policy).exit_code
+        from abtui.report.export import write_report
 
-    return write_report(Path(args.session), args.format, args.output, cost=cost, policy=policy)
+        return write_report(Path(args.session), args.format, args.output, cost=cost,
+                            policy=policy)  # fmt: skip
 
 
 def cmd_open(args) -> int:
     """The saved session in the TUI (panes from its stored samples, then the verdict)."""
+    from abtui.store.damage import reading
     from abtui.store.reader import SessionReader
 
-    with SessionReader(Path(args.session)):  # a bad file fails here, in one line
+    with reading(args.session), SessionReader(Path(args.session)):  # a bad file fails here
         pass
     if getattr(args, "public_url", None) and not getattr(args, "web", False):
         raise UsageError("--public-url is for --web", f"abtui open {args.session} --web "
@@ -115,9 +121,13 @@ def cmd_open(args) -> int:
     from abtui.tui.app import AbtuiApp
 
     app = AbtuiApp(session=Path(args.session))
-    app.run()
-    if app.error is not None:
-        raise app.error
+    with reading(args.session):
+        app.run()
+        if app.error is not None:  # the replay or verdict failed: said after the app closed
+            raise app.error
+    if app.return_code:  # the app stopped on an error of its own (Textual showed it)
+        raise StoreError(f"abtui open {args.session}: the terminal UI stopped on an error",
+                         f"`abtui report {args.session}` reads the file without it")  # fmt: skip
     return 0
 
 
@@ -214,11 +224,11 @@ def _add_demo(sub) -> None:
     g.add_argument("--time-scale", type=positive_float, default=_d.time_scale, metavar="X",
                    help="run the simulated GPUs this many times faster (default %(default)s)")
     g = d.add_argument_group("load and quality")
-    g.add_argument("--requests", type=positive_int, default=_d.requests, metavar="N",
+    g.add_argument("--requests", type=bounded("workload.requests"), default=_d.requests, metavar="N",
                    help="requests per arm (default %(default)s)")
-    g.add_argument("--rate", type=positive_float, default=_d.rate, metavar="R",
+    g.add_argument("--rate", type=bounded("load.rate"), default=_d.rate, metavar="R",
                    help="requests/s (default %(default)s)")
-    g.add_argument("--seed", type=int, default=_d.seed, help="workload seed (default %(default)s)")
+    g.add_argument("--seed", type=bounded("workload.seed"), default=_d.seed, help="workload seed (default %(default)s)")
     g.add_argument("--no-quality", action="store_true",
                    help="skip the quality suites (niah, keys) after the load test")  # fmt: skip
     g = d.add_argument_group("session")
@@ -331,8 +341,9 @@ def _add_open(sub) -> None:
     )  # fmt: skip
     op.add_argument("session", help="session file (.duckdb)")
     op.add_argument("--web", action="store_true",
-                    help="serve it to a browser on 127.0.0.1 (textual-serve, the `web` extra; "
-                         "no authentication: use an SSH tunnel)")  # fmt: skip
+                    help="serve it to a browser on 127.0.0.1 (textual-serve, the `web` extra): "
+                         "open the URL with the token it prints; from elsewhere, through an "
+                         "SSH tunnel")  # fmt: skip
     op.add_argument("--port", type=positive_int, default=8000,
                     help="port for --web (default %(default)s)")  # fmt: skip
     op.add_argument("--public-url", metavar="URL",
@@ -360,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except AbtuiError as e:
         hint = f" (hint: {e.hint})" if e.hint else ""
-        print(f"abtui: {e.message}{hint}", file=sys.stderr)
+        print(inert(f"abtui: {e.message}{hint}"), file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
         print("abtui: interrupted", file=sys.stderr)

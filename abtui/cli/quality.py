@@ -6,6 +6,7 @@ from abtui.errors import UsageError
 
 
 def add_quality_options(p) -> None:
+    from abtui.cli.types import bounded
     from abtui.quality.config import QualitySpec
 
     q = QualitySpec()
@@ -16,7 +17,7 @@ def add_quality_options(p) -> None:
     g.add_argument("--quality-mode", choices=("separate", "interleaved"),
                    help="send the items after the load test (separate) or during it (interleaved: "
                         f"quality under load, never counted in the latency figures; default {q.mode})")  # fmt: skip
-    g.add_argument("--quality-margin", type=float, metavar="FRACTION",
+    g.add_argument("--quality-margin", type=bounded("quality.margin"), metavar="FRACTION",
                    help="non-inferiority margin on Δacc's lower 95%% CI bound "
                         f"(default {q.margin:g} = {q.margin * 100:g} pp)")  # fmt: skip
 

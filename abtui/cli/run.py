@@ -6,9 +6,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from abtui.cli.types import nonneg_float, nonneg_int, positive_float, positive_int
+from abtui.cli.types import bounded
 from abtui.errors import UsageError
 from abtui.metrics.summary import SLO_KEYS
+from abtui.report.untrusted import inert
 from abtui.spec.model import (
     APIS,
     CostSpec,
@@ -42,12 +43,12 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--insecure", action="store_true",
                    help="https without certificate checks, every arm (stored in the session, warned about)")
     g = p.add_argument_group("load: how hard and how long")
-    g.add_argument("--rate", type=positive_float, metavar="R", help="open loop: requests/s to every arm")
+    g.add_argument("--rate", type=bounded("load.rate"), metavar="R", help="open loop: requests/s to every arm")
     g.add_argument(
-        "--concurrency", type=positive_int, metavar="N",
+        "--concurrency", type=bounded("load.concurrency"), metavar="N",
         help="closed loop: requests in flight per arm (with --rate: a cap)",
     )  # fmt: skip
-    g.add_argument("--requests", type=positive_int, metavar="N",
+    g.add_argument("--requests", type=bounded("workload.requests"), metavar="N",
                    help="measured requests per arm (default 200, or every item of --workload)")
     from abtui.cli.workload import (
         add_run_load_options,
@@ -56,13 +57,13 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     )
 
     add_run_load_options(g, _L)
-    g.add_argument("--warmup", type=nonneg_int, metavar="N",
+    g.add_argument("--warmup", type=bounded("load.warmup"), metavar="N",
                    help=f"warm-up requests per arm, stored and left out of every figure (default {_L.warmup})")
-    g.add_argument("--seed", type=int, help=f"workload and schedule seed (default {_W.seed})")
+    g.add_argument("--seed", type=bounded("workload.seed"), help=f"workload and schedule seed (default {_W.seed})")
     g = p.add_argument_group("workload: what to send")
-    g.add_argument("--input-tokens", type=positive_int, metavar="N",
+    g.add_argument("--input-tokens", type=bounded("workload.input_tokens"), metavar="N",
                    help=f"prompt length in tokens (default {_W.input_tokens})")
-    g.add_argument("--output-tokens", type=positive_int, metavar="N",
+    g.add_argument("--output-tokens", type=bounded("workload.output_tokens"), metavar="N",
                    help=f"max_tokens of each request (default {_W.output_tokens})")
     add_run_workload_options(g, _W, _L)
     g = p.add_argument_group("SLOs and requests: what counts as good")
@@ -92,7 +93,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     add_run_schedule_options(g, _L)
     g = p.add_argument_group("scale-out: more load generators")
     g.add_argument(
-        "--generators", type=positive_int, metavar="N",
+        "--generators", type=bounded("load.generators"), metavar="N",
         help=f"load-generator processes per arm, for rates one core cannot keep (default {_L.generators})",
     )  # fmt: skip
     g.add_argument("--ray", nargs="?", const="", metavar="ADDRESS",
@@ -118,9 +119,9 @@ def add_verdict_options(g) -> None:
                    help=f"primary objective (default {_P.primary}): METRIC.STAT with METRIC one of "
                         "ttft, ttft_user, tpot, itl, e2e and STAT one of mean, p50, p90, p95, p99; "
                         "or " + ", ".join(RATE_KEYS + COST_KEYS))  # fmt: skip
-    g.add_argument("--gpu-price", type=nonneg_float, metavar="USD",
+    g.add_argument("--gpu-price", type=bounded("cost.gpu_price"), metavar="USD",
                    help="USD per GPU-hour of every arm: adds $/Mtok and $ per 1k good requests")
-    g.add_argument("--gpus", type=positive_int, metavar="N", help=f"GPUs per arm (default {_C.gpus})")
+    g.add_argument("--gpus", type=bounded("cost.gpus"), metavar="N", help=f"GPUs per arm (default {_C.gpus})")
     g.add_argument("--noise-floor", metavar="SESSION",
                    help="an A/A session (abtui run --aa) whose noise floor raises δ")  # fmt: skip
 
@@ -266,7 +267,8 @@ def apply_flags(spec, args):
     if args.slo:
         spec.slo = parse_slo_string(args.slo)
     if args.timeout:
-        spec.request.timeout_s = parse_duration(args.timeout, "--timeout")
+        spec.request.timeout_s = _in_range("request.timeout_s",
+                                           parse_duration(args.timeout, "--timeout"), "--timeout")
     if args.sessions_dir:
         spec.store.dir = args.sessions_dir
     if args.no_store_text:
@@ -286,8 +288,18 @@ def apply_flags(spec, args):
     if getattr(args, "aa", False):
         note = _aa_schedule(spec)
         if note:
-            print(note, file=sys.stderr)
+            print(inert(note), file=sys.stderr)
     return spec
+
+
+def _in_range(field: str, value, flag: str):
+    """``value`` inside the limit table's row ``field``, else a usage error naming ``flag``."""
+    from abtui import limits
+
+    try:
+        return limits.check(field, value, flag)
+    except limits.OutOfRange as e:
+        raise UsageError(str(e)) from None
 
 
 def cmd_run(args) -> int:

@@ -48,3 +48,29 @@ def nonneg_float(text: str) -> float:
     if not v >= 0 or v == float("inf"):
         raise argparse.ArgumentTypeError(f"expected a number ≥ 0, got {text!r}")
     return v
+
+
+def bounded(field: str):
+    """A number inside the limit table's row ``field`` (:mod:`abtui.limits`): the message
+    gives the range and why. A whole-number option also takes ``1e6``."""
+    from abtui import limits
+
+    limit = limits.LIMITS[field]
+
+    def parse(text: str):
+        try:
+            v = float(text) if not limit.integer else int(text)
+        except ValueError:
+            try:
+                v = float(text)
+            except ValueError:
+                what = "a whole number" if limit.integer else "a number"
+                raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        try:
+            return limits.check(field, v)
+        except limits.OutOfRange:
+            raise argparse.ArgumentTypeError(
+                f"expected {limits.describe(limit)}, got {text!r} ({limit.why})"
+            ) from None
+
+    return parse

@@ -6,7 +6,8 @@ import argparse
 import sys
 
 from abtui.cli.helptext import examples
-from abtui.cli.types import positive_number
+from abtui.cli.types import bounded
+from abtui.report.untrusted import inert
 
 
 def add_run_load_options(g, ld) -> None:
@@ -17,7 +18,7 @@ def add_run_load_options(g, ld) -> None:
     g.add_argument("--arrival", choices=("poisson", "constant", "gamma", "replay"),
                    help=f"arrival process (default {ld.arrival}; replay: the workload file's timestamps)")
     g.add_argument(
-        "--burstiness", type=positive_number(float), metavar="CV",
+        "--burstiness", type=bounded("load.burstiness"), metavar="CV",
         help=f"gamma arrivals: CV of the gaps (1 = Poisson, >1 bursty; default {ld.burstiness:g})",
     )  # fmt: skip
 
@@ -31,16 +32,16 @@ def add_run_workload_options(g, w, ld) -> None:
     )  # fmt: skip
     g.add_argument("--output-dist", metavar="DIST",
                    help="max_tokens distribution, same grammar (default fixed:--output-tokens)")
-    g.add_argument("--prefix-groups", type=int, metavar="N",
+    g.add_argument("--prefix-groups", type=bounded("workload.prefix_groups"), metavar="N",
                    help=f"shared-prefix groups: item i starts with group i mod N's prefix (default {w.prefix_groups}: none)")
-    g.add_argument("--prefix-tokens", type=int, metavar="N",
+    g.add_argument("--prefix-tokens", type=bounded("workload.prefix_tokens"), metavar="N",
                    help=f"tokens of each group's prefix (default {w.prefix_tokens})")
     g.add_argument(
         "--workload", metavar="FILE",
         help="replay a workload file (abtui JSONL; `abtui workload import` writes one)",
     )  # fmt: skip
     g.add_argument(
-        "--speedup", type=positive_number(float), metavar="X",
+        "--speedup", type=bounded("load.speedup"), metavar="X",
         help=f"replay: play the file's timestamps this many times faster (default {ld.speedup:g})",
     )  # fmt: skip
     g.add_argument(
@@ -62,17 +63,15 @@ def _duration(text: str) -> float:
     return v
 
 
-def _numbers(kind, what: str):
+def _numbers(field: str, what: str):
+    """Comma-separated numbers, each inside the limit table's row ``field``."""
+    one = bounded(field)
+
     def parse(text: str):
-        try:
-            vals = [kind(x) for x in text.split(",") if x.strip()]
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"expected comma-separated {what}, got {text!r}"
-            ) from None
-        if not vals or not all(v > 0 for v in vals):
-            raise argparse.ArgumentTypeError(f"expected positive {what}, got {text!r}")
-        return vals
+        parts = [x for x in text.split(",") if x.strip()]
+        if not parts:
+            raise argparse.ArgumentTypeError(f"expected comma-separated {what}, got {text!r}")
+        return [one(x.strip()) for x in parts]
 
     return parse
 
@@ -80,21 +79,21 @@ def _numbers(kind, what: str):
 def add_run_schedule_options(g, ld) -> None:
     """``abtui run``'s sweeps, repeats and alternation (``ld``: the spec's defaults)."""
     g.add_argument(
-        "--sweep-rate", type=_numbers(float, "rates"), metavar="R1,R2,…",
+        "--sweep-rate", type=_numbers("load.rate", "rates"), metavar="R1,R2,…",
         help="a sweep of open-loop rates (req/s), each level its own segment",
     )  # fmt: skip
     g.add_argument(
-        "--sweep-concurrency", type=_numbers(int, "concurrencies"), metavar="C1,C2,…",
+        "--sweep-concurrency", type=_numbers("load.concurrency", "concurrencies"), metavar="C1,C2,…",
         help="a sweep of closed-loop concurrencies",
     )  # fmt: skip
-    g.add_argument("--runs", type=positive_number(int), metavar="K",
+    g.add_argument("--runs", type=bounded("load.runs"), metavar="K",
                    help=f"repeat the whole schedule K times (default {ld.runs})")
     g.add_argument(
         "--schedule", choices=("parallel", "alternate"),
         help="parallel: arms at the same instants (separate hardware); alternate: arms take "
         f"turns over blocks, A B B A (one shared GPU) (default {ld.schedule})",
     )  # fmt: skip
-    g.add_argument("--blocks", type=positive_number(int), metavar="B",
+    g.add_argument("--blocks", type=bounded("load.blocks"), metavar="B",
                    help=f"alternate: blocks per level (default {ld.blocks})")
 
 
@@ -166,7 +165,7 @@ def add_workload_parser(sub) -> None:
     ins.add_argument("file", help="abtui JSONL workload file")
     ins.add_argument(
         "--context",
-        type=positive_number(int),
+        type=bounded("item.input_tokens"),
         metavar="TOKENS",
         help="warn about requests this context window cannot hold (prompt + max_tokens)",
     )
@@ -185,25 +184,25 @@ def add_workload_parser(sub) -> None:
     syn.add_argument(
         "-o", "--output", required=True, metavar="FILE", help="the JSONL file to write"
     )
-    syn.add_argument("--requests", type=positive_number(int), default=200, metavar="N",
+    syn.add_argument("--requests", type=bounded("workload.requests"), default=200, metavar="N",
                      help="items (default %(default)s)")  # fmt: skip
-    syn.add_argument("--rate", type=positive_number(float), metavar="R",
+    syn.add_argument("--rate", type=bounded("load.rate"), metavar="R",
                      help="req/s (default: no arrival times)")  # fmt: skip
     syn.add_argument("--arrival", choices=("poisson", "constant", "gamma"), default="poisson",
                      help="arrival process, with --rate (default %(default)s)")  # fmt: skip
-    syn.add_argument("--burstiness", type=positive_number(float), default=1.0, metavar="CV",
+    syn.add_argument("--burstiness", type=bounded("load.burstiness"), default=1.0, metavar="CV",
                      help="gamma: CV of the gaps (default %(default)s)")  # fmt: skip
-    syn.add_argument("--input-tokens", type=positive_number(int), default=512, metavar="N",
+    syn.add_argument("--input-tokens", type=bounded("workload.input_tokens"), default=512, metavar="N",
                      help="prompt length in tokens (default %(default)s)")  # fmt: skip
-    syn.add_argument("--output-tokens", type=positive_number(int), default=128, metavar="N",
+    syn.add_argument("--output-tokens", type=bounded("workload.output_tokens"), default=128, metavar="N",
                      help="max_tokens of each item (default %(default)s)")  # fmt: skip
     syn.add_argument("--input-dist", metavar="DIST", help="as for abtui run (default fixed:--input-tokens)")
     syn.add_argument("--output-dist", metavar="DIST", help="as for abtui run (default fixed:--output-tokens)")
-    syn.add_argument("--prefix-groups", type=int, default=0, metavar="N",
+    syn.add_argument("--prefix-groups", type=bounded("workload.prefix_groups"), default=0, metavar="N",
                      help="shared-prefix groups (default %(default)s: none)")  # fmt: skip
-    syn.add_argument("--prefix-tokens", type=int, default=0, metavar="N",
+    syn.add_argument("--prefix-tokens", type=bounded("workload.prefix_tokens"), default=0, metavar="N",
                      help="tokens of each group's prefix (default %(default)s)")  # fmt: skip
-    syn.add_argument("--seed", type=int, default=0, help="seed of prompts and arrivals (default %(default)s)")
+    syn.add_argument("--seed", type=bounded("workload.seed"), default=0, help="seed of prompts and arrivals (default %(default)s)")
     syn.set_defaults(func=cmd_synth)
     p.set_defaults(func=lambda args: (p.print_help(), 0)[1])
 
@@ -223,7 +222,7 @@ def cmd_import(args) -> int:
         msg += ", …" if stats.skipped > len(stats.examples) else ""
     if note:
         msg += f"; {note}"
-    print(msg, file=sys.stderr)
+    print(inert(msg), file=sys.stderr)
     return 0
 
 
@@ -232,9 +231,9 @@ def cmd_inspect(args) -> int:
     from abtui.workload.jsonl import read_workload
 
     wl = read_workload(args.file, skip_bad=args.skip_bad)
-    print(format_stats(workload_stats(wl.items, args.context), args.file, args.context))
+    print(inert(format_stats(workload_stats(wl.items, args.context), args.file, args.context)))
     if wl.stats.skipped:
-        print(f"  {wl.stats.describe()}")
+        print(inert(f"  {wl.stats.describe()}"))
     return 0
 
 
@@ -254,6 +253,9 @@ def cmd_synth(args) -> int:
         ),
         load=LoadSpec(rate=args.rate, arrival=args.arrival, burstiness=args.burstiness),
     )  # fmt: skip
+    from abtui.spec.bounds import check_bounds
+
+    check_bounds(spec, "command line")
     check_workload(spec, "command line")
     n = write_jsonl(args.output, item_records(build_items(spec, args.rate)))
     print(f"{args.output}: {n} requests", file=sys.stderr)

@@ -27,10 +27,8 @@ from abtui.client import records as R
 from abtui.client.http1 import ChunkedDecoder, Malformed, parse_head, request_bytes
 from abtui.client.items import Item
 from abtui.client.records import RequestRecord
-from abtui.client.sse import SSEParser
 from abtui.client.stream import (
     _MAX_ERROR_BODY,
-    DONE,
     ERROR_BODY_S,
     TAIL_S,
     Target,
@@ -110,7 +108,7 @@ class _Exchange:
         self.mode = ""  # "chunked" | "length" | "close"
         self.remaining = 0
         self.keep_alive = True
-        self.parser = SSEParser(DONE)
+        self.parser = state.parser  # the request's (bounded), shared with its state
         self.err_body: bytearray | None = None  # an error status's body (the message)
         self.err_wait = err_wait  # how long after the head that body is waited for
         self.last_rx = _now()

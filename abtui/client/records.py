@@ -70,6 +70,13 @@ class RequestRecord:
     # ``timings_note`` says what was dropped and why (None when nothing was).
     timings: dict[str, float] | None = None
     timings_note: str | None = None
+    # What the client's bounds left out (docs/reliability.md): SSE events over
+    # abtui.client.sse.MAX_EVENT_BYTES, dropped unparsed, and their bytes; characters of text
+    # past abtui.client.stream.MAX_TEXT_CHARS, not stored. Counted per arm in the session's
+    # ``capped`` meta and event, not stored per request.
+    cut_events: int = 0
+    cut_bytes: int = 0
+    cut_text: int = 0
 
 
 # llama-server's ``timings`` (tools/server/server-common.cpp, ``server_slot_stats::to_json``):

@@ -36,6 +36,9 @@ TAIL_S = 1.0
 # (docs/compatibility.md, rule 9). Servers send an error body with its head or right after it.
 ERROR_BODY_S = 1.0
 DONE = b"[DONE]"  # the stream's end marker (rule 10: ends the stream at its line end)
+# Generated text stored per request at most (characters); the rest is counted, not kept
+# (RequestRecord.cut_text). One SSE event's bound: abtui.client.sse.MAX_EVENT_BYTES.
+MAX_TEXT_CHARS = 1 << 20
 # httpcore's trace events of opening a connection (``….started`` / ``.complete`` / ``.failed``)
 _CONNECT_EVENTS = ("connection.connect_tcp.", "connection.start_tls.")
 
@@ -158,17 +161,29 @@ _NO_TIMINGS = object()
 
 
 class _StreamState:
-    """Per-request decoding state: what the chunks said, and when."""
+    """Per-request decoding state: the SSE parser, what the chunks said, and when."""
 
-    __slots__ = ("rec", "texts", "store_text", "done", "usage", "timings")
+    __slots__ = ("rec", "texts", "store_text", "text_room", "done", "usage", "timings", "parser")
 
     def __init__(self, rec: RequestRecord, store_text: bool) -> None:
         self.rec = rec
         self.texts: list[str] = []
         self.store_text = store_text
+        self.text_room = MAX_TEXT_CHARS  # characters of text still stored
         self.done = False
         self.usage: dict | None = None
         self.timings: object = _NO_TIMINGS  # the last ``timings`` seen (checked at the end)
+        self.parser = SSEParser(DONE)  # bounded: an event over its limit is dropped, counted
+
+    def _keep_text(self, text: str) -> None:
+        """Store ``text`` up to the request's bound; count what is left out."""
+        room = self.text_room
+        if len(text) > room:
+            self.rec.cut_text += len(text) - room
+            text = text[:room]
+        if text:
+            self.texts.append(text)
+            self.text_room = room - len(text)
 
     def on_event(self, event: bytes | None, data: bytes, t: int) -> str | None:
         """Handle one SSE event that arrived at ``t``; return an error message if malformed."""
@@ -239,7 +254,7 @@ class _StreamState:
                 rec.chunk_ns.append(t)
                 rec.chunk_tokens.append(n or 1)
                 if self.store_text and text:
-                    self.texts.append(text if isinstance(text, str) else str(text))
+                    self._keep_text(text if isinstance(text, str) else str(text)[:MAX_TEXT_CHARS])
             elif is_token_chunk and fr is None:
                 # Text-less token (llama.cpp: a token ending inside a UTF-8 character).
                 rec.empty_token_chunks += 1
@@ -304,6 +319,7 @@ class _StreamState:
             rec.token_source = R.TOKENS_CHUNKS
         if self.store_text:
             rec.text = "".join(self.texts)
+        rec.cut_events, rec.cut_bytes = self.parser.cut_events, self.parser.cut_bytes
         if self.timings is not _NO_TIMINGS:
             rec.timings, rec.timings_note = parse_timings(self.timings)
 
@@ -361,7 +377,7 @@ async def stream_request(
                                     break
                     _fail_http(rec, resp.status_code, bytes(err_body))
                     return rec
-                parser = SSEParser(DONE)
+                parser = st.parser
                 feed = parser.feed
                 on_event = st.on_event
                 pieces = resp.aiter_raw()

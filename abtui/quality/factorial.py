@@ -200,8 +200,9 @@ def decide(terms: list[QualityTerm], alpha: float) -> None:
     correction has set ``p_adj`` (module docstring)."""
     for t in terms:
         p_adj = t.p_adj if math.isfinite(t.p_adj) else None
+        # min_paired=0: the score interval holds at few items (MIN_ITEMS gates passing)
         d = dc.decide(t.estimate, t.lo, t.hi, p_adj, t.margin, lower_is_better=False, n=t.n,
-                      stat="mean", alpha=alpha)  # fmt: skip
+                      stat="mean", alpha=alpha, min_paired=0)  # fmt: skip
         t.outcome = fx.interaction_outcome(d.outcome) if t.order > 1 else d.outcome
         t.note = "" if t.callable else f"fewer than {MIN_ITEMS} items scored on every arm"
         if t.order == 1:

@@ -16,9 +16,10 @@ from rich.table import Table
 
 from abtui.metrics.summary import ArmSummary, summarize
 from abtui.report.health import DEGRADED_TAG, DEGRADED_WHY, stored_health
-from abtui.report.untrusted import printable, term
+from abtui.report.untrusted import InertConsole, inert, printable, term
 from abtui.runner.observer import ArmProgress, RunInfo, Snapshot
 from abtui.store.reader import SessionReader, never_closed
+from abtui.store.schema import WRITE_FAILED
 
 LINE_MAX = 100  # a headless progress line at most (they were ~170 with two arms)
 
@@ -55,7 +56,7 @@ class HeadlessObserver:
         self._last = -1e9
 
     def _p(self, text: str) -> None:
-        print(text, file=self.out, flush=True)
+        print(inert(text), file=self.out, flush=True)
 
     def started(self, info: RunInfo) -> None:
         self._p(f"abtui: session {info.session_name} → {info.session_path}")
@@ -215,16 +216,17 @@ def print_session_summary(path: str | Path, out: TextIO | None = None,
             "WHERE status = 'error' AND NOT warmup GROUP BY arm, error_class ORDER BY arm, 4 DESC"
         )
     full = max(100, 40 + 16 * len(names) * 2)
-    console = Console(file=out, width=width or terminal_width(out, full), highlight=False)
+    console = InertConsole(file=out, width=width or terminal_width(out, full), highlight=False)
     status = meta.get("status", "?")
     console.print(
-        f"[bold]Session {meta.get('session_name', Path(path).stem)}[/] ({status}) — {path}"
+        f"[bold]Session {term(meta.get('session_name', Path(path).stem))}[/] ({term(status)}) — "
+        f"{term(path)}"
     )
     wl = spec.get("workload", {})
     console.print(
-        f"load: {meta.get('load', '?')}; {wl.get('requests', '?')} requests per arm, "
-        f"{wl.get('input_tokens', '?')} input / {wl.get('output_tokens', '?')} output tokens, "
-        f"seed {wl.get('seed', '?')}"
+        f"load: {term(meta.get('load', '?'))}; {term(wl.get('requests', '?'))} requests per arm, "
+        f"{term(wl.get('input_tokens', '?'))} input / {term(wl.get('output_tokens', '?'))} "
+        f"output tokens, seed {term(wl.get('seed', '?'))}"
     )
     from abtui.report.quality import mode_info
 
@@ -250,6 +252,12 @@ def print_session_summary(path: str | Path, out: TextIO | None = None,
         console.print(
             "\n[bold red]KILLED:[/] abtui stopped without closing this session (killed or crashed; "
             "its status stayed running): figures cover the requests committed before that."
+        )
+    elif status == WRITE_FAILED:
+        console.print(
+            f"\n[bold red]WRITE FAILED:[/] the session file could not be written "
+            f"({term(str(meta.get('write_error') or 'no reason stored'))}): figures cover the "
+            "requests committed before that."
         )
     elif status != "complete":
         console.print(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 from abtui.report.console import terminal_width
+from abtui.report.untrusted import inert
 from abtui.telemetry.diagnosis import ArmDiagnosis, diagnose, diagnosis_lines
 
 
@@ -23,7 +24,7 @@ def print_diagnosis(path, out, width: int | None = None) -> list[ArmDiagnosis]:
             indent = " " * (len(line) - len(line.lstrip()) + 2)
             line = textwrap.fill(line, width, subsequent_indent=indent, break_long_words=False,
                                  break_on_hyphens=False)  # fmt: skip
-        print(line, file=out)
+        print(inert(line), file=out)
     return diags
 
 

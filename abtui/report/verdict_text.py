@@ -10,11 +10,11 @@ from __future__ import annotations
 import math
 from typing import TextIO
 
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from abtui.report.untrusted import InertConsole
 from abtui.stats.effects import Effect
 from abtui.stats.labels import label, pct
 from abtui.verdict.policy import GO, NO_GO, PairVerdict
@@ -315,7 +315,7 @@ def print_verdict(sv: SessionVerdict, out: TextIO, width: int | None = None) -> 
 
     v = sv.verdict
     width = width or terminal_width(out, 130)
-    console = Console(file=out, width=width, highlight=False)
+    console = InertConsole(file=out, width=width, highlight=False)
     pol = v.policy
     console.print()
     title = "A/A calibration" if sv.aa else "Verdict"
@@ -384,7 +384,7 @@ def print_verdict(sv: SessionVerdict, out: TextIO, width: int | None = None) -> 
         left = floor_left_out(sv.noise_floor_detail)
         if left:
             console.print("[dim]noise floor, left out: " + escape("; ".join(left)) + "[/]")
-    if not sv.stored:
+    if sv.stored is False:
         console.print("[yellow]note:[/] the verdict was not stored (the session file is in use).")
 
 

@@ -27,7 +27,7 @@ from abtui.client import preconnect
 from abtui.client.fast import FastClient, fast_stream_request, pool_key
 from abtui.client.items import Item
 from abtui.client.records import RequestRecord
-from abtui.client.redact import redact, secrets_of
+from abtui.client.redact import Scrubber, redact, secrets_of
 from abtui.client.stream import Target, build_body, make_client, stream_request
 from abtui.runner.pool import Pace, connections_needed, open_file_limit
 
@@ -121,7 +121,8 @@ class _Generator:
         self.start_conn = start_conn
         self.stop_event = stop_event
         self.outbox: list[RequestRecord] = []
-        self.secrets = secrets_of(plan.target.headers)
+        t = plan.target  # its key, URL user info and secret params: never stored
+        self.scrubber = Scrubber(secrets_of(t.headers, [t.base_url], [t.params]))
         self.tasks: set[asyncio.Task] = set()
         self.stopping = False
         self.lag_max_ns = 0
@@ -184,8 +185,8 @@ class _Generator:
             pass  # rec is marked cancelled by the client
         finally:
             self.active -= 1
-            if self.secrets:  # a server may echo the key back: it is never stored
-                redact(rec, self.secrets)
+            if self.scrubber:  # a server may echo the key back: it is never stored
+                redact(rec, self.scrubber)
             self.outbox.append(rec)
             if sem is not None:
                 sem.release()

@@ -6,9 +6,11 @@ token, and never from the load generator's event loop.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from abtui.client.redact import Scrubber, scrub_url
 from abtui.metrics.live import GaugeHistory, LiveArm
 from abtui.workload.segments import Position
 
@@ -106,3 +108,32 @@ class NullObserver:
 
     def finished(self, snap: Snapshot, status: str) -> None:
         pass
+
+
+class ScrubbingObserver:
+    """Passes everything on to ``inner`` with the run's secrets scrubbed from what it shows:
+    messages (an endpoint's error quoting its URL) and the run's description (URLs with user
+    info). What a run prints, it prints through this."""
+
+    def __init__(self, inner: Observer, scrubber: Scrubber) -> None:
+        self.inner, self.scrub = inner, scrubber
+
+    def started(self, info: RunInfo) -> None:
+        self.inner.started(dataclasses.replace(
+            info, session_name=self.scrub.text(info.session_name),
+            arm_names=self.scrub(info.arm_names), arm_models=self.scrub(info.arm_models),
+            arm_urls=[self.scrub.text(scrub_url(u) or "") for u in info.arm_urls],
+            load=self.scrub.text(info.load),
+        ))  # fmt: skip
+
+    def progress(self, snap: Snapshot) -> None:
+        self.inner.progress(snap)
+
+    def arm_finished(self, arm: int, progress: ArmProgress) -> None:
+        self.inner.arm_finished(arm, progress)
+
+    def message(self, text: str) -> None:
+        self.inner.message(self.scrub.text(str(text)))
+
+    def finished(self, snap: Snapshot, status: str) -> None:
+        self.inner.finished(snap, status)

@@ -23,14 +23,24 @@ import numpy as np
 from abtui.client import records as R
 from abtui.client.items import Item
 from abtui.client.records import RequestRecord
+from abtui.client.redact import Scrubber, secrets_of
+from abtui.errors import StoreWriteError
 from abtui.quality import interleave
 from abtui.quality.run import run_for_session as run_quality
+from abtui.runner.cuts import Cuts
 from abtui.runner.endpoints import resolve_targets
 from abtui.runner.generator import ArmPlan
 from abtui.runner.health import Delivery
 from abtui.runner.launch import start_fleet, start_local
 from abtui.runner.machine import MachineLoad
-from abtui.runner.observer import ArmProgress, NullObserver, Observer, RunInfo, Snapshot
+from abtui.runner.observer import (
+    ArmProgress,
+    NullObserver,
+    Observer,
+    RunInfo,
+    ScrubbingObserver,
+    Snapshot,
+)
 from abtui.runner.pool import per_arm_connections
 from abtui.runner.schedule import (
     Recipe,
@@ -40,6 +50,7 @@ from abtui.runner.schedule import (
     session_schedule,
 )
 from abtui.spec import Spec
+from abtui.store.schema import WRITE_FAILED
 from abtui.store.writer import SessionWriter
 from abtui.telemetry import sampler as telemetry
 from abtui.workload.context import ContextCheck
@@ -124,9 +135,11 @@ class _Live:
             p.live.slo = dict(slo or {})
         self._ttft = [collections.deque(maxlen=256) for _ in names]
         self._tpot = [collections.deque(maxlen=256) for _ in names]
+        self.cuts = Cuts(len(names))  # what the client's bounds left out
 
     def add(self, arm: int, recs: list[RequestRecord], stats: dict) -> None:
         p = self.arms[arm]
+        self.cuts.add(arm, recs)
         p.in_flight = stats.get("in_flight", p.in_flight)
         p.generator_cpu_s = stats.get("cpu_s", p.generator_cpu_s)
         p.schedule_lag_max_s = max(p.schedule_lag_max_s, stats.get("lag_max_s", 0.0))
@@ -197,20 +210,26 @@ def run_session(
     the spec's synthetic one; ``spec.workload.requests`` should be its length.
     ``stop_request``: set it to stop as Ctrl-C does (a UI running this in a thread, where
     signal handlers cannot be installed)."""
-    obs = observer or NullObserver()
-    targets = resolve_targets(spec)  # fails early, before any file is written
-    name, path = session_path(spec)
     # local generators make their items themselves from the spec (abtui.runner.schedule): the
     # main process streams them into the file and keeps them light; not the caller's items (the
     # demo) nor Ray actors, whose machines may not hold the workload file
     rebuild = items is None and not spec.ray.address
     start_spec = recipe_spec(spec) if rebuild else None
-    sources = level_sources(spec, items)  # the spec's and the file's errors, before any file
+    # the workload file's errors first (a bad line, a number out of range), then the endpoints',
+    # both before any session file is written or any request sent
+    sources = level_sources(spec, items)
+    targets = resolve_targets(spec)
+    # the spec's secrets and the keys from the environment: nothing written or shown has them
+    headers = {f"{i}": v for i, t in enumerate(targets) for v in t.headers.values()}
+    urls = [a.url for a in spec.arms] + [a.metrics_url for a in spec.arms]
+    scrubber = Scrubber(secrets_of(headers, urls, [spec.to_dict()]))
+    obs = ScrubbingObserver(observer or NullObserver(), scrubber)
+    name, path = session_path(spec)
     total = sum(len(src) for _, _, src in sources)
     spec.workload.requests = total  # a file's items: the count the summary shows
     mode = "open" if open_loop(spec) else "closed"
 
-    writer = SessionWriter(path, overwrite=overwrite)
+    writer = SessionWriter(path, overwrite=overwrite, scrubber=scrubber)
     status = "failed"
     procs: list = []
     old_handlers: dict = {}
@@ -430,6 +449,7 @@ def run_session(
                     ap.reading_behind_s, ap.records_waiting = behind.get(i, (0.0, 0))
                 obs.progress(snap())
         conductor.close(_now())
+        live.cuts.store(writer, [a.name for a in spec.arms], obs)
         if fleet is not None:
             fleet.resync()
             writer.write_meta(ray=fleet.meta())
@@ -457,6 +477,9 @@ def run_session(
             status = "complete"
         phase = "done"
         return SessionResult(path=path, name=name, status=status, snapshot=snap())
+    except StoreWriteError:  # the writer marked the file write_failed and closed it
+        status = WRITE_FAILED
+        raise
     finally:
         for sig, h in old_handlers.items():
             signal.signal(sig, h)
@@ -468,6 +491,9 @@ def run_session(
             fleet.close()
         if qi is not None:
             qi.close()
-        telemetry.finish(hub, writer)
+        if writer.closed:  # a write failed: nothing more goes into the file
+            telemetry.finish(hub, None)
+        else:
+            telemetry.finish(hub, writer)
         writer.close(status=status)
         obs.finished(snap(), status)

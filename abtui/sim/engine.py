@@ -108,6 +108,7 @@ class SimRequest:
     logprobs: int | None = None  # /v1/completions "logprobs": top-k asked (None: not asked)
     echo: bool = False  # /v1/completions "echo": the prompt's tokens first
     scored: Any = None  # abtui.sim.logprobs.Scored when served with logprobs/echo
+    usage_claim: int | None = None  # completion tokens the usage says (a fault), else the real
 
 
 class Engine(Protocol):

@@ -20,6 +20,12 @@ Each fault is a flag of ``abtui sim serve`` and a field of :class:`FaultConfig`
 ``--slow-first-byte-ms D``
     every request reaches the engine ``D`` ms late: response headers and tokens are withheld
     (a slow proxy in front of the server).
+``--stop-after N``
+    every response ends after at most ``N`` tokens with ``finish_reason: "stop"``, whatever
+    ``max_tokens`` and ``ignore_eos`` asked (a candidate that stops early).
+``--usage-tokens N``
+    the ``usage`` of every response claims ``N`` completion tokens, whatever was streamed (a
+    server whose count the stream does not bear out).
 
 Determinism: one draw per generation request from a hash of ``(seed, request number)`` picks at
 most one of the rate-based faults (the rates are consecutive slices of [0, 1), so they must sum
@@ -84,10 +90,13 @@ class FaultConfig:
     stall_rate: float = 0.0  # share of requests whose writes stop for stall_ms once
     stall_ms: float = 0.0  # length of a stall, ms
     slow_first_byte_ms: float = 0.0  # every request reaches the engine this much later, ms
+    stop_after: int = 0  # every response stops after at most this many tokens ("stop"); 0: off
+    usage_tokens: int = 0  # every response's usage claims this many completion tokens; 0: off
 
     @property
     def active(self) -> bool:
-        return bool(self.fail) or self.slow_first_byte_ms > 0 or self._rate_total() > 0
+        return (bool(self.fail) or self.slow_first_byte_ms > 0 or self._rate_total() > 0
+                or self.stop_after > 0 or self.usage_tokens > 0)  # fmt: skip
 
     def _rate_total(self) -> float:
         return sum(self.fail.values()) + sum(getattr(self, k + "_rate") for k, _ in _RATE_FLAGS)
@@ -124,6 +133,9 @@ class FaultConfig:
         r = self.retry_after_s
         if isinstance(r, bool) or not isinstance(r, int) or r < 0:
             raise UsageError(f"--retry-after {r!r} is invalid", "give whole seconds ≥ 0")
+        for flag, v in (("--stop-after", self.stop_after), ("--usage-tokens", self.usage_tokens)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise UsageError(f"{flag} {v!r} is invalid", f"give {flag} a whole number ≥ 0")
         total = self._rate_total()
         if total > 1.0 + 1e-9:
             raise UsageError(
@@ -147,6 +159,10 @@ class FaultConfig:
             argv += ["--stall-ms", repr(float(self.stall_ms))]
         if self.slow_first_byte_ms:
             argv += ["--slow-first-byte-ms", repr(float(self.slow_first_byte_ms))]
+        if self.stop_after:
+            argv += ["--stop-after", str(self.stop_after)]
+        if self.usage_tokens:
+            argv += ["--usage-tokens", str(self.usage_tokens)]
         return argv
 
 
@@ -203,6 +219,10 @@ def add_fault_arguments(parser: argparse.ArgumentParser) -> None:
         "--slow-first-byte-ms", type=float, default=0.0, metavar="D",
         help="withhold every response (headers included) for D ms",
     )  # fmt: skip
+    g.add_argument("--stop-after", type=int, default=0, metavar="N",
+                   help="end every response after at most N tokens, finish_reason stop")  # fmt: skip
+    g.add_argument("--usage-tokens", type=int, default=0, metavar="N",
+                   help="claim N completion tokens in every response's usage")  # fmt: skip
 
 
 def faults_from_args(args: argparse.Namespace) -> FaultConfig:
@@ -216,6 +236,8 @@ def faults_from_args(args: argparse.Namespace) -> FaultConfig:
         stall_rate=args.stall_rate,
         stall_ms=args.stall_ms,
         slow_first_byte_ms=args.slow_first_byte_ms,
+        stop_after=args.stop_after,
+        usage_tokens=args.usage_tokens,
     )
 
 
@@ -348,11 +370,16 @@ class Faults:
         """On a parsed generation request: True when the fault took the request over (an
         error answer, a hang, a delayed start); else the caller starts it normally. Sets
         ``conn.fault`` to the request's :class:`StreamFault` or ``None``."""
+        c = self.config
+        if c.stop_after and req.max_tokens > c.stop_after:
+            req.max_tokens, req.finish_reason = c.stop_after, "stop"
+            self.count("stop_after")
+        if c.usage_tokens:
+            req.usage_claim = c.usage_tokens
         kind, status, v = self._pick(req.req_id)
         conn.fault = None
         if kind == "http":
             self.count(f"http_{status}")
-            c = self.config
             conn.t.write(error_response(status, c.fail_body, c.retry_after_s, conn.keep_alive))
             if not conn.keep_alive:
                 conn.t.close()

@@ -484,7 +484,7 @@ class _Connection(asyncio.Protocol):
                 return None  # an injected disconnect closed the connection
             data = _frame(sse.encode())
             if last:
-                data += _frame(fmt.tail(self.tokens).encode()) + b"0\r\n\r\n"
+                data += _frame(fmt.tail(req.usage_claim or self.tokens).encode()) + b"0\r\n\r\n"
             sent = _perf_ns()
             t.write(data)
         else:

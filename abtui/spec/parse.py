@@ -10,6 +10,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from abtui import limits
 from abtui.errors import SpecError
 from abtui.metrics.summary import SLO_KEYS
 from abtui.quality.config import QualitySpec
@@ -44,7 +45,10 @@ def parse_duration(value: Any, where: str) -> float:
     if isinstance(value, str):
         m = _DURATION.match(value)
         if m:
-            return float(m.group(1)) * _UNIT[m.group(2)]
+            seconds = float(m.group(1)) * _UNIT[m.group(2)]
+            if not math.isfinite(seconds):
+                raise SpecError(f"{where} must be a finite duration, got {value!r}")
+            return seconds
     raise SpecError(
         f"{where} must be a duration like '500ms', '0.5s' or a number of seconds, got {value!r}"
     )
@@ -60,7 +64,16 @@ def parse_slo_string(text: str, where: str = "--slo") -> dict[str, float]:
             raise SpecError(f"{where}: {part!r} is not KEY=DURATION", "e.g. --slo ttft=500ms,tpot=50ms")
         out[key] = parse_duration(val.strip(), f"{where} {key}")
     _check_slo_keys(out, where)
+    for key, v in out.items():
+        _check_slo_value(key, v, where)
     return out
+
+
+def _check_slo_value(key: str, value: float, where: str) -> None:
+    try:
+        limits.check("slo", value, f"slo.{key}")
+    except limits.OutOfRange as e:
+        raise SpecError(f"{where}: {e}") from None
 
 
 def _check_slo_keys(slo: dict, where: str) -> None:
@@ -86,6 +99,8 @@ def _coerce(value: Any, typ: str, where: str) -> Any:
         if k == "int" and isinstance(value, int) and not isinstance(value, bool):
             return value
         if k == "float" and isinstance(value, int | float) and not isinstance(value, bool):
+            if not math.isfinite(value):  # TOML has nan and inf; no field takes them
+                raise SpecError(f"{where} must be a finite number, got {value!r}")
             return float(value)
         if k == "str" and isinstance(value, str):
             return value
@@ -95,7 +110,7 @@ def _coerce(value: Any, typ: str, where: str) -> Any:
             return value
         if k in ("list[float]", "list[int]") and isinstance(value, list) and value and all(
             isinstance(x, int if k == "list[int]" else int | float) and not isinstance(x, bool)
-            for x in value
+            and math.isfinite(x) for x in value
         ):
             return [float(x) for x in value] if k == "list[float]" else value
     wanted = " or ".join(
@@ -110,8 +125,22 @@ _DURATION_FIELDS = {"timeout_s", "read_timeout_s", "connect_timeout_s", "duratio
 _ALIASES = {"duration": "duration_s", "timeout": "timeout_s", "read_timeout": "read_timeout_s", "connect_timeout": "connect_timeout_s"}
 
 
-def _fill(cls: type, data: Any, where: str) -> Any:
-    """Build dataclass ``cls`` from a TOML table, rejecting unknown keys and wrong types."""
+class _FieldError(SpecError):
+    """A value out of its range, with the TOML path of its key (``section``, the index of an
+    ``[[arms]]`` table or None, the key as written) so that :func:`load_spec` names its line."""
+
+    def __init__(self, message: str, path: tuple[str, int | None, str],
+                 hint: str = "the ranges and their reasons: docs/reliability.md (Bounds)") -> None:  # fmt: skip
+        super().__init__(message, hint)
+        self.path = path
+
+
+def _fill(cls: type, data: Any, where: str, section: str = "", index: int | None = None) -> Any:
+    """Build dataclass ``cls`` from a TOML table, rejecting unknown keys, wrong types and
+    numbers out of their range (:mod:`abtui.spec.bounds`). ``section``: the table's name
+    (``"arm"`` for ``[[arms]]``, number ``index``)."""
+    from abtui.spec.bounds import field_limit
+
     if not isinstance(data, dict):
         raise SpecError(f"{where} must be a table, got {type(data).__name__}")
     fields = {f.name: f for f in dataclasses.fields(cls)}
@@ -122,10 +151,20 @@ def _fill(cls: type, data: Any, where: str) -> Any:
             raise SpecError(f"{where}: unknown key {key!r}", _suggest(
                 key, [*fields, *(a for a, n in _ALIASES.items() if n in fields)]))
         w = f"{where}.{key}" if where else key
-        if name in _DURATION_FIELDS:
-            kwargs[name] = parse_duration(value, w)
-        else:
-            kwargs[name] = _coerce(value, str(fields[name].type), w)
+        path = ("arms" if section == "arm" else section, index, key)
+        try:
+            if name in _DURATION_FIELDS:
+                kwargs[name] = parse_duration(value, w)
+            else:
+                kwargs[name] = _coerce(value, str(fields[name].type), w)
+        except SpecError as e:
+            raise _FieldError(e.message, path, e.hint) from None
+        row = field_limit(section, name)
+        if row is not None and kwargs[name] is not None:
+            try:
+                limits.check(row, kwargs[name], w.rpartition(": ")[2])
+            except limits.OutOfRange as e:
+                raise _FieldError(f"{where.rpartition(': ')[0]}: {e}", path) from None
     try:
         return cls(**kwargs)
     except TypeError as e:  # a required field is missing
@@ -158,14 +197,23 @@ def spec_from_dict(data: dict, source: str = "spec") -> Spec:
         elif key == "arms":
             if not isinstance(value, list):
                 raise SpecError(f"{where} must be an array of tables ([[arms]])")
-            spec.arms = [_fill(ArmSpec, a, f"{source}: arms[{i}]") for i, a in enumerate(value)]
+            spec.arms = [_fill(ArmSpec, a, f"{source}: arms[{i}]", "arm", i)
+                         for i, a in enumerate(value)]  # fmt: skip
         elif key == "slo":
             if not isinstance(value, dict):
                 raise SpecError(f"{where} must be a table")
-            spec.slo = {k: parse_duration(v, f"{source}: slo.{k}") for k, v in value.items()}
+            spec.slo = {}
+            for k, v in value.items():
+                try:
+                    spec.slo[k] = limits.check("slo", parse_duration(v, f"{source}: slo.{k}"),
+                                               f"slo.{k}")  # fmt: skip
+                except SpecError as e:
+                    raise _FieldError(e.message, ("slo", None, k), e.hint) from None
+                except limits.OutOfRange as e:
+                    raise _FieldError(f"{source}: {e}", ("slo", None, k)) from None
             _check_slo_keys(spec.slo, f"{source}: slo")
         elif key in _SECTIONS:
-            setattr(spec, key, _fill(_SECTIONS[key], value, f"{source}: {key}"))
+            setattr(spec, key, _fill(_SECTIONS[key], value, f"{source}: {key}", key))
         else:
             raise SpecError(f"{source}: unknown key {key!r}",
                             _suggest(key, ["name", "arms", "slo", *_SECTIONS], "top-level keys"))  # fmt: skip
@@ -197,6 +245,25 @@ def _line_of(text: str, message: str) -> int | None:
     return None
 
 
+def _line_of_field(text: str, section: str, index: int | None, key: str) -> int | None:
+    """The line of ``key`` in table ``[section]`` (the ``index``-th ``[[section]]``); else its
+    first ``key =`` anywhere (a dotted key, an inline table)."""
+    header = re.compile(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
+    assign = re.compile(rf"""^\s*(?:[\w.]*\.)?["']?{re.escape(key)}["']?\s*=""")
+    lines = text.splitlines()
+    current, seen = None, -1
+    for i, line in enumerate(lines, 1):
+        m = header.match(line)
+        if m:
+            current = m[1].strip().strip("\"'")
+            seen += current == section
+            continue
+        if current == section and (index is None or seen == index) and assign.match(line):
+            return i
+    anywhere = re.compile(rf"""(^|[\s{{,.])["']?{re.escape(key)}["']?\s*=""")
+    return next((i for i, line in enumerate(lines, 1) if anywhere.search(line)), None)
+
+
 def load_spec(path: str | Path) -> tuple[Spec, str]:
     """Read and validate a TOML spec file; returns the spec and the file's text."""
     p = Path(path)
@@ -220,6 +287,11 @@ def load_spec(path: str | Path) -> tuple[Spec, str]:
         raise SpecError(f"{p}: not valid TOML: arrays or tables nested too deeply") from None
     try:
         return spec_from_dict(data, str(p)), text
+    except _FieldError as e:
+        line = _line_of_field(text, *e.path)
+        if line is None or not e.message.startswith(f"{p}: "):
+            raise
+        raise SpecError(f"{p}:{line}: {e.message[len(str(p)) + 2:]}", e.hint) from None
     except SpecError as e:
         line = _line_of(text, e.message)
         if line is None or not e.message.startswith(f"{p}: "):

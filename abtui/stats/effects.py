@@ -77,6 +77,9 @@ class Comparison:
     rank_tests: dict[str, RankTest]
     design: dict
     summaries: tuple[ArmSummary, ArmSummary]
+    # rows that are no metric of speed but say whether the speed rows compare like with like:
+    # ``output_tokens.mean``, B's mean output length against A's over the same units
+    checks: list[Effect] = field(default_factory=list)
     by_key: dict[str, Effect] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -92,6 +95,7 @@ class Comparison:
                 "b": self.b,
                 "design": self.design,
                 "effects": [e.to_dict() for e in self.effects],
+                "checks": [e.to_dict() for e in self.checks],
                 "rank_tests": {k: v.to_dict() for k, v in self.rank_tests.items()},
             }
         )
@@ -221,6 +225,7 @@ def compare(
     rank_tests: dict[str, RankTest] = {}
 
     ells: dict[str, int] = {}
+    paired: dict[str, int] = {}  # units (items) where both arms have the metric's values
     n_eff: dict[str, float] = {}
     short: dict[str, float] = {}
     min_eff: dict[str, float] = {}
@@ -264,12 +269,15 @@ def compare(
             bare = not SHORTFALL or block_len is not None
             short[metric] = 1.0 if bare else bs.block_shortfall(contrast, ell)
             min_eff[metric] = dc.MIN_EFFECTIVE_UNWIDENED if bare else dc.MIN_EFFECTIVE
+        paired[metric] = len(contrast)
         effects += _latency_rows(metric, sk[a], sk[b], weights.get(n_units, ell, "latency"), ell,
                                  bs.STATS, level, "", n_eff[metric], short[metric],
-                                 min_eff[metric])  # fmt: skip
+                                 min_eff[metric], paired[metric])  # fmt: skip
         if metric in RANK_TESTED:
             rank_tests[metric] = _rank_test(pair_keys[a], pair_keys[b], vals[a], vals[b], light)
 
+    checks = _length_check(t, ok_mask, units, item_units, n_units, n_item_units, alternating,
+                           weights, ells.get("e2e") or block_len or 1, level, (a, b))  # fmt: skip
     groups = [
         (f"@in{lo}-{hi}", {x: (n_in[x] >= lo) & (n_in[x] <= hi) for x in (a, b)})
         for lo, hi in _input_buckets(n_in[a], n_in[b])
@@ -288,7 +296,8 @@ def compare(
                 sk[x] = bs.Sketch.of(v[inside], units[x][rows][inside], n_units, grid)
             w = weights.get(n_units, ells[metric], "latency")
             effects += _latency_rows(metric, sk[a], sk[b], w, ells[metric], ("p50",), level, suffix,
-                                     n_eff[metric], short[metric], min_eff[metric])  # fmt: skip
+                                     n_eff[metric], short[metric], min_eff[metric],
+                                     paired[metric])  # fmt: skip
             del w  # not held while the next matrix is drawn
     slo_n_eff = math.nan
     if slo and windows[a] is not None and windows[b] is not None:
@@ -317,7 +326,29 @@ def compare(
         "ci_level": level,
         "bins": bs.N_BINS,
     }
-    return Comparison(a, b, effects, rank_tests, design, sums)
+    return Comparison(a, b, effects, rank_tests, design, sums, checks)
+
+
+def _length_check(t, ok_mask, units, item_units, n_units, n_item_units, alternating, weights,
+                  ell, level, arms) -> list[Effect]:  # fmt: skip
+    """``output_tokens.mean``: B's mean output length over A's, on the same resampling as the
+    latency rows. Not a speed: when the arms generate different lengths for the same items,
+    E2E and the rates compare different work (:mod:`abtui.verdict.comparable`)."""
+    a, b = arms
+    vals, sk = {}, {}
+    for x in arms:
+        n = t.n_output[ok_mask[x]].astype(np.float64)
+        n[t.n_output[ok_mask[x]] == NA] = np.nan
+        vals[x] = n
+    grid = bs.Grid.covering(vals[a], vals[b])
+    for x in arms:
+        sk[x] = bs.Sketch.of(vals[x], units[x], n_units, grid)
+    if alternating:
+        contrast = _item_contrast(vals[a], item_units[a], vals[b], item_units[b], n_item_units)
+    else:
+        contrast = _contrast(sk[a], sk[b])
+    return _latency_rows("output_tokens", sk[a], sk[b], weights.get(n_units, ell, "latency"),
+                         ell, ("mean",), level, "", math.nan, paired=len(contrast))
 
 
 def _contrast(ska: bs.Sketch, skb: bs.Sketch) -> np.ndarray:
@@ -373,7 +404,7 @@ def _block_series(ska: bs.Sketch, skb: bs.Sketch) -> list[np.ndarray]:
 
 
 def _latency_rows(metric, ska, skb, w, ell, stats, level, suffix, n_eff, short=1.0,
-                  min_eff=dc.MIN_EFFECTIVE) -> list[Effect]:  # fmt: skip
+                  min_eff=dc.MIN_EFFECTIVE, paired=None) -> list[Effect]:  # fmt: skip
     widen = bs.expansion(math.ceil(len(ska.count) / ell), level) * short
     rep_a, rep_b = ska.resampled(w, stats), skb.resampled(w, stats)
     out = []
@@ -387,6 +418,7 @@ def _latency_rows(metric, ska, skb, w, ell, stats, level, suffix, n_eff, short=1
                 key=f"{metric}.{stat}{suffix}", metric=metric, stat=stat, lower_is_better=True,
                 a=ska.exact[stat], b=skb.exact[stat], n_a=ska.n, n_b=skb.n, ratio=ratio,
                 lo=lo, hi=hi, p=bs.bootstrap_p(reps), block_len=ell, n_eff=n_eff, min_eff=min_eff,
+                paired=paired,
             )
         )  # fmt: skip
     return out

@@ -378,8 +378,7 @@ def decide_terms(terms: list[Term], policy: dict, noise_floor: dict | None = Non
         t.delta = max(base, (noise_floor or {}).get(t.key, 0.0))
         kind = "main" if t.order == 1 else "interaction"
         t.family = kind if t.key in primary else f"{kind}-breakdown"
-        if (t.n >= dc.tail_min_n(t.stat) and dc.too_dependent(t.n, t.n_eff) is None
-                and math.isfinite(t.p)):  # fmt: skip
+        if dc.callable_row(t.n, t.stat, t.n_eff) and math.isfinite(t.p):
             callable_.append(t)
     for fam in ("main", "interaction", "main-breakdown", "interaction-breakdown"):
         rows = [t for t in callable_ if t.family == fam]

@@ -29,6 +29,7 @@ class Effect:
     block_len: int  # in units
     n_eff: float = math.nan  # effectively independent paired units (latency, SLO rows; NaN: none)
     min_eff: float = MIN_EFFECTIVE  # the n_eff a call needs (decide.too_dependent)
+    paired: int | None = None  # paired units both arms have values in (None: min(n_a, n_b))
     p_adj: float = math.nan
     family: str = "breakdown"  # "primary" (Holm) or "breakdown" (Benjamini–Hochberg)
     delta: float = math.nan

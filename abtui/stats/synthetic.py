@@ -38,6 +38,8 @@ class ArmTruth:
     stall_s: float = 0.0  # a busy client: stalls of mean stall_s on 30% of its loop wake-ups
     # (exponential), drawn anew for each send (schedule lag) and each read of the first and
     # last token (inflating TTFT and E2E as a starved event loop does): lag P99 ≈ 3.4 × stall_s
+    n_output: int | None = None  # this arm's output length (default: the table's n_output)
+    usage_tokens: int | None = None  # what its usage claims instead of the chunks it streamed
 
 
 def busy_stalls(rng: np.random.Generator, n: int, mean_s: float) -> np.ndarray:
@@ -99,7 +101,9 @@ def synthetic_table(
     rng = np.random.default_rng(seed)
     cols: dict[str, list[np.ndarray]] = {}
     chunk_req, chunk_t = [], []
+    width = n_output
     for arm, truth in enumerate(arms):
+        n_output = truth.n_output or width
         sched = (np.arange(n) * (NS / rate)).astype(np.int64) + 10 * NS
         disp = sched + 20_000 + np.where(np.arange(n) % 10 == 0, int(truth.lag_s * NS), 0)
         disp = disp + busy_stalls(rng, n, truth.stall_s)
@@ -146,7 +150,7 @@ def synthetic_table(
             "n_chunks": np.where(err, 0, n_output),
             "empty_token_chunks": np.zeros(n, dtype=np.int64),
             "n_input": 64 * 2 ** (np.arange(n) % 4) if vary_input else np.full(n, 256),
-            "n_output": np.where(err, na, n_output),
+            "n_output": np.where(err, na, truth.usage_tokens or n_output),
             "http_status": np.where(err, 500, 200),
             "status": np.array(["ok", "error"], dtype=object)[err.astype(np.int64)],
             "error_class": np.array([None, "http"], dtype=object)[err.astype(np.int64)],

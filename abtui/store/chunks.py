@@ -26,6 +26,8 @@ from contextlib import AbstractContextManager
 import duckdb
 import numpy as np
 
+from abtui.store.damage import times
+
 Opener = Callable[[], AbstractContextManager[duckdb.DuckDBPyConnection]]
 
 SLICE = 1 << 16  # chunks per query: ~130 bytes each of transient memory (8 MB; 1 << 15 cost
@@ -40,9 +42,10 @@ class FileChunks:
     """The chunks of a session file, streamed (module docstring). ``keep``: an object whose
     life the source must extend (the reader's private copy of a locked file)."""
 
-    def __init__(self, connect: Opener, keep: object = None):
+    def __init__(self, connect: Opener, keep: object = None, name: object = None):
         self._connect = connect
         self._keep = keep
+        self._name = name  # the file, named by the error a time out of range raises
         self.verified = False  # storage order checked on every chunk
         self.ranges: list[tuple[int, int]] | None = None  # sorted reading: request ranges
         self.passes = 0
@@ -92,7 +95,7 @@ class FileChunks:
                 if not np.where(same, seq == before_seq + 1, seq == 0).all():
                     raise Unordered
                 prev_req, prev_seq = int(req[-1]), int(seq[-1])
-            yield req, np.asarray(got["t_ns"], dtype=np.int64)
+            yield req, times(got["t_ns"], self._name, "a chunk's t_ns")
         if check:
             self.verified = True
 
@@ -100,4 +103,5 @@ class FileChunks:
         for lo, hi in self.ranges or ():
             got = con.execute("SELECT req, t_ns FROM chunks WHERE req BETWEEN ? AND ? "
                               "ORDER BY req, seq", [lo, hi]).fetchnumpy()  # fmt: skip
-            yield np.asarray(got["req"], dtype=np.int64), np.asarray(got["t_ns"], dtype=np.int64)
+            yield (np.asarray(got["req"], dtype=np.int64),
+                   times(got["t_ns"], self._name, "a chunk's t_ns"))  # fmt: skip

@@ -24,12 +24,13 @@ from abtui.store.reader import (
     file_writer,
     was_killed,
 )
-from abtui.store.schema import COMPLETE, FAILED, INTERRUPTED, RUNNING, STATUSES
+from abtui.store.schema import COMPLETE, FAILED, INTERRUPTED, RUNNING, STATUSES, WRITE_FAILED
 
 SUFFIX = ".duckdb"
 # what a row says for each stored status; a "running" file nobody writes was killed or crashed
 # (abtui.store.reader.was_killed, the one definition shared with the report and the TUI)
-STATUS_WORDS = {COMPLETE: "finished", INTERRUPTED: "interrupted", FAILED: "failed"}
+STATUS_WORDS = {COMPLETE: "finished", INTERRUPTED: "interrupted", FAILED: "failed",
+                WRITE_FAILED: "write failed"}  # fmt: skip
 RUNNING_NOW = "running"
 KILLED = "killed"  # status "running" but no writer holds the file (reader.was_killed)
 UNREADABLE = "unreadable"
@@ -40,7 +41,7 @@ class SessionRow:
     path: Path
     name: str
     mtime: float  # the file's modification time (rows are sorted newest first by it)
-    status: str  # finished | interrupted | failed | running | killed | unreadable
+    status: str  # finished | interrupted | failed | write failed | running | killed | unreadable
     created: str | None = None  # ISO time the session started
     arms: list[str] = field(default_factory=list)
     requests: int | None = None  # measured requests stored (warm-up excluded), all arms

@@ -21,12 +21,21 @@ from it, one pass at a time on a connection of its own, when ITL is asked for
 
 Errors a user can act on (missing file, not a DuckDB file, not an abtui session, a session
 written by a newer abtui) are :class:`~abtui.errors.StoreError`.
+
+**A damaged file** (truncated, edited, from someone else) is one too, naming the file and what
+is damaged; nothing read from it reaches the code above as a traceback. The reader is the one
+validation layer (:mod:`abtui.store.damage`): on open it checks every table and column the code
+reads, decodes every JSON value of ``meta``, ``arms`` and ``verdicts`` (bad JSON, too deep, the
+wrong type for what reads it), and that every request names an arm the file has and times in
+range; every query it runs (also those of a table's chunk passes) turns a DuckDB error (a
+corrupt block, a value out of range) into the same error. What still slips through (a value the
+checks did not foresee) is caught by ``damage.reading``, around each command that reads one.
 """
 
 from __future__ import annotations
 
-import json
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -43,10 +52,23 @@ import numpy as np
 from abtui.client.items import Item
 from abtui.errors import StoreError
 from abtui.metrics.table import NA, RequestTable
+from abtui.store.damage import (
+    Checked,
+    Damaged,
+    check_meta,
+    check_rows,
+    check_tables,
+    damaged,
+    file_key,
+    first_line,
+    loads,
+    table_columns,
+)
 from abtui.store.request_table import read_request_table
 from abtui.store.schema import COMPLETE, ITEM_COLUMNS, RUNNING, SCHEMA_VERSION, TIMING_COLUMNS
 
 COPY_ATTEMPTS = 3
+_CHECKED: set[tuple] = set()  # files (damage.file_key) whose tables and rows passed the checks
 
 
 def _plain(col: np.ndarray, fill: Any = None) -> np.ndarray:
@@ -58,10 +80,6 @@ def _plain(col: np.ndarray, fill: Any = None) -> np.ndarray:
             return out
         return col.filled(fill)
     return np.asarray(col)
-
-
-def _loads(text: str | None) -> Any:
-    return None if text is None else json.loads(text)
 
 
 WRITER_OTHER = "other"  # another process holds the file for writing (DuckDB's lock)
@@ -124,7 +142,7 @@ class SessionReader:
             )
         if self.path.is_dir():
             raise StoreError(f"{self.path} is a directory, not a session file")
-        self._con = self._connect()
+        self._con = Checked(self._connect(), self.path)
         try:
             self._check()
         except BaseException:
@@ -178,6 +196,8 @@ class SessionReader:
                 f"{self.path} is not a DuckDB file",
                 "give a session file written by abtui (sessions/<name>.duckdb)",
             )
+        if re.search(r"read enough bytes|[Cc]orrupt|checksum|truncat|not a valid|magic", text):
+            return damaged(self.path, f"it cannot be opened ({first_line(e)})")
         extra = f" (first attempt: {cause})" if cause is not None else ""
         return StoreError(
             f"cannot open session file {self.path}: {text}{extra}",
@@ -185,15 +205,17 @@ class SessionReader:
         )
 
     def _check(self) -> None:
-        tables = {
-            r[0] for r in self._con.execute("SELECT table_name FROM duckdb_tables()").fetchall()
-        }
+        columns = table_columns(self._con)
+        tables = set(columns)
         if not {"meta", "requests", "chunks"} <= tables:
             raise StoreError(
                 f"{self.path} is a DuckDB file but not an abtui session",
                 "give a session file written by abtui (sessions/<name>.duckdb)",
             )
-        self._meta = self._read_meta()
+        try:
+            self._meta = self._read_meta()
+        except Damaged as e:
+            raise damaged(self.path, str(e)) from None
         version = self._meta.get("schema_version")
         if not isinstance(version, int):
             raise StoreError(f"{self.path} is not an abtui session (no schema version)")
@@ -203,16 +225,29 @@ class SessionReader:
                 f"({SCHEMA_VERSION})",
                 "upgrade abtui to read it",
             )
+        key = file_key(self.path)  # a report opens the file a few times: checked once
+        try:
+            check_meta(self._meta)
+            if key is None or key not in _CHECKED:
+                check_tables(columns)
+                check_rows(self._con, columns)
+                if key is not None:
+                    _CHECKED.add(key)
+        except Damaged as e:
+            raise damaged(self.path, str(e)) from None
 
     def _read_meta(self) -> dict:
         rows = self._con.execute("SELECT key, value FROM meta").fetchall()
-        return {k: _loads(v) for k, v in rows}
+        return {k: loads(v, f"meta {k!r}") for k, v in rows}
 
     # -- reading ----------------------------------------------------------------------------------
 
     def meta(self) -> dict:
         """Every meta key, JSON-decoded (re-read each call: a live writer may change status)."""
-        self._meta = self._read_meta()
+        try:
+            self._meta = self._read_meta()
+        except Damaged as e:
+            raise damaged(self.path, str(e)) from None
         return dict(self._meta)
 
     @property
@@ -237,7 +272,7 @@ class SessionReader:
         keys = ("arm", "name", "role", "url", "model", "api", "config")
         out = [dict(zip(keys, r, strict=True)) for r in rows]
         for a in out:
-            a["config"] = _loads(a["config"]) or {}
+            a["config"] = self._json(a["config"], f"arms: the config of arm {a['arm']}") or {}
         return out
 
     def items(self) -> list[Item]:
@@ -249,12 +284,12 @@ class SessionReader:
                 id=id_,
                 arrival_s=arrival,
                 prompt=prompt,
-                messages=_loads(messages),
+                messages=self._json(messages, f"items: the messages of item {i}"),
                 max_tokens=128 if max_tokens is None else max_tokens,
                 n_input=n_input,
                 expected=expected,
                 suite=suite,
-                tags=[] if tags in (None, "[]") else json.loads(tags),
+                tags=[] if tags in (None, "[]") else self._json(tags, f"items: the tags of item {i}"),
             )
             for (
                 i,
@@ -289,7 +324,8 @@ class SessionReader:
         """All requests (warm-up excluded unless asked). Their chunks stay in the file unless
         ``chunks``: the table streams them from it when ITL is asked for, one pass at a time
         on a connection of its own (:mod:`abtui.store.request_table`)."""
-        return read_request_table(self._con, self._opener(), self._copy, include_warmup, chunks)
+        return read_request_table(self._con, self._opener(), self._copy, include_warmup, chunks,
+                                  name=self.path)  # fmt: skip
 
     def _opener(self) -> Callable[[], AbstractContextManager[duckdb.DuckDBPyConnection]]:
         """How a table read from this reader opens the file again for a pass over its chunks:
@@ -297,6 +333,7 @@ class SessionReader:
         while a table needs it), or a new private copy if another process locked the file."""
         copy = self._copy.path if self._copy is not None else None
         path, shared = str(copy or self.path), self._shared or copy is not None
+        named = self.path  # errors name the user's file, not the copy
 
         @contextmanager
         def open_file() -> Iterator[duckdb.DuckDBPyConnection]:
@@ -309,7 +346,7 @@ class SessionReader:
                     yield rd._con
                 return
             try:
-                yield con
+                yield Checked(con, named)
             finally:
                 con.close()
 
@@ -367,7 +404,15 @@ class SessionReader:
 
     def verdicts(self) -> list[dict]:
         rows = self._con.execute("SELECT created, policy, result FROM verdicts").fetchall()
-        return [{"created": c, "policy": _loads(p), "result": _loads(r)} for c, p, r in rows]
+        return [{"created": c, "policy": self._json(p, f"verdicts row {k}: policy"),
+                 "result": self._json(r, f"verdicts row {k}: result")}
+                for k, (c, p, r) in enumerate(rows, 1)]  # fmt: skip
+
+    def _json(self, text: str | None, where: str) -> Any:
+        try:
+            return loads(text, where)
+        except Damaged as e:
+            raise damaged(self.path, str(e)) from None
 
     def query(self, sql: str, params: Any = None) -> list[tuple]:
         """Run an ad-hoc read query (for exports and debugging)."""

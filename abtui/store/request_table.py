@@ -28,6 +28,7 @@ from abtui.metrics import gaps
 from abtui.metrics.keys import unique_ints
 from abtui.metrics.table import INT_COLUMNS, NA, NULLABLE_COLUMNS, STR_COLUMNS, RequestTable
 from abtui.store.chunks import FileChunks, Opener, Unordered
+from abtui.store.damage import times
 
 ROW_SLICE = 1 << 15  # requests per query (1 << 18 held ~50 MB more while reading, no faster)
 CHUNK_SLICE = 250_000  # chunk_columns reads the chunks of this many at a time (its peak)
@@ -100,15 +101,17 @@ def read_request_table(
     keep: object,
     include_warmup: bool = False,
     chunks: bool = False,
+    name: object = None,
 ) -> RequestTable:
     """The table of the file ``con`` reads (module docstring). ``connect`` opens a new
     connection to the same file for each later pass over the chunks; ``keep`` is kept alive
-    with the table (the reader's private copy of a locked file)."""
+    with the table (the reader's private copy of a locked file); ``name``: the file, for the
+    error a chunk time out of range raises (:func:`abtui.store.damage.times`)."""
     rows = read_rows(con, include_warmup)
     if chunks:
-        idx, t_ns, n_tok = chunk_columns(con, rows["req"])
+        idx, t_ns, n_tok = chunk_columns(con, rows["req"], name)
         return RequestTable(**rows, chunk_req_idx=idx, chunk_t_ns=t_ns, chunk_n=n_tok)
-    source = FileChunks(connect, keep)
+    source = FileChunks(connect, keep, name)
     empty = np.zeros(0, dtype=np.int64)
     t = RequestTable(**rows, chunk_req_idx=empty, chunk_t_ns=empty, chunk_n=empty,
                      chunk_source=source)  # fmt: skip
@@ -126,7 +129,8 @@ def read_request_table(
     return t
 
 
-def chunk_columns(con, req: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def chunk_columns(con, req: np.ndarray, name: object = None) -> tuple[np.ndarray, np.ndarray,
+                                                                      np.ndarray]:  # fmt: skip
     """The chunks of the requests ``req`` (sorted ids), in (req, seq) order: each one's row
     index into ``req``, arrival time and tokens, as int64 arrays filled in place.
 
@@ -161,7 +165,7 @@ def chunk_columns(con, req: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndar
         keep[keep] = req[p[keep]] == g_req[keep]  # warm-up chunks in the range: left out
         m = int(keep.sum())
         idx[at : at + m] = p[keep]
-        t_ns[at : at + m] = _plain(got["t_ns"])[keep]
+        t_ns[at : at + m] = times(got["t_ns"], name, "a chunk's t_ns")[keep]
         n_tok[at : at + m] = _plain(got["n_tokens"], 1)[keep]
         at, k = at + m, j
         del got, g_req, p, keep

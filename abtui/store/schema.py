@@ -29,7 +29,8 @@ RUNNING = "running"
 COMPLETE = "complete"
 INTERRUPTED = "interrupted"
 FAILED = "failed"
-STATUSES = (RUNNING, COMPLETE, INTERRUPTED, FAILED)
+WRITE_FAILED = "write_failed"  # the file itself could not be written (disk full, I/O error)
+STATUSES = (RUNNING, COMPLETE, INTERRUPTED, FAILED, WRITE_FAILED)
 
 # Columns of ``requests`` in table order (the writer inserts them by name).
 REQUEST_COLUMNS = (

@@ -13,18 +13,23 @@ Bulk inserts use DuckDB replacement scans of local dicts of numpy arrays
 (``INSERT INTO chunks SELECT ... FROM chunk_df``), about 100x faster than ``executemany``;
 NULL-able integer columns are numpy masked arrays (DuckDB maps masked entries to NULL).
 
-Secrets never reach the file: :func:`scrub_secrets` drops every config key that names a
-credential (API keys, tokens, auth headers, passwords), recursively, and :func:`scrub_url` drops
-user info and credential query parameters from URLs.
+Secrets never reach the file: every meta value, event message and arm row passes the writer's
+:class:`~abtui.client.redact.Scrubber` (the run's secret values, credential keys dropped at any
+depth, URL user info cut), the one scrubber of :mod:`abtui.client.redact`. Request records are
+scrubbed by the load generators, before they leave their process.
+
+A full disk (or an I/O error) while running ends the session ``write_failed``, recorded in the
+file with every earlier commit (:mod:`abtui.store.ending`), and the run with
+:class:`~abtui.errors.StoreWriteError` (exit code 5), not as a killed session.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import platform
-import re
 import socket
 import sys
 import time
@@ -34,7 +39,6 @@ from datetime import datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import duckdb
 import numpy as np
@@ -42,8 +46,10 @@ import numpy as np
 from abtui import __version__
 from abtui.client.items import Item
 from abtui.client.records import RequestRecord
-from abtui.errors import StoreError
-from abtui.metrics.table import NA, NULLABLE_COLUMNS, ROW_COLUMNS, RequestTable
+from abtui.client.redact import Scrubber, scrub_url
+from abtui.errors import StoreError, StoreWriteError
+from abtui.store.columns import nullable, objects, record_columns, timing_rows
+from abtui.store.ending import STORAGE_ERRORS, close_quietly, make_reserve, record_end
 from abtui.store.schema import (
     COMPLETE,
     DDL,
@@ -55,6 +61,7 @@ from abtui.store.schema import (
     SCHEMA_VERSION,
     STATUSES,
     TIMING_COLUMNS,
+    WRITE_FAILED,
 )
 
 FLUSH_INTERVAL_S = 0.5  # maybe_flush flushes when this much time passed since the last flush
@@ -68,40 +75,10 @@ CACHE_TRIM_LIMIT = "8MB"
 # of 512 tokens: 614 MB); under this it evicts them (64 MB: 186-190, 32 MB: 157-158; ~0.5 s slower).
 ITEMS_MEMORY_LIMIT = "32MB"
 
-# A config key names a secret if one of its ``_``-separated words is one of these (after
-# lower-casing and mapping ``-`` to ``_``): ``api_key``, ``hf_token``, ``Authorization``,
-# ``extra_headers`` are dropped; ``max_tokens``, ``tokenizer`` are kept.
-_SECRET_KEY = re.compile(
-    r"(^|_)(api_?key|apikey|authorization|auth|token|secret|password|passwd|headers?|"
-    r"bearer|credentials?|cookie)($|_)"
-)
-
-
-def is_secret_key(key: object) -> bool:
-    """Whether a config key names a credential (see ``_SECRET_KEY``)."""
-    return bool(_SECRET_KEY.search(str(key).lower().replace("-", "_")))
-
-
-def scrub_secrets(obj: Any) -> Any:
-    """A copy of ``obj`` without any dict key naming a credential, at any depth."""
-    if isinstance(obj, dict):
-        return {k: scrub_secrets(v) for k, v in obj.items() if not is_secret_key(k)}
-    if isinstance(obj, list | tuple):
-        return [scrub_secrets(v) for v in obj]
-    return obj
-
-
-def scrub_url(url: str | None) -> str | None:
-    """``url`` without user info (``user:pass@``) and without credential query parameters."""
-    if not url:
-        return url
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)[-1]
-    query = urlencode([(k, v) for k, v in parse_qsl(parts.query) if not is_secret_key(k)])
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+# meta keys that hold configuration, whose credential-named keys are dropped (api_key, hf_token,
+# headers); every other value keeps its keys (quality_logprobs is keyed by token text) and has
+# only its strings scrubbed
+CONFIG_META = ("spec",)
 
 
 def _now_iso() -> str:
@@ -127,60 +104,6 @@ def host_fingerprint() -> dict:
     }
 
 
-def _objects(values: list) -> np.ndarray:
-    out = np.empty(len(values), dtype=object)
-    out[:] = values
-    return out
-
-
-def _nullable(values: list, dtype: type) -> np.ndarray:
-    """An integer array, masked where a value is None (DuckDB inserts NULL there)."""
-    n = len(values)
-    mask = np.fromiter((v is None for v in values), dtype=bool, count=n)
-    data = np.fromiter((0 if v is None else v for v in values), dtype=dtype, count=n)
-    return np.ma.masked_array(data, mask=mask) if mask.any() else data
-
-
-def _record_columns(
-    records: list[RequestRecord], texts: list[str | None], first_req: int
-) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """Columns of ``requests`` and ``chunks`` for ``records`` (req ids from ``first_req``).
-
-    Built through :meth:`RequestTable.from_records`, so the live and the stored tables are
-    derived by the same code; ``NA`` entries become masked (NULL).
-    """
-    t = RequestTable.from_records(records)
-    rows: dict[str, np.ndarray] = {}
-    for name in ROW_COLUMNS:
-        col = getattr(t, name)
-        if name in NULLABLE_COLUMNS and (col == NA).any():
-            col = np.ma.masked_equal(col, NA)
-        rows[name] = col
-    rows["req"] = t.req + first_req
-    rows["error_message"] = _objects([r.error_message for r in records])
-    rows["finish_reason"] = _objects([r.finish_reason for r in records])
-    rows["text"] = _objects(texts)
-    starts = np.cumsum(t.n_chunks) - t.n_chunks
-    chunks = {
-        "req": rows["req"][t.chunk_req_idx],
-        "seq": np.arange(t.n_chunk_rows, dtype=np.int64) - starts[t.chunk_req_idx],
-        "t_ns": t.chunk_t_ns,
-        "n_tokens": t.chunk_n,
-    }
-    return rows, chunks
-
-
-def _timing_rows(records: list[RequestRecord], first_req: int) -> list[tuple]:
-    """Rows of ``server_timings`` for the records that carry the server's own timings."""
-    out = []
-    for i, r in enumerate(records):
-        if r.timings is None and r.timings_note is None:
-            continue
-        t = r.timings or {}
-        out.append((first_req + i, *(t.get(c) for c in TIMING_COLUMNS[1:-1]), r.timings_note))
-    return out
-
-
 class SessionWriter:
     """Creates a session file and appends to it; see the module docstring.
 
@@ -189,11 +112,16 @@ class SessionWriter:
     flushed in every case).
     """
 
-    def __init__(self, path: str | os.PathLike, *, overwrite: bool = False) -> None:
+    def __init__(self, path: str | os.PathLike, *, overwrite: bool = False,
+                 scrubber: Scrubber | None = None) -> None:  # fmt: skip
         self.path = Path(path)
+        # what it writes (not the records: their generators scrubbed them) passes this; a run
+        # gives it its secret values (abtui.client.redact.secrets_of)
+        self.scrubber = scrubber or Scrubber()
         wal = Path(str(self.path) + ".wal")
         if self.path.is_dir():
             raise StoreError(f"{self.path} is a directory", "give a file name such as x.duckdb")
+        self._reserve: Path | None = Path(str(self.path) + ".reserve")
         if self.path.exists() or wal.exists():
             if not overwrite:
                 raise StoreError(
@@ -202,6 +130,7 @@ class SessionWriter:
                 )
             for p in (self.path, wal):
                 p.unlink(missing_ok=True)
+        self._reserve.unlink(missing_ok=True)  # a killed run's, if any
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._con: duckdb.DuckDBPyConnection | None = duckdb.connect(str(self.path))
@@ -212,6 +141,7 @@ class SessionWriter:
                 f"cannot create session file {self.path}: {e}",
                 "check that the directory is writable and the disk is not full",
             ) from e
+        self._reserve = make_reserve(self._reserve)
         self._records: list[RequestRecord] = []
         self._texts: list[str | None] = []
         self._n_chunks = 0
@@ -252,7 +182,9 @@ class SessionWriter:
 
     def write_meta(self, **kv: Any) -> None:
         """Set meta keys (values are stored as JSON text), committed at once."""
-        rows = [[k, json.dumps(v, default=str)] for k, v in kv.items()]
+        scrub = self.scrubber  # a config's credential keys dropped; data keeps its keys
+        rows = [[k, json.dumps(scrub(v, keys=k in CONFIG_META), default=str)]
+                for k, v in kv.items()]  # fmt: skip
         with self._transaction() as con:
             con.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", rows)
 
@@ -268,20 +200,15 @@ class SessionWriter:
         """
         cols = ("arm", "name", "role", "url", "model", "api")
         rows = []
+        scrub = self.scrubber
         for a in arms:
             config = dict(a.get("config") or {})
             config.update({k: v for k, v in a.items() if k not in cols and k != "config"})
             rows.append(
-                [
-                    int(a["arm"]),
-                    a.get("name"),
-                    a.get("role"),
-                    scrub_url(a.get("url")),
-                    a.get("model"),
-                    a.get("api"),
-                    json.dumps(scrub_secrets(config), default=str),
-                ]
-            )
+                [int(a["arm"]), *(scrub(scrub_url(a.get(k)) if k == "url" else a.get(k))
+                                  for k in cols[1:]),
+                 json.dumps(scrub(config), default=str)]
+            )  # fmt: skip
         if rows:
             with self._transaction() as con:
                 con.executemany("INSERT INTO arms VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
@@ -292,17 +219,17 @@ class SessionWriter:
         dumps = json.dumps
         item_df = {  # noqa: F841 (read by the replacement scan below)
             "item": np.fromiter((it.index for it in items), np.int32, len(items)),
-            "id": _objects([it.id for it in items]),
+            "id": objects([it.id for it in items]),
             "arrival_s": np.fromiter((it.arrival_s for it in items), np.float64, len(items)),
-            "prompt": _objects([it.prompt for it in items]),
-            "messages": _objects(
+            "prompt": objects([it.prompt for it in items]),
+            "messages": objects(
                 [None if it.messages is None else dumps(it.messages) for it in items]
             ),
-            "max_tokens": _nullable([it.max_tokens for it in items], np.int32),
-            "n_input": _nullable([it.n_input for it in items], np.int32),
-            "expected": _objects([it.expected for it in items]),
-            "suite": _objects([it.suite for it in items]),
-            "tags": _objects([dumps(list(it.tags or [])) for it in items]),
+            "max_tokens": nullable([it.max_tokens for it in items], np.int32),
+            "n_input": nullable([it.n_input for it in items], np.int32),
+            "expected": objects([it.expected for it in items]),
+            "suite": objects([it.suite for it in items]),
+            "tags": objects([dumps(list(it.tags or [])) for it in items]),
         }
         cols = ", ".join(ITEM_COLUMNS)
         sql = f"INSERT INTO items ({cols}) SELECT {cols} FROM item_df"
@@ -320,9 +247,12 @@ class SessionWriter:
             self._limit_memory(None)
 
     def _limit_memory(self, limit: str | None) -> bool:
-        """Set DuckDB's memory limit (None: back to its default); whether it was set."""
+        """Set DuckDB's memory limit (None: back to its default); whether it was set (not on a
+        file a failed write closed)."""
+        if self._con is None:
+            return False
         try:
-            self.con.execute(
+            self._con.execute(
                 "RESET memory_limit" if limit is None else f"SET memory_limit = '{limit}'"
             )
         except duckdb.Error:
@@ -364,6 +294,7 @@ class SessionWriter:
     def event(self, kind: str, message: str, arm: int | None = None) -> None:
         """Buffer an event (e.g. "start", "arm_unhealthy", "interrupt") with the time now."""
         self.con  # noqa: B018 (raises StoreError once closed)
+        message = self.scrubber.text(str(message))
         self._events.append((time.perf_counter_ns(), _now_iso(), kind, arm, message))
 
     def add_telemetry(self, rows: Iterable[tuple[int | None, str, int, str, float]]) -> None:
@@ -395,14 +326,14 @@ class SessionWriter:
         # On failure the buffers are kept (the transaction is rolled back), so a retry can work.
         with self._transaction() as con:
             if records:
-                req_df, chunk_df = _record_columns(records, texts, self._next_req)
+                req_df, chunk_df = record_columns(records, texts, self._next_req)
                 cols = ", ".join(REQUEST_COLUMNS)
                 con.execute(f"INSERT INTO requests ({cols}) SELECT {cols} FROM req_df")
                 con.execute(
                     "INSERT INTO chunks (req, seq, t_ns, n_tokens) "
                     "SELECT req, seq, t_ns, n_tokens FROM chunk_df"
                 )
-                timings = _timing_rows(records, self._next_req)
+                timings = timing_rows(records, self._next_req)
                 if timings:
                     slots = ", ".join("?" * len(TIMING_COLUMNS))
                     con.executemany(
@@ -414,10 +345,10 @@ class SessionWriter:
                 con.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?)", events)
             if telemetry:
                 tel_df = {  # noqa: F841 (read by the replacement scan below)
-                    "arm": _nullable([t[0] for t in telemetry], np.int32),
-                    "source": _objects([t[1] for t in telemetry]),
+                    "arm": nullable([t[0] for t in telemetry], np.int32),
+                    "source": objects([t[1] for t in telemetry]),
                     "t_ns": np.fromiter((t[2] for t in telemetry), np.int64, len(telemetry)),
-                    "metric": _objects([t[3] for t in telemetry]),
+                    "metric": objects([t[3] for t in telemetry]),
                     "value": np.fromiter(
                         (np.nan if t[4] is None else t[4] for t in telemetry),
                         np.float64,
@@ -459,12 +390,35 @@ class SessionWriter:
                 con.execute("ROLLBACK")
             except duckdb.Error:
                 pass
+            if isinstance(e, STORAGE_ERRORS):
+                raise self._write_failed(e) from e
             if isinstance(e, duckdb.Error):
                 raise StoreError(
                     f"cannot write session file {self.path}: {e}",
                     "check free disk space and that nothing else writes the file",
                 ) from e
             raise
+
+    def _write_failed(self, e: Exception) -> StoreWriteError:
+        """A write failed for want of disk (or an I/O error): drop what is buffered, free the
+        reserve, record status ``write_failed`` with the error, close. The error to raise."""
+        why = " ".join(str(e).split())[:300]
+        self._records, self._texts, self._n_chunks = [], [], 0
+        self._events, self._telemetry = [], []
+        if self._reserve is not None:
+            self._reserve.unlink(missing_ok=True)
+            self._reserve = None
+        con, recorded = record_end(self._con, self.path, WRITE_FAILED, why, _now_iso())
+        close_quietly(con)
+        self._con = None
+        kept = f"the {self.n_written:,} requests committed before are kept"
+        if recorded:
+            hint = (f"free disk space (or give --sessions-dir on another disk) and run again; "
+                    f"{kept}, the session marked {WRITE_FAILED} (`abtui report {self.path}`)")  # fmt: skip
+        else:
+            hint = (f"free disk space and run again; {kept}, but not even the session's end "
+                    "could be written: `abtui report` will call it killed")  # fmt: skip
+        return StoreWriteError(f"cannot write session file {self.path}: {why}", hint)
 
     # -- end ----------------------------------------------------------------------------------
 
@@ -479,10 +433,14 @@ class SessionWriter:
         try:
             self.flush()
             self.write_meta(status=status, ended=_now_iso())
-            self._con.execute("CHECKPOINT")
+            with contextlib.suppress(duckdb.Error):  # a full disk: every commit is in the WAL
+                self._con.execute("CHECKPOINT")
         finally:
-            self._con.close()
+            close_quietly(self._con)
             self._con = None
+            if self._reserve is not None:
+                self._reserve.unlink(missing_ok=True)
+                self._reserve = None
 
     def __enter__(self) -> SessionWriter:
         return self

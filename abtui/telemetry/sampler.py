@@ -306,10 +306,13 @@ def drain_into(hub: TelemetryHub | None, writer, live: list | None = None) -> No
 
 
 def finish(hub: TelemetryHub | None, writer) -> None:
-    """Stop sampling, store the last rows and what the sampler cost (meta ``telemetry``)."""
+    """Stop sampling, store the last rows and what the sampler cost (meta ``telemetry``);
+    ``writer`` None (the file can no longer be written): only stop."""
     if hub is None:
         return
-    hub.stop(last_scrape=True)
+    hub.stop(last_scrape=writer is not None)
+    if writer is None:
+        return
     drain_into(hub, writer)
     engines, resets = {}, {}
     for src in hub.sources:

@@ -20,7 +20,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Footer, Static
+from textual.widgets import Footer
 from textual.worker import Worker, WorkerState
 
 from abtui.runner.observer import Observer
@@ -32,6 +32,7 @@ from abtui.tui.screens.live import LiveScreen
 from abtui.tui.screens.open import OpenScreen
 from abtui.tui.screens.start import StartScreen
 from abtui.tui.screens.verdict import VerdictData, VerdictScreen, load_verdict
+from abtui.tui.widgets.inert import Static
 
 # Job: runs the session (abtui.runner.session.run_session) with the observer and stop event.
 Job = Callable[[Observer, threading.Event], object]
@@ -169,7 +170,7 @@ class AbtuiApp(App):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="verdict")
     def load_verdict(self, path: Path) -> VerdictData:
-        return load_verdict(path)
+        return load_verdict(path, store=self.job is not None)  # a run's; not one opened
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="open")
     def open_stored(self, path: Path):
@@ -190,8 +191,10 @@ class AbtuiApp(App):
             if self.launched is not None and w.group in ("run", "open") and self.live is None:
                 self.back_to_start(notice=text)  # it never started: say why under the list
                 return
-            if w.group in ("run", "open"):  # the CLI raises it after the app closes
-                self.error = w.error  # (a verdict that fails is only shown: the run is stored)
+            # the CLI raises it after the app closes; a verdict that fails after a run is only
+            # shown (the run is stored), of a file opened it is the file's error too
+            if w.group in ("run", "open") or (w.group == "verdict" and self.job is None):
+                self.error = w.error
             self._note(text)
             if self.quitting == "start":
                 self.back_to_start(notice=text)

@@ -14,6 +14,7 @@ from functools import partial
 from textual.app import SystemCommand
 from textual.screen import Screen
 
+from abtui.report.untrusted import printable
 from abtui.tui.screens.live import LiveScreen, page_of
 from abtui.tui.screens.start import StartScreen, per_arm, status_word
 from abtui.tui.screens.verdict import VerdictScreen
@@ -23,8 +24,9 @@ def _start(screen: StartScreen) -> Iterator[SystemCommand]:
     rows = [r for r in screen.rows if r.openable]
     for r in rows:
         yield SystemCommand(
-            f"Open session {r.name}",
-            f"{r.path} · {status_word(r)} · verdict {r.verdict or '—'} · {per_arm(r)} req/arm",
+            printable(f"Open session {r.name}"),  # Textual's widgets: made inert here
+            printable(f"{r.path} · {status_word(r)} · verdict {r.verdict or '—'} · "
+                      f"{per_arm(r)} req/arm"),
             partial(screen.open_row, r),
         )
     sel = screen._selected()
@@ -33,7 +35,7 @@ def _start(screen: StartScreen) -> Iterator[SystemCommand]:
         for r in rows:
             if r.path != first:
                 yield SystemCommand(
-                    f"Compare {first.stem} with {r.name}",
+                    printable(f"Compare {first.stem} with {r.name}"),
                     "two sessions side by side: every arm's figures, B's change against A",
                     partial(screen.compare, first, r.path),
                     discover=False,  # one per session: found by typing, not listed

@@ -7,17 +7,30 @@ right only for a browser on the same machine and port. Through a tunnel (``ssh -
 ``--public-url`` and the page loads. Reports exported from the verdict screen (``m``/``h``) are
 written next to the session file as in a terminal and, in a browser, also sent to it as a
 download (:func:`send_to_browser`).
+
+Only the user who started it can drive it (:class:`Guard`, docs/security.md): every request
+must name the server by an address it serves (the ``Host`` header: a DNS-rebound name is
+refused), a browser's request must come from a page of that address (the ``Origin`` header: a
+page of another site is refused, the websocket handshake included), and every request but the
+static files must carry the per-launch token — in the URL printed on the terminal the first
+time, then in a cookie the server sets (``HttpOnly``, ``SameSite=Strict``), the address bar
+redirected to a URL without it. The token is printed once, on the terminal that started the
+server; it is never logged (aiohttp's access log is off) nor written to the session file.
 """
 
 from __future__ import annotations
 
+import hmac
 import io
+import logging
+import secrets
 import shlex
 import sys
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 from abtui.errors import UsageError
+from abtui.report.untrusted import printable
 
 MIME = {".html": "text/html", ".md": "text/markdown", ".json": "application/json"}
 
@@ -39,25 +52,142 @@ def public_url(url: str | None, port: int) -> str:
     return url.strip().rstrip("/")
 
 
+TOKEN_PARAM = "token"
+FORBIDDEN = "abtui: forbidden"  # the whole body of a refusal: it names nothing of the server's
+
+
+def _origin(url: str) -> tuple[str, str, int]:
+    """``(scheme, host, port)`` of ``url``, the port made explicit."""
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme in ("https", "wss") else 80)
+    return parts.scheme, (parts.hostname or "").lower(), port
+
+
+def _host_header(value: str, scheme: str) -> tuple[str, int] | None:
+    """``(host, port)`` of a ``Host`` header for a request made over ``scheme``."""
+    try:
+        parts = urlsplit(f"{scheme}://{value}")
+        port = parts.port or (443 if scheme == "https" else 80)
+    except ValueError:
+        return None
+    return (parts.hostname or "").lower(), port
+
+
+class Guard:
+    """Which requests a ``--web`` server answers (see the module docstring): those naming it
+    by a served address, from no page or a page of a served address, with the token."""
+
+    def __init__(self, port: int, public: str, token: str) -> None:
+        self.token = token
+        self.cookie = f"abtui_token_{port}"  # cookies ignore ports: one name per server
+        self.secure = public.startswith("https:")
+        served = {("http", "127.0.0.1", port), _origin(public)}
+        self.origins = served
+        self.hosts = {(h, p) for _, h, p in served}
+
+    def host_ok(self, host: str | None) -> bool:
+        if not host:
+            return False
+        return any(_host_header(host, s) in self.hosts for s in ("http", "https"))
+
+    def origin_ok(self, origin: str | None, required: bool) -> bool:
+        if origin is None:
+            return not required  # a browser always sends it with a websocket handshake
+        try:
+            return _origin(origin) in self.origins
+        except ValueError:
+            return False
+
+    def token_ok(self, given: str | None) -> bool:
+        return given is not None and hmac.compare_digest(given.encode(), self.token.encode())
+
+    def middleware(self):
+        from aiohttp import web
+
+        @web.middleware
+        async def guard(request, handler):
+            static = request.path.startswith("/static/")
+            ws = request.path == "/ws"
+            if not self.host_ok(request.headers.get("Host")):
+                return _refuse("Host")
+            if not self.origin_ok(request.headers.get("Origin"), required=ws):
+                return _refuse("Origin")
+            query = request.query.get(TOKEN_PARAM)
+            if not static and not (self.token_ok(request.cookies.get(self.cookie))
+                                   or self.token_ok(query)):  # fmt: skip
+                return _refuse("token")
+            if query is not None and request.method == "GET" and request.path == "/":
+                # the token leaves the address bar (and the history's last entry) at once
+                rest = [(k, v) for k, v in request.query.items() if k != TOKEN_PARAM]
+                # relative: behind a proxy that serves it under a path, the path stays
+                resp = web.HTTPFound("./" + (f"?{urlencode(rest)}" if rest else ""))
+                resp.set_cookie(self.cookie, self.token, httponly=True, samesite="Strict",
+                                secure=self.secure, path="/")  # fmt: skip
+                _harden(resp)
+                return resp
+            resp = await handler(request)
+            if not ws:
+                _harden(resp)
+            return resp
+
+        return guard
+
+
+def _harden(resp) -> None:
+    resp.headers["Referrer-Policy"] = "no-referrer"  # the page loads a font from elsewhere
+    resp.headers["Cache-Control"] = "no-store"
+    resp.headers["X-Content-Type-Options"] = "nosniff"
+
+
+def _refuse(what: str):
+    from aiohttp import web
+
+    logging.getLogger("abtui.web").warning("refused a request: bad or missing %s", what)
+    return web.Response(status=403, text=f"{FORBIDDEN} ({what})")
+
+
+def guarded_server(command: str, port: int, title: str, public: str, token: str):
+    """A textual-serve :class:`Server` that answers only what :class:`Guard` lets through."""
+    from textual_serve.server import Server
+
+    guard = Guard(port, public, token)
+
+    class GuardedServer(Server):
+        async def _make_app(self):
+            app = await super()._make_app()
+            app.middlewares.append(guard.middleware())
+            return app
+
+        def initialize_logging(self) -> None:
+            super().initialize_logging()
+            # aiohttp logs each request line, query included: the first one holds the token
+            logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+
+    return GuardedServer(command, host="127.0.0.1", port=port, title=title, public_url=public)
+
+
 def serve_web(session: Path, port: int, url: str | None = None) -> int:
-    """The same app in a browser through textual-serve, on 127.0.0.1 only (no authentication:
-    reach it through an SSH tunnel; docs/security.md), its page addressed from ``url``
-    (:func:`public_url`). Each browser tab runs ``abtui open SESSION`` in its own process."""
+    """The same app in a browser through textual-serve, on 127.0.0.1 only, for whoever has
+    the URL it prints (:class:`Guard`; reach it from another machine through an SSH tunnel),
+    its page addressed from ``url`` (:func:`public_url`). Each browser tab runs ``abtui open
+    SESSION`` in its own process."""
     base = public_url(url, port)  # a bad URL fails before anything is imported or bound
     try:
-        from textual_serve.server import Server
+        import textual_serve.server  # noqa: F401
     except ImportError:
         raise UsageError(
             "abtui open --web needs textual-serve (the `web` extra)",
             "pip install 'abtui[web]', or view the session with `abtui open` in a terminal",
         ) from None
+    token = secrets.token_urlsafe(32)
     command = " ".join(shlex.quote(x) for x in
                        (sys.executable, "-m", "abtui", "open", str(session.resolve())))  # fmt: skip
-    print(f"abtui: serving {session.name} on 127.0.0.1:{port}; open {base} in your browser"
-          + ("" if url else " (through a tunnel to another port: --public-url)"),
-          file=sys.stderr)  # fmt: skip
-    Server(command, host="127.0.0.1", port=port, title=f"abtui · {session.name}",
-           public_url=base).serve()  # fmt: skip
+    # printed as is (not inert(): it would redact the token, a credential query parameter)
+    print(f"abtui: serving {printable(session.name)} on 127.0.0.1:{port}; open {base}/?{TOKEN_PARAM}="
+          f"{token} in your browser (the token is this server's password: share it with no one)"
+          + ("" if url else "; through a tunnel to another port: --public-url"),
+          file=sys.stderr, flush=True)  # fmt: skip
+    guarded_server(command, port, f"abtui · {session.name}", base, token).serve()
     return 0
 
 

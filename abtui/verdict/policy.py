@@ -37,7 +37,9 @@ from datetime import UTC, datetime
 
 import numpy as np
 
+from abtui import limits
 from abtui.cost import arm_cost, arm_prices
+from abtui.errors import SpecError
 from abtui.metrics import request as rm
 from abtui.metrics.keys import unique_ints
 from abtui.metrics.table import RequestTable
@@ -49,6 +51,7 @@ from abtui.stats.effects import Comparison, compare
 from abtui.stats.labels import describe, label, pct
 from abtui.stats.multiple import benjamini_hochberg, holm
 from abtui.stats.sweep import sweep_summary
+from abtui.verdict.comparable import length_finding, usage_finding
 
 GO, NO_GO, INCONCLUSIVE = "GO", "NO-GO", "INCONCLUSIVE"
 CALIBRATED = "CALIBRATED"  # an A/A session without a significant change (abtui.verdict.session)
@@ -79,6 +82,8 @@ class PairVerdict:
     cost: dict | None = None
     quality: dict | None = None  # abtui.quality.gates.evaluate_quality, when quality was measured
     guardrails: list[dict] | None = None  # guardrail_checks: each guardrail's non-inferiority
+    # what makes the pair's speed rows not compare like with like (abtui.verdict.comparable)
+    findings: list[dict] | None = None
 
     def to_dict(self) -> dict:
         d = {k: v for k, v in asdict(self).items() if k != "comparison"}
@@ -126,16 +131,28 @@ def _finite(obj):
 
 
 def resolve_policy(policy: dict | None) -> dict:
+    """The default policy with ``policy``'s keys laid over it; its numbers inside the limit
+    table (a session file's stored policy is checked as a spec's is: a crafted one cannot ask
+    for 10¹¹ resamples)."""
     out = dict(DEFAULT_POLICY)
     out.update({k: v for k, v in (policy or {}).items() if k in DEFAULT_POLICY})
     out["guardrails"] = list(out["guardrails"])
+    for key in ("alpha", "delta", "delta_tail", "resamples", "seed"):
+        try:
+            out[key] = limits.check(f"policy.{key}", out[key])
+        except limits.OutOfRange as e:
+            raise SpecError(f"the verdict's policy: {e}") from None
     return out
 
 
 def apply_policy(
-    comp: Comparison, policy: dict, noise_floor: dict[str, float] | None = None
+    comp: Comparison, policy: dict, noise_floor: dict[str, float] | None = None,
+    not_comparable: dict[str, str] | None = None,
 ) -> None:
-    """Set δ, family, corrected p and outcome on every row of ``comp`` (in place)."""
+    """Set δ, family, corrected p and outcome on every row of ``comp`` (in place). Rows in
+    ``not_comparable`` (key → why: :mod:`abtui.verdict.comparable`) are not called: outside
+    their family, INCONCLUSIVE, the reason their note."""
+    not_comparable = not_comparable or {}
     primary_keys = {policy["primary"], *policy["guardrails"]}
     alpha = policy["alpha"]
     n_min = {e.key: min(e.n_a, e.n_b) for e in comp.effects}
@@ -144,8 +161,8 @@ def apply_policy(
         base = policy["delta_tail"] if e.stat in dc.TAIL_Q else policy["delta"]
         e.delta = max(base, (noise_floor or {}).get(e.key.partition("@")[0], 0.0))  # @…: base row
         e.family = "primary" if e.key in primary_keys else "breakdown"
-        tail_ok = n_min[e.key] >= dc.tail_min_n(e.stat)
-        if tail_ok and dc.too_dependent(n_min[e.key], e.n_eff, e.min_eff) is None and math.isfinite(e.p):
+        if (dc.callable_row(n_min[e.key], e.stat, e.n_eff, e.min_eff, e.paired)
+                and math.isfinite(e.p) and e.key not in not_comparable):  # fmt: skip
             callable_rows.append(e)
     for fam, adjust in (("primary", holm), ("breakdown", benjamini_hochberg)):
         rows = [e for e in callable_rows if e.family == fam]
@@ -164,6 +181,7 @@ def apply_policy(
             alpha=alpha,
             n_eff=e.n_eff,
             min_eff=e.min_eff,
+            paired=e.paired,
         )
         e.outcome, e.significant, e.samples_needed, e.note = (
             d.outcome,
@@ -171,14 +189,20 @@ def apply_policy(
             d.samples_needed,
             d.note,
         )
+        if e.key in not_comparable:
+            e.outcome, e.significant, e.samples_needed = dc.INCONCLUSIVE, False, None
+            e.note = not_comparable[e.key]
 
 
-def guardrail_checks(comp: Comparison, policy: dict) -> list[dict]:
+def guardrail_checks(comp: Comparison, policy: dict,
+                     not_comparable: dict[str, str] | None = None) -> list[dict]:  # fmt: skip
     """Each guardrail (other than the primary) and whether it was **shown non-inferior**
     (:func:`abtui.stats.decide.non_inferiority`): ``state`` is ``shown``, ``regressed`` (its
     outcome is REGRESSED: NO-GO), ``undecided`` (neither: GO is not possible, the reason says
-    what would decide) or ``missing`` (not measured in this session)."""
+    what would decide; a row in ``not_comparable`` is never shown) or ``missing`` (not measured
+    in this session)."""
     out = []
+    not_comparable = not_comparable or {}
     for key in dict.fromkeys(policy["guardrails"]):
         if key == policy["primary"]:
             continue
@@ -189,9 +213,12 @@ def guardrail_checks(comp: Comparison, policy: dict) -> list[dict]:
                         "reason": f"guardrail {label(key)} was not measured in this session"})  # fmt: skip
             continue
         d = dc.non_inferiority(e.ratio, e.lo, e.hi, e.delta, lower_is_better=e.lower_is_better,
-                               n=min(e.n_a, e.n_b), stat=e.stat, n_eff=e.n_eff, min_eff=e.min_eff)  # fmt: skip
+                               n=min(e.n_a, e.n_b), stat=e.stat, n_eff=e.n_eff, min_eff=e.min_eff,
+                               paired=e.paired)  # fmt: skip
         if e.outcome == dc.REGRESSED:
             state = "regressed"
+        elif key in not_comparable:
+            state, d = "undecided", dc.Decision(dc.INCONCLUSIVE, False, None, not_comparable[key])
         else:
             state = "shown" if d.significant else "undecided"
         out.append({
@@ -260,11 +287,12 @@ def _generator_checks(
         if role == "primary":
             d = dc.decide(r, lo, hi, e.p_adj if math.isfinite(e.p_adj) else None, e.delta,
                           lower_is_better=e.lower_is_better, n=n, stat=e.stat, alpha=policy["alpha"],
-                          n_eff=e.n_eff, min_eff=e.min_eff)  # fmt: skip
+                          n_eff=e.n_eff, min_eff=e.min_eff, paired=e.paired)  # fmt: skip
             holds, what = d.outcome == dc.IMPROVED, f"beyond δ {e.delta:.0%}"
         else:
             d = dc.non_inferiority(r, lo, hi, e.delta, lower_is_better=e.lower_is_better, n=n,
-                                   stat=e.stat, n_eff=e.n_eff, min_eff=e.min_eff)  # fmt: skip
+                                   stat=e.stat, n_eff=e.n_eff, min_eff=e.min_eff,
+                                   paired=e.paired)  # fmt: skip
             holds, what = d.significant, f"inside δ {e.delta:.0%}"
         if not holds:
             bound, moved = (e.hi, hi) if e.lower_is_better else (e.lo, lo)
@@ -297,6 +325,7 @@ def _pair_result(
     table: RequestTable,
     machine_note: str | None = None,
     lost: list[str] | None = None,
+    findings: list[dict] | None = None,
 ) -> tuple[str, list[str], dict, dict, list[dict]]:
     sa, sb = comp.summaries
     alpha = policy["alpha"]
@@ -313,7 +342,12 @@ def _pair_result(
         blockers.append(f"the session is {status}: the planned workload was not completed")
     for why in lost or []:  # a Ray node died under a generator (abtui.runner.ray.fleet)
         blockers.append(f"a load generator was lost: {why}; this run cannot be GO")
-    guards = guardrail_checks(comp, policy)
+    not_comparable: dict[str, str] = {}
+    notes: list[str] = []  # said, not blocking
+    for f in findings or []:
+        not_comparable.update(f["notes"])
+        (blockers if f.get("blocks", True) else notes).append(f["reason"])
+    guards = guardrail_checks(comp, policy, not_comparable)
     lag_blockers, generator = _generator_checks(table, comp, policy, names, guards, machine_note)
     blockers += lag_blockers
     for g in guards:
@@ -330,7 +364,7 @@ def _pair_result(
     elif prim.outcome == dc.REGRESSED:
         no_go.append(f"primary objective {describe(prim)}, beyond δ {prim.delta:.0%}")
     if no_go:
-        return NO_GO, no_go + blockers, errors, generator, guards
+        return NO_GO, no_go + blockers + notes, errors, generator, guards
     if prim is not None and prim.outcome == dc.IMPROVED and not blockers:
         reasons = [f"primary objective {describe(prim)}, beyond δ {prim.delta:.0%}"]
         if guards:
@@ -338,7 +372,7 @@ def _pair_result(
                 "every guardrail shown non-inferior (its CI's worse bound inside δ): "
                 + ", ".join(_bound_words(g, comp.get(g["key"]).lower_is_better) for g in guards)
             )
-        return GO, reasons, errors, generator, guards
+        return GO, reasons + notes, errors, generator, guards
     reasons = list(blockers)
     if prim is not None:
         if prim.outcome == dc.IMPROVED:
@@ -350,7 +384,7 @@ def _pair_result(
         else:
             more = f" ({prim.note})" if prim.note else ""
             reasons.insert(0, f"primary objective {describe(prim)}{more}")
-    return INCONCLUSIVE, reasons, errors, generator, guards
+    return INCONCLUSIVE, reasons + notes, errors, generator, guards
 
 
 def evaluate(
@@ -387,9 +421,12 @@ def evaluate(
             seed=int(pol["seed"]),
             prices=(usd[a], usd[b]) if usd else None,
         )
-        apply_policy(comp, pol, noise_floor)
+        findings = [f for f in (length_finding(comp, pol, (names[a], names[b])),
+                                usage_finding(table, comp, names)) if f]  # fmt: skip
+        not_comparable = {k: v for f in findings for k, v in f["notes"].items()}
+        apply_policy(comp, pol, noise_floor, not_comparable)
         result, reasons, errors, generator, guards = _pair_result(comp, pol, status, names, table,
-                                                                  machine_note, lost)  # fmt: skip
+                                                                  machine_note, lost, findings)  # fmt: skip
         qual = evaluate_quality(quality or [], a, b, spec.get("quality"))
         if qual and qual["no_go"]:  # a quality gate failed: NO-GO whatever the latencies say
             result, reasons = NO_GO, qual["no_go"] + reasons
@@ -403,8 +440,9 @@ def evaluate(
                 names[x]: arm_cost(s, *prices[x]).to_dict()
                 for x, s in ((a, comp.summaries[0]), (b, comp.summaries[1]))
             }
+        stored = [{k: v for k, v in f.items() if k != "notes"} for f in findings]
         return PairVerdict(names[a], names[b], a, b, result, reasons, comp, errors, generator, cost,
-                           qual, guards)  # fmt: skip
+                           qual, guards, stored or None)  # fmt: skip
 
     present = set(unique_ints(table.arm).tolist())
     idx = [i for i in range(len(arms)) if i in present]

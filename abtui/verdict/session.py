@@ -1,4 +1,5 @@
-"""The verdict of a saved session: read the file, evaluate, store the result in it.
+"""The verdict of a saved session: read the file, evaluate, and (for the run that wrote it)
+store the result in it.
 
 Everything comes from the session file (requests, arms, the resolved spec with its SLOs, cost
 and policy), so ``abtui report`` on another machine gives the same verdict as the run did
@@ -49,7 +50,7 @@ class SessionVerdict:
     meta: dict
     aa: bool
     noise_floor: dict[str, float] | None  # measured here (A/A session): {row: floor}
-    stored: bool
+    stored: bool | None  # None: not asked to (a read path); False: asked, the file refused
     noise_floor_detail: dict | None = None  # measured here: NoiseFloor.to_dict()
 
     @property
@@ -165,9 +166,11 @@ def session_verdict(
     cost: dict | None = None,
     policy: dict | None = None,
     noise_floor_path: str | Path | None = None,
-    store: bool = True,
+    store: bool = False,
 ) -> SessionVerdict:
-    """Evaluate the session at ``path`` (and store the result in it unless ``store`` is False).
+    """Evaluate the session at ``path``; with ``store`` (the run that wrote the file, right
+    after it: ``abtui run``, the TUI's run), append the result to its ``verdicts`` table. A read
+    path (``abtui report``, ``abtui open``) never writes: docs/session-file.md says why.
 
     ``cost``: ``{"gpu_price": …, "gpus": …}`` for every arm; ``policy``: fields of ``[policy]``."""
     path = Path(path)
@@ -222,7 +225,7 @@ def session_verdict(
                            + "; ".join(nf.notes[:1] or ["no row could be measured"])]  # fmt: skip
         for p in verdict.pairs:
             p.result, p.reasons = verdict.result, reasons
-    sv = SessionVerdict(verdict, path, arms, spec, meta, aa, measured, False, detail)
+    sv = SessionVerdict(verdict, path, arms, spec, meta, aa, measured, None, detail)
     if store:
         sv.stored = append_verdict(path, verdict.policy, sv.to_dict())
     return sv

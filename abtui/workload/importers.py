@@ -30,30 +30,46 @@ Files are read a line (or array entry) at a time (:mod:`abtui.workload.importers
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
 
+from abtui import limits
 from abtui.errors import WorkloadError
 from abtui.workload import importers_io as io
 from abtui.workload.importers_io import Entry, _Bad, _Unusable
 from abtui.workload.jsonl import ReadStats
 
 FORMATS = ("sharegpt", "mooncake", "azure", "burstgpt")
+TIME_COLUMN = {"mooncake": "timestamp", "azure": "TIMESTAMP", "burstgpt": "Timestamp"}
 CHARS_PER_TOKEN = 4.0
 _HUMAN = {"human", "user"}
 _ASSISTANT = {"gpt", "assistant", "chatgpt", "bard", "model"}
 
 
-def _count(v: object, what: str, low: int = 0) -> int:
+def _number(field: str, v: object, what: str, per: float = 1.0):
+    """``v`` (a JSON number, or a CSV field's text: ``"12.0"`` is fine) divided by ``per``,
+    inside the limit table's row ``field``; else ``_Bad`` naming ``what``."""
+    if isinstance(v, str):
+        try:
+            v = float(v)
+        except ValueError:
+            raise _Bad(f"{what} must be a number, got {v!r}") from None
+    if isinstance(v, int | float) and not isinstance(v, bool) and per != 1.0:
+        try:
+            v = v / per
+        except OverflowError:  # an integer too large for a float
+            v = math.inf
     try:
-        f = float(v)  # CSV gives strings; "12.0" is fine
-    except (TypeError, ValueError):
-        raise _Bad(f"{what} must be a number, got {v!r}") from None
-    if f != int(f) or f < low:
-        raise _Bad(f"{what} must be a whole number ≥ {low}, got {v!r}")
-    return int(f)
+        return limits.check(field, v, what)
+    except limits.OutOfRange as e:
+        raise _Bad(str(e)) from None
+
+
+def _count(v: object, what: str) -> int:
+    return _number("trace.tokens", v, what)
 
 
 def where(path: Path, at: int | Entry, raw: object) -> str:
@@ -70,9 +86,9 @@ def where(path: Path, at: int | Entry, raw: object) -> str:
 
 def _rows(path: Path, stats: ReadStats, skip_bad: bool,
           lines: Iterator[tuple[int | Entry, object]], convert: Callable[[object], dict],
-          left_out: Counter) -> Iterator[dict]:  # fmt: skip
-    """Run ``convert`` over located raw rows: unusable rows counted in ``left_out`` (by
-    reason), malformed ones under the bad-row policy."""
+          left_out: Counter) -> Iterator[tuple[int | Entry, object, dict]]:  # fmt: skip
+    """Run ``convert`` over located raw rows, yielding (where, raw, record): unusable rows
+    counted in ``left_out`` (by reason), malformed ones under the bad-row policy."""
     for at, raw in lines:
         stats.lines = at.index + 1 if isinstance(at, Entry) else at
         try:
@@ -92,7 +108,7 @@ def _rows(path: Path, stats: ReadStats, skip_bad: bool,
             stats.skip(loc, msg)
             continue
         stats.kept += 1
-        yield rec
+        yield at, raw, rec
 
 
 def _raise_bad(raw: object) -> object:
@@ -121,7 +137,9 @@ def _sharegpt(raw: object) -> dict:
                 raise _Bad("turn values must be strings")
             if not prompt.strip():
                 continue
-            rec = {"prompt": prompt, "max_tokens": max(1, round(len(answer) / CHARS_PER_TOKEN))}
+            est = max(1, round(len(answer) / CHARS_PER_TOKEN))
+            rec = {"prompt": prompt,
+                   "max_tokens": _number("item.max_tokens", est, "the answer's length / 4")}  # fmt: skip
             if entry.get("id") is not None:
                 rec = {"id": str(entry["id"]), **rec}
             return rec
@@ -144,14 +162,14 @@ def _mooncake(raw: object) -> dict:
     rec = _raise_bad(raw)
     if not isinstance(rec, dict):
         raise _Bad("expected a JSON object")
-    ts = rec["timestamp"]
-    if isinstance(ts, bool) or not isinstance(ts, int | float) or ts < 0:
-        raise _Bad(f"timestamp must be milliseconds ≥ 0, got {ts!r}")
+    ts = _number("trace.timestamp_ms", rec["timestamp"], "timestamp")
     hash_ids = rec.get("hash_ids", [])
-    if not isinstance(hash_ids, list) or not all(
-        isinstance(h, int) and not isinstance(h, bool) for h in hash_ids
-    ):
+    if not isinstance(hash_ids, list):
         raise _Bad(f"hash_ids must be a list of whole numbers, got {hash_ids!r}")
+    for h in hash_ids:
+        if isinstance(h, float):
+            raise _Bad(f"hash_ids must be a list of whole numbers, got {h!r}")
+        _number("item.prefix_id", h, "hash_ids[…]")
     n_in = _count(rec["input_length"], "input_length")
     n_out = _count(rec["output_length"], "output_length")
     _tokens(n_in, n_out, "input_length", "output_length")
@@ -162,20 +180,25 @@ def _mooncake(raw: object) -> dict:
 # ---------------------------------------------------------------- CSV traces
 
 
-def _seconds(v: str) -> float:
+def _seconds(v: str, what: str) -> float:
+    """A CSV timestamp: seconds, or ``YYYY-MM-DD HH:MM:SS[.fffffff]`` (local time), inside the
+    limit table's ``trace.timestamp_s``."""
     v = v.strip()
     try:
-        return float(v)
+        seconds = float(v)
     except ValueError:
-        pass
-    head, _, frac = v.partition(".")
-    try:
-        dt = datetime.fromisoformat(head)
-    except ValueError:
-        raise _Bad(f"timestamp {v!r} is neither seconds nor 'YYYY-MM-DD HH:MM:SS[.fff]'") from None
-    if frac and not frac.isdigit():
-        raise _Bad(f"timestamp {v!r}: bad fractional seconds")
-    return dt.timestamp() + (float("0." + frac) if frac else 0.0)
+        head, _, frac = v.partition(".")
+        try:
+            dt = datetime.fromisoformat(head)
+        except ValueError:
+            raise _Bad(f"{what} {v!r} is neither seconds nor 'YYYY-MM-DD HH:MM:SS[.fff]'") from None
+        if frac and not frac.isdigit():
+            raise _Bad(f"{what} {v!r}: bad fractional seconds") from None
+        try:
+            seconds = dt.timestamp() + (float("0." + frac) if frac else 0.0)
+        except (OverflowError, OSError, ValueError):
+            raise _Bad(f"{what} {v!r} is not a time this machine can represent") from None
+    return _number("trace.timestamp_s", seconds, what)
 
 
 def _trace_row(ts: float, n_in: int, n_out: int) -> dict:
@@ -184,7 +207,7 @@ def _trace_row(ts: float, n_in: int, n_out: int) -> dict:
 
 def _azure(raw: object) -> dict:
     row = _raise_bad(raw)
-    ts = _seconds(row["TIMESTAMP"])
+    ts = _seconds(row["TIMESTAMP"], "TIMESTAMP")
     n_in = _count(row["ContextTokens"], "ContextTokens")
     n_out = _count(row["GeneratedTokens"], "GeneratedTokens")
     _tokens(n_in, n_out, "ContextTokens", "GeneratedTokens")
@@ -193,7 +216,7 @@ def _azure(raw: object) -> dict:
 
 def _burstgpt(raw: object) -> dict:
     row = _raise_bad(raw)
-    ts = _seconds(row["Timestamp"])
+    ts = _seconds(row["Timestamp"], "Timestamp")
     n_in = _count(row["Request tokens"], "Request tokens")
     n_out = _count(row["Response tokens"], "Response tokens")
     _tokens(n_in, n_out, "Request tokens", "Response tokens")
@@ -228,7 +251,7 @@ class TraceImport:
         """What was left out as unusable: ``"2 conversations with no human turn … left out"``."""
         return "; ".join(f"{n} {why} left out" for why, n in self.left_out.items())
 
-    def _raw(self, stats: ReadStats, left_out: Counter) -> Iterator[dict]:
+    def _raw(self, stats: ReadStats, left_out: Counter) -> Iterator[tuple[int | Entry, object, dict]]:
         p, fmt = self.path, self.fmt
         if fmt == "sharegpt":
             pieces = io.json_array_or_lines(p)
@@ -247,17 +270,29 @@ class TraceImport:
         """The first pass: every row checked, the earliest arrival found."""
         if self._scanned:
             return
-        t0, n = None, 0
+        t0 = t1 = None  # the earliest and latest arrival (where the latest is)
+        n, last = 0, None
         left_out: Counter[str] = Counter()
-        for r in self._raw(ReadStats(), left_out):
+        for at, raw, r in self._raw(ReadStats(), left_out):
             n += 1
             a = r.get("arrival_s")
             if a is not None and (t0 is None or a < t0):
                 t0 = a
+            if a is not None and (t1 is None or a > t1):
+                t1, last = a, (at, raw)
         if n == 0:
             self.left_out = left_out
             why = f" ({self.note})" if left_out else ""
             raise WorkloadError(f"{self.path}: no usable requests in this {self.fmt} file{why}")
+        if t0 is not None and t1 - t0 > limits.LIMITS["item.arrival_s"].high:
+            try:
+                limits.check("item.arrival_s", t1 - t0,
+                             f"{TIME_COLUMN[self.fmt]}'s offset from the first request")  # fmt: skip
+            except limits.OutOfRange as e:
+                raise WorkloadError(
+                    f"{where(self.path, *last)}: {e}",
+                    "a trace spans at most that long; cut it, or check its time unit",
+                ) from None
         self.t0, self._scanned = t0, True
 
     def records(self) -> Iterator[dict]:
@@ -266,7 +301,7 @@ class TraceImport:
         self.stats = ReadStats()
         self.left_out = Counter()
         t0 = self.t0
-        for i, r in enumerate(self._raw(self.stats, self.left_out)):
+        for i, (_, _, r) in enumerate(self._raw(self.stats, self.left_out)):
             if t0 is not None and "arrival_s" in r:
                 r["arrival_s"] = round(r["arrival_s"] - t0, 6)
             r.setdefault("id", f"{self.fmt}{i}")

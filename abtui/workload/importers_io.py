@@ -74,10 +74,14 @@ def utf8(raw: bytes) -> str:
 
 
 def _loads(text: str) -> object:
+    """The decoded line (``NaN`` and ``Infinity`` decode to floats: the importers' field checks
+    refuse them by name) or a ``_Bad`` saying why not."""
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
         return _Bad(f"not JSON: {e.msg} (column {e.colno})")
+    except ValueError as e:  # an integer of more digits than Python converts (4,300)
+        return _Bad(f"not JSON this reader takes: {e}")
     except RecursionError:
         return _Bad("JSON nested too deeply to decode")
 
@@ -105,7 +109,10 @@ def csv_rows(path: Path, required: tuple[str, ...]) -> Iterator[tuple[int, objec
                 yield raw.decode("utf-8", "replace")
 
     reader = csv.DictReader(text())
-    header = [h.strip() for h in (reader.fieldnames or [])]
+    try:
+        header = [h.strip() for h in (reader.fieldnames or [])]
+    except csv.Error as e:  # a binary file: its first "line" is no CSV header
+        raise WorkloadError(f"{path}:1: not CSV: {e}", "is this a CSV trace?") from None
     if 1 in bad_lines:
         raise WorkloadError(f"{path}:1: header is {bad_lines[1]}")
     missing = [c for c in required if c not in header]
@@ -140,7 +147,7 @@ def json_array_or_lines(path: Path) -> Iterator[tuple[int | Entry, object]]:
 
 
 def _array_entries(path: Path) -> Iterator[tuple[Entry, object]]:
-    dec = json.JSONDecoder()
+    dec = json.JSONDecoder()  # (as _loads: NaN decodes, the field checks refuse it)
     utf = codecs.getincrementaldecoder("utf-8")()
     buf, pos, line, eof = "", 0, 1, False  # line: the line buf[pos] is on
     with _open(path) as fh:
@@ -193,6 +200,8 @@ def _array_entries(path: Path) -> Iterator[tuple[Entry, object]]:
                     raise WorkloadError(
                         f"{path}:{line}: JSON nested too deeply to decode"
                     ) from None
+                except ValueError as e:  # an integer of more digits than Python converts
+                    raise WorkloadError(f"{path}:{line}: not JSON this reader takes: {e}") from None
             yield Entry(index, line), obj
             index += 1
             line += buf.count("\n", pos, end)

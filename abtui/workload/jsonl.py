@@ -24,6 +24,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from abtui import limits
 from abtui.client.items import _WORDS, Item
 from abtui.errors import WorkloadError
 
@@ -106,13 +107,15 @@ class PromptSynth:
         return " ".join(out)
 
 
-def _int(rec: dict, key: str, low: int, default=None):
+def _int(rec: dict, key: str, default=None):
+    """``rec[key]`` (or ``default``) inside its row of the limit table (``item.<key>``); a
+    float, even a whole one, is not a count here (JSON writes counts as integers)."""
     v = rec.get(key, default)
     if v is None:
         return None
-    if isinstance(v, bool) or not isinstance(v, int) or v < low:
-        raise ValueError(f"{key} must be a whole number ≥ {low}, got {v!r}")
-    return v
+    if isinstance(v, float):
+        raise ValueError(f"{key} must be a whole number, got {v!r}")
+    return limits.check(f"item.{key}", v, key)
 
 
 def _parse(rec: object, line: int, default_max_tokens: int) -> tuple[Item, list[int], int]:
@@ -125,11 +128,9 @@ def _parse(rec: object, line: int, default_max_tokens: int) -> tuple[Item, list[
     item_id = rec.get("id", f"l{line}")
     if not isinstance(item_id, str | int) or isinstance(item_id, bool):
         raise ValueError(f"id must be a string, got {item_id!r}")
-    arrival = rec.get("arrival_s", 0.0)
-    if isinstance(arrival, bool) or not isinstance(arrival, int | float) or not arrival >= 0:
-        raise ValueError(f"arrival_s must be a number of seconds ≥ 0, got {arrival!r}")
+    arrival = limits.check("item.arrival_s", rec.get("arrival_s", 0.0), "arrival_s")
     prompt, messages = rec.get("prompt"), rec.get("messages")
-    n_in = _int(rec, "input_tokens", 1)
+    n_in = _int(rec, "input_tokens")
     if sum(x is not None for x in (prompt, messages, n_in)) != 1:
         raise ValueError("give exactly one of prompt, messages, input_tokens")
     if prompt is not None and not isinstance(prompt, str):
@@ -145,16 +146,19 @@ def _parse(rec: object, line: int, default_max_tokens: int) -> tuple[Item, list[
         isinstance(b, int) and not isinstance(b, bool) for b in prefix
     ):
         raise ValueError(f"prefix_ids must be a list of whole numbers, got {prefix!r}")
+    for b in prefix:
+        limits.check("item.prefix_id", b, "prefix_ids[…]")
     if prefix and n_in is None:
         raise ValueError("prefix_ids needs input_tokens (the prompt is synthesised)")
-    block = _int(rec, "block_tokens", 1, BLOCK_TOKENS)
-    max_tokens = _int(rec, "max_tokens", 1, default_max_tokens)
+    block = _int(rec, "block_tokens", BLOCK_TOKENS)
+    max_tokens = _int(rec, "max_tokens", default_max_tokens)
     tags = rec.get("tags", [])
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
         raise ValueError(f"tags must be a list of strings, got {tags!r}")
     for key in ("expected", "suite"):
         if rec.get(key) is not None and not isinstance(rec[key], str):
             raise ValueError(f"{key} must be a string")
+    limits.finite_json(rec, "the line")  # NaN or Infinity anywhere else: sent, stored as bad JSON
     item = Item(
         index=0,
         id=str(item_id),
@@ -270,7 +274,9 @@ def write_jsonl(path: str | Path, records: Iterable[dict]) -> int:
     try:
         with p.open("w", encoding="utf-8") as fh:
             for rec in records:
-                fh.write(json.dumps(rec, ensure_ascii=False, separators=(",", ":")) + "\n")
+                # allow_nan=False: a NaN that got this far is a bug, never a line of bad JSON
+                line = json.dumps(rec, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+                fh.write(line + "\n")
                 n += 1
     except OSError as e:
         raise WorkloadError(f"cannot write {p}: {e.strerror or e}") from None

@@ -18,17 +18,11 @@ def check_workload(spec, source: str) -> None:
     for key in ("input_dist", "output_dist"):
         if getattr(w, key) is not None:
             parse_length_dist(getattr(w, key), f"{source}: workload.{key}")
-    if w.prefix_groups < 0 or w.prefix_tokens < 0:
-        raise SpecError(f"{source}: workload.prefix_groups and prefix_tokens must be ≥ 0")
     if (w.prefix_groups > 0) != (w.prefix_tokens > 0):
         raise SpecError(
             f"{source}: shared prefixes need both workload.prefix_groups and prefix_tokens",
             "e.g. --prefix-groups 8 --prefix-tokens 256",
         )
-    if not (ld.burstiness > 0 and math.isfinite(ld.burstiness)):
-        raise SpecError(f"{source}: load.burstiness must be > 0 (1 = Poisson), got {ld.burstiness}")
-    if not (ld.speedup > 0 and math.isfinite(ld.speedup)):
-        raise SpecError(f"{source}: load.speedup must be > 0, got {ld.speedup}")
     _check_load_shape(spec, source)
     if w.file is not None and ld.rate is None and ld.concurrency is None:
         ld.arrival = "replay"  # a file and no load given: its own timestamps

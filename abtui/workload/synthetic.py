@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from abtui import limits
 from abtui.client.items import Item, synthetic_prompt
 from abtui.errors import UsageError
 
@@ -90,7 +91,7 @@ def chat_items(n: int, rate: float, seed: int, shape: ChatShape | None = None) -
 # ---------------------------------------------------------------- length distributions
 
 DISTRIBUTIONS = ("fixed", "uniform", "normal", "lognormal", "trace")
-MAX_LENGTH = 1_000_000
+MAX_LENGTH = limits.MAX_TOKENS  # sampled lengths are clipped into the limit table's range
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,13 +143,15 @@ def parse_length_dist(text: str, where: str, *, output: bool = False) -> LengthD
     if len(args) != need:
         raise SpecError(f"{where}: {kind} takes {need} number(s), got {text!r}", hint)
     a, b = (args + [0.0])[:2]
-    ok = {
-        "fixed": a >= 1,
-        "uniform": 1 <= a <= b,
-        "normal": a >= 1 and b >= 0,
-        "lognormal": a >= 1 and b >= 0,
-    }[kind]
-    if not ok:
+    length = "workload.length"
+    rows = {"fixed": (length,), "uniform": (length, length), "normal": (length, "workload.length_sd"),
+            "lognormal": (length, "workload.length_sigma")}[kind]  # fmt: skip
+    try:
+        for row, v in zip(rows, args, strict=True):
+            limits.check(row, v, f"{kind}'s {'length' if row == length else 'spread'}")
+    except limits.OutOfRange as e:
+        raise SpecError(f"{where}: {text!r}: {e}", hint) from None
+    if kind == "uniform" and a > b:
         raise SpecError(f"{where}: {text!r} is not a valid {kind} length distribution", hint)
     return LengthDist(kind, a, b)
 

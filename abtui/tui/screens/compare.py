@@ -14,11 +14,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Footer
 from textual.worker import Worker, WorkerState
 
 from abtui.report.untrusted import printable
 from abtui.tui.keys import COMPARE
+from abtui.tui.widgets.inert import Static
 
 CHANGE_STYLE = {"better": "green", "worse": "red"}
 

@@ -7,9 +7,9 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Static
 
 from abtui.tui.keys import QUESTION
+from abtui.tui.widgets.inert import Static
 
 
 class Confirm(ModalScreen[bool]):

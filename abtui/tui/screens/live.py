@@ -18,7 +18,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Footer
 
 from abtui.metrics.live import deltas, shared_range
 from abtui.runner.health import BEHIND_NOTE_S
@@ -27,6 +27,7 @@ from abtui.tui import keys
 from abtui.tui.messages import ArmState, RunProgress
 from abtui.tui.widgets.charts import Chart, fmt_s, histogram_text, phase_bar, sparkline
 from abtui.tui.widgets.gauges import gauge_rows, util_series
+from abtui.tui.widgets.inert import Static
 from abtui.tui.widgets.overlay import compare_text, letter
 from abtui.tui.widgets.pane import (
     HISTORY_ROWS,

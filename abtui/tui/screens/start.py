@@ -20,16 +20,18 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Input, Static
+from textual.widgets import Footer, Input
 from textual.worker import Worker, WorkerState
 
 from abtui.demo import DemoOptions
 from abtui.errors import AbtuiError
 from abtui.store.listing import UNREADABLE, SessionRow, delete_session, list_sessions
 from abtui.tui.keys import START
+from abtui.tui.widgets.inert import DataTable, Static
 
 STATUS_STYLE = {"finished": "green", "interrupted": "yellow", "killed": "bold red",
-                "running": "bold cyan", "failed": "bold red", UNREADABLE: "bold red",
+                "running": "bold cyan", "failed": "bold red", "write failed": "bold red",
+                UNREADABLE: "bold red",
                 "degraded": "bold yellow"}  # fmt: skip
 DEGRADED = "degraded"  # the status cell of a degraded session (its stored status in the detail)
 VERDICT_STYLE = {"GO": "bold green", "NO-GO": "bold red", "INCONCLUSIVE": "yellow"}

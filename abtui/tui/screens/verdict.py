@@ -15,7 +15,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Footer
 
 from abtui.report import quality as rq
 from abtui.report.health import DEGRADED_TAG, DEGRADED_WHY, stored_health
@@ -24,6 +24,7 @@ from abtui.report.verdict_text import metrics_table, rows_of
 from abtui.stats.labels import label
 from abtui.tui.keys import VERDICT
 from abtui.tui.widgets.charts import Chart
+from abtui.tui.widgets.inert import Static
 from abtui.verdict.policy import GO, NO_GO
 from abtui.verdict.session import SessionVerdict
 
@@ -38,13 +39,14 @@ class VerdictData:
     diagnosis: list[str]
 
 
-def load_verdict(path) -> VerdictData:
-    """The core calls behind the screen (run in a thread worker)."""
+def load_verdict(path, store: bool = False) -> VerdictData:
+    """The core calls behind the screen (run in a thread worker); ``store``: the app ran the
+    session, whose verdict goes into its file (an opened one is only read)."""
     from abtui.report.document import report_data
     from abtui.telemetry.diagnosis import diagnose, diagnosis_lines
     from abtui.verdict.session import session_verdict
 
-    sv = session_verdict(path)
+    sv = session_verdict(path, store=store)
     return VerdictData(sv, report_data(sv), diagnosis_lines(diagnose(path)))
 
 
@@ -254,7 +256,7 @@ class VerdictScreen(Screen):
                 notes = [f"{label(e.key)}: {e.note}" for e in rows_of(pair, pol)
                          if e.note and e.key in (pol["primary"], *pol["guardrails"])]  # fmt: skip
                 if notes:
-                    yield Static(escape("\n".join(notes)), classes="notes")
+                    yield Static("\n".join(notes), classes="notes")
                 if pair.quality:  # suites, length buckets, gates
                     chart = Chart(id=f"quality-{i}", classes="notes")
                     chart.show(lambda w, q=pair.quality: quality_table(q, qmode, w, self._beside(w)))

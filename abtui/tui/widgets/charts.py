@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 
 from rich.text import Text
-from textual.widgets import Static
 
 from abtui.metrics.live import HistView, column_of, rebin
+from abtui.tui.widgets.inert import Static
 
 BLOCKS = " ▁▂▃▄▅▆▇█"
 SPARK = "▁▂▃▄▅▆▇█"
