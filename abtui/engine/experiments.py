@@ -75,6 +75,10 @@ class Experiment:
     # abtui sizes haystacks in ~words; the tiny vocabulary spends ~4.6 tokens on each (byte
     # fallback), so a "1k" haystack is ~4,700 of its tokens: ctx must hold that
     quality_max_length: int = 1024
+    # shared prompt prefixes ([workload] prefix_groups / prefix_tokens): item i starts with
+    # group (i mod prefix_groups)'s prefix_tokens-token prefix
+    prefix_groups: int = 0
+    prefix_tokens: int = 0
 
 
 EXPERIMENTS: dict[str, Experiment] = {
@@ -214,6 +218,8 @@ metrics_url = "{srv.base}/metrics"
     load = (f"sweep_concurrency = {list(exp.sweep)}" if exp.sweep
             else f"concurrency = {exp.concurrency}")  # fmt: skip
     ablation = f"\n[ablation]\nfactors = {json.dumps(list(exp.factors))}\n" if exp.factors else ""
+    prefix = (f"prefix_groups = {exp.prefix_groups}\nprefix_tokens = {exp.prefix_tokens}\n"
+              if exp.prefix_groups else "")  # fmt: skip
     quality = ""
     if exp.quality:
         quality = f"""
@@ -231,7 +237,7 @@ requests = {requests}
 input_tokens = {exp.input_tokens}
 output_tokens = {exp.output_tokens}
 seed = 0
-
+{prefix}
 [load]
 {load}
 schedule = "{exp.schedule}"
