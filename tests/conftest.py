@@ -9,6 +9,9 @@ rest of the suite on two pytest-xdist workers (``-m "not serial"``), then the ``
 alone (``-m serial``), so that a second worker's CPU load never lands in those measurements.
 A plain ``pytest`` run still runs everything, in one process.
 
+Tests marked ``vllm`` need vLLM (the ``vllm`` extra): they skip without it, unless
+``ABTUI_REQUIRE_VLLM=1`` (``.ci/run``) makes that a failure (:func:`pytest_runtest_setup`).
+
 ``smollm2_gguf`` and ``gemma3_270m_gguf`` are the real models' GGUF paths
 (``abtui engine fetch``), fetched once per session: see ``engine_fixtures.real_model``.
 """
@@ -34,6 +37,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.name in SERIAL_MODULES:
             item.add_marker(pytest.mark.serial)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A ``vllm`` test skips where this interpreter cannot run vLLM (the ``vllm`` extra), and
+    fails instead under ``ABTUI_REQUIRE_VLLM=1`` (``.ci/run``)."""
+    if item.get_closest_marker("vllm") is not None:
+        from engine_fixtures import require_vllm
+
+        require_vllm()
 
 
 @pytest.fixture(scope="session")

