@@ -246,6 +246,20 @@ class ExperimentResult:
     def pair(self) -> dict:
         return self.report["pairs"][0]
 
+    def flat_ppl_warning(self) -> str | None:
+        """abtui's "PPL flat, but accuracy dropped" warning with llama-perplexity's figures in
+        place of the endpoint PPL that llama-server cannot give (None: no warning, or no PPL or
+        quality section)."""
+        from abtui.quality.ppl import flat_ppl_warning
+
+        q = self.pair.get("quality")
+        if self.ppl is None or not q:
+            return None
+        exp = EXPERIMENTS[self.key]
+        ppl = {exp.baseline.name: {"supported": True, "ppl": self.ppl.base.ppl},
+               exp.candidate.name: {"supported": True, "ppl": self.ppl.cand.ppl}}  # fmt: skip
+        return flat_ppl_warning(ppl, exp.baseline.name, exp.candidate.name, q)
+
     def effect(self, key: str, level: int | None = None) -> dict | None:
         """One row of the pair's comparison (``e2e.p50``…); ``level``: that sweep level's
         breakdown row (``e2e.p50@level1``), levels numbered from 0 in the sweep's order."""
