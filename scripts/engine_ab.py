@@ -55,11 +55,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-pin", action="store_true", help="do not pin the servers to cores")
     ap.add_argument("--http", choices=("fast", "httpx"), default="fast")
     ap.add_argument("--dir", type=Path, help="work folder (default: a temporary one)")
-    ap.add_argument("--experiments", nargs="?", const="batching,kv-quant,spec-decode,np-x-draft,weights",
-                    metavar="KEYS", help="run the optimisation A/Bs instead (default: all four)")  # fmt: skip
+    ap.add_argument("--experiments", nargs="?", const="ngram-repeat,ngram-story,parallel,kv-q4",
+                    metavar="KEYS", help="run the optimisation A/Bs instead (default: the "
+                    "real-model ones; the tiny-model ones are batching, kv-quant, spec-decode, "
+                    "np-x-draft, weights)")  # fmt: skip
+    ap.add_argument("--requests-per-arm", type=int, metavar="N",
+                    help="--experiments: measured requests per arm (default: each A/B's own)")
     a = ap.parse_args(argv)
     if a.experiments:
-        return experiments(a.experiments.split(","), a.dir)
+        return experiments(a.experiments.split(","), a.dir, a.requests_per_arm)
     cfg = ABConfig(
         requests=a.requests, input_tokens=a.input_tokens, output_tokens=a.output_tokens,
         model_seed=a.model_seed, per_token_chunks=not a.no_logprobs, pin=not a.no_pin,
@@ -177,10 +181,11 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if problems else 0
 
 
-def experiments(keys: list[str], folder: Path | None) -> int:
+def experiments(keys: list[str], folder: Path | None, requests: int | None = None) -> int:
     from abtui.engine.experiments import (
         EXPERIMENTS,
         factorial_lines,
+        is_real,
         models_for,
         run_experiment,
         table_rows,
@@ -190,10 +195,13 @@ def experiments(keys: list[str], folder: Path | None) -> int:
     rows, results = [], []
     with tempfile.TemporaryDirectory(prefix="abtui-engine-") as tmp:
         base = folder or Path(tmp)
-        models = models_for(base / "models")
+        tiny = any(not is_real(st.model) for k in keys
+                   for st in (EXPERIMENTS[k].baseline, EXPERIMENTS[k].candidate))  # fmt: skip
+        models = models_for(base / "models") if tiny else None
         for k in keys:
             print(f"engine_ab: {k}", file=sys.stderr)
-            res = run_experiment(EXPERIMENTS[k], base / k, models=models, log=sys.stderr)
+            res = run_experiment(EXPERIMENTS[k], base / k, models=models, log=sys.stderr,
+                                 requests=requests)  # fmt: skip
             results.append(res)
             if not EXPERIMENTS[k].factors:
                 rows += table_rows(res)
@@ -206,12 +214,26 @@ def experiments(keys: list[str], folder: Path | None) -> int:
     for r in rows:
         print("| " + " | ".join(r[c] for c in cols) + " |")
     print()
+    knobs = [r for r in results if r.ppl]
+    if knobs:
+        print("| A/B | knob | PPL | PPL ratio ± 1 s.e. | mean KLD (nats) | same top token | "
+              "quality: accuracy baseline → candidate (Δ, gate) |")  # fmt: skip
+        print("|---|---|---|---|---|---|---|")
+        for r in knobs:
+            c, exp = r.ppl, EXPERIMENTS[r.key]
+            print(f"| {r.key} | {exp.candidate.name} | {c.base.ppl:.2f} → {c.cand.ppl:.2f} | "
+                  f"×{c.ratio:.4f} ± {c.ratio_err:.4f} | {c.kld:.4f} | {c.same_top:.1%} | "
+                  f"{quality_cell(r.pair.get('quality'))} |")  # fmt: skip
+        print()
     for res in results:
         exp = EXPERIMENTS[res.key]
         print(f"{res.key} ({exp.title}; {exp.schedule}: {exp.why}): {res.pair['result']} in "
               f"{res.wall_s:.0f} s")  # fmt: skip
         for line in factorial_lines(res) if exp.factors else res.pair["reasons"]:
             print(f"  - {line}")
+        if res.ppl:
+            print(f"  llama-perplexity: {res.ppl.line()}")
+            print(f"    {' '.join(res.ppl.cand.argv)}")
         if res.logprobs:
             c = res.logprobs
             print(f"  logprobs: top-1 {c['top1_agreement']:.1%} [{c['top1_lo']:.1%}, "
@@ -219,6 +241,20 @@ def experiments(keys: list[str], folder: Path | None) -> int:
         for p in res.problems:
             print(f"  PROBLEM: {p}")
     return 1 if any(r.problems for r in results) else 0
+
+
+def quality_cell(q: dict | None) -> str:
+    """Each suite's accuracy on both arms, overall and per bucket (length), and its gate."""
+    if not q:
+        return "—"
+    gates = {g["suite"]: g["state"] for g in q.get("gates", [])}
+    out = []
+    for s in q.get("suites", []):
+        per = ", ".join(f"{b['bucket']} {b['acc_a']:.0%} → {b['acc_b']:.0%}"
+                        for b in q.get("buckets", []) if b["suite"] == s["suite"])  # fmt: skip
+        out.append(f"{s['suite']} {s['acc_a']:.0%} → {s['acc_b']:.0%} ({s['delta'] * 100:+.1f} "
+                   f"pp, {gates.get(s['suite'], '?')}; {per})")  # fmt: skip
+    return "; ".join(out) or "—"
 
 
 if __name__ == "__main__":

@@ -311,7 +311,8 @@ def test_run_reports_ppl_and_logprob_agreement_per_pair(tmp_path, capsys):
     assert ppl["same"]["ppl"] == ppl["base"]["ppl"]
     assert ppl["base"]["ppl"] < ppl["int4"]["ppl"] < 1.06 * ppl["base"]["ppl"]
     assert ppl["nolp"] == {"supported": False, "ppl": None, "tokens": 0,
-                           "note": "not supported by this endpoint"}  # fmt: skip
+                           "note": "not supported by this endpoint (no prompt logprobs in its "
+                                   "answer)"}  # fmt: skip
     assert raw["nolp"]["supported"] is False
     # logprob agreement on the baseline's continuation
     same = compare(raw["base"]["sequences"], raw["same"]["sequences"])

@@ -35,7 +35,7 @@ from abtui.errors import AbtuiError
 
 SOURCE_PACKAGE = "llama-cpp-python"
 SOURCE_VERSION = "0.3.36"
-# llama-perplexity: the prompt-perplexity path for llama.cpp arms (llama-server has no echo)
+# llama-perplexity: the prompt-perplexity path for llama.cpp arms (llama-server scores no prompt)
 TARGETS = ("llama-server", "llama-quantize", "llama-perplexity")
 ENV_SERVER = "ABTUI_LLAMA_SERVER"
 
@@ -137,14 +137,20 @@ def server_binary(extra_flags: tuple[str, ...] = ()) -> Path | None:
     return b.server if b.ready else None
 
 
-def quantize_binary() -> Path | None:
-    """``llama-quantize`` next to the user's server, else the cached build's, else None."""
+def tool_binary(name: str) -> Path | None:
+    """A llama.cpp tool (``llama-quantize``, ``llama-perplexity``) next to the user's server,
+    else the cached build's, else None."""
     user = _user_binary()
     if user is not None:
-        q = user.with_name("llama-quantize")
+        q = user.with_name(name)
         return q if q.is_file() and os.access(q, os.X_OK) else None
     b = planned()
-    return b.quantize if b.ready else None
+    return b.folder / "bin" / name if b.ready else None
+
+
+def quantize_binary() -> Path | None:
+    """``llama-quantize`` next to the user's server, else the cached build's, else None."""
+    return tool_binary("llama-quantize")
 
 
 def require_server() -> Path:
@@ -157,15 +163,19 @@ def require_server() -> Path:
     return path
 
 
-def require_quantize() -> Path:
-    path = quantize_binary()
+def require_tool(name: str) -> Path:
+    path = tool_binary(name)
     if path is None:
         where = "next to $" + ENV_SERVER if os.environ.get(ENV_SERVER) else "in the cache"
         raise BuildError(
-            f"llama.cpp's llama-quantize is not found {where}",
-            "run `abtui engine build` once (it builds llama-server and llama-quantize)",
+            f"llama.cpp's {name} is not found {where}",
+            f"run `abtui engine build` once (it builds {', '.join(TARGETS)})",
         )
     return path
+
+
+def require_quantize() -> Path:
+    return require_tool("llama-quantize")
 
 
 def _tools_missing() -> list[str]:

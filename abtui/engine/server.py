@@ -206,6 +206,16 @@ class LlamaCppServer:
         """The server's own timing of every request it finished so far (from its log)."""
         return parse_timings(self.log_text())
 
+    def cpu_seconds(self) -> float:
+        """CPU time the server process has used so far (user + system, from ``/proc``; nan
+        where there is none): the work it did, whatever else shared the cores."""
+        try:
+            with open(f"/proc/{self.pid}/stat", encoding="ascii") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, ValueError, IndexError, TypeError):
+            return float("nan")
+
     def metrics_text(self) -> str:
         """The server's ``/metrics`` now (Prometheus text)."""
         r = httpx.get(self.base + "/metrics", timeout=5.0, trust_env=False)

@@ -169,19 +169,24 @@ def write_fp32(path: Path, cfg: TinyConfig = TinyConfig(), n_layer: int | None =
 
 
 FORMATS = ("Q8_0", "Q4_0")
+# a real model's already quantised weights quantised again, coarser (--allow-requantize)
+REQUANT_FORMATS = ("Q8_0", "Q4_0", "Q3_K_M", "Q3_K_S", "Q2_K")
 
 
-def quantize(src: Path, dst: Path, fmt: str, threads: int = 1) -> Path:
+def quantize(src: Path, dst: Path, fmt: str, threads: int = 1, *, requant: bool = False) -> Path:
     """Quantize ``src`` to ``fmt`` (``Q8_0`` / ``Q4_0``) with llama.cpp's own ``llama-quantize``
-    (built by ``abtui engine build``)."""
+    (built by ``abtui engine build``); ``requant``: ``src`` is quantised already (a real model):
+    one of :data:`REQUANT_FORMATS`, with ``--allow-requantize``."""
     import subprocess
 
     from abtui.engine.build import require_quantize
 
-    if fmt not in FORMATS:
-        raise EngineError(f"unknown quantization {fmt!r}", f"use one of {', '.join(FORMATS)}")
+    known = REQUANT_FORMATS if requant else FORMATS
+    if fmt not in known:
+        raise EngineError(f"unknown quantization {fmt!r}", f"use one of {', '.join(known)}")
     tool = require_quantize()
-    proc = subprocess.run([str(tool), str(src), str(dst), fmt, str(threads)],
+    flag = ["--allow-requantize"] if requant else []
+    proc = subprocess.run([str(tool), *flag, str(src), str(dst), fmt, str(threads)],
                           capture_output=True, text=True, errors="replace")  # fmt: skip
     if proc.returncode != 0 or not Path(dst).exists():
         tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-10:])

@@ -4,9 +4,11 @@ One non-streamed request per arm: ``prompt`` = :data:`FIXED_TEXT`, ``max_tokens`
 true, ``logprobs`` 1, greedy. An endpoint that scores the prompt (vLLM) returns
 ``choices[0].logprobs.token_logprobs`` over the echoed prompt; ``PPL = exp(−mean)`` of them over
 the prompt's tokens (the first is null: it has no context; the generated token is left out).
-An endpoint that refuses ``echo``, or returns no prompt logprobs (llama.cpp's server, abtui's
-simulator with ``--logprobs off``), gets "not supported by this endpoint" — never a made-up
-figure. (abtui's simulator otherwise serves simulated logprobs: :mod:`abtui.sim.logprobs`.)
+An endpoint that refuses ``echo``, or returns no prompt logprobs (llama.cpp's ``llama-server``:
+it takes ``echo`` but its ``logprobs`` / ``n_probs`` cover the generated tokens only; abtui's
+simulator with ``--logprobs off``), gets "not supported by this endpoint", with which of the
+two — never a made-up figure. (abtui's simulator otherwise serves simulated logprobs: :mod:`abtui.sim.logprobs`;
+for llama.cpp, ``abtui.engine.perplexity`` runs its ``llama-perplexity`` tool on the arm's model.)
 
 PPL is a prefill-only measure: it may never read a quantised KV cache, so a flat PPL says
 nothing about long-context retrieval. The verdict never gates on it; it warns when PPL is flat
@@ -61,14 +63,18 @@ def measure(target: Target, timeout_s: float = 60.0) -> dict:
     body = {"model": target.model, "prompt": FIXED_TEXT, "max_tokens": 1, "echo": True,
             "logprobs": 1, "temperature": 0.0, "stream": False}  # fmt: skip
     url = f"{target.base_url}/completions"
+    why = "no answer"
     try:
         with httpx.Client(trust_env=False, timeout=timeout_s, verify=target.tls) as c:
             r = c.post(url, json=body, headers=target.headers)
-        got = perplexity_of(r.json()) if r.status_code == 200 else None
+        if r.status_code == 200:
+            got, why = perplexity_of(r.json()), "no prompt logprobs in its answer"
+        else:
+            got, why = None, f"it refused echo (HTTP {r.status_code}): no prompt logprobs"
     except (httpx.HTTPError, ValueError):
         got = None
     if got is None:
-        return {"supported": False, "ppl": None, "tokens": 0, "note": NOT_SUPPORTED}
+        return {"supported": False, "ppl": None, "tokens": 0, "note": f"{NOT_SUPPORTED} ({why})"}
     return {"supported": True, "ppl": got[0], "tokens": got[1], "note": ""}
 
 
@@ -76,7 +82,7 @@ def ppl_line(ppl: dict | None) -> str | None:
     """``perplexity of the fixed text: base 5.21, cand 5.34 (+2.5%)`` (arm name → measure)."""
     if not ppl:
         return None
-    parts = [f"{n} {m['ppl']:.3f}" if m.get("supported") else f"{n} {NOT_SUPPORTED}"
+    parts = [f"{n} {m['ppl']:.3f}" if m.get("supported") else f"{n} {m.get('note') or NOT_SUPPORTED}"
              for n, m in ppl.items()]  # fmt: skip
     vals = [m["ppl"] for m in ppl.values() if m.get("supported")]
     ratio = f" ({vals[1] / vals[0] - 1:+.1%})" if len(vals) == 2 and len(ppl) == 2 else ""

@@ -90,6 +90,8 @@ def metadata(sv: SessionVerdict, doc: dict) -> list[tuple[str, str]]:
         shape.insert(0, f"file {wl['file']}")
     if wl.get("prefix_groups"):
         shape.append(f"{wl['prefix_groups']} shared-prefix groups")
+    if wl.get("task"):
+        shape.insert(0, f"task {wl['task']}")
     shape.append(f"seed {wl.get('seed', '?')}")
     rows.append(("workload", "; ".join(shape) if wl else "not recorded in the spec"))
     rows.append(("requests", "; ".join(f"{n} {s.get('sent')} sent, {s.get('ok')} ok"

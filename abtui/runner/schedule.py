@@ -76,11 +76,21 @@ def warmup_items(spec: Spec, first_index: int) -> list[Item]:
     """The warm-up items (distinct prompts, never measured), indexed after the measured ones."""
     w, ld = spec.workload, spec.load
     rng = random.Random(w.seed + 1_000_003)
+    if w.task is not None:  # the workload's own kind of prompt, so the server warms to it
+        from abtui.workload.tasks import task_prompt
+
+        def prompt(k: int) -> str:
+            return task_prompt(w.task, w.seed + 1_000_003, f"warmup{k}", w.input_tokens)
+    else:
+
+        def prompt(k: int) -> str:
+            return f"warmup {k} " + synthetic_prompt(max(1, w.input_tokens - 2), rng)
+
     return [
         Item(
             index=first_index + k,
             id=f"warmup{k}",
-            prompt=f"warmup {k} " + synthetic_prompt(max(1, w.input_tokens - 2), rng),
+            prompt=prompt(k),
             max_tokens=w.output_tokens,
             n_input=w.input_tokens,
             tags=["warmup"],

@@ -81,6 +81,10 @@ class WorkloadSpec:
     """Shared-prefix groups: item i starts with group (i mod N)'s prefix (0: no sharing)."""
     prefix_tokens: int = 0
     """Length of each group's shared prefix, in tokens (part of the prompt length)."""
+    task: str | None = None
+    """Prompts a real instruct model answers instead of common words (abtui.workload.tasks):
+    ``repeat`` (copy a paragraph of ``input_tokens`` words: input-grounded) or ``story`` (write
+    a short story: open generation). Use with ``request.api = "chat"`` for chat models."""
 
 
 @dataclass

@@ -95,7 +95,8 @@ class LevelItems:
                                      "workload.output_dist", output=True)  # fmt: skip
             self._base = None
             self._shaped = ShapedItems(n, offsets, din, dout, seed, w.prefix_groups,
-                                       w.prefix_tokens, first_index=first_index)  # fmt: skip
+                                       w.prefix_tokens, first_index=first_index,
+                                       task=w.task)  # fmt: skip
         self._offsets = offsets
         self._keep: range | list[int] = range(len(offsets))
         dur = ld.duration_s

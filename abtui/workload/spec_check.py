@@ -23,6 +23,15 @@ def check_workload(spec, source: str) -> None:
             f"{source}: shared prefixes need both workload.prefix_groups and prefix_tokens",
             "e.g. --prefix-groups 8 --prefix-tokens 256",
         )
+    if w.task is not None:
+        from abtui.workload.tasks import TASKS
+
+        if w.task not in TASKS:
+            raise SpecError(f"{source}: workload.task must be one of {', '.join(TASKS)}, "
+                            f"got {w.task!r}")  # fmt: skip
+        if w.file is not None or w.prefix_groups:
+            raise SpecError(f"{source}: workload.task makes its own prompts: it takes no "
+                            "workload.file or shared prefixes")  # fmt: skip
     _check_load_shape(spec, source)
     if w.file is not None and ld.rate is None and ld.concurrency is None:
         ld.arrival = "replay"  # a file and no load given: its own timestamps

@@ -179,7 +179,7 @@ class ShapedItems:
     text whichever others are made), so a session can stream them without holding them all."""
 
     def __init__(self, n, offsets, input_dist, output_dist, seed, prefix_groups=0,
-                 prefix_tokens=0, first_index=0) -> None:  # fmt: skip
+                 prefix_tokens=0, first_index=0, task=None) -> None:  # fmt: skip
         from abtui.workload.jsonl import PromptSynth
 
         rng = np.random.default_rng(seed)
@@ -188,10 +188,17 @@ class ShapedItems:
         self.offsets = offsets
         self.synth = PromptSynth(seed)
         self.groups, self.prefix_tokens, self.first = prefix_groups, prefix_tokens, first_index
+        self.task, self.seed = task, seed
 
     def item(self, k: int) -> Item:
         i = self.first + k
         n_in = self.n_in[k]
+        if self.task is not None:  # a real instruction (abtui.workload.tasks); its own length
+            from abtui.workload.tasks import task_prompt
+
+            prompt = task_prompt(self.task, self.seed, f"i{i}", n_in)
+            return Item(index=i, id=f"i{i}", arrival_s=self.offsets[k], prompt=prompt,
+                        max_tokens=self.n_out[k], n_input=len(prompt.split()))  # fmt: skip
         prefix = ""
         own = n_in
         # the prefix is part of the prompt length; at least one token is the item's own
