@@ -212,7 +212,7 @@ def _special_tokens_as_the_gguf_says(tok, gguf: Path) -> None:
     ``add_eos_token`` say (llama.cpp follows them). transformers' GGUF loader can drop them:
     Gemma 3's tokenizer came out without its ``<bos>``, and without it the model scored a
     perplexity of ~180 on plain prose instead of ~20."""
-    from abtui.engine.fetch import GGUFError, gguf_info
+    from abtui.engine.gguf_header import GGUFError, gguf_info
 
     try:
         values = gguf_info(gguf).values
