@@ -138,8 +138,8 @@ def _tui_verdict_text(path) -> str:
 def test_identical_variants_pass_the_gate_user_suite_included(tmp_path, capsys):
     suite = tmp_path / "mine.jsonl"
     suite.write_text(
-        '{"id": "a", "prompt": "What is 12 + 30? Answer with the number only.", "reference": "42", "scorer": "numeric"}\n'
-        '{"id": "b", "prompt": "Write the word lemon in capital letters. Answer with that word only.", "reference": "LEMON"}\n'
+        '{"id": "a", "prompt": "Repeat this code exactly: KLM-042", "reference": "KLM-042", "scorer": "word"}\n'
+        '{"id": "b", "prompt": "What is the capital of Peru? Answer with the city only.", "reference": "Lima", "scorer": "word"}\n'
     )
     sa, sb = _sims(BASE)
     with sa as a, sb as b:
@@ -161,7 +161,7 @@ def test_identical_variants_pass_the_gate_user_suite_included(tmp_path, capsys):
     assert [r for r in pair["reasons"] if "quality" in r] == q["undecided"]
     assert "mine" in q["undecided"][0] and "about 30 items would decide" in q["undecided"][0]
     mine = [json.loads(r["detail"]) for r in rows if json.loads(r["detail"])["suite"] == "mine"]
-    assert len(mine) == 4 and all(d["output"].strip() in ("42", "LEMON") for d in mine)
+    assert len(mine) == 4 and all(d["output"].strip() in ("KLM-042", "Lima") for d in mine)
 
 
 def test_a_context_too_small_for_a_haystack_skips_the_suites_and_keeps_the_run(tmp_path, capsys):
