@@ -26,6 +26,15 @@ class QualitySpec:
     """Longest haystack in tokens (also bounded by the smallest arm's context)."""
     concurrency: int = 4
     """Quality requests in flight per arm."""
+    api: str = "auto"
+    """How the items are sent (``--quality-api``): ``chat`` (messages, through the server's chat
+    template: chat/instruct models), ``completions`` (a plain prompt that starts the answer: base
+    models), or ``auto`` (the default): chat when every arm says it serves a model with a chat
+    template, else completions (abtui.quality.sizing)."""
+    budget_s: float = 600.0
+    """Seconds the quality items may take (``--quality-budget``): the endpoints are timed first,
+    and the retrieval grid's longest lengths are left out (said, with the time they would
+    add) while the whole is expected to take longer; the shortest length is always run."""
     mode: str = "separate"
     """When the items are sent (``--quality-mode``). ``separate`` (the default): after the load
     test, on an otherwise idle endpoint, so they cannot perturb the latency samples.
@@ -69,6 +78,16 @@ def validate_quality(q: QualitySpec, source: str, load=None) -> None:
         from abtui.quality.userfile import load
 
         load(q.file)
+    from abtui.quality.sizing import API_SETTINGS
+
+    if q.api not in API_SETTINGS:
+        raise SpecError(f"{source}: quality.api must be one of {', '.join(API_SETTINGS)}, "
+                        f"got {q.api!r}",
+                        "chat: chat/instruct models; completions: base models; auto: ask the "
+                        "endpoints")  # fmt: skip
+    b = q.budget_s
+    if isinstance(b, bool) or not isinstance(b, int | float) or not b > 0 or b != b:
+        raise SpecError(f"{source}: quality.budget_s must be a number of seconds > 0, got {b!r}")
     for key in ("max_tokens", "per_cell", "concurrency"):
         if getattr(q, key) < 1:
             raise SpecError(f"{source}: quality.{key} must be ≥ 1, got {getattr(q, key)}")
