@@ -62,7 +62,7 @@ def test_items_are_what_the_sim_recognises_and_the_answer_does_not_leak():
             assert it.scorer == "number"
             # the answer occurs once: in its statement, never in the filler or the question
             assert len(re.findall(rf"\b{it.references[0]}\b", it.prompt)) == 1
-            filler = re.sub(r"The pass key (for the \S+ \S+ )?is \d+\.", "", it.prompt)
+            filler = re.sub(r"The [a-z]+ [a-z]+ is \d+\.", "", it.prompt)
             assert not re.search(r"\d", filler)
             assert len(it.distractors) == (3 if it.suite == "keys" else 0)
         else:
@@ -115,7 +115,7 @@ def test_scorers_on_hand_made_cases(scorer, output, refs, tol, right):
     [
         # how real models phrase a right answer (SmolLM2 and Gemma 3 outputs among them)
         ("The pass key is 48213.", "48213", (), (), True),
-        ("The pass key for the green cabinet is 48213", "48213", (), ("27078",), True),
+        ("The door code is 48213", "48213", (), ("27078",), True),
         (" 48213.\nQ: What is the pass key?", "48213", (), (), True),
         ("**48213**", "48213", (), (), True),
         ("48,213", "48213", (), (), True),
@@ -123,7 +123,7 @@ def test_scorers_on_hand_made_cases(scorer, output, refs, tol, right):
         ("23 + 45 = 68", "68", ("23", "45"), (), True),  # the question's numbers passed over
         ("The sum of 23 and 45 is 68.", "68", ("23", "45"), (), True),
         # wrong: another key's value, a list of candidates, a near miss, an echo only
-        ("The pass key for the green cabinet is 27078", "48213", (), ("27078",), False),
+        ("The room number is 27078", "48213", (), ("27078",), False),
         ("48213, 27078, 33321", "48213", (), ("27078", "33321"), False),  # lists every value
         ("The pass keys are 27078 and 48213.", "48213", (), ("27078",), False),
         ("482131", "48213", (), (), False),

@@ -361,8 +361,8 @@ def test_flat_ppl_with_a_retrieval_drop_is_a_warning(tmp_path, capsys):
             f'[[arms]]\nname = "kv8"\nurl = "{b.url}"\n'
             "[workload]\nrequests = 6\ninput_tokens = 16\noutput_tokens = 4\n"
             f'[load]\nrate = 20\n[store]\ndir = "{tmp_path}"\n[policy]\nresamples = 200\n'
-            # seed 1: the face's draws flip 2 of these 36 items (seed 0's flip none: few items)
-            '[quality]\nsuites = ["keys"]\nper_cell = 3\nmax_length = 32768\nseed = 1\n'
+            # seed 2: the face's draws flip 2 of these 36 items (seed 6's flip none: few items)
+            '[quality]\nsuites = ["keys"]\nper_cell = 3\nmax_length = 32768\nseed = 2\n'
         )
         rc = main(["run", str(spec), "--headless"])
     out = " ".join(capsys.readouterr().out.split())

@@ -9,6 +9,7 @@ import pytest
 
 from abtui.quality.prompts import (
     CAPITALS,
+    LABELS,
     capital_prompt,
     copy_prompt,
     keys_prompt,
@@ -22,7 +23,7 @@ BF16, FP8, INT4 = Variant("bf16", "bf16"), Variant("fp8", "bf16"), Variant("int4
 INT4_KV8, FP8_KV8 = Variant("int4", "fp8"), Variant("fp8", "fp8")
 
 
-_STATEMENT = r"The pass key (?:for the [a-z]+ [a-z]+ )?is \d+\."
+_STATEMENT = r"The [a-z]+ [a-z]+ is \d+\."
 
 
 @pytest.mark.parametrize("tokens", [300, 2000, 16000])
@@ -42,14 +43,14 @@ def test_retrieval_generators_length_leaks_and_determinism(tokens):
                 rest = re.sub(_STATEMENT, "", text)
                 assert not re.search(r"\d", rest)
                 body = rest.split("\n\n")[1]  # intro, filler, question
-                assert "pass key" not in body and "\n" not in body
+                assert not any(label in body for label in LABELS) and "\n" not in body
                 task = recognise(text)
                 assert task is not None and (task.task, task.answer) == (item.task, item.answer)
             # the chat rendering is one user message that asks for the number; the completion
             # rendering starts the answer
             assert len(item.messages) == 1 and item.messages[0]["role"] == "user"
             assert item.text.endswith("? Answer with the number only.")
-            assert item.prompt.endswith(" is") and "\nA: The pass key" in item.prompt
+            assert item.prompt.endswith(" is") and "\nA: The " in item.prompt
     assert needle_prompt(1, 500).prompt != needle_prompt(2, 500).prompt
 
 
@@ -60,11 +61,10 @@ def test_needle_depth_and_confusable_keys():
         at = body.index("The pass key is") / len(body)
         assert abs(at - depth) < 0.05
     item = keys_prompt(4, 1000, n_keys=4)
-    keys = re.findall(r"The pass key for (the \S+ \S+) is", item.prompt)
-    assert len({k.split()[-1] for k in keys}) == 1  # one thing, four colours: confusable
-    assert len(set(keys)) == 4
-    asked = re.search(r"What is the pass key for (the \S+ \S+)\?", item.prompt).group(1)
-    assert f"the pass key for {asked}, a five-digit number" in item.prompt  # named up front
+    keys = re.findall(r"The ([a-z]+ [a-z]+) is \d+\.", item.prompt)
+    assert len(set(keys)) == 4 and set(keys) <= set(LABELS)  # four labels, one kind of value
+    asked = re.search(r"What is the ([a-z]+ [a-z]+)\?", item.prompt).group(1)
+    assert f"is the {asked}, a five-digit number" in item.prompt  # named up front
     assert len(item.distractors) == 3 and item.answer not in item.distractors
     assert {item.answer, *item.distractors} == set(re.findall(r"is (\d+)\.", item.prompt))
     # the same haystack asked about another key: same text and values, another answer
@@ -102,7 +102,7 @@ def test_exact_answer_generators():
         "What is the capital of France?",  # not the suite's question
         "What is the capital of Atlantis? Answer with the city only.",
         "the pass key for nothing",
-        "The pass key for the red door is 12345.\nWhat is the pass key for the blue door?",
+        "The pass key is 12345.\nWhat is the door code?",  # the asked key is not in the context
         "Repeat this code exactly: abc-123",
         "",
     ],
@@ -139,8 +139,8 @@ def test_answers_follow_the_accuracy_and_are_plausible_when_wrong():
         sd = math.sqrt(n * p * (1 - p))
         assert abs(right - n * p) <= 4 * sd + 1, (variant, right / n, p)
         for g, it in zip(got, items, strict=True):
-            if g != it.answer:  # a confusable key's value: present in the context
-                assert re.search(rf"The pass key for the \S+ \S+ is {g}\.", it.prompt)
+            if g != it.answer:  # another key's value: present in the context
+                assert re.search(rf"The [a-z]+ [a-z]+ is {g}\.", it.prompt)
                 assert g in it.distractors
     # one draw per (seed, prompt): the weaker variant fails a superset of the stronger's items
     fails = {

@@ -13,9 +13,9 @@ so it answers exactly these items.
     asked at every depth: the same text with the needle moved, so its items share a cluster.
     Scorer: ``number``.
 ``keys``
-    Multi-key retrieval with :data:`N_KEYS` confusable keys (colours of one thing) per haystack;
-    :data:`QUESTIONS_PER_HAYSTACK` of them are asked, one per item (the haystack is the cluster).
-    Scorer: ``number``, the other keys' values as distractors.
+    Multi-key retrieval with :data:`N_KEYS` labelled five-digit numbers (the pass key, the door
+    code, …) per haystack; :data:`QUESTIONS_PER_HAYSTACK` of them are asked, one per item (the
+    haystack is the cluster). Scorer: ``number``, the other keys' values as distractors.
 ``exact``
     Short exact-answer tasks: copying a code (``copy``) and recalling a capital city
     (``capital``), scorer ``word``; each item its own cluster, bucket ``short``. They are what

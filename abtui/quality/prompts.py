@@ -18,12 +18,15 @@ The formats (:func:`needle_prompt`, :func:`keys_prompt`, :func:`copy_prompt` and
     remember it.``, then filler sentences with one statement ``The pass key is <VALUE>.`` at a
     chosen depth, then ``What is the pass key?`` (chat: ``… Answer with the number only.``;
     completion: ``A: The pass key is``). VALUE is a five-digit number.
-``keys`` (multi-key retrieval, confusable keys)
-    statements ``The pass key for the <colour> <thing> is <VALUE>.`` for several colours of one
-    thing (``the red door``, ``the blue door``, …) spread through the filler; the opening line
-    names the key that will be asked (``… it is the pass key for the blue door, a five-digit
-    number, among other pass keys …``), and the question asks it. The other keys' values are the
-    item's distractors: an answer that names one is wrong.
+``keys`` (multi-key retrieval)
+    statements ``The <label> is <VALUE>.`` for several labels of the same kind of value (``pass
+    key``, ``door code``, ``room number``, … :data:`LABELS`; every VALUE a five-digit number)
+    spread through the filler; the opening line names the one that will be asked (``… Somewhere
+    in it is the door code, a five-digit number …``) and the question asks it (``What is the
+    door code?``). The other keys' values are the item's distractors: an answer that names one
+    is wrong. Labels, not confusable names: SmolLM2-135M-Instruct tells ``the door code`` from
+    ``the room number`` (88 % at 1k tokens) but not ``the red door`` from ``the blue door``
+    (50 %, about what one key read at random from four would give).
 ``copy`` (exact copy)
     ``Repeat this code exactly: <CODE>`` after two worked examples; CODE is three capitals, a
     hyphen and three digits (``XGD-379``). Answer: CODE.
@@ -67,8 +70,9 @@ _TIMES = (
     "in the morning|every evening|after lunch|before dawn|on Sundays|in the rain|most days|at "
     "night|in spring|late in autumn|in winter|after work"
 ).split("|")
-_COLOURS = "red blue green yellow black white orange purple brown grey".split()
-_THINGS = "door box gate safe locker chest vault drawer cabinet trunk".split()
+# the keys suite's labels: one kind of value (a five-digit number), told apart by its name
+LABELS = ("pass key", "door code", "room number", "ticket number", "order number",
+          "locker number")  # fmt: skip
 _CODE_LETTERS = "ABCDEFGHJKLMNPQRSTUVWXYZ"  # no I or O: never read as 1 or 0
 # Countries whose capital is not in dispute, and which a small chat model knows.
 CAPITALS = {
@@ -87,12 +91,13 @@ _NIAH_INTRO = (
     "Find it and remember it."
 )
 _KEYS_INTRO = (
-    "Below is a long text. Somewhere in it is the pass key for {key}, a five-digit number, "
-    "among other pass keys. Find it and remember it."
+    "Below is a long text. Somewhere in it is the {key}, a five-digit number. "
+    "Find it and remember it."
 )
 _NUMBER_ONLY = "Answer with the number only."
-_STATEMENT = re.compile(r"The pass key (?:for (the [a-z]+ [a-z]+) )?is (\d+)\.")
-_QUESTION = re.compile(r"What is the pass key(?: for (the [a-z]+ [a-z]+))?\?")
+_LABEL = "|".join(LABELS)
+_STATEMENT = re.compile(rf"The ({_LABEL}) is (\d+)\.")
+_QUESTION = re.compile(rf"What is the ({_LABEL})\?")
 _COPY = re.compile(r"Repeat this code exactly: ([A-Z]{3}-[0-9]{3})")
 _CAPITAL = re.compile(r"What is the capital of ([A-Z][A-Za-z ]*?)\? Answer with the city only\.")
 
@@ -169,19 +174,18 @@ def needle_prompt(seed: int, context_tokens: int, depth: float | None = None) ->
 
 def keys_prompt(seed: int, context_tokens: int, n_keys: int = 4,
                 asked: int | None = None) -> GeneratedPrompt:  # fmt: skip
-    """A ``keys`` prompt: ``n_keys`` (2–10) confusable keys spread through the context; the
-    ``asked``-th (default: drawn from the seed) is asked. The same seed and length give the same
-    text and values whichever key is asked."""
+    """A ``keys`` prompt: ``n_keys`` (2–6) labelled five-digit numbers spread through the
+    context; the ``asked``-th (default: drawn from the seed) is asked. The same seed and length
+    give the same text and values whichever key is asked."""
     rng = random.Random(f"keys:{seed}")
-    n_keys = max(2, min(n_keys, len(_COLOURS)))
-    thing = rng.choice(_THINGS)
-    keys = [f"the {c} {thing}" for c in rng.sample(_COLOURS, n_keys)]
+    n_keys = max(2, min(n_keys, len(LABELS)))
+    labels = rng.sample(LABELS, n_keys)
     values = [str(v) for v in rng.sample(range(10_000, 100_000), n_keys)]
-    statements = [f"The pass key for {k} is {v}." for k, v in zip(keys, values, strict=True)]
+    statements = [f"The {k} is {v}." for k, v in zip(labels, values, strict=True)]
     drawn = rng.randrange(n_keys)  # drawn either way: the text is the same whichever is asked
     a = drawn if asked is None else asked % n_keys
-    intro = _KEYS_INTRO.format(key=keys[a])
-    question, lead = f"What is the pass key for {keys[a]}?", f"The pass key for {keys[a]} is"
+    intro = _KEYS_INTRO.format(key=labels[a])
+    question, lead = f"What is the {labels[a]}?", f"The {labels[a]} is"
     n = context_tokens - _fixed_words(intro, *statements, question, lead)
     body = filler(rng, n)
     for j, s in enumerate(statements):
@@ -244,16 +248,13 @@ def _near_miss(code: str) -> str:
 
 def recognise(prompt: str) -> Task | None:
     """The quality task ``prompt`` asks (either rendering), or ``None`` for a free-form prompt."""
-    if "pass key" in prompt:
-        q = _last(_QUESTION, prompt)
-        if q is None:
-            return None
-        facts = {k or "": v for k, v in _STATEMENT.findall(prompt[: q.start()])}
-        asked = q.group(1) or ""
+    if "What is the " in prompt and (q := _last(_QUESTION, prompt)) is not None:
+        facts = dict(_STATEMENT.findall(prompt[: q.start()]))
+        asked = q.group(1)
         if asked not in facts:
             return None
         wrong = tuple(v for k, v in facts.items() if k != asked)
-        return Task("keys" if asked else "niah", facts[asked], wrong)
+        return Task("keys" if len(facts) > 1 else "niah", facts[asked], wrong)
     if "Repeat this code exactly:" in prompt:
         m = _last(_COPY, prompt)
         return None if m is None else Task("copy", m.group(1), (_near_miss(m.group(1)),))

@@ -24,7 +24,7 @@ Determinism: an answer is right when ``u < p``, ``u`` a uniform draw from a hash
 ``(seed, prompt)`` — the same draw for every variant, so a weaker variant fails a superset of
 the items a stronger one fails (two endpoints with the same seed and variant answer
 identically). A wrong answer is plausible, chosen by a hash of ``(seed, variant, prompt)``:
-a confusable key's value (``keys``), the value with one digit changed (``niah``), the code
+another key's value (``keys``), the value with one digit changed (``niah``), the code
 with one character changed (``copy``), another country's capital (``capital``).
 
 Streaming: a recognised prompt's answer is one token (`` VALUE``). Without ``ignore_eos`` the
@@ -84,7 +84,7 @@ def _u(*parts: object) -> float:
 
 
 def _wrong(task: Task, v: float) -> str:
-    if task.wrong:  # keys: a confusable key's value; copy: a near miss; capital: another city
+    if task.wrong:  # keys: another key's value; copy: a near miss; capital: another city
         return task.wrong[0] if v < 0.7 or len(task.wrong) == 1 else task.wrong[1]
     digits = list(task.answer)  # niah: one digit changed, a near miss
     i = int(v * len(digits))
