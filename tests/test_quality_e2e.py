@@ -89,6 +89,15 @@ def test_degraded_long_context_candidate_fails_the_quality_gate(tmp_path, capsys
         r["correct"] == (d["references"][0] in d["output"])
         for r, d in zip(rows, details, strict=True)
     )
+    # the endpoints were asked and timed first: chat (the simulator serves it), the plan said
+    assert all(d["api"] == "chat" for d in details)
+    with SessionReader(tmp_path / "degraded.duckdb") as rd:
+        plan = rd.meta()["quality_plan"]
+        events = [e["message"] for e in rd.events() if e["kind"] == "quality"]
+    assert plan["api"] == "chat" and plan["api_why"] == "every arm: it answers chat requests"
+    assert plan["lengths"] == [1024, 2048, 4096, 8192, 16384, 32768] and plan["left_out"] == []
+    assert plan["tokens_per_word"] == 1.0 and plan["cost"]["b"] >= 0
+    assert any(m.startswith(f"{n_items} items per arm, chat (every arm") for m in events)
     # the simulator's (simulated) logprobs: int4 weights raise the fixed text's perplexity
     # (tests/test_quality_logprobs.py checks these lines, and the unsupported case, in detail)
     assert q["ppl"]["cand"]["ppl"] > q["ppl"]["base"]["ppl"]

@@ -251,7 +251,8 @@ def test_the_grid_keeps_the_lengths_the_budget_holds_shortest_first():
     assert pl.estimate_s == pytest.approx(24 * 1.24 + 15 * (4 * 1.14 + 15.36), rel=1e-6)
     assert pl.estimate_s <= 350 < pl.estimate_s + 15 * (1.14 + 16.384)
     msg = sizing.message(prof, pl, 99, 350, 4)
-    assert "lengths 1k–8k" in msg and "16k–32k left out" in msg and "quality.budget_s = 350" in msg
+    assert "lengths 1k–8k" in msg and "16k–32k left out (they would add ~12.9 min" in msg
+    assert "quality.budget_s = 350 s: raise it" in msg
     assert "about 5.5 min at most" in msg and "1,000 prompt tokens/s" in msg
     # the shortest length is kept whatever the budget; a larger budget keeps every length
     assert sizing.plan(prof, ["niah"], budget_s=1, **kw).lengths == [1024]

@@ -364,7 +364,7 @@ def with_timeouts(items: list[QualityItem], prof: Profile, *, api: str, max_toke
 
 
 def _minutes(s: float) -> str:
-    return f"{s / 60:.1f} min" if s >= 90 else f"{s:.0f} s"
+    return f"{s / 60:.1f} min" if s >= 90 else f"{s:.0f} s" if s >= 10 else f"{s:.1f} s"
 
 
 def message(prof: Profile, pl: Plan, n_items: int, budget_s: float,
@@ -376,13 +376,14 @@ def message(prof: Profile, pl: Plan, n_items: int, budget_s: float,
         parts.append(f"lengths {lo}" + (f"–{hi}" if hi != lo else ""))
     if prof.cost is not None and pl.estimate_s is not None:
         rate = prof.cost.prefill_rate(pl.lengths[-1] if pl.lengths else 1024)
-        parts.append(f"about {_minutes(pl.estimate_s)} at most ({rate:,.0f} prompt tokens/s "
-                     f"on the slowest arm, {concurrency} in flight)")  # fmt: skip
+        speed = f"{rate:,.0f} prompt tokens/s on the slowest arm, " if math.isfinite(rate) else ""
+        parts.append(f"about {_minutes(pl.estimate_s)} at most ({speed}{concurrency} in "
+                     "flight)")  # fmt: skip
     if pl.left_out:
         lo, hi = builtin.bucket_of(pl.left_out[0]), builtin.bucket_of(pl.left_out[-1])
-        parts.append(f"{lo}" + (f"–{hi}" if hi != lo else "") + f" left out: ~"
-                     f"{_minutes(pl.left_out_s)} more than quality.budget_s = {budget_s:g} s "
-                     "(raise it to run them)")  # fmt: skip
+        parts.append(f"{lo}" + (f"–{hi}" if hi != lo else "") + " left out (they would add ~"
+                     f"{_minutes(pl.left_out_s)} to quality.budget_s = {budget_s:g} s: raise it "
+                     "to run them)")  # fmt: skip
     parts += prof.notes
     return "; ".join(parts)
 
