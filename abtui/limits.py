@@ -134,6 +134,8 @@ LIMITS: dict[str, Limit] = {
     "quality.max_length": _int(1024, MAX_TOKENS, _WHY_TOKENS),
     "quality.concurrency": _int(1, MAX_CONCURRENCY, "quality requests in flight per arm"),
     "quality.margin": _num(0, 0.99, "a fraction of accuracy (0.01 = 1 percentage point)"),
+    "quality.budget_s": _num(0, MAX_WAIT_S, "the quality items' time budget; a day is a hang",
+                             "s", low_open=True),
     # [ray]
     "ray.cpus_per_generator": _num(0, 1_024, "Ray CPUs one generator actor reserves",
                                    low_open=True),

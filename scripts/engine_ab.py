@@ -182,14 +182,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def experiments(keys: list[str], folder: Path | None, requests: int | None = None) -> int:
-    from abtui.engine.experiments import (
-        EXPERIMENTS,
-        factorial_lines,
-        is_real,
-        models_for,
-        run_experiment,
-        table_rows,
-    )
+    from abtui.engine.experiment_table import factorial_lines, table_rows
+    from abtui.engine.experiments import EXPERIMENTS, is_real, models_for, run_experiment
 
     load_before = _load()
     rows, results = [], []

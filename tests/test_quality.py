@@ -30,28 +30,43 @@ def test_builtin_suites_are_deterministic_and_seeded():
 
 
 def test_lengths_fit_the_context_and_prompts_hit_their_length():
-    # (20000 − 32) × 0.85 = 16972: lengths up to 16k
+    # tokenizer not measured: lengths in words, (20000 − 32) × 0.85 = 16972: up to 16k
     assert builtin.lengths_for(20000, 32) == [1024, 2048, 4096, 8192, 16384]
     assert builtin.lengths_for(131072, 32, max_length=8192)[-1] == 8192
     with pytest.raises(UsageError, match="too small"):
         builtin.lengths_for(1000, 32)
+    # measured (the endpoint's tokens): a length fits with 5 % + 64 tokens of room, so an 8k
+    # model (SmolLM2) runs 1k-4k, and 8k in a context of 8,700
+    assert builtin.lengths_for(8192, 32, tokens_per_word=1.14) == [1024, 2048, 4096]
+    assert builtin.lengths_for(8700, 32, tokens_per_word=1.14)[-1] == 8192
     for it in _build():
         if it.suite == "exact":
             continue
         target = int(it.bucket[:-1]) * 1024
         words = len(it.prompt.split())
         assert abs(words - target) <= 0.02 * target, (it.id, words, target)  # ±2% (sim tokens)
+    # with a measured tokenizer a haystack is sized in its tokens: 1.25 tokens a word, 4k
+    # tokens is ~3,277 words
+    for it in builtin.niah(0, [4096], 1, tokens_per_word=1.25):
+        assert abs(len(it.prompt.split()) - 4096 / 1.25) <= 0.02 * 4096 / 1.25
+        assert it.context_tokens == 4096 and it.bucket == "4k"
 
 
 def test_items_are_what_the_sim_recognises_and_the_answer_does_not_leak():
     for it in _build():
-        task = recognise(it.prompt)
-        assert task is not None and task.answer == it.references[0], it.id
+        for text in (it.prompt, "\n".join(m["content"] for m in it.messages)):
+            task = recognise(text)
+            assert task is not None and task.answer == it.references[0], it.id
+        assert it.stop and all(s.startswith("\n") for s in it.stop)  # completion: one answer
         if it.suite in ("niah", "keys"):
+            assert it.scorer == "number"
             # the answer occurs once: in its statement, never in the filler or the question
             assert len(re.findall(rf"\b{it.references[0]}\b", it.prompt)) == 1
-            filler = re.sub(r"The pass key for \S+ is \d+\.", "", it.prompt.rpartition("\n")[0])
+            filler = re.sub(r"The [a-z]+ [a-z]+ is \d+\.", "", it.prompt)
             assert not re.search(r"\d", filler)
+            assert len(it.distractors) == (3 if it.suite == "keys" else 0)
+        else:
+            assert it.scorer == "word" and it.bucket == "short"
 
 
 def test_clusters_group_items_sharing_a_context():
@@ -65,7 +80,9 @@ def test_clusters_group_items_sharing_a_context():
         assert len({tuple(sorted(i.prompt.split())) for i in group}) == 1
     keys = [i for i in _build() if i.suite == "keys" and i.cluster == "keys-4k-s0"]
     assert len(keys) == 2 and keys[0].references != keys[1].references
-    assert keys[0].prompt.rpartition("\n")[0] == keys[1].prompt.rpartition("\n")[0]
+    # one haystack, two of its keys asked: the same text between the intro and the question
+    assert keys[0].prompt.split("\n\n")[1] == keys[1].prompt.split("\n\n")[1]
+    assert keys[0].references[0] in keys[1].distractors
 
 
 @pytest.mark.parametrize(
@@ -93,6 +110,55 @@ def test_scorers_on_hand_made_cases(scorer, output, refs, tol, right):
     assert is_right(scorer, output, refs, tol) is right
 
 
+@pytest.mark.parametrize(
+    ("output", "ref", "echoes", "distractors", "right"),
+    [
+        # how real models phrase a right answer (SmolLM2 and Gemma 3 outputs among them)
+        ("The pass key is 48213.", "48213", (), (), True),
+        ("The door code is 48213", "48213", (), ("27078",), True),
+        (" 48213.\nQ: What is the pass key?", "48213", (), (), True),
+        ("**48213**", "48213", (), (), True),
+        ("48,213", "48213", (), (), True),
+        ("Answer: 48213 is the pass key.", "48213", (), (), True),
+        ("23 + 45 = 68", "68", ("23", "45"), (), True),  # the question's numbers passed over
+        ("The sum of 23 and 45 is 68.", "68", ("23", "45"), (), True),
+        # wrong: another key's value, a list of candidates, a near miss, an echo only
+        ("The room number is 27078", "48213", (), ("27078",), False),
+        ("48213, 27078, 33321", "48213", (), ("27078", "33321"), False),  # lists every value
+        ("The pass keys are 27078 and 48213.", "48213", (), ("27078",), False),
+        ("482131", "48213", (), (), False),
+        ("4821", "48213", (), (), False),
+        ("48213.5", "48213", (), (), False),
+        ("23 + 45", "68", ("23", "45"), (), False),
+        ("The pass key is a five-digit number.", "48213", (), (), False),
+        ("code XK7", "7", (), (), False),  # a digit glued to letters is no number
+        ("", "48213", (), (), False),
+    ],
+)
+def test_number_scorer_reads_real_phrasings_and_rejects_candidate_lists(
+    output, ref, echoes, distractors, right
+):
+    assert is_right("number", output, [ref], 0, echoes, distractors) is right
+
+
+@pytest.mark.parametrize(
+    ("output", "ref", "right"),
+    [
+        ("Paris", "Paris", True),
+        ("The capital of France is Paris.", "Paris", True),
+        ("**Buenos Aires**", "Buenos Aires", True),
+        ("XGD-379:\n\nXGD-379", "XGD-379", True),
+        ("paris", "Paris", False),  # case-sensitive: a proper name, a code
+        ("Parisian", "Paris", False),
+        ("XGD-3790", "XGD-379", False),
+        ("XGD-37", "XGD-379", False),
+        ("Buenos", "Buenos Aires", False),
+    ],
+)
+def test_word_scorer(output, ref, right):
+    assert is_right("word", output, [ref]) is right
+
+
 def test_user_suite_loads_and_bad_lines_name_file_line_field(tmp_path):
     p = tmp_path / "mine.jsonl"
     p.write_text(
@@ -100,10 +166,16 @@ def test_user_suite_loads_and_bad_lines_name_file_line_field(tmp_path):
         '{"id": "q1", "prompt": "2+2?", "reference": "4", "scorer": "numeric", "cluster": "c"}\n'
         "\n"
         '{"messages": [{"role": "user", "content": "pick"}], "references": ["B"], "scorer": "choice"}\n'
+        '{"prompt": "Ann is 9, Bo is 12. How old is Bo?", "reference": "12", "scorer": "number",'
+        ' "distractors": ["9"]}\n'
     )
     items = userfile.load(p)
-    assert [i.id for i in items] == ["q1", "line 4"] and items[0].suite == "mine"
+    assert [i.id for i in items] == ["q1", "line 4", "line 5"] and items[0].suite == "mine"
     assert items[1].messages[0]["content"] == "pick" and items[1].cluster == "line 4"
+    assert items[2].distractors == ("9",) and items[2].echoes == ()
+    from abtui.quality.scorers import score
+
+    assert score(items[2], "Bo is 12.") and not score(items[2], "Ann is 9 and Bo is 12.")
     bad = {
         '{"prompt": "x"}': "field 'reference'",
         '{"prompt": "x", "reference": "y", "scorer": "judge"}': "unknown scorer 'judge'",
@@ -112,6 +184,8 @@ def test_user_suite_loads_and_bad_lines_name_file_line_field(tmp_path):
         '{"prompt": "x", "reference": "(", "scorer": "regex"}': "bad regular expression",
         '{"prompt": "x", "reference": "F", "scorer": "choice"}': "one letter A–E",
         '{"prompt": "x", "reference": "y", "tolerance": -1}': "tolerance",
+        '{"prompt": "x", "reference": "4.5", "scorer": "number"}': "one whole number",
+        '{"prompt": "x", "reference": "4", "distractors": [5]}': "'distractors' must be a list",
         "{not json": "not valid JSON",
         "[1, 2]": "JSON object",
     }

@@ -89,6 +89,15 @@ def test_degraded_long_context_candidate_fails_the_quality_gate(tmp_path, capsys
         r["correct"] == (d["references"][0] in d["output"])
         for r, d in zip(rows, details, strict=True)
     )
+    # the endpoints were asked and timed first: chat (the simulator serves it), the plan said
+    assert all(d["api"] == "chat" for d in details)
+    with SessionReader(tmp_path / "degraded.duckdb") as rd:
+        plan = rd.meta()["quality_plan"]
+        events = [e["message"] for e in rd.events() if e["kind"] == "quality"]
+    assert plan["api"] == "chat" and plan["api_why"] == "every arm: it answers chat requests"
+    assert plan["lengths"] == [1024, 2048, 4096, 8192, 16384, 32768] and plan["left_out"] == []
+    assert plan["tokens_per_word"] == 1.0 and plan["cost"]["b"] >= 0
+    assert any(m.startswith(f"{n_items} items per arm, chat (every arm") for m in events)
     # the simulator's (simulated) logprobs: int4 weights raise the fixed text's perplexity
     # (tests/test_quality_logprobs.py checks these lines, and the unsupported case, in detail)
     assert q["ppl"]["cand"]["ppl"] > q["ppl"]["base"]["ppl"]
@@ -138,8 +147,8 @@ def _tui_verdict_text(path) -> str:
 def test_identical_variants_pass_the_gate_user_suite_included(tmp_path, capsys):
     suite = tmp_path / "mine.jsonl"
     suite.write_text(
-        '{"id": "a", "prompt": "What is 12 + 30? Answer with the number only.", "reference": "42", "scorer": "numeric"}\n'
-        '{"id": "b", "prompt": "Write the word lemon in capital letters. Answer with that word only.", "reference": "LEMON"}\n'
+        '{"id": "a", "prompt": "Repeat this code exactly: KLM-042", "reference": "KLM-042", "scorer": "word"}\n'
+        '{"id": "b", "prompt": "What is the capital of Peru? Answer with the city only.", "reference": "Lima", "scorer": "word"}\n'
     )
     sa, sb = _sims(BASE)
     with sa as a, sb as b:
@@ -161,7 +170,7 @@ def test_identical_variants_pass_the_gate_user_suite_included(tmp_path, capsys):
     assert [r for r in pair["reasons"] if "quality" in r] == q["undecided"]
     assert "mine" in q["undecided"][0] and "about 30 items would decide" in q["undecided"][0]
     mine = [json.loads(r["detail"]) for r in rows if json.loads(r["detail"])["suite"] == "mine"]
-    assert len(mine) == 4 and all(d["output"].strip() in ("42", "LEMON") for d in mine)
+    assert len(mine) == 4 and all(d["output"].strip() in ("KLM-042", "Lima") for d in mine)
 
 
 def test_a_context_too_small_for_a_haystack_skips_the_suites_and_keeps_the_run(tmp_path, capsys):

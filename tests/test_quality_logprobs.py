@@ -252,12 +252,12 @@ def test_sim_serves_logprobs_and_echo_over_http():
 
 
 def test_a_quality_prompt_keeps_the_face_answer():
-    from abtui.quality.prompts import arithmetic_prompt
+    from abtui.quality.prompts import copy_prompt
     from abtui.sim.logprobs import Model, score
     from abtui.sim.quality_face import QualityFace, Variant
 
     for seed in range(80):  # int4's noise would beat the answer's margin on some of them
-        item = arithmetic_prompt(seed)
+        item = copy_prompt(seed)
         for variant in (Variant("bf16"), Variant("int4", "fp8")):
             req = _req(item.prompt)
             QualityFace(3, variant).prepare(req)
@@ -362,8 +362,8 @@ def test_flat_ppl_with_a_retrieval_drop_is_a_warning(tmp_path, capsys):
             f'[[arms]]\nname = "kv8"\nurl = "{b.url}"\n'
             "[workload]\nrequests = 6\ninput_tokens = 16\noutput_tokens = 4\n"
             f'[load]\nrate = 20\n[store]\ndir = "{tmp_path}"\n[policy]\nresamples = 200\n'
-            # seed 5: the face's draws flip 2 of these 36 items (seed 0's flip none: few items)
-            '[quality]\nsuites = ["keys"]\nper_cell = 3\nmax_length = 32768\nseed = 5\n'
+            # seed 2: the face's draws flip 2 of these 36 items (seed 6's flip none: few items)
+            '[quality]\nsuites = ["keys"]\nper_cell = 3\nmax_length = 32768\nseed = 2\n'
         )
         rc = main(["run", str(spec), "--headless"])
     out = " ".join(capsys.readouterr().out.split())

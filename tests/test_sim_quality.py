@@ -8,8 +8,10 @@ import re
 import pytest
 
 from abtui.quality.prompts import (
-    arithmetic_prompt,
-    format_prompt,
+    CAPITALS,
+    LABELS,
+    capital_prompt,
+    copy_prompt,
     keys_prompt,
     needle_prompt,
     recognise,
@@ -21,6 +23,9 @@ BF16, FP8, INT4 = Variant("bf16", "bf16"), Variant("fp8", "bf16"), Variant("int4
 INT4_KV8, FP8_KV8 = Variant("int4", "fp8"), Variant("fp8", "fp8")
 
 
+_STATEMENT = r"The [a-z]+ [a-z]+ is \d+\."
+
+
 @pytest.mark.parametrize("tokens", [300, 2000, 16000])
 def test_retrieval_generators_length_leaks_and_determinism(tokens):
     for seed in range(5):
@@ -30,55 +35,75 @@ def test_retrieval_generators_length_leaks_and_determinism(tokens):
             )
             n = count_prompt_tokens(item.prompt)
             assert n == item.context_tokens
-            assert abs(n - tokens) <= max(3, 0.01 * tokens)  # within 1% of the asked length
+            assert abs(n - tokens) <= max(10, 0.01 * tokens)  # within 1% of the asked length
             # the answer appears once, in its statement; the filler holds no digits at all
-            assert item.prompt.count(item.answer) == 1
-            statements = re.findall(r"The pass key for \S+ is \d+\.", item.prompt)
-            assert len(statements) == (1 if item.task == "niah" else 5)
-            rest = re.sub(r"The pass key for \S+ is \d+\.", "", item.prompt)
-            rest = re.sub(r"Question: what is the pass key for \S+\?", "", rest)
-            assert not re.search(r"\d", rest) and "pass key" not in rest.replace(
-                "Answer with the pass key only.", ""
-            )
-            task = recognise(item.prompt)
-            assert task is not None and (task.task, task.answer) == (item.task, item.answer)
+            for text in (item.prompt, item.text):  # completion and chat renderings
+                assert text.count(item.answer) == 1
+                assert len(re.findall(_STATEMENT, text)) == (1 if item.task == "niah" else 5)
+                rest = re.sub(_STATEMENT, "", text)
+                assert not re.search(r"\d", rest)
+                body = rest.split("\n\n")[1]  # intro, filler, question
+                assert not any(label in body for label in LABELS) and "\n" not in body
+                task = recognise(text)
+                assert task is not None and (task.task, task.answer) == (item.task, item.answer)
+            # the chat rendering is one user message that asks for the number; the completion
+            # rendering starts the answer
+            assert len(item.messages) == 1 and item.messages[0]["role"] == "user"
+            assert item.text.endswith("? Answer with the number only.")
+            assert item.prompt.endswith(" is") and "\nA: The " in item.prompt
     assert needle_prompt(1, 500).prompt != needle_prompt(2, 500).prompt
 
 
 def test_needle_depth_and_confusable_keys():
     for depth in (0.0, 0.5, 1.0):
         p = needle_prompt(3, 4000, depth=depth).prompt
-        at = p.index("The pass key for") / len(p)
+        body = p.split("\n\n")[1]
+        at = body.index("The pass key is") / len(body)
         assert abs(at - depth) < 0.05
     item = keys_prompt(4, 1000, n_keys=4)
-    keys = re.findall(r"The pass key for (\S+) is", item.prompt)
-    assert len({k.rsplit("-", 1)[0] for k in keys}) == 1  # one stem: confusable
-    assert len(set(keys)) == 4
+    keys = re.findall(r"The ([a-z]+ [a-z]+) is \d+\.", item.prompt)
+    assert len(set(keys)) == 4 and set(keys) <= set(LABELS)  # four labels, one kind of value
+    asked = re.search(r"What is the ([a-z]+ [a-z]+)\?", item.prompt).group(1)
+    assert f"is the {asked}, a five-digit number" in item.prompt  # named up front
+    assert len(item.distractors) == 3 and item.answer not in item.distractors
+    assert {item.answer, *item.distractors} == set(re.findall(r"is (\d+)\.", item.prompt))
+    # the same haystack asked about another key: same text and values, another answer
+    other = keys_prompt(4, 1000, n_keys=4, asked=keys.index(asked) + 1)
+    assert other.answer in item.distractors and other.answer != item.answer
+    assert other.prompt.split("\n\n")[1] == item.prompt.split("\n\n")[1]
 
 
 def test_exact_answer_generators():
+    countries = set()
     for seed in range(30):
-        a = arithmetic_prompt(seed)
-        x, op, y = re.match(r"What is (-?\d+) ([+*-]) (-?\d+)\?", a.prompt).groups()
-        assert (
-            int(a.answer) == {"+": int(x) + int(y), "-": int(x) - int(y), "*": int(x) * int(y)}[op]
-        )
-        assert recognise(a.prompt).answer == a.answer
-        f = format_prompt(seed)
-        assert f.answer.isupper() and recognise(f.prompt).answer == f.answer
-    # embedded in a chat (messages joined by newlines) they are still recognised
-    chat = "You are a helpful assistant.\n" + arithmetic_prompt(1).prompt
-    assert recognise(chat).task == "arith"
+        c = copy_prompt(seed)
+        assert re.fullmatch(r"[A-Z]{3}-[0-9]{3}", c.answer)
+        assert c.messages[-1] == {"role": "user", "content": f"Repeat this code exactly: {c.answer}"}
+        assert [m["role"] for m in c.messages] == ["user", "assistant"] * 2 + ["user"]
+        assert c.prompt.endswith(f"Q: Repeat this code exactly: {c.answer}\nA:")
+        k = capital_prompt(seed)
+        assert k.answer == CAPITALS[re.search(r"capital of ([A-Za-z ]+)\?", k.text).group(1)]
+        assert len(k.messages) == 1  # the chat rendering asks with no examples
+        assert k.prompt.count("Q: ") == 3  # the completion rendering has two
+        countries.add(k.answer)
+        for it in (c, k):
+            for text in (it.prompt, it.text):
+                assert recognise(text).answer == it.answer
+    assert len(countries) > 10
+    assert capital_prompt(0, "Peru").answer == "Lima"
+    # embedded in a chat with a system message they are still recognised
+    chat = "You are a helpful assistant.\n" + copy_prompt(1).text
+    assert recognise(chat).task == "copy"
 
 
 @pytest.mark.parametrize(
     "prompt",
     [
-        "What is the capital of France?",
+        "What is the capital of France?",  # not the suite's question
+        "What is the capital of Atlantis? Answer with the city only.",
         "the pass key for nothing",
-        "The pass key for a-b-12 is 1234567.\nQuestion: what is the pass key for c-d-34? "
-        "Answer with the pass key only.",  # the asked key is not in the context
-        "What is 2 + two? Answer with the number only.",
+        "The pass key is 12345.\nWhat is the door code?",  # the asked key is not in the context
+        "Repeat this code exactly: abc-123",
         "",
     ],
 )
@@ -88,7 +113,7 @@ def test_free_form_prompts_are_not_tasks(prompt):
 
 
 def test_accuracy_function_shape():
-    for task in ("niah", "keys", "arith", "format"):
+    for task in ("niah", "keys", "copy", "capital"):
         for n in (512, 4096, 32768, 131072):
             assert accuracy(task, BF16, n) >= accuracy(task, FP8, n) >= accuracy(task, INT4, n)
             assert accuracy(task, FP8, n) >= accuracy(task, FP8_KV8, n)
@@ -99,7 +124,7 @@ def test_accuracy_function_shape():
     loss = lambda t, v: accuracy(t, BF16, 4096) - accuracy(t, v, 32768)  # noqa: E731
     assert loss("keys", INT4_KV8) > 1.8 * loss("niah", INT4_KV8)
     # exact-answer tasks do not depend on the context length
-    assert accuracy("arith", INT4, 100) == accuracy("arith", INT4, 100_000)
+    assert accuracy("copy", INT4, 100) == accuracy("copy", INT4, 100_000)
     # the documented formula, one case by hand: int4 weights, fp8 KV, keys at 32k
     assert accuracy("keys", INT4_KV8, 32768) == pytest.approx(0.98 - 0.02 - 3 * 0.045 * 2)
 
@@ -114,8 +139,9 @@ def test_answers_follow_the_accuracy_and_are_plausible_when_wrong():
         sd = math.sqrt(n * p * (1 - p))
         assert abs(right - n * p) <= 4 * sd + 1, (variant, right / n, p)
         for g, it in zip(got, items, strict=True):
-            if g != it.answer:  # a confusable key's value: present in the context
-                assert re.search(rf"The pass key for \S+ is {g}\.", it.prompt)
+            if g != it.answer:  # another key's value: present in the context
+                assert re.search(rf"The [a-z]+ [a-z]+ is {g}\.", it.prompt)
+                assert g in it.distractors
     # one draw per (seed, prompt): the weaker variant fails a superset of the stronger's items
     fails = {
         v: {i for i, it in enumerate(items) if answer(it.prompt, ctx, v, 7) != it.answer}
@@ -128,25 +154,25 @@ def test_answers_follow_the_accuracy_and_are_plausible_when_wrong():
     ]
 
 
-def test_wrong_answers_of_needle_arith_format():
+def test_wrong_answers_of_needle_copy_capital():
     floor = Variant("int4", "fp8")
     ctx = 10**9  # accuracy at its floor: nearly every answer is wrong
     for s in range(40):
         it = needle_prompt(s, 80)
         g = answer(it.prompt, ctx, floor, 0)
         if g != it.answer:
-            assert len(g) == 7 and sum(a != b for a, b in zip(g, it.answer, strict=True)) == 1
-    wrong_arith = 0
+            assert len(g) == 5 and sum(a != b for a, b in zip(g, it.answer, strict=True)) == 1
+    wrong = 0
     for s in range(300):
-        it = arithmetic_prompt(s)
+        it = copy_prompt(s)
         g = answer(it.prompt, 50, INT4, 0)
         if g != it.answer:
-            wrong_arith += 1
-            assert abs(int(g) - int(it.answer)) in (1, 10)
-        it = format_prompt(s)
-        g = answer(it.prompt, 50, INT4, 0)
-        assert g in (it.answer, it.answer.lower())
-    assert 0 < wrong_arith < 30  # 5% expected
+            wrong += 1
+            assert len(g) == len(it.answer) and g[:-1] == it.answer[:-1]  # a near miss
+        it = capital_prompt(s)
+        g = answer(it.text, 50, INT4, 0)
+        assert g == it.answer or g in CAPITALS.values()
+    assert 0 < wrong < 30  # 3% expected
 
 
 def _req(prompt: str, max_tokens: int, ignore_eos: bool = False) -> SimRequest:
@@ -158,7 +184,7 @@ def _req(prompt: str, max_tokens: int, ignore_eos: bool = False) -> SimRequest:
 
 def test_face_prepares_answer_stop_and_text_source():
     face = QualityFace(seed=0, variant=BF16)
-    it = arithmetic_prompt(5)
+    it = copy_prompt(5)
     req = _req(it.prompt, 64)
     face.prepare(req)
     assert (req.answer, req.max_tokens, req.finish_reason) == ((" " + it.answer,), 1, "stop")
@@ -209,9 +235,9 @@ def test_fixed_endpoint_answers_quality_prompts_and_stops():
 
     from abtui.sim.engine import SimConfig
 
-    it = arithmetic_prompt(11)
+    it = copy_prompt(11)
     needle = needle_prompt(2, 300)
-    chat = [{"role": "system", "content": "Be exact."}, {"role": "user", "content": it.prompt}]
+    chat = [{"role": "system", "content": "Be exact."}, *it.messages]
     bodies = [
         ("/completions", {"prompt": needle.prompt, "max_tokens": 32}),
         ("/chat/completions", {"messages": chat, "max_tokens": 32}),
@@ -261,7 +287,7 @@ def test_preset_variant_loses_long_context_retrieval_over_http():
         right[preset] = {i for i, (g, it) in enumerate(zip(got, items, strict=True))
                          if g == it.answer}  # fmt: skip
         for g, it in zip(got, items, strict=True):  # wrong answers are confusable keys' values
-            assert g == it.answer or f" is {g}." in it.prompt
+            assert g == it.answer or g in it.distractors
     # at 24k tokens int4 weights + fp8 KV lose retrieval (p ≈ 0.73 vs 0.955), on the same items
     assert right["qwen2.5-7b:int4:kv=fp8"] < right["qwen2.5-7b:bf16"]
     assert len(right["qwen2.5-7b:bf16"]) - len(right["qwen2.5-7b:int4:kv=fp8"]) >= 2

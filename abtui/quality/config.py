@@ -26,6 +26,15 @@ class QualitySpec:
     """Longest haystack in tokens (also bounded by the smallest arm's context)."""
     concurrency: int = 4
     """Quality requests in flight per arm."""
+    api: str = "auto"
+    """How the items are sent (``--quality-api``): ``chat`` (messages, through the server's chat
+    template: chat/instruct models), ``completions`` (a plain prompt that starts the answer: base
+    models), or ``auto`` (the default): chat when every arm says it serves a model with a chat
+    template, else completions (abtui.quality.sizing)."""
+    budget_s: float = 600.0
+    """Seconds the quality items may take (``--quality-budget``): the endpoints are timed first,
+    and the retrieval grid's longest lengths are left out (said, with the time they would
+    add) while the whole is expected to take longer; the shortest length is always run."""
     mode: str = "separate"
     """When the items are sent (``--quality-mode``). ``separate`` (the default): after the load
     test, on an otherwise idle endpoint, so they cannot perturb the latency samples.
@@ -69,4 +78,11 @@ def validate_quality(q: QualitySpec, source: str, load=None) -> None:
         from abtui.quality.userfile import load
 
         load(q.file)
-    # the numbers (margins, max_tokens …) were checked first: abtui.spec.bounds
+    from abtui.quality.sizing import API_SETTINGS
+
+    if q.api not in API_SETTINGS:
+        raise SpecError(f"{source}: quality.api must be one of {', '.join(API_SETTINGS)}, "
+                        f"got {q.api!r}",
+                        "chat: chat/instruct models; completions: base models; auto: ask the "
+                        "endpoints")  # fmt: skip
+    # the numbers (margins, budget_s, max_tokens …) were checked first: abtui.spec.bounds

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-SCORERS = ("exact", "contains", "regex", "numeric", "choice")
+SCORERS = ("exact", "contains", "regex", "numeric", "choice", "number", "word")
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,16 +22,26 @@ class QualityItem:
     context_tokens: int | None = None  # the prompt's intended length, when known
     tolerance: float = 0.0  # numeric scorer: |x − ref| ≤ tolerance
     max_tokens: int | None = None  # overrides the run's cap
+    echoes: tuple[str, ...] = ()  # number scorer: the question's own numbers, passed over
+    distractors: tuple[str, ...] = ()  # number scorer: other values in the context, never right
+    stop: tuple[str, ...] = ()  # stop sequences when sent as a completion (not chat)
+    api: str | None = None  # "chat" | "completions": how it is sent (None: the arm's api)
+    timeout_s: float | None = None  # longest silence while it is answered (None: the arm's)
     tags: tuple[str, ...] = field(default_factory=tuple)
 
     def describe(self) -> dict:
         """What the quality table's ``detail`` keeps about the item (with the output)."""
-        return {
-            "id": self.id,
-            "suite": self.suite,
-            "cluster": self.cluster,
-            "bucket": self.bucket,
-            "scorer": self.scorer,
-            "references": list(self.references),
-            "context_tokens": self.context_tokens,
-        }
+        return (
+            {
+                "id": self.id,
+                "suite": self.suite,
+                "cluster": self.cluster,
+                "bucket": self.bucket,
+                "scorer": self.scorer,
+                "references": list(self.references),
+                "context_tokens": self.context_tokens,
+            }
+            | ({"echoes": list(self.echoes)} if self.echoes else {})
+            | ({"distractors": list(self.distractors)} if self.distractors else {})
+            | ({"api": self.api} if self.api else {})
+        )

@@ -1,26 +1,49 @@
 """The built-in quality suites' prompts: how they are written and how they are read back.
 
-Formats (:func:`needle_prompt`, :func:`keys_prompt`,
-:func:`arithmetic_prompt` and :func:`format_prompt` generate them, :func:`recognise` reads them):
+Every prompt has two renderings of the same text (:class:`GeneratedPrompt`):
+
+- **chat** (``messages``): for a chat/instruct model, sent to ``/v1/chat/completions`` so the
+  server applies the model's own chat template. One user message, or two worked example turns
+  (user, assistant) and then the question.
+- **completion** (``prompt``): for a base model, plain text for ``/v1/completions``: the same
+  text, the question as ``Q: …`` and an answer that the prompt starts (``A: The pass key is``),
+  so a model that only continues text continues with the answer. It is sent with a stop at the
+  next question (:data:`STOPS`): a base model goes on writing questions and answers of its own.
+
+The formats (:func:`needle_prompt`, :func:`keys_prompt`, :func:`copy_prompt` and
+:func:`capital_prompt` generate them, :func:`recognise` reads them, in either rendering):
 
 ``niah`` (needle in a haystack)
-    filler sentences with one statement ``The pass key for <KEY> is <VALUE>.`` at a chosen
-    depth, then the last line ``Question: what is the pass key for <KEY>? Answer with the pass
-    key only.`` KEY looks like ``amber-falcon-17``, VALUE is a 7-digit number. Answer: VALUE.
-``keys`` (multi-key retrieval, confusable keys)
-    the same, with several statements whose keys share the ``adjective-noun`` stem and differ
-    only in the 2-digit suffix (``amber-falcon-17``, ``amber-falcon-71``, …); one is asked.
-``arith`` (exact answer)
-    ``What is <A> <op> <B>? Answer with the number only.`` (op ``+``, ``-`` or ``*``).
-    Answer: the integer.
-``format`` (format instruction)
-    ``Write the word <word> in capital letters. Answer with that word only.`` Answer: WORD.
+    ``Below is a long text. Somewhere in it is a pass key, a five-digit number. Find it and
+    remember it.``, then filler sentences with one statement ``The pass key is <VALUE>.`` at a
+    chosen depth, then ``What is the pass key?`` (chat: ``… Answer with the number only.``;
+    completion: ``A: The pass key is``). VALUE is a five-digit number.
+``keys`` (multi-key retrieval)
+    statements ``The <label> is <VALUE>.`` for several labels of the same kind of value (``pass
+    key``, ``door code``, ``room number``, … :data:`LABELS`; every VALUE a five-digit number)
+    spread through the filler; the opening line names the one that will be asked (``… Somewhere
+    in it is the door code, a five-digit number …``) and the question asks it (``What is the
+    door code?``). The other keys' values are the item's distractors: an answer that names one
+    is wrong. Labels, not confusable names: SmolLM2-135M-Instruct tells ``the door code`` from
+    ``the room number`` (88 % at 1k tokens) but not ``the red door`` from ``the blue door``
+    (50 %, about what one key read at random from four would give).
+``copy`` (exact copy)
+    ``Repeat this code exactly: <CODE>`` after two worked examples; CODE is three capitals, a
+    hyphen and three digits (``XGD-379``). Answer: CODE.
+``capital`` (knowledge recall)
+    ``What is the capital of <COUNTRY>? Answer with the city only.``, COUNTRY from a fixed list of
+    countries whose capital is not in dispute. Answer: the city. The completion rendering has two
+    worked examples first (a base model needs them to answer rather than ramble); the chat one
+    has none (SmolLM2-135M-Instruct answered "ToKiNaL" after an example answer "Tokyo").
 
-Filler text is drawn from a word list with no digits and no "pass key", so it never leaks an
-answer. A chat request is recognised on its messages' contents joined by newlines.
+The filler is made of short plain sentences (``The baker waits near the river every
+evening.``) with no digits and no "pass key", so it never leaks an answer. Plain sentences, not
+random words: a word salad filler drives a 135M-parameter model's pass-key accuracy to 0 % at
+3k tokens where the same model finds the key in plain sentences (docs/methods.md §4).
 
 The simulator's quality face (:mod:`abtui.sim.quality_face`) answers these prompts; the
-built-in suites (:mod:`abtui.quality.builtin`) send them.
+built-in suites (:mod:`abtui.quality.builtin`) send them. A chat request is recognised on its
+messages' contents joined by newlines.
 """
 
 from __future__ import annotations
@@ -30,47 +53,70 @@ import re
 from collections import deque
 from dataclasses import dataclass
 
-TASKS = ("niah", "keys", "arith", "format")
+TASKS = ("niah", "keys", "copy", "capital")
+STOPS = ("\nQ:", "\n\n")  # completion rendering: the answer ends before the next question
 
-_ADJ = (
-    "amber azure brisk calm coral crimson dusty eager frosty gentle golden hollow ivory jolly "
-    "lunar misty noble olive proud quiet rapid rustic silent silver solar stormy swift tawny "
-    "velvet vivid wild witty"
-).split()
-_NOUN = (
-    "badger beacon canyon cedar comet falcon fjord garnet harbor heron lantern maple meadow "
-    "nebula orchid otter pepper quarry raven reef saddle spruce summit thistle tundra walrus "
-    "willow yarrow zephyr"
-).split()
-_FILLER = (
-    "the a river stone bridge garden morning evening window market city village road hill "
-    "field forest cloud rain wind light shadow music letter paper table chair door house "
-    "street harbor boat train station school teacher student child friend neighbour farmer "
-    "baker painter walks runs waits sings reads writes carries opens closes finds keeps sees "
-    "slowly quietly often never always near under over along across beside old new small "
-    "large quiet busy green grey warm cold bright dark early late"
-).split()
-_FORMAT_WORDS = (
-    "apple river candle violet marble thunder pocket lemon anchor velvet willow copper "
-    "meadow falcon lantern harbor"
-).split()
+_SUBJECTS = (
+    "The baker|The farmer|A child|The teacher|My neighbour|The painter|A student|The old man|"
+    "Her friend|The driver|A fisherman|The gardener|His sister|The doctor|A traveller|The cook"
+).split("|")
+_VERBS = "walks|waits|sings|reads|writes|sleeps|works|rests|eats|talks|sits|plays".split("|")
+_PLACES = (
+    "near the river|by the old bridge|in the garden|at the market|under a tree|beside the "
+    "station|in the small village|on the hill|along the road|behind the house|at the harbour|"
+    "in the library|by the window|across the field"
+).split("|")
+_TIMES = (
+    "in the morning|every evening|after lunch|before dawn|on Sundays|in the rain|most days|at "
+    "night|in spring|late in autumn|in winter|after work"
+).split("|")
+# the keys suite's labels: one kind of value (a five-digit number), told apart by its name
+LABELS = ("pass key", "door code", "room number", "ticket number", "order number",
+          "locker number")  # fmt: skip
+_CODE_LETTERS = "ABCDEFGHJKLMNPQRSTUVWXYZ"  # no I or O: never read as 1 or 0
+# Countries whose capital is not in dispute, and which a small chat model knows.
+CAPITALS = {
+    "France": "Paris", "Germany": "Berlin", "Spain": "Madrid", "England": "London",
+    "Russia": "Moscow", "Egypt": "Cairo", "China": "Beijing", "Greece": "Athens",
+    "Canada": "Ottawa", "Ireland": "Dublin", "Norway": "Oslo", "Portugal": "Lisbon",
+    "Austria": "Vienna", "Poland": "Warsaw", "Sweden": "Stockholm", "Kenya": "Nairobi",
+    "Peru": "Lima", "Thailand": "Bangkok", "Cuba": "Havana", "Argentina": "Buenos Aires",
+    "Denmark": "Copenhagen", "Hungary": "Budapest", "Finland": "Helsinki", "Chile": "Santiago",
+}  # fmt: skip
+_CAPITAL_EXAMPLES = (("Italy", "Rome"), ("Japan", "Tokyo"))  # worked examples, never asked
+_COPY_EXAMPLES = ("KTW-482", "BHM-157")
 
-_STATEMENT = re.compile(r"The pass key for (\S+) is (\d+)\.")
-_QUESTION = re.compile(
-    r"Question: what is the pass key for (\S+)\? Answer with the pass key only\."
+_NIAH_INTRO = (
+    "Below is a long text. Somewhere in it is a pass key, a five-digit number. "
+    "Find it and remember it."
 )
-_ARITH = re.compile(r"What is (-?\d+) ([+*-]) (-?\d+)\? Answer with the number only\.")
-_FORMAT = re.compile(r"Write the word ([a-z]+) in capital letters\. Answer with that word only\.")
+_KEYS_INTRO = (
+    "Below is a long text. Somewhere in it is the {key}, a five-digit number. "
+    "Find it and remember it."
+)
+_NUMBER_ONLY = "Answer with the number only."
+_LABEL = "|".join(LABELS)
+_STATEMENT = re.compile(rf"The ({_LABEL}) is (\d+)\.")
+_QUESTION = re.compile(rf"What is the ({_LABEL})\?")
+_COPY = re.compile(r"Repeat this code exactly: ([A-Z]{3}-[0-9]{3})")
+_CAPITAL = re.compile(r"What is the capital of ([A-Z][A-Za-z ]*?)\? Answer with the city only\.")
 
 
 @dataclass(frozen=True, slots=True)
 class GeneratedPrompt:
-    """A generated quality prompt and its expected answer."""
+    """A generated quality prompt in both renderings, and its expected answer."""
 
     task: str  # one of TASKS
-    prompt: str
+    messages: tuple[dict, ...]  # chat rendering
+    prompt: str  # completion rendering
     answer: str
-    context_tokens: int  # the prompt's length in the sim's tokens (whitespace words)
+    context_tokens: int  # the completion rendering's length in the sim's tokens (words)
+    distractors: tuple[str, ...] = ()  # other values in the context (never right)
+
+    @property
+    def text(self) -> str:
+        """The chat rendering as the simulator reads it (contents joined by newlines)."""
+        return "\n".join(m["content"] for m in self.messages)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,85 +128,106 @@ class Task:
     wrong: tuple[str, ...]  # plausible wrong answers, most plausible first
 
 
-def _filler(rng: random.Random, n_words: int) -> list[str]:
-    """About ``n_words`` words of sentences; no digits, no 'pass key'."""
+def filler(rng: random.Random, n_words: int) -> list[str]:
+    """Whole plain sentences, ``n_words`` words or up to 8 more; no digits, no 'pass key'."""
     out: list[str] = []
     while len(out) < n_words:
-        k = min(rng.randint(6, 14), max(1, n_words - len(out)))
-        sent = [rng.choice(_FILLER) for _ in range(k)]
-        sent[0] = sent[0].capitalize()
-        sent[-1] += "."
-        out += sent
+        out += (
+            f"{rng.choice(_SUBJECTS)} {rng.choice(_VERBS)} {rng.choice(_PLACES)} "
+            f"{rng.choice(_TIMES)}."
+        ).split()
     return out
 
 
-def _key_stem(rng: random.Random) -> str:
-    return f"{rng.choice(_ADJ)}-{rng.choice(_NOUN)}"
+def _insert(body: list[str], statement: str, depth: float) -> list[str]:
+    """``body`` with ``statement`` between two sentences, nearest to ``depth`` (0..1)."""
+    ends = [0] + [i + 1 for i, w in enumerate(body) if w.endswith(".")]
+    at = min(ends, key=lambda e: abs(e - depth * len(body)))
+    return body[:at] + statement.split() + body[at:]
 
 
-def _haystack(rng: random.Random, context_tokens: int, statements: list[str], key: str) -> str:
-    question = f"Question: what is the pass key for {key}? Answer with the pass key only."
-    fixed = sum(len(s.split()) for s in statements) + len(question.split())
-    body = _filler(rng, max(0, context_tokens - fixed))
-    # statements go in at depths spread over the body, between sentences
-    ends = [i + 1 for i, w in enumerate(body) if w.endswith(".")] or [0]
-    for j, s in enumerate(statements):
-        depth = (j + 0.5) / len(statements)
-        at = min(ends, key=lambda e, d=depth: abs(e - d * len(body)))
-        body[at:at] = s.split()
-        ends = [e + len(s.split()) if e >= at else e for e in ends]
-    return " ".join(body) + "\n" + question
+def _retrieval(task: str, intro: str, body: list[str], question: str, lead: str, answer: str,
+               distractors: tuple[str, ...] = ()) -> GeneratedPrompt:  # fmt: skip
+    text = " ".join(body)
+    chat = f"{intro}\n\n{text}\n\n{question} {_NUMBER_ONLY}"
+    prompt = f"{intro}\n\n{text}\n\nQ: {question}\nA: {lead}"
+    return GeneratedPrompt(task, ({"role": "user", "content": chat},), prompt, answer,
+                           len(prompt.split()), distractors)  # fmt: skip
+
+
+def _fixed_words(*parts: str) -> int:
+    return sum(len(p.split()) for p in parts) + 4  # + "Q:", "A:" and the lead's slack
 
 
 def needle_prompt(seed: int, context_tokens: int, depth: float | None = None) -> GeneratedPrompt:
-    """A ``niah`` prompt of about ``context_tokens`` tokens; the needle at ``depth`` (0..1,
+    """A ``niah`` prompt of about ``context_tokens`` words; the needle at ``depth`` (0..1,
     default: drawn from the seed)."""
     rng = random.Random(f"niah:{seed}")
-    key = f"{_key_stem(rng)}-{rng.randint(10, 99)}"
-    value = str(rng.randint(1_000_000, 9_999_999))
-    statement = f"The pass key for {key} is {value}."
-    question = f"Question: what is the pass key for {key}? Answer with the pass key only."
-    fixed = len(statement.split()) + len(question.split())
-    body = _filler(rng, max(0, context_tokens - fixed))
-    ends = [0] + [i + 1 for i, w in enumerate(body) if w.endswith(".")]
+    value = str(rng.randint(10_000, 99_999))
+    statement = f"The pass key is {value}."
+    question, lead = "What is the pass key?", "The pass key is"
+    n = context_tokens - _fixed_words(_NIAH_INTRO, statement, question, lead)
+    body = filler(rng, n)
     d = rng.random() if depth is None else min(1.0, max(0.0, depth))
-    at = min(ends, key=lambda e: abs(e - d * len(body)))
-    body[at:at] = statement.split()
-    prompt = " ".join(body) + "\n" + question
-    return GeneratedPrompt("niah", prompt, value, len(prompt.split()))
+    return _retrieval("niah", _NIAH_INTRO, _insert(body, statement, d), question, lead, value)
 
 
-def keys_prompt(seed: int, context_tokens: int, n_keys: int = 4) -> GeneratedPrompt:
-    """A ``keys`` prompt: ``n_keys`` (≥ 2) confusable keys spread through the context."""
+def keys_prompt(seed: int, context_tokens: int, n_keys: int = 4,
+                asked: int | None = None) -> GeneratedPrompt:  # fmt: skip
+    """A ``keys`` prompt: ``n_keys`` (2–6) labelled five-digit numbers spread through the
+    context; the ``asked``-th (default: drawn from the seed) is asked. The same seed and length
+    give the same text and values whichever key is asked."""
     rng = random.Random(f"keys:{seed}")
-    stem = _key_stem(rng)
-    suffixes = rng.sample(range(10, 100), max(2, min(n_keys, 90)))
-    values = rng.sample(range(1_000_000, 10_000_000), len(suffixes))
-    keys = [f"{stem}-{s}" for s in suffixes]
-    statements = [f"The pass key for {k} is {v}." for k, v in zip(keys, values, strict=True)]
-    asked = rng.randrange(len(keys))
-    prompt = _haystack(rng, context_tokens, statements, keys[asked])
-    return GeneratedPrompt("keys", prompt, str(values[asked]), len(prompt.split()))
+    n_keys = max(2, min(n_keys, len(LABELS)))
+    labels = rng.sample(LABELS, n_keys)
+    values = [str(v) for v in rng.sample(range(10_000, 100_000), n_keys)]
+    statements = [f"The {k} is {v}." for k, v in zip(labels, values, strict=True)]
+    drawn = rng.randrange(n_keys)  # drawn either way: the text is the same whichever is asked
+    a = drawn if asked is None else asked % n_keys
+    intro = _KEYS_INTRO.format(key=labels[a])
+    question, lead = f"What is the {labels[a]}?", f"The {labels[a]} is"
+    n = context_tokens - _fixed_words(intro, *statements, question, lead)
+    body = filler(rng, n)
+    for j, s in enumerate(statements):
+        body = _insert(body, s, (j + 0.5) / n_keys)
+    others = tuple(v for j, v in enumerate(values) if j != a)
+    return _retrieval("keys", intro, body, question, lead, values[a], others)
 
 
-def arithmetic_prompt(seed: int) -> GeneratedPrompt:
-    rng = random.Random(f"arith:{seed}")
-    op = rng.choice("+-*")
-    a, b = (rng.randint(2, 99), rng.randint(2, 99)) if op == "*" else (
-        rng.randint(10, 999), rng.randint(10, 999),
-    )  # fmt: skip
-    prompt = f"What is {a} {op} {b}? Answer with the number only."
-    return GeneratedPrompt("arith", prompt, str(_calc(a, op, b)), len(prompt.split()))
+def _shots(task: str, examples: list[tuple[str, str]], question: str, answer: str,
+           chat_examples: bool = True) -> GeneratedPrompt:  # fmt: skip
+    """Worked examples, then ``question``: example turns (chat, unless ``chat_examples`` is
+    false) or Q/A lines (completion)."""
+    messages: list[dict] = []
+    for q, a in examples if chat_examples else ():
+        messages += [{"role": "user", "content": q}, {"role": "assistant", "content": a}]
+    messages.append({"role": "user", "content": question})
+    prompt = "".join(f"Q: {q}\nA: {a}\n\n" for q, a in examples) + f"Q: {question}\nA:"
+    return GeneratedPrompt(task, tuple(messages), prompt, answer, len(prompt.split()))
 
 
-def format_prompt(seed: int) -> GeneratedPrompt:
-    word = random.Random(f"format:{seed}").choice(_FORMAT_WORDS)
-    prompt = f"Write the word {word} in capital letters. Answer with that word only."
-    return GeneratedPrompt("format", prompt, word.upper(), len(prompt.split()))
+def _code(rng: random.Random) -> str:
+    return "".join(rng.choice(_CODE_LETTERS) for _ in range(3)) + f"-{rng.randint(100, 999)}"
 
 
-def _calc(a: int, op: str, b: int) -> int:
-    return a + b if op == "+" else a - b if op == "-" else a * b
+def copy_prompt(seed: int) -> GeneratedPrompt:
+    """A ``copy`` prompt: repeat a code exactly."""
+    code = _code(random.Random(f"copy:{seed}"))
+    ex = [(f"Repeat this code exactly: {c}", c) for c in _COPY_EXAMPLES]
+    return _shots("copy", ex, f"Repeat this code exactly: {code}", code)
+
+
+def _capital_question(country: str) -> str:
+    return f"What is the capital of {country}? Answer with the city only."
+
+
+def capital_prompt(seed: int, country: str | None = None) -> GeneratedPrompt:
+    """A ``capital`` prompt: the capital of ``country`` (default: drawn from the seed), one of
+    :data:`CAPITALS`."""
+    country = country or random.Random(f"capital:{seed}").choice(sorted(CAPITALS))
+    ex = [(_capital_question(c), city) for c, city in _CAPITAL_EXAMPLES]
+    return _shots("capital", ex, _capital_question(country), CAPITALS[country],
+                  chat_examples=False)
 
 
 # -- reading them back ---------------------------------------------------------------------
@@ -172,29 +239,29 @@ def _last(rx: re.Pattern, text: str) -> re.Match | None:
     return found[0] if found else None
 
 
+def _near_miss(code: str) -> str:
+    """``code`` with one character changed: a plausible wrong copy."""
+    i = len(code) - 1
+    c = code[i]
+    return code[:i] + (str((int(c) + 1) % 10) if c.isdigit() else "A")
+
+
 def recognise(prompt: str) -> Task | None:
-    """The quality task ``prompt`` asks, or ``None`` for a free-form prompt."""
-    if "pass key for" in prompt:
-        q = _last(_QUESTION, prompt)
-        if q is not None:
-            asked = q.group(1)
-            facts = dict(_STATEMENT.findall(prompt[: q.start()]))
-            if asked in facts:
-                stem = asked.rsplit("-", 1)[0]
-                others = [(k.rsplit("-", 1)[0] != stem, v) for k, v in facts.items() if k != asked]
-                wrong = tuple(v for _, v in sorted(others, key=lambda o: o[0]))  # confusable 1st
-                task = "keys" if len(facts) > 1 else "niah"
-                return Task(task, facts[asked], wrong)
-        return None
-    if "Answer with the number only." in prompt:
-        m = _last(_ARITH, prompt)
-        if m is not None:
-            return Task("arith", str(_calc(int(m.group(1)), m.group(2), int(m.group(3)))), ())
-        return None
-    if "in capital letters." in prompt:
-        m = _last(_FORMAT, prompt)
-        if m is not None:
-            return Task("format", m.group(1).upper(), (m.group(1),))
+    """The quality task ``prompt`` asks (either rendering), or ``None`` for a free-form prompt."""
+    if "What is the " in prompt and (q := _last(_QUESTION, prompt)) is not None:
+        facts = dict(_STATEMENT.findall(prompt[: q.start()]))
+        asked = q.group(1)
+        if asked not in facts:
+            return None
+        wrong = tuple(v for k, v in facts.items() if k != asked)
+        return Task("keys" if len(facts) > 1 else "niah", facts[asked], wrong)
+    if "Repeat this code exactly:" in prompt:
+        m = _last(_COPY, prompt)
+        return None if m is None else Task("copy", m.group(1), (_near_miss(m.group(1)),))
+    if "What is the capital of" in prompt:
+        m = _last(_CAPITAL, prompt)
+        if m is not None and m.group(1) in CAPITALS:
+            city = CAPITALS[m.group(1)]
+            near = [c for c in CAPITALS.values() if c != city]
+            return Task("capital", city, (near[len(city) % len(near)],))
     return None
-
-

@@ -5,7 +5,12 @@ which retries once a kept-alive connection the server closed while idle — llam
 them after 5 s, which used to lose quality items sent after a slow arm's turn) with
 greedy decoding: ``temperature`` 0, the suite's fixed ``seed``, natural stop (``ignore_eos`` and
 ``min_tokens`` from the load test's request settings are dropped) and ``max_tokens`` as a cap.
-``quality.mode`` says when: ``separate`` (here, :func:`run_for_session`) after the load test,
+Before the items are built the endpoints are asked how to send them and timed
+(:mod:`abtui.quality.sizing`): every item goes on one path (chat messages or a plain prompt,
+``quality.api``), the retrieval grid keeps the lengths that fit the context and
+``quality.budget_s``, and each item's timeout (the longest silence while it is answered, never
+less than the arm's) follows from the measured speed; what will be run and about how long it
+will take is said first (message, event, ``meta.quality_plan``). ``quality.mode`` says when: ``separate`` (here, :func:`run_for_session`) after the load test,
 each arm with at most ``concurrency`` in flight, the arms at the same time; ``interleaved``
 (:mod:`abtui.quality.interleave`) during it. One row per arm × item goes to the session's
 ``quality`` table: ``score`` 1/0 and ``correct``, or NULL for a request that failed (it is left
@@ -26,7 +31,7 @@ from abtui.client.items import Item
 from abtui.client.records import RequestRecord
 from abtui.client.stream import Target, build_body
 from abtui.errors import AbtuiError
-from abtui.quality import builtin, userfile
+from abtui.quality import builtin, sizing, userfile
 from abtui.quality import logprobs as lp
 from abtui.quality.items import QualityItem
 from abtui.quality.ppl import measure
@@ -74,12 +79,25 @@ def client_for(target: Target, concurrency: int):
     return FastClient()
 
 
+def item_target(t: Target, qi: QualityItem) -> Target:
+    """``t`` as item ``qi`` is sent: its path (chat or completion) and timeout, when set."""
+    changes: dict = {}
+    if qi.api and qi.api != t.api:
+        changes["api"] = qi.api
+    if qi.timeout_s and qi.timeout_s > t.read_timeout_s:
+        changes["read_timeout_s"] = qi.timeout_s
+        changes["timeout_s"] = max(t.timeout_s, 2 * qi.timeout_s)
+    return dataclasses.replace(t, **changes) if changes else t
+
+
 async def send(client, target: Target, arm: int, k: int, qi: QualityItem,
                cap: int) -> RequestRecord:  # fmt: skip
     """Send item ``k`` to one arm; its record (``CancelledError`` propagates, rec marked)."""
     req = as_request(k, qi, cap)
     rec = RequestRecord(arm=arm, item=k)
-    await fast_stream_request(client, target, req, build_body(target, req), rec)
+    t = item_target(target, qi)
+    extra = {"stop": list(qi.stop)} if qi.stop and t.api == "completions" else None
+    await fast_stream_request(client, t, req, build_body(t, req, extra), rec)
     return rec
 
 
@@ -119,39 +137,44 @@ def run_items(
     return [r for rows in asyncio.run(main()) for r in rows]
 
 
-def build_items(qspec, context_of: Callable[[], int | None]) -> list[QualityItem]:
-    """The spec's quality items: built-in suites (lengths up to the smallest arm context,
-    ``context_of()``), then the user file's."""
+def build_items(qspec, prof: sizing.Profile) -> tuple[list[QualityItem], sizing.Plan]:
+    """The spec's quality items on the path and with the timeouts ``prof`` found: built-in
+    suites (lengths that fit the smallest arm context and the budget), then the user file's."""
     items: list[QualityItem] = []
-    if qspec.suites:
-        ctx = context_of() or DEFAULT_CONTEXT
-        items += builtin.build(list(qspec.suites), seed=qspec.seed, max_context=ctx,
+    ctx = prof.context or DEFAULT_CONTEXT
+    suites = list(qspec.suites)
+    pl = sizing.plan(prof, suites, per_cell=qspec.per_cell, max_tokens=qspec.max_tokens,
+                     max_length=qspec.max_length, budget_s=qspec.budget_s, context=ctx)  # fmt: skip
+    if suites:
+        items += builtin.build(suites, seed=qspec.seed, max_context=ctx,
                                max_tokens=qspec.max_tokens, per_cell=qspec.per_cell,
-                               max_length=qspec.max_length)  # fmt: skip
+                               max_length=qspec.max_length, tokens_per_word=prof.tokens_per_word,
+                               lengths=pl.lengths)  # fmt: skip
     if qspec.file:
         items += userfile.load(qspec.file)
-    return items
+    items = sizing.with_timeouts(items, prof, api=prof.api, max_tokens=qspec.max_tokens,
+                                 concurrency=qspec.concurrency)  # fmt: skip
+    return items, pl
 
 
 def session_items(spec, targets: list[Target], writer, obs) -> list[QualityItem]:
     """The session's quality items (none when the suites cannot be built: said, and the load
     test still counts)."""
-    from abtui.workload.context import max_model_len
-
-    def context() -> int | None:
-        lens = [max_model_len(t.base_url, t.model, t.headers, verify=t.tls) for t in targets]
-        known = [n for n in lens if n]
-        return min(known) if known else None
-
+    q = spec.quality
+    obs.message("quality: asking the endpoints how to send the items, and timing them")
     try:
-        items = build_items(spec.quality, context)
+        prof = sizing.probe(targets, [a.name for a in spec.arms], q.api, seed=q.seed)
+        items, pl = build_items(q, prof)
     except AbtuiError as e:  # e.g. a context too small for a haystack
         writer.event("quality", f"quality suites not run: {e}")
         obs.message(f"quality suites not run: {e}")
         return []
     if items:
         suites = ", ".join(sorted({i.suite for i in items}))
-        obs.message(f"quality ({spec.quality.mode}): {len(items)} items per arm ({suites})")
+        text = sizing.message(prof, pl, len(items), q.budget_s, q.concurrency)
+        obs.message(f"quality ({q.mode}, {suites}): {text}")
+        writer.event("quality", text)
+        writer.write_meta(quality_plan=prof.describe() | pl.describe())
     return items
 
 

@@ -2,9 +2,11 @@
 
 Fields: ``prompt`` (str) or ``messages`` (a list of ``{"role", "content"}``); ``reference`` (str)
 or ``references`` (a non-empty list of str); ``scorer`` (``exact`` | ``contains`` | ``regex`` |
-``numeric`` | ``choice``, default ``exact``); optional ``id`` (default ``line N``), ``cluster``
-(items sharing a context; default: the item alone), ``bucket`` (a group of the paired
-statistics; default ``all``), ``tolerance`` (numeric, ≥ 0), ``max_tokens`` (> 0). Blank lines and
+``numeric`` | ``choice`` | ``number`` | ``word``, default ``exact``: abtui.quality.scorers);
+optional ``id`` (default ``line N``), ``cluster`` (items sharing a context; default: the item
+alone), ``bucket`` (a group of the paired statistics; default ``all``), ``tolerance`` (numeric,
+≥ 0), ``max_tokens`` (> 0), ``echoes`` and ``distractors`` (``number``: lists of the question's
+own numbers, passed over, and of the context's other values, never right). Blank lines and
 lines starting with ``#`` are skipped. The suite's name is the file's stem. A bad line raises a
 :class:`~abtui.errors.WorkloadError` naming the file, the line and the field.
 """
@@ -19,7 +21,7 @@ from abtui.errors import WorkloadError
 from abtui.quality.items import SCORERS, QualityItem
 
 _FIELDS = {"id", "prompt", "messages", "reference", "references", "scorer", "cluster",
-           "bucket", "tolerance", "max_tokens", "tags"}  # fmt: skip
+           "bucket", "tolerance", "max_tokens", "tags", "echoes", "distractors"}  # fmt: skip
 
 
 def _bad(where: str, what: str, hint: str | None = None) -> WorkloadError:
@@ -76,6 +78,17 @@ def _item(obj: object, where: str, line: int, suite: str) -> QualityItem:
 
         if any(first_number(r) is None for r in refs):
             raise _bad(where, "field 'references': a numeric reference must be a number")
+    lists = {}
+    for key in ("echoes", "distractors"):
+        v = obj.get(key, [])
+        if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+            raise _bad(where, f"field {key!r} must be a list of strings")
+        lists[key] = tuple(v)
+    if scorer == "number":
+        from abtui.quality.scorers import whole_numbers
+
+        if any(len(whole_numbers(r.strip())) != 1 for r in refs):
+            raise _bad(where, "field 'references': a number reference is one whole number")
     tol = obj.get("tolerance", 0.0)
     if isinstance(tol, bool) or not isinstance(tol, int | float) or tol < 0:
         raise _bad(where, "field 'tolerance' must be a number ≥ 0")
@@ -91,6 +104,7 @@ def _item(obj: object, where: str, line: int, suite: str) -> QualityItem:
         references=tuple(refs), prompt=prompt,
         messages=tuple(messages) if messages is not None else None,
         bucket=str(obj.get("bucket", "all")), tolerance=float(tol), max_tokens=mt,
+        echoes=lists["echoes"], distractors=lists["distractors"],
     )  # fmt: skip
 
 

@@ -15,7 +15,7 @@ Accuracy (:func:`accuracy`): with ``L`` the prompt's length in tokens and
     p = BASE[task] − SHORT[w] − d × (LONG_W[w] + LONG_KV[kv]) × (CONFUSABLE if keys else 1)
 
 for the retrieval tasks (``niah``, ``keys``), and ``p = BASE[task] − SHORT[w]`` for the short
-``arith`` and ``format`` tasks; ``w``/``kv`` are the weight and KV-cache dtypes, ``p`` is clamped
+``copy`` and ``capital`` tasks; ``w``/``kv`` are the weight and KV-cache dtypes, ``p`` is clamped
 to [0.02, 1]. The constants are below; they are illustrative (shaped after published
 long-context results for quantised models: KV-cache and int4 weight quantisation hurt
 retrieval more as context grows), not a fit to any model.
@@ -24,8 +24,8 @@ Determinism: an answer is right when ``u < p``, ``u`` a uniform draw from a hash
 ``(seed, prompt)`` — the same draw for every variant, so a weaker variant fails a superset of
 the items a stronger one fails (two endpoints with the same seed and variant answer
 identically). A wrong answer is plausible, chosen by a hash of ``(seed, variant, prompt)``:
-a confusable key's value (``keys``), the value with one digit changed (``niah``), the result
-off by 1 or 10 (``arith``), the word left in lower case (``format``).
+another key's value (``keys``), the value with one digit changed (``niah``), the code
+with one character changed (``copy``), another country's capital (``capital``).
 
 Streaming: a recognised prompt's answer is one token (`` VALUE``). Without ``ignore_eos`` the
 response stops after it (``finish_reason: "stop"``, or ``"length"`` when ``max_tokens`` is
@@ -44,7 +44,7 @@ from functools import partial
 from abtui.quality.prompts import TASKS, Task, recognise
 from abtui.sim.engine import SimRequest, text_base, words
 
-BASE = {"niah": 0.995, "keys": 0.98, "arith": 0.97, "format": 0.99}
+BASE = {"niah": 0.995, "keys": 0.98, "copy": 0.99, "capital": 0.97}
 SHORT = {"bf16": 0.0, "fp8": 0.003, "int4": 0.02}  # any task, by weight dtype
 LONG_W = {"bf16": 0.005, "fp8": 0.008, "int4": 0.03}  # per doubling beyond 4k, by weights
 LONG_KV = {"bf16": 0.0, "fp8": 0.015}  # per doubling beyond 4k, by KV-cache dtype
@@ -84,11 +84,8 @@ def _u(*parts: object) -> float:
 
 
 def _wrong(task: Task, v: float) -> str:
-    if task.wrong:  # keys: a confusable key's value; format: the word as given
+    if task.wrong:  # keys: another key's value; copy: a near miss; capital: another city
         return task.wrong[0] if v < 0.7 or len(task.wrong) == 1 else task.wrong[1]
-    if task.task == "arith":
-        delta = (1, -1, 10, -10)[int(v * 4)]
-        return str(int(task.answer) + delta)
     digits = list(task.answer)  # niah: one digit changed, a near miss
     i = int(v * len(digits))
     digits[i] = str((int(digits[i]) + 1 + int(v * 1e6) % 8) % 10)

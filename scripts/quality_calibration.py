@@ -1,0 +1,58 @@
+"""The built-in quality suites (niah, keys, exact) against real models on llama-server: accuracy
+per suite, task and length, and the seconds each item took next to the time abtui's sizing
+expected from its probe (docs/methods.md §4 has the tables this printed).
+
+    python scripts/quality_calibration.py [--models smollm2,gemma3-270m] [--lengths 1024,2048,4096]
+        [--per-cell 4] [--threads 1] [--api auto] [--show 5]
+
+Each model (a name that ``abtui engine fetch`` knows, or a GGUF path) is served by llama-server
+with one slot whose context is the model's own (SmolLM2 8k, Gemma 3 32k), probed and timed
+(``quality.api = auto``: SmolLM2 has a chat template, Gemma 3 270M is a base model), then sent
+every item once, greedy, one at a time. Needs llama-server (``abtui engine build``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from abtui.engine.fetch import CATALOGUE, fetch, gguf_info
+from abtui.engine.quality_calibration import calibrate, table
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--models", default="smollm2,gemma3-270m",
+                    help="names for `abtui engine fetch`, or GGUF paths (comma-separated)")  # fmt: skip
+    ap.add_argument("--lengths", default="1024,2048,4096",
+                    help="retrieval lengths in the endpoint's tokens (those that fit are run)")  # fmt: skip
+    ap.add_argument("--suites", default="niah,keys,exact")
+    ap.add_argument("--per-cell", type=int, default=4, help="haystacks per length (4)")
+    ap.add_argument("--threads", type=int, default=1, help="llama.cpp threads (1)")
+    ap.add_argument("--api", choices=("auto", "chat", "completions"), default="auto")
+    ap.add_argument("--ctx", type=int, help="context per slot (default: the model's own)")
+    ap.add_argument("--show", type=int, default=5, help="wrong answers shown per model (5)")
+    a = ap.parse_args(argv)
+    cals = []
+    for spec in a.models.split(","):
+        path = fetch(spec) if spec in CATALOGUE else Path(spec)
+        ctx = a.ctx or gguf_info(path).context_length or 8192
+        cal = calibrate(path, name=spec if spec in CATALOGUE else path.stem,
+                        lengths=[int(x) for x in a.lengths.split(",")],
+                        suites=a.suites.split(","), per_cell=a.per_cell, ctx=ctx,
+                        threads=a.threads, api=a.api,
+                        log=lambda s: print(s, file=sys.stderr, flush=True))  # fmt: skip
+        cals.append(cal)
+        print(f"{cal.model}: items took {cal.wall_s:.0f} s after a {cal.probe_s:.0f} s probe "
+              f"(load average {' '.join(f'{x:.1f}' for x in os.getloadavg())})",
+              file=sys.stderr)  # fmt: skip
+        for item_id, ref, out in cal.wrong[: a.show]:
+            print(f"  wrong {item_id}: expected {ref}, got {out[:80]!r}", file=sys.stderr)
+    print(table(cals))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
