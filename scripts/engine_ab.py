@@ -228,6 +228,8 @@ def experiments(keys: list[str], folder: Path | None, requests: int | None = Non
         if res.ppl:
             print(f"  llama-perplexity: {res.ppl.line()}")
             print(f"    {' '.join(res.ppl.cand.argv)}")
+            if warn := res.flat_ppl_warning():
+                print(f"  WARNING: {warn}")
         if res.logprobs:
             c = res.logprobs
             print(f"  logprobs: top-1 {c['top1_agreement']:.1%} [{c['top1_lo']:.1%}, "

@@ -1,27 +1,25 @@
-"""Real optimisations on llama.cpp's C++ ``llama-server``, judged by ``abtui run`` (issue 18).
+"""Real optimisations on llama.cpp's C++ ``llama-server``, judged by ``abtui run``.
 
-Four A/Bs, each a baseline and a candidate ``llama-server`` on loopback, run headless through
-abtui's normal path (spec file → ``abtui run`` → session file → ``abtui report --format json``):
+Each A/B of :data:`EXPERIMENTS` is a baseline and a candidate ``llama-server`` on loopback (a
+factorial has more arms), run headless through abtui's normal path (spec file → ``abtui run``
+→ session file → ``abtui report --format json``), the arms taking turns on the machine
+(``alternate``) unless said otherwise. Two kinds of model:
 
-=============  ==========================================  ==================================
-key            baseline → candidate                        schedule (and why)
-=============  ==========================================  ==================================
-batching       ``-np 1`` → ``-np 4``, concurrency 4        parallel: each server pinned to
-                                                           its own core; the effect (queueing)
-                                                           is far larger than any contention
-kv-quant       ``-ctk/-ctv f16`` → ``q8_0`` (``-fa on``)   alternate: the arms take turns on
-               + niah/keys suites and logprob agreement    the whole machine, so neither pays
-                                                           for the other's CPU use
-spec-decode    no draft → ``-md draft --draft-max 8``,     alternate (as above): a few-percent
-               concurrency sweep 1 → 4                     TPOT change must not be contention
-weights        Q8_0 → Q4_0                                 parallel, pinned (as batching)
-=============  ==========================================  ==================================
+- tiny random-weight GGUFs (:mod:`abtui.engine.tinymodel`), for the mechanics: ``batching``
+  (``-np 1`` → 4), ``kv-quant`` (f16 → q8_0), ``spec-decode`` (a 1-layer draft model),
+  ``np-x-draft`` (a 2×2), ``weights`` (Q8_0 → Q4_0);
+- SmolLM2-135M-Instruct (``abtui engine fetch smollm2``) through its chat template, with
+  prompts a real model answers (``workload.task``): ``ngram-repeat`` / ``ngram-story`` (n-gram
+  speculative decoding on an input-grounded and an open workload), ``parallel`` (``-np 1`` → 4
+  over a concurrency sweep), ``kv-q4`` / ``kv-q8`` (KV cache), ``w-q3k`` / ``w-q2k`` (weights
+  requantised), the last four with the quality suites and ``llama-perplexity``
+  (:mod:`abtui.engine.perplexity`).
 
-Each server is scraped through its ``/metrics`` (``metrics_url``), and its counters are also read
-directly before and after the run, so the result holds what the server itself says it did:
-requests deferred (queued for a slot) at their peak, tokens predicted, and for speculative
-decoding the draft tokens generated and accepted, the acceptance rate abtui's telemetry and
-diagnosis show. ``scripts/engine_ab.py`` runs them and prints the table for docs/engine.md.
+Each server is scraped through its ``/metrics`` (``metrics_url``), and its counters and CPU time
+are also read directly before and after the run (:mod:`abtui.engine.counters`), so the result
+holds what the server itself says it did: requests deferred at their peak, tokens predicted,
+``llama_decode`` calls, draft tokens generated and accepted. ``scripts/engine_ab.py`` runs them
+and prints the tables of docs/engine.md.
 """
 
 from __future__ import annotations
@@ -30,16 +28,15 @@ import contextlib
 import json
 import os
 import sys
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from abtui.engine.counters import Poller, ServerCounters, scalars
 from abtui.engine.perplexity import PerplexityComparison
 from abtui.engine.perplexity import compare as compare_ppl
 from abtui.engine.server import LlamaCppServer
 from abtui.engine.tinymodel import build_models, build_spec_models
-from abtui.telemetry.promtext import parse as parse_prom
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +81,8 @@ class Experiment:
     # abtui sizes haystacks in ~words; the tiny vocabulary spends ~4.6 tokens on each (byte
     # fallback), so a "1k" haystack is ~4,700 of its tokens: ctx must hold that
     quality_max_length: int = 1024
+    quality_per_cell: int = 1
+    quality_budget_s: float = 600.0
     api: str = "completions"  # chat: a real instruct model answers through its chat template
     task: str | None = None  # workload.task: repeat | story (abtui.workload.tasks)
     ignore_eos: bool = True
@@ -101,6 +100,11 @@ class Experiment:
 # about as much as a prefill of its length, so long drafts that fail are expensive.
 NGRAM = ("--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", "6",
          "--spec-ngram-simple-size-m", "16")  # fmt: skip
+
+# the quality suites on SmolLM2 for the knobs of "PPL flat, retrieval dropped?": 1k and 2k
+# haystacks (a 2k one takes ~50 s to prefill on one CPU thread), two per length
+KNOB_QUALITY = {"quality": ("niah", "keys", "exact"), "quality_max_length": 2048,
+                "quality_per_cell": 2, "quality_budget_s": 3600.0}  # fmt: skip
 
 EXPERIMENTS: dict[str, Experiment] = {
     e.key: e
@@ -169,7 +173,7 @@ EXPERIMENTS: dict[str, Experiment] = {
             ServerSetup("kv-q4_0", "smollm2", flash_attn="on", kv_type="q4_0"),
             "alternate", "the arms take turns on the whole machine: neither pays for the other",
             requests=24, input_tokens=200, output_tokens=32, concurrency=1, api="chat",
-            task="story", ppl=True, ctx=4096,
+            task="story", ppl=True, ctx=4096, **KNOB_QUALITY,
         ),
         # the other knobs of "PPL flat, retrieval dropped?" (docs/engine.md): few latency
         # requests, the point is PPL and the quality suites
@@ -179,6 +183,7 @@ EXPERIMENTS: dict[str, Experiment] = {
             "alternate", "the arms take turns on the whole machine: neither pays for the other",
             requests=8, input_tokens=200, output_tokens=32, concurrency=1, api="chat",
             task="story", ppl=True, ctx=4096, blocks=2,
+            **(KNOB_QUALITY if cand.kv_type else {**KNOB_QUALITY, "quality_max_length": 1024}),
         ) for key, what, cand in (
             ("kv-q8", "KV-cache q8_0", ServerSetup("kv-q8_0", "smollm2", flash_attn="on",
                                                    kv_type="q8_0")),
@@ -198,39 +203,6 @@ EXPERIMENTS: dict[str, Experiment] = {
 
 
 @dataclass(slots=True)
-class ServerCounters:
-    """What a server's own ``/metrics`` said over the run: counter deltas, gauge peaks."""
-
-    before: dict[str, float] = field(default_factory=dict)
-    after: dict[str, float] = field(default_factory=dict)
-    peak: dict[str, float] = field(default_factory=dict)
-    cpu_s: float = float("nan")  # the server process's CPU time over the run (/proc)
-
-    def delta(self, name: str) -> float:
-        return self.after.get(name, float("nan")) - self.before.get(name, 0.0)
-
-    @property
-    def cpu_ms_per_token(self) -> float:
-        """Server CPU time per generated token (prefill included), ms."""
-        n = self.delta("llamacpp:tokens_predicted_total")
-        return self.cpu_s / n * 1e3 if n > 0 else float("nan")
-
-    @property
-    def drafted_share(self) -> float:
-        """Accepted draft tokens / tokens generated: the share of the output that came from
-        drafts (nan without speculative decoding)."""
-        n = self.delta("llamacpp:tokens_predicted_total")
-        a = self.delta("llamacpp:spec_decode_num_accepted_tokens_total")
-        return a / n if n > 0 and a == a else float("nan")
-
-    @property
-    def acceptance(self) -> float:
-        """Draft tokens accepted / draft tokens generated (nan without speculative decoding)."""
-        n = self.delta("llamacpp:spec_decode_num_draft_tokens_total")
-        return self.delta("llamacpp:spec_decode_num_accepted_tokens_total") / n if n > 0 else float("nan")
-
-
-@dataclass(slots=True)
 class ExperimentResult:
     key: str
     session: Path
@@ -246,49 +218,25 @@ class ExperimentResult:
     def pair(self) -> dict:
         return self.report["pairs"][0]
 
+    def flat_ppl_warning(self) -> str | None:
+        """abtui's "PPL flat, but accuracy dropped" warning with llama-perplexity's figures in
+        place of the endpoint PPL that llama-server cannot give (None: no warning, or no PPL or
+        quality section)."""
+        from abtui.quality.ppl import flat_ppl_warning
+
+        q = self.pair.get("quality")
+        if self.ppl is None or not q:
+            return None
+        exp = EXPERIMENTS[self.key]
+        ppl = {exp.baseline.name: {"supported": True, "ppl": self.ppl.base.ppl},
+               exp.candidate.name: {"supported": True, "ppl": self.ppl.cand.ppl}}  # fmt: skip
+        return flat_ppl_warning(ppl, exp.baseline.name, exp.candidate.name, q)
+
     def effect(self, key: str, level: int | None = None) -> dict | None:
         """One row of the pair's comparison (``e2e.p50``…); ``level``: that sweep level's
         breakdown row (``e2e.p50@level1``), levels numbered from 0 in the sweep's order."""
         want = key if level is None else f"{key}@level{level}"
         return next((e for e in self.pair["comparison"]["effects"] if e["key"] == want), None)
-
-
-def _scalars(text: str) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for s in parse_prom(text).samples:
-        if not s.labels:
-            out[s.name] = s.value
-    return out
-
-
-class _Poller:
-    """Reads each server's ``/metrics`` every 0.2 s during the run, keeping gauge peaks (the
-    scrape abtui itself does is every second; a queue of 3 that lasts 300 ms needs finer)."""
-
-    def __init__(self, servers: dict[str, LlamaCppServer], counters: dict[str, ServerCounters]):
-        self.servers, self.counters = servers, counters
-        self._stop = threading.Event()
-        self._t = threading.Thread(target=self._loop, daemon=True, name="metrics-poller")
-
-    def _loop(self) -> None:
-        while not self._stop.wait(0.2):
-            for name, srv in self.servers.items():
-                try:
-                    vals = _scalars(srv.metrics_text())
-                except Exception:  # noqa: BLE001 - a dying server is the run's business
-                    continue
-                pk = self.counters[name].peak
-                for k in ("llamacpp:requests_deferred", "llamacpp:requests_processing"):
-                    if k in vals:
-                        pk[k] = max(pk.get(k, 0.0), vals[k])
-
-    def __enter__(self):
-        self._t.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._t.join(5)
 
 
 def spec_text(exp: Experiment, name: str, servers: dict[str, LlamaCppServer], folder: Path,
@@ -313,8 +261,9 @@ metrics_url = "{srv.base}/metrics"
         quality = f"""
 [quality]
 suites = {json.dumps(list(exp.quality))}
-per_cell = 1
+per_cell = {exp.quality_per_cell}
 max_length = {exp.quality_max_length}
+budget_s = {exp.quality_budget_s:g}
 concurrency = 1
 """
     return f'''name = "{name}"
@@ -427,14 +376,14 @@ def run_experiment(
             print(f"engine: {s.name} ({' '.join(s.argv()[3:])})", file=log)
         cpu0 = {}
         for k, s in servers.items():
-            counters[k].before = _scalars(s.metrics_text())
+            counters[k].before = scalars(s.metrics_text())
             cpu0[k] = s.cpu_seconds()
         spec = folder / f"{name}.toml"
         spec.write_text(spec_text(exp, name, servers, folder, n))
-        with _Poller(servers, counters), contextlib.redirect_stdout(log):
+        with Poller(servers, counters), contextlib.redirect_stdout(log):
             rc = run_spec_file(spec, overwrite=True)
         for k, s in servers.items():
-            counters[k].after = _scalars(s.metrics_text())
+            counters[k].after = scalars(s.metrics_text())
             counters[k].cpu_s = s.cpu_seconds() - cpu0[k]
         session = folder / f"{name}.duckdb"
         out = folder / f"{name}.json"
