@@ -253,7 +253,7 @@ def test_the_grid_keeps_the_lengths_the_budget_holds_shortest_first():
     msg = sizing.message(prof, pl, 99, 350, 4)
     assert "lengths 1k–8k" in msg and "16k–32k left out (they would add ~12.9 min" in msg
     assert "quality.budget_s = 350 s: raise it" in msg
-    assert "about 5.5 min at most" in msg and "1,000 prompt tokens/s" in msg
+    assert "expected to take about 5.5 min" in msg and "1,000 prompt tokens/s" in msg
     # the shortest length is kept whatever the budget; a larger budget keeps every length
     assert sizing.plan(prof, ["niah"], budget_s=1, **kw).lengths == [1024]
     assert sizing.plan(prof, ["keys"], budget_s=10**6, **kw).left_out == []

@@ -28,9 +28,9 @@ sent, so a CPU the arms share is timed shared):
   allowed while it is answered) is ``4 × concurrency × est(L)``, and never less than the arm's
   own read timeout;
 - the lengths of the retrieval grid are kept, shortest first, while the whole quality phase is
-  expected to end within ``quality.budget_s`` (``Σ est`` over the items: an upper estimate where
-  the server answers several at once); the shortest length is always kept. The estimate and
-  what was left out are said before the items are sent.
+  expected to end within ``quality.budget_s`` (``Σ est`` over the items: items answered one
+  after the other; less where the server answers several at once); the shortest length is
+  always kept. The estimate and what was left out are said before the items are sent.
 
 When an arm cannot be timed (an error, no usage), nothing is sized: the lengths that fit the
 context are all kept, the timeouts stay the arm's, and the reason is said.
@@ -377,8 +377,8 @@ def message(prof: Profile, pl: Plan, n_items: int, budget_s: float,
     if prof.cost is not None and pl.estimate_s is not None:
         rate = prof.cost.prefill_rate(pl.lengths[-1] if pl.lengths else 1024)
         speed = f"{rate:,.0f} prompt tokens/s on the slowest arm, " if math.isfinite(rate) else ""
-        parts.append(f"about {_minutes(pl.estimate_s)} at most ({speed}{concurrency} in "
-                     "flight)")  # fmt: skip
+        parts.append(f"expected to take about {_minutes(pl.estimate_s)} ({speed}"
+                     f"{concurrency} in flight)")  # fmt: skip
     if pl.left_out:
         lo, hi = builtin.bucket_of(pl.left_out[0]), builtin.bucket_of(pl.left_out[-1])
         parts.append(f"{lo}" + (f"–{hi}" if hi != lo else "") + " left out (they would add ~"

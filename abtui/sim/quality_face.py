@@ -3,7 +3,7 @@ right with a probability that depends on the served variant and the context leng
 
 Everything here is **simulated**: no model runs. The face exists so that a demo, and the tests
 of the quality suites, see a quality delta between two variants that behaves like the real
-thing (quantised weights or KV cache lose retrieval accuracy at long contexts, confusable keys
+thing (quantised weights or KV cache lose retrieval accuracy at long contexts, several keys
 suffer more), deterministically.
 
 The prompts are the built-in suites' (:mod:`abtui.quality.prompts`, the one definition of their
@@ -48,7 +48,7 @@ BASE = {"niah": 0.995, "keys": 0.98, "copy": 0.99, "capital": 0.97}
 SHORT = {"bf16": 0.0, "fp8": 0.003, "int4": 0.02}  # any task, by weight dtype
 LONG_W = {"bf16": 0.005, "fp8": 0.008, "int4": 0.03}  # per doubling beyond 4k, by weights
 LONG_KV = {"bf16": 0.0, "fp8": 0.015}  # per doubling beyond 4k, by KV-cache dtype
-CONFUSABLE = 2.0  # confusable keys multiply the long-context loss
+CONFUSABLE = 2.0  # several keys in one context multiply the long-context loss
 LONG_FROM = 4096  # tokens: no long-context loss up to here
 FLOOR = 0.02
 
