@@ -61,9 +61,16 @@ def main(argv: list[str] | None = None) -> int:
                     "np-x-draft, weights)")  # fmt: skip
     ap.add_argument("--requests-per-arm", type=int, metavar="N",
                     help="--experiments: measured requests per arm (default: each A/B's own)")
+    ap.add_argument("--quality-per-cell", type=int, metavar="N",
+                    help="--experiments: haystacks per length of the quality suites (default: "
+                         "each A/B's own)")  # fmt: skip
+    ap.add_argument("--quality-max-length", type=int, metavar="TOKENS",
+                    help="--experiments: longest haystack (default: each A/B's own)")
     a = ap.parse_args(argv)
     if a.experiments:
-        return experiments(a.experiments.split(","), a.dir, a.requests_per_arm)
+        over = {k: v for k, v in (("quality_per_cell", a.quality_per_cell),
+                                  ("quality_max_length", a.quality_max_length)) if v}  # fmt: skip
+        return experiments(a.experiments.split(","), a.dir, a.requests_per_arm, over)
     cfg = ABConfig(
         requests=a.requests, input_tokens=a.input_tokens, output_tokens=a.output_tokens,
         model_seed=a.model_seed, per_token_chunks=not a.no_logprobs, pin=not a.no_pin,
@@ -181,7 +188,10 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if problems else 0
 
 
-def experiments(keys: list[str], folder: Path | None, requests: int | None = None) -> int:
+def experiments(keys: list[str], folder: Path | None, requests: int | None = None,
+                over: dict | None = None) -> int:  # fmt: skip
+    import dataclasses
+
     from abtui.engine.experiment_table import factorial_lines, table_rows
     from abtui.engine.experiments import EXPERIMENTS, is_real, models_for, run_experiment
 
@@ -194,8 +204,8 @@ def experiments(keys: list[str], folder: Path | None, requests: int | None = Non
         models = models_for(base / "models") if tiny else None
         for k in keys:
             print(f"engine_ab: {k}", file=sys.stderr)
-            res = run_experiment(EXPERIMENTS[k], base / k, models=models, log=sys.stderr,
-                                 requests=requests)  # fmt: skip
+            exp = dataclasses.replace(EXPERIMENTS[k], **(over or {}))
+            res = run_experiment(exp, base / k, models=models, log=sys.stderr, requests=requests)
             results.append(res)
             if not EXPERIMENTS[k].factors:
                 rows += table_rows(res)

@@ -165,3 +165,30 @@ def test_ngram_speculation_drafts_from_the_input_not_from_open_generation(tmp_pa
     # open generation: few drafts, and fewer of them right (measured 15 % and 2.5 %)
     assert story.drafted_share < rep.drafted_share / 4, (story.drafted_share, rep.drafted_share)
     assert not story.acceptance >= rep.acceptance  # nan (nothing drafted) passes too
+
+
+def test_kv_q4_on_a_real_model_with_quality_suites_it_answers(tmp_path, smollm2_gguf):
+    """KV f16 → q4_0 on SmolLM2 with the keys and exact suites at their shortest length: real
+    quality verdicts, not blind ones — the baseline scores ≥ 80 % on every suite used (the
+    floor tests/test_quality_real.py holds the suites to), every item is scored, q4_0 moves the
+    token distribution, and llama-server's endpoint PPL is said to be unavailable, not made up.
+    Small (one 1k haystack; 1,280-token slots, so the sizing's timing probe is 640 tokens, not
+    1,024); docs/engine.md has the full-size run."""
+    require_engine()
+    from abtui.store.reader import SessionReader
+
+    exp = dataclasses.replace(EXPERIMENTS["kv-q4"], requests=4, blocks=2, quality=("keys", "exact"),
+                              quality_max_length=1024, quality_per_cell=1, ctx=1280, ppl=False)  # fmt: skip
+    res = run_experiment(exp, tmp_path, models={"smollm2": smollm2_gguf})
+    assert res.problems == [], res.problems  # every quality item scored, logprobs from both
+    q = res.pair["quality"]
+    assert {g["suite"] for g in q["gates"]} == {"keys", "exact"}
+    assert not any(g["blind"] for g in q["gates"]), q["undecided"]
+    for s in q["suites"]:  # one length each (1k haystacks; exact is short): the shortest
+        assert s["acc_a"] >= 0.8 and s["n"] >= 2, s
+    assert res.logprobs["kl_lower_bound"] > 0  # q4_0 K/V moved the distribution
+    with SessionReader(res.session) as rd:
+        ppl = rd.meta()["quality_ppl"]
+    for arm in ("kv-f16", "kv-q4_0"):
+        assert not ppl[arm]["supported"] and "no prompt logprobs" in ppl[arm]["note"]
+    assert res.pair["result"] != "GO"  # a handful of items cannot show non-inferiority

@@ -46,17 +46,21 @@ class ServerSetup:
     parallel: int = 1
     draft: bool = False
     flash_attn: str | None = None
-    kv_type: str | None = None  # -ctk/-ctv
+    kv_type: str | None = None  # -ctk/-ctv: one type for both, or "K/V" ("q8_0/q4_0")
     spec: tuple[str, ...] = ()  # draftless speculative decoding: --spec-type ngram-… and its knobs
 
+    def kv_args(self) -> tuple[str, ...]:
+        if not self.kv_type:
+            return ()
+        k, _, v = self.kv_type.partition("/")
+        return ("-ctk", k, "-ctv", v or k)
+
     def args(self) -> tuple[str, ...]:
-        kv = ("-ctk", self.kv_type, "-ctv", self.kv_type) if self.kv_type else ()
-        return kv + self.spec
+        return self.kv_args() + self.spec
 
     def cache_args(self) -> tuple[str, ...]:
         """The flags that change what the model computes (for ``llama-perplexity``)."""
-        fa = ("-fa", self.flash_attn) if self.flash_attn else ()
-        return fa + (("-ctk", self.kv_type, "-ctv", self.kv_type) if self.kv_type else ())
+        return (("-fa", self.flash_attn) if self.flash_attn else ()) + self.kv_args()
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +191,8 @@ EXPERIMENTS: dict[str, Experiment] = {
         ) for key, what, cand in (
             ("kv-q8", "KV-cache q8_0", ServerSetup("kv-q8_0", "smollm2", flash_attn="on",
                                                    kv_type="q8_0")),
+            ("kv-v4", "KV cache: K q8_0, V q4_0",
+             ServerSetup("k-q8_0-v-q4_0", "smollm2", flash_attn="on", kv_type="q8_0/q4_0")),
             ("w-q3k", "weights requantised to Q3_K_M",
              ServerSetup("Q3_K_M", "smollm2@Q3_K_M", flash_attn="on")),
             ("w-q2k", "weights requantised to Q2_K",
