@@ -92,12 +92,18 @@ def _hardware(preset: str, opts: DemoOptions) -> dict:
     p = parse_preset(preset)
     if opts.time_scale != 1 or p.model.name not in model_names():
         return {}
-    return {"gpu": p.gpu.name, "model_preset": p.model.name, "dtype": p.weight_dtype,
-            "kv_dtype": p.kv_dtype, "gpus": p.tp}  # fmt: skip
+    return {
+        "gpu": p.gpu.name,
+        "model_preset": p.model.name,
+        "dtype": p.weight_dtype,
+        "kv_dtype": p.kv_dtype,
+        "gpus": p.tp,
+    }
 
 
-def build_spec(opts: DemoOptions, urls: tuple[str, str], n_items: int, median_in: int,
-               median_out: int):  # fmt: skip
+def build_spec(
+    opts: DemoOptions, urls: tuple[str, str], n_items: int, median_in: int, median_out: int
+):
     from abtui.spec import ArmSpec, Spec, validate
 
     a_name, b_name = arm_names(opts.baseline_preset, opts.candidate_preset)
@@ -152,15 +158,25 @@ def quality_note(path, baseline: str, candidate: str) -> str | None:
     if not by_suite:
         return None
     a, b = arm_names(baseline, candidate)
-    parts = [f"{suite} {100 * sum(x) / len(x):+.1f} pp over {len(x)} items (one flip "
-             f"{100 / len(x):.1f} pp)" for suite, x in sorted(by_suite.items())]  # fmt: skip
+    parts = [
+        f"{suite} {100 * sum(x) / len(x):+.1f} pp over {len(x)} items (one flip "
+        f"{100 / len(x):.1f} pp)"
+        for suite, x in sorted(by_suite.items())
+    ]
     small = all(abs(sum(x) / len(x)) < 1 / len(x) for x in by_suite.values())
-    tail = (" — less than one flip: no accuracy difference is the expected result here, not a "
-            "measurement failure" if small else "")  # fmt: skip
+    tail = (
+        " — less than one flip: no accuracy difference is the expected result here, not a "
+        "measurement failure"
+        if small
+        else ""
+    )
     if small and lp and all(x.get("supported") for x in lp.values()):
         tail += "; the logprob agreement line shows the small shift the task scores cannot"
-    return (f"demo: the simulator's quality faces (abtui/sim/quality_face.py) expect {b} vs {a}: "
-            + "; ".join(parts) + tail)  # fmt: skip
+    return (
+        f"demo: the simulator's quality faces (abtui/sim/quality_face.py) expect {b} vs {a}: "
+        + "; ".join(parts)
+        + tail
+    )
 
 
 def intro(opts: DemoOptions, spec, shape) -> str:
@@ -174,11 +190,15 @@ def intro(opts: DemoOptions, spec, shape) -> str:
     if opts.requests >= need:
         enough = f"enough for the P99 guardrails, which need {need:,} per arm"
     else:
-        enough = (f"below the {need:,} per arm a P99 guardrail needs: the P99 rows will be "
-                  "INCONCLUSIVE and the verdict cannot be GO")  # fmt: skip
+        enough = (
+            f"below the {need:,} per arm a P99 guardrail needs: the P99 rows will be "
+            "INCONCLUSIVE and the verdict cannot be GO"
+        )
     scale = f", time scale ×{opts.time_scale:g}" if opts.time_scale != 1 else ""
-    lengths = (f"lognormal prompts median {shape.input_median} tokens (σ {shape.input_sigma:g}), "
-               f"outputs median {shape.output_median} (σ {shape.output_sigma:g})")  # fmt: skip
+    lengths = (
+        f"lognormal prompts median {shape.input_median} tokens (σ {shape.input_sigma:g}), "
+        f"outputs median {shape.output_median} (σ {shape.output_sigma:g})"
+    )
     lines = [
         f"abtui demo: two simulated GPUs on 127.0.0.1 — baseline {opts.baseline_preset}, "
         f"candidate {opts.candidate_preset} (simulated, at most {opts.max_num_seqs} requests "
@@ -187,9 +207,11 @@ def intro(opts: DemoOptions, spec, shape) -> str:
         f"{describe_load(spec)}, {lengths}",
     ]
     if opts.quality:
-        lines.append(f"  quality: {', '.join(QUALITY_SUITES)} after the load test, gated at "
-                     f"{QUALITY_MARGIN * 100:g} pp (a demo-sized suite cannot show 1 pp; "
-                     "--no-quality skips)")  # fmt: skip
+        lines.append(
+            f"  quality: {', '.join(QUALITY_SUITES)} after the load test, gated at "
+            f"{QUALITY_MARGIN * 100:g} pp (a demo-sized suite cannot show 1 pp; "
+            "--no-quality skips)"
+        )
     return "\n".join(lines)
 
 
@@ -210,8 +232,7 @@ def run_demo(opts: DemoOptions, run_and_report, note_to=None):
     base_cfg = _sim_config("--baseline-preset", opts.baseline_preset, opts)
     cand_cfg = _sim_config("--candidate-preset", opts.candidate_preset, opts)
     with SimProcess(base_cfg) as a, SimProcess(cand_cfg) as b:
-        spec = build_spec(opts, (a.url, b.url), len(items), shape.input_median,
-                          shape.output_median)  # fmt: skip
+        spec = build_spec(opts, (a.url, b.url), len(items), shape.input_median, shape.output_median)
         print(intro(opts, spec, shape), file=sys.stderr)
         rc = run_and_report(spec, items)
     if opts.quality and note_to is not None:

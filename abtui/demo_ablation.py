@@ -64,15 +64,18 @@ class AblationOptions:
     quality: bool = True  # the niah and keys suites after the load test
 
 
-def build_spec(opts: AblationOptions, urls: list[str], n_items: int, median_in: int,
-               median_out: int):  # fmt: skip
+def build_spec(
+    opts: AblationOptions, urls: list[str], n_items: int, median_in: int, median_out: int
+):
     from abtui.spec import ArmSpec, Spec, validate
 
     spec = Spec(
         name=opts.name or datetime.now().strftime("demo-ablation-%Y%m%d-%H%M%S"),
-        arms=[ArmSpec(name=n, url=u, role="baseline" if not on else "candidate")
-              for (n, on), u in zip(ARMS, urls, strict=True)],
-    )  # fmt: skip
+        arms=[
+            ArmSpec(name=n, url=u, role="baseline" if not on else "candidate")
+            for (n, on), u in zip(ARMS, urls, strict=True)
+        ],
+    )
     spec.ablation.factors = list(FACTORS)
     w = spec.workload
     w.requests, w.input_tokens, w.output_tokens, w.seed = n_items, median_in, median_out, opts.seed
@@ -107,13 +110,18 @@ def run_ablation_demo(opts: AblationOptions, run_and_report):
         + ", ".join(f"{n} = {preset_of(on)}" for n, on in ARMS)
         + f"\n  workload: {opts.requests} chat-like requests per arm, closed loop, "
         f"{opts.concurrency} in flight per arm; {shape.describe().split(', gamma')[0]}"
-        + ("\n  quality: niah and keys after the load test on all four arms (the simulator's "
-           "quality faces: int4 weights lose a few answers, speculative decoding none, so the "
-           "accuracy interaction should be 0; --no-quality skips)" if opts.quality else ""),
+        + (
+            "\n  quality: niah and keys after the load test on all four arms (the simulator's "
+            "quality faces: int4 weights lose a few answers, speculative decoding none, so the "
+            "accuracy interaction should be 0; --no-quality skips)"
+            if opts.quality
+            else ""
+        ),
         file=sys.stderr,
     )
     with ExitStack() as stack:
         sims = [stack.enter_context(SimProcess(c)) for c in cfgs]
-        spec = build_spec(opts, [s.url for s in sims], len(items), shape.input_median,
-                          shape.output_median)  # fmt: skip
+        spec = build_spec(
+            opts, [s.url for s in sims], len(items), shape.input_median, shape.output_median
+        )
         return run_and_report(spec, items)

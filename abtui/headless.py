@@ -39,14 +39,14 @@ def load_checked_spec(path: str | Path | None = None, apply=None):
     return spec, text
 
 
-def run_headless(spec, text: str = "", *, overwrite: bool = False, items=None,
-                 gate: bool = True) -> int:  # fmt: skip
+def run_headless(
+    spec, text: str = "", *, overwrite: bool = False, items=None, gate: bool = True
+) -> int:
     """Run ``spec`` with progress lines on stderr; print the summary and verdict on stdout."""
     from abtui.report.console import HeadlessObserver
     from abtui.runner.session import run_session
 
-    result = run_session(spec, text, HeadlessObserver(sys.stderr), overwrite=overwrite,
-                         items=items)  # fmt: skip
+    result = run_session(spec, text, HeadlessObserver(sys.stderr), overwrite=overwrite, items=items)
     return report_run(result, gate)
 
 
@@ -82,8 +82,7 @@ def report_run(result, gate: bool = True) -> int:
     return sv.exit_code if gate else 0
 
 
-def print_verdict(path, cost: dict | None = None, policy: dict | None = None,
-                  store: bool = False):  # fmt: skip
+def print_verdict(path, cost: dict | None = None, policy: dict | None = None, store: bool = False):
     """The verdict of the session at ``path`` printed on stdout (computed; stored in the file
     only with ``store``: the run that wrote it); returned."""
     from abtui.report.verdict_text import print_verdict as print_text

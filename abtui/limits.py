@@ -86,20 +86,29 @@ LIMITS: dict[str, Limit] = {
     # a spread; the lengths drawn are rounded and clipped into 1..MAX_TOKENS
     "workload.length": _num(1, MAX_TOKENS, _WHY_TOKENS),
     "workload.length_sd": _num(0, MAX_TOKENS, "a normal length's standard deviation, tokens"),
-    "workload.length_sigma": _num(0, 10, "a lognormal σ of 10 puts one σ at 22,000× the "
-                                  "median"),
+    "workload.length_sigma": _num(0, 10, "a lognormal σ of 10 puts one σ at 22,000× the median"),
     # [load]
-    "load.rate": _num(0, MAX_RATE, "a thousand times what one generator keeps", "req/s",
-                      low_open=True),
-    "load.concurrency": _int(1, MAX_CONCURRENCY, "each request in flight holds a connection, a "
-                             "file descriptor and a local port"),
+    "load.rate": _num(
+        0, MAX_RATE, "a thousand times what one generator keeps", "req/s", low_open=True
+    ),
+    "load.concurrency": _int(
+        1,
+        MAX_CONCURRENCY,
+        "each request in flight holds a connection, a file descriptor and a local port",
+    ),
     # locally further capped by the machine: abtui.spec.bounds, max_generators()
-    "load.generators": _int(1, MAX_GENERATORS_RAY, "per arm, with --ray; a local run has at "
-                            f"most {GENERATORS_PER_CPU} per usable CPU for all arms together"),
-    "load.burstiness": _num(0, 100, "past 100 nearly every request lands in one burst",
-                            low_open=True),
-    "load.speedup": _num(0, 1e6, "a million times faster is every request at once", "×",
-                         low_open=True),
+    "load.generators": _int(
+        1,
+        MAX_GENERATORS_RAY,
+        "per arm, with --ray; a local run has at "
+        f"most {GENERATORS_PER_CPU} per usable CPU for all arms together",
+    ),
+    "load.burstiness": _num(
+        0, 100, "past 100 nearly every request lands in one burst", low_open=True
+    ),
+    "load.speedup": _num(
+        0, 1e6, "a million times faster is every request at once", "×", low_open=True
+    ),
     "load.runs": _int(1, 1_000, "each run repeats the whole schedule"),
     "load.blocks": _int(1, 10_000, "alternation blocks per level and run"),
     "load.duration_s": _num(0, MAX_SPAN_S, _WHY_SPAN, "s", low_open=True),
@@ -112,11 +121,16 @@ LIMITS: dict[str, Limit] = {
     "request.read_timeout_s": _num(0, MAX_WAIT_S, _WHY_WAIT, "s", low_open=True),
     "request.connect_timeout_s": _num(0, MAX_WAIT_S, _WHY_WAIT, "s", low_open=True),
     # [slo]: every key (ttft, tpot, itl, e2e, ttft_user)
-    "slo": _num(0, MAX_WAIT_S, "a per-request target of more than a day is no target", "s",
-                low_open=True),
+    "slo": _num(
+        0, MAX_WAIT_S, "a per-request target of more than a day is no target", "s", low_open=True
+    ),
     # [telemetry]
-    "telemetry.interval_s": _num(0.05, 3_600, "sampling faster than 20 Hz costs the run CPU; "
-                                 "slower than hourly sees nothing", "s"),
+    "telemetry.interval_s": _num(
+        0.05,
+        3_600,
+        "sampling faster than 20 Hz costs the run CPU; slower than hourly sees nothing",
+        "s",
+    ),
     # [cost] and the arms' own
     "cost.gpu_price": _num(0, 1e6, "USD per GPU-hour", "USD"),
     "cost.gpus": _int(1, 1_000_000, "GPUs per arm"),
@@ -124,8 +138,11 @@ LIMITS: dict[str, Limit] = {
     "policy.alpha": _num(0, 0.5, "a significance level", low_open=True),
     "policy.delta": _num(0, 0.99, "a fraction of the baseline's value"),
     "policy.delta_tail": _num(0, 0.99, "a fraction of the baseline's value"),
-    "policy.resamples": _int(100, MAX_RESAMPLES, "a weight matrix of resamples × 500 units is "
-                             "held (20 MB at the default 10,000)"),
+    "policy.resamples": _int(
+        100,
+        MAX_RESAMPLES,
+        "a weight matrix of resamples × 500 units is held (20 MB at the default 10,000)",
+    ),
     "policy.seed": _int(0, MAX_SEED, _WHY_SEED),
     # [quality]
     "quality.max_tokens": _int(1, MAX_TOKENS, _WHY_TOKENS),
@@ -134,13 +151,16 @@ LIMITS: dict[str, Limit] = {
     "quality.max_length": _int(1024, MAX_TOKENS, _WHY_TOKENS),
     "quality.concurrency": _int(1, MAX_CONCURRENCY, "quality requests in flight per arm"),
     "quality.margin": _num(0, 0.99, "a fraction of accuracy (0.01 = 1 percentage point)"),
-    "quality.budget_s": _num(0, MAX_WAIT_S, "the quality items' time budget; a day is a hang",
-                             "s", low_open=True),
+    "quality.budget_s": _num(
+        0, MAX_WAIT_S, "the quality items' time budget; a day is a hang", "s", low_open=True
+    ),
     # [ray]
-    "ray.cpus_per_generator": _num(0, 1_024, "Ray CPUs one generator actor reserves",
-                                   low_open=True),
-    "ray.clock_warn_ms": _num(0, 60_000, "a node clock known to ± a minute says nothing",
-                              "ms", low_open=True),
+    "ray.cpus_per_generator": _num(
+        0, 1_024, "Ray CPUs one generator actor reserves", low_open=True
+    ),
+    "ray.clock_warn_ms": _num(
+        0, 60_000, "a node clock known to ± a minute says nothing", "ms", low_open=True
+    ),
     # a workload line (abtui JSONL) and what the importers write into one
     "item.arrival_s": _num(0, MAX_SPAN_S, _WHY_SPAN, "s"),
     "item.input_tokens": _int(1, MAX_TOKENS, _WHY_TOKENS),
@@ -149,8 +169,9 @@ LIMITS: dict[str, Limit] = {
     "item.prefix_id": _int(0, MAX_SEED, "a 64-bit block id"),
     # a trace row, before it is a workload line
     "trace.timestamp_s": _num(0, MAX_EPOCH_S, "seconds since 1970 up to the year 9999", "s"),
-    "trace.timestamp_ms": _num(0, MAX_EPOCH_S * 1000, "milliseconds since 1970 up to the year "
-                               "9999", "ms"),
+    "trace.timestamp_ms": _num(
+        0, MAX_EPOCH_S * 1000, "milliseconds since 1970 up to the year 9999", "ms"
+    ),
     "trace.tokens": _int(0, MAX_TOKENS, _WHY_TOKENS),
 }
 
@@ -161,8 +182,9 @@ class OutOfRange(ValueError):
 
     def __init__(self, name: str, value: object, limit: Limit) -> None:
         self.name, self.value, self.limit = name, value, limit
-        super().__init__(f"{name} = {_show(value)} is out of range: {describe(limit)} "
-                         f"({limit.why})")  # fmt: skip
+        super().__init__(
+            f"{name} = {_show(value)} is out of range: {describe(limit)} ({limit.why})"
+        )
 
 
 def _num_words(x: float) -> str:

@@ -55,9 +55,17 @@ def write_workload(path: Path, size: int, seed: int = 0) -> int:
     with path.open("w") as fh:
         while written < size:
             start = rng.randrange(0, len(pool) - 2500)
-            line = json.dumps({"id": f"r{n}", "arrival_s": round(n * 0.01, 3),
-                               "prompt": pool[start : start + rng.randint(1500, 2500)],
-                               "max_tokens": 16}) + "\n"  # fmt: skip
+            line = (
+                json.dumps(
+                    {
+                        "id": f"r{n}",
+                        "arrival_s": round(n * 0.01, 3),
+                        "prompt": pool[start : start + rng.randint(1500, 2500)],
+                        "max_tokens": 16,
+                    }
+                )
+                + "\n"
+            )
             fh.write(line)
             written += len(line)
             n += 1
@@ -70,9 +78,17 @@ def write_mooncake(path: Path, size: int, seed: int = 0) -> int:
     with path.open("w") as fh:
         while written < size:
             k = rng.randint(1, 40)
-            line = json.dumps({"timestamp": n * 10, "input_length": 512 * k,
-                               "output_length": rng.randint(10, 400),
-                               "hash_ids": list(range(n % 1000, n % 1000 + k))}) + "\n"  # fmt: skip
+            line = (
+                json.dumps(
+                    {
+                        "timestamp": n * 10,
+                        "input_length": 512 * k,
+                        "output_length": rng.randint(10, 400),
+                        "hash_ids": list(range(n % 1000, n % 1000 + k)),
+                    }
+                )
+                + "\n"
+            )
             fh.write(line)
             written += len(line)
             n += 1
@@ -102,9 +118,27 @@ def step_run(args) -> dict:
 
     with SimProcess(ttft_ms=2, itl_ms=0.5) as a, SimProcess(ttft_ms=2, itl_ms=0.5) as b:
         t0 = time.perf_counter()
-        rc = main(["run", "--baseline", a.url, "--candidate", b.url, "--workload", args.file,
-                   "--requests", str(args.requests), "--rate", "200", "--headless",
-                   "--name", "bigtrace", "--sessions-dir", args.sessions, "--overwrite"])  # fmt: skip
+        rc = main(
+            [
+                "run",
+                "--baseline",
+                a.url,
+                "--candidate",
+                b.url,
+                "--workload",
+                args.file,
+                "--requests",
+                str(args.requests),
+                "--rate",
+                "200",
+                "--headless",
+                "--name",
+                "bigtrace",
+                "--sessions-dir",
+                args.sessions,
+                "--overwrite",
+            ]
+        )
         return {"rc": rc, "run_s": time.perf_counter() - t0}
 
 
@@ -119,8 +153,18 @@ def child(args) -> None:
 
 
 def run_step(step: str, file: Path, requests: int, sessions: Path) -> dict:
-    cmd = [sys.executable, __file__, "--step", step, "--file", str(file), "--requests",
-           str(requests), "--sessions", str(sessions)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        __file__,
+        "--step",
+        step,
+        "--file",
+        str(file),
+        "--requests",
+        str(requests),
+        "--sessions",
+        str(sessions),
+    ]
     p = subprocess.run(cmd, capture_output=True, text=True)
     for line in p.stdout.splitlines():
         if line.startswith("RESULT "):
@@ -154,8 +198,11 @@ def main() -> None:
                 for _, line in zip(range(args.requests), src, strict=False):
                     dst.write(line)
         n_mc = write_mooncake(mc, size) if "import" in steps else 0
-        print(f"wrote {tmp}: workload {n_wl:,} lines, mooncake {n_mc:,} lines, "
-              f"{args.gb:g} GiB each, in {time.perf_counter() - t0:.0f} s", flush=True)  # fmt: skip
+        print(
+            f"wrote {tmp}: workload {n_wl:,} lines, mooncake {n_mc:,} lines, "
+            f"{args.gb:g} GiB each, in {time.perf_counter() - t0:.0f} s",
+            flush=True,
+        )
         rows = []
         for step in steps:
             file = {"import": mc, "run-small": small}.get(step, wl)
@@ -165,14 +212,23 @@ def main() -> None:
             for r in res:
                 if r.get("rc") not in (None, 0, 3, 4):
                     raise SystemExit(f"step {step}: exit code {r['rc']}")
-            rows.append((step, file.stat().st_size, statistics.median(r["time_s"] for r in res),
-                         statistics.median(r["hwm_mb"] for r in res), res[0]))  # fmt: skip
+            rows.append(
+                (
+                    step,
+                    file.stat().st_size,
+                    statistics.median(r["time_s"] for r in res),
+                    statistics.median(r["hwm_mb"] for r in res),
+                    res[0],
+                )
+            )
         print()
-        print(f"machine: {platform.node()} {platform.machine()}, {os.cpu_count()} cpus, "
-              f"Linux {platform.release()}; Python {platform.python_version()}, "
-              f"abtui {metadata.version('abtui')}, duckdb {metadata.version('duckdb')}; "
-              f"load average at end {os.getloadavg()[0]:.1f}; N = {args.requests}; "
-              f"medians of {args.repeat}")  # fmt: skip
+        print(
+            f"machine: {platform.node()} {platform.machine()}, {os.cpu_count()} cpus, "
+            f"Linux {platform.release()}; Python {platform.python_version()}, "
+            f"abtui {metadata.version('abtui')}, duckdb {metadata.version('duckdb')}; "
+            f"load average at end {os.getloadavg()[0]:.1f}; N = {args.requests}; "
+            f"medians of {args.repeat}"
+        )
         print("| step | file | time (s) | peak RSS (MB) | detail |\n|---|---|---|---|---|")
         for step, fsize, t, mb, detail in rows:
             d = {k: v for k, v in detail.items() if k not in ("time_s", "hwm_mb")}

@@ -71,8 +71,9 @@ async def _drive(url: str, http: str, n: int, conc: int, out_tokens: int, in_tok
     async with client:
         # warm the connections first, as `abtui run` does
         warm = [RequestRecord(arm=0, item=-1) for _ in range(conc)]
-        await asyncio.gather(*(send(client, target, items[0], build_body(target, items[0]), r)
-                               for r in warm))  # fmt: skip
+        await asyncio.gather(
+            *(send(client, target, items[0], build_body(target, items[0]), r) for r in warm)
+        )
         sem = asyncio.Semaphore(conc)
 
         async def one(i: int) -> None:
@@ -185,16 +186,38 @@ def part_c(repeat: int) -> dict:
     for _ in range(repeat):
         with tempfile.TemporaryDirectory() as d:
             log = os.path.join(d, "chunks.jsonl")
-            with SimProcess(SimConfig(ttft_ms=50, itl_ms=10, chunk_log=log), cpu=SIM_CPU) as a, \
-                 SimProcess(SimConfig(ttft_ms=50, itl_ms=10), cpu=SIM_CPU) as b:  # fmt: skip
+            with (
+                SimProcess(SimConfig(ttft_ms=50, itl_ms=10, chunk_log=log), cpu=SIM_CPU) as a,
+                SimProcess(SimConfig(ttft_ms=50, itl_ms=10), cpu=SIM_CPU) as b,
+            ):
                 t0 = time.perf_counter_ns()
                 p = subprocess.Popen(
-                    [sys.executable, "-m", "abtui", "run", "--baseline", a.url, "--candidate",
-                     b.url, "--requests", "200", "--rate", "20", "--input-tokens", "512",
-                     "--output-tokens", "128", "--sessions-dir", d, "--name", "bench",
-                     "--headless"],
-                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                )  # fmt: skip
+                    [
+                        sys.executable,
+                        "-m",
+                        "abtui",
+                        "run",
+                        "--baseline",
+                        a.url,
+                        "--candidate",
+                        b.url,
+                        "--requests",
+                        "200",
+                        "--rate",
+                        "20",
+                        "--input-tokens",
+                        "512",
+                        "--output-tokens",
+                        "128",
+                        "--sessions-dir",
+                        d,
+                        "--name",
+                        "bench",
+                        "--headless",
+                    ],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
                 peak = main_peak = 0
                 while p.poll() is None:
                     pids = _tree(p.pid)
@@ -203,9 +226,10 @@ def part_c(repeat: int) -> dict:
                     main_peak = max(main_peak, rss[0])
                     time.sleep(0.05)
             first = min(
-                json.loads(x)["t_ns"] for x in Path(log).read_text().splitlines()
+                json.loads(x)["t_ns"]
+                for x in Path(log).read_text().splitlines()
                 if json.loads(x).get("event") == "recv"
-            )  # fmt: skip
+            )
             starts.append((first - t0) / 1e9)
             peaks.append(peak / 1024)
             mains.append(main_peak / 1024)
@@ -262,11 +286,26 @@ def _first_wave_run(url: str, http: str, streams: int, out_tokens: int, preconne
     G.build_body = build
     target = Target(base_url=url, model="sim-model")
     items = synthetic_items(streams * 2, 64, out_tokens, 0, [0.0] * (streams * 2))
-    warm = [Item(index=100_000 + k, id=f"w{k}", prompt="warm up", max_tokens=out_tokens, n_input=2)
-            for k in range(2)]  # fmt: skip
-    kw = {"preconnect": preconnect} if "preconnect" in {f.name for f in dataclasses.fields(G.ArmPlan)} else {}
-    plan = G.ArmPlan(arm=0, target=target, items=items, warmup_items=warm, mode="closed",
-                     concurrency=streams, store_text=False, http=http, **kw)  # fmt: skip
+    warm = [
+        Item(index=100_000 + k, id=f"w{k}", prompt="warm up", max_tokens=out_tokens, n_input=2)
+        for k in range(2)
+    ]
+    kw = (
+        {"preconnect": preconnect}
+        if "preconnect" in {f.name for f in dataclasses.fields(G.ArmPlan)}
+        else {}
+    )
+    plan = G.ArmPlan(
+        arm=0,
+        target=target,
+        items=items,
+        warmup_items=warm,
+        mode="closed",
+        concurrency=streams,
+        store_text=False,
+        http=http,
+        **kw,
+    )
     start = _Start()
     results = _Results(start)
     G.run_loop(G._Generator(plan, results, start, _NoStop()).run())
@@ -285,8 +324,10 @@ def _wave_errors(recs: list[RequestRecord], log_path: str, streams: int) -> dict
             recv[k] = e["t_ns"]
         elif e.get("seq") is not None:  # a token chunk written: the first is the earliest
             first[k] = min(first.get(k, e["t_ns"]), e["t_ns"])
-    ok = sorted((r for r in recs if r.status == "ok" and r.chunk_ns and r.item in recv
-                 and r.item in first), key=lambda r: r.dispatched_ns)  # fmt: skip
+    ok = sorted(
+        (r for r in recs if r.status == "ok" and r.chunk_ns and r.item in recv and r.item in first),
+        key=lambda r: r.dispatched_ns,
+    )
     out = {"n_ok": len(ok), "n": len(recs)}
 
     def p(x):
@@ -321,15 +362,22 @@ def part_d(http: str, streams: int, out_tokens: int, repeat: int, preconnect: bo
     out = {}
     for k in runs[0]:
         vals = [r[k] for r in runs]
-        out[k] = (tuple(statistics.median(v[i] for v in vals) for i in range(2))
-                  if isinstance(vals[0], tuple) else statistics.median(vals))  # fmt: skip
+        out[k] = (
+            tuple(statistics.median(v[i] for v in vals) for i in range(2))
+            if isinstance(vals[0], tuple)
+            else statistics.median(vals)
+        )
     return out
 
 
 async def _httpx_wave(c, target: Target, items) -> None:
     recs = [RequestRecord(arm=0, item=i) for i in range(len(items))]
-    await asyncio.gather(*(stream_request(c, target, it, build_body(target, it), r)
-                           for it, r in zip(items, recs, strict=True)))  # fmt: skip
+    await asyncio.gather(
+        *(
+            stream_request(c, target, it, build_body(target, it), r)
+            for it, r in zip(items, recs, strict=True)
+        )
+    )
     assert all(r.status == "ok" for r in recs), recs[0].error_message
 
 
@@ -372,56 +420,80 @@ def main() -> None:
     ap.add_argument("--http", choices=("fast", "httpx"), default="fast")
     ap.add_argument("--parts", default="abc", help="which parts to run (default abc; also d, e)")
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--preconnect", choices=("on", "off", "both"), default="on",
-                    help="(d): connections opened before t0, or not, or both in turn")
+    ap.add_argument(
+        "--preconnect",
+        choices=("on", "off", "both"),
+        default="on",
+        help="(d): connections opened before t0, or not, or both in turn",
+    )
     args = ap.parse_args()
     ver = {p: metadata.version(p) for p in ("httpx", "duckdb", "numpy")}
     try:
         ver["uvloop"] = metadata.version("uvloop")
     except metadata.PackageNotFoundError:
         ver["uvloop"] = "absent"
-    print(f"# bench_client — {platform.platform()}, {os.cpu_count()} cpus, Python "
-          f"{platform.python_version()}, {ver}; http={args.http}; median of {args.repeat}")  # fmt: skip
+    print(
+        f"# bench_client — {platform.platform()}, {os.cpu_count()} cpus, Python "
+        f"{platform.python_version()}, {ver}; http={args.http}; median of {args.repeat}"
+    )
     if "a" in args.parts:
         a = part_a(args.http, args.repeat)
-        print(f"(a) ingest, zero-delay endpoint, 256-token responses, 64 streams: "
-              f"{a['tokens_per_s']:,.0f} tokens/s per process (client CPU {a['client_cpu']:.0%})")  # fmt: skip
+        print(
+            f"(a) ingest, zero-delay endpoint, 256-token responses, 64 streams: "
+            f"{a['tokens_per_s']:,.0f} tokens/s per process (client CPU {a['client_cpu']:.0%})"
+        )
     if "b" in args.parts:
-        print("(b) error vs the endpoint's send log (ms):  streams  TTFT P50  TTFT P99  "
-              "gap P50  gap P99  arrival P99  client CPU")  # fmt: skip
+        print(
+            "(b) error vs the endpoint's send log (ms):  streams  TTFT P50  TTFT P99  "
+            "gap P50  gap P99  arrival P99  client CPU"
+        )
         for streams, ttft, itl, toks in ((64, 50, 10, 256), (256, 50, 20, 128)):
             b = part_b(args.http, streams, ttft, itl, toks, args.repeat)
-            print(f"    TTFT {ttft} ms / ITL {itl} ms {streams:>14}  {b['ttft_p50']:+8.2f}  "
-                  f"{b['ttft_p99']:+8.2f}  {b['gap_p50']:+7.2f}  {b['gap_p99']:+7.2f}  "
-                  f"{b['arrival_p99']:+11.2f}  {b['client_cpu']:9.0%}")  # fmt: skip
+            print(
+                f"    TTFT {ttft} ms / ITL {itl} ms {streams:>14}  {b['ttft_p50']:+8.2f}  "
+                f"{b['ttft_p99']:+8.2f}  {b['gap_p50']:+7.2f}  {b['gap_p99']:+7.2f}  "
+                f"{b['arrival_p99']:+11.2f}  {b['client_cpu']:9.0%}"
+            )
     if "c" in args.parts:
         c = part_c(args.repeat)
-        print(f"(c) `abtui run` → first request at the endpoint: {c['start_s']:.2f} s; "
-              f"peak RSS {c['peak_mb']:.0f} MB in all (main process {c['main_mb']:.0f} MB)")  # fmt: skip
+        print(
+            f"(c) `abtui run` → first request at the endpoint: {c['start_s']:.2f} s; "
+            f"peak RSS {c['peak_mb']:.0f} MB in all (main process {c['main_mb']:.0f} MB)"
+        )
     if "d" in args.parts:
-        print(f"(d) first wave, TTFT error vs the endpoint's log (ms), TTFT 50 ms / ITL 20 ms, "
-              f"warm-up 2, closed loop, 2 waves; load average before: "
-              f"{os.getloadavg()[0]:.2f}")  # fmt: skip
-        print("    preconnect  streams  first wave P50/P99 (opened) [to the server | back]  "
-              "later P50/P99   all P50/P99")  # fmt: skip
+        print(
+            f"(d) first wave, TTFT error vs the endpoint's log (ms), TTFT 50 ms / ITL 20 ms, "
+            f"warm-up 2, closed loop, 2 waves; load average before: "
+            f"{os.getloadavg()[0]:.2f}"
+        )
+        print(
+            "    preconnect  streams  first wave P50/P99 (opened) [to the server | back]  "
+            "later P50/P99   all P50/P99"
+        )
         modes = {"on": [True], "off": [False], "both": [False, True]}[args.preconnect]
         for streams, toks in ((64, 32), (256, 32)):
             for pre in modes:
                 d = part_d(args.http, streams, toks, args.repeat, pre)
                 f, la, al = d["first"], d["later"], d["all"]
                 th, bk = d["first_there"], d["first_back"]
-                print(f"    {'on' if pre else 'off':>10}  {streams:>7}  {f[0]:+7.2f} / {f[1]:+7.2f} "
-                      f"({d['first_connected']:>3.0f}) [{th[0]:+.1f}/{th[1]:+.1f} | "
-                      f"{bk[0]:+.1f}/{bk[1]:+.1f}]  {la[0]:+6.2f} / {la[1]:+6.2f}  "
-                      f"{al[0]:+6.2f} / {al[1]:+6.2f}   ok {d['n_ok']:.0f}/{d['n']:.0f}")  # fmt: skip
+                print(
+                    f"    {'on' if pre else 'off':>10}  {streams:>7}  {f[0]:+7.2f} / {f[1]:+7.2f} "
+                    f"({d['first_connected']:>3.0f}) [{th[0]:+.1f}/{th[1]:+.1f} | "
+                    f"{bk[0]:+.1f}/{bk[1]:+.1f}]  {la[0]:+6.2f} / {la[1]:+6.2f}  "
+                    f"{al[0]:+6.2f} / {al[1]:+6.2f}   ok {d['n_ok']:.0f}/{d['n']:.0f}"
+                )
         print(f"    load average after: {os.getloadavg()[0]:.2f}")
     if "e" in args.parts:
-        print(f"(e) httpx, client CPU of one wave (s), cold pool vs N idle connections; load "
-              f"average before: {os.getloadavg()[0]:.2f}")  # fmt: skip
+        print(
+            f"(e) httpx, client CPU of one wave (s), cold pool vs N idle connections; load "
+            f"average before: {os.getloadavg()[0]:.2f}"
+        )
         for n in (64, 128):
             e = part_e(n, args.repeat)
-            print(f"    N = {n:>3}: cold {e['cold']:.2f} s, N idle {e['warm']:.2f} s "
-                  f"(x{e['warm'] / e['cold']:.1f})")  # fmt: skip
+            print(
+                f"    N = {n:>3}: cold {e['cold']:.2f} s, N idle {e['warm']:.2f} s "
+                f"(x{e['warm'] / e['cold']:.1f})"
+            )
 
 
 if __name__ == "__main__":

@@ -44,15 +44,23 @@ from abtui.stats import factorial as fx
 from abtui.stats.synthetic import ArmTruth, shared_load, synthetic_table
 
 ROWS = ("tpot.p50", "tpot.mean", "ttft.p50", "ttft.mean")
-POLICY = {"primary": "tpot.p50", "guardrails": ["tpot.p99"], "alpha": 0.05, "delta": 0.02,
-          "delta_tail": 0.05}  # fmt: skip
+POLICY = {
+    "primary": "tpot.p50",
+    "guardrails": ["tpot.p99"],
+    "alpha": 0.05,
+    "delta": 0.02,
+    "delta_tail": 0.05,
+}
 
 
 def one(truth: float, seed: int, args) -> dict[str, tuple[bool, bool, bool]]:
     a, b = 0.85, 0.80
-    arms = [ArmTruth(ar=args.ar), ArmTruth(tpot_scale=a, ar=args.ar),
-            ArmTruth(tpot_scale=b, ar=args.ar),
-            ArmTruth(tpot_scale=a * b * (1 + truth), ar=args.ar)]  # fmt: skip
+    arms = [
+        ArmTruth(ar=args.ar),
+        ArmTruth(tpot_scale=a, ar=args.ar),
+        ArmTruth(tpot_scale=b, ar=args.ar),
+        ArmTruth(tpot_scale=a * b * (1 + truth), ar=args.ar),
+    ]
     shared = shared_load(args.n, seed=seed, sigma=args.shared_sd, ar=args.shared_ar)
     t = synthetic_table(args.n, arms, seed=seed, shared=shared)
     design, _ = fx.design_of(["base", "a", "b", "a+b"], ["a", "b"])
@@ -62,8 +70,11 @@ def one(truth: float, seed: int, args) -> dict[str, tuple[bool, bool, bool]]:
     for term in terms:
         if term.order == 2 and term.key in ROWS:
             want = truth if term.key.startswith("tpot") else 0.0
-            out[term.key] = (term.lo <= want <= term.hi, term.p < POLICY["alpha"],
-                             term.outcome in (fx.ANTAGONISTIC, fx.SYNERGISTIC))  # fmt: skip
+            out[term.key] = (
+                term.lo <= want <= term.hi,
+                term.p < POLICY["alpha"],
+                term.outcome in (fx.ANTAGONISTIC, fx.SYNERGISTIC),
+            )
     return out
 
 
@@ -87,11 +98,15 @@ def main(argv=None) -> int:
     if args.quick:
         args.repeats = 20
     truths = [float(x) for x in args.truths.split(",")]
-    print(f"# factorial interaction calibration — abtui {__version__}, Python "
-          f"{platform.python_version()}, numpy {np.__version__}, {platform.machine()}, "
-          f"{os.cpu_count()} CPUs")  # fmt: skip
-    print(f"{args.repeats} repeats per truth; n = {args.n} per arm; {args.resamples} resamples; "
-          f"own-noise AR {args.ar:g}; shared load SD {args.shared_sd:g}, AR {args.shared_ar:g}\n")
+    print(
+        f"# factorial interaction calibration — abtui {__version__}, Python "
+        f"{platform.python_version()}, numpy {np.__version__}, {platform.machine()}, "
+        f"{os.cpu_count()} CPUs"
+    )
+    print(
+        f"{args.repeats} repeats per truth; n = {args.n} per arm; {args.resamples} resamples; "
+        f"own-noise AR {args.ar:g}; shared load SD {args.shared_sd:g}, AR {args.shared_ar:g}\n"
+    )
     print("| truth (TPOT) | row | truth of row | covered (95% CI) | p < α | flagged |")
     print("|--:|---|--:|--:|--:|--:|")
     t0 = time.perf_counter()
@@ -103,8 +118,10 @@ def main(argv=None) -> int:
         for key in ROWS:
             rows = got.get(key, [])
             want = truth if key.startswith("tpot") else 0.0
-            print(f"| {truth:+.0%} | {key} | {want:+.0%} | {rate([r[0] for r in rows])} | "
-                  f"{rate([r[1] for r in rows])} | {rate([r[2] for r in rows])} |")
+            print(
+                f"| {truth:+.0%} | {key} | {want:+.0%} | {rate([r[0] for r in rows])} | "
+                f"{rate([r[1] for r in rows])} | {rate([r[2] for r in rows])} |"
+            )
         sys.stdout.flush()
     print(f"\n{time.perf_counter() - t0:.0f} s")
     return 0

@@ -65,11 +65,20 @@ def run_once(url: str, procs: int, rate: float, seconds: float, seed: int, cpus=
     ps, pipes = [], []
     for g in range(procs):
         mine = [it for it, o in zip(items, owner, strict=True) if o == g]
-        warm = [Item(index=n + g * 4 + k, id=f"w{g}.{k}", prompt="warm up", max_tokens=OUT_TOKENS)
-                for k in range(4)]  # fmt: skip
-        plan = ArmPlan(arm=g, target=target, items=mine, warmup_items=warm, mode="open",
-                       concurrency=None, store_text=False,
-                       cpu=cpus[g % len(cpus)] if cpus else None)  # fmt: skip
+        warm = [
+            Item(index=n + g * 4 + k, id=f"w{g}.{k}", prompt="warm up", max_tokens=OUT_TOKENS)
+            for k in range(4)
+        ]
+        plan = ArmPlan(
+            arm=g,
+            target=target,
+            items=mine,
+            warmup_items=warm,
+            mode="open",
+            concurrency=None,
+            store_text=False,
+            cpu=cpus[g % len(cpus)] if cpus else None,
+        )
         parent, child = ctx.Pipe()
         p = ctx.Process(target=generator_main, args=(plan, results, child, stop), daemon=True)
         p.start()
@@ -106,8 +115,11 @@ def run_once(url: str, procs: int, rate: float, seconds: float, seed: int, cpus=
                 p.terminate()
     lag = np.array([(r.dispatched_ns - r.scheduled_ns) / 1e9 for r in recs if r.dispatched_ns])
     ok = sum(r.status == "ok" for r in recs)
-    cpu = [s.get("measure_cpu_s", 0) / s["measure_wall_s"] for s in stats.values()
-           if isinstance(s, dict) and s.get("measure_wall_s")]  # fmt: skip
+    cpu = [
+        s.get("measure_cpu_s", 0) / s["measure_wall_s"]
+        for s in stats.values()
+        if isinstance(s, dict) and s.get("measure_wall_s")
+    ]
     return {
         "n": n,
         "ok": ok,
@@ -125,8 +137,10 @@ def run_once(url: str, procs: int, rate: float, seconds: float, seed: int, cpus=
 def sustained(url: str, procs: int, args) -> tuple[float | None, list[dict]]:
     rate, best, rows, intact = args.start, None, [], True
     while rate <= args.max_rate:
-        runs = [run_once(url, procs, rate, args.seconds, seed, args.gen_cpus)
-                for seed in range(args.repeat)]  # fmt: skip
+        runs = [
+            run_once(url, procs, rate, args.seconds, seed, args.gen_cpus)
+            for seed in range(args.repeat)
+        ]
         row = {
             "procs": procs,
             "rate": rate,
@@ -137,9 +151,12 @@ def sustained(url: str, procs: int, args) -> tuple[float | None, list[dict]]:
             "failed": sum(r["n"] - r["ok"] for r in runs),
         }
         rows.append(row)
-        print(f"  {procs} proc  {rate:>8.0f} req/s  lag P50 {row['p50'] * 1e3:7.3f} ms  P99 "
-              f"{row['p99'] * 1e3:7.3f} ms  max {row['max'] * 1e3:7.2f} ms  generator CPU "
-              f"{100 * row['cpu']:3.0f}%  failed {row['failed']}", flush=True)  # fmt: skip
+        print(
+            f"  {procs} proc  {rate:>8.0f} req/s  lag P50 {row['p50'] * 1e3:7.3f} ms  P99 "
+            f"{row['p99'] * 1e3:7.3f} ms  max {row['max'] * 1e3:7.2f} ms  generator CPU "
+            f"{100 * row['cpu']:3.0f}%  failed {row['failed']}",
+            flush=True,
+        )
         if row["p99"] < LAG_LIMIT_S and not row["failed"]:
             if intact:
                 best = rate  # every rate up to here kept P99 < 1 ms
@@ -173,17 +190,21 @@ def main() -> None:
         if args.procs
         else [p for p in (1, 2, 4) if p <= max(cpus, 2)]
     )
-    vers = ", ".join(f"{d} {metadata.version(d)}" for d in ("abtui", "numpy", "uvloop")
-                     if _has(d))  # fmt: skip
+    vers = ", ".join(f"{d} {metadata.version(d)}" for d in ("abtui", "numpy", "uvloop") if _has(d))
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"# bench_loadgen — {platform.platform()}, {cpus} cpus, {cpu_model()}, Python "
-          f"{platform.python_version()}, {vers}; load average at start {load:.1f}")  # fmt: skip
-    print(f"# zero-delay simulated endpoint, {OUT_TOKENS}-token answers, Poisson arrivals; "
-          f"median of {args.repeat} runs of {args.seconds:g} s per rate")  # fmt: skip
+    print(
+        f"# bench_loadgen — {platform.platform()}, {cpus} cpus, {cpu_model()}, Python "
+        f"{platform.python_version()}, {vers}; load average at start {load:.1f}"
+    )
+    print(
+        f"# zero-delay simulated endpoint, {OUT_TOKENS}-token answers, Poisson arrivals; "
+        f"median of {args.repeat} runs of {args.seconds:g} s per rate"
+    )
     best = {}
     print(f"# pinned: endpoint core 0, generators cores 1-{cpus - 1}" if pin else "# not pinned")
-    with SimProcess(SimConfig(port=0, ttft_ms=0, itl_ms=0, model="sim-model"),
-                    cpu=0 if pin else None) as sim:  # fmt: skip
+    with SimProcess(
+        SimConfig(port=0, ttft_ms=0, itl_ms=0, model="sim-model"), cpu=0 if pin else None
+    ) as sim:
         for p in procs:
             best[p], _ = sustained(sim.url, p, args)
     print("\n| generator processes | highest Poisson rate with P99 lag < 1 ms |")

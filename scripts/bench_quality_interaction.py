@@ -61,8 +61,9 @@ ALPHA = 0.05
 
 
 def one(thresholds: list[float], n: int, seed: int, args) -> tuple[bool, ...]:
-    y, cluster = qs.answers(n, thresholds, flip=args.flip, cluster_size=args.cluster,
-                            rho=args.rho, seed=seed)  # fmt: skip
+    y, cluster = qs.answers(
+        n, thresholds, flip=args.flip, cluster_size=args.cluster, rho=args.rho, seed=seed
+    )
     contrast = y @ COEF
     t = qf.term_of("synthetic", "a×b", 2, contrast, cluster, COEF, args.margin)
     t.p_adj = t.p  # the suite alone in its family
@@ -71,12 +72,23 @@ def one(thresholds: list[float], n: int, seed: int, args) -> tuple[bool, ...]:
     f.p_adj = f.p
     qf.decide([f], ALPHA)
     want = qs.truth(thresholds, list(COEF), args.flip)
-    blo, bhi = cluster_bootstrap_ci(contrast.astype(float), cluster, resamples=args.resamples,
-                                    seed=seed)  # fmt: skip
+    blo, bhi = cluster_bootstrap_ci(
+        contrast.astype(float), cluster, resamples=args.resamples, seed=seed
+    )
     flag = (qf.fx.ANTAGONISTIC, qf.fx.SYNERGISTIC)
-    return (t.lo <= want <= t.hi, t.p < ALPHA, t.outcome in flag, t.state == qf.FAIL,
-            t.hi - t.lo, f.lo <= want <= f.hi, f.outcome in flag, f.hi - f.lo,
-            blo <= want <= bhi, blo == bhi, bhi - blo)  # fmt: skip
+    return (
+        t.lo <= want <= t.hi,
+        t.p < ALPHA,
+        t.outcome in flag,
+        t.state == qf.FAIL,
+        t.hi - t.lo,
+        f.lo <= want <= f.hi,
+        f.outcome in flag,
+        f.hi - f.lo,
+        blo <= want <= bhi,
+        blo == bhi,
+        bhi - blo,
+    )
 
 
 def rate(xs) -> str:
@@ -99,13 +111,19 @@ def main(argv=None) -> int:
     if args.quick:
         args.repeats = 100
     sizes = [int(x) for x in args.n.split(",")]
-    print(f"# accuracy interaction calibration — abtui {__version__}, Python "
-          f"{platform.python_version()}, numpy {np.__version__}, {platform.machine()}, "
-          f"{os.cpu_count()} CPUs")  # fmt: skip
-    print(f"{args.repeats} repeats per cell; clusters of {args.cluster} (ρ {args.rho:g}); flips "
-          f"{args.flip:g} per answer; margin {args.margin * 100:g} pp; α {ALPHA:g}\n")
-    print("| scenario | items | truth | covered | p < α | flagged | NO-GO | width | full lattice: "
-          "covered | flagged | width | bootstrap: covered | [0, 0] | width |")
+    print(
+        f"# accuracy interaction calibration — abtui {__version__}, Python "
+        f"{platform.python_version()}, numpy {np.__version__}, {platform.machine()}, "
+        f"{os.cpu_count()} CPUs"
+    )
+    print(
+        f"{args.repeats} repeats per cell; clusters of {args.cluster} (ρ {args.rho:g}); flips "
+        f"{args.flip:g} per answer; margin {args.margin * 100:g} pp; α {ALPHA:g}\n"
+    )
+    print(
+        "| scenario | items | truth | covered | p < α | flagged | NO-GO | width | full lattice: "
+        "covered | flagged | width | bootstrap: covered | [0, 0] | width |"
+    )
     print("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
     t0 = time.perf_counter()
     for name, th in SCENARIOS.items():
@@ -114,9 +132,11 @@ def main(argv=None) -> int:
             got = [one(th, n, 5000 + seed, args) for seed in range(args.repeats)]
             c = list(zip(*got, strict=True))
             w = lambda x: f"{np.mean(x) * 100:.1f} pp"  # noqa: E731
-            print(f"| {name} | {n} | {want * 100:+.1f} pp | {rate(c[0])} | {rate(c[1])} | "
-                  f"{rate(c[2])} | {rate(c[3])} | {w(c[4])} | {rate(c[5])} | {rate(c[6])} | "
-                  f"{w(c[7])} | {rate(c[8])} | {rate(c[9])} | {w(c[10])} |")
+            print(
+                f"| {name} | {n} | {want * 100:+.1f} pp | {rate(c[0])} | {rate(c[1])} | "
+                f"{rate(c[2])} | {rate(c[3])} | {w(c[4])} | {rate(c[5])} | {rate(c[6])} | "
+                f"{w(c[7])} | {rate(c[8])} | {rate(c[9])} | {w(c[10])} |"
+            )
             sys.stdout.flush()
     print(f"\n{time.perf_counter() - t0:.0f} s")
     return 0

@@ -39,13 +39,20 @@ def run_once(urls, mode: str, opts, tmp: str, k: int) -> dict:
     with SessionReader(res.path) as rd:
         t, meta = rd.request_table(), rd.meta()
         n_quality = len(rd.quality())
-    out = {"status": res.status, "quality_rows": n_quality,
-           "during": (meta.get("quality_interleaved") or {}).get("sent_during_load")}  # fmt: skip
+    out = {
+        "status": res.status,
+        "quality_rows": n_quality,
+        "during": (meta.get("quality_interleaved") or {}).get("sent_during_load"),
+    }
     for arm, a in enumerate(spec.arms):
         s = summarize(t, arm)
-        out[a.name] = {"ttft_p50": s.ttft.p50, "ttft_p99": s.ttft.p99, "tpot_p50": s.tpot.p50,
-                       "lag_p99": meta["generator_health"]["arms"][a.name]["lag_p99_s"],
-                       "n": s.ok}  # fmt: skip
+        out[a.name] = {
+            "ttft_p50": s.ttft.p50,
+            "ttft_p99": s.ttft.p99,
+            "tpot_p50": s.tpot.p50,
+            "lag_p99": meta["generator_health"]["arms"][a.name]["lag_p99_s"],
+            "n": s.ok,
+        }
     return out
 
 
@@ -70,15 +77,27 @@ def main() -> int:
             for mode in runs:
                 runs[mode].append(run_once((sa.url, sb.url), mode, opts, tmp, k))
     names = arm_names(BASELINE, CANDIDATE)
-    cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo")
-                if ln.startswith("model name")), platform.processor())  # fmt: skip
-    print(f"machine   {cpu}, {os.cpu_count()} CPUs; load average before "
-          f"{load0[0]:.2f}, after {os.getloadavg()[0]:.2f} (1 min)")  # fmt: skip
+    cpu = next(
+        (
+            ln.split(":", 1)[1].strip()
+            for ln in open("/proc/cpuinfo")
+            if ln.startswith("model name")
+        ),
+        platform.processor(),
+    )
+    print(
+        f"machine   {cpu}, {os.cpu_count()} CPUs; load average before "
+        f"{load0[0]:.2f}, after {os.getloadavg()[0]:.2f} (1 min)"
+    )
     print(f"versions  abtui {metadata.version('abtui')}, Python {platform.python_version()}")
-    print(f"workload  demo presets {BASELINE} vs {CANDIDATE}, {a.requests} requests/arm at "
-          f"{a.rate:g} req/s, quality niah+keys; medians of {a.repeat} alternated runs")  # fmt: skip
-    hdr = (f"{'mode':<12} {'arm':<5} {'ok':>4} {'TTFT P50':>9} {'TTFT P99':>9} {'TPOT P50':>9} "
-           f"{'lag P99':>8} {'quality rows':>12} {'sent in load':>12}")  # fmt: skip
+    print(
+        f"workload  demo presets {BASELINE} vs {CANDIDATE}, {a.requests} requests/arm at "
+        f"{a.rate:g} req/s, quality niah+keys; medians of {a.repeat} alternated runs"
+    )
+    hdr = (
+        f"{'mode':<12} {'arm':<5} {'ok':>4} {'TTFT P50':>9} {'TTFT P99':>9} {'TPOT P50':>9} "
+        f"{'lag P99':>8} {'quality rows':>12} {'sent in load':>12}"
+    )
     print(hdr + "\n" + "-" * len(hdr))
     for mode, rs in runs.items():
         for name in names:
@@ -87,10 +106,12 @@ def main() -> int:
                 return statistics.median(r[name][key] for r in rs) * 1e3
 
             during = [r["during"] for r in rs if r["during"] is not None]
-            print(f"{mode:<12} {name:<5} {rs[0][name]['n']:>4} {med('ttft_p50'):9.1f} "
-                  f"{med('ttft_p99'):9.1f} {med('tpot_p50'):9.2f} {med('lag_p99'):8.2f} "
-                  f"{statistics.median(r['quality_rows'] for r in rs):>12g} "
-                  f"{statistics.median(during) if during else '-':>12}")  # fmt: skip
+            print(
+                f"{mode:<12} {name:<5} {rs[0][name]['n']:>4} {med('ttft_p50'):9.1f} "
+                f"{med('ttft_p99'):9.1f} {med('tpot_p50'):9.2f} {med('lag_p99'):8.2f} "
+                f"{statistics.median(r['quality_rows'] for r in rs):>12g} "
+                f"{statistics.median(during) if during else '-':>12}"
+            )
     print("(ms; 'sent in load': quality rows sent before the last load request ended, both arms)")
     bad = [r["status"] for rs in runs.values() for r in rs if r["status"] != "complete"]
     return 1 if bad else 0

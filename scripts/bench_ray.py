@@ -161,7 +161,9 @@ class Sampler(threading.Thread):
 
 
 def _spec(path: Path, urls: list[str], gens: int, args) -> Path:
-    arms = "".join(f'[[arms]]\nname = "{n}"\nurl = "{u}"\n' for n, u in zip(ARMS, urls, strict=True))
+    arms = "".join(
+        f'[[arms]]\nname = "{n}"\nurl = "{u}"\n' for n, u in zip(ARMS, urls, strict=True)
+    )
     path.write_text(f"""{arms}[workload]
 requests = {args.requests * gens}
 input_tokens = 64
@@ -178,8 +180,16 @@ text = {str(not args.no_store_text).lower()}
     return path
 
 
-def run_once(where: str, gens: int, urls: list[str], sims: list[int], address: str | None,
-             tmp: Path, k: int, args) -> dict:  # fmt: skip
+def run_once(
+    where: str,
+    gens: int,
+    urls: list[str],
+    sims: list[int],
+    address: str | None,
+    tmp: Path,
+    k: int,
+    args,
+) -> dict:
     from abtui.store.reader import SessionReader
 
     name = f"{where}-g{gens}-s{len(sims)}-{k}"
@@ -202,14 +212,17 @@ def run_once(where: str, gens: int, urls: list[str], sims: list[int], address: s
                 p.wait(30)
     db = tmp / f"{name}.duckdb"
     if not db.exists():
-        raise SystemExit(f"{name}: no session (exit {rc}); see {tmp / (name + '.log')}:\n"
-                         + (tmp / f"{name}.log").read_text()[-3000:])  # fmt: skip
+        raise SystemExit(
+            f"{name}: no session (exit {rc}); see {tmp / (name + '.log')}:\n"
+            + (tmp / f"{name}.log").read_text()[-3000:]
+        )
     with SessionReader(db) as rd:
         meta = rd.meta()
-        (ok, failed, tokens), = rd.query(
+        ((ok, failed, tokens),) = rd.query(
             "SELECT count(*) FILTER (WHERE status = 'ok'), count(*) FILTER (WHERE status <> 'ok'),"
             " coalesce(sum(n_output) FILTER (WHERE status = 'ok'), 0) FROM requests "
-            "WHERE NOT warmup")  # fmt: skip
+            "WHERE NOT warmup"
+        )
     db.unlink()
     segs = meta["segments"]
     t0, t1 = segs[0]["t0_ns"], segs[-1]["end_ns"]
@@ -227,13 +240,26 @@ def run_once(where: str, gens: int, urls: list[str], sims: list[int], address: s
     machine = smp.machine_cpu(t0, t1) / wall
     health = (meta.get("generator_health") or {}).get("arms") or {}
     behind = max((a.get("main_behind_max_s") or 0.0 for a in health.values()), default=0.0)
-    return {"rc": rc, "ok": ok, "failed": failed, "tok_s": tokens / wall, "req_s": ok / wall,
-            "wall_s": wall, "driver": driver, "gen_sum": sum(gen_cpu),
-            "gen_max": max(gen_cpu, default=0.0), "n_gen": len(gen_cpu), "sim": sim_cpu,
-            "sim_max": max(sim_cpu, default=0.0), "ray_own": ray_own,
-            "others": max(0.0, machine - driver - sum(gen_cpu) - sum(sim_cpu) - ray_own),
-            "rss_mb": smp.hwm_kb / 1024, "behind_s": behind, "load": load,
-            "sampler_cpu": smp.own_cpu_s / wall}  # fmt: skip
+    return {
+        "rc": rc,
+        "ok": ok,
+        "failed": failed,
+        "tok_s": tokens / wall,
+        "req_s": ok / wall,
+        "wall_s": wall,
+        "driver": driver,
+        "gen_sum": sum(gen_cpu),
+        "gen_max": max(gen_cpu, default=0.0),
+        "n_gen": len(gen_cpu),
+        "sim": sim_cpu,
+        "sim_max": max(sim_cpu, default=0.0),
+        "ray_own": ray_own,
+        "others": max(0.0, machine - driver - sum(gen_cpu) - sum(sim_cpu) - ray_own),
+        "rss_mb": smp.hwm_kb / 1024,
+        "behind_s": behind,
+        "load": load,
+        "sampler_cpu": smp.own_cpu_s / wall,
+    }
 
 
 def _is_spawned(smp: Sampler, pid: int) -> bool:
@@ -271,12 +297,15 @@ def part_a(args) -> None:
                             for w in wheres:
                                 r = run_once(w, g, urls, pids, address, tmp, k, args)
                                 rows.setdefault((g, ns, w), []).append(r)
-                                print(f"  {w:5} {g} gen/arm, {ns} sim(s), run {k + 1}: "
-                                      f"{r['tok_s']:9,.0f} tok/s  driver {r['driver']:.0%}  "
-                                      f"generators {r['gen_sum']:.0%} (max {r['gen_max']:.0%})  "
-                                      f"sims {'/'.join(f'{x:.0%}' for x in r['sim'])}  ray own "
-                                      f"{r['ray_own']:.0%}  others {r['others']:.0%}  load "
-                                      f"{r['load']:.1f}  failed {r['failed']}", flush=True)  # fmt: skip
+                                print(
+                                    f"  {w:5} {g} gen/arm, {ns} sim(s), run {k + 1}: "
+                                    f"{r['tok_s']:9,.0f} tok/s  driver {r['driver']:.0%}  "
+                                    f"generators {r['gen_sum']:.0%} (max {r['gen_max']:.0%})  "
+                                    f"sims {'/'.join(f'{x:.0%}' for x in r['sim'])}  ray own "
+                                    f"{r['ray_own']:.0%}  others {r['others']:.0%}  load "
+                                    f"{r['load']:.1f}  failed {r['failed']}",
+                                    flush=True,
+                                )
                 finally:
                     for q in procs:
                         q.stop()
@@ -300,9 +329,14 @@ def _start_cluster(args, max_gen: int):
 
     per_node = 2 * math.ceil(max_gen / args.nodes)
     t = time.perf_counter()
-    c = Cluster(initialize_head=True, head_node_args={
-        "num_cpus": 0, "object_store_memory": args.object_store_mb << 20,
-        "include_dashboard": False})  # fmt: skip
+    c = Cluster(
+        initialize_head=True,
+        head_node_args={
+            "num_cpus": 0,
+            "object_store_memory": args.object_store_mb << 20,
+            "include_dashboard": False,
+        },
+    )
     try:
         for _ in range(args.nodes):
             c.add_node(num_cpus=per_node, object_store_memory=args.object_store_mb << 20)
@@ -310,38 +344,51 @@ def _start_cluster(args, max_gen: int):
     except BaseException:
         c.shutdown()
         raise
-    print(f"# local Ray cluster: head (0 CPUs) + {args.nodes} worker nodes of {per_node} logical "
-          f"CPUs, up in {time.perf_counter() - t:.1f} s ({c.address})", flush=True)  # fmt: skip
+    print(
+        f"# local Ray cluster: head (0 CPUs) + {args.nodes} worker nodes of {per_node} logical "
+        f"CPUs, up in {time.perf_counter() - t:.1f} s ({c.address})",
+        flush=True,
+    )
     return c, c.address
 
 
 def _table_a(rows: dict[tuple, list[dict]], args) -> None:
-    print(f"\n(a) ingest, closed loop {args.concurrency} streams per arm, {args.output_tokens}-token "
-          f"answers in {args.tokens_per_chunk}-token chunks, {args.seconds:g} s per run, "
-          f"text {'not ' if args.no_store_text else ''}stored; median of {args.repeat} runs; CPU "
-          "in cores (1.00 = one core busy) over the measured window")  # fmt: skip
-    print("| gen/arm (in all) | sims | where | tokens/s | requests/s | driver CPU | generators "
-          "CPU (busiest) | sims CPU | Ray's own | others | driver tok per CPU-s | driver peak RSS "
-          "| read late (max) | load |")  # fmt: skip
+    print(
+        f"\n(a) ingest, closed loop {args.concurrency} streams per arm, {args.output_tokens}-token "
+        f"answers in {args.tokens_per_chunk}-token chunks, {args.seconds:g} s per run, "
+        f"text {'not ' if args.no_store_text else ''}stored; median of {args.repeat} runs; CPU "
+        "in cores (1.00 = one core busy) over the measured window"
+    )
+    print(
+        "| gen/arm (in all) | sims | where | tokens/s | requests/s | driver CPU | generators "
+        "CPU (busiest) | sims CPU | Ray's own | others | driver tok per CPU-s | driver peak RSS "
+        "| read late (max) | load |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     med = {key: _median_row(rs) for key, rs in rows.items()}
     for (g, ns, w), m in sorted(med.items()):
         bad = sum(r["failed"] for r in rows[(g, ns, w)])
-        own = f"{m['ray_own']:.2f}" if w == "ray" else "—"  # local runs: the idle cluster is in others
-        print(f"| {g} ({2 * g}) | {ns} | {w} | {m['tok_s']:,.0f} | {m['req_s']:,.0f} | "
-              f"{m['driver']:.2f} | {m['gen_sum']:.2f} ({m['gen_max']:.2f}) | {m['sim_max']:.2f}"
-              f"{' each' if ns > 1 else ''} | {own} | {m['others']:.2f} | "
-              f"{m['tok_s'] / max(m['driver'], 1e-9):,.0f} | {m['rss_mb']:.0f} MB | "
-              f"{m['behind_s'] * 1e3:.0f} ms | {m['load']:.1f} |" + (f" {bad} failed" if bad else ""))  # fmt: skip
+        own = (
+            f"{m['ray_own']:.2f}" if w == "ray" else "—"
+        )  # local runs: the idle cluster is in others
+        print(
+            f"| {g} ({2 * g}) | {ns} | {w} | {m['tok_s']:,.0f} | {m['req_s']:,.0f} | "
+            f"{m['driver']:.2f} | {m['gen_sum']:.2f} ({m['gen_max']:.2f}) | {m['sim_max']:.2f}"
+            f"{' each' if ns > 1 else ''} | {own} | {m['others']:.2f} | "
+            f"{m['tok_s'] / max(m['driver'], 1e-9):,.0f} | {m['rss_mb']:.0f} MB | "
+            f"{m['behind_s'] * 1e3:.0f} ms | {m['load']:.1f} |" + (f" {bad} failed" if bad else "")
+        )
     for (g, ns, w), m in sorted(med.items()):
         loc = med.get((g, ns, "local"))
         if w == "ray" and loc:
-            print(f"  {g} gen/arm, {ns} sim(s): Ray/local tokens/s ×{m['tok_s'] / loc['tok_s']:.2f};"
-                  f" driver CPU per Mtok {1e6 * m['driver'] / m['tok_s']:.1f} s (Ray) vs "
-                  f"{1e6 * loc['driver'] / loc['tok_s']:.1f} s (local); generators' CPU per Mtok "
-                  f"{1e6 * m['gen_sum'] / m['tok_s']:.1f} s vs {1e6 * loc['gen_sum'] / loc['tok_s']:.1f}"
-                  f" s; Ray's own processes {m['ray_own']:.2f} core (a background, whatever the "
-                  "rate)")  # fmt: skip
+            print(
+                f"  {g} gen/arm, {ns} sim(s): Ray/local tokens/s ×{m['tok_s'] / loc['tok_s']:.2f};"
+                f" driver CPU per Mtok {1e6 * m['driver'] / m['tok_s']:.1f} s (Ray) vs "
+                f"{1e6 * loc['driver'] / loc['tok_s']:.1f} s (local); generators' CPU per Mtok "
+                f"{1e6 * m['gen_sum'] / m['tok_s']:.1f} s vs {1e6 * loc['gen_sum'] / loc['tok_s']:.1f}"
+                f" s; Ray's own processes {m['ray_own']:.2f} core (a background, whatever the "
+                "rate)"
+            )
     sampler = statistics.median(r["sampler_cpu"] for rs in rows.values() for r in rs)
     print(f"  (this script's /proc sampler used {sampler:.1%} of a core)")
 
@@ -355,6 +402,7 @@ def poll_cost(address: str, args, calls: int = 400) -> list[dict]:
 
     ray.init(address=address, logging_level="WARNING", log_to_driver=False)
     try:
+
         @ray.remote(num_cpus=0)
         class Echo:
             def __init__(self, recs: list) -> None:
@@ -376,8 +424,14 @@ def poll_cost(address: str, args, calls: int = 400) -> list[dict]:
             for _ in range(calls):
                 ray.get(actor.poll.remote(n))
             w, c, a = time.perf_counter() - w0, time.process_time() - c0, _stat(pid)[1] - a0
-            out.append({"records": n, "wall_us": 1e6 * w / calls, "driver_us": 1e6 * c / calls,
-                        "actor_us": 1e6 * a / TICK / calls})  # fmt: skip
+            out.append(
+                {
+                    "records": n,
+                    "wall_us": 1e6 * w / calls,
+                    "driver_us": 1e6 * c / calls,
+                    "actor_us": 1e6 * a / TICK / calls,
+                }
+            )
         ray.kill(actor)
         return out
     finally:
@@ -385,12 +439,16 @@ def poll_cost(address: str, args, calls: int = 400) -> list[dict]:
 
 
 def _table_poll(rows: list[dict]) -> None:
-    print("\n(a2) one `poll` round trip on this cluster (one in flight, as the driver keeps per "
-          "actor), per call")  # fmt: skip
+    print(
+        "\n(a2) one `poll` round trip on this cluster (one in flight, as the driver keeps per "
+        "actor), per call"
+    )
     print("| records in the reply | round trip µs (wall) | driver CPU µs | actor CPU µs |")
     print("|---|---|---|---|")
     for r in rows:
-        print(f"| {r['records']} | {r['wall_us']:.0f} | {r['driver_us']:.0f} | {r['actor_us']:.0f} |")
+        print(
+            f"| {r['records']} | {r['wall_us']:.0f} | {r['driver_us']:.0f} | {r['actor_us']:.0f} |"
+        )
 
 
 # ------------------------------------------------------------------ (b) the driver per record
@@ -402,12 +460,25 @@ def _records(n: int, tokens: int, chunks: int, text: bool, first: int) -> list[R
     t = 1_000_000_000_000
     for i in range(first, first + n):
         d = t + i * 1_000_000
-        out.append(RequestRecord(
-            arm=i % 2, item=i // 2, scheduled_ns=d - 20_000, dispatched_ns=d,
-            first_byte_ns=d + 400_000, done_ns=d + 400_000 + chunks * 37_000,
-            chunk_ns=[d + 400_000 + k * 37_000 for k in range(chunks)], chunk_tokens=per,
-            status=R.OK, http_status=200, n_input=64, n_output=tokens, token_source=R.TOKENS_USAGE,
-            finish_reason="length", text=" tok" * tokens if text else None))  # fmt: skip
+        out.append(
+            RequestRecord(
+                arm=i % 2,
+                item=i // 2,
+                scheduled_ns=d - 20_000,
+                dispatched_ns=d,
+                first_byte_ns=d + 400_000,
+                done_ns=d + 400_000 + chunks * 37_000,
+                chunk_ns=[d + 400_000 + k * 37_000 for k in range(chunks)],
+                chunk_tokens=per,
+                status=R.OK,
+                http_status=200,
+                n_input=64,
+                n_output=tokens,
+                token_source=R.TOKENS_USAGE,
+                finish_reason="length",
+                text=" tok" * tokens if text else None,
+            )
+        )
     return out
 
 
@@ -431,8 +502,14 @@ def driver_cost(tokens: int, chunks: int, text: bool, n: int, batch: int) -> dic
     msgs = []
     for b in range(0, n, batch):
         recs = _records(batch, tokens, chunks, text, b)
-        stats = {"cpu_s": 1.0, "in_flight": 64, "in_flight_max": 64, "lag_max_s": 0.0,
-                 "shipped": b + batch, "shipped_ns": time.perf_counter_ns()}  # fmt: skip
+        stats = {
+            "cpu_s": 1.0,
+            "in_flight": 64,
+            "in_flight_max": 64,
+            "lag_max_s": 0.0,
+            "shipped": b + batch,
+            "shipped_ns": time.perf_counter_ns(),
+        }
         msgs.append(pickle.dumps(("batch", (b // batch) % 2, recs, stats), protocol=5))
     cost = {"unpickle": 0.0, "live": 0.0, "store": 0.0}
     with tempfile.TemporaryDirectory() as d:
@@ -462,26 +539,40 @@ def driver_cost(tokens: int, chunks: int, text: bool, n: int, batch: int) -> dic
         size = (Path(d) / "bench.duckdb").stat().st_size
     total = sum(cost.values())
     cost["columns"], cost["duckdb"] = columns[0], cost.pop("store") - columns[0]
-    return {**{k: 1e6 * v / n for k, v in cost.items()}, "total_us": 1e6 * total / n,
-            "tok_per_cpu_s": n * tokens / total, "rec_per_cpu_s": n / total,
-            "wall_tok_s": n * tokens / wall, "bytes_per_rec": len(msgs[0]) / batch,
-            "db_bytes_per_tok": size / (n * tokens)}  # fmt: skip
+    return {
+        **{k: 1e6 * v / n for k, v in cost.items()},
+        "total_us": 1e6 * total / n,
+        "tok_per_cpu_s": n * tokens / total,
+        "rec_per_cpu_s": n / total,
+        "wall_tok_s": n * tokens / wall,
+        "bytes_per_rec": len(msgs[0]) / batch,
+        "db_bytes_per_tok": size / (n * tokens),
+    }
 
 
 def part_b(args) -> None:
-    print(f"\n(b) the driver's CPU per record (this process, no Ray; batches of {args.batch} "
-          f"records, {args.records:,} records, median of {args.repeat}); 256-token answers")
-    print("| chunks per record (tokens each) | text | unpickle µs | live µs | columns µs | DuckDB µs "
-          "| total µs per record | records per CPU-s | tokens per CPU-s | pickled bytes per record "
-          "| file bytes per token |")  # fmt: skip
+    print(
+        f"\n(b) the driver's CPU per record (this process, no Ray; batches of {args.batch} "
+        f"records, {args.records:,} records, median of {args.repeat}); 256-token answers"
+    )
+    print(
+        "| chunks per record (tokens each) | text | unpickle µs | live µs | columns µs | DuckDB µs "
+        "| total µs per record | records per CPU-s | tokens per CPU-s | pickled bytes per record "
+        "| file bytes per token |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for chunks, text in ((256, True), (256, False), (32, True), (32, False), (1, False)):
-        runs = [driver_cost(256, chunks, text, args.records, args.batch) for _ in range(args.repeat)]
+        runs = [
+            driver_cost(256, chunks, text, args.records, args.batch) for _ in range(args.repeat)
+        ]
         m = _median_row(runs)
-        print(f"| {chunks} ({256 // chunks}) | {'yes' if text else 'no'} | {m['unpickle']:.1f} | "
-              f"{m['live']:.1f} | {m['columns']:.1f} | {m['duckdb']:.1f} | {m['total_us']:.1f} | "
-              f"{m['rec_per_cpu_s']:,.0f} | {m['tok_per_cpu_s']:,.0f} | "
-              f"{m['bytes_per_rec']:,.0f} | {m['db_bytes_per_tok']:.1f} |", flush=True)  # fmt: skip
+        print(
+            f"| {chunks} ({256 // chunks}) | {'yes' if text else 'no'} | {m['unpickle']:.1f} | "
+            f"{m['live']:.1f} | {m['columns']:.1f} | {m['duckdb']:.1f} | {m['total_us']:.1f} | "
+            f"{m['rec_per_cpu_s']:,.0f} | {m['tok_per_cpu_s']:,.0f} | "
+            f"{m['bytes_per_rec']:,.0f} | {m['db_bytes_per_tok']:.1f} |",
+            flush=True,
+        )
 
 
 # ------------------------------------------------------------------ main
@@ -496,19 +587,33 @@ def _ver(dist: str) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--parts", default="ab", help="a: ingest (Ray and local); b: the driver's "
-                    "cost per record (default ab)")  # fmt: skip
+    ap.add_argument(
+        "--parts",
+        default="ab",
+        help="a: ingest (Ray and local); b: the driver's cost per record (default ab)",
+    )
     ap.add_argument("--generators", default="1,2,4", help="generators per arm (default 1,2,4)")
-    ap.add_argument("--sims", default="1,2", help="simulator processes: 1 shared by both arms, "
-                    "2 one per arm (default 1,2)")  # fmt: skip
-    ap.add_argument("--where", default="local,ray", help="local (processes), ray (actors), or "
-                    "both: local,ray (default)")  # fmt: skip
+    ap.add_argument(
+        "--sims",
+        default="1,2",
+        help="simulator processes: 1 shared by both arms, 2 one per arm (default 1,2)",
+    )
+    ap.add_argument(
+        "--where",
+        default="local,ray",
+        help="local (processes), ray (actors), or both: local,ray (default)",
+    )
     ap.add_argument("--nodes", type=int, default=2, help="Ray worker nodes (default 2)")
     ap.add_argument("--object-store-mb", type=int, default=100, help="per node (default 100)")
-    ap.add_argument("--seconds", type=float, default=8.0, help="closed loop: no new request "
-                    "after this (default 8)")  # fmt: skip
-    ap.add_argument("--requests", type=int, default=4000, help="per arm and generator, a cap "
-                    "(default 4000)")  # fmt: skip
+    ap.add_argument(
+        "--seconds",
+        type=float,
+        default=8.0,
+        help="closed loop: no new request after this (default 8)",
+    )
+    ap.add_argument(
+        "--requests", type=int, default=4000, help="per arm and generator, a cap (default 4000)"
+    )
     ap.add_argument("--concurrency", type=int, default=64, help="streams per arm (default 64)")
     ap.add_argument("--output-tokens", type=int, default=256)
     ap.add_argument("--tokens-per-chunk", type=int, default=1, help="the simulator's (default 1)")
@@ -521,9 +626,12 @@ def main() -> None:
     # SIGTERM unwinds like Ctrl-C, so that the cluster started here is stopped (finally: below)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     vers = ", ".join(f"{d} {_ver(d)}" for d in ("abtui", "ray", "duckdb", "numpy", "uvloop"))
-    print(f"# bench_ray — {platform.platform()}, {os.cpu_count()} cpus, {cpu_model()}, Python "
-          f"{platform.python_version()}, {vers}; load average at start "
-          f"{'/'.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)  # fmt: skip
+    print(
+        f"# bench_ray — {platform.platform()}, {os.cpu_count()} cpus, {cpu_model()}, Python "
+        f"{platform.python_version()}, {vers}; load average at start "
+        f"{'/'.join(f'{x:.1f}' for x in os.getloadavg())}",
+        flush=True,
+    )
     if "a" in args.parts:
         part_a(args)
     if "b" in args.parts:

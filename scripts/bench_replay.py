@@ -34,8 +34,12 @@ def write_session(path: Path, requests: int, chunks: int, span_s: float, seed: i
     per_arm = requests // 2
     with SessionWriter(path) as w:
         w.write_meta(session_name=path.stem, spec={"slo": {"ttft": 0.2, "tpot": 0.02}})
-        w.write_arms([{"arm": i, "name": n, "role": None, "url": "http://127.0.0.1:1/v1"}
-                      for i, n in enumerate(("bf16", "fp8"))])  # fmt: skip
+        w.write_arms(
+            [
+                {"arm": i, "name": n, "role": None, "url": "http://127.0.0.1:1/v1"}
+                for i, n in enumerate(("bf16", "fp8"))
+            ]
+        )
         for arm in (0, 1):
             starts = np.sort(rng.uniform(0, span_s, per_arm))
             batch = []
@@ -48,22 +52,33 @@ def write_session(path: Path, requests: int, chunks: int, span_s: float, seed: i
                 u = rng.uniform()
                 status = "ok" if u > 0.01 else "error" if u > 0.005 else "cancelled"
                 ok = status == "ok"
-                batch.append(RequestRecord(
-                    arm=arm, item=item, scheduled_ns=sched, dispatched_ns=disp,
-                    done_ns=chunk_ns[-1], chunk_ns=chunk_ns if ok else [],
-                    chunk_tokens=[1] * chunks if ok else [], status=status,
-                    error_class="http" if status == "error" else None,
-                    n_output=chunks if ok else None,
-                ))  # fmt: skip
+                batch.append(
+                    RequestRecord(
+                        arm=arm,
+                        item=item,
+                        scheduled_ns=sched,
+                        dispatched_ns=disp,
+                        done_ns=chunk_ns[-1],
+                        chunk_ns=chunk_ns if ok else [],
+                        chunk_tokens=[1] * chunks if ok else [],
+                        status=status,
+                        error_class="http" if status == "error" else None,
+                        n_output=chunks if ok else None,
+                    )
+                )
                 if len(batch) >= 5000:
                     w.add_records(batch)
                     w.flush()
                     batch = []
             w.add_records(batch)
             w.flush()
-            w.add_telemetry([(arm, "dcgm", int(t * 1e9), m, float(v))
-                             for t in range(int(span_s) + 1)
-                             for m, v in (("gpu.power_w", 400 + t % 50), ("gpu.busy", 0.9))])  # fmt: skip
+            w.add_telemetry(
+                [
+                    (arm, "dcgm", int(t * 1e9), m, float(v))
+                    for t in range(int(span_s) + 1)
+                    for m, v in (("gpu.power_w", 400 + t % 50), ("gpu.busy", 0.9))
+                ]
+            )
         w.flush()
 
 
@@ -102,18 +117,28 @@ def main() -> None:
 
     vers = ", ".join(f"{p} {metadata.version(p)}" for p in ("numpy", "duckdb"))
     load = os.getloadavg()[0]
-    print(f"# bench_replay — {platform.platform()}, {os.cpu_count()} cpus, Python "
-          f"{platform.python_version()}, {vers}; load average at end {load:.1f}")  # fmt: skip
-    print(f"# session: {args.requests:,} requests x {args.chunks} chunks over {args.span:.0f} s, "
-          f"{size_mb:.0f} MB, written in {write_s:.1f} s")  # fmt: skip
+    print(
+        f"# bench_replay — {platform.platform()}, {os.cpu_count()} cpus, Python "
+        f"{platform.python_version()}, {vers}; load average at end {load:.1f}"
+    )
+    print(
+        f"# session: {args.requests:,} requests x {args.chunks} chunks over {args.span:.0f} s, "
+        f"{size_mb:.0f} MB, written in {write_s:.1f} s"
+    )
     seeks.sort()
     rows = [
-        ("load (Replay(path), one read)", f"{statistics.median(loads) * 1e3:,.0f} ms",
-         f"median of {len(loads)}"),
-        ("seek: snapshot + views, random t", f"{statistics.median(seeks) * 1e3:.2f} ms",
-         f"P99 {seeks[int(0.99 * (len(seeks) - 1))] * 1e3:.2f} ms of {len(seeks)}"),
+        (
+            "load (Replay(path), one read)",
+            f"{statistics.median(loads) * 1e3:,.0f} ms",
+            f"median of {len(loads)}",
+        ),
+        (
+            "seek: snapshot + views, random t",
+            f"{statistics.median(seeks) * 1e3:.2f} ms",
+            f"P99 {seeks[int(0.99 * (len(seeks) - 1))] * 1e3:.2f} ms of {len(seeks)}",
+        ),
         ("end state + views", f"{statistics.median(ends) * 1e3:.2f} ms", f"median of {len(ends)}"),
-    ]  # fmt: skip
+    ]
     print(f"| {'what':34} | {'time':>10} | {'':24} |")
     print(f"|{'-' * 36}|{'-' * 12}|{'-' * 26}|")
     for what, t, note in rows:

@@ -59,8 +59,9 @@ async def _drive(url: str, model: str, n: int, conc: int, out_tokens: int):
     recs: list[RequestRecord] = []
     async with FastClient() as client:
         warm = [RequestRecord(arm=0, item=-1) for _ in range(conc)]
-        await asyncio.gather(*(fast_stream_request(client, target, items[0], bodies[0], r)
-                               for r in warm))  # fmt: skip
+        await asyncio.gather(
+            *(fast_stream_request(client, target, items[0], bodies[0], r) for r in warm)
+        )
         sem = asyncio.Semaphore(conc)
 
         async def one(i: int) -> None:
@@ -146,13 +147,16 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
     load = os.getloadavg()[0]
-    print(f"# bench_sim — {platform.platform()}, {os.cpu_count()} cpus, Python "
-          f"{platform.python_version()}, abtui {metadata.version('abtui')}; load average "
-          f"{load:.2f} at start; median of {args.repeat}")  # fmt: skip
+    print(
+        f"# bench_sim — {platform.platform()}, {os.cpu_count()} cpus, Python "
+        f"{platform.python_version()}, abtui {metadata.version('abtui')}; load average "
+        f"{load:.2f} at start; median of {args.repeat}"
+    )
     if "a" in args.parts:
         print("(a) serve 256-token answers, sim on CPU 0, client on CPU 1:")
-        print(f"    {'engine':<52} {'tokens/s (wall)':>16} {'per sim CPU-s':>14} "
-              f"{'tokens/chunk':>13}")  # fmt: skip
+        print(
+            f"    {'engine':<52} {'tokens/s (wall)':>16} {'per sim CPU-s':>14} {'tokens/chunk':>13}"
+        )
         for label, wall, cpu, per_chunk in part_a(args.repeat):
             print(f"    {label:<52} {wall:>16,.0f} {cpu:>14,.0f} {per_chunk:>13.1f}")
     if "b" in args.parts:

@@ -67,12 +67,18 @@ def ab_run(urls, metrics_url, requests, rate, tmp, name) -> tuple[float, float]:
     from abtui.store.reader import SessionReader
 
     on = metrics_url is not None
-    spec = Spec(name=name, arms=[
-        ArmSpec(name="a", url=urls[0], role="baseline", metrics_url=metrics_url or "off"),
-        ArmSpec(name="b", url=urls[1], metrics_url=metrics_url or "off"),
-    ])  # fmt: skip
+    spec = Spec(
+        name=name,
+        arms=[
+            ArmSpec(name="a", url=urls[0], role="baseline", metrics_url=metrics_url or "off"),
+            ArmSpec(name="b", url=urls[1], metrics_url=metrics_url or "off"),
+        ],
+    )
     spec.workload.requests, spec.workload.input_tokens, spec.workload.output_tokens = (
-        requests, 64, 64)  # fmt: skip
+        requests,
+        64,
+        64,
+    )
     spec.load.rate = rate
     spec.store.dir = tmp
     spec.store.text = False
@@ -127,16 +133,20 @@ def main() -> None:
             return "-"
 
     load = os.getloadavg() if hasattr(os, "getloadavg") else ("?",)
-    print(f"machine: {platform.node()} {platform.machine()}, {os.cpu_count()} CPUs, "
-          f"load average {' '.join(f'{x:.2f}' for x in load)} (after the run)")  # fmt: skip
+    print(
+        f"machine: {platform.node()} {platform.machine()}, {os.cpu_count()} CPUs, "
+        f"load average {' '.join(f'{x:.2f}' for x in load)} (after the run)"
+    )
     print(
         f"python {platform.python_version()}, abtui {ver('abtui')}, httpx {ver('httpx')}, "
         f"duckdb {ver('duckdb')}; interval {args.interval:g} s, {args.repeat} repeats"
     )
     print()
     print(f"{'scrape cost':<44}{'median':>14}")
-    print(f"{'  /metrics text (preset sim)':<44}{len(text.splitlines()):>8} lines"
-          f" {len(text) / 1024:>5.1f} KiB")  # fmt: skip
+    print(
+        f"{'  /metrics text (preset sim)':<44}{len(text.splitlines()):>8} lines"
+        f" {len(text) / 1024:>5.1f} KiB"
+    )
     print(f"{'  sampler CPU per poll (fetch+parse+map)':<44}{per_poll * 1e3:>11.2f} ms")
     print(f"{'  sampler CPU share of one core':<44}{share * 100:>12.3f} %")
     print(f"{'  parse+map, same text, no network':<44}{t_small * 1e3:>11.2f} ms")
@@ -145,10 +155,14 @@ def main() -> None:
     p50 = {m: statistics.median(v[0] for v in itl[m]) for m in itl}
     p99 = {m: statistics.median(v[1] for v in itl[m]) for m in itl}
     print(f"{'client ITL (fixed-delay sim, 5 ms)':<44}{'off':>10}{'on':>10}{'on/off':>9}")
-    print(f"{'  P50 ITL (ms)':<44}{p50['off'] * 1e3:>10.3f}{p50['on'] * 1e3:>10.3f}"
-          f"{p50['on'] / p50['off']:>9.3f}")  # fmt: skip
-    print(f"{'  P99 ITL (ms)':<44}{p99['off'] * 1e3:>10.3f}{p99['on'] * 1e3:>10.3f}"
-          f"{p99['on'] / p99['off']:>9.3f}")  # fmt: skip
+    print(
+        f"{'  P50 ITL (ms)':<44}{p50['off'] * 1e3:>10.3f}{p50['on'] * 1e3:>10.3f}"
+        f"{p50['on'] / p50['off']:>9.3f}"
+    )
+    print(
+        f"{'  P99 ITL (ms)':<44}{p99['off'] * 1e3:>10.3f}{p99['on'] * 1e3:>10.3f}"
+        f"{p99['on'] / p99['off']:>9.3f}"
+    )
     print(
         f"  per run (P50, P99 ms): off {[(round(a * 1e3, 3), round(b * 1e3, 3)) for a, b in itl['off']]}"
     )

@@ -29,12 +29,18 @@ from importlib import metadata
 def make_spec(urls, concurrency: int, requests: int, tmp: str, name: str):
     from abtui.spec import ArmSpec, Spec, validate
 
-    spec = Spec(name=name, arms=[
-        ArmSpec(name="a", url=urls[0], role="baseline", metrics_url="off"),
-        ArmSpec(name="b", url=urls[1], metrics_url="off"),
-    ])  # fmt: skip
+    spec = Spec(
+        name=name,
+        arms=[
+            ArmSpec(name="a", url=urls[0], role="baseline", metrics_url="off"),
+            ArmSpec(name="b", url=urls[1], metrics_url="off"),
+        ],
+    )
     spec.workload.requests, spec.workload.input_tokens, spec.workload.output_tokens = (
-        requests, 64, 64)  # fmt: skip
+        requests,
+        64,
+        64,
+    )
     spec.load.concurrency = concurrency
     spec.store.dir = tmp
     spec.store.text = False
@@ -90,21 +96,32 @@ def figures(res, cpu_s: float) -> tuple[float, float, float, float]:
     with SessionReader(res.path) as rd:
         table = rd.request_table()
     sums = [summarize(table, arm, {}) for arm in (0, 1)]
-    return (statistics.mean(s.itl.p50 for s in sums), statistics.mean(s.itl.p99 for s in sums),
-            sum(s.output_tokens_per_s for s in sums), cpu_s)  # fmt: skip
+    return (
+        statistics.mean(s.itl.p50 for s in sums),
+        statistics.mean(s.itl.p99 for s in sums),
+        sum(s.output_tokens_per_s for s in sums),
+        cpu_s,
+    )
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--concurrency", type=int, default=256, help="streams per arm")
     ap.add_argument("--requests", type=int, default=1024, help="requests per arm per run")
-    ap.add_argument("--itl-ms", type=float, default=50.0,
-                    help="the simulated endpoints' ITL (at 10 ms, 256 streams per arm saturate a "
-                         "2-core box: chunks are read in bunches and ITL P50 reads 0)")  # fmt: skip
+    ap.add_argument(
+        "--itl-ms",
+        type=float,
+        default=50.0,
+        help="the simulated endpoints' ITL (at 10 ms, 256 streams per arm saturate a "
+        "2-core box: chunks are read in bunches and ITL P50 reads 0)",
+    )
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--relayout", action="store_true",
-                    help="the TUI as before the fix: every widget update lays the screen out "
-                         "again (to measure what set_content saves)")  # fmt: skip
+    ap.add_argument(
+        "--relayout",
+        action="store_true",
+        help="the TUI as before the fix: every widget update lays the screen out "
+        "again (to measure what set_content saves)",
+    )
     args = ap.parse_args()
     if args.relayout:
         from abtui.tui.screens import live
@@ -136,18 +153,27 @@ def main() -> None:
             return "-"
 
     load = os.getloadavg()
-    print(f"machine: {platform.node()} {platform.machine()}, {os.cpu_count()} CPUs, "
-          f"load average {load0[0]:.2f} before, {' '.join(f'{x:.2f}' for x in load)} after")  # fmt: skip
-    print(f"python {platform.python_version()}, abtui {ver('abtui')}, textual {ver('textual')}; "
-          f"{args.concurrency} streams per arm (2 arms), {args.requests} requests per arm, "
-          f"sim ITL {args.itl_ms:g} ms, {args.repeat} repeats (medians)"
-          + (" (--relayout: the TUI before the fix)" if args.relayout else ""))  # fmt: skip
+    print(
+        f"machine: {platform.node()} {platform.machine()}, {os.cpu_count()} CPUs, "
+        f"load average {load0[0]:.2f} before, {' '.join(f'{x:.2f}' for x in load)} after"
+    )
+    print(
+        f"python {platform.python_version()}, abtui {ver('abtui')}, textual {ver('textual')}; "
+        f"{args.concurrency} streams per arm (2 arms), {args.requests} requests per arm, "
+        f"sim ITL {args.itl_ms:g} ms, {args.repeat} repeats (medians)"
+        + (" (--relayout: the TUI before the fix)" if args.relayout else "")
+    )
     print()
     print(f"{'':<28}{'headless':>12}{'TUI':>12}{'TUI/headless':>14}")
-    for i, (lab, scale) in enumerate((("P50 ITL (ms)", 1e3), ("P99 ITL (ms)", 1e3),
-                                      ("output tok/s (2 arms)", 1.0),
-                                      ("main process CPU (s)", 1.0),
-                                      ("  of which the UI thread (s)", 1.0))):  # fmt: skip
+    for i, (lab, scale) in enumerate(
+        (
+            ("P50 ITL (ms)", 1e3),
+            ("P99 ITL (ms)", 1e3),
+            ("output tok/s (2 arms)", 1.0),
+            ("main process CPU (s)", 1.0),
+            ("  of which the UI thread (s)", 1.0),
+        )
+    ):
         h = statistics.median(v[i] for v in got["headless"]) * scale
         t = statistics.median(v[i] for v in got["tui"]) * scale
         ratio = f"{t / h:>14.3f}" if h else f"{'n/a':>14}"

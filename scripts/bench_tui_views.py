@@ -28,11 +28,25 @@ def arm(seed: int, scale: float, n: int = 2000) -> ArmProgress:
         first = t0 + int(rng.lognormal(np.log(0.05 * scale), 0.6) * 1e9)
         out = int(rng.integers(20, 200))
         last = first + int(rng.lognormal(np.log(0.012 * scale), 0.2) * (out - 1) * 1e9)
-        p.live.add(RequestRecord(arm=0, item=k, scheduled_ns=t0, dispatched_ns=t0,
-                                 chunk_ns=[first, last], done_ns=last, status=OK, n_output=out))  # fmt: skip
+        p.live.add(
+            RequestRecord(
+                arm=0,
+                item=k,
+                scheduled_ns=t0,
+                dispatched_ns=t0,
+                chunk_ns=[first, last],
+                done_ns=last,
+                status=OK,
+                n_output=out,
+            )
+        )
     for s in range(120):
-        for key, v in (("nvml:gpu.busy", 0.9), ("nvml:gpu.dram_active", 0.6),
-                       ("nvml:gpu.mem_used_bytes", 60 * 2**30), ("vllm:kv_usage", 0.4)):  # fmt: skip
+        for key, v in (
+            ("nvml:gpu.busy", 0.9),
+            ("nvml:gpu.dram_active", 0.6),
+            ("nvml:gpu.mem_used_bytes", 60 * 2**30),
+            ("vllm:kv_usage", 0.4),
+        ):
             p.gauge(key, v * (0.5 + 0.5 * s / 120))
     p.gauge("nvml:gpu.mem_total_bytes", 80 * 2**30)
     return p
@@ -49,8 +63,10 @@ def median_ms(fn, reps: int) -> float:
 
 def main() -> None:
     arms = [arm(k + 1, 1 / (1 + 0.3 * k)) for k in range(8)]
-    print(f"# {platform.python_version()}, {os.cpu_count()} CPUs, load average "
-          f"{os.getloadavg()[0]:.2f}; medians of 50 renders")  # fmt: skip
+    print(
+        f"# {platform.python_version()}, {os.cpu_count()} CPUs, load average "
+        f"{os.getloadavg()[0]:.2f}; medians of 50 renders"
+    )
     print("| view | size | ms |\n| --- | --- | --- |")
     for n in (2, 8):
         names = [a.name for a in arms[:n]]

@@ -101,10 +101,18 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=4, help="output tokens (chunks) per request")
     ap.add_argument("--resamples", type=int, default=10_000)
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--source", choices=("file", "memory"), default="file",
-                    help="the verdict of a session file (default) or of a table in memory")
-    ap.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()),
-                    help="where --source file writes (and reuses) its session file")
+    ap.add_argument(
+        "--source",
+        choices=("file", "memory"),
+        default="file",
+        help="the verdict of a session file (default) or of a table in memory",
+    )
+    ap.add_argument(
+        "--dir",
+        type=Path,
+        default=Path(tempfile.gettempdir()),
+        help="where --source file writes (and reuses) its session file",
+    )
     args = ap.parse_args()
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     runs = []

@@ -76,17 +76,38 @@ DRIFT_SD, BURST_P, BURST_LEN, BURST_LOG = 0.6, 1 / 500, (4, 16), math.log(2.0)
 TAIL_FRAC, TAIL_P99 = 0.02, 0.30  # vacuous guardrail: 2% of requests, P99 TTFT +30%
 TTFT_S, TPOT_S, SIGMA = ArmTruth().ttft_s, ArmTruth().tpot_s, ArmTruth().sigma
 SCENARIOS = ("iid", "ar0.5", "ar0.9", "ar0.98", "drift", "drift-ar0.9")
-CELLS = ("aa", "power", "vacuous", "alt", "quality", "altpower", "slo", "slopower",  # seeds: index
-         "aa-busy", "aa-busybase", "power-busy", "power40-busy")  # fmt: skip
+CELLS = (
+    "aa",
+    "power",
+    "vacuous",
+    "alt",
+    "quality",
+    "altpower",
+    "slo",
+    "slopower",  # seeds: index
+    "aa-busy",
+    "aa-busybase",
+    "power-busy",
+    "power40-busy",
+)
 SLO_E2E_S = 0.19  # ≈ the median E2E (40 ms + 15 × 10 ms): attainment ≈ 50 %
 BUSY_CELLS = {  # cell: (arms whose client is busy, candidate's scale)
-    "aa-busy": ((0, 1), 1.0), "aa-busybase": ((0,), 1.0), "power-busy": ((0, 1), 0.9),
+    "aa-busy": ((0, 1), 1.0),
+    "aa-busybase": ((0,), 1.0),
+    "power-busy": ((0, 1), 0.9),
     "power40-busy": ((0, 1), 0.6),
-}  # fmt: skip
+}
 NS_DEFAULT = (200, 500, 1000, 2000, 5000)
-ROWS = {"e2e.p50": "P50 E2E", "ttft.p50": "P50 TTFT", "tpot.p50": "P50 TPOT",
-        "ttft.p99": "P99 TTFT", "e2e.p99": "P99 E2E", "throughput.requests": "throughput",
-        "slo.attainment": "SLO attainment", "goodput.requests": "goodput"}  # fmt: skip
+ROWS = {
+    "e2e.p50": "P50 E2E",
+    "ttft.p50": "P50 TTFT",
+    "tpot.p50": "P50 TPOT",
+    "ttft.p99": "P99 TTFT",
+    "e2e.p99": "P99 E2E",
+    "throughput.requests": "throughput",
+    "slo.attainment": "SLO attainment",
+    "goodput.requests": "goodput",
+}
 QUALITY = [  # name, items, P(down-flip), P(up-flip), what a right answer is
     ("drop 10 pp", 12, 0.10, 0.0, "fail"),
     ("Δ = 0, 2% flips", 30, 0.02, 0.02, "pass"),
@@ -103,8 +124,11 @@ def tail_multiplier(sigma: float, scale: float = 0.9) -> float:
     from scipy.stats import norm
 
     def p99(m: float) -> float:
-        cdf = lambda x: ((1 - TAIL_FRAC) * norm.cdf(math.log(x / scale) / sigma)  # noqa: E731
-                         + TAIL_FRAC * norm.cdf(math.log(x / (m * scale)) / sigma))  # fmt: skip
+        def cdf(x: float) -> float:
+            return (1 - TAIL_FRAC) * norm.cdf(math.log(x / scale) / sigma) + TAIL_FRAC * norm.cdf(
+                math.log(x / (m * scale)) / sigma
+            )
+
         return brentq(lambda x: cdf(x) - 0.99, 1e-3, 1e3)
 
     target = (1 + TAIL_P99) * math.exp(norm.ppf(0.99) * sigma)
@@ -141,8 +165,9 @@ def stalls(rng: np.random.Generator, n: int, mean_ms: float) -> np.ndarray:
     return ((rng.random(n) < 0.3) * rng.exponential(mean_ms * 1e6, n)).astype(np.int64)
 
 
-def latency_table(rng, cell: str, scenario: str, n: int, shared: float, blocks: int, tail_m,
-                  stall_ms: float = 3.2):  # fmt: skip
+def latency_table(
+    rng, cell: str, scenario: str, n: int, shared: float, blocks: int, tail_m, stall_ms: float = 3.2
+):
     """A two-arm RequestTable of ``cell`` (arm 0 = baseline, arm 1 = candidate)."""
     from abtui.metrics.table import RequestTable
 
@@ -167,8 +192,11 @@ def latency_table(rng, cell: str, scenario: str, n: int, shared: float, blocks: 
     cols: dict[str, list] = {}
     chunk_req, chunk_t = [], []
     for x in (0, 1):
-        z = {m: math.sqrt(shared) * sh[m][time_pos[x]]
-             + math.sqrt(1 - shared) * unit_series(rng, n, scenario) for m in sh}  # fmt: skip
+        z = {
+            m: math.sqrt(shared) * sh[m][time_pos[x]]
+            + math.sqrt(1 - shared) * unit_series(rng, n, scenario)
+            for m in sh
+        }
         if bursty:
             own = sh_level[time_pos[x]] + level(rng, n, BURST_P * (1 - shared), False)
             z = {m: v + own for m, v in z.items()}
@@ -195,16 +223,27 @@ def latency_table(rng, cell: str, scenario: str, n: int, shared: float, blocks: 
         first = times[:, 0]
         req = items + x * n
         parts = {
-            "req": req, "arm": np.full(n, x), "item": items, "run": np.zeros(n, np.int64),
-            "block": block, "warmup": np.zeros(n, bool), "scheduled_ns": at,
-            "dispatched_ns": disp, "first_byte_ns": first - 1000, "done_ns": times[:, -1] + 1000,
-            "first_token_ns": first, "last_token_ns": times[:, -1],
-            "n_chunks": np.full(n, N_OUT), "empty_token_chunks": np.zeros(n, np.int64),
-            "n_input": np.full(n, 256), "n_output": np.full(n, N_OUT),
-            "http_status": np.full(n, 200), "status": np.full(n, "ok", dtype=object),
+            "req": req,
+            "arm": np.full(n, x),
+            "item": items,
+            "run": np.zeros(n, np.int64),
+            "block": block,
+            "warmup": np.zeros(n, bool),
+            "scheduled_ns": at,
+            "dispatched_ns": disp,
+            "first_byte_ns": first - 1000,
+            "done_ns": times[:, -1] + 1000,
+            "first_token_ns": first,
+            "last_token_ns": times[:, -1],
+            "n_chunks": np.full(n, N_OUT),
+            "empty_token_chunks": np.zeros(n, np.int64),
+            "n_input": np.full(n, 256),
+            "n_output": np.full(n, N_OUT),
+            "http_status": np.full(n, 200),
+            "status": np.full(n, "ok", dtype=object),
             "error_class": np.full(n, None, dtype=object),
             "token_source": np.full(n, "usage", dtype=object),
-        }  # fmt: skip
+        }
         for k, v in parts.items():
             cols.setdefault(k, []).append(np.asarray(v))
         chunk_req.append(np.repeat(req, N_OUT))
@@ -218,8 +257,13 @@ def gate_state(g: dict) -> str:
     """pass / fail / neither from a gate dict, old (``passed``) or new (a ``state``)."""
     state = str(g.get("state") or g.get("outcome") or "").upper()
     if state:
-        return {"PASS": "pass", "PASSED": "pass", "FAIL": "fail", "FAILED": "fail",
-                "NO-GO": "fail"}.get(state, "neither")  # fmt: skip
+        return {
+            "PASS": "pass",
+            "PASSED": "pass",
+            "FAIL": "fail",
+            "FAILED": "fail",
+            "NO-GO": "fail",
+        }.get(state, "neither")
     return "pass" if g.get("passed") else "fail"
 
 
@@ -236,21 +280,32 @@ def run_task(task: tuple) -> tuple:
         same = rng.random(n) < 0.7
         ra = np.where(u < down, True, np.where(u < down + up, False, same))
         rb = np.where(u < down, False, np.where(u < down + up, True, same))
-        rows = [{"arm": x, "item": i, "correct": bool(r[i]),
-                 "detail": {"suite": "exact", "cluster": str(i)}}
-                for x, r in ((0, ra), (1, rb)) for i in range(n)]  # fmt: skip
+        rows = [
+            {
+                "arm": x,
+                "item": i,
+                "correct": bool(r[i]),
+                "detail": {"suite": "exact", "cluster": str(i)},
+            }
+            for x, r in ((0, ra), (1, rb))
+            for i in range(n)
+        ]
         import inspect  # the pre-fix gate took the bootstrap's resamples and seed; the score
 
         # interval needs neither
         boot = "resamples" in inspect.signature(evaluate_quality).parameters
         kw = {"resamples": opts["resamples"], "seed": rep} if boot else {}
         q = evaluate_quality(rows, 0, 1, {}, **kw)
-        return (cell, scenario, n), rep, {"gate": gate_state(q["gates"][0]),
-                                          "no_go": bool(q["no_go"])}  # fmt: skip
+        return (
+            (cell, scenario, n),
+            rep,
+            {"gate": gate_state(q["gates"][0]), "no_go": bool(q["no_go"])},
+        )
     from abtui.verdict.policy import evaluate
 
-    table = latency_table(rng, cell, scenario, n, opts["shared"], opts["blocks"], opts["tail_m"],
-                          opts["stall_ms"])  # fmt: skip
+    table = latency_table(
+        rng, cell, scenario, n, opts["shared"], opts["blocks"], opts["tail_m"], opts["stall_ms"]
+    )
     slo = {"e2e": SLO_E2E_S} if cell in ("slo", "slopower") else {}
     spec = {"policy": {"resamples": opts["resamples"], "seed": rep}, "slo": slo, "quality": {}}
     v = evaluate(table, [{"name": "A"}, {"name": "B"}], spec)
@@ -258,8 +313,11 @@ def run_task(task: tuple) -> tuple:
     rows = {k: (by[k].outcome, by[k].ratio, by[k].lo, by[k].hi) for k in ROWS if k in by}
     base = table.select(table.arm == 0)
     lag_ms = np.percentile((base.dispatched_ns - base.scheduled_ns) / 1e6, [99, 100])
-    return (cell, scenario, n), rep, {"result": v.result, "rows": rows,
-                                      "lag_ms": [float(x) for x in lag_ms]}  # fmt: skip
+    return (
+        (cell, scenario, n),
+        rep,
+        {"result": v.result, "rows": rows, "lag_ms": [float(x) for x in lag_ms]},
+    )
 
 
 def rate(k: int, r: int, aa: bool = False) -> str:
@@ -325,9 +383,15 @@ def print_tables(res: list[dict], opts: dict) -> None:
         print("|---|---:|---:|" + "---:|" * len(ROWS))
         for r in cells["aa"]:
             k = r["results"]["GO"] + r["results"]["NO-GO"]
-            print(f"| {r['scenario']} | {r['n']} | {rate(k, r['repeats'], aa=True)} | "
-                  + " | ".join(called(r, key) for key in ROWS) + " |")  # fmt: skip
-    for cell, how in (("power", "parallel arms"), ("altpower", f"alternating arms ({opts['blocks']} blocks)")):
+            print(
+                f"| {r['scenario']} | {r['n']} | {rate(k, r['repeats'], aa=True)} | "
+                + " | ".join(called(r, key) for key in ROWS)
+                + " |"
+            )
+    for cell, how in (
+        ("power", "parallel arms"),
+        ("altpower", f"alternating arms ({opts['blocks']} blocks)"),
+    ):
         if not cells[cell]:
             continue
         print(f"\n### Power: candidate TTFT and TPOT 10% faster, {how}\n")
@@ -335,80 +399,113 @@ def print_tables(res: list[dict], opts: dict) -> None:
         print("|---|---:|---:|---:|---:|---:|")
         for r in cells[cell]:
             e = r["rows"]["e2e.p50"]
-            print(f"| {r['scenario']} | {r['n']} | {rate(r['results']['GO'], r['repeats'])} | "
-                  f"{rate(e['improved'], r['repeats'])} | {pct(e['ratio_median'])} | "
-                  f"{rate(r['results']['NO-GO'], r['repeats'])} |")  # fmt: skip
+            print(
+                f"| {r['scenario']} | {r['n']} | {rate(r['results']['GO'], r['repeats'])} | "
+                f"{rate(e['improved'], r['repeats'])} | {pct(e['ratio_median'])} | "
+                f"{rate(r['results']['NO-GO'], r['repeats'])} |"
+            )
     busy = [r for c in BUSY_CELLS for r in cells[c]]
     if busy:
-        print(f"\n### A busy client (stalls of mean {opts['stall_ms']:g} ms on 30% of the loop's "
-              "wake-ups, on sends and on the first and last token's reads)\n")  # fmt: skip
-        print("| cell | scenario | n | baseline lag P99 / max (ms, median) | GO | NO-GO | "
-              "P50 E2E IMPROVED | P50 E2E effect |")  # fmt: skip
+        print(
+            f"\n### A busy client (stalls of mean {opts['stall_ms']:g} ms on 30% of the loop's "
+            "wake-ups, on sends and on the first and last token's reads)\n"
+        )
+        print(
+            "| cell | scenario | n | baseline lag P99 / max (ms, median) | GO | NO-GO | "
+            "P50 E2E IMPROVED | P50 E2E effect |"
+        )
         print("|---|---|---:|---:|---:|---:|---:|---:|")
         for r in busy:
             e, lag = r["rows"]["e2e.p50"], r.get("lag_ms_median") or [math.nan] * 2
             aa = r["cell"].startswith("aa")
-            print(f"| {r['cell']} | {r['scenario']} | {r['n']} | {lag[0]:.1f} / {lag[1]:.1f} | "
-                  f"{rate(r['results']['GO'], r['repeats'], aa=aa)} | "
-                  f"{rate(r['results']['NO-GO'], r['repeats'], aa=aa)} | "
-                  f"{rate(e['improved'], r['repeats'])} | {pct(e['ratio_median'])} |")  # fmt: skip
+            print(
+                f"| {r['cell']} | {r['scenario']} | {r['n']} | {lag[0]:.1f} / {lag[1]:.1f} | "
+                f"{rate(r['results']['GO'], r['repeats'], aa=aa)} | "
+                f"{rate(r['results']['NO-GO'], r['repeats'], aa=aa)} | "
+                f"{rate(e['improved'], r['repeats'])} | {pct(e['ratio_median'])} |"
+            )
     if cells["vacuous"]:
-        print(f"\n### Vacuous guardrail: P50 −10%, but {TAIL_FRAC:.0%} of requests get "
-              f"{opts['tail_m']:.2f}× TTFT (P99 TTFT +{TAIL_P99:.0%} on the base log-normal; "
-              "measured medians below): every GO is wrong\n")  # fmt: skip
-        print("| scenario | n | GO (wrong) | NO-GO | P99 TTFT REGRESSED | P50 E2E effect | "
-              "P99 TTFT effect | P99 E2E effect |")  # fmt: skip
+        print(
+            f"\n### Vacuous guardrail: P50 −10%, but {TAIL_FRAC:.0%} of requests get "
+            f"{opts['tail_m']:.2f}× TTFT (P99 TTFT +{TAIL_P99:.0%} on the base log-normal; "
+            "measured medians below): every GO is wrong\n"
+        )
+        print(
+            "| scenario | n | GO (wrong) | NO-GO | P99 TTFT REGRESSED | P50 E2E effect | "
+            "P99 TTFT effect | P99 E2E effect |"
+        )
         print("|---|---:|---:|---:|---:|---:|---:|---:|")
         for r in cells["vacuous"]:
             w = r["rows"]
-            print(f"| {r['scenario']} | {r['n']} | {rate(r['results']['GO'], r['repeats'])} | "
-                  f"{rate(r['results']['NO-GO'], r['repeats'])} | "
-                  f"{rate(w['ttft.p99']['regressed'], r['repeats'])} | "
-                  + " | ".join(pct(w[k]["ratio_median"]) for k in ("e2e.p50", "ttft.p99", "e2e.p99"))
-                  + " |")  # fmt: skip
+            print(
+                f"| {r['scenario']} | {r['n']} | {rate(r['results']['GO'], r['repeats'])} | "
+                f"{rate(r['results']['NO-GO'], r['repeats'])} | "
+                f"{rate(w['ttft.p99']['regressed'], r['repeats'])} | "
+                + " | ".join(pct(w[k]["ratio_median"]) for k in ("e2e.p50", "ttft.p99", "e2e.p99"))
+                + " |"
+            )
     if cells["alt"]:
         print(f"\n### A/A, alternating arms ({opts['blocks']} blocks, A B | B A …): throughput\n")
-        print("| scenario | n | false call | throughput false call | throughput effect, median "
-              "[median CI] | first repeat | P50 E2E false call |")  # fmt: skip
+        print(
+            "| scenario | n | false call | throughput false call | throughput effect, median "
+            "[median CI] | first repeat | P50 E2E false call |"
+        )
         print("|---|---:|---:|---:|---:|---:|---:|")
         for r in cells["alt"]:
             t = r["rows"]["throughput.requests"]
             ex = t["example"]
             k = r["results"]["GO"] + r["results"]["NO-GO"]
-            print(f"| {r['scenario']} | {r['n']} | {rate(k, r['repeats'], aa=True)} | "
-                  f"{called(r, 'throughput.requests')} | {pct(t['ratio_median'])} "
-                  f"[{pct(t['lo_median'])}, {pct(t['hi_median'])}] | "
-                  f"{pct(ex[0])} [{pct(ex[1])}, {pct(ex[2])}] | {called(r, 'e2e.p50')} |")  # fmt: skip
+            print(
+                f"| {r['scenario']} | {r['n']} | {rate(k, r['repeats'], aa=True)} | "
+                f"{called(r, 'throughput.requests')} | {pct(t['ratio_median'])} "
+                f"[{pct(t['lo_median'])}, {pct(t['hi_median'])}] | "
+                f"{pct(ex[0])} [{pct(ex[1])}, {pct(ex[2])}] | {called(r, 'e2e.p50')} |"
+            )
     if cells["slo"]:
-        print(f"\n### A/A, parallel arms, E2E SLO {SLO_E2E_S * 1e3:.0f} ms: rate rows' false calls\n")
-        print("| scenario | n | SLO attainment false call | goodput false call | attainment effect, "
-              "median [median CI] | latency false call (GO or NO-GO) |")  # fmt: skip
+        print(
+            f"\n### A/A, parallel arms, E2E SLO {SLO_E2E_S * 1e3:.0f} ms: rate rows' false calls\n"
+        )
+        print(
+            "| scenario | n | SLO attainment false call | goodput false call | attainment effect, "
+            "median [median CI] | latency false call (GO or NO-GO) |"
+        )
         print("|---|---:|---:|---:|---:|---:|")
         for r in cells["slo"]:
             a = r["rows"]["slo.attainment"]
             k = r["results"]["GO"] + r["results"]["NO-GO"]
-            print(f"| {r['scenario']} | {r['n']} | {called(r, 'slo.attainment')} | "
-                  f"{called(r, 'goodput.requests')} | {pct(a['ratio_median'])} "
-                  f"[{pct(a['lo_median'])}, {pct(a['hi_median'])}] | "
-                  f"{rate(k, r['repeats'], aa=True)} |")  # fmt: skip
+            print(
+                f"| {r['scenario']} | {r['n']} | {called(r, 'slo.attainment')} | "
+                f"{called(r, 'goodput.requests')} | {pct(a['ratio_median'])} "
+                f"[{pct(a['lo_median'])}, {pct(a['hi_median'])}] | "
+                f"{rate(k, r['repeats'], aa=True)} |"
+            )
     if cells["slopower"]:
-        print(f"\n### Power of the SLO rows: candidate 10% faster, E2E SLO {SLO_E2E_S * 1e3:.0f} ms\n")
-        print("| scenario | n | SLO attainment IMPROVED | goodput IMPROVED | attainment effect, "
-              "median [median CI] |")  # fmt: skip
+        print(
+            f"\n### Power of the SLO rows: candidate 10% faster, E2E SLO {SLO_E2E_S * 1e3:.0f} ms\n"
+        )
+        print(
+            "| scenario | n | SLO attainment IMPROVED | goodput IMPROVED | attainment effect, "
+            "median [median CI] |"
+        )
         print("|---|---:|---:|---:|---:|")
         for r in cells["slopower"]:
             a, g = r["rows"]["slo.attainment"], r["rows"]["goodput.requests"]
-            print(f"| {r['scenario']} | {r['n']} | {rate(a['improved'], r['repeats'])} | "
-                  f"{rate(g['improved'], r['repeats'])} | {pct(a['ratio_median'])} "
-                  f"[{pct(a['lo_median'])}, {pct(a['hi_median'])}] |")  # fmt: skip
+            print(
+                f"| {r['scenario']} | {r['n']} | {rate(a['improved'], r['repeats'])} | "
+                f"{rate(g['improved'], r['repeats'])} | {pct(a['ratio_median'])} "
+                f"[{pct(a['lo_median'])}, {pct(a['hi_median'])}] |"
+            )
     if cells["quality"]:
         print("\n### Quality gate (default margin 1 pp; per item flip probabilities)\n")
         print("| truth | items | right answer | pass | fail | neither | NO-GO |")
         print("|---|---:|---|---:|---:|---:|---:|")
         for r in cells["quality"]:
             name, _, _, _, right = QUALITY[int(r["scenario"])]
-            print(f"| {name} | {r['n']} | {right} | " + " | ".join(
-                rate(r[s], r["repeats"]) for s in ("pass", "fail", "neither", "no_go")) + " |")  # fmt: skip
+            print(
+                f"| {name} | {r['n']} | {right} | "
+                + " | ".join(rate(r[s], r["repeats"]) for s in ("pass", "fail", "neither", "no_go"))
+                + " |"
+            )
 
 
 def code_commit() -> str:
@@ -416,8 +513,12 @@ def code_commit() -> str:
 
     root = Path(abtui.__file__).resolve().parent.parent
     try:
-        git = lambda *a: subprocess.run(["git", "-C", str(root), *a], capture_output=True,  # noqa: E731
-                                        text=True, check=True).stdout.strip()  # fmt: skip
+
+        def git(*a: str) -> str:
+            return subprocess.run(
+                ["git", "-C", str(root), *a], capture_output=True, text=True, check=True
+            ).stdout.strip()
+
         dirty = " (+ uncommitted changes)" if git("status", "--porcelain", "abtui") else ""
         last = git("log", "-1", "--format=%h", "--", "abtui")
         return f"abtui/ at {last}{dirty} (HEAD {git('rev-parse', '--short', 'HEAD')}) in {root}"
@@ -426,23 +527,33 @@ def code_commit() -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     csv = lambda s: [x for x in s.split(",") if x]  # noqa: E731
     ap.add_argument("--cells", type=csv, default=list(CELLS), help=",".join(CELLS))
     ap.add_argument("--scenarios", type=csv, default=list(SCENARIOS))
-    ap.add_argument("--n", type=lambda s: [int(x) for x in csv(s)], default=list(NS_DEFAULT),
-                    help="requests per arm (default 200,500,1000,2000,5000)")  # fmt: skip
+    ap.add_argument(
+        "--n",
+        type=lambda s: [int(x) for x in csv(s)],
+        default=list(NS_DEFAULT),
+        help="requests per arm (default 200,500,1000,2000,5000)",
+    )
     ap.add_argument("--repeats", type=int, default=200)
-    ap.add_argument("--repeats-at", action="append", default=[], metavar="WHERE=R",
-                    help="R repeats at one n or in one cell (5000=100, alt=100; the fewer "
-                    "when both apply)")  # fmt: skip
+    ap.add_argument(
+        "--repeats-at",
+        action="append",
+        default=[],
+        metavar="WHERE=R",
+        help="R repeats at one n or in one cell (5000=100, alt=100; the fewer when both apply)",
+    )
     ap.add_argument("--resamples", type=int, default=1000)
     ap.add_argument("--shared", type=float, default=0.5, help="common share of the log-variance")
     ap.add_argument("--blocks", type=int, default=8, help="alternation blocks (alt cell)")
     ap.add_argument("--jobs", type=int, default=2)
-    ap.add_argument("--stall-ms", type=float, default=3.2,
-                    help="busy cells: mean client stall (lag P99 ≈ 3.4×)")  # fmt: skip
+    ap.add_argument(
+        "--stall-ms", type=float, default=3.2, help="busy cells: mean client stall (lag P99 ≈ 3.4×)"
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--quick", action="store_true", help="n 200,1000; 100 repeats")
     ap.add_argument("--json", metavar="PATH")
@@ -453,9 +564,14 @@ def main(argv: list[str] | None = None) -> None:
     if bad:
         ap.error(f"unknown cells/scenarios: {', '.join(sorted(bad))}")
     at = {k: int(v) for k, v in (s.split("=") for s in args.repeats_at)}
-    opts = {"resamples": args.resamples, "shared": args.shared, "blocks": args.blocks,
-            "seed": args.seed, "tail_m": tail_multiplier(SIGMA),
-            "stall_ms": args.stall_ms}  # fmt: skip
+    opts = {
+        "resamples": args.resamples,
+        "shared": args.shared,
+        "blocks": args.blocks,
+        "seed": args.seed,
+        "tail_m": tail_multiplier(SIGMA),
+        "stall_ms": args.stall_ms,
+    }
     keys = [(c, s, n) for c in args.cells if c != "quality" for s in args.scenarios for n in args.n]
     if "quality" in args.cells:
         keys += [("quality", str(i), q[1]) for i, q in enumerate(QUALITY)]
@@ -474,33 +590,52 @@ def main(argv: list[str] | None = None) -> None:
         for i, (key, rep, out) in enumerate(outs):
             got[key].append((rep, out))
             if (i + 1) % 500 == 0:
-                print(f"  {i + 1}/{len(tasks)} after {time.perf_counter() - t0:.0f} s",
-                      file=sys.stderr)  # fmt: skip
+                print(
+                    f"  {i + 1}/{len(tasks)} after {time.perf_counter() - t0:.0f} s",
+                    file=sys.stderr,
+                )
     finally:
         if pool:
             pool.terminate()
     wall = time.perf_counter() - t0
     res = [summarize(k, [out for _, out in sorted(got[k], key=lambda r: r[0])]) for k in keys]
-    cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo")
-                if ln.startswith("model name")), platform.processor())  # fmt: skip
+    cpu = next(
+        (
+            ln.split(":", 1)[1].strip()
+            for ln in open("/proc/cpuinfo")
+            if ln.startswith("model name")
+        ),
+        platform.processor(),
+    )
     meta = {
         "machine": f"{platform.node()}, {cpu}, {os.cpu_count()} CPUs, load {load:.2f} at start",
         "versions": f"Python {platform.python_version()}, numpy {metadata.version('numpy')}, "
         f"scipy {metadata.version('scipy')}",
-        "code": code_commit(), "resamples": args.resamples, "repeats": args.repeats,
-        "repeats_at": at, "jobs": args.jobs, "shared": args.shared, "blocks": args.blocks,
-        "tail_multiplier": opts["tail_m"], "seed": args.seed, "wall_s": wall,
+        "code": code_commit(),
+        "resamples": args.resamples,
+        "repeats": args.repeats,
+        "repeats_at": at,
+        "jobs": args.jobs,
+        "shared": args.shared,
+        "blocks": args.blocks,
+        "tail_multiplier": opts["tail_m"],
+        "seed": args.seed,
+        "wall_s": wall,
         "command": " ".join(sys.argv if argv is None else ["bench_verdict_calibration.py", *argv]),
-    }  # fmt: skip
+    }
     print("## Verdict calibration (issue 24)\n")
-    print(f"- machine: {meta['machine']}\n- versions: {meta['versions']}\n- code measured: "
-          f"{meta['code']}\n- command: `{meta['command']}`")  # fmt: skip
-    print(f"- {args.resamples:,} bootstrap resamples per verdict (the verdict's default is "
-          "10,000; CI endpoints at 1,000 are slightly noisier); "
-          f"{args.repeats} repeats per cell" + "".join(
-              f", {r} {'at n =' if k.isdigit() else 'in'} {k}" for k, r in at.items())
-          + f"; common share of the log-variance {args.shared}; {args.jobs} processes; "
-          f"wall time {wall / 60:.1f} min")  # fmt: skip
+    print(
+        f"- machine: {meta['machine']}\n- versions: {meta['versions']}\n- code measured: "
+        f"{meta['code']}\n- command: `{meta['command']}`"
+    )
+    print(
+        f"- {args.resamples:,} bootstrap resamples per verdict (the verdict's default is "
+        "10,000; CI endpoints at 1,000 are slightly noisier); "
+        f"{args.repeats} repeats per cell"
+        + "".join(f", {r} {'at n =' if k.isdigit() else 'in'} {k}" for k, r in at.items())
+        + f"; common share of the log-variance {args.shared}; {args.jobs} processes; "
+        f"wall time {wall / 60:.1f} min"
+    )
     print("- rates ±1.96·√(p(1−p)/R); ⚠ = an A/A false-call rate above α = 5% beyond that")
     print_tables(res, opts)
     if args.json:

@@ -50,32 +50,61 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--output-tokens", type=int, default=32, help="max_tokens (32)")
     ap.add_argument("--repeat", type=int, default=3, help="whole runs; figures are medians (3)")
     ap.add_argument("--model-seed", type=int, default=0, help="seed of the random weights (0)")
-    ap.add_argument("--no-logprobs", action="store_true",
-                    help="do not ask for logprobs (chunks may then carry several tokens)")  # fmt: skip
+    ap.add_argument(
+        "--no-logprobs",
+        action="store_true",
+        help="do not ask for logprobs (chunks may then carry several tokens)",
+    )
     ap.add_argument("--no-pin", action="store_true", help="do not pin the servers to cores")
     ap.add_argument("--http", choices=("fast", "httpx"), default="fast")
     ap.add_argument("--dir", type=Path, help="work folder (default: a temporary one)")
-    ap.add_argument("--experiments", nargs="?", const="ngram-repeat,ngram-story,parallel,kv-q4",
-                    metavar="KEYS", help="run the optimisation A/Bs instead (default: the "
-                    "real-model ones; the tiny-model ones are batching, kv-quant, spec-decode, "
-                    "np-x-draft, weights)")  # fmt: skip
-    ap.add_argument("--requests-per-arm", type=int, metavar="N",
-                    help="--experiments: measured requests per arm (default: each A/B's own)")
-    ap.add_argument("--quality-per-cell", type=int, metavar="N",
-                    help="--experiments: haystacks per length of the quality suites (default: "
-                         "each A/B's own)")  # fmt: skip
-    ap.add_argument("--quality-max-length", type=int, metavar="TOKENS",
-                    help="--experiments: longest haystack (default: each A/B's own)")
+    ap.add_argument(
+        "--experiments",
+        nargs="?",
+        const="ngram-repeat,ngram-story,parallel,kv-q4",
+        metavar="KEYS",
+        help="run the optimisation A/Bs instead (default: the "
+        "real-model ones; the tiny-model ones are batching, kv-quant, spec-decode, "
+        "np-x-draft, weights)",
+    )
+    ap.add_argument(
+        "--requests-per-arm",
+        type=int,
+        metavar="N",
+        help="--experiments: measured requests per arm (default: each A/B's own)",
+    )
+    ap.add_argument(
+        "--quality-per-cell",
+        type=int,
+        metavar="N",
+        help="--experiments: haystacks per length of the quality suites (default: each A/B's own)",
+    )
+    ap.add_argument(
+        "--quality-max-length",
+        type=int,
+        metavar="TOKENS",
+        help="--experiments: longest haystack (default: each A/B's own)",
+    )
     a = ap.parse_args(argv)
     if a.experiments:
-        over = {k: v for k, v in (("quality_per_cell", a.quality_per_cell),
-                                  ("quality_max_length", a.quality_max_length)) if v}  # fmt: skip
+        over = {
+            k: v
+            for k, v in (
+                ("quality_per_cell", a.quality_per_cell),
+                ("quality_max_length", a.quality_max_length),
+            )
+            if v
+        }
         return experiments(a.experiments.split(","), a.dir, a.requests_per_arm, over)
     cfg = ABConfig(
-        requests=a.requests, input_tokens=a.input_tokens, output_tokens=a.output_tokens,
-        model_seed=a.model_seed, per_token_chunks=not a.no_logprobs, pin=not a.no_pin,
+        requests=a.requests,
+        input_tokens=a.input_tokens,
+        output_tokens=a.output_tokens,
+        model_seed=a.model_seed,
+        per_token_chunks=not a.no_logprobs,
+        pin=not a.no_pin,
         http=a.http,
-    )  # fmt: skip
+    )
     load_before = _load()
     results: list[EngineAB] = []
     with tempfile.TemporaryDirectory(prefix="abtui-engine-") as tmp:
@@ -144,15 +173,22 @@ def main(argv: list[str] | None = None) -> int:
             f"  {cand}: top-1 {c['top1_agreement']:.1%} [{c['top1_lo']:.1%}, {c['top1_hi']:.1%}], "
             f"KL ≥ {c['kl_lower_bound']:.5f} [{c['kl_lo']:.5f}, {c['kl_hi']:.5f}] nats over "
             f"{c['positions']} positions of {c['prompts']} prompts"
-            + ("" if len(results) == 1 else "; the same in every repeat" if same else
-               "; differs between repeats")
-        )  # fmt: skip
+            + (
+                ""
+                if len(results) == 1
+                else "; the same in every repeat"
+                if same
+                else "; differs between repeats"
+            )
+        )
     lp_problems = [p for r in results for p in logprob_problems(r.logprobs)]
     if lp_problems:
         print(f"logprob check FAILED: {lp_problems[0]}")
     else:
-        print("logprob check OK: Q4_0 is further from FP32 than Q8_0 on top-1 agreement and KL, "
-              "beyond both 95% CIs, in every repeat")  # fmt: skip
+        print(
+            "logprob check OK: Q4_0 is further from FP32 than Q8_0 on top-1 agreement and KL, "
+            "beyond both 95% CIs, in every repeat"
+        )
     print()
     verdicts = {0: "GO", 3: "NO-GO", 4: "INCONCLUSIVE"}
     for cand in results[0].exit_codes:
@@ -188,8 +224,9 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if problems else 0
 
 
-def experiments(keys: list[str], folder: Path | None, requests: int | None = None,
-                over: dict | None = None) -> int:  # fmt: skip
+def experiments(
+    keys: list[str], folder: Path | None, requests: int | None = None, over: dict | None = None
+) -> int:
     import dataclasses
 
     from abtui.engine.experiment_table import factorial_lines, table_rows
@@ -199,8 +236,11 @@ def experiments(keys: list[str], folder: Path | None, requests: int | None = Non
     rows, results = [], []
     with tempfile.TemporaryDirectory(prefix="abtui-engine-") as tmp:
         base = folder or Path(tmp)
-        tiny = any(not is_real(st.model) for k in keys
-                   for st in (EXPERIMENTS[k].baseline, EXPERIMENTS[k].candidate))  # fmt: skip
+        tiny = any(
+            not is_real(st.model)
+            for k in keys
+            for st in (EXPERIMENTS[k].baseline, EXPERIMENTS[k].candidate)
+        )
         models = models_for(base / "models") if tiny else None
         for k in keys:
             print(f"engine_ab: {k}", file=sys.stderr)
@@ -209,7 +249,9 @@ def experiments(keys: list[str], folder: Path | None, requests: int | None = Non
             results.append(res)
             if not EXPERIMENTS[k].factors:
                 rows += table_rows(res)
-    print(f"machine   {cpu_model()}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}")
+    print(
+        f"machine   {cpu_model()}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}"
+    )
     print(f"load avg  before {load_before}, after {_load()} (1/5/15 min)")
     print()
     cols = list(rows[0])
@@ -220,19 +262,25 @@ def experiments(keys: list[str], folder: Path | None, requests: int | None = Non
     print()
     knobs = [r for r in results if r.ppl]
     if knobs:
-        print("| A/B | knob | PPL | PPL ratio ± 1 s.e. | mean KLD (nats) | same top token | "
-              "quality: accuracy baseline → candidate (Δ, gate) |")  # fmt: skip
+        print(
+            "| A/B | knob | PPL | PPL ratio ± 1 s.e. | mean KLD (nats) | same top token | "
+            "quality: accuracy baseline → candidate (Δ, gate) |"
+        )
         print("|---|---|---|---|---|---|---|")
         for r in knobs:
             c, exp = r.ppl, EXPERIMENTS[r.key]
-            print(f"| {r.key} | {exp.candidate.name} | {c.base.ppl:.2f} → {c.cand.ppl:.2f} | "
-                  f"×{c.ratio:.4f} ± {c.ratio_err:.4f} | {c.kld:.4f} | {c.same_top:.1%} | "
-                  f"{quality_cell(r.pair.get('quality'))} |")  # fmt: skip
+            print(
+                f"| {r.key} | {exp.candidate.name} | {c.base.ppl:.2f} → {c.cand.ppl:.2f} | "
+                f"×{c.ratio:.4f} ± {c.ratio_err:.4f} | {c.kld:.4f} | {c.same_top:.1%} | "
+                f"{quality_cell(r.pair.get('quality'))} |"
+            )
         print()
     for res in results:
         exp = EXPERIMENTS[res.key]
-        print(f"{res.key} ({exp.title}; {exp.schedule}: {exp.why}): {res.pair['result']} in "
-              f"{res.wall_s:.0f} s")  # fmt: skip
+        print(
+            f"{res.key} ({exp.title}; {exp.schedule}: {exp.why}): {res.pair['result']} in "
+            f"{res.wall_s:.0f} s"
+        )
         for line in factorial_lines(res) if exp.factors else res.pair["reasons"]:
             print(f"  - {line}")
         if res.ppl:
@@ -242,8 +290,10 @@ def experiments(keys: list[str], folder: Path | None, requests: int | None = Non
                 print(f"  WARNING: {warn}")
         if res.logprobs:
             c = res.logprobs
-            print(f"  logprobs: top-1 {c['top1_agreement']:.1%} [{c['top1_lo']:.1%}, "
-                  f"{c['top1_hi']:.1%}], KL ≥ {c['kl_lower_bound']:.4f} nats")  # fmt: skip
+            print(
+                f"  logprobs: top-1 {c['top1_agreement']:.1%} [{c['top1_lo']:.1%}, "
+                f"{c['top1_hi']:.1%}], KL ≥ {c['kl_lower_bound']:.4f} nats"
+            )
         for p in res.problems:
             print(f"  PROBLEM: {p}")
     return 1 if any(r.problems for r in results) else 0
@@ -256,10 +306,15 @@ def quality_cell(q: dict | None) -> str:
     gates = {g["suite"]: g["state"] for g in q.get("gates", [])}
     out = []
     for s in q.get("suites", []):
-        per = ", ".join(f"{b['bucket']} {b['acc_a']:.0%} → {b['acc_b']:.0%}"
-                        for b in q.get("buckets", []) if b["suite"] == s["suite"])  # fmt: skip
-        out.append(f"{s['suite']} {s['acc_a']:.0%} → {s['acc_b']:.0%} ({s['delta'] * 100:+.1f} "
-                   f"pp, {gates.get(s['suite'], '?')}; {per})")  # fmt: skip
+        per = ", ".join(
+            f"{b['bucket']} {b['acc_a']:.0%} → {b['acc_b']:.0%}"
+            for b in q.get("buckets", [])
+            if b["suite"] == s["suite"]
+        )
+        out.append(
+            f"{s['suite']} {s['acc_a']:.0%} → {s['acc_b']:.0%} ({s['delta'] * 100:+.1f} "
+            f"pp, {gates.get(s['suite'], '?')}; {per})"
+        )
     return "; ".join(out) or "—"
 
 

@@ -56,9 +56,19 @@ def main_thread_at() -> str:
 class _Mallinfo2(ctypes.Structure):
     _fields_ = [
         (n, ctypes.c_size_t)
-        for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
-                  "uordblks", "fordblks", "keepcost")
-    ]  # fmt: skip
+        for n in (
+            "arena",
+            "ordblks",
+            "smblks",
+            "hblks",
+            "hblkhd",
+            "usmblks",
+            "fsmblks",
+            "uordblks",
+            "fordblks",
+            "keepcost",
+        )
+    ]
 
 
 def malloc_mb() -> dict:
@@ -143,10 +153,14 @@ class Probe:
         else:
             diff = snap.compare_to(self.base, "lineno")
             row["top_growth"] = [
-                {"site": str(d.traceback[0]), "size_kb": round(d.size / 1024, 1),
-                 "diff_kb": round(d.size_diff / 1024, 1), "count_diff": d.count_diff}
+                {
+                    "site": str(d.traceback[0]),
+                    "size_kb": round(d.size / 1024, 1),
+                    "diff_kb": round(d.size_diff / 1024, 1),
+                    "count_diff": d.count_diff,
+                }
                 for d in sorted(diff, key=lambda d: -d.size_diff)[:TOP]
-            ]  # fmt: skip
+            ]
         return row
 
     def loop(self) -> None:
@@ -193,9 +207,12 @@ def main() -> int:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--every", type=float, default=30.0)
     ap.add_argument("--frames", type=int, default=1, help="tracemalloc frames per trace")
-    ap.add_argument("--no-trace", action="store_true",
-                    help="no tracemalloc (it slows the process and adds its own memory): "
-                    "RSS, glibc heap and DuckDB only")  # fmt: skip
+    ap.add_argument(
+        "--no-trace",
+        action="store_true",
+        help="no tracemalloc (it slows the process and adds its own memory): "
+        "RSS, glibc heap and DuckDB only",
+    )
     ap.add_argument("--tui", action="store_true", help="the run with the live TUI attached")
     ap.add_argument("argv", nargs=argparse.REMAINDER, help="-- then abtui's arguments")
     args = ap.parse_args()

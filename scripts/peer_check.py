@@ -45,13 +45,18 @@ def setup(root: Path) -> None:
 
 def _row(tool: str, prompts, ttft, tpot, e2e, n_out, native: str, st: list[ServerTiming]) -> dict:
     return {
-        "tool": tool, "n": len(ttft), "prompts": list(prompts), "ttft": np.asarray(ttft, float),
-        "tpot": np.asarray(tpot, float), "e2e": np.asarray(e2e, float),
-        "n_out": np.asarray(n_out, float), "native": native,
+        "tool": tool,
+        "n": len(ttft),
+        "prompts": list(prompts),
+        "ttft": np.asarray(ttft, float),
+        "tpot": np.asarray(tpot, float),
+        "e2e": np.asarray(e2e, float),
+        "n_out": np.asarray(n_out, float),
+        "native": native,
         "srv_prompt": np.array([s.prompt_ms for s in st]),
         "srv_step": np.array([s.ms_per_token for s in st]),
         "srv_tokens": np.array([s.eval_runs + 1 for s in st], float),
-    }  # fmt: skip
+    }
 
 
 def _tpot_server_count(r: dict) -> np.ndarray:
@@ -66,7 +71,9 @@ def run_abtui(work: Path, srv: LlamaCppServer, model: Path, n: int, isl: int, os
     from abtui.metrics.request import e2e_s, tpot_s, ttft_s
     from abtui.store.reader import SessionReader
 
-    with LlamaCppServer(model, name="FP32b", cpus=(_cpus()[1],) if len(_cpus()) > 1 else None) as other:
+    with LlamaCppServer(
+        model, name="FP32b", cpus=(_cpus()[1],) if len(_cpus()) > 1 else None
+    ) as other:
         spec = work / "abtui.toml"
         spec.write_text(
             f'name = "peer-abtui"\n'
@@ -89,9 +96,16 @@ def run_abtui(work: Path, srv: LlamaCppServer, model: Path, n: int, isl: int, os
     t = a.select(~a.warmup)
     o = np.argsort(t.dispatched_ns, kind="stable")  # the server's order
     prompts = [prompt_of[int(i)] for i in t.item[o]]
-    row = _row("abtui", prompts, ttft_s(t)[o] * 1e3, tpot_s(t)[o] * 1e3, e2e_s(t)[o] * 1e3,
-               t.n_output[o], "TPOT = (E2E - TTFT)/(n-1), n = token chunks incl. text-less ones",
-               st)  # fmt: skip
+    row = _row(
+        "abtui",
+        prompts,
+        ttft_s(t)[o] * 1e3,
+        tpot_s(t)[o] * 1e3,
+        e2e_s(t)[o] * 1e3,
+        t.n_output[o],
+        "TPOT = (E2E - TTFT)/(n-1), n = token chunks incl. text-less ones",
+        st,
+    )
     row["sent"] = sent  # warm-up prompts first: the peers send the same list in the same order
     row["outputs"] = [text_of[int(r)] or "" for r in t.req[o]]
     return row
@@ -102,35 +116,53 @@ def run_guidellm(work: Path, srv: LlamaCppServer, venv: Path, hf: Path, sent: li
     data.write_text(
         "".join(json.dumps({"prompt": p, "output_tokens_count": osl}) + "\n" for p in sent)
     )
-    spec = {"spec": {
-        "backend": {"kind": "openai_http", "target": srv.url[: -len("/v1")], "model": srv.name,
-                    "request_format": "/v1/completions", "validate_backend": False,
-                    "extras": {"body": {"logprobs": 0, "temperature": 0.0, "seed": 0}}},
-        "profile": {"kind": "concurrent", "streams": [1]},
-        "data": [{"kind": "json_file", "path": str(data)}],
-        "tokenizer": {"kind": "huggingface_auto", "model": str(hf)},
-        "constraints": [{"kind": "max_requests", "count": len(sent)}],
-        "outputs": [{"kind": "json", "path": str(work / "guidellm.json")}],
-    }}  # fmt: skip
+    spec = {
+        "spec": {
+            "backend": {
+                "kind": "openai_http",
+                "target": srv.url[: -len("/v1")],
+                "model": srv.name,
+                "request_format": "/v1/completions",
+                "validate_backend": False,
+                "extras": {"body": {"logprobs": 0, "temperature": 0.0, "seed": 0}},
+            },
+            "profile": {"kind": "concurrent", "streams": [1]},
+            "data": [{"kind": "json_file", "path": str(data)}],
+            "tokenizer": {"kind": "huggingface_auto", "model": str(hf)},
+            "constraints": [{"kind": "max_requests", "count": len(sent)}],
+            "outputs": [{"kind": "json", "path": str(work / "guidellm.json")}],
+        }
+    }
     (work / "guidellm-scenario.json").write_text(json.dumps(spec))
     before = len(srv.timings())
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    cmd = [str(venv / "bin" / "guidellm"), "run", "-c", str(work / "guidellm-scenario.json"),
-           "--disable-progress"]  # fmt: skip
+    cmd = [
+        str(venv / "bin" / "guidellm"),
+        "run",
+        "-c",
+        str(work / "guidellm-scenario.json"),
+        "--disable-progress",
+    ]
     subprocess.run(cmd, check=True, env=env, stdout=sys.stderr, stderr=sys.stderr)
     st = srv.timings()[before + WARMUP :]
     reqs = json.loads((work / "guidellm.json").read_text())["benchmarks"][0]["requests"]
     ok = sorted(reqs["successful"], key=lambda r: r["request_start_time"])[WARMUP:]
     return _row(
-        "GuideLLM", [json.loads(r["request_args"])["body"]["prompt"] for r in ok],
+        "GuideLLM",
+        [json.loads(r["request_args"])["body"]["prompt"] for r in ok],
         [r["time_to_first_token_ms"] for r in ok],
         [r["inter_token_latency_ms"] for r in ok],
-        [1e3 * (r["info"]["timings"]["last_token_iteration"] - r["request_start_time"]) for r in ok],
+        [
+            1e3 * (r["info"]["timings"]["last_token_iteration"] - r["request_start_time"])
+            for r in ok
+        ],
         [r["output_tokens"] for r in ok],
         "ITL = (last - first)/(n-1); its TPOT = (last - start)/n",
         st,
-    ) | {"own_tpot": np.array([r["time_per_output_token_ms"] for r in ok]),
-         "outputs": [r["output"] or "" for r in ok]}  # fmt: skip
+    ) | {
+        "own_tpot": np.array([r["time_per_output_token_ms"] for r in ok]),
+        "outputs": [r["output"] or "" for r in ok],
+    }
 
 
 def run_aiperf(work: Path, srv: LlamaCppServer, venv: Path, hf: Path, sent: list[str], osl: int):
@@ -138,15 +170,36 @@ def run_aiperf(work: Path, srv: LlamaCppServer, venv: Path, hf: Path, sent: list
     data = work / "prompts-aiperf.jsonl"
     data.write_text("".join(json.dumps({"text": p, "output_length": osl}) + "\n" for p in sent))
     cmd = [
-        str(venv / "bin" / "aiperf"), "profile", "--model", srv.name,
-        "--url", srv.url[: -len("/v1")], "--endpoint-type", "completions", "--streaming",
-        "--concurrency", "1", "--request-count", str(len(sent)),
-        "--input-file", str(data), "--custom-dataset-type", "single_turn",
-        "--dataset-sampling-strategy", "sequential", "--export-outputs-json",
-        "--extra-inputs", '{"logprobs": 0, "temperature": 0.0, "seed": 0, "ignore_eos": true}',
-        "--use-legacy-max-tokens", "--tokenizer", str(hf), "--random-seed", "0",
-        "--output-artifact-dir", str(out),
-    ]  # fmt: skip
+        str(venv / "bin" / "aiperf"),
+        "profile",
+        "--model",
+        srv.name,
+        "--url",
+        srv.url[: -len("/v1")],
+        "--endpoint-type",
+        "completions",
+        "--streaming",
+        "--concurrency",
+        "1",
+        "--request-count",
+        str(len(sent)),
+        "--input-file",
+        str(data),
+        "--custom-dataset-type",
+        "single_turn",
+        "--dataset-sampling-strategy",
+        "sequential",
+        "--export-outputs-json",
+        "--extra-inputs",
+        '{"logprobs": 0, "temperature": 0.0, "seed": 0, "ignore_eos": true}',
+        "--use-legacy-max-tokens",
+        "--tokenizer",
+        str(hf),
+        "--random-seed",
+        "0",
+        "--output-artifact-dir",
+        str(out),
+    ]
     # not HF_HUB_OFFLINE: AIPerf 0.13.0 then looks the folder up as a hub snapshot and fails
     env = {
         k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
@@ -161,16 +214,20 @@ def run_aiperf(work: Path, srv: LlamaCppServer, venv: Path, hf: Path, sent: list
     inputs = json.loads((out / "inputs.json").read_text())["data"]
     prompt_of = {d["session_id"]: d["payloads"][0]["prompt"] for d in inputs}
     m = [r["metrics"] for r in recs]
-    texts = {d["x_request_id"]: d.get("response_text") or ""
-             for d in json.loads((out / "outputs.json").read_text())["data"]}  # fmt: skip
+    texts = {
+        d["x_request_id"]: d.get("response_text") or ""
+        for d in json.loads((out / "outputs.json").read_text())["data"]
+    }
     row = _row(
-        "AIPerf", [prompt_of.get(r["metadata"]["conversation_id"], "?") for r in recs],
+        "AIPerf",
+        [prompt_of.get(r["metadata"]["conversation_id"], "?") for r in recs],
         [x["time_to_first_token"]["value"] for x in m],
         [x["inter_token_latency"]["value"] for x in m],
         [x["request_latency"]["value"] for x in m],
         [x["output_sequence_length"]["value"] for x in m],
-        "ITL = (latency - TTFT)/(OSL-1), OSL by re-tokenizing the text", st,
-    )  # fmt: skip
+        "ITL = (latency - TTFT)/(OSL-1), OSL by re-tokenizing the text",
+        st,
+    )
     row["outputs"] = [texts.get(r["metadata"]["x_request_id"], "?") for r in recs]
     return row
 
@@ -226,9 +283,15 @@ def report(rows: list[dict], args) -> None:
         ("TTFT mean (ms)", [mean(r["ttft"]) for r in rows]),
         ("TPOT/ITL P50 (ms)", [f"{np.median(r['tpot']):.3f}" for r in rows]),
         ("TPOT/ITL mean (ms)", [f"{np.mean(r['tpot']):.3f}" for r in rows]),
-        ("  same, server's token count, P50", [f"{np.median(_tpot_server_count(r)):.3f}" for r in rows]),
+        (
+            "  same, server's token count, P50",
+            [f"{np.median(_tpot_server_count(r)):.3f}" for r in rows],
+        ),
         ("E2E P50 (ms)", [p50(r["e2e"]) for r in rows]),
-        ("its own 'TPOT' (incl. TTFT) P50", [p50(r["own_tpot"]) if "own_tpot" in r else "-" for r in rows]),
+        (
+            "its own 'TPOT' (incl. TTFT) P50",
+            [p50(r["own_tpot"]) if "own_tpot" in r else "-" for r in rows],
+        ),
         ("TTFT - abtui's, same prompt, P50", [vs_abtui(r, "ttft") for r in rows]),
         ("TPOT/ITL - abtui's, same prompt, P50", [vs_abtui(r, "tpot") for r in rows]),
         ("E2E - abtui's, same prompt, P50", [vs_abtui(r, "e2e") for r in rows]),
@@ -236,9 +299,15 @@ def report(rows: list[dict], args) -> None:
         ("server: tokens/req generated", [mean(r["srv_tokens"]) for r in rows]),
         ("server: prompt eval P50 (ms)", [p50(r["srv_prompt"]) for r in rows]),
         ("server: decode/step P50 (ms)", [f"{np.median(r['srv_step']):.3f}" for r in rows]),
-        ("TTFT P50 - server prompt P50", [f"{np.median(r['ttft']) - np.median(r['srv_prompt']):.2f}" for r in rows]),
-        ("TPOT P50 / server step P50", [f"{np.median(r['tpot']) / np.median(r['srv_step']):.1f}x" for r in rows]),
-    ]  # fmt: skip
+        (
+            "TTFT P50 - server prompt P50",
+            [f"{np.median(r['ttft']) - np.median(r['srv_prompt']):.2f}" for r in rows],
+        ),
+        (
+            "TPOT P50 / server step P50",
+            [f"{np.median(r['tpot']) / np.median(r['srv_step']):.1f}x" for r in rows],
+        ),
+    ]
     w = max(len(k) for k, _ in lines)
     print(f"\n{'':<{w}}  " + "  ".join(f"{c:>10}" for c in cols))
     for k, vals in lines:
@@ -265,8 +334,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--requests", type=int, default=40)
     ap.add_argument("--input-tokens", type=int, default=32)
     ap.add_argument("--output-tokens", type=int, default=32)
-    ap.add_argument("--peers-dir", type=Path, default=Path("/tmp/abtui-peers"),
-                    help="where the peers' venvs are (<dir>/guidellm, <dir>/aiperf)")  # fmt: skip
+    ap.add_argument(
+        "--peers-dir",
+        type=Path,
+        default=Path("/tmp/abtui-peers"),
+        help="where the peers' venvs are (<dir>/guidellm, <dir>/aiperf)",
+    )
     ap.add_argument("--setup", action="store_true", help="create the peers' venvs, then exit")
     ap.add_argument("--tools", default="guidellm,aiperf", help="peers to run after abtui")
     ap.add_argument(
@@ -291,14 +364,19 @@ def main(argv: list[str] | None = None) -> int:
         hf = write_hf_tokenizer(work / "hf-tokenizer")
         cpu = _cpus()[0] if _cpus() else None
         rounds: list[list[dict]] = []
-        with LlamaCppServer(models["FP32"], name="FP32", cpus=(cpu,) if cpu is not None else None,
-                            log_path=work / "server.log") as srv:
+        with LlamaCppServer(
+            models["FP32"],
+            name="FP32",
+            cpus=(cpu,) if cpu is not None else None,
+            log_path=work / "server.log",
+        ) as srv:
             for k in range(a.repeat):
                 rd = work / f"round{k}"
                 rd.mkdir(exist_ok=True)
                 print(f"peer_check: round {k + 1}/{a.repeat}: abtui", file=sys.stderr)
-                rows = [run_abtui(rd, srv, models["FP32"], a.requests, a.input_tokens,
-                                  a.output_tokens)]  # fmt: skip
+                rows = [
+                    run_abtui(rd, srv, models["FP32"], a.requests, a.input_tokens, a.output_tokens)
+                ]
                 sent = rows[0]["sent"]  # every peer sends abtui's prompts, in the same order
                 for t in tools:
                     print(f"peer_check: round {k + 1}/{a.repeat}: {t}", file=sys.stderr)

@@ -32,10 +32,16 @@ from abtui.engine.quality_calibration import calibrate, table
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--models", default="smollm2,gemma3-270m",
-                    help="names for `abtui engine fetch`, or GGUF paths (comma-separated)")  # fmt: skip
-    ap.add_argument("--lengths", default="1024,2048,4096",
-                    help="retrieval lengths in the endpoint's tokens (those that fit are run)")  # fmt: skip
+    ap.add_argument(
+        "--models",
+        default="smollm2,gemma3-270m",
+        help="names for `abtui engine fetch`, or GGUF paths (comma-separated)",
+    )
+    ap.add_argument(
+        "--lengths",
+        default="1024,2048,4096",
+        help="retrieval lengths in the endpoint's tokens (those that fit are run)",
+    )
     ap.add_argument("--suites", default="niah,keys,exact")
     ap.add_argument("--per-cell", type=int, default=4, help="haystacks per length (4)")
     ap.add_argument("--threads", type=int, default=1, help="llama.cpp threads (1)")
@@ -50,15 +56,23 @@ def main(argv: list[str] | None = None) -> int:
     for spec in a.models.split(","):
         path = fetch(spec) if spec in CATALOGUE else Path(spec)
         ctx = a.ctx or gguf_info(path).context_length or 8192
-        cal = calibrate(path, name=spec if spec in CATALOGUE else path.stem,
-                        lengths=[int(x) for x in a.lengths.split(",")],
-                        suites=a.suites.split(","), per_cell=a.per_cell, ctx=ctx,
-                        threads=a.threads, api=a.api,
-                        log=lambda s: print(s, file=sys.stderr, flush=True))  # fmt: skip
+        cal = calibrate(
+            path,
+            name=spec if spec in CATALOGUE else path.stem,
+            lengths=[int(x) for x in a.lengths.split(",")],
+            suites=a.suites.split(","),
+            per_cell=a.per_cell,
+            ctx=ctx,
+            threads=a.threads,
+            api=a.api,
+            log=lambda s: print(s, file=sys.stderr, flush=True),
+        )
         cals.append(cal)
-        print(f"{cal.model}: items took {cal.wall_s:.0f} s after a {cal.probe_s:.0f} s probe "
-              f"(load average {' '.join(f'{x:.1f}' for x in os.getloadavg())})",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"{cal.model}: items took {cal.wall_s:.0f} s after a {cal.probe_s:.0f} s probe "
+            f"(load average {' '.join(f'{x:.1f}' for x in os.getloadavg())})",
+            file=sys.stderr,
+        )
         for item_id, ref, out in cal.wrong[: a.show]:
             print(f"  wrong {item_id}: expected {ref}, got {out[:80]!r}", file=sys.stderr)
     print(table(cals))
@@ -72,21 +86,40 @@ def kv_ab(model: str, kv: str, threads: int) -> int:
     path = fetch(model) if model in CATALOGUE else Path(model)
     ctx = gguf_info(path).context_length or 8192
     folder = Path(tempfile.mkdtemp(prefix="abtui-kv-"))
-    with LlamaCppServer(path, name="m", ctx=ctx, threads=threads, flash_attn="on",
-                        extra_args=("-ctk", "f16", "-ctv", "f16")) as base, \
-         LlamaCppServer(path, name="m", ctx=ctx, threads=threads, flash_attn="on",
-                        extra_args=("-ctk", kv, "-ctv", kv)) as cand:  # fmt: skip
+    with (
+        LlamaCppServer(
+            path,
+            name="m",
+            ctx=ctx,
+            threads=threads,
+            flash_attn="on",
+            extra_args=("-ctk", "f16", "-ctv", "f16"),
+        ) as base,
+        LlamaCppServer(
+            path,
+            name="m",
+            ctx=ctx,
+            threads=threads,
+            flash_attn="on",
+            extra_args=("-ctk", kv, "-ctv", kv),
+        ) as cand,
+    ):
         arms = {"f16": base.url, kv: cand.url}
         spec = folder / "kv.toml"
-        spec.write_text('name = "kv"\n'
-                        + "".join(f'[[arms]]\nname = "{n}"\nurl = "{u}"\n' for n, u in arms.items())
-                        + '[workload]\nrequests = 20\ninput_tokens = 64\n'
-                        f'output_tokens = 16\n[load]\nconcurrency = 1\n[store]\ndir = "{folder}"\n'
-                        '[quality]\nsuites = ["niah", "keys", "exact"]\n')  # fmt: skip
+        spec.write_text(
+            'name = "kv"\n'
+            + "".join(f'[[arms]]\nname = "{n}"\nurl = "{u}"\n' for n, u in arms.items())
+            + "[workload]\nrequests = 20\ninput_tokens = 64\n"
+            f'output_tokens = 16\n[load]\nconcurrency = 1\n[store]\ndir = "{folder}"\n'
+            '[quality]\nsuites = ["niah", "keys", "exact"]\n'
+        )
         t0 = time.perf_counter()
         rc = abtui_main(["run", str(spec), "--headless"])
-        print(f"abtui run: exit code {rc} after {time.perf_counter() - t0:.0f} s; session in "
-              f"{folder}", file=sys.stderr)  # fmt: skip
+        print(
+            f"abtui run: exit code {rc} after {time.perf_counter() - t0:.0f} s; session in "
+            f"{folder}",
+            file=sys.stderr,
+        )
     return 0 if rc in (0, 3, 4) else 1
 
 

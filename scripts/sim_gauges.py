@@ -175,8 +175,10 @@ def run(preset: str, name: str, interval: float) -> None:
         w = f"   roofline {want[k]:6.1%}" if k in want else ""
         if VERBOSE:
             print("   ", " ".join(f"{v:.2f}" for v in vals))
-        print(f"  {k:<7} mean {statistics.mean(vals):6.1%}  min {min(vals):6.1%}  "
-              f"max {max(vals):6.1%}{w}")  # fmt: skip
+        print(
+            f"  {k:<7} mean {statistics.mean(vals):6.1%}  min {min(vals):6.1%}  "
+            f"max {max(vals):6.1%}{w}"
+        )
 
 
 def main() -> None:
@@ -188,8 +190,10 @@ def main() -> None:
     a = ap.parse_args()
     global VERBOSE
     VERBOSE = a.verbose
-    print(f"# {platform.node()} · Python {sys.version.split()[0]} · preset {a.preset} · "
-          f"scrape every {a.interval:g} s")  # fmt: skip
+    print(
+        f"# {platform.node()} · Python {sys.version.split()[0]} · preset {a.preset} · "
+        f"scrape every {a.interval:g} s"
+    )
     for name in a.workloads.split(","):
         run(a.preset, name, a.interval)
 

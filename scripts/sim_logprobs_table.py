@@ -32,8 +32,16 @@ VARIANTS = (("fp8", "bf16"), ("int4", "bf16"), ("bf16", "fp8"), ("fp8", "fp8"), 
 
 
 def _req(prompt: str, k: int, echo: bool, max_tokens: int) -> SimRequest:
-    return SimRequest(req_id=1, chat=False, prompt=prompt, prompt_tokens=len(prompt.split()),
-                      max_tokens=max_tokens, arrival_ns=0, logprobs=k, echo=echo)  # fmt: skip
+    return SimRequest(
+        req_id=1,
+        chat=False,
+        prompt=prompt,
+        prompt_tokens=len(prompt.split()),
+        max_tokens=max_tokens,
+        arrival_ns=0,
+        logprobs=k,
+        echo=echo,
+    )
 
 
 def ppl(model: Model) -> float:
@@ -58,10 +66,12 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--repeat", type=int, default=3)
     a = ap.parse_args()
-    print(f"# sim_logprobs_table — {platform.system()}-{platform.release()} {platform.machine()}, "
-          f"{os.cpu_count()} cpus, Python {platform.python_version()}, "
-          f"abtui {metadata.version('abtui')}; load average {os.getloadavg()[0]:.2f} at start; "
-          f"{a.seeds} seeds (medians, range)")  # fmt: skip
+    print(
+        f"# sim_logprobs_table — {platform.system()}-{platform.release()} {platform.machine()}, "
+        f"{os.cpu_count()} cpus, Python {platform.python_version()}, "
+        f"abtui {metadata.version('abtui')}; load average {os.getloadavg()[0]:.2f} at start; "
+        f"{a.seeds} seeds (medians, range)"
+    )
     print("| weights | KV | PPL vs bf16 | top-1 agreement | KL lower bound (nats) |")
     print("|---|---|--:|--:|--:|")
     base = {s: (ppl(Model(s)), seqs(Model(s))) for s in range(a.seeds)}
@@ -73,8 +83,10 @@ def main() -> None:
             c = compare(base[s][1], seqs(m))
             top1.append(c["top1_agreement"])
             kl.append(c["kl_lower_bound"])
-        print(f"| {w} | {kv} | {_fmt([x * 100 for x in r], '+.1f')} % | "
-              f"{_fmt([x * 100 for x in top1], '.1f')} % | {_fmt(kl, '.4f')} |")  # fmt: skip
+        print(
+            f"| {w} | {kv} | {_fmt([x * 100 for x in r], '+.1f')} % | "
+            f"{_fmt([x * 100 for x in top1], '.1f')} % | {_fmt(kl, '.4f')} |"
+        )
     gen, pre = [], []
     for _ in range(a.repeat):
         t = time.perf_counter()
@@ -83,8 +95,10 @@ def main() -> None:
         t = time.perf_counter()
         ppl(Model(0, "int4", "fp8"))
         pre.append((time.perf_counter() - t) / len(FIXED_TEXT.split()) * 1e6)
-    print(f"\ncost (int4, kv fp8; median of {a.repeat}): {statistics.median(gen):.0f} µs per "
-          f"generated token, {statistics.median(pre):.0f} µs per echoed prompt token")  # fmt: skip
+    print(
+        f"\ncost (int4, kv fp8; median of {a.repeat}): {statistics.median(gen):.0f} µs per "
+        f"generated token, {statistics.median(pre):.0f} µs per echoed prompt token"
+    )
 
 
 if __name__ == "__main__":

@@ -24,21 +24,37 @@ PROMPTS = [13, 25, 27, 10, 329, 29, 399, 328, 4, 205]
 RUNS = {
     "h100:llama-3-8b:bf16": (
         "1xH100-80GB-SXM/Meta-Llama-3-8B-Instruct_tp1",
-        [120, 429, 233, 194, 101, 741, 9, 3, 6, 31], 62.2, 7.56, 5.37, 7.05,
+        [120, 429, 233, 194, 101, 741, 9, 3, 6, 31],
+        62.2,
+        7.56,
+        5.37,
+        7.05,
     ),
     "h100:llama-3.1-8b:fp8": (
         "1xH100-80GB-SXM/Meta-Llama-3.1-8B-FP8_tp1",
-        [120, 1, 1, 194, 0, 40, 0, 0, 6, 80], 62.5, 5.20, 1.07, 4.94,
+        [120, 1, 1, 194, 0, 40, 0, 0, 6, 80],
+        62.5,
+        5.20,
+        1.07,
+        4.94,
     ),
     "a100:llama-3-8b:bf16": (
         "1xA100-80GB-SXM/Meta-Llama-3-8B-Instruct_tp1",
-        [120, 507, 233, 194, 101, 741, 9, 3, 6, 31], 126.7, 12.01, 8.59, 11.30,
+        [120, 507, 233, 194, 101, 741, 9, 3, 6, 31],
+        126.7,
+        12.01,
+        8.59,
+        11.30,
     ),
     "h100:llama-3-70b:bf16:tp=4": (
         "4xH100-80GB-SXM/Meta-Llama-3-70B-Instruct_tp4",
-        [120, 661, 233, 194, 101, 741, 0, 0, 6, 35], 140.6, 18.12, 13.07, 17.00,
+        [120, 661, 233, 194, 101, 741, 0, 0, 6, 35],
+        140.6,
+        18.12,
+        13.07,
+        17.00,
     ),
-}  # fmt: skip
+}
 
 
 def _cell(published: float, simulated: float, digits: int) -> str:
@@ -58,8 +74,10 @@ def main() -> None:
         sim_tpot = statistics.median(r.tpot for r, o in zip(res, outs, strict=True) if o > 1) * 1e3
         sim_duration = max(r.finished for r in res)
         sim_alone = simulate(BatchEngine(preset), [(0.0, 29, 742)])[0].tpot * 1e3
-        print(f"| `{name}` ({source}) | {_cell(ttft, sim_ttft, 0)} | {_cell(tpot, sim_tpot, 2)} | "
-              f"{_cell(duration, sim_duration, 2)} | {_cell(alone, sim_alone, 2)} |")  # fmt: skip
+        print(
+            f"| `{name}` ({source}) | {_cell(ttft, sim_ttft, 0)} | {_cell(tpot, sim_tpot, 2)} | "
+            f"{_cell(duration, sim_duration, 2)} | {_cell(alone, sim_alone, 2)} |"
+        )
 
 
 if __name__ == "__main__":

@@ -98,8 +98,11 @@ def verdict_table(rows: list[tuple], seconds: float) -> bool:
 
     def floor(i: int) -> list[tuple[float, float]]:
         """(t, min RSS over the trailing window) once a full window has passed."""
-        return [(t, min(r[i] for r in settled if t - FLOOR_WINDOW_S <= r[0] <= t))
-                for t in ts if t - ts[0] >= FLOOR_WINDOW_S]  # fmt: skip
+        return [
+            (t, min(r[i] for r in settled if t - FLOOR_WINDOW_S <= r[0] <= t))
+            for t in ts
+            if t - ts[0] >= FLOOR_WINDOW_S
+        ]
 
     def figures(series: list[tuple[float, float]]) -> tuple[float, float, float, float]:
         """First- and last-quarter medians, growth, slope over the second half (MB/min)."""
@@ -112,8 +115,10 @@ def verdict_table(rows: list[tuple], seconds: float) -> bool:
         half = series[len(series) // 2 :]
         return f, l_, l_ - f, slope_mb_min([t for t, _ in half], [y for _, y in half])
 
-    print("| process | series | first quarter (median) | last quarter (median) | growth "
-          "| slope, 2nd half | range, 2nd half | verdict |")  # fmt: skip
+    print(
+        "| process | series | first quarter (median) | last quarter (median) | growth "
+        "| slope, 2nd half | range, 2nd half | verdict |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     flat_all = True
     for name, i in (("main", 1), ("children (sum)", 2)):
@@ -126,8 +131,10 @@ def verdict_table(rows: list[tuple], seconds: float) -> bool:
                 flat = g <= MAX_GROWTH_MB and sl <= MAX_SLOPE_MB_MIN  # NaN (too short): not flat
                 flat_all &= flat
                 verdict = "FLAT" if flat else "GROWING" if sl == sl else "TOO SHORT"
-            print(f"| {name} | {label} | {f:.1f} MB | {l_:.1f} MB | {g:+.1f} MB "
-                  f"| {sl:+.3f} MB/min | {min(ys):.1f}–{max(ys):.1f} MB | {verdict} |")  # fmt: skip
+            print(
+                f"| {name} | {label} | {f:.1f} MB | {l_:.1f} MB | {g:+.1f} MB "
+                f"| {sl:+.3f} MB/min | {min(ys):.1f}–{max(ys):.1f} MB | {verdict} |"
+            )
     print()
     return flat_all
 
@@ -171,12 +178,18 @@ def stall_report(path: Path) -> bool:
     for arm, n, distinct in per_arm:
         ok = n == distinct == n_items
         complete &= ok
-        print(f"arm {arm}: {n} requests stored ({distinct} distinct items) of {n_items} "
-              f"scheduled: {'all there' if ok else 'MISSING'}")  # fmt: skip
+        print(
+            f"arm {arm}: {n} requests stored ({distinct} distinct items) of {n_items} "
+            f"scheduled: {'all there' if ok else 'MISSING'}"
+        )
     if health:
         for name, a in (json.loads(health[0]).get("arms") or {}).items():
-            print(f"generator {name}: " + ", ".join(
-                f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in a.items()))  # fmt: skip
+            print(
+                f"generator {name}: "
+                + ", ".join(
+                    f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in a.items()
+                )
+            )
     return complete and len(per_arm) == 2
 
 
@@ -187,17 +200,32 @@ def main() -> int:
     ap.add_argument("--every", type=float, default=10.0, help="seconds between samples")
     ap.add_argument("--input-tokens", type=int, default=128)
     ap.add_argument("--output-tokens", type=int, default=64)
-    ap.add_argument("--probe", type=Path, metavar="FILE",
-                    help="run the main process under scripts/memprobe.py (tracemalloc, glibc "
-                    "heap, duckdb_memory() every --every s, as JSON lines into FILE)")  # fmt: skip
+    ap.add_argument(
+        "--probe",
+        type=Path,
+        metavar="FILE",
+        help="run the main process under scripts/memprobe.py (tracemalloc, glibc "
+        "heap, duckdb_memory() every --every s, as JSON lines into FILE)",
+    )
     ap.add_argument("--no-trace", action="store_true", help="with --probe: no tracemalloc")
-    ap.add_argument("--tui", action="store_true",
-                    help="with --probe: the run with the live TUI attached (memprobe.py --tui)")  # fmt: skip
-    ap.add_argument("--analyse", type=Path, metavar="LOG",
-                    help="run nothing: print the table and verdict of the samples in LOG (this "
-                    "script's output; --minutes as in that run)")  # fmt: skip
-    ap.add_argument("--stall", type=parse_stall, metavar="AT:SECONDS",
-                    help="SIGSTOP the main process AT s into the run for SECONDS, then SIGCONT")  # fmt: skip
+    ap.add_argument(
+        "--tui",
+        action="store_true",
+        help="with --probe: the run with the live TUI attached (memprobe.py --tui)",
+    )
+    ap.add_argument(
+        "--analyse",
+        type=Path,
+        metavar="LOG",
+        help="run nothing: print the table and verdict of the samples in LOG (this "
+        "script's output; --minutes as in that run)",
+    )
+    ap.add_argument(
+        "--stall",
+        type=parse_stall,
+        metavar="AT:SECONDS",
+        help="SIGSTOP the main process AT s into the run for SECONDS, then SIGCONT",
+    )
     args = ap.parse_args()
     if args.tui and not args.probe:
         ap.error("--tui needs --probe FILE")
@@ -206,8 +234,11 @@ def main() -> int:
         return 2
 
     if args.analyse:
-        rows = [(float(m[1]), float(m[2]), float(m[3]))
-                for m in map(LINE.search, args.analyse.read_text().splitlines()) if m]  # fmt: skip
+        rows = [
+            (float(m[1]), float(m[2]), float(m[3]))
+            for m in map(LINE.search, args.analyse.read_text().splitlines())
+            if m
+        ]
         flat = verdict_table(rows, args.minutes * 60)
         print(f"verdict: {'FLAT' if flat else 'NOT FLAT'}")
         return 0 if flat else 3
@@ -222,16 +253,42 @@ def main() -> int:
         head = [sys.executable, "-m", "abtui"]
         if args.probe:
             probe = Path(__file__).with_name("memprobe.py")
-            head = [sys.executable, str(probe), "--out", str(args.probe), "--every",
-                    f"{args.every:g}", *(["--no-trace"] if args.no_trace else []),
-                    *(["--tui"] if args.tui else []), "--"]  # fmt: skip
+            head = [
+                sys.executable,
+                str(probe),
+                "--out",
+                str(args.probe),
+                "--every",
+                f"{args.every:g}",
+                *(["--no-trace"] if args.no_trace else []),
+                *(["--tui"] if args.tui else []),
+                "--",
+            ]
         cmd = [
-            *head, "run", "--baseline", a.url, "--candidate", b.url,
-            "--rate", str(args.rate), "--duration", f"{seconds:g}s", "--input-tokens",
-            str(args.input_tokens), "--output-tokens", str(args.output_tokens), "--warmup", "0",
-            "--timeout", "30s", "--name", "soak", "--sessions-dir", str(tmp),
+            *head,
+            "run",
+            "--baseline",
+            a.url,
+            "--candidate",
+            b.url,
+            "--rate",
+            str(args.rate),
+            "--duration",
+            f"{seconds:g}s",
+            "--input-tokens",
+            str(args.input_tokens),
+            "--output-tokens",
+            str(args.output_tokens),
+            "--warmup",
+            "0",
+            "--timeout",
+            "30s",
+            "--name",
+            "soak",
+            "--sessions-dir",
+            str(tmp),
             *([] if args.tui else ["--headless"]),
-        ]  # fmt: skip
+        ]
         t0 = time.monotonic()
         # stderr to a file, never a pipe read at the end: the progress lines (one every 2 s)
         # fill a pipe's 64 KB in ~15 minutes, and the run then blocks writing the next one
@@ -252,8 +309,10 @@ def main() -> int:
                 elif stalled is not None and t >= stalled + dur:
                     os.kill(proc.pid, signal.SIGCONT)
                     stall_done = True
-                    print(f"  t={t:7.0f} s  SIGCONT main process (stopped {t - stalled:.1f} s)",
-                          flush=True)  # fmt: skip
+                    print(
+                        f"  t={t:7.0f} s  SIGCONT main process (stopped {t - stalled:.1f} s)",
+                        flush=True,
+                    )
             main_mb = rss_mb(proc.pid)
             kids = [(c, rss_mb(c)) for c in children(proc.pid)]
             gens = [m for _, m in kids if m is not None]
@@ -263,8 +322,11 @@ def main() -> int:
                 each = ""
                 if args.stall:
                     each = "  " + " ".join(f"{label(c)} {m:.1f}" for c, m in kids if m is not None)
-                print(f"  t={r[0]:7.0f} s  main {r[1]:7.1f} MB  children {r[2]:7.1f} MB ({r[3]})"
-                      f"{each}", flush=True)  # fmt: skip
+                print(
+                    f"  t={r[0]:7.0f} s  main {r[1]:7.1f} MB  children {r[2]:7.1f} MB ({r[3]})"
+                    f"{each}",
+                    flush=True,
+                )
         err = log.read_text(errors="replace")
     if proc.returncode not in (0, 3, 4):
         print(f"abtui run failed ({proc.returncode}):\n{err[-3000:]}", file=sys.stderr)
@@ -281,28 +343,40 @@ def main() -> int:
 
     load = os.getloadavg()
     print()
-    print(f"machine: {platform.node()} {platform.machine()}, {os.cpu_count()} cpus, load "
-          f"average {load_start[0]:.2f} {load_start[1]:.2f} {load_start[2]:.2f} at the start, "
-          f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at the end")  # fmt: skip
-    print(f"python {platform.python_version()}, abtui {metadata.version('abtui')}, "
-          f"duckdb {duckdb.__version__}")  # fmt: skip
-    print(f"samples from {STARTUP_S:g} s to {seconds:g} s; growth: last-quarter median minus "
-          "first-quarter median; slope: least squares over the second half")  # fmt: skip
-    print(f"run: {args.minutes:g} min at {args.rate:g} req/s per arm, 2 arms, "
-          f"{args.input_tokens} in / {args.output_tokens} out tokens; {len(rows)} samples")  # fmt: skip
+    print(
+        f"machine: {platform.node()} {platform.machine()}, {os.cpu_count()} cpus, load "
+        f"average {load_start[0]:.2f} {load_start[1]:.2f} {load_start[2]:.2f} at the start, "
+        f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at the end"
+    )
+    print(
+        f"python {platform.python_version()}, abtui {metadata.version('abtui')}, "
+        f"duckdb {duckdb.__version__}"
+    )
+    print(
+        f"samples from {STARTUP_S:g} s to {seconds:g} s; growth: last-quarter median minus "
+        "first-quarter median; slope: least squares over the second half"
+    )
+    print(
+        f"run: {args.minutes:g} min at {args.rate:g} req/s per arm, 2 arms, "
+        f"{args.input_tokens} in / {args.output_tokens} out tokens; {len(rows)} samples"
+    )
     print()
     flat_all = verdict_table(rows, seconds)
     print(f"requests stored: {n_req} ({statuses}); chunks: {n_chunks}")
-    print(f"session file (+ WAL): {size / 1e6:.2f} MB = {size / max(n_req, 1):.0f} bytes per request "
-          f"({size / max(n_chunks, 1):.1f} per chunk)")  # fmt: skip
+    print(
+        f"session file (+ WAL): {size / 1e6:.2f} MB = {size / max(n_req, 1):.0f} bytes per request "
+        f"({size / max(n_chunks, 1):.1f} per chunk)"
+    )
     print(f"file kept at {path}")
     print()
     if args.stall:
         if not stall_report(path):
             print("verdict: REQUESTS MISSING after the stall")
             return 3
-    print(f"verdict: {'FLAT' if flat_all else 'NOT FLAT'} (flat: the RSS floor grows ≤ "
-          f"{MAX_GROWTH_MB:g} MB and its slope is ≤ {MAX_SLOPE_MB_MIN:g} MB/min, every process)")  # fmt: skip
+    print(
+        f"verdict: {'FLAT' if flat_all else 'NOT FLAT'} (flat: the RSS floor grows ≤ "
+        f"{MAX_GROWTH_MB:g} MB and its slope is ≤ {MAX_SLOPE_MB_MIN:g} MB/min, every process)"
+    )
     return 0 if flat_all else 3
 
 

@@ -36,12 +36,22 @@ def _by_id(t, req: np.ndarray):
     rows["req"] = req[order]
     chunk_row = new_row[t.chunk_req_idx]
     c_order = np.argsort(chunk_row, kind="stable")
-    return RequestTable(**rows, chunk_req_idx=chunk_row[c_order], chunk_t_ns=t.chunk_t_ns[c_order],
-                        chunk_n=t.chunk_n[c_order])  # fmt: skip
+    return RequestTable(
+        **rows,
+        chunk_req_idx=chunk_row[c_order],
+        chunk_t_ns=t.chunk_t_ns[c_order],
+        chunk_n=t.chunk_n[c_order],
+    )
 
 
-def write_session(path: Path, n: int, tokens: int, batch: int = 20_000, seed: int = 1,
-                  resamples: int | None = None) -> None:  # fmt: skip
+def write_session(
+    path: Path,
+    n: int,
+    tokens: int,
+    batch: int = 20_000,
+    seed: int = 1,
+    resamples: int | None = None,
+) -> None:
     """``n`` requests per arm of ``tokens`` one-token chunks each, into a new file at ``path``."""
     from abtui.metrics.table import NA, NULLABLE_COLUMNS
     from abtui.stats.synthetic import ArmTruth, synthetic_table
@@ -51,8 +61,12 @@ def write_session(path: Path, n: int, tokens: int, batch: int = 20_000, seed: in
     spec = dict(SPEC, policy={"resamples": resamples} if resamples else {})
     w = SessionWriter(path, overwrite=True)
     w.write_meta(spec=spec, session_name=path.stem, load=f"synthetic, {n} per arm")
-    w.write_arms([{"arm": 0, "name": "a", "role": "baseline", "url": "http://a/v1"},
-                  {"arm": 1, "name": "b", "role": "candidate", "url": "http://b/v1"}])  # fmt: skip
+    w.write_arms(
+        [
+            {"arm": 0, "name": "a", "role": "baseline", "url": "http://a/v1"},
+            {"arm": 1, "name": "b", "role": "candidate", "url": "http://b/v1"},
+        ]
+    )
     truths = [ArmTruth(), ArmTruth(tpot_scale=0.95)]
     con = w.con
     for k0 in range(0, n, batch):
@@ -60,8 +74,14 @@ def write_session(path: Path, n: int, tokens: int, batch: int = 20_000, seed: in
         t = synthetic_table(k, truths, n_output=tokens, rate=200, seed=seed * 1_000_003 + k0)
         # items and times continue across batches: item k0 + i, scheduled at (k0 + i) / rate
         shift = int(k0 / 200 * 1e9)
-        for c in ("scheduled_ns", "dispatched_ns", "first_byte_ns", "done_ns",
-                  "first_token_ns", "last_token_ns"):  # fmt: skip
+        for c in (
+            "scheduled_ns",
+            "dispatched_ns",
+            "first_byte_ns",
+            "done_ns",
+            "first_token_ns",
+            "last_token_ns",
+        ):
             col = getattr(t, c)
             col[col != NA] += shift
         t.chunk_t_ns += shift

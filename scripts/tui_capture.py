@@ -24,8 +24,9 @@ def screen_text(app) -> str:
     return "\n".join(s.text.rstrip() for s in app.screen._compositor.render_strips())
 
 
-async def capture(opts: DemoOptions, size: tuple[int, int],
-                  compare: bool = False) -> tuple[str, str, str]:  # fmt: skip
+async def capture(
+    opts: DemoOptions, size: tuple[int, int], compare: bool = False
+) -> tuple[str, str, str]:
     def job(obs, stop):
         return run_demo(
             opts, lambda spec, items: run_session(spec, "", obs, items=items, stop_request=stop)
@@ -64,8 +65,15 @@ def main() -> None:
     a = ap.parse_args()
     cols, rows = (int(x) for x in a.size.lower().split("x"))
     with tempfile.TemporaryDirectory() as tmp:
-        opts = DemoOptions(requests=a.requests, rate=a.rate, time_scale=a.time_scale, seed=a.seed,
-                           name="demo", sessions_dir=tmp, quality=not a.no_quality)  # fmt: skip
+        opts = DemoOptions(
+            requests=a.requests,
+            rate=a.rate,
+            time_scale=a.time_scale,
+            seed=a.seed,
+            name="demo",
+            sessions_dir=tmp,
+            quality=not a.no_quality,
+        )
         live, verdict, view = asyncio.run(capture(opts, (cols, rows), a.compare))
     print(live)
     print()

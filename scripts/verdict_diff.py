@@ -54,15 +54,19 @@ def compare(a_path: str, b_path: str, show: int) -> int:
             floats.append((abs(x - y) / max(abs(x), abs(y)), key, x, y))
         else:
             others.append((key, x, y))
-    print(f"{len(a)} leaves, {len(floats) + len(others)} differ: {len(others)} not floats, "
-          f"{len(floats)} floats")  # fmt: skip
+    print(
+        f"{len(a)} leaves, {len(floats) + len(others)} differ: {len(others)} not floats, "
+        f"{len(floats)} floats"
+    )
     for key, x, y in others[:show]:
         print(f"  {key}: {x!r} -> {y!r}")
     if floats:
         floats.sort(reverse=True)
         fields = Counter(k.rsplit("/", 1)[-1] for _, k, _, _ in floats)
-        print(f"  floats: largest relative difference {floats[0][0]:.2e}; by field "
-              + ", ".join(f"{f} {n}" for f, n in fields.most_common()))  # fmt: skip
+        print(
+            f"  floats: largest relative difference {floats[0][0]:.2e}; by field "
+            + ", ".join(f"{f} {n}" for f, n in fields.most_common())
+        )
         for r, key, x, y in floats[:show]:
             print(f"  {r:.1e}  {key}: {x!r} -> {y!r}")
     return 1 if others else 0

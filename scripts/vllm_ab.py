@@ -45,8 +45,12 @@ def _load() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--requests", type=int, default=PREFIX_CACHING.requests,
-                    help=f"requests per arm ({PREFIX_CACHING.requests})")  # fmt: skip
+    ap.add_argument(
+        "--requests",
+        type=int,
+        default=PREFIX_CACHING.requests,
+        help=f"requests per arm ({PREFIX_CACHING.requests})",
+    )
     ap.add_argument("--repeat", type=int, default=1, help="runs on the same servers (1)")
     ap.add_argument("--dir", type=Path, help="work folder (default: a temporary one)")
     ap.add_argument("--compiled", action="store_true", help="vLLM's torch.compile, not eager")
@@ -64,22 +68,29 @@ def main(argv: list[str] | None = None) -> int:
             ppls = {k: ppl.measure(Target(base_url=s.url, model=k)) for k, s in srv.items()}
             for r in range(a.repeat):
                 print(f"vllm_ab: run {r + 1}/{a.repeat}", file=sys.stderr)
-                res = run_vllm_experiment(PREFIX_CACHING, base / f"run{r}", srv,
-                                          requests=a.requests)  # fmt: skip
+                res = run_vllm_experiment(
+                    PREFIX_CACHING, base / f"run{r}", srv, requests=a.requests
+                )
                 if res.problems:
                     print("\n".join(res.problems), file=sys.stderr)
                 rows.append(table_row(res))
                 reasons.append(res.pair.get("reasons") or [])
     print()
-    print(f"machine   {cpu_model()}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}")
-    print(f"versions  vllm {vllm.__version__} ({'compiled' if a.compiled else 'eager'}), "
-          f"model {model_dir.name}")  # fmt: skip
+    print(
+        f"machine   {cpu_model()}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}"
+    )
+    print(
+        f"versions  vllm {vllm.__version__} ({'compiled' if a.compiled else 'eager'}), "
+        f"model {model_dir.name}"
+    )
     print("start-up  " + ", ".join(f"{k} {v:.0f} s" for k, v in startup.items()))
     print(f"load avg  before {load_before}, after {_load()}")
     ref, n = reference_ppl(model_dir, ppl.FIXED_TEXT)
-    print("PPL       " + ", ".join(f"{k} {m['ppl']:.3f} ({m['tokens']} tokens)"
-                                   for k, m in ppls.items())
-          + f"; transformers FP32 {ref:.3f} ({n} tokens)")  # fmt: skip
+    print(
+        "PPL       "
+        + ", ".join(f"{k} {m['ppl']:.3f} ({m['tokens']} tokens)" for k, m in ppls.items())
+        + f"; transformers FP32 {ref:.3f} ({n} tokens)"
+    )
     print()
     cols = list(rows[0])
     print("| " + " | ".join(cols) + " |")

@@ -48,8 +48,10 @@ def real_model(name: str):
         return path
     if os.environ.get("ABTUI_REQUIRE_ENGINE") == "1":
         return fetch(name)
-    pytest.skip(f"the real model {name} is not fetched: run `abtui engine fetch {name}` "
-                "(or set ABTUI_REQUIRE_ENGINE=1 to fetch it)")  # fmt: skip
+    pytest.skip(
+        f"the real model {name} is not fetched: run `abtui engine fetch {name}` "
+        "(or set ABTUI_REQUIRE_ENGINE=1 to fetch it)"
+    )
 
 
 def missing_vllm() -> list[str]:
@@ -78,8 +80,13 @@ def hf_model(name: str):
 
     path = cached(name)
     if path is None:
-        if "1" not in (os.environ.get("ABTUI_REQUIRE_VLLM"), os.environ.get("ABTUI_REQUIRE_ENGINE")):
-            pytest.skip(f"the real model {name} is not fetched: run `abtui engine fetch {name} "
-                        "--hf` (or set ABTUI_REQUIRE_VLLM=1 to fetch it)")  # fmt: skip
+        if "1" not in (
+            os.environ.get("ABTUI_REQUIRE_VLLM"),
+            os.environ.get("ABTUI_REQUIRE_ENGINE"),
+        ):
+            pytest.skip(
+                f"the real model {name} is not fetched: run `abtui engine fetch {name} "
+                "--hf` (or set ABTUI_REQUIRE_VLLM=1 to fetch it)"
+            )
         path = fetch(name)
     return convert(path)

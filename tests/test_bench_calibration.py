@@ -19,8 +19,24 @@ def _script():
 def test_calibration_script_smallest_run(tmp_path, capsys):
     mod = _script()
     out = tmp_path / "c.json"
-    mod.main(["--cells", ",".join(mod.CELLS), "--scenarios", "iid,drift", "--n", "200",
-              "--repeats", "3", "--repeats-at", "quality=2", "--jobs", "1", "--json", str(out)])  # fmt: skip
+    mod.main(
+        [
+            "--cells",
+            ",".join(mod.CELLS),
+            "--scenarios",
+            "iid,drift",
+            "--n",
+            "200",
+            "--repeats",
+            "3",
+            "--repeats-at",
+            "quality=2",
+            "--jobs",
+            "1",
+            "--json",
+            str(out),
+        ]
+    )
     text = capsys.readouterr().out
     for head in (
         "### A/A, parallel",
@@ -34,7 +50,9 @@ def test_calibration_script_smallest_run(tmp_path, capsys):
     ):
         assert head in text
     cells = json.loads(out.read_text())["cells"]
-    assert len(cells) == (len(mod.CELLS) - 1) * 2 + len(mod.QUALITY)  # every cell but quality, 2 scenarios
+    assert len(cells) == (len(mod.CELLS) - 1) * 2 + len(
+        mod.QUALITY
+    )  # every cell but quality, 2 scenarios
     for c in cells:
         if c["cell"] == "quality":
             assert c["repeats"] == 2 and c["pass"] + c["fail"] + c["neither"] == 2
@@ -56,8 +74,22 @@ def test_calibration_script_busy_client_cells(tmp_path, capsys):
     """The busy-client cells (issue 19.5): a baseline lag P99 near 3.4 × the mean stall."""
     mod = _script()
     out = tmp_path / "b.json"
-    mod.main(["--cells", "aa-busy,aa-busybase,power-busy,power40-busy", "--scenarios", "iid",
-              "--n", "300", "--repeats", "2", "--jobs", "1", "--json", str(out)])  # fmt: skip
+    mod.main(
+        [
+            "--cells",
+            "aa-busy,aa-busybase,power-busy,power40-busy",
+            "--scenarios",
+            "iid",
+            "--n",
+            "300",
+            "--repeats",
+            "2",
+            "--jobs",
+            "1",
+            "--json",
+            str(out),
+        ]
+    )
     assert "### A busy client" in capsys.readouterr().out
     cells = json.loads(out.read_text())["cells"]
     assert len(cells) == 4

@@ -24,10 +24,21 @@ def _text(rng: random.Random) -> str:
 def _rec(i: int, text: str | None = None, n_chunks: int = 8) -> RequestRecord:
     t = 10**12 + i * 50_000_000  # one every 50 ms: N requests span 150 s, past SERIES_S
     chunks = [t + 20_000_000 + k * 5_000_000 for k in range(n_chunks)]
-    return RequestRecord(arm=i % 2, item=i // 2, scheduled_ns=t, dispatched_ns=t,
-                         first_byte_ns=chunks[0], done_ns=chunks[-1], chunk_ns=chunks,
-                         chunk_tokens=[1] * n_chunks, status=OK, n_input=64, n_output=n_chunks,
-                         finish_reason="length", text=text)  # fmt: skip
+    return RequestRecord(
+        arm=i % 2,
+        item=i // 2,
+        scheduled_ns=t,
+        dispatched_ns=t,
+        first_byte_ns=chunks[0],
+        done_ns=chunks[-1],
+        chunk_ns=chunks,
+        chunk_tokens=[1] * n_chunks,
+        status=OK,
+        n_input=64,
+        n_output=n_chunks,
+        finish_reason="length",
+        text=text,
+    )
 
 
 def _duckdb_mb(w: SessionWriter) -> float:
@@ -75,8 +86,12 @@ def test_writing_the_workload_holds_duckdb_under_its_limit(tmp_path):
     w = SessionWriter(tmp_path / "s.duckdb")
     top = 0.0
     for b in range(50):
-        w.write_items([Item(index=b * 1000 + k, id=f"i{b * 1000 + k}", prompt=_text(rng))
-                       for k in range(1000)])  # fmt: skip
+        w.write_items(
+            [
+                Item(index=b * 1000 + k, id=f"i{b * 1000 + k}", prompt=_text(rng))
+                for k in range(1000)
+            ]
+        )
         top = max(top, _duckdb_mb(w))
     (stored,) = w.con.execute("SELECT sum(strlen(prompt)) FROM items").fetchone()
     w.close()
@@ -165,8 +180,13 @@ def _peak(*args) -> dict:
     import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, "-c", _PEAK_CHILD, *map(str, args)], capture_output=True,
-                         text=True, check=True, timeout=300)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", _PEAK_CHILD, *map(str, args)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+    )
     return json.loads(out.stdout)
 
 
@@ -234,8 +254,12 @@ def _itl_session(path, n: int, k: int) -> None:
     rng = random.Random(k)
     with SessionWriter(path) as w:
         w.write_meta(spec={"slo": {"itl": 0.02}, "policy": {"resamples": 200}})
-        w.write_arms([{"arm": 0, "name": "a", "url": "http://a/v1"},
-                      {"arm": 1, "name": "b", "url": "http://b/v1"}])  # fmt: skip
+        w.write_arms(
+            [
+                {"arm": 0, "name": "a", "url": "http://a/v1"},
+                {"arm": 1, "name": "b", "url": "http://b/v1"},
+            ]
+        )
         for i in range(0, n, 50):
             batch = []
             for j in range(i, i + 50):
@@ -292,8 +316,10 @@ def test_the_main_process_does_not_import_scipy_stats_to_measure():
     import subprocess
     import sys
 
-    code = ("import sys, abtui.cli.run, abtui.headless, abtui.runner.session, abtui.store.writer, "
-            "abtui.report.console; print('scipy.stats' in sys.modules)")  # fmt: skip
+    code = (
+        "import sys, abtui.cli.run, abtui.headless, abtui.runner.session, abtui.store.writer, "
+        "abtui.report.console; print('scipy.stats' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
@@ -303,8 +329,13 @@ def _peak_of(child: str, *args) -> dict:
     import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, "-c", child, *map(str, args)], capture_output=True,
-                         text=True, check=True, timeout=600)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", child, *map(str, args)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=600,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -331,8 +362,10 @@ def _error_session(path, gap_ms: int, backwards: bool = False) -> None:
         r = _rec(i)
         t = 10**12 + i // 2 * gap_ms * 1_000_000
         c = t + int(rng.expovariate(1 / 2e7))
-        r.chunk_ns = [(t + int(rng.expovariate(1 / 2e7)) if backwards else c) + k * 5_000_000
-                      for k in range(8)]  # fmt: skip
+        r.chunk_ns = [
+            (t + int(rng.expovariate(1 / 2e7)) if backwards else c) + k * 5_000_000
+            for k in range(8)
+        ]
         r.scheduled_ns = r.dispatched_ns = t
         r.first_byte_ns, r.done_ns = min(r.chunk_ns), max(r.chunk_ns)
         if r.arm == 1 and i % 20 == 1:
@@ -340,8 +373,12 @@ def _error_session(path, gap_ms: int, backwards: bool = False) -> None:
         recs.append(r)
     with SessionWriter(path) as w:
         w.write_meta(spec={"slo": {"ttft": 0.1}, "policy": {"resamples": 300}})
-        w.write_arms([{"arm": 0, "name": "a", "url": "http://a/v1"},
-                      {"arm": 1, "name": "b", "url": "http://b/v1"}])  # fmt: skip
+        w.write_arms(
+            [
+                {"arm": 0, "name": "a", "url": "http://a/v1"},
+                {"arm": 1, "name": "b", "url": "http://b/v1"},
+            ]
+        )
         w.add_records(recs)
 
 

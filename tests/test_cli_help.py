@@ -38,9 +38,22 @@ def _examples(parser: argparse.ArgumentParser) -> list[list[str]]:
 
 def test_the_walk_finds_every_command():
     names = set(IDS)
-    assert {"abtui", "run", "demo", "open", "report", "roofline", "sim serve", "sim predict",
-            "workload import", "workload inspect", "workload synth", "engine build",
-            "engine models", "engine fetch"} <= names  # fmt: skip
+    assert {
+        "abtui",
+        "run",
+        "demo",
+        "open",
+        "report",
+        "roofline",
+        "sim serve",
+        "sim predict",
+        "workload import",
+        "workload inspect",
+        "workload synth",
+        "engine build",
+        "engine models",
+        "engine fetch",
+    } <= names
 
 
 @pytest.mark.parametrize(("path", "parser"), COMMANDS, ids=IDS)
@@ -110,9 +123,11 @@ def test_run_help_defaults_are_the_specs(capsys):
     assert f"whole-request timeout (default {RequestSpec().timeout_s:g}s)" in out
 
 
-@pytest.mark.parametrize(("path", "parser"),
-                         [c for c in COMMANDS if c[0] in (("roofline",), ("sim", "predict"))],
-                         ids=["roofline", "sim predict"])  # fmt: skip
+@pytest.mark.parametrize(
+    ("path", "parser"),
+    [c for c in COMMANDS if c[0] in (("roofline",), ("sim", "predict"))],
+    ids=["roofline", "sim predict"],
+)
 def test_the_pure_commands_examples_run(path, parser, capsys):
     for argv in _examples(parser):
         assert main(argv[1:]) == 0, shlex.join(argv)

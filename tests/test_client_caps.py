@@ -102,8 +102,25 @@ def test_the_parser_drops_only_the_event_over_the_bound(step, eol):
     bound = 100
     big_line = b"data: " + b"z" * 250 + eol  # one line over the bound
     many = b"".join(b"data: " + b"w" * 40 + eol for _ in range(5))  # lines summing over it
-    stream = (b"data: a" + eol + eol + big_line + b"data: more" + eol + eol + b"data: b" + eol
-              + eol + many + eol + b"event: x" + eol + b"data: c" + eol + eol)  # fmt: skip
+    stream = (
+        b"data: a"
+        + eol
+        + eol
+        + big_line
+        + b"data: more"
+        + eol
+        + eol
+        + b"data: b"
+        + eol
+        + eol
+        + many
+        + eol
+        + b"event: x"
+        + eol
+        + b"data: c"
+        + eol
+        + eol
+    )
     p = SSEParser(max_event=bound)
     events = _feed(p, stream, step)
     assert events == [(None, b"a"), (None, b"b"), (b"x", b"c")]
@@ -111,9 +128,11 @@ def test_the_parser_drops_only_the_event_over_the_bound(step, eol):
 
 
 @settings(max_examples=150, deadline=None)
-@given(sizes=st.lists(st.lists(st.integers(0, 60), min_size=1, max_size=3), max_size=6),
-       cuts=st.lists(st.integers(1, 50), min_size=1, max_size=6),
-       eol=st.sampled_from([b"\n", b"\r\n", b"\r"]))  # fmt: skip
+@given(
+    sizes=st.lists(st.lists(st.integers(0, 60), min_size=1, max_size=3), max_size=6),
+    cuts=st.lists(st.integers(1, 50), min_size=1, max_size=6),
+    eol=st.sampled_from([b"\n", b"\r\n", b"\r"]),
+)
 def test_the_bounded_parser_keeps_exactly_the_events_within_the_bound(sizes, cuts, eol):
     """Events of data lines, split anywhere: the bounded parser returns the unbounded one's
     events whose data (their lines' values together) fit the bound, and counts the rest."""
@@ -158,7 +177,12 @@ def test_the_session_file_counts_what_was_cut_per_arm(tmp_path):
     meta = json.loads(con.execute("SELECT value FROM meta WHERE key = 'capped'").fetchone()[0])
     assert meta == {"cand": {"requests": 2, "events": 1, "event_bytes": HUGE, "text_chars": 5000}}
     ev = con.execute("SELECT arm, message FROM events WHERE kind = 'capped'").fetchall()
-    assert ev == [(1, f"cand: 2 responses cut by abtui's bounds: 1 SSE events over 1 MiB dropped "
-                      f"({HUGE:,} bytes); 5,000 characters of text past {MAX_TEXT_CHARS:,} a "
-                      "request not stored")]  # fmt: skip
+    assert ev == [
+        (
+            1,
+            f"cand: 2 responses cut by abtui's bounds: 1 SSE events over 1 MiB dropped "
+            f"({HUGE:,} bytes); 5,000 characters of text past {MAX_TEXT_CHARS:,} a "
+            "request not stored",
+        )
+    ]
     assert Obs.messages and Obs.messages[0].startswith("CAPPED: cand: 2 responses")

@@ -358,8 +358,12 @@ def test_llamacpp_logprobs_one_chunk_per_token():
     # llama-cpp-python with ``logprobs``: every token its own chunk, text-less ones included
     def lp(text, finish=None):
         c = comp(text, finish=finish)
-        c["choices"][0]["logprobs"] = {"tokens": [text], "token_logprobs": [-1.0],
-                                       "text_offset": [0], "top_logprobs": [{text: -1.0}]}  # fmt: skip
+        c["choices"][0]["logprobs"] = {
+            "tokens": [text],
+            "token_logprobs": [-1.0],
+            "text_offset": [0],
+            "top_logprobs": [{text: -1.0}],
+        }
         return c
 
     script = [SSE_HEAD, sse(lp("")), sse(lp(" a")), sse(lp("")), sse(lp(" b"))]
@@ -633,22 +637,39 @@ def test_odd_usage_and_logprobs_values_do_not_raise():
 
 
 LLAMACPP_TIMINGS = {  # llama-server's server_slot_stats::to_json(), with a draft model
-    "cache_n": 0, "prompt_n": 5, "prompt_ms": 12.5, "prompt_per_token_ms": 2.5,
-    "prompt_per_second": 400.0, "predicted_n": 3, "predicted_ms": 8.0,
-    "predicted_per_token_ms": 4.0, "predicted_per_second": 250.0,
-    "draft_n": 4, "draft_n_accepted": 3,
-}  # fmt: skip
+    "cache_n": 0,
+    "prompt_n": 5,
+    "prompt_ms": 12.5,
+    "prompt_per_token_ms": 2.5,
+    "prompt_per_second": 400.0,
+    "predicted_n": 3,
+    "predicted_ms": 8.0,
+    "predicted_per_token_ms": 4.0,
+    "predicted_per_second": 250.0,
+    "draft_n": 4,
+    "draft_n_accepted": 3,
+}
 
 
 def llamacpp_script(timings, api="chat") -> list:
     """llama-server's stream: the tokens, a finish-only chunk, then the usage chunk (choices
     []) that carries ``timings`` (server-task.cpp, to_json_oaicompat_chat_stream)."""
     tok = chat if api == "chat" else comp
-    last = {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 3},
-            "timings": timings}  # fmt: skip
-    return [SSE_HEAD, sse(tok("a")), sse(tok("b")), sse(tok("c")),
-            sse(tok("", finish="length") if api == "completions" else chat(None, finish="length")),
-            sse(last), DONE, END]  # fmt: skip
+    last = {
+        "choices": [],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 3},
+        "timings": timings,
+    }
+    return [
+        SSE_HEAD,
+        sse(tok("a")),
+        sse(tok("b")),
+        sse(tok("c")),
+        sse(tok("", finish="length") if api == "completions" else chat(None, finish="length")),
+        sse(last),
+        DONE,
+        END,
+    ]
 
 
 @pytest.mark.parametrize("api", ["chat", "completions"])
@@ -656,8 +677,15 @@ def test_llamacpp_timings_are_kept(api):
     rec, _ = serve_one(llamacpp_script(LLAMACPP_TIMINGS, api), api=api)
     assert rec.status == R.OK, rec.error_message
     # the derived per-token / per-second fields are not kept: they are derived again
-    assert rec.timings == {"cache_n": 0, "prompt_n": 5, "prompt_ms": 12.5, "predicted_n": 3,
-                           "predicted_ms": 8.0, "draft_n": 4, "draft_n_accepted": 3}  # fmt: skip
+    assert rec.timings == {
+        "cache_n": 0,
+        "prompt_n": 5,
+        "prompt_ms": 12.5,
+        "predicted_n": 3,
+        "predicted_ms": 8.0,
+        "draft_n": 4,
+        "draft_n_accepted": 3,
+    }
     assert rec.timings_note is None
     assert len(rec.chunk_ns) == 3 and rec.n_output == 3  # the timings chunk is no token
 
@@ -688,8 +716,11 @@ def test_no_timings_leaves_none():
         ({"predicted_ms": -1.0, "predicted_n": 4}, {"predicted_n": 4}, "predicted_ms is out of"),
         ({"predicted_n": 2**64, "prompt_n": 1}, {"prompt_n": 1}, "predicted_n is out of range"),
         ({"prompt_ms": {"x": 1}}, None, "prompt_ms is not a number"),
-        ({"draft_n": 2, "draft_n_accepted": 5, "prompt_n": 1}, {"prompt_n": 1},
-         "draft_n_accepted 5 > draft_n 2"),
+        (
+            {"draft_n": 2, "draft_n_accepted": 5, "prompt_n": 1},
+            {"prompt_n": 1},
+            "draft_n_accepted 5 > draft_n 2",
+        ),
         ({"prompt_n": 3.0, "unknown": "x"}, {"prompt_n": 3}, None),  # 3.0 is whole; extras ignored
         ({}, None, None),
     ],
@@ -706,8 +737,10 @@ def test_malformed_timings_are_dropped_and_noted_never_raised(timings, kept, not
 
 def test_nan_and_infinite_timings_are_dropped():
     # Python's json reads NaN / Infinity, which a server's JSON encoder may write
-    body = (b'{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":1},'
-            b'"timings":{"prompt_ms":NaN,"predicted_ms":Infinity,"prompt_n":5}}')  # fmt: skip
+    body = (
+        b'{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":1},'
+        b'"timings":{"prompt_ms":NaN,"predicted_ms":Infinity,"prompt_n":5}}'
+    )
     rec, _ = serve_one([SSE_HEAD, sse(chat("a", finish="stop")), sse(body), DONE, END])
     assert rec.status == R.OK and rec.timings == {"prompt_n": 5}
     assert "prompt_ms is not finite" in rec.timings_note
@@ -955,8 +988,11 @@ def test_done_with_the_terminator_split_across_reads(tail):
 def test_garbage_framing_after_done_is_not_an_error(gap):
     """The response was complete at [DONE]; broken framing after it only costs the connection."""
     after = [b"zz\r\n"] if gap is None else [gap, b"zz\r\n"]
-    script = [SSE_HEAD, chunk(FINISH), DONE + after[0]] if gap is None else [
-        SSE_HEAD, chunk(FINISH), DONE, *after]  # fmt: skip
+    script = (
+        [SSE_HEAD, chunk(FINISH), DONE + after[0]]
+        if gap is None
+        else [SSE_HEAD, chunk(FINISH), DONE, *after]
+    )
     r1, r2, srv, _ = serve_two(script + [HANG])
     assert_ok_timing(r1)
     assert r1.text == "a"
@@ -1031,8 +1067,9 @@ def test_event_cut_off_at_the_end_is_disconnected(cut):
     ids=["complete-not-json", "unterminated-json-array"],
 )
 def test_not_json_at_the_end_stays_malformed(end):
-    rec, _ = serve_one([CLOSE_HEAD, b'data: {"choices":[{"index":0,"text":"a"}]}\n\n', *end],
-                       api="completions")  # fmt: skip
+    rec, _ = serve_one(
+        [CLOSE_HEAD, b'data: {"choices":[{"index":0,"text":"a"}]}\n\n', *end], api="completions"
+    )
     assert rec.status == R.ERROR and rec.error_class == R.E_MALFORMED
     assert rec.text == "a"
 
@@ -1145,8 +1182,9 @@ def test_done_line_then_its_blank_line_later_keeps_the_connection():
     ids=["second-data-line", "prefix", "trailing-space"],
 )
 def test_done_inside_an_event_or_as_a_prefix_does_not_end_the_stream(tail):
-    rec, _ = serve_one([SSE_HEAD, chunk(FINISH), chunk(tail), HANG], api="completions",
-                       read_timeout_s=0.3)  # fmt: skip
+    rec, _ = serve_one(
+        [SSE_HEAD, chunk(FINISH), chunk(tail), HANG], api="completions", read_timeout_s=0.3
+    )
     assert rec.error_class == R.E_TIMEOUT, rec.error_message
 
 
@@ -1258,8 +1296,16 @@ def test_a_retry_after_a_stale_kept_alive_connection_opens_a_new_one(transport):
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
-                n = int(next((ln.split(b":")[1] for ln in head.split(b"\r\n")
-                              if ln.lower().startswith(b"content-length")), b"0"))  # fmt: skip
+                n = int(
+                    next(
+                        (
+                            ln.split(b":")[1]
+                            for ln in head.split(b"\r\n")
+                            if ln.lower().startswith(b"content-length")
+                        ),
+                        b"0",
+                    )
+                )
                 await reader.readexactly(n)
                 if not first:
                     writer.transport.abort()  # stale: gone without a byte
@@ -1277,8 +1323,9 @@ def test_a_retry_after_a_stale_kept_alive_connection_opens_a_new_one(transport):
         port = server.sockets[0].getsockname()[1]
         try:
             async with make_client(8) as c:
-                both = await asyncio.gather(_request(port, "completions", client=c),
-                                            _request(port, "completions", client=c))  # fmt: skip
+                both = await asyncio.gather(
+                    _request(port, "completions", client=c), _request(port, "completions", client=c)
+                )
                 assert all(r.status == R.OK for r in both) and seen["connections"] == 2
                 await asyncio.sleep(0.05)  # both parked idle
                 return await _request(port, "completions", client=c)

@@ -53,17 +53,29 @@ def test_after_the_tui_the_printed_summary_and_verdict_follow_an_80_column_termi
 
 
 def arm(name: str, ttft: float = math.nan) -> ArmProgress:
-    return ArmProgress(name=name, planned=12000, done=11500, ok=11400,
-                       errors={"timeout": 60, "http": 40}, recent_ttft_p50_s=ttft,
-                       recent_tpot_p50_s=math.nan)  # fmt: skip
+    return ArmProgress(
+        name=name,
+        planned=12000,
+        done=11500,
+        ok=11400,
+        errors={"timeout": 60, "http": 40},
+        recent_ttft_p50_s=ttft,
+        recent_tpot_p50_s=math.nan,
+    )
 
 
 def test_headless_progress_lines_are_at_most_100_characters_without_n_a_ms():
-    seg = Position(run=0, runs=1, level=1, levels=2, block=3, blocks=12, rate=8.0,
-                   turn="candidate-fp8")
-    for arms in ([arm("bf16"), arm("fp8", 0.0475)],
-                 [arm("baseline-bf16-h100"), arm("candidate-fp8-h100", 1.5),
-                  arm("candidate-int4-awq-h100", 0.02)]):  # fmt: skip
+    seg = Position(
+        run=0, runs=1, level=1, levels=2, block=3, blocks=12, rate=8.0, turn="candidate-fp8"
+    )
+    for arms in (
+        [arm("bf16"), arm("fp8", 0.0475)],
+        [
+            arm("baseline-bf16-h100"),
+            arm("candidate-fp8-h100", 1.5),
+            arm("candidate-int4-awq-h100", 0.02),
+        ],
+    ):
         for segment in (None, seg):
             out = io.StringIO()
             HeadlessObserver(out, every_s=0.0).progress(Snapshot(12.0, arms, "measuring", segment))

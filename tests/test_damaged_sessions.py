@@ -31,36 +31,57 @@ from abtui.store.schema import DDL
 
 DEEP = "[" * 100_000 + "]" * 100_000
 DAMAGE = {  # name: (SQL on a whole session, words the message must hold)
-    "bad JSON in meta": (["UPDATE meta SET value = '{bad' WHERE key = 'spec'"],
-                         "meta 'spec' is not valid JSON"),
-    "bad status": (["UPDATE meta SET value = '\"done\"' WHERE key = 'status'"],
-                   "meta 'status' is 'done'"),
-    "spec of the wrong type": (["UPDATE meta SET value = '[1, 2]' WHERE key = 'spec'"],
-                               "meta 'spec' should be an object, not a list"),
+    "bad JSON in meta": (
+        ["UPDATE meta SET value = '{bad' WHERE key = 'spec'"],
+        "meta 'spec' is not valid JSON",
+    ),
+    "bad status": (
+        ["UPDATE meta SET value = '\"done\"' WHERE key = 'status'"],
+        "meta 'status' is 'done'",
+    ),
+    "spec of the wrong type": (
+        ["UPDATE meta SET value = '[1, 2]' WHERE key = 'spec'"],
+        "meta 'spec' should be an object, not a list",
+    ),
     "a spec section of the wrong type": (
         ["UPDATE meta SET value = '{\"slo\": [1], \"policy\": {}}' WHERE key = 'spec'"],
-        "[slo] should be an object"),
-    "deeply nested JSON": ([f"UPDATE meta SET value = '{DEEP}' WHERE key = 'load'"],
-                           f"meta 'load' nests deeper than {MAX_JSON_DEPTH} levels"),
-    "bad JSON in verdicts": (["UPDATE verdicts SET result = '{\"a\": '"],
-                             "verdicts row 1: result is not valid JSON"),
-    "bad JSON in an arm's config": (["UPDATE arms SET config = 'nope' WHERE arm = 1"],
-                                    "the config of arm 1 is not valid JSON"),
-    "a dropped column": (["ALTER TABLE requests DROP COLUMN first_token_ns"],
-                         "table requests has no column first_token_ns"),
+        "[slo] should be an object",
+    ),
+    "deeply nested JSON": (
+        [f"UPDATE meta SET value = '{DEEP}' WHERE key = 'load'"],
+        f"meta 'load' nests deeper than {MAX_JSON_DEPTH} levels",
+    ),
+    "bad JSON in verdicts": (
+        ["UPDATE verdicts SET result = '{\"a\": '"],
+        "verdicts row 1: result is not valid JSON",
+    ),
+    "bad JSON in an arm's config": (
+        ["UPDATE arms SET config = 'nope' WHERE arm = 1"],
+        "the config of arm 1 is not valid JSON",
+    ),
+    "a dropped column": (
+        ["ALTER TABLE requests DROP COLUMN first_token_ns"],
+        "table requests has no column first_token_ns",
+    ),
     "a dropped table": (["DROP TABLE events"], "it has no events table"),
-    "overflowing values": (["UPDATE requests SET done_ns = 9223372036854775000, "
-                            "first_token_ns = -9223372036854775000 WHERE item < 3"],
-                           "out of range (not a time in ns)"),
-    "a request of no arm": (["UPDATE requests SET arm = 7 WHERE item = 1"],
-                            "requests name arm 7"),
+    "overflowing values": (
+        [
+            "UPDATE requests SET done_ns = 9223372036854775000, "
+            "first_token_ns = -9223372036854775000 WHERE item < 3"
+        ],
+        "out of range (not a time in ns)",
+    ),
+    "a request of no arm": (["UPDATE requests SET arm = 7 WHERE item = 1"], "requests name arm 7"),
     "arms numbered wrong": (["UPDATE arms SET arm = 5 WHERE arm = 1"], "arms are numbered"),
-    "a chunk's time out of range": (["UPDATE chunks SET t_ns = 9223372036854775000 "
-                                     "WHERE seq = 1"], "t_ns out of range"),
+    "a chunk's time out of range": (
+        ["UPDATE chunks SET t_ns = 9223372036854775000 WHERE seq = 1"],
+        "t_ns out of range",
+    ),
     "a bad clock anchor": (
         ["UPDATE meta SET value = '{\"perf_counter_ns\": 1e300}' WHERE key = 'clock_anchor'"],
-        "meta 'clock_anchor'"),
-}  # fmt: skip
+        "meta 'clock_anchor'",
+    ),
+}
 
 
 @pytest.fixture(scope="module")
@@ -105,8 +126,11 @@ def test_report_and_open_name_the_file_and_the_damage(whole, tmp_path, case, cap
     path = _copy(whole, tmp_path, "damaged")
     statements, words = DAMAGE[case]
     _sql(path, statements)
-    for argv in (["report", str(path)], ["report", str(path), "--format", "html"],
-                 ["open", str(path)]):  # fmt: skip
+    for argv in (
+        ["report", str(path)],
+        ["report", str(path), "--format", "html"],
+        ["open", str(path)],
+    ):
         rc = main(argv)
         out, err = capsys.readouterr()
         assert rc == 2, (argv, rc, out[-1000:], err[-2000:])
@@ -145,8 +169,11 @@ def test_no_arms(whole, tmp_path, capsys):
 
 def _state(path: Path) -> dict[str, str]:
     """Every file of the session (the file, its WAL): name -> hash of the bytes."""
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in path.parent.iterdir() if p.name.startswith(path.name)}  # fmt: skip
+    return {
+        p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in path.parent.iterdir()
+        if p.name.startswith(path.name)
+    }
 
 
 def test_report_never_writes_the_file(tmp_path, capsys):
@@ -164,8 +191,11 @@ def test_report_never_writes_the_file(tmp_path, capsys):
         "w.add_records(records(1, 30)); w.flush()\n"
         "os.kill(os.getpid(), signal.SIGKILL)\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).parents[1],
-                          env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=Path(__file__).parents[1],
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])},
+    )
     assert proc.returncode == -signal.SIGKILL
     assert Path(str(killed) + ".wal").exists()  # the kill left its rows in the WAL
     for path in (closed, killed):
@@ -191,12 +221,29 @@ TABLES = dict(SCHEMA_COLUMNS)
 VALUES = st.one_of(
     st.none(),
     st.integers(min_value=-(2**63), max_value=2**63 - 1),
-    st.sampled_from(["", "{", "[1,", "null", "[]", "{}", "NaN", "\"x\"", DEEP[:3000] + "1",
-                     '{"slo": 1}', '{"arms": {}}', '{"perf_counter_ns": "x"}', "1e999",
-                     "running", "complete", "\x1b]0;x\x07"]),
+    st.sampled_from(
+        [
+            "",
+            "{",
+            "[1,",
+            "null",
+            "[]",
+            "{}",
+            "NaN",
+            '"x"',
+            DEEP[:3000] + "1",
+            '{"slo": 1}',
+            '{"arms": {}}',
+            '{"perf_counter_ns": "x"}',
+            "1e999",
+            "running",
+            "complete",
+            "\x1b]0;x\x07",
+        ]
+    ),
     st.text(max_size=12),
     st.floats(allow_nan=True, allow_infinity=True),
-)  # fmt: skip
+)
 SQL_DAMAGE = st.one_of(
     st.tuples(st.just("set"), st.sampled_from(sorted(TABLES)), st.integers(0, 30), VALUES),
     st.tuples(st.just("drop"), st.sampled_from(sorted(TABLES)), st.integers(0, 30), st.none()),
@@ -204,9 +251,11 @@ SQL_DAMAGE = st.one_of(
 )
 BYTE_DAMAGE = st.one_of(
     st.tuples(st.just("cut"), st.floats(0.0, 1.0)),
-    st.tuples(st.just("flip"), st.lists(st.tuples(st.floats(0.0, 1.0), st.integers(0, 255)),
-                                        min_size=1, max_size=8)),
-)  # fmt: skip
+    st.tuples(
+        st.just("flip"),
+        st.lists(st.tuples(st.floats(0.0, 1.0), st.integers(0, 255)), min_size=1, max_size=8),
+    ),
+)
 
 
 def _damage_sql(path: Path, kind: str, table: str, k, value) -> None:
@@ -217,8 +266,10 @@ def _damage_sql(path: Path, kind: str, table: str, k, value) -> None:
             if kind == "set":
                 rows = con.execute(f'SELECT rowid FROM "{table}" LIMIT 3').fetchall()
                 if rows:
-                    con.execute(f'UPDATE "{table}" SET "{col}" = ? WHERE rowid = ?',
-                                [value, rows[k % len(rows)][0]])  # fmt: skip
+                    con.execute(
+                        f'UPDATE "{table}" SET "{col}" = ? WHERE rowid = ?',
+                        [value, rows[k % len(rows)][0]],
+                    )
             elif kind == "drop":
                 con.execute(f'ALTER TABLE "{table}" DROP COLUMN "{col}"')
             else:
@@ -243,9 +294,13 @@ def fuzz_base(tmp_path_factory) -> Path:
     return write_session(tmp_path_factory.mktemp("fuzzbase"), "base", n=12)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(damage=st.lists(SQL_DAMAGE, min_size=1, max_size=3) | BYTE_DAMAGE.map(lambda d: [d]),
-       fmt=st.sampled_from(["text", "json"]))
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    damage=st.lists(SQL_DAMAGE, min_size=1, max_size=3) | BYTE_DAMAGE.map(lambda d: [d]),
+    fmt=st.sampled_from(["text", "json"]),
+)
 def test_fuzz_damaged_session_never_gives_a_traceback(fuzz_base, capsys, damage, fmt):
     """Random damage to a real session file (values of any type in any column, a dropped
     column, an emptied table; or bytes cut or overwritten anywhere): `abtui report` answers

@@ -16,17 +16,32 @@ from abtui.store.reader import SessionReader
 
 def test_demo_runs_end_to_end_and_fp8_decodes_faster(tmp_path, capsys):
     rc = main(
-        ["demo", "--requests", "40", "--rate", "20", "--time-scale", "2", "--seed", "3",
-         "--name", "demo-test", "--sessions-dir", str(tmp_path), "--headless"]
-    )  # fmt: skip
+        [
+            "demo",
+            "--requests",
+            "40",
+            "--rate",
+            "20",
+            "--time-scale",
+            "2",
+            "--seed",
+            "3",
+            "--name",
+            "demo-test",
+            "--sessions-dir",
+            str(tmp_path),
+            "--headless",
+        ]
+    )
     cap = capsys.readouterr()
     assert rc in (0, 3, 4), cap.err  # the verdict's exit code (GO / NO-GO / INCONCLUSIVE)
     assert "h100:llama-3-8b:bf16" in cap.err and "simulated" in cap.err
     # the intro names the arrival process in the run header's words (it said "gamma arrivals
     # cv 1" over a header saying "poisson"), and says that 40 requests cannot call a P99
     load = re.search(r"^  load: (.+), 40 requests per arm$", cap.err, re.M)
-    workload = re.search(r"^  workload: 40 chat-like requests per arm \((.+?)\), (.+)$", cap.err,
-                         re.M)  # fmt: skip
+    workload = re.search(
+        r"^  workload: 40 chat-like requests per arm \((.+?)\), (.+)$", cap.err, re.M
+    )
     assert load and workload, cap.err
     assert workload[2].startswith(load[1] + ", lognormal prompts") and load[1] == "poisson 20 req/s"
     assert "gamma" not in cap.err and "below the 1,000 per arm a P99 guardrail needs" in workload[1]
@@ -54,8 +69,10 @@ def test_demo_runs_end_to_end_and_fp8_decodes_faster(tmp_path, capsys):
     bf16, fp8 = summarize(t, 0, {}), summarize(t, 1, {})
     assert fp8.tpot.p50 < 0.8 * bf16.tpot.p50
     a, b = t.select(t.arm == 0), t.select(t.arm == 1)
-    assert (np.sort(a.scheduled_ns - a.scheduled_ns.min())
-            == np.sort(b.scheduled_ns - b.scheduled_ns.min())).all()  # fmt: skip
+    assert (
+        np.sort(a.scheduled_ns - a.scheduled_ns.min())
+        == np.sort(b.scheduled_ns - b.scheduled_ns.min())
+    ).all()
     # the quality suites ran after the load, paired, and the verdict shows their table; the
     # faces differ by 0.3 pp at these lengths, and the demo says that is below one flip
     assert {json.loads(r["detail"])["suite"] for r in quality} == {"niah", "keys"}
@@ -84,8 +101,9 @@ def test_the_demos_defaults_can_call_its_p99_guardrails(capsys):
     args = build_parser().parse_args(["demo"])
     opts = DemoOptions()
     assert args.requests == opts.requests >= 1.05 * need  # the CLI shows the same default
-    spec = build_spec(opts, ("http://127.0.0.1:1/v1", "http://127.0.0.1:2/v1"), opts.requests,
-                      512, 160)  # fmt: skip
+    spec = build_spec(
+        opts, ("http://127.0.0.1:1/v1", "http://127.0.0.1:2/v1"), opts.requests, 512, 160
+    )
     assert any(g.endswith(".p99") for g in spec.policy.guardrails)  # they are guardrails there
     text = intro(opts, spec, ChatShape(cv=1.0))
     assert f"{opts.requests} chat-like requests per arm (enough for the P99 guardrails" in text
@@ -96,9 +114,22 @@ def test_the_demos_defaults_can_call_its_p99_guardrails(capsys):
 
 def test_demo_without_quality(tmp_path, capsys):
     rc = main(
-        ["demo", "--requests", "6", "--rate", "20", "--time-scale", "20", "--no-quality",
-         "--name", "dq", "--sessions-dir", str(tmp_path), "--headless"]
-    )  # fmt: skip
+        [
+            "demo",
+            "--requests",
+            "6",
+            "--rate",
+            "20",
+            "--time-scale",
+            "20",
+            "--no-quality",
+            "--name",
+            "dq",
+            "--sessions-dir",
+            str(tmp_path),
+            "--headless",
+        ]
+    )
     out = capsys.readouterr().out
     assert rc in (0, 3, 4) and "quality (paired" not in out and "quality faces" not in out
     with SessionReader(tmp_path / "dq.duckdb") as rd:

@@ -9,8 +9,21 @@ from abtui.verdict.session import session_verdict
 
 
 def test_demo_ablation_runs_the_2x2(tmp_path, capsys):
-    rc = main(["demo", "--ablation", "--requests", "40", "--time-scale", "4", "--name", "abl",
-               "--sessions-dir", str(tmp_path), "--headless"])  # fmt: skip
+    rc = main(
+        [
+            "demo",
+            "--ablation",
+            "--requests",
+            "40",
+            "--time-scale",
+            "4",
+            "--name",
+            "abl",
+            "--sessions-dir",
+            str(tmp_path),
+            "--headless",
+        ]
+    )
     cap = capsys.readouterr()
     assert rc == 0, cap.err  # the demo's exit code is 0 for any complete run
     assert "2×2 factorial on four simulated H100s" in cap.err
@@ -31,7 +44,9 @@ def test_demo_ablation_runs_the_2x2(tmp_path, capsys):
         assert s["n"] >= 30 and s["accuracy"]["spec"] == s["accuracy"]["base"]
         assert s["accuracy"]["int4+spec"] == s["accuracy"]["int4"]
         inter = s["interactions"][0]
-        assert inter["estimate"] == 0 and inter["lo"] < 0 < inter["hi"] and inter["state"] == "clear"
+        assert (
+            inter["estimate"] == 0 and inter["lo"] < 0 < inter["hi"] and inter["state"] == "clear"
+        )
         assert s["only_combination"]["lost"] == s["only_combination"]["gained"] == 0
     assert "interaction int4×spec +0.0 pp [" in cap.out
     # (40 time-scaled requests on a shared CI box measure the CPU more than the simulated GPUs:
@@ -58,8 +73,9 @@ def _offline_interaction(weights: str, concurrency: int = 48, n: int = 400) -> f
         preset = parse_preset(preset_of(on).replace("int4", weights))
         timings = simulate(BatchEngine(preset, EngineOptions(max_num_seqs=concurrency)), reqs)
         m[name] = float(np.median([t.tpot for t in timings]))
-    return math.expm1(math.log(m["int4+spec"]) - math.log(m["int4"]) - math.log(m["spec"])
-                      + math.log(m["base"]))  # fmt: skip
+    return math.expm1(
+        math.log(m["int4+spec"]) - math.log(m["int4"]) - math.log(m["spec"]) + math.log(m["base"])
+    )
 
 
 def test_int4_and_speculation_interact_from_the_roofline_fp8_does_not_the_same_way():

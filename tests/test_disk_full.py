@@ -45,9 +45,22 @@ class FillingWriter(SessionWriter):
 
 
 def _records(n: int, first: int = 0) -> list[RequestRecord]:
-    return [RequestRecord(arm=i % 2, item=first + i, scheduled_ns=1, dispatched_ns=2,
-                          first_byte_ns=3, done_ns=9, chunk_ns=[5, 7], chunk_tokens=[1, 1],
-                          n_output=2, n_input=4, finish_reason="length") for i in range(n)]  # fmt: skip
+    return [
+        RequestRecord(
+            arm=i % 2,
+            item=first + i,
+            scheduled_ns=1,
+            dispatched_ns=2,
+            first_byte_ns=3,
+            done_ns=9,
+            chunk_ns=[5, 7],
+            chunk_tokens=[1, 1],
+            n_output=2,
+            n_input=4,
+            finish_reason="length",
+        )
+        for i in range(n)
+    ]
 
 
 def _meta(path) -> dict:
@@ -64,8 +77,12 @@ def test_a_full_disk_marks_the_session_write_failed_keeping_what_was_committed(t
     w = FillingWriter(path)
     assert reserve.stat().st_size == 1 << 20  # kept free for the session's last words
     w.write_meta(status="running", session_name="s", spec={}, load="test")
-    w.write_arms([{"arm": 0, "name": "a", "role": "baseline", "url": "http://x/v1"},
-                  {"arm": 1, "name": "b", "role": "candidate", "url": "http://y/v1"}])  # fmt: skip
+    w.write_arms(
+        [
+            {"arm": 0, "name": "a", "role": "baseline", "url": "http://x/v1"},
+            {"arm": 1, "name": "b", "role": "candidate", "url": "http://y/v1"},
+        ]
+    )
     w.add_records(_records(40))
     w.flush()
     w.full = True
@@ -99,15 +116,39 @@ def test_a_run_whose_disk_fills_exits_5_and_reports_write_failed(tmp_path, capsy
             super().flush()
 
     monkeypatch.setattr(session, "SessionWriter", FillsUp)
-    with SimProcess(SimConfig(seed=1, ttft_ms=5.0, itl_ms=1.0)) as a, \
-            SimProcess(SimConfig(seed=2, ttft_ms=5.0, itl_ms=1.0)) as b:  # fmt: skip
-        rc = main(["run", "--baseline", a.url, "--candidate", b.url, "--rate", "100",
-                   "--requests", "400", "--output-tokens", "8", "--input-tokens", "8",
-                   "--name", "full", "--sessions-dir", str(tmp_path), "--headless"])  # fmt: skip
+    with (
+        SimProcess(SimConfig(seed=1, ttft_ms=5.0, itl_ms=1.0)) as a,
+        SimProcess(SimConfig(seed=2, ttft_ms=5.0, itl_ms=1.0)) as b,
+    ):
+        rc = main(
+            [
+                "run",
+                "--baseline",
+                a.url,
+                "--candidate",
+                b.url,
+                "--rate",
+                "100",
+                "--requests",
+                "400",
+                "--output-tokens",
+                "8",
+                "--input-tokens",
+                "8",
+                "--name",
+                "full",
+                "--sessions-dir",
+                str(tmp_path),
+                "--headless",
+            ]
+        )
     err = capsys.readouterr().err
     assert rc == 5, err
-    assert err.strip().splitlines()[-1].startswith(f"abtui: cannot write session file "
-                                                   f"{tmp_path / 'full.duckdb'}: IO Error")  # fmt: skip
+    assert (
+        err.strip()
+        .splitlines()[-1]
+        .startswith(f"abtui: cannot write session file {tmp_path / 'full.duckdb'}: IO Error")
+    )
     meta = _meta(tmp_path / "full.duckdb")
     assert meta["status"] == "write_failed"
     assert main(["report", str(tmp_path / "full.duckdb")]) == 4
@@ -120,8 +161,11 @@ def _can_mount_tmpfs(tmp_path) -> bool:
         return False
     d = tmp_path / "probe"
     d.mkdir()
-    r = subprocess.run(["unshare", "-Urm", "sh", "-c", f"mount -t tmpfs -o size=1m tmpfs {d}"],
-                       capture_output=True, timeout=30)  # fmt: skip
+    r = subprocess.run(
+        ["unshare", "-Urm", "sh", "-c", f"mount -t tmpfs -o size=1m tmpfs {d}"],
+        capture_output=True,
+        timeout=30,
+    )
     return r.returncode == 0
 
 
@@ -131,8 +175,10 @@ def test_a_real_full_tmpfs(tmp_path):
     mnt = tmp_path / "mnt"
     mnt.mkdir()
     out = tmp_path / "out.json"
-    with SimProcess(SimConfig(seed=1, ttft_ms=2.0, itl_ms=0.5)) as a, \
-            SimProcess(SimConfig(seed=2, ttft_ms=2.0, itl_ms=0.5)) as b:  # fmt: skip
+    with (
+        SimProcess(SimConfig(seed=1, ttft_ms=2.0, itl_ms=0.5)) as a,
+        SimProcess(SimConfig(seed=2, ttft_ms=2.0, itl_ms=0.5)) as b,
+    ):
         script = textwrap.dedent(f"""
             import json, sys
             from abtui.cli import main
@@ -146,10 +192,11 @@ def test_a_real_full_tmpfs(tmp_path):
             n = con.execute("SELECT count(*) FROM requests").fetchone()[0]
             json.dump({{"rc": rc, "status": json.loads(meta["status"]), "n": n,
                         "listed": [r.status for r in list_sessions("{mnt}")]}}, open("{out}", "w"))
-        """)  # fmt: skip
+        """)
         cmd = f"mount -t tmpfs -o size=3m tmpfs {mnt} && {sys.executable} -c '{script}'"
-        r = subprocess.run(["unshare", "-Urm", "sh", "-c", cmd], capture_output=True, text=True,
-                           timeout=300)  # fmt: skip
+        r = subprocess.run(
+            ["unshare", "-Urm", "sh", "-c", cmd], capture_output=True, text=True, timeout=300
+        )
     assert out.exists(), r.stderr[-2000:]
     res = json.loads(out.read_text())
     assert res["rc"] == 5 and res["status"] == "write_failed", (res, r.stderr[-800:])

@@ -68,7 +68,7 @@ def test_normal_quantile_and_tail_are_the_correctly_rounded_values():
             f = Decimal(0)
             for k in range(4000, 0, -1):
                 f = k / (Decimal(x) + f)
-            ref = (-Decimal(x) ** 2 / 2).exp() / (2 * dist._pi()).sqrt() / (Decimal(x) + f)
+            ref = (-(Decimal(x) ** 2) / 2).exp() / (2 * dist._pi()).sqrt() / (Decimal(x) + f)
         assert dist.norm_sf(x) == float(ref), x
     # the quantile of the float 0.975 (0.97499999999999997779…), not of the decimal 0.975
     assert dist.norm_ppf(0.975) == 1.9599639845400538
@@ -99,9 +99,16 @@ def test_hypergeometric_cdf_is_exact():
         for x in {lo - 1, lo, (lo + hi) // 2, int(rng.integers(lo, hi + 1)), hi}:
             got = dist.hypergeom_cdf(x, total, good, draws)
             assert got == (_hypergeom_exact(x, total, good, draws) if x >= lo else 0.0)
-    for x, total, good, draws in ((3, 200_000, 100_000, 20), (5_000, 200_000, 100_000, 10_300),
-                                  (49_800, 200_000, 100_000, 100_000), (0, 10**6, 5, 500_000)):  # fmt: skip
-        got, ref = dist.hypergeom_cdf(x, total, good, draws), sps.hypergeom.cdf(x, total, good, draws)
+    for x, total, good, draws in (
+        (3, 200_000, 100_000, 20),
+        (5_000, 200_000, 100_000, 10_300),
+        (49_800, 200_000, 100_000, 100_000),
+        (0, 10**6, 5, 500_000),
+    ):
+        got, ref = (
+            dist.hypergeom_cdf(x, total, good, draws),
+            sps.hypergeom.cdf(x, total, good, draws),
+        )
         assert _close(got, float(ref), 1e-9), (x, total, good, draws)
 
 
@@ -119,8 +126,15 @@ def test_fisher_one_sided_is_exact_and_scipys():
     """Exact against rational sums; scipy's within 1e-12 on small tables, 1e-9 on large ones
     (boost's float arithmetic: 3.6e-11 off at 200,000 requests, where this is exact)."""
     rng = np.random.default_rng(3)
-    tables = [[[0, 100], [0, 100]], [[3, 97], [0, 100]], [[0, 100], [5, 95]], [[40, 60], [35, 65]],
-              [[1, 0], [0, 1]], [[0, 0], [1, 1]], [[120, 99_880], [80, 99_920]]]  # fmt: skip
+    tables = [
+        [[0, 100], [0, 100]],
+        [[3, 97], [0, 100]],
+        [[0, 100], [5, 95]],
+        [[40, 60], [35, 65]],
+        [[1, 0], [0, 1]],
+        [[0, 0], [1, 1]],
+        [[120, 99_880], [80, 99_920]],
+    ]
     for _ in range(200):
         sa, sb = int(rng.integers(1, 5000)), int(rng.integers(1, 5000))
         eb, ea = int(rng.integers(0, sb // 10 + 1)), int(rng.integers(0, sa // 10 + 1))

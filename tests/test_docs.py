@@ -21,11 +21,14 @@ TEXT_SUFFIXES = {".py", ".md", ".toml", ".txt", ".yaml", ".yml", ".tcss", ".cfg"
 def tracked_files() -> list[Path]:
     """The repository's files: git's list where there is one, else the folders CI reads."""
     try:
-        out = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
-                             check=True).stdout.split()  # fmt: skip
+        out = subprocess.run(
+            ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.split()
         files = [ROOT / f for f in out]
     except (OSError, subprocess.CalledProcessError):
-        files = [p for d in ("abtui", "tests", "scripts", "docs", ".ci") for p in (ROOT / d).rglob("*")]
+        files = [
+            p for d in ("abtui", "tests", "scripts", "docs", ".ci") for p in (ROOT / d).rglob("*")
+        ]
         files += [ROOT / "README.md", ROOT / "pyproject.toml"]
     return [f for f in files if f.is_file() and f.suffix in TEXT_SUFFIXES]
 

@@ -94,12 +94,33 @@ def killed_run(tmp_path_factory):
     ):
         path = tmp_path / "k.duckdb"
         proc = subprocess.Popen(
-            [sys.executable, "-m", "abtui", "run", "--baseline", a.url, "--candidate", b.url,
-             "--requests", "4000", "--rate", str(RATE), "--input-tokens", "16",
-             "--output-tokens", "8", "--name", "k", "--sessions-dir", str(tmp_path),
-             "--headless"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "abtui",
+                "run",
+                "--baseline",
+                a.url,
+                "--candidate",
+                b.url,
+                "--requests",
+                "4000",
+                "--rate",
+                str(RATE),
+                "--input-tokens",
+                "16",
+                "--output-tokens",
+                "8",
+                "--name",
+                "k",
+                "--sessions-dir",
+                str(tmp_path),
+                "--headless",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         deadline = time.monotonic() + 60
         while _committed(path) < 3 * RATE and time.monotonic() < deadline:
             time.sleep(0.3)
@@ -188,10 +209,26 @@ def test_a_killed_run_opens_in_the_tui_marked_killed(killed_run):
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
 def test_demo_sims_and_generators_never_outlive_abtui(tmp_path, sig):
     proc = subprocess.Popen(
-        [sys.executable, "-m", "abtui", "demo", "--headless", "--requests", "5000", "--rate", "5",
-         "--time-scale", "10", "--name", "d", "--sessions-dir", str(tmp_path)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "abtui",
+            "demo",
+            "--headless",
+            "--requests",
+            "5000",
+            "--rate",
+            "5",
+            "--time-scale",
+            "10",
+            "--name",
+            "d",
+            "--sessions-dir",
+            str(tmp_path),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     path = tmp_path / "d.duckdb"
     deadline = time.monotonic() + 90
     while _committed(path) < 4 and time.monotonic() < deadline:

@@ -101,7 +101,9 @@ def test_a_server_killed_mid_stream_is_an_error_not_a_short_answer(tmp_path):
     model = build_models(tmp_path)["Q4_0"]
     with LlamaCppServer(model, name="q4") as srv:
         tgt = Target(base_url=srv.url, model="q4", params={"temperature": 0.0})
-        items = [Item(index=i, id=f"i{i}", prompt=f"{i} the of and", max_tokens=900) for i in (0, 1)]
+        items = [
+            Item(index=i, id=f"i{i}", prompt=f"{i} the of and", max_tokens=900) for i in (0, 1)
+        ]
 
         async def go():
             async with FastClient() as c:
@@ -112,7 +114,10 @@ def test_a_server_killed_mid_stream_is_an_error_not_a_short_answer(tmp_path):
                 deadline = time.monotonic() + 60
                 while len(recs[0].chunk_ns) < 5:  # the stream is running
                     assert not first.done() and time.monotonic() < deadline, (
-                        recs[0].status, recs[0].error_message, srv.log_text()[-2000:])
+                        recs[0].status,
+                        recs[0].error_message,
+                        srv.log_text()[-2000:],
+                    )
                     await asyncio.sleep(0.002)
                 srv.kill()
                 await first
@@ -182,11 +187,17 @@ def test_chat_stream_counts_match_the_server(tmp_path):
         recs = asyncio.run(go())
         with httpx.Client(trust_env=False, timeout=60) as c:
             ref = [
-                c.post(srv.url + "/chat/completions",
-                       json={"model": "fp32", "messages": it.chat_messages(), "max_tokens": 24,
-                             "temperature": 0.0}).json()["usage"]["completion_tokens"]
+                c.post(
+                    srv.url + "/chat/completions",
+                    json={
+                        "model": "fp32",
+                        "messages": it.chat_messages(),
+                        "max_tokens": 24,
+                        "temperature": 0.0,
+                    },
+                ).json()["usage"]["completion_tokens"]
                 for it in items
-            ]  # fmt: skip
+            ]
     assert all(r.status == "ok" and r.finish_reason == "length" for r in recs)
     assert [r.n_output for r in recs] == ref
     assert all(r.token_source == "usage" for r in recs)
@@ -209,7 +220,10 @@ def test_a_server_that_dies_mid_run_is_errors_on_its_arm_and_the_session_keeps_t
     from abtui.store.reader import SessionReader
 
     models = build_models(tmp_path / "m")
-    with LlamaCppServer(models["Q8_0"], name="base") as a, LlamaCppServer(models["Q4_0"], name="cand") as b:
+    with (
+        LlamaCppServer(models["Q8_0"], name="base") as a,
+        LlamaCppServer(models["Q4_0"], name="cand") as b,
+    ):
         spec = tmp_path / "s.toml"
         spec.write_text(
             f'name = "dies"\n[[arms]]\nname = "base"\nurl = "{a.url}"\n'

@@ -177,8 +177,16 @@ def test_kv_q4_on_a_real_model_with_quality_suites_it_answers(tmp_path, smollm2_
     require_engine()
     from abtui.store.reader import SessionReader
 
-    exp = dataclasses.replace(EXPERIMENTS["kv-q4"], requests=4, blocks=2, quality=("keys", "exact"),
-                              quality_max_length=1024, quality_per_cell=1, ctx=1280, ppl=False)  # fmt: skip
+    exp = dataclasses.replace(
+        EXPERIMENTS["kv-q4"],
+        requests=4,
+        blocks=2,
+        quality=("keys", "exact"),
+        quality_max_length=1024,
+        quality_per_cell=1,
+        ctx=1280,
+        ppl=False,
+    )
     res = run_experiment(exp, tmp_path, models={"smollm2": smollm2_gguf})
     assert res.problems == [], res.problems  # every quality item scored, logprobs from both
     q = res.pair["quality"]

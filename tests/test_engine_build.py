@@ -84,7 +84,10 @@ def test_the_users_own_binary_wins(cache, tmp_path, capsys, monkeypatch):
 def test_a_bad_user_binary_is_named(cache, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv(build.ENV_SERVER, str(tmp_path / "nope"))
     assert main(["engine", "build"]) == 2
-    assert f"{build.ENV_SERVER}={tmp_path / 'nope'} is not an executable file" in capsys.readouterr().err
+    assert (
+        f"{build.ENV_SERVER}={tmp_path / 'nope'} is not an executable file"
+        in capsys.readouterr().err
+    )
 
 
 def test_a_source_without_the_server_is_refused(cache, tmp_path, capsys):
@@ -99,8 +102,10 @@ def test_a_failed_compile_leaves_no_half_folder(cache, tmp_path, capsys):
     src = tmp_path / "broken"
     (src / "tools" / "server").mkdir(parents=True)
     (src / "tools" / "server" / "CMakeLists.txt").write_text("")
-    (src / "CMakeLists.txt").write_text("cmake_minimum_required(VERSION 3.14)\nproject(x)\n"
-                                        'message(FATAL_ERROR "deliberately broken")\n')  # fmt: skip
+    (src / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.14)\nproject(x)\n"
+        'message(FATAL_ERROR "deliberately broken")\n'
+    )
     assert main(["engine", "build", "--source", str(src)]) != 0
     err = capsys.readouterr().err
     assert "failed with exit code" in err and "deliberately broken" in err

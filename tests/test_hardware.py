@@ -102,10 +102,16 @@ def test_kv_capacity_follows_memory_minus_weights():
 
 def test_load_hf_config(tmp_path):
     cfg = {
-        "model_type": "qwen2", "num_hidden_layers": 28, "hidden_size": 3584,
-        "num_attention_heads": 28, "num_key_value_heads": 4, "intermediate_size": 18944,
-        "vocab_size": 152064, "tie_word_embeddings": False, "max_position_embeddings": 32768,
-    }  # fmt: skip
+        "model_type": "qwen2",
+        "num_hidden_layers": 28,
+        "hidden_size": 3584,
+        "num_attention_heads": 28,
+        "num_key_value_heads": 4,
+        "intermediate_size": 18944,
+        "vocab_size": 152064,
+        "tie_word_embeddings": False,
+        "max_position_embeddings": 32768,
+    }
     path = tmp_path / "config.json"
     path.write_text(json.dumps(cfg))
     m = load_hf_config(path, name="my-qwen")
@@ -135,8 +141,9 @@ def test_cpu_model_is_the_model_name_the_kernel_reports():
     assert name and name.strip() == name
     cpuinfo = Path("/proc/cpuinfo")
     if cpuinfo.exists() and "model name" in cpuinfo.read_text():
-        assert f"model name\t: {name}" in cpuinfo.read_text() or f": {name}\n" in cpuinfo.read_text()
-
+        assert (
+            f"model name\t: {name}" in cpuinfo.read_text() or f": {name}\n" in cpuinfo.read_text()
+        )
 
 
 def _fresh_python(code: str, env: dict | None = None) -> str:
@@ -148,8 +155,14 @@ def _fresh_python(code: str, env: dict | None = None) -> str:
     import textwrap
 
     full = {k: v for k, v in os.environ.items() if k != "DUCKDB_JE_MALLOC_CONF"}
-    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env={**full, **(env or {})},
-                         capture_output=True, text=True, timeout=120, check=True)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        env={**full, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     return out.stdout.strip()
 
 
@@ -166,13 +179,16 @@ def test_a_run_quiets_duckdbs_allocator_before_duckdb_loads_and_a_report_does_no
     """)
     assert got.splitlines()[-2:] == ["None", "dirty_decay_ms:0,muzzy_decay_ms:0"]
     # a user's own setting is kept; once DuckDB is loaded the call says it is too late
-    kept = _fresh_python("""
+    kept = _fresh_python(
+        """
         import os
         from abtui.hardware.memory import quiet_duckdb_allocator
         first = quiet_duckdb_allocator()
         import duckdb
         print(first, quiet_duckdb_allocator(), os.environ["DUCKDB_JE_MALLOC_CONF"])
-    """, env={"DUCKDB_JE_MALLOC_CONF": "dirty_decay_ms:500"})  # fmt: skip
+    """,
+        env={"DUCKDB_JE_MALLOC_CONF": "dirty_decay_ms:500"},
+    )
     assert kept == "True False dirty_decay_ms:500"
 
 
@@ -196,8 +212,10 @@ _MAPPED = """
 """
 _FIX = "from abtui.hardware.memory import big_arrays_to_the_os; assert big_arrays_to_the_os()"
 # what `abtui run` and `abtui demo` go through, the run itself stubbed out
-_RUN = ("import abtui.headless as h; h.run_headless = lambda *a, **k: 0; "
-        "from abtui.cli.run import run_and_report; run_and_report(None, '', overwrite=False)")  # fmt: skip
+_RUN = (
+    "import abtui.headless as h; h.run_headless = lambda *a, **k: 0; "
+    "from abtui.cli.run import run_and_report; run_and_report(None, '', overwrite=False)"
+)
 
 
 def _mapped(setup: str) -> str:

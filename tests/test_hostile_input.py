@@ -155,7 +155,7 @@ prom_lines = st.lists(
                     " 1 2 3",
                     ' 1 # {t="x"} 1',
                 ]
-            ),  # fmt: skip
+            ),
         )
     )
     .map("".join)
@@ -189,11 +189,15 @@ spec_keys = st.sampled_from(
 arm = st.fixed_dictionaries(
     {},
     optional={
-        "name": json_values, "url": json_values | st.just("http://127.0.0.1:1/v1"),
-        "role": json_values | st.sampled_from(["baseline", "candidate"]), "model": json_values,
-        "api_key_env": json_values, "headers": json_values, "params": json_values,
+        "name": json_values,
+        "url": json_values | st.just("http://127.0.0.1:1/v1"),
+        "role": json_values | st.sampled_from(["baseline", "candidate"]),
+        "model": json_values,
+        "api_key_env": json_values,
+        "headers": json_values,
+        "params": json_values,
     },
-)  # fmt: skip
+)
 spec_docs = st.dictionaries(
     spec_keys,
     json_values
@@ -231,17 +235,19 @@ def test_spec_file_of_any_bytes(tmp_path, raw):
 
 # --- workload and trace files: any lines ---
 
-wl_line = (
-    st.fixed_dictionaries(
-        {},
-        optional={
-            "id": json_values, "arrival_s": json_values, "prompt": json_values,
-            "input_tokens": json_values | st.integers(1, 64), "max_tokens": json_values,
-            "messages": json_values, "prefix_ids": json_values, "tags": json_values,
-        },
-    ).map(json.dumps)
-    | st.text(max_size=30).filter(lambda s: "\n" not in s and "\r" not in s)
-)  # fmt: skip
+wl_line = st.fixed_dictionaries(
+    {},
+    optional={
+        "id": json_values,
+        "arrival_s": json_values,
+        "prompt": json_values,
+        "input_tokens": json_values | st.integers(1, 64),
+        "max_tokens": json_values,
+        "messages": json_values,
+        "prefix_ids": json_values,
+        "tags": json_values,
+    },
+).map(json.dumps) | st.text(max_size=30).filter(lambda s: "\n" not in s and "\r" not in s)
 
 
 @SETTINGS
@@ -292,8 +298,12 @@ def _big_jsonl(path, n: int, prompt_bytes: int) -> int:
     with path.open("w") as fh:
         for i in range(n):
             arrival = (n // 2 - i) * 0.01 if i < n // 2 else 100 + i * 0.01
-            fh.write(json.dumps({"id": f"r{i}", "arrival_s": arrival,
-                                 "prompt": f"p{i} " + "x" * prompt_bytes}) + "\n")  # fmt: skip
+            fh.write(
+                json.dumps(
+                    {"id": f"r{i}", "arrival_s": arrival, "prompt": f"p{i} " + "x" * prompt_bytes}
+                )
+                + "\n"
+            )
     return path.stat().st_size
 
 
@@ -326,14 +336,26 @@ def test_trace_import_streams(tmp_path):
     with mc.open("w") as fh:
         for i in range(10_000):  # ~10 MB, out of order at the start; few allocations a line
             ts = 5000 - i if i < 100 else i * 10
-            fh.write(json.dumps({"timestamp": ts, "input_length": 100 + i % 50, "output_length": 20,
-                                 "hash_ids": [1, 2, 3], "note": "n" * 1000}) + "\n")  # fmt: skip
+            fh.write(
+                json.dumps(
+                    {
+                        "timestamp": ts,
+                        "input_length": 100 + i % 50,
+                        "output_length": 20,
+                        "hash_ids": [1, 2, 3],
+                        "note": "n" * 1000,
+                    }
+                )
+                + "\n"
+            )
     sg = tmp_path / "sg.json"
     with sg.open("w") as fh:  # a ~10 MB ShareGPT JSON array
         fh.write("[\n")
         for i in range(2_000):
-            conv = [{"from": "human", "value": f"q{i} " + "a" * 5_000},
-                    {"from": "gpt", "value": "b" * 200}]  # fmt: skip
+            conv = [
+                {"from": "human", "value": f"q{i} " + "a" * 5_000},
+                {"from": "gpt", "value": "b" * 200},
+            ]
             fh.write(("," if i else "") + json.dumps({"id": f"c{i}", "conversations": conv}) + "\n")
         fh.write("]\n")
     for fmt, path, n in (("mooncake", mc, 10_000), ("sharegpt", sg, 2_000)):
@@ -381,9 +403,26 @@ def test_a_10mb_prompt_is_sent_and_accounted_for(tmp_path, capsys):
         )
     assert read_workload(p).items[0].n_input == 2_000_000
     with SimProcess(ttft_ms=5, itl_ms=1) as sim:
-        rc = main(["run", "--baseline", sim.url, "--candidate", sim.url, "--workload", str(p),
-                   "--rate", "10", "--warmup", "0", "--name", "h", "--sessions-dir", str(tmp_path),
-                   "--headless"])  # fmt: skip
+        rc = main(
+            [
+                "run",
+                "--baseline",
+                sim.url,
+                "--candidate",
+                sim.url,
+                "--workload",
+                str(p),
+                "--rate",
+                "10",
+                "--warmup",
+                "0",
+                "--name",
+                "h",
+                "--sessions-dir",
+                str(tmp_path),
+                "--headless",
+            ]
+        )
     err = capsys.readouterr().err
     assert rc in (0, 3, 4) and "Traceback" not in err, err[-2000:]
     with SessionReader(tmp_path / "h.duckdb") as rd:
@@ -399,15 +438,23 @@ NOT_UTF8 = b"\xff\xfe"
 @pytest.mark.parametrize(
     ("fmt", "text", "line"),
     [
-        ("mooncake", b'{"timestamp": 1, "input_length": 3, "output_length": 2}\n{"timestamp": 2, '
-                     b'"input_length": 3, "output_length": 2, "x": "\xff"}\n', 2),
+        (
+            "mooncake",
+            b'{"timestamp": 1, "input_length": 3, "output_length": 2}\n{"timestamp": 2, '
+            b'"input_length": 3, "output_length": 2, "x": "\xff"}\n',
+            2,
+        ),
         ("azure", b"TIMESTAMP,ContextTokens,GeneratedTokens\n1,2,3\n2,\xff,3\n", 3),
         ("burstgpt", b"Timestamp,Request tokens,Response tokens\n1,2,3\n\xfe,2,3\n", 3),
-        ("sharegpt", b'{"conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", '
-                     b'"value": "yo"}]}\n{"conversations": "\xff"}\n', 2),
+        (
+            "sharegpt",
+            b'{"conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", '
+            b'"value": "yo"}]}\n{"conversations": "\xff"}\n',
+            2,
+        ),
         ("sharegpt", b'[{"conversations": []},\n\n {"conversations": "\xff"}]', 3),
     ],
-)  # fmt: skip
+)
 def test_non_utf8_bytes_in_a_trace_name_the_file_and_line(tmp_path, fmt, text, line):
     p = tmp_path / f"t.{fmt}"
     p.write_bytes(text)

@@ -29,8 +29,7 @@ QS = [0.0, 1e-5, 0.25, 0.5, 0.9, 0.95, 0.99, 1 - 1e-5, 1.0]
 
 
 def _tables() -> dict[str, RequestTable]:
-    base = synthetic_table(600, [ArmTruth(), ArmTruth(tpot_scale=0.9, ar=0.4)], n_output=40,
-                           seed=3)  # fmt: skip
+    base = synthetic_table(600, [ArmTruth(), ArmTruth(tpot_scale=0.9, ar=0.4)], n_output=40, seed=3)
     ties = synthetic_table(400, [ArmTruth(), ArmTruth()], n_output=30, seed=4)
     ties.chunk_t_ns[:] = ties.chunk_t_ns // 2_000_000 * 2_000_000  # 2 ms clock: many equal gaps
     bursts = synthetic_table(400, [ArmTruth(), ArmTruth()], n_output=30, seed=5)
@@ -105,7 +104,8 @@ def test_itl_sketches_are_sketch_of_on_every_gap(n, tokens):
         assert np.array_equal(sk.total, ref.total)  # same additions in the same order
         assert np.array_equal(sk.hist, ref.hist)
         assert {k: v for k, v in sk.exact.items() if k != "mean"} == {
-            k: v for k, v in ref.exact.items() if k != "mean"}  # fmt: skip
+            k: v for k, v in ref.exact.items() if k != "mean"
+        }
         assert sk.exact["mean"] == pytest.approx(ref.exact["mean"], rel=1e-14, abs=0)
         count, total = got.item_sums[g]
         assert np.array_equal(count, ref.count) and np.array_equal(total, ref.total)
@@ -119,10 +119,22 @@ def _records(n: int, k: int) -> list[RequestRecord]:
         steps = (rng.exponential(4e6, k) * (1.0 if i % 2 == 0 else 0.9)).astype(np.int64)
         steps[rng.random(k) < 0.1] = 0  # chunks read together
         chunks = (t0 + 30_000_000 + np.cumsum(steps)).tolist()
-        out.append(RequestRecord(arm=i % 2, item=i // 2, scheduled_ns=t0, dispatched_ns=t0,
-                                 first_byte_ns=chunks[0], done_ns=chunks[-1], chunk_ns=chunks,
-                                 chunk_tokens=[1] * k, status=OK, n_input=32, n_output=k,
-                                 finish_reason="length"))  # fmt: skip
+        out.append(
+            RequestRecord(
+                arm=i % 2,
+                item=i // 2,
+                scheduled_ns=t0,
+                dispatched_ns=t0,
+                first_byte_ns=chunks[0],
+                done_ns=chunks[-1],
+                chunk_ns=chunks,
+                chunk_tokens=[1] * k,
+                status=OK,
+                n_input=32,
+                n_output=k,
+                finish_reason="length",
+            )
+        )
     return out
 
 
@@ -138,8 +150,10 @@ def _same_itl(a: RequestTable, b: RequestTable) -> None:
     for arm in (0, 1):
         sa, sb = summarize(a, arm, {"itl": 0.01}), summarize(b, arm, {"itl": 0.01})
         assert sa.to_dict() == sb.to_dict()
-    ca, cb = compare(a, 0, 1, {"itl": 0.01}, resamples=300), compare(b, 0, 1, {"itl": 0.01},
-                                                                      resamples=300)  # fmt: skip
+    ca, cb = (
+        compare(a, 0, 1, {"itl": 0.01}, resamples=300),
+        compare(b, 0, 1, {"itl": 0.01}, resamples=300),
+    )
     assert [e.to_dict() for e in ca.effects] == [e.to_dict() for e in cb.effects]
 
 

@@ -26,10 +26,21 @@ pytestmark = pytest.mark.engine
 
 # every llamacpp:* family abtui maps (engines.RULES), by abtui's name
 MAPPED = {
-    "running", "waiting", "seq_tokens_max", "busy_slots_per_decode", "prompt_tokens",
-    "prompt_cached_tokens", "prefill_busy_s", "generation_tokens", "decode_request_s", "decodes",
-    "spec_drafts", "spec_draft_tokens", "spec_accepted_tokens", "busy_slot_decodes",
-}  # fmt: skip
+    "running",
+    "waiting",
+    "seq_tokens_max",
+    "busy_slots_per_decode",
+    "prompt_tokens",
+    "prompt_cached_tokens",
+    "prefill_busy_s",
+    "generation_tokens",
+    "decode_request_s",
+    "decodes",
+    "spec_drafts",
+    "spec_draft_tokens",
+    "spec_accepted_tokens",
+    "busy_slot_decodes",
+}
 
 
 @pytest.fixture(scope="module")
@@ -59,8 +70,18 @@ def spec(model):
     default type is ``none``; only MTP / DFlash drafts are inferred from the GGUF)."""
     from abtui.engine.server import LlamaCppServer
 
-    draft = ("-md", str(model), "--spec-type", "draft-simple", "--spec-draft-n-max", "4",
-             "--spec-draft-n-min", "0", "-td", "1")  # fmt: skip
+    draft = (
+        "-md",
+        str(model),
+        "--spec-type",
+        "draft-simple",
+        "--spec-draft-n-max",
+        "4",
+        "--spec-draft-n-min",
+        "0",
+        "-td",
+        "1",
+    )
     with LlamaCppServer(model, name="tiny", parallel=2, extra_args=draft) as srv:
         yield srv
 
@@ -68,10 +89,15 @@ def spec(model):
 def _items(n: int, out: int = 12) -> list[Item]:
     words = "the quick brown fox jumps over the lazy dog and then".split()
     return [
-        Item(index=k, id=str(k), arrival_s=0.0,
-             prompt=" ".join(words[(k + j) % len(words)] for j in range(8 + k)), max_tokens=out)
+        Item(
+            index=k,
+            id=str(k),
+            arrival_s=0.0,
+            prompt=" ".join(words[(k + j) % len(words)] for j in range(8 + k)),
+            max_tokens=out,
+        )
         for k in range(n)
-    ]  # fmt: skip
+    ]
 
 
 def _stream(srv, items: list[Item], *, api="completions", fast=False) -> list[RequestRecord]:
@@ -82,8 +108,12 @@ def _stream(srv, items: list[Item], *, api="completions", fast=False) -> list[Re
         send = fast_stream_request if fast else stream_request
         try:
             recs = [RequestRecord(arm=0, item=it.index) for it in items]
-            await asyncio.gather(*(send(client, target, it, build_body(target, it), r)
-                                   for it, r in zip(items, recs, strict=True)))  # fmt: skip
+            await asyncio.gather(
+                *(
+                    send(client, target, it, build_body(target, it), r)
+                    for it, r in zip(items, recs, strict=True)
+                )
+            )
             return recs
         finally:
             await client.aclose()
@@ -93,8 +123,11 @@ def _stream(srv, items: list[Item], *, api="completions", fast=False) -> list[Re
 
 def _deltas(scraper: PromScraper, text: str) -> dict[str, float]:
     rows = scraper.rows_from_text(text, 10**18)
-    return {m.removesuffix(".delta"): v for _, src, _, m, v in rows
-            if src == "llamacpp" and m.endswith(".delta")}  # fmt: skip
+    return {
+        m.removesuffix(".delta"): v
+        for _, src, _, m, v in rows
+        if src == "llamacpp" and m.endswith(".delta")
+    }
 
 
 @pytest.mark.parametrize(("api", "fast"), [("completions", False), ("chat", True)])
@@ -122,7 +155,8 @@ def test_stream_timings_are_the_servers_and_agree_with_its_counters(plain, api, 
     assert d["generation_tokens"] == sum(r.timings["predicted_n"] for r in recs)
     assert d["prompt_tokens"] == sum(r.timings["prompt_n"] for r in recs)
     assert d["decode_request_s"] == pytest.approx(
-        sum(r.timings["predicted_ms"] for r in recs) / 1e3, rel=1e-4, abs=1e-5)
+        sum(r.timings["predicted_ms"] for r in recs) / 1e3, rel=1e-4, abs=1e-5
+    )
     assert d["decodes"] >= 11  # at least one decode call per generated token after the first
 
 
@@ -140,10 +174,12 @@ def test_real_metrics_map_into_abtuis_families(plain):
     assert scrape.skipped == 0
     names = {s.name for s in scrape.samples}
     assert {n for n in names if n.startswith("llamacpp:")} >= {
-        "llamacpp:prompt_tokens_total", "llamacpp:tokens_predicted_total",
-        "llamacpp:requests_processing", "llamacpp:requests_deferred",
+        "llamacpp:prompt_tokens_total",
+        "llamacpp:tokens_predicted_total",
+        "llamacpp:requests_processing",
+        "llamacpp:requests_deferred",
         "llamacpp:spec_decode_num_accepted_tokens_total",
-    }  # fmt: skip
+    }
     ex = extract(scrape)
     assert ex.engines == {"llamacpp"}
     got = set(ex.gauges) | set(ex.cumulative)
@@ -212,18 +248,30 @@ dir = "{tmp_path}"
     path = tmp_path / "llamacpp-tel.duckdb"
     with SessionReader(path) as rd:
         t = rd.server_timings()
-        n_ok = rd.query("SELECT arm, count(*) FROM requests WHERE status = 'ok' AND NOT warmup "
-                        "GROUP BY arm ORDER BY arm")  # fmt: skip
-        fams = {m for (m,) in rd.query(
-            "SELECT DISTINCT metric FROM telemetry WHERE source = 'llamacpp'")}  # fmt: skip
+        n_ok = rd.query(
+            "SELECT arm, count(*) FROM requests WHERE status = 'ok' AND NOT warmup "
+            "GROUP BY arm ORDER BY arm"
+        )
+        fams = {
+            m
+            for (m,) in rd.query("SELECT DISTINCT metric FROM telemetry WHERE source = 'llamacpp'")
+        }
         engines = rd.meta()["telemetry"]["engines"]
     assert n_ok == [(0, 12), (1, 12)]
     assert len(t["req"]) == 24 and all(n is None for n in t["note"])
     assert (t["predicted_n"] == 16).all() and (t["prompt_ms"] > 0).all()
     assert engines == {"0": ["llamacpp"], "1": ["llamacpp"]}
-    assert {"running", "waiting", "generation_tokens.delta", "prompt_tokens.rate",
-            "decodes.delta", "busy_slot_decodes.delta", "spec_accepted_tokens.delta",
-            "slots_total", "slot_ctx"} <= fams  # the last two from /props
+    assert {
+        "running",
+        "waiting",
+        "generation_tokens.delta",
+        "prompt_tokens.rate",
+        "decodes.delta",
+        "busy_slot_decodes.delta",
+        "spec_accepted_tokens.delta",
+        "slots_total",
+        "slot_ctx",
+    } <= fams  # the last two from /props
     plain_d, draft_d = diagnose(path)
     for d in (plain_d, draft_d):
         c = d.timings

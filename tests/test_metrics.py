@@ -142,7 +142,7 @@ def test_counts_throughput_and_slo_attainment():
             dispatched_ns=T0 + MS,
             status=CANCELLED,
             error_class=E_CANCELLED,
-        ),  # fmt: skip
+        ),
         make([10, 20], item=6, start_ms=0, warmup=True),  # warm-up: ignored entirely
         make([10, 20], arm=1, item=0, start_ms=0),  # other arm
     ]

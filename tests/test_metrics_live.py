@@ -12,9 +12,18 @@ from abtui.metrics.live import SERIES_S, LiveArm, LogHistogram, deltas, rebin, s
 def rec(t0_ns: int, ttft_s: float, tpot_s: float, n: int, **kw) -> RequestRecord:
     first = t0_ns + int(ttft_s * 1e9)
     chunks = [first + int(k * tpot_s * 1e9) for k in range(n)]
-    return RequestRecord(arm=0, item=0, scheduled_ns=t0_ns, dispatched_ns=t0_ns,
-                         chunk_ns=chunks, chunk_tokens=[1] * n, done_ns=chunks[-1], status=OK,
-                         n_output=n, **kw)  # fmt: skip
+    return RequestRecord(
+        arm=0,
+        item=0,
+        scheduled_ns=t0_ns,
+        dispatched_ns=t0_ns,
+        chunk_ns=chunks,
+        chunk_tokens=[1] * n,
+        done_ns=chunks[-1],
+        status=OK,
+        n_output=n,
+        **kw,
+    )
 
 
 def test_log_histogram_quantiles_within_a_few_percent():

@@ -31,7 +31,9 @@ def test_the_same_small_bias_in_every_block_gives_a_floor_of_that_bias():
         assert r.bias == pytest.approx(math.log(1.01), abs=0.002), key
         assert r.tau == 0.0 and r.floor == pytest.approx(abs(r.bias)), key  # no wobble: no τ
         assert r.within_sd < 0.003 and r.blocks == 8
-    assert "e2e.p99" in nf.left_out and "P99 needs ≥ 1000" in nf.left_out["e2e.p99"]  # 500 per block
+    assert (
+        "e2e.p99" in nf.left_out and "P99 needs ≥ 1000" in nf.left_out["e2e.p99"]
+    )  # 500 per block
     assert not any("@" in k for k in nf.rows)
 
 

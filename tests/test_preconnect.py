@@ -92,8 +92,9 @@ def _items(n: int, arrivals=None, out_tokens: int = 4) -> list[Item]:
     return synthetic_items(n, 8, out_tokens, 0, arrivals if arrivals is not None else [0.0] * n)
 
 
-def run_generator(monkeypatch, plan_kw: dict, *, http: str = "fast", sim: dict | None = None,
-                  between=None):  # fmt: skip
+def run_generator(
+    monkeypatch, plan_kw: dict, *, http: str = "fast", sim: dict | None = None, between=None
+):
     """Run one generator process's loop against an in-process simulator; returns (results,
     accepts). ``between(sim)``: called (async) once the server is up, before the generator."""
     accepts = Accepts(monkeypatch)
@@ -104,10 +105,21 @@ def run_generator(monkeypatch, plan_kw: dict, *, http: str = "fast", sim: dict |
         srv = await sim_server.start_server(SimConfig(port=0, ttft_ms=5, itl_ms=1, **(sim or {})))
         try:
             target = Target(base_url=srv.url, model="sim-model", connect_timeout_s=5.0)
-            warm = [Item(index=900 + k, id=f"w{k}", prompt="warm up", max_tokens=4, n_input=2)
-                    for k in range(2)]  # fmt: skip
-            plan = ArmPlan(arm=0, target=target, items=[], warmup_items=warm, mode="closed",
-                           concurrency=None, store_text=False, http=http, **plan_kw)  # fmt: skip
+            warm = [
+                Item(index=900 + k, id=f"w{k}", prompt="warm up", max_tokens=4, n_input=2)
+                for k in range(2)
+            ]
+            plan = ArmPlan(
+                arm=0,
+                target=target,
+                items=[],
+                warmup_items=warm,
+                mode="closed",
+                concurrency=None,
+                store_text=False,
+                http=http,
+                **plan_kw,
+            )
             await _Generator(plan, results, start, _Stop()).run()
         finally:
             await srv.close()
@@ -211,8 +223,10 @@ def _sse(n: int) -> bytes:
     events.append(b'data: {"choices":[{"index":0,"text":"b","finish_reason":"length"}]}\n\n')
     events.append(b"data: [DONE]\n\n")
     body = b"".join(events)
-    return (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
-            b"content-length: %d\r\n\r\n" % len(body)) + body  # fmt: skip
+    return (
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+        b"content-length: %d\r\n\r\n" % len(body)
+    ) + body
 
 
 class IdleClosingServer:
@@ -230,7 +244,9 @@ class IdleClosingServer:
         last = time.monotonic()
         try:
             while True:
-                wait = None if self.mode == "race" else max(0.0, last + self.idle_s - time.monotonic())
+                wait = (
+                    None if self.mode == "race" else max(0.0, last + self.idle_s - time.monotonic())
+                )
                 try:
                     head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), wait)
                 except TimeoutError:
@@ -247,8 +263,10 @@ class IdleClosingServer:
                         n = int(v)
                 await reader.readexactly(n)
                 if head.startswith(b"HEAD"):
-                    writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
-                                 b"content-length: 20\r\n\r\n")  # fmt: skip
+                    writer.write(
+                        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+                        b"content-length: 20\r\n\r\n"
+                    )
                 else:
                     await asyncio.sleep(0.005)
                     writer.write(_sse(3))
@@ -320,13 +338,17 @@ def test_warm_pool_means_no_connect_phase_and_a_cold_one_records_it(http):
     ttft, user = rm.ttft_s(t), rm.ttft_user_s(t)
     whole = (t.first_token_ns - t.dispatched_ns) / 1e9
     np.testing.assert_allclose(ttft, whole - t.connect_ns / 1e9)  # out of TTFT
-    np.testing.assert_allclose(rm.e2e_s(t), (t.last_token_ns - t.dispatched_ns - t.connect_ns) / 1e9)
+    np.testing.assert_allclose(
+        rm.e2e_s(t), (t.last_token_ns - t.dispatched_ns - t.connect_ns) / 1e9
+    )
     np.testing.assert_allclose(user, (t.first_token_ns - t.scheduled_ns) / 1e9)  # in TTFT (user)
     assert (user >= ttft + t.connect_ns / 1e9 - 1e-9).all()
     np.testing.assert_allclose(rm.tpot_s(t), (t.last_token_ns - t.first_token_ns) / 1e9 / 2)
 
 
-@pytest.mark.parametrize(("http", "mode"), [("fast", "close"), ("fast", "race"), ("httpx", "close")])
+@pytest.mark.parametrize(
+    ("http", "mode"), [("fast", "close"), ("fast", "race"), ("httpx", "close")]
+)
 def test_a_server_that_drops_idle_connections_costs_a_connect_phase_not_an_error(http, mode):
     """Pre-opened connections the server dropped while idle: closed ones (it sent its FIN) are
     left out of the pool and a new one opened; one whose close crosses the request is retried on
@@ -447,16 +469,23 @@ def test_probe_keep_alive_reading():
     assert not keeps(b"HTTP/1.0 200 OK\r\n\r\n", b"", False, "close")
     assert keeps(b"HTTP/1.0 200 OK\r\nConnection: keep-alive\r\n\r\n", b"", False, "close")
     assert not keeps(b"HTTP/1.1 200 OK\r\ncontent-length: 3\r\n\r\nabc", b"abc", True, "length")
-    assert preconnect.probe_bytes(Target(base_url="http://h:1/v1", model="m",
-                                         headers={"Authorization": "Bearer k"})).startswith(
-        b"HEAD /v1/models HTTP/1.1\r\nHost: h:1\r\n")  # fmt: skip
+    assert preconnect.probe_bytes(
+        Target(base_url="http://h:1/v1", model="m", headers={"Authorization": "Bearer k"})
+    ).startswith(b"HEAD /v1/models HTTP/1.1\r\nHost: h:1\r\n")
 
 
 def test_records_without_a_connect_phase_keep_their_old_metrics():
     """A table built without connect_ns (older sessions, synthetic tables) reads 0 for it: the
     service view is then what it always was."""
-    rec = RequestRecord(arm=0, item=0, scheduled_ns=100, dispatched_ns=200, chunk_ns=[900, 1900],
-                        chunk_tokens=[1, 1], n_output=2)  # fmt: skip
+    rec = RequestRecord(
+        arm=0,
+        item=0,
+        scheduled_ns=100,
+        dispatched_ns=200,
+        chunk_ns=[900, 1900],
+        chunk_tokens=[1, 1],
+        n_output=2,
+    )
     t = RequestTable.from_records([rec])
     cols = {f.name: getattr(t, f.name) for f in dataclasses.fields(t)}
     cols["connect_ns"] = None
@@ -465,7 +494,9 @@ def test_records_without_a_connect_phase_keep_their_old_metrics():
     assert rm.ttft_s(old)[0] == pytest.approx(700e-9) and rm.e2e_s(old)[0] == pytest.approx(1700e-9)
     rec.connect_ns = 300
     t = RequestTable.from_records([rec])
-    assert rm.ttft_s(t)[0] == pytest.approx(400e-9) and rm.ttft_user_s(t)[0] == pytest.approx(800e-9)
+    assert rm.ttft_s(t)[0] == pytest.approx(400e-9) and rm.ttft_user_s(t)[0] == pytest.approx(
+        800e-9
+    )
     assert rm.connect_s(t)[0] == pytest.approx(300e-9)
 
 
@@ -476,10 +507,21 @@ def _records() -> list[RequestRecord]:
     out = []
     for i, c in enumerate((0, 0, 2_500_000)):  # the third opened a connection: 2.5 ms
         d = 1_000_000_000 + i * 10_000_000
-        out.append(RequestRecord(arm=0, item=i, scheduled_ns=d, dispatched_ns=d, connect_ns=c,
-                                 first_byte_ns=d + c + 4_000_000, chunk_ns=[d + c + 5_000_000,
-                                 d + c + 7_000_000], chunk_tokens=[1, 1], n_output=2,
-                                 done_ns=d + c + 8_000_000, token_source=R.TOKENS_USAGE))  # fmt: skip
+        out.append(
+            RequestRecord(
+                arm=0,
+                item=i,
+                scheduled_ns=d,
+                dispatched_ns=d,
+                connect_ns=c,
+                first_byte_ns=d + c + 4_000_000,
+                chunk_ns=[d + c + 5_000_000, d + c + 7_000_000],
+                chunk_tokens=[1, 1],
+                n_output=2,
+                done_ns=d + c + 8_000_000,
+                token_source=R.TOKENS_USAGE,
+            )
+        )
     return out
 
 
@@ -496,8 +538,9 @@ def test_connect_phase_is_stored_and_an_older_file_without_it_still_opens(tmp_pa
     new, old = tmp_path / "new.duckdb", tmp_path / "old.duckdb"
     for path in (new, old):
         with SessionWriter(path) as w:
-            w.write_meta(connections={"a": {"processes": 1, "wanted": 2, "opened": 1,
-                                            "seconds": 0.01}})  # fmt: skip
+            w.write_meta(
+                connections={"a": {"processes": 1, "wanted": 2, "opened": 1, "seconds": 0.01}}
+            )
             w.write_arms([{"arm": 0, "name": "a", "role": "baseline", "url": "http://x/v1"}])
             w.write_items(_items(3))
             w.add_records(_records())
@@ -536,11 +579,32 @@ def test_abtui_run_closed_loop_starts_on_warm_connections(tmp_path):
     from abtui.store.reader import SessionReader
     from abtui.telemetry.diagnosis import diagnose, diagnosis_lines
 
-    with (SimProcess(SimConfig(ttft_ms=5, itl_ms=1, model="a")) as a,
-          SimProcess(SimConfig(ttft_ms=5, itl_ms=1, model="b")) as b):  # fmt: skip
-        rc = main(["run", "--baseline", a.url, "--candidate", b.url, "--requests", "36",
-                   "--concurrency", "12", "--output-tokens", "4", "--input-tokens", "8",
-                   "--sessions-dir", str(tmp_path), "--name", "warm", "--headless"])  # fmt: skip
+    with (
+        SimProcess(SimConfig(ttft_ms=5, itl_ms=1, model="a")) as a,
+        SimProcess(SimConfig(ttft_ms=5, itl_ms=1, model="b")) as b,
+    ):
+        rc = main(
+            [
+                "run",
+                "--baseline",
+                a.url,
+                "--candidate",
+                b.url,
+                "--requests",
+                "36",
+                "--concurrency",
+                "12",
+                "--output-tokens",
+                "4",
+                "--input-tokens",
+                "8",
+                "--sessions-dir",
+                str(tmp_path),
+                "--name",
+                "warm",
+                "--headless",
+            ]
+        )
     assert rc in (0, 3, 4)
     path = tmp_path / "warm.duckdb"
     with SessionReader(path) as rd:
@@ -581,8 +645,11 @@ def test_waiting_for_a_turn_the_pool_is_kept_open_against_idle_closes(monkeypatc
 
     start = HeldStart()
     results = Results(start, Accepts(monkeypatch))
-    segs = [Segment(_items(8), "closed", 4), Segment(_items(8), "closed", 4, arms=(1,), block=0),
-            Segment(_items(8), "closed", 4, block=1)]  # fmt: skip
+    segs = [
+        Segment(_items(8), "closed", 4),
+        Segment(_items(8), "closed", 4, arms=(1,), block=0),
+        Segment(_items(8), "closed", 4, block=1),
+    ]
 
     async def main():
         server = await asyncio.start_server(srv.handle, "127.0.0.1", 0)
@@ -590,8 +657,16 @@ def test_waiting_for_a_turn_the_pool_is_kept_open_against_idle_closes(monkeypatc
         try:
             target = Target(base_url=f"http://127.0.0.1:{port}/v1", model="m")
             warm = [Item(index=900, id="w0", prompt="warm up", max_tokens=3, n_input=2)]
-            plan = ArmPlan(arm=0, target=target, items=[], warmup_items=warm, mode="closed",
-                           concurrency=None, store_text=False, segments=segs)  # fmt: skip
+            plan = ArmPlan(
+                arm=0,
+                target=target,
+                items=[],
+                warmup_items=warm,
+                mode="closed",
+                concurrency=None,
+                store_text=False,
+                segments=segs,
+            )
             await _Generator(plan, results, start, _Stop()).run()
         finally:
             server.close()

@@ -20,9 +20,12 @@ from abtui.sim.presets import parse_preset
         ("H200:Llama-3-70B:BF16:tp=4", "h200:llama-3-70b:bf16:tp=4"),
         ("h100:llama3-8b:bf16:spec=k4a0.7", "h100-sxm:llama-3-8b:bf16:spec=k4a0.7"),
         ("l40s:mistral-7b:int4:kv=fp8", "l40s:mistral-7b:int4:kv=fp8"),
-        ("a100:qwen2.5-7b:bf16:spec=k2a.5:kv=fp8:tp=2", "a100-80gb:qwen2.5-7b:bf16:kv=fp8:tp=2:spec=k2a0.5"),
+        (
+            "a100:qwen2.5-7b:bf16:spec=k2a.5:kv=fp8:tp=2",
+            "a100-80gb:qwen2.5-7b:bf16:kv=fp8:tp=2:spec=k2a0.5",
+        ),
     ],
-)  # fmt: skip
+)
 def test_presets_parse_to_a_canonical_name_that_parses_back(text, name):
     p = parse_preset(text)
     assert p.name == name and parse_preset(p.name) == p
@@ -31,8 +34,11 @@ def test_presets_parse_to_a_canonical_name_that_parses_back(text, name):
 def test_fields_of_a_preset():
     p = parse_preset("h200:llama-3-70b:fp8:kv=fp8:tp=2:spec=k3a0.6")
     assert (p.gpu.name, p.model.name, p.weight_dtype, p.kv_dtype) == (
-        "h200", "llama-3-70b", "fp8", "fp8",
-    )  # fmt: skip
+        "h200",
+        "llama-3-70b",
+        "fp8",
+        "fp8",
+    )
     assert (p.tp, p.spec_k, p.spec_alpha) == (2, 3, 0.6)
 
 
@@ -61,10 +67,15 @@ def test_bad_presets_say_what_is_wrong_and_list_the_choices(text, needle, hint):
 
 def test_a_custom_model_from_a_config_file(tmp_path, capsys):
     cfg = {
-        "num_hidden_layers": 16, "hidden_size": 2048, "num_attention_heads": 32,
-        "num_key_value_heads": 8, "intermediate_size": 8192, "vocab_size": 128256,
-        "tie_word_embeddings": True, "max_position_embeddings": 131072,
-    }  # fmt: skip
+        "num_hidden_layers": 16,
+        "hidden_size": 2048,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "intermediate_size": 8192,
+        "vocab_size": 128256,
+        "tie_word_embeddings": True,
+        "max_position_embeddings": 131072,
+    }
     path = tmp_path / "config.json"
     path.write_text(json.dumps(cfg))
     p = parse_preset("l4:my-1b:bf16", model_config=str(path))

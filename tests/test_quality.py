@@ -18,8 +18,9 @@ from abtui.stats.classical import mcnemar_exact
 
 
 def _build(seed=0, ctx=20000, per_cell=2):
-    return builtin.build(["niah", "keys", "exact"], seed=seed, max_context=ctx, max_tokens=32,
-                         per_cell=per_cell)  # fmt: skip
+    return builtin.build(
+        ["niah", "keys", "exact"], seed=seed, max_context=ctx, max_tokens=32, per_cell=per_cell
+    )
 
 
 def test_builtin_suites_are_deterministic_and_seeded():
@@ -216,8 +217,11 @@ def _rows(outcomes_a, outcomes_b, clusters=None, bucket=None, suite="s"):
     rows = []
     for arm, outs in ((0, outcomes_a), (1, outcomes_b)):
         for k, ok in enumerate(outs):
-            d = {"suite": suite, "cluster": (clusters or [str(k) for k in range(len(outs))])[k],
-                 "bucket": (bucket or ["all"] * len(outs))[k]}  # fmt: skip
+            d = {
+                "suite": suite,
+                "cluster": (clusters or [str(k) for k in range(len(outs))])[k],
+                "bucket": (bucket or ["all"] * len(outs))[k],
+            }
             rows.append({"arm": arm, "item": k, "run": 0, "correct": ok, "detail": json.dumps(d)})
     return rows
 
@@ -277,8 +281,9 @@ def test_gate_fails_on_a_drop_and_passes_identical_arms():
         "dropped beyond the −1 pp margin" in res["no_go"][0] and "worst at 32k" in res["no_go"][0]
     )
     # a wide enough margin passes it, per suite
-    res = evaluate_quality(_rows(a, b, bucket=buckets, suite="niah"), 0, 1,
-                           {"margins": {"niah": 0.5}})  # fmt: skip
+    res = evaluate_quality(
+        _rows(a, b, bucket=buckets, suite="niah"), 0, 1, {"margins": {"niah": 0.5}}
+    )
     assert res["gates"][0]["passed"] and not res["no_go"] and not res["undecided"]
     # identical answers on 400 items show non-inferiority within 1 pp (the interval is ±0.95 pp)
     same = evaluate_quality(_rows([True] * 400, [True] * 400, suite="niah"), 0, 1, None)
@@ -292,9 +297,11 @@ def test_no_flipped_answer_on_few_items_is_undecided_not_a_pass():
     res = evaluate_quality(_rows([True] * 40, [True] * 40, suite="niah"), 0, 1, None)
     g = res["gates"][0]
     assert g["state"] == "inconclusive" and not g["passed"] and not res["no_go"]
-    assert g["lo"] == pytest.approx(-1.96**2 / (40 + 1.96**2), abs=1e-3)
+    assert g["lo"] == pytest.approx(-(1.96**2) / (40 + 1.96**2), abs=1e-3)
     assert 370 <= g["items_needed"] <= 400  # z²/(n + z²) ≤ 1 pp from n ≈ 380
-    assert "underpowered: about" in res["undecided"][0] and "items would decide" in res["undecided"][0]
+    assert (
+        "underpowered: about" in res["undecided"][0] and "items would decide" in res["undecided"][0]
+    )
     tiny = evaluate_quality(_rows([True] * 12, [True] * 12), 0, 1, {"margin": 0.5})
     assert tiny["gates"][0]["state"] == "inconclusive"  # inside a 50 pp margin, but 12 < 30 items
     assert "fewer than 30 paired items" in tiny["undecided"][0]
@@ -371,8 +378,11 @@ def test_perplexity_from_echoed_logprobs_and_the_flat_ppl_warning():
     assert perplexity_of(body)[1] == 3
     assert perplexity_of({"choices": [{"text": "x", "logprobs": None}]}) is None
     assert perplexity_of({"error": "echo is not supported"}) is None
-    qual = {"no_go": ["x"], "suites": [{"suite": "niah", "delta": -0.06}],
-            "gates": [{"suite": "niah", "passed": False}]}  # fmt: skip
+    qual = {
+        "no_go": ["x"],
+        "suites": [{"suite": "niah", "delta": -0.06}],
+        "gates": [{"suite": "niah", "passed": False}],
+    }
     flat = {"a": {"supported": True, "ppl": 5.00}, "b": {"supported": True, "ppl": 5.04}}
     assert "PPL flat (+0.8%), but accuracy dropped: niah -6.0 pp" in flat_ppl_warning(
         flat, "a", "b", qual
@@ -381,8 +391,9 @@ def test_perplexity_from_echoed_logprobs_and_the_flat_ppl_warning():
     assert flat_ppl_warning(moved, "a", "b", qual) is None
     passed = dict(qual, no_go=[], gates=[{"suite": "niah", "passed": True, "state": "pass"}])
     assert flat_ppl_warning(flat, "a", "b", passed) is None
-    undecided = dict(passed, gates=[{"suite": "niah", "passed": False, "state": "inconclusive",
-                                     "margin": 0.01}])  # fmt: skip
+    undecided = dict(
+        passed, gates=[{"suite": "niah", "passed": False, "state": "inconclusive", "margin": 0.01}]
+    )
     assert "but accuracy may have dropped: niah -6.0 pp (not yet shown" in flat_ppl_warning(
         flat, "a", "b", undecided
     )
@@ -391,14 +402,27 @@ def test_perplexity_from_echoed_logprobs_and_the_flat_ppl_warning():
 def test_bad_quality_options_fail_before_anything_runs(tmp_path, capsys):
     from abtui.cli import main
 
-    base = ["run", "--baseline", "http://127.0.0.1:9/v1", "--candidate", "http://127.0.0.1:9/v1",
-            "--rate", "1", "--headless", "--sessions-dir", str(tmp_path)]  # fmt: skip
+    base = [
+        "run",
+        "--baseline",
+        "http://127.0.0.1:9/v1",
+        "--candidate",
+        "http://127.0.0.1:9/v1",
+        "--rate",
+        "1",
+        "--headless",
+        "--sessions-dir",
+        str(tmp_path),
+    ]
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"prompt": "x", "reference": "y"}\n{"prompt": "x"}\n')
     for extra, msg in (
         (["--quality", "niah,mmlu"], "quality.suites: unknown suite 'mmlu'"),
         (["--quality-file", str(bad)], f"{bad}:2: field 'reference'"),
-        (["--quality", "exact", "--quality-margin", "5"], "--quality-margin: expected a finite number from 0 to 0.99"),
+        (
+            ["--quality", "exact", "--quality-margin", "5"],
+            "--quality-margin: expected a finite number from 0 to 0.99",
+        ),
     ):
         assert main(base + extra) == 2
         err = capsys.readouterr().err
@@ -427,8 +451,16 @@ def test_logprob_agreement_and_kl_lower_bound_by_hand():
     seq_b = [[["x", same], ["q", other], ["z", same]]]
     c = compare(seq_a, seq_b)
     assert c["positions"] == 2 and c["top1_agreement"] == pytest.approx(0.5)
-    body = {"choices": [{"logprobs": {"tokens": [" a", " b"],
-                                      "top_logprobs": [{" a": -0.1}, {" b": -0.2, " c": -2.0}]}}]}  # fmt: skip
+    body = {
+        "choices": [
+            {
+                "logprobs": {
+                    "tokens": [" a", " b"],
+                    "top_logprobs": [{" a": -0.1}, {" b": -0.2, " c": -2.0}],
+                }
+            }
+        ]
+    }
     assert parse(body) == [(" a", {" a": -0.1}), (" b", {" b": -0.2, " c": -2.0})]
     assert parse({"choices": [{"text": "x", "logprobs": None}]}) is None
 
@@ -455,8 +487,13 @@ def test_a_suite_whose_every_item_failed_is_undecided_not_absent():
     rows = []
     for arm in (0, 1):
         for k in range(4):
-            d = {"suite": "niah", "cluster": str(k), "bucket": "1k", "status": "error",
-                 "error": "http: HTTP 400: request (4671 tokens) exceeds the available context size"}  # fmt: skip
+            d = {
+                "suite": "niah",
+                "cluster": str(k),
+                "bucket": "1k",
+                "status": "error",
+                "error": "http: HTTP 400: request (4671 tokens) exceeds the available context size",
+            }
             rows.append({"arm": arm, "item": k, "run": 0, "correct": None, "detail": json.dumps(d)})
     rows += _rows([True] * 400, [True] * 400, suite="keys")
     for r in rows[8:]:
@@ -464,5 +501,8 @@ def test_a_suite_whose_every_item_failed_is_undecided_not_absent():
     res = evaluate_quality(rows, 0, 1, None)
     states = {g["suite"]: g["state"] for g in res["gates"]}
     assert states == {"keys": "pass", "niah": "inconclusive"}
-    assert len(res["undecided"]) == 1 and "niah: no item was scored on both arms (4 items" in res["undecided"][0]
+    assert (
+        len(res["undecided"]) == 1
+        and "niah: no item was scored on both arms (4 items" in res["undecided"][0]
+    )
     assert "exceeds the available context size" in res["undecided"][0]

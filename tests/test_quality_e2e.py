@@ -64,8 +64,13 @@ def _pair(path):
 def test_degraded_long_context_candidate_fails_the_quality_gate(tmp_path, capsys):
     sa, sb = _sims("h100:llama-3.1-8b:int4:kv=fp8")
     with sa as a, sb as b:
-        spec = _spec(tmp_path, "degraded", a.url, b.url,
-                     'suites = ["niah", "keys", "exact"]\nper_cell = 6\nmax_length = 32768')  # fmt: skip
+        spec = _spec(
+            tmp_path,
+            "degraded",
+            a.url,
+            b.url,
+            'suites = ["niah", "keys", "exact"]\nper_cell = 6\nmax_length = 32768',
+        )
         rc = main(["run", spec, "--headless"])
     out = capsys.readouterr().out
     assert rc == 3, out
@@ -153,7 +158,9 @@ def test_identical_variants_pass_the_gate_user_suite_included(tmp_path, capsys):
     sa, sb = _sims(BASE)
     with sa as a, sb as b:
         # a 25 pp margin: 4 haystacks per cell (30-50 items a suite) cannot show 1 pp
-        spec = _spec(tmp_path, "same", a.url, b.url, "per_cell = 4\nmax_length = 8192\nmargin = 0.25")
+        spec = _spec(
+            tmp_path, "same", a.url, b.url, "per_cell = 4\nmax_length = 8192\nmargin = 0.25"
+        )
         rc = main(
             ["run", spec, "--headless", "--quality", "niah,exact", "--quality-file", str(suite)]
         )
@@ -163,7 +170,9 @@ def test_identical_variants_pass_the_gate_user_suite_included(tmp_path, capsys):
     q = pair["quality"]
     assert {s["suite"] for s in q["suites"]} == {"niah", "exact", "mine"}
     gates = {g["suite"]: g for g in q["gates"]}
-    assert gates["niah"]["passed"] and gates["exact"]["passed"] and not q["no_go"], [(s["suite"], s["n"], s["lo"]) for s in q["suites"]]
+    assert gates["niah"]["passed"] and gates["exact"]["passed"] and not q["no_go"], [
+        (s["suite"], s["n"], s["lo"]) for s in q["suites"]
+    ]
     assert all(s["b"] == 0 and s["c"] == 0 and s["delta"] == 0 for s in q["suites"])
     # the user's 2-item suite: no flip, but 2 items never show non-inferiority
     assert gates["mine"]["state"] == "inconclusive" and rc == 4
@@ -175,11 +184,19 @@ def test_identical_variants_pass_the_gate_user_suite_included(tmp_path, capsys):
 
 def test_a_context_too_small_for_a_haystack_skips_the_suites_and_keeps_the_run(tmp_path, capsys):
     cfg = tmp_path / "config.json"
-    cfg.write_text(json.dumps({
-        "hidden_size": 2048, "num_hidden_layers": 16, "num_attention_heads": 32,
-        "num_key_value_heads": 8, "intermediate_size": 8192, "vocab_size": 128256,
-        "max_position_embeddings": 1024,
-    }))  # fmt: skip
+    cfg.write_text(
+        json.dumps(
+            {
+                "hidden_size": 2048,
+                "num_hidden_layers": 16,
+                "num_attention_heads": 32,
+                "num_key_value_heads": 8,
+                "intermediate_size": 8192,
+                "vocab_size": 128256,
+                "max_position_embeddings": 1024,
+            }
+        )
+    )
     opts = PresetOptions("h100:tiny:bf16", model_config=str(cfg), time_scale=200)
     with (
         SimProcess(SimConfig(seed=3, preset=opts)) as a,

@@ -29,8 +29,19 @@ ZERO = [0.90, 0.87, 0.88, 0.85]  # each factor loses items, the losses add up
 SPEC = {"ablation": {"factors": ["fp8", "spec"]}, "policy": POLICY, "quality": {"margin": 0.01}}
 
 
-@pytest.mark.parametrize("b,c,n", [(0, 0, 12), (0, 0, 400), (3, 1, 50), (10, 2, 100), (0, 5, 30),
-                                   (30, 0, 30), (7, 7, 200), (2.5, 0.3, 40.2)])  # fmt: skip
+@pytest.mark.parametrize(
+    "b,c,n",
+    [
+        (0, 0, 12),
+        (0, 0, 400),
+        (3, 1, 50),
+        (10, 2, 100),
+        (0, 5, 30),
+        (30, 0, 30),
+        (7, 7, 200),
+        (2.5, 0.3, 40.2),
+    ],
+)
 def test_score_interval_on_three_values_is_tangos(b, c, n):
     lo, hi = score_interval([-1, 0, 1], [b, n - b - c, c], -1, 1)
     t_lo, t_hi = paired_difference_ci(b, c, n)
@@ -48,16 +59,19 @@ def test_score_interval_has_width_when_no_item_changed():
 
 
 def _rows(th_niah, th_keys, n=300, flip=0.01, seed=1):
-    return (qs.rows(n, th_niah, flip=flip, cluster_size=3, rho=0.5, seed=seed, suite="niah")
-            + qs.rows(n, th_keys, flip=flip, cluster_size=3, rho=0.5, seed=seed + 1,
-                      suite="keys", first=n))  # fmt: skip
+    return qs.rows(
+        n, th_niah, flip=flip, cluster_size=3, rho=0.5, seed=seed, suite="niah"
+    ) + qs.rows(
+        n, th_keys, flip=flip, cluster_size=3, rho=0.5, seed=seed + 1, suite="keys", first=n
+    )
 
 
 @pytest.fixture(scope="module")
 def drop_verdict():
     """niah: a −10 pp combination-only drop; keys: no interaction."""
-    return evaluate(_table(0.0, n=600), [{"name": n} for n in NAMES], SPEC,
-                    quality=_rows(DROP, ZERO))  # fmt: skip
+    return evaluate(
+        _table(0.0, n=600), [{"name": n} for n in NAMES], SPEC, quality=_rows(DROP, ZERO)
+    )
 
 
 def _suite(v, suite):
@@ -88,8 +102,12 @@ def test_combination_only_drop_is_antagonistic_and_no_go(drop_verdict):
 
 def test_quality_interactions_join_the_interaction_holm_family(drop_verdict):
     v = drop_verdict
-    lat = [i for r in v.factorial["rows"] for i in r["interactions"]
-           if i["family"] == "interaction" and i["p_adj"] is not None]  # fmt: skip
+    lat = [
+        i
+        for r in v.factorial["rows"]
+        for i in r["interactions"]
+        if i["family"] == "interaction" and i["p_adj"] is not None
+    ]
     qual = [i for s in v.factorial["quality"]["suites"] for i in s["interactions"]]
     ps = [i["p"] for i in lat + qual]
     assert len(qual) == 2 and len(lat) >= 1
@@ -103,8 +121,12 @@ def test_interaction_alone_makes_the_combination_no_go():
     # each factor gains 5 pp that the combination does not: the combination is no worse than the
     # baseline (its own gate passes), but it loses what each of its parts gains
     th = [0.85, 0.90, 0.90, 0.85]
-    v = evaluate(_table(0.0, n=600), [{"name": n} for n in NAMES], SPEC,
-                 quality=qs.rows(400, th, seed=3, suite="niah"))  # fmt: skip
+    v = evaluate(
+        _table(0.0, n=600),
+        [{"name": n} for n in NAMES],
+        SPEC,
+        quality=qs.rows(400, th, seed=3, suite="niah"),
+    )
     combo = next(p for p in v.pairs if p.candidate == "fp8+spec")
     assert combo.quality["gates"][0]["state"] == "pass"
     assert combo.result == NO_GO and "accuracy interaction fp8×spec" in combo.reasons[0]
@@ -113,8 +135,12 @@ def test_interaction_alone_makes_the_combination_no_go():
 
 
 def test_undecided_interaction_is_said_with_the_items_that_would_decide():
-    v = evaluate(_table(0.0, n=600), [{"name": n} for n in NAMES], SPEC,
-                 quality=qs.rows(60, [0.90, 0.88, 0.90, 0.85], flip=0.02, seed=4, suite="niah"))  # fmt: skip
+    v = evaluate(
+        _table(0.0, n=600),
+        [{"name": n} for n in NAMES],
+        SPEC,
+        quality=qs.rows(60, [0.90, 0.88, 0.90, 0.85], flip=0.02, seed=4, suite="niah"),
+    )
     inter = _suite(v, "niah")["interactions"][0]
     assert inter["state"] == qf.UNDECIDED and inter["items_needed"] > 60
     combo = next(p for p in v.pairs if p.candidate == "fp8+spec")
@@ -177,12 +203,36 @@ def test_reports_and_json_carry_the_quality_interaction(drop_verdict):
     doc = json.loads(json.dumps(v.to_dict()))
     q = doc["factorial"]["quality"]
     s = next(x for x in q["suites"] if x["suite"] == "niah")
-    assert {"suite", "n", "accuracy", "alone", "combined", "predicted", "only_combination", "main",
-            "interactions"} <= set(s)  # fmt: skip
+    assert {
+        "suite",
+        "n",
+        "accuracy",
+        "alone",
+        "combined",
+        "predicted",
+        "only_combination",
+        "main",
+        "interactions",
+    } <= set(s)
     inter = s["interactions"][0]
-    assert {"term", "estimate", "lo", "hi", "p", "p_adj", "family", "margin", "outcome", "state",
-            "items_needed", "counts", "finding"} <= set(inter)  # fmt: skip
-    assert q["no_go"] and all(math.isfinite(x) for x in (inter["estimate"], inter["lo"], inter["hi"]))
+    assert {
+        "term",
+        "estimate",
+        "lo",
+        "hi",
+        "p",
+        "p_adj",
+        "family",
+        "margin",
+        "outcome",
+        "state",
+        "items_needed",
+        "counts",
+        "finding",
+    } <= set(inter)
+    assert q["no_go"] and all(
+        math.isfinite(x) for x in (inter["estimate"], inter["lo"], inter["hi"])
+    )
 
 
 def test_verdict_screen_ablation_view_shows_the_quality_line(drop_verdict, tmp_path):

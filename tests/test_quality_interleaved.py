@@ -140,8 +140,9 @@ class _StopHalfway(NullObserver):
 
 def test_a_stop_keeps_the_interleaved_rows_already_answered(tmp_path):
     with _sim(BASE) as a, _sim(BASE) as b:
-        spec, text = load_spec(_spec(tmp_path, "stop", a.url, b.url,
-                                     QUALITY + '\nmode = "interleaved"', "rate = 10"))  # fmt: skip
+        spec, text = load_spec(
+            _spec(tmp_path, "stop", a.url, b.url, QUALITY + '\nmode = "interleaved"', "rate = 10")
+        )
         validate(spec)
         stop = threading.Event()
         res = run_session(spec, text, _StopHalfway(stop), stop_request=stop)
@@ -151,17 +152,25 @@ def test_a_stop_keeps_the_interleaved_rows_already_answered(tmp_path):
     # stopped about halfway through a 6 s schedule: some answered, the rest never sent
     assert 0 < len(rows) < 2 * info["items"], (len(rows), info)
     details = [json.loads(r["detail"]) for r in rows]
-    assert all(d["status"] == "ok" and r["correct"] is not None
-               for r, d in zip(rows, details, strict=True))  # fmt: skip
+    assert all(
+        d["status"] == "ok" and r["correct"] is not None for r, d in zip(rows, details, strict=True)
+    )
     assert info["rows"] == len(rows)
     # stopped: perplexity and logprobs were not measured after it
     assert "quality_ppl" not in meta and "quality_logprobs" not in meta
 
 
 def test_interleaved_needs_parallel_arms(tmp_path):
-    spec, _ = load_spec(_spec(tmp_path, "alt", "http://127.0.0.1:1/v1", "http://127.0.0.1:2/v1",
-                              'suites = ["exact"]\nmode = "interleaved"',
-                              'rate = 20\nschedule = "alternate"'))  # fmt: skip
+    spec, _ = load_spec(
+        _spec(
+            tmp_path,
+            "alt",
+            "http://127.0.0.1:1/v1",
+            "http://127.0.0.1:2/v1",
+            'suites = ["exact"]\nmode = "interleaved"',
+            'rate = 20\nschedule = "alternate"',
+        )
+    )
     with pytest.raises(SpecError, match='needs load.schedule = "parallel"'):
         validate(spec, "alt.toml")
     spec.quality.mode = "sometimes"

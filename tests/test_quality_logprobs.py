@@ -29,8 +29,12 @@ def _kl(p: dict[str, float], q: dict[str, float]) -> float:
 def test_identical_lists_give_zero():
     a = {"x": 0.5, "y": 0.2, "z": 0.1}
     assert union_bound(a, dict(a), 3) == 0.0
-    assert kl_lower_bound({t: math.log(v) for t, v in a.items()},
-                          {t: math.log(v) for t, v in a.items()}, 3) == 0.0  # fmt: skip
+    assert (
+        kl_lower_bound(
+            {t: math.log(v) for t, v in a.items()}, {t: math.log(v) for t, v in a.items()}, 3
+        )
+        == 0.0
+    )
 
 
 def test_disjoint_lists_by_hand():
@@ -84,8 +88,11 @@ def _pair(draw):
     sharp = draw(st.sampled_from([1.0, 2.0, 4.0]))
     pa, pb = pa**sharp, pb ** draw(st.sampled_from([1.0, 2.0, 4.0]))
     pa, pb = pa / pa.sum(), pb / pb.sum()
-    return ({str(i): float(v) for i, v in enumerate(pa)},
-            {str(i): float(v) for i, v in enumerate(pb)}, k)  # fmt: skip
+    return (
+        {str(i): float(v) for i, v in enumerate(pa)},
+        {str(i): float(v) for i, v in enumerate(pb)},
+        k,
+    )
 
 
 @settings(max_examples=300, deadline=None)
@@ -121,19 +128,31 @@ def test_bound_is_the_minimum_found_by_a_general_solver():
         def f(z, c=c, ra=ra, rb=rb, oa=oa, ob=ob, nx=nx):
             x, y = np.maximum(z[:nx], 1e-300), np.maximum(z[nx:], 1e-300)
             po, qo = max(ra - x.sum(), 1e-300), max(rb - y.sum(), 1e-300)
-            return (c + float(np.sum(x * np.log(x / ob))) + float(np.sum(oa * np.log(oa / y)))
-                    + po * math.log(po / qo))  # fmt: skip
+            return (
+                c
+                + float(np.sum(x * np.log(x / ob)))
+                + float(np.sum(oa * np.log(oa / y)))
+                + po * math.log(po / qo)
+            )
 
         m = np.zeros((2, nx + len(oa)))
         m[0, :nx], m[1, nx:] = 1, 1
         best = min(
-            minimize(f, np.concatenate([rng.uniform(0.1, 0.9, nx) * cx / (nx + 1),
-                                        rng.uniform(0.1, 0.9, len(oa)) * cy / (len(oa) + 1)]),
-                     bounds=[(1e-12, cx)] * nx + [(1e-12, cy)] * len(oa), method="trust-constr",
-                     constraints=[LinearConstraint(m, [0, 0], [ra, rb])],
-                     options={"xtol": 1e-12, "gtol": 1e-12, "maxiter": 2000}).fun
+            minimize(
+                f,
+                np.concatenate(
+                    [
+                        rng.uniform(0.1, 0.9, nx) * cx / (nx + 1),
+                        rng.uniform(0.1, 0.9, len(oa)) * cy / (len(oa) + 1),
+                    ]
+                ),
+                bounds=[(1e-12, cx)] * nx + [(1e-12, cy)] * len(oa),
+                method="trust-constr",
+                constraints=[LinearConstraint(m, [0, 0], [ra, rb])],
+                options={"xtol": 1e-12, "gtol": 1e-12, "maxiter": 2000},
+            ).fun
             for _ in range(2)
-        )  # fmt: skip
+        )
         got = union_bound(a, b, k)
         assert got <= best + 1e-9
         assert got >= max(best, intersection_bound(a, b)) - 1e-5
@@ -148,8 +167,16 @@ PRESET = "h100:llama-3.1-8b:"
 def _req(prompt: str, *, k: int | None = 5, echo: bool = False, max_tokens: int = 16):
     from abtui.sim.engine import SimRequest
 
-    return SimRequest(req_id=1, chat=False, prompt=prompt, prompt_tokens=len(prompt.split()),
-                      max_tokens=max_tokens, arrival_ns=0, logprobs=k, echo=echo)  # fmt: skip
+    return SimRequest(
+        req_id=1,
+        chat=False,
+        prompt=prompt,
+        prompt_tokens=len(prompt.split()),
+        max_tokens=max_tokens,
+        arrival_ns=0,
+        logprobs=k,
+        echo=echo,
+    )
 
 
 def _seqs(model, prompts) -> list:
@@ -223,13 +250,18 @@ def test_sim_serves_logprobs_and_echo_over_http():
         assert got["text"] == prompt.rstrip() + plain["text"]  # bf16: the same greedy text
         for tok, off in zip(lp["tokens"], lp["text_offset"], strict=True):
             assert got["text"][off : off + len(tok)] == tok
-        for tok, v, top in zip(lp["tokens"][n_prompt:], lp["token_logprobs"][n_prompt:],
-                               lp["top_logprobs"][n_prompt:], strict=True):  # fmt: skip
+        for tok, v, top in zip(
+            lp["tokens"][n_prompt:],
+            lp["token_logprobs"][n_prompt:],
+            lp["top_logprobs"][n_prompt:],
+            strict=True,
+        ):
             assert len(top) == 3 and max(top, key=top.get) == tok and top[tok] == v  # greedy
         # a prompt token outside the top-3 is listed too (vLLM's way): 3 or 4 entries
-        assert all(3 <= len(t) <= 4 and tok in t
-                   for tok, t in zip(lp["tokens"][1:n_prompt], lp["top_logprobs"][1:n_prompt],
-                                     strict=True))  # fmt: skip
+        assert all(
+            3 <= len(t) <= 4 and tok in t
+            for tok, t in zip(lp["tokens"][1:n_prompt], lp["top_logprobs"][1:n_prompt], strict=True)
+        )
         assert perplexity_of({"choices": [got]}, 6)[0] > 1.0
         assert post(logprobs=3).json()["choices"][0]["text"] == plain["text"]
         for bad in (21, -1, "3", True):
@@ -237,16 +269,25 @@ def test_sim_serves_logprobs_and_echo_over_http():
             assert r.status_code == 400 and "'logprobs'" in r.json()["error"]["message"]
         assert post(echo="yes").status_code == 400
         # streams and chat carry no logprobs
-        stream = c.post(url, json={"prompt": prompt, "max_tokens": 3, "logprobs": 2,
-                                   "stream": True}).text  # fmt: skip
+        stream = c.post(
+            url, json={"prompt": prompt, "max_tokens": 3, "logprobs": 2, "stream": True}
+        ).text
         assert '"logprobs":null' in stream and "[DONE]" in stream
-        chat = c.post(sim.url + "/chat/completions", json={
-            "messages": [{"role": "user", "content": prompt}], "max_tokens": 3,
-            "logprobs": True, "top_logprobs": 2}).json()  # fmt: skip
+        chat = c.post(
+            sim.url + "/chat/completions",
+            json={
+                "messages": [{"role": "user", "content": prompt}],
+                "max_tokens": 3,
+                "logprobs": True,
+                "top_logprobs": 2,
+            },
+        ).json()
         assert chat["choices"][0]["logprobs"] is None
     with SimProcess(SimConfig(seed=3, logprobs=False)) as off, httpx.Client(trust_env=False) as c:
-        got = c.post(off.url + "/completions",
-                     json={"prompt": prompt, "max_tokens": 2, "logprobs": 3, "echo": True}).json()  # fmt: skip
+        got = c.post(
+            off.url + "/completions",
+            json={"prompt": prompt, "max_tokens": 2, "logprobs": 3, "echo": True},
+        ).json()
         assert got["choices"][0]["logprobs"] is None and perplexity_of(got) is None
         assert not got["choices"][0]["text"].startswith("The")  # echo ignored, like llama.cpp
 
@@ -287,8 +328,12 @@ def test_run_reports_ppl_and_logprob_agreement_per_pair(tmp_path, capsys):
         opts = PresetOptions(PRESET + variant, time_scale=200)
         return SimProcess(SimConfig(seed=3, preset=opts, logprobs=logprobs))
 
-    arms = {"base": sim("bf16"), "same": sim("bf16"), "int4": sim("int4"),
-            "nolp": sim("bf16", logprobs=False)}  # fmt: skip
+    arms = {
+        "base": sim("bf16"),
+        "same": sim("bf16"),
+        "int4": sim("int4"),
+        "nolp": sim("bf16", logprobs=False),
+    }
     with arms["base"] as a, arms["same"] as s, arms["int4"] as i, arms["nolp"] as n:
         urls = {"base": a.url, "same": s.url, "int4": i.url, "nolp": n.url}
         spec = tmp_path / "lp.toml"
@@ -310,9 +355,12 @@ def test_run_reports_ppl_and_logprob_agreement_per_pair(tmp_path, capsys):
     assert ppl["base"]["supported"] and ppl["base"]["tokens"] > 100
     assert ppl["same"]["ppl"] == ppl["base"]["ppl"]
     assert ppl["base"]["ppl"] < ppl["int4"]["ppl"] < 1.06 * ppl["base"]["ppl"]
-    assert ppl["nolp"] == {"supported": False, "ppl": None, "tokens": 0,
-                           "note": "not supported by this endpoint (no prompt logprobs in its "
-                                   "answer)"}  # fmt: skip
+    assert ppl["nolp"] == {
+        "supported": False,
+        "ppl": None,
+        "tokens": 0,
+        "note": "not supported by this endpoint (no prompt logprobs in its answer)",
+    }
     assert raw["nolp"]["supported"] is False
     # logprob agreement on the baseline's continuation
     same = compare(raw["base"]["sequences"], raw["same"]["sequences"])
@@ -385,22 +433,63 @@ def test_both_logprob_shapes_parse_and_bad_ones_are_refused():
     with the same text keep the likelier; anything malformed is "not supported", not a crash."""
     from abtui.quality.logprobs import parse
 
-    legacy = {"choices": [{"logprobs": {"tokens": [" a", " b"],
-                                        "top_logprobs": [{" a": -0.1, " c": -2.0}, {" b": -0.3}]}}]}  # fmt: skip
+    legacy = {
+        "choices": [
+            {
+                "logprobs": {
+                    "tokens": [" a", " b"],
+                    "top_logprobs": [{" a": -0.1, " c": -2.0}, {" b": -0.3}],
+                }
+            }
+        ]
+    }
     assert parse(legacy) == [(" a", {" a": -0.1, " c": -2.0}), (" b", {" b": -0.3})]
-    server = {"choices": [{"text": "U so", "logprobs": {"content": [
-        {"id": 88, "token": "U", "bytes": [85], "logprob": -2.16,
-         "top_logprobs": [{"id": 88, "token": "U", "bytes": [85], "logprob": -2.16},
-                          {"id": 491, "token": " sho", "logprob": -2.40},
-                          {"id": 7, "token": "\ufffd", "logprob": -3.5},
-                          {"id": 9, "token": "\ufffd", "logprob": -3.1}]},
-        {"id": 378, "token": " so", "logprob": -1.72,
-         "top_logprobs": [{"id": 378, "token": " so", "logprob": -1.72}]}]}}]}  # fmt: skip
+    server = {
+        "choices": [
+            {
+                "text": "U so",
+                "logprobs": {
+                    "content": [
+                        {
+                            "id": 88,
+                            "token": "U",
+                            "bytes": [85],
+                            "logprob": -2.16,
+                            "top_logprobs": [
+                                {"id": 88, "token": "U", "bytes": [85], "logprob": -2.16},
+                                {"id": 491, "token": " sho", "logprob": -2.40},
+                                {"id": 7, "token": "\ufffd", "logprob": -3.5},
+                                {"id": 9, "token": "\ufffd", "logprob": -3.1},
+                            ],
+                        },
+                        {
+                            "id": 378,
+                            "token": " so",
+                            "logprob": -1.72,
+                            "top_logprobs": [{"id": 378, "token": " so", "logprob": -1.72}],
+                        },
+                    ]
+                },
+            }
+        ]
+    }
     got = parse(server)
     assert got == [("U", {"U": -2.16, " sho": -2.40, "\ufffd": -3.1}), (" so", {" so": -1.72})]
-    for bad in ({"choices": [{"logprobs": {"content": "x"}}]},
-                {"choices": [{"logprobs": {"content": [{"token": "a", "top_logprobs": []}]}}]},
-                {"choices": [{"logprobs": {"content": [{"token": "a",
-                  "top_logprobs": [{"token": "a", "logprob": "high"}]}]}}]},
-                {"choices": [{"logprobs": None}]}, {}):  # fmt: skip
+    for bad in (
+        {"choices": [{"logprobs": {"content": "x"}}]},
+        {"choices": [{"logprobs": {"content": [{"token": "a", "top_logprobs": []}]}}]},
+        {
+            "choices": [
+                {
+                    "logprobs": {
+                        "content": [
+                            {"token": "a", "top_logprobs": [{"token": "a", "logprob": "high"}]}
+                        ]
+                    }
+                }
+            ]
+        },
+        {"choices": [{"logprobs": None}]},
+        {},
+    ):
         assert parse(bad) is None

@@ -25,8 +25,14 @@ def _engine():
 
 
 def test_smollm2_answers_every_suite_at_the_shortest_length(smollm2_gguf):
-    cal = calibrate(smollm2_gguf, name="smollm2", lengths=[1024],
-                    suites=["niah", "keys", "exact"], per_cell=2, ctx=8192)  # fmt: skip
+    cal = calibrate(
+        smollm2_gguf,
+        name="smollm2",
+        lengths=[1024],
+        suites=["niah", "keys", "exact"],
+        per_cell=2,
+        ctx=8192,
+    )
     prof = cal.profile
     assert prof.api == "chat" and "has a chat template" in prof.api_why
     assert prof.context == 8192 and 1.0 < prof.tokens_per_word < 1.4  # ~1.14 measured
@@ -39,12 +45,14 @@ def test_smollm2_answers_every_suite_at_the_shortest_length(smollm2_gguf):
     assert {c.bucket for c in cal.cells} == {"1k", "short"}
 
 
-def test_a_base_model_is_sent_completions_and_an_instruct_model_chat(smollm2_gguf,
-                                                                      gemma3_270m_gguf):  # fmt: skip
-    for path, name, api in ((gemma3_270m_gguf, "gemma", "completions"),
-                            (smollm2_gguf, "smollm2", "chat")):  # fmt: skip
+def test_a_base_model_is_sent_completions_and_an_instruct_model_chat(
+    smollm2_gguf, gemma3_270m_gguf
+):
+    for path, name, api in (
+        (gemma3_270m_gguf, "gemma", "completions"),
+        (smollm2_gguf, "smollm2", "chat"),
+    ):
         with LlamaCppServer(path, name=name, ctx=2048) as srv:
-            prof = sizing.probe([Target(base_url=srv.url, model=name)], [name], "auto",
-                                timed=False)  # fmt: skip
+            prof = sizing.probe([Target(base_url=srv.url, model=name)], [name], "auto", timed=False)
         assert prof.api == api, prof.api_why
         assert prof.context == 2048  # llama.cpp's context per slot

@@ -33,8 +33,10 @@ OWN = (
 
 
 def _response(status: int, ctype: str, body: bytes) -> bytes:
-    return (f"HTTP/1.1 {status} X\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
-            "Connection: close\r\n\r\n").encode() + body  # fmt: skip
+    return (
+        f"HTTP/1.1 {status} X\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
+        "Connection: close\r\n\r\n"
+    ).encode() + body
 
 
 class StubServer:
@@ -42,8 +44,14 @@ class StubServer:
     the template), takes ``per_token_s`` a prompt token before its first token, answers a
     built-in quality prompt right and anything else "OK", and records every request."""
 
-    def __init__(self, *, chat: bool = True, props: dict | None = None,
-                 tokens_per_word: float = 1.3, per_token_s: float = 0.0) -> None:  # fmt: skip
+    def __init__(
+        self,
+        *,
+        chat: bool = True,
+        props: dict | None = None,
+        tokens_per_word: float = 1.3,
+        per_token_s: float = 0.0,
+    ) -> None:
         self.chat, self.props = chat, props
         self.tpw, self.per_token_s = tokens_per_word, per_token_s
         self.requests: list[tuple[str, dict | None]] = []
@@ -89,20 +97,22 @@ class StubServer:
         chat = path == "/v1/chat/completions"
         if chat and not self.chat:
             return _response(404, "application/json", b'{"error":{"message":"no chat"}}')
-        text = ("\n".join(m["content"] for m in body["messages"]) if chat
-                else body["prompt"])  # fmt: skip
+        text = "\n".join(m["content"] for m in body["messages"]) if chat else body["prompt"]
         n = round(len(text.split()) * self.tpw) + 10
         await asyncio.sleep(n * self.per_token_s)
         task = recognise(text)
         out = f" {task.answer}" if task else " OK"
         piece = {"delta": {"content": out}} if chat else {"text": out}
         usage = {"prompt_tokens": n, "completion_tokens": 1, "total_tokens": n + 1}
-        events = [{"choices": [{"index": 0, **piece, "finish_reason": "stop"}]},
-                  {"choices": [], "usage": usage}]  # fmt: skip
+        events = [
+            {"choices": [{"index": 0, **piece, "finish_reason": "stop"}]},
+            {"choices": [], "usage": usage},
+        ]
         if not body.get("stream"):
             msg = {"message": {"role": "assistant", "content": out}} if chat else {"text": out}
-            return _response(200, "application/json",
-                             json.dumps({"choices": [msg], "usage": usage}).encode())  # fmt: skip
+            return _response(
+                200, "application/json", json.dumps({"choices": [msg], "usage": usage}).encode()
+            )
         sse = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
         return _response(200, "text/event-stream", sse.encode())
 
@@ -121,8 +131,11 @@ class StubServer:
 
 
 def _props(template: str, n_ctx: int = 4096) -> dict:
-    return {"default_generation_settings": {"n_ctx": n_ctx}, "total_slots": 1,
-            "chat_template": template}  # fmt: skip
+    return {
+        "default_generation_settings": {"n_ctx": n_ctx},
+        "total_slots": 1,
+        "chat_template": template,
+    }
 
 
 # -- chat or completion ------------------------------------------------------------------------
@@ -146,8 +159,9 @@ def test_the_fallback_template_is_told_from_a_models_own():
 )
 def test_auto_asks_each_endpoint(server, arm_api, want, why):
     with StubServer(**server) as srv:
-        prof = sizing.probe([Target(base_url=srv.url, model="m", api=arm_api)], ["a"], "auto",
-                            timed=False)  # fmt: skip
+        prof = sizing.probe(
+            [Target(base_url=srv.url, model="m", api=arm_api)], ["a"], "auto", timed=False
+        )
     assert prof.api == want and why in prof.api_why, prof.api_why
     chat_sent = [p for p, _ in srv.requests if p == "/v1/chat/completions"]
     assert len(chat_sent) == (1 if "props" not in server and arm_api != "chat" else 0)
@@ -162,7 +176,9 @@ def test_every_arm_gets_the_same_path_and_a_setting_overrides_the_endpoints():
         assert prof.api == "completions" and prof.api_why.startswith("cand: it refuses chat")
         prof = sizing.probe([ta, tb], ["base", "cand"], "chat", timed=False)
         assert (prof.api, prof.api_why) == ("chat", "quality.api = 'chat'")
-        assert [p for p, _ in a.requests + b.requests if "chat" in p] == ["/v1/chat/completions"] * 2
+        assert [p for p, _ in a.requests + b.requests if "chat" in p] == [
+            "/v1/chat/completions"
+        ] * 2
 
 
 def test_an_item_goes_as_chat_messages_or_as_a_prompt_that_starts_the_answer():
@@ -171,8 +187,9 @@ def test_an_item_goes_as_chat_messages_or_as_a_prompt_that_starts_the_answer():
         t = Target(base_url=srv.url, model="m", api="completions")
         rows = []
         for api in ("chat", "completions"):
-            it = sizing.with_timeouts([item], sizing.Profile(api, "test"), api=api,
-                                      max_tokens=32, concurrency=1)[0]  # fmt: skip
+            it = sizing.with_timeouts(
+                [item], sizing.Profile(api, "test"), api=api, max_tokens=32, concurrency=1
+            )[0]
 
             async def go(it=it):
                 async with FastClient() as c:
@@ -182,7 +199,9 @@ def test_an_item_goes_as_chat_messages_or_as_a_prompt_that_starts_the_answer():
     (p1, chat), (p2, comp) = [r for r in srv.requests if "completions" in r[0]]
     assert p1 == "/v1/chat/completions" and "stop" not in chat
     assert chat["messages"] == [dict(m) for m in item.messages]
-    assert chat["messages"][0]["content"].endswith("What is the pass key? Answer with the number only.")
+    assert chat["messages"][0]["content"].endswith(
+        "What is the pass key? Answer with the number only."
+    )
     assert p2 == "/v1/completions" and comp["stop"] == ["\nQ:", "\n\n"]
     assert comp["prompt"].endswith("\nQ: What is the pass key?\nA: The pass key is")
     assert all(r["correct"] for r in rows)
@@ -219,10 +238,12 @@ def test_an_endpoint_that_gives_no_usage_is_not_sized_and_says_why():
     with NoUsage() as srv:
         prof = sizing.probe([Target(base_url=srv.url, model="m")], ["base"], "auto")
     assert prof.cost is None and prof.tokens_per_word is None
-    assert prof.notes == ["base could not be timed (the endpoint reports no prompt token count "
-                          "(usage))"]  # fmt: skip
-    pl = sizing.plan(prof, ["niah"], per_cell=1, max_tokens=32, max_length=None, budget_s=1,
-                     context=20000)  # fmt: skip
+    assert prof.notes == [
+        "base could not be timed (the endpoint reports no prompt token count (usage))"
+    ]
+    pl = sizing.plan(
+        prof, ["niah"], per_cell=1, max_tokens=32, max_length=None, budget_s=1, context=20000
+    )
     assert pl.lengths == [1024, 2048, 4096, 8192, 16384] and pl.estimate_s is None
 
 
@@ -262,8 +283,9 @@ def test_the_grid_keeps_the_lengths_the_budget_holds_shortest_first():
 
 def test_timeouts_follow_the_expected_time_and_never_shorten_the_arms():
     prof = _cost_profile(b=0.01)  # 100 prompt tokens/s: a CPU
-    items = builtin.build(["niah", "exact"], seed=0, max_context=9000, max_tokens=32,
-                          per_cell=1, tokens_per_word=1.0)  # fmt: skip
+    items = builtin.build(
+        ["niah", "exact"], seed=0, max_context=9000, max_tokens=32, per_cell=1, tokens_per_word=1.0
+    )
     timed = sizing.with_timeouts(items, prof, api="completions", max_tokens=32, concurrency=4)
     by = {it.bucket: it.timeout_s for it in timed}
     # 4 × 4 in flight × (0.5 + L / 100 + 0.64) s
@@ -277,5 +299,9 @@ def test_timeouts_follow_the_expected_time_and_never_shorten_the_arms():
     short = qrun.item_target(t, next(i for i in timed if i.bucket == "short"))
     assert short.read_timeout_s == 120 and short.timeout_s == 600  # the arm's, not less
     # untimed: the arm's own timeouts
-    assert sizing.with_timeouts(items, sizing.Profile("chat", "x"), api="chat", max_tokens=32,
-                                concurrency=4)[0].timeout_s is None  # fmt: skip
+    assert (
+        sizing.with_timeouts(
+            items, sizing.Profile("chat", "x"), api="chat", max_tokens=32, concurrency=4
+        )[0].timeout_s
+        is None
+    )

@@ -23,14 +23,21 @@ from abtui.store.reader import SessionReader
 if os.environ.get("ABTUI_REQUIRE_RAY") == "1":
     import ray  # noqa: F401 - must be there: fail, never skip
 else:
-    pytest.importorskip("ray", reason="Ray is not installed: pip install 'abtui[ray]' "
-                        "(ABTUI_REQUIRE_RAY=1 makes this a failure)")  # fmt: skip
+    pytest.importorskip(
+        "ray",
+        reason="Ray is not installed: pip install 'abtui[ray]' "
+        "(ABTUI_REQUIRE_RAY=1 makes this a failure)",
+    )
 
 SKEW_NS = 2_500_000_000  # node 2's clocks are 2.5 s ahead
 OBJECT_STORE = 100 * 1024 * 1024  # per node: the runs move records of a few kB per batch
 # A node's death is noticed by the GCS's health checks: 0.5 s apart, 2 misses.
-SYSTEM_CONFIG = {"health_check_initial_delay_ms": 0, "health_check_period_ms": 500,
-                 "health_check_timeout_ms": 500, "health_check_failure_threshold": 2}  # fmt: skip
+SYSTEM_CONFIG = {
+    "health_check_initial_delay_ms": 0,
+    "health_check_period_ms": 500,
+    "health_check_timeout_ms": 500,
+    "health_check_failure_threshold": 2,
+}
 
 
 @pytest.fixture(scope="module")
@@ -41,13 +48,22 @@ def cluster():
     from abtui.runner.ray.actor import SKEW_ENV
 
     t = time.perf_counter()
-    c = Cluster(initialize_head=True, head_node_args={
-        "num_cpus": 0, "object_store_memory": OBJECT_STORE, "include_dashboard": False,
-        "_system_config": SYSTEM_CONFIG})  # fmt: skip
+    c = Cluster(
+        initialize_head=True,
+        head_node_args={
+            "num_cpus": 0,
+            "object_store_memory": OBJECT_STORE,
+            "include_dashboard": False,
+            "_system_config": SYSTEM_CONFIG,
+        },
+    )
     try:
-        nodes = [c.add_node(num_cpus=2, object_store_memory=OBJECT_STORE),
-                 c.add_node(num_cpus=2, object_store_memory=OBJECT_STORE,
-                            env_vars={SKEW_ENV: str(SKEW_NS)})]  # fmt: skip
+        nodes = [
+            c.add_node(num_cpus=2, object_store_memory=OBJECT_STORE),
+            c.add_node(
+                num_cpus=2, object_store_memory=OBJECT_STORE, env_vars={SKEW_ENV: str(SKEW_NS)}
+            ),
+        ]
         c.wait_for_nodes()
         ray.init(address=c.address, logging_level="WARNING")
         print(f"\nray cluster (head + 2 workers) up in {time.perf_counter() - t:.1f} s")
@@ -130,8 +146,12 @@ def test_ray_ab_matches_local_run(cluster, sims, tmp_path, capsys):
         assert abs(el.ratio - er.ratio) <= min(el.delta, er.delta), (key, el.ratio, er.ratio)
     assert local.verdict.result in ("GO", "INCONCLUSIVE") and rc_local in (0, 4)
     assert onray.verdict.result in ("GO", "INCONCLUSIVE") and rc_ray in (0, 4)
-    said = [t for v in (local, onray) for t in v.verdict.pairs[0].reasons
-            + [e.note for e in v.verdict.pairs[0].comparison.effects]]  # fmt: skip
+    said = [
+        t
+        for v in (local, onray)
+        for t in v.verdict.pairs[0].reasons
+        + [e.note for e in v.verdict.pairs[0].comparison.effects]
+    ]
     refused = [t for t in said if "behind its schedule" in t or "autocorrelated" in t]
     if not refused:
         assert rc_local == rc_ray and local.verdict.result == onray.verdict.result
@@ -140,8 +160,10 @@ def test_ray_ab_matches_local_run(cluster, sims, tmp_path, capsys):
     assert len(nodes) == 2 and not ray_meta["lost"]
     for arm in ("baseline", "candidate"):  # placed alike: each arm has a generator on each node
         assert {n["node_id"] for n in ray_meta["nodes"] if n["arm"] == arm} == nodes
-    print(f"\nlocal run {t_local:.1f} s, ray run {t_ray:.1f} s (actors started in "
-          f"{ray_meta['start_s']:.1f} s); verdict {onray.verdict.result} both")
+    print(
+        f"\nlocal run {t_local:.1f} s, ray run {t_ray:.1f} s (actors started in "
+        f"{ray_meta['start_s']:.1f} s); verdict {onray.verdict.result} both"
+    )
 
 
 def test_skewed_node_clock_is_measured_and_corrected(cluster, sims, tmp_path):
@@ -149,8 +171,9 @@ def test_skewed_node_clock_is_measured_and_corrected(cluster, sims, tmp_path):
     main(["run", _spec(tmp_path, sims, "skew", requests=20), "--headless", "--ray", c.address])
     with SessionReader(tmp_path / "skew.duckdb") as rd:
         meta = rd.meta()
-        rows = rd.query("SELECT arm, item, scheduled_ns, dispatched_ns FROM requests "
-                        "WHERE NOT warmup")  # fmt: skip
+        rows = rd.query(
+            "SELECT arm, item, scheduled_ns, dispatched_ns FROM requests WHERE NOT warmup"
+        )
     nodes = meta["ray"]["nodes"]
     skewed = [n for n in nodes if abs(n["clock"]["wall_offset_ns"]) > SKEW_NS / 2]
     assert len(skewed) == 2  # one generator of each arm on the skewed node
@@ -186,7 +209,8 @@ class _KillOnProgress(NullObserver):
         if self.thread is None and done >= self.after:
             self.before = done
             self.thread = threading.Thread(
-                target=self.cluster.remove_node, args=(self.node,), kwargs={"allow_graceful": False})
+                target=self.cluster.remove_node, args=(self.node,), kwargs={"allow_graceful": False}
+            )
             self.thread.start()
 
     def message(self, text: str) -> None:

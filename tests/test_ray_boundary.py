@@ -52,8 +52,9 @@ def test_a_local_run_its_summary_and_verdict_load_no_ray(tmp_path):
             "or k.startswith('abtui.runner.ray.a') or k.startswith('abtui.runner.ray.f'))\n"
             "print('RAY:' + ','.join(bad))\n"
         )
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                             timeout=120)  # fmt: skip
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+        )
     assert "RAY:" in out.stdout, out.stderr[-2000:]
     assert out.stdout.rsplit("RAY:", 1)[1].strip() == "", out.stdout[-500:]
     assert (tmp_path / "noray.duckdb").exists()

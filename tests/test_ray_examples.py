@@ -34,7 +34,7 @@ def _entrypoint(text: str) -> str:
         if m.group(2) not in (">-", ">", "|", "|-"):
             return m.group(2).strip().strip("\"'")
         body, indent = [], len(m.group(1))
-        for nxt in lines[k + 1:]:
+        for nxt in lines[k + 1 :]:
             if nxt.strip() and len(nxt) - len(nxt.lstrip()) <= indent:
                 break
             body.append(nxt.strip())
@@ -71,7 +71,9 @@ def test_the_commands_parse_with_abtuis_own_parser():
 
 
 def test_the_image_installs_this_abtui_with_an_extra_that_exists():
-    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
     for path in (JOB, CLUSTER):
         text = path.read_text()
         pins = re.findall(r"pip install 'abtui\[(\w+)\]==([\w.]+)'", text)
@@ -82,13 +84,18 @@ def test_the_image_installs_this_abtui_with_an_extra_that_exists():
 
 
 def _yaml(path: Path) -> list[dict]:
-    yaml = pytest.importorskip("yaml", reason="PyYAML is not installed (Ray brings it): the "
-                               "structure checks need it; the command checks ran without it")  # fmt: skip
+    yaml = pytest.importorskip(
+        "yaml",
+        reason="PyYAML is not installed (Ray brings it): the "
+        "structure checks need it; the command checks ran without it",
+    )
     return [d for d in yaml.safe_load_all(path.read_text()) if d]
 
 
 def _ray_lower_bound() -> tuple[int, ...]:
-    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
     (req,) = [r for r in extras["ray"] if r.startswith("ray")]
     return tuple(int(x) for x in re.search(r">=\s*([\d.]+)", req).group(1).split("."))
 

@@ -25,11 +25,18 @@ from abtui.store.reader import SessionReader
 def session(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("replay")
     a = SimProcess(SimConfig(preset=PresetOptions("h100:llama-3-8b:bf16", time_scale=10), seed=1))
-    b = SimProcess(SimConfig(preset=PresetOptions("h100:llama-3-8b:fp8", time_scale=10), seed=2,
-                             faults=FaultConfig(fail={500: 0.1, 429: 0.05})))  # fmt: skip
+    b = SimProcess(
+        SimConfig(
+            preset=PresetOptions("h100:llama-3-8b:fp8", time_scale=10),
+            seed=2,
+            faults=FaultConfig(fail={500: 0.1, 429: 0.05}),
+        )
+    )
     with a, b:
-        spec = Spec(name="replay", arms=[ArmSpec(name="bf16", url=a.url, role="baseline"),
-                                         ArmSpec(name="fp8", url=b.url)])  # fmt: skip
+        spec = Spec(
+            name="replay",
+            arms=[ArmSpec(name="bf16", url=a.url, role="baseline"), ArmSpec(name="fp8", url=b.url)],
+        )
         spec.workload.requests = 80
         spec.workload.input_tokens = 128
         spec.workload.output_tokens = 24
@@ -64,13 +71,19 @@ def oracle(path, t_ns: int | None) -> list[dict]:
                 cls = at.error_class[k] or "other"
                 counts["errors"][cls] = counts["errors"].get(cls, 0) + 1
             first, last = int(at.first_token_ns[k]), int(at.last_token_ns[k])
-            live.add(RequestRecord(
-                arm=a["arm"], item=int(at.item[k]), scheduled_ns=int(at.scheduled_ns[k]),
-                dispatched_ns=int(at.dispatched_ns[k]), done_ns=int(done[k]),
-                connect_ns=int(at.connect_ns[k]),
-                chunk_ns=[first, last] if NA not in (first, last) else [], status=status,
-                n_output=int(at.n_output[k]) if at.n_output[k] != NA else None,
-            ))  # fmt: skip
+            live.add(
+                RequestRecord(
+                    arm=a["arm"],
+                    item=int(at.item[k]),
+                    scheduled_ns=int(at.scheduled_ns[k]),
+                    dispatched_ns=int(at.dispatched_ns[k]),
+                    done_ns=int(done[k]),
+                    connect_ns=int(at.connect_ns[k]),
+                    chunk_ns=[first, last] if NA not in (first, last) else [],
+                    status=status,
+                    n_output=int(at.n_output[k]) if at.n_output[k] != NA else None,
+                )
+            )
         out.append({**counts, "view": live.view()})
     return out
 
@@ -88,7 +101,11 @@ def same_view(got, want) -> None:
 
 def same_arm(p, want) -> None:
     assert (p.done, p.ok, p.cancelled, p.errors) == (
-        want["done"], want["ok"], want["cancelled"], want["errors"])  # fmt: skip
+        want["done"],
+        want["ok"],
+        want["cancelled"],
+        want["errors"],
+    )
     same_view(p.live.view(), want["view"])
 
 
@@ -133,23 +150,47 @@ def test_counts_grow_with_t_and_in_flight_is_dispatched_not_done(session):
             mine = t.arm == i
             assert p.done == int((done[mine] <= t_ns).sum())
             assert p.in_flight == int(((disp[mine] <= t_ns) & (done[mine] > t_ns)).sum())
-        got = [(p.done, p.ok, p.output_tokens, p.live.ttft.n, sum(p.live.view().throughput))
-               for p in arms]  # fmt: skip
+        got = [
+            (p.done, p.ok, p.output_tokens, p.live.ttft.n, sum(p.live.view().throughput))
+            for p in arms
+        ]
         if prev is not None:
-            assert all(g >= q for ga, pa in zip(got, prev, strict=True)
-                       for g, q in zip(ga, pa, strict=True)), (ts, got, prev)  # fmt: skip
+            assert all(
+                g >= q
+                for ga, pa in zip(got, prev, strict=True)
+                for g, q in zip(ga, pa, strict=True)
+            ), (ts, got, prev)
         prev = got
     assert prev[0][0] == 80 and rp.at(-1.0)[0].done == 0
 
 
 def test_seeking_back_and_forth_gives_identical_snapshots(session):
     rp = Replay(session)
-    ts = [0.3 * rp.duration_s, rp.duration_s, 0.0, 0.7 * rp.duration_s, 0.3 * rp.duration_s,
-          0.7 * rp.duration_s, 0.0, rp.duration_s]  # fmt: skip
+    ts = [
+        0.3 * rp.duration_s,
+        rp.duration_s,
+        0.0,
+        0.7 * rp.duration_s,
+        0.3 * rp.duration_s,
+        0.7 * rp.duration_s,
+        0.0,
+        rp.duration_s,
+    ]
     seen: dict[float, list] = {}
     for t in ts:
-        snap = [(p.done, p.ok, p.errors, p.in_flight, p.telemetry, p.schedule_lag_max_s,
-                 p.live.ttft.counts.tolist(), p.live.view().throughput) for p in rp.at(t)]  # fmt: skip
+        snap = [
+            (
+                p.done,
+                p.ok,
+                p.errors,
+                p.in_flight,
+                p.telemetry,
+                p.schedule_lag_max_s,
+                p.live.ttft.counts.tolist(),
+                p.live.view().throughput,
+            )
+            for p in rp.at(t)
+        ]
         assert seen.setdefault(t, snap) == snap, t
 
 
@@ -222,8 +263,12 @@ def synthetic_session(path, n: int, span_s: float, seed: int = 0):
     rng = np.random.default_rng(seed)
     with SessionWriter(path) as w:
         w.write_meta(session_name=path.stem, spec={"slo": {"ttft": 0.08}}, status="running")
-        w.write_arms([{"arm": i, "name": nm, "role": None, "url": "http://127.0.0.1:1/v1"}
-                      for i, nm in enumerate(("a", "b"))])  # fmt: skip
+        w.write_arms(
+            [
+                {"arm": i, "name": nm, "role": None, "url": "http://127.0.0.1:1/v1"}
+                for i, nm in enumerate(("a", "b"))
+            ]
+        )
         for arm in (0, 1):
             recs = []
             for item, s in enumerate(np.sort(rng.uniform(0, span_s, n))):
@@ -233,13 +278,20 @@ def synthetic_session(path, n: int, span_s: float, seed: int = 0):
                 last = first + int(rng.uniform(0.1, 3.0) * 1e9)
                 u = rng.uniform()
                 status = "ok" if u > 0.05 else "error" if u > 0.02 else "cancelled"
-                recs.append(RequestRecord(
-                    arm=arm, item=item, scheduled_ns=sched, dispatched_ns=disp, done_ns=last,
-                    chunk_ns=[first, last] if status == "ok" else [],
-                    chunk_tokens=[1, 1] if status == "ok" else [], status=status,
-                    error_class="http" if status == "error" else None,
-                    n_output=int(rng.integers(2, 300)) if status == "ok" else None,
-                ))  # fmt: skip
+                recs.append(
+                    RequestRecord(
+                        arm=arm,
+                        item=item,
+                        scheduled_ns=sched,
+                        dispatched_ns=disp,
+                        done_ns=last,
+                        chunk_ns=[first, last] if status == "ok" else [],
+                        chunk_tokens=[1, 1] if status == "ok" else [],
+                        status=status,
+                        error_class="http" if status == "error" else None,
+                        n_output=int(rng.integers(2, 300)) if status == "ok" else None,
+                    )
+                )
             w.add_records(recs)
         w.flush()
         w.close(status="running")  # as a killed run leaves it
@@ -263,9 +315,15 @@ def test_vectorised_bins_are_the_live_histograms_bins_even_on_the_edges():
     from abtui.runner.live_replay import _bins
 
     rng = np.random.default_rng(0)
-    vals = np.concatenate([EDGES, np.nextafter(EDGES, 0), np.nextafter(EDGES, np.inf),
-                           rng.lognormal(np.log(0.02), 2.0, 20_000),
-                           [0.0, -1.0, np.nan, np.inf, 1e-9, 1e6]])  # fmt: skip
+    vals = np.concatenate(
+        [
+            EDGES,
+            np.nextafter(EDGES, 0),
+            np.nextafter(EDGES, np.inf),
+            rng.lognormal(np.log(0.02), 2.0, 20_000),
+            [0.0, -1.0, np.nan, np.inf, 1e-9, 1e6],
+        ]
+    )
     got = _bins(vals)
     for v, k in zip(vals.tolist(), got.tolist(), strict=True):
         h = LogHistogram()

@@ -124,9 +124,15 @@ def test_flags_override_the_stored_policy_and_cost(session, tmp_path, capsys):
 
 
 def test_cost_formulas():
-    s = ArmSummary(arm=0, output_tokens_per_s=1000.0, total_tokens_per_s=5000.0,
-                   goodput_output_tokens_per_s=500.0, goodput_requests_per_s=4.0,
-                   requests_per_s=8.0, slo={"ttft": 0.1})  # fmt: skip
+    s = ArmSummary(
+        arm=0,
+        output_tokens_per_s=1000.0,
+        total_tokens_per_s=5000.0,
+        goodput_output_tokens_per_s=500.0,
+        goodput_requests_per_s=4.0,
+        requests_per_s=8.0,
+        slo={"ttft": 0.1},
+    )
     c = arm_cost(s, gpu_price=3.6, gpus=2)  # 7.2 $/h = 0.002 $/s
     assert c.usd_per_mtok_output == pytest.approx(0.002 * 1e6 / 1000)
     assert c.usd_per_mtok_total == pytest.approx(0.002 * 1e6 / 5000)
@@ -148,8 +154,19 @@ def test_config_diff_and_md_escape():
 
 def test_noise_floor_must_be_an_aa_session_and_is_checked_before_running(session, capsys):
     # the endpoints do not exist: the check must fail first, naming the session
-    rc = main(["run", "--baseline", "http://127.0.0.1:9/v1", "--candidate", "http://127.0.0.1:9/v1",
-               "--rate", "5", "--noise-floor", str(session)])  # fmt: skip
+    rc = main(
+        [
+            "run",
+            "--baseline",
+            "http://127.0.0.1:9/v1",
+            "--candidate",
+            "http://127.0.0.1:9/v1",
+            "--rate",
+            "5",
+            "--noise-floor",
+            str(session),
+        ]
+    )
     err = capsys.readouterr().err
     assert rc == 2 and "is not an A/A session" in err and str(session) in err
     assert main(["report", str(session), "--noise-floor", str(session) + ".missing"]) == 2
@@ -167,15 +184,39 @@ def quality_sessions(tmp_path_factory):
     from abtui.sim.preset_cli import PresetOptions
 
     d = tmp_path_factory.mktemp("qmode")
-    sims = [SimProcess(SimConfig(seed=3, preset=PresetOptions(QUALITY_PRESET, time_scale=200)))
-            for _ in range(2)]  # fmt: skip
+    sims = [
+        SimProcess(SimConfig(seed=3, preset=PresetOptions(QUALITY_PRESET, time_scale=200)))
+        for _ in range(2)
+    ]
     with sims[0] as a, sims[1] as b:
         paths = {}
         for mode in ("separate", "interleaved"):
-            rc = main(["run", "--baseline", a.url, "--candidate", b.url, "--requests", "40",
-                       "--rate", "20", "--input-tokens", "16", "--output-tokens", "8",
-                       "--quality", "exact", "--quality-mode", mode, "--name", mode,
-                       "--sessions-dir", str(d), "--headless"])  # fmt: skip
+            rc = main(
+                [
+                    "run",
+                    "--baseline",
+                    a.url,
+                    "--candidate",
+                    b.url,
+                    "--requests",
+                    "40",
+                    "--rate",
+                    "20",
+                    "--input-tokens",
+                    "16",
+                    "--output-tokens",
+                    "8",
+                    "--quality",
+                    "exact",
+                    "--quality-mode",
+                    mode,
+                    "--name",
+                    mode,
+                    "--sessions-dir",
+                    str(d),
+                    "--headless",
+                ]
+            )
             assert rc in (0, 3, 4)
             paths[mode] = d / f"{mode}.duckdb"
     return paths

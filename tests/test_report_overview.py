@@ -14,15 +14,30 @@ from abtui.report.html import to_html
 from abtui.stats.labels import pct
 from abtui.verdict.session import session_verdict
 
-META_FIELDS = ("date", "duration", "abtui version", "host", "endpoint bf16", "endpoint fp8",
-               "workload", "requests", "arrival process", "SLOs", "policy")  # fmt: skip
+META_FIELDS = (
+    "date",
+    "duration",
+    "abtui version",
+    "host",
+    "endpoint bf16",
+    "endpoint fp8",
+    "workload",
+    "requests",
+    "arrival process",
+    "SLOs",
+    "policy",
+)
 
 
 def degraded_session(tmp_path):
-    health = {"degraded": True, "reasons": ["bf16: schedule lag P99 2.1 s (limit 0.1 s)"],
-              "notes": []}  # fmt: skip
-    return write_session(tmp_path, "slow", n=60, meta={"degraded": True,
-                                                         "generator_health": health})
+    health = {
+        "degraded": True,
+        "reasons": ["bf16: schedule lag P99 2.1 s (limit 0.1 s)"],
+        "notes": [],
+    }
+    return write_session(
+        tmp_path, "slow", n=60, meta={"degraded": True, "generator_health": health}
+    )
 
 
 class Cards(HTMLParser):
@@ -99,16 +114,22 @@ def test_reports_open_with_summary_cards_and_the_runs_metadata(tmp_path):
     page = Cards()
     page.feed(to_html(sv, doc))
     titles = [c[0] for c in page.cards]
-    assert titles[0] == "Verdict" and titles[1].startswith("Primary Δ") and titles[2].startswith(
-        "Cost") and titles[3] == "Quality", titles  # fmt: skip
+    assert (
+        titles[0] == "Verdict"
+        and titles[1].startswith("Primary Δ")
+        and titles[2].startswith("Cost")
+        and titles[3] == "Quality"
+    ), titles
     assert page.cards[0][1] == sv.verdict.result
     assert page.cards[1][1] == pct(e.ratio) and f"[{pct(e.lo)}, {pct(e.hi)}]" in page.cards[1][2]
     assert page.cards[3][1] in ("pass", "FAIL", "undecided")  # quality was measured here
     assert page.order.index("card") < page.order.index("table")  # cards before any table
     for f in META_FIELDS:
         assert f in page.meta, (f, page.meta)
-    assert "llama-3-8b-fp8" in page.meta["endpoint fp8"] and "127.0.0.1:8002" in page.meta[
-        "endpoint fp8"]  # fmt: skip
+    assert (
+        "llama-3-8b-fp8" in page.meta["endpoint fp8"]
+        and "127.0.0.1:8002" in page.meta["endpoint fp8"]
+    )
     assert "2026-01-02" in page.meta["date"] and page.meta["abtui version"] != "unknown"
     assert "poisson 20 req/s" in page.meta["arrival process"]
     assert "ttft ≤ 200 ms" in page.meta["SLOs"] and "primary P50 E2E" in page.meta["policy"]

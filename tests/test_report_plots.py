@@ -44,20 +44,40 @@ def sweep_session(folder, name="sweep"):
                 n_out = int(rng.integers(20, 200))
                 first = t0 + 200_000 + int(ttft * 1e9)
                 last = first + int(tpot * (n_out - 1) * 1e9)
-                recs.append(RequestRecord(arm=arm, item=item, level=lv, scheduled_ns=t0,
-                                          dispatched_ns=t0 + 200_000, chunk_ns=[first, last],
-                                          chunk_tokens=[1, n_out - 1], done_ns=last, status=OK,
-                                          n_output=n_out, n_input=n_in))  # fmt: skip
+                recs.append(
+                    RequestRecord(
+                        arm=arm,
+                        item=item,
+                        level=lv,
+                        scheduled_ns=t0,
+                        dispatched_ns=t0 + 200_000,
+                        chunk_ns=[first, last],
+                        chunk_tokens=[1, n_out - 1],
+                        done_ns=last,
+                        status=OK,
+                        n_output=n_out,
+                        n_input=n_in,
+                    )
+                )
         t += N_LEVEL * gap + 2 * 10**9
-    spec = {"slo": {"ttft": 0.2}, "cost": {"gpu_price": 2.0},
-            "policy": {"guardrails": ["ttft.p50", "tpot.p50"]},
-            "load": {"sweep_rate": list(RATES)}}  # fmt: skip
+    spec = {
+        "slo": {"ttft": 0.2},
+        "cost": {"gpu_price": 2.0},
+        "policy": {"guardrails": ["ttft.p50", "tpot.p50"]},
+        "load": {"sweep_rate": list(RATES)},
+    }
     path = folder / f"{name}.duckdb"
     w = SessionWriter(path)
-    w.write_meta(session_name=name, spec=spec, created="2026-01-05T10:00:00+00:00",
-                 load="sweep of poisson rates 8,16,24 req/s",
-                 levels=[{"level": k, "rate": r, "concurrency": None, "requests": N_LEVEL}
-                         for k, r in enumerate(RATES)])  # fmt: skip
+    w.write_meta(
+        session_name=name,
+        spec=spec,
+        created="2026-01-05T10:00:00+00:00",
+        load="sweep of poisson rates 8,16,24 req/s",
+        levels=[
+            {"level": k, "rate": r, "concurrency": None, "requests": N_LEVEL}
+            for k, r in enumerate(RATES)
+        ],
+    )
     w.write_arms(ARMS)
     w.add_records(recs)
     w.close(status="complete")
@@ -92,9 +112,18 @@ class Page(HTMLParser):
             self._meta = cls == "meta"
             self.order.append("meta" if self._meta else "table")
         elif tag == "svg":
-            self._plot = {"id": a.get("data-plot"), "series": [], "legend": [],
-                          "x": [], "y": [], "polylines": 0, "circles": 0, "colors": set(),
-                          "legend_y": [], "area": None}  # fmt: skip
+            self._plot = {
+                "id": a.get("data-plot"),
+                "series": [],
+                "legend": [],
+                "x": [],
+                "y": [],
+                "polylines": 0,
+                "circles": 0,
+                "colors": set(),
+                "legend_y": [],
+                "area": None,
+            }
             self.plots[a.get("data-plot")] = self._plot
             self.order.append("svg")
         if self._plot is None:
@@ -184,8 +213,9 @@ def test_each_plot_overlays_both_arms_in_their_own_colours(tmp_path):
         top, bottom = p["area"]
         assert p["legend_y"] and min(p["legend_y"]) > bottom + 20, (p["id"], p["legend_y"], bottom)
     # the faster arm (fp8, the candidate) is not red, and neither is any other arm
-    assert all(not c.lower().startswith(("#d62728", "#cf222e", "#ff0000", "#d55e00"))
-               for c in PALETTE)  # fmt: skip
+    assert all(
+        not c.lower().startswith(("#d62728", "#cf222e", "#ff0000", "#d55e00")) for c in PALETTE
+    )
     assert arm_style(0)[1] and not arm_style(1)[1]  # the baseline dashed, candidates solid
     text = "".join(page.text)
     assert "Colours: bf16 blue (dashed), fp8 orange" in text and "whichever arm did better" in text
@@ -197,8 +227,12 @@ def test_sweep_plots_number_levels_as_the_tui_and_say_lambda_is_a_lower_bound(sw
     page = Page()
     page.feed(to_html(sv, doc))
     ids = list(page.plots)
-    for pid in ("sweep-e2e-vs-load", "sweep-ttft-vs-load", "sweep-latency-vs-throughput",
-                "sweep-pareto"):  # fmt: skip
+    for pid in (
+        "sweep-e2e-vs-load",
+        "sweep-ttft-vs-load",
+        "sweep-latency-vs-throughput",
+        "sweep-pareto",
+    ):
         assert pid in ids, ids
         assert ids.index(pid) < ids.index("hist-input")
     for pid in ("sweep-e2e-vs-load", "sweep-ttft-vs-load", "sweep-latency-vs-throughput"):

@@ -54,8 +54,19 @@ def test_large_batches_become_compute_bound_on_prefill_not_on_decode():
 
 
 def test_cli_prints_the_table_and_rejects_bad_input(capsys):
-    argv = ["roofline", "--gpu", "h100-sxm", "--model", "llama-3-8b", "--dtype", "fp8",
-            "--batch", "1,8,64", "--context", "2048"]  # fmt: skip
+    argv = [
+        "roofline",
+        "--gpu",
+        "h100-sxm",
+        "--model",
+        "llama-3-8b",
+        "--dtype",
+        "fp8",
+        "--batch",
+        "1,8,64",
+        "--context",
+        "2048",
+    ]
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "KV cache 128 KiB per token" in out and "ridge point 591 FLOP/byte" in out
@@ -80,9 +91,15 @@ def test_cli_prints_the_table_and_rejects_bad_input(capsys):
 def test_a_hugging_face_config_gives_the_presets_figures(tmp_path, capsys):
     import json
 
-    cfg = {"num_hidden_layers": 32, "hidden_size": 4096, "num_attention_heads": 32,
-           "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 128256,
-           "max_position_embeddings": 8192}  # fmt: skip
+    cfg = {
+        "num_hidden_layers": 32,
+        "hidden_size": 4096,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "intermediate_size": 14336,
+        "vocab_size": 128256,
+        "max_position_embeddings": 8192,
+    }
     path = tmp_path / "config.json"
     path.write_text(json.dumps(cfg))
     common = ["roofline", "--gpu", "h100-sxm", "--batch", "1,64", "--context", "2048"]

@@ -51,10 +51,29 @@ def test_headless_run_measures_and_stores(sims, tmp_path, capsys):
     # that is behind every time still fails the check below.
     for _ in range(3):
         rc = main(
-            ["run", *_arms(sims), "--requests", "30", "--rate", "20", "--input-tokens", "64",
-             "--output-tokens", "32", "--slo", "ttft=500ms,tpot=50ms", "--name", "e2e",
-             "--sessions-dir", str(tmp_path), "--headless", "--warmup", "2", "--overwrite"]
-        )  # fmt: skip
+            [
+                "run",
+                *_arms(sims),
+                "--requests",
+                "30",
+                "--rate",
+                "20",
+                "--input-tokens",
+                "64",
+                "--output-tokens",
+                "32",
+                "--slo",
+                "ttft=500ms,tpot=50ms",
+                "--name",
+                "e2e",
+                "--sessions-dir",
+                str(tmp_path),
+                "--headless",
+                "--warmup",
+                "2",
+                "--overwrite",
+            ]
+        )
         out = capsys.readouterr().out
         with SessionReader(path) as rd:
             t = rd.request_table()
@@ -153,17 +172,50 @@ def _abtui(*args, **kw):
 @pytest.mark.parametrize(
     "args, needle",
     [
-        (["run", "--baseline", "http://127.0.0.1:9/v1", "--candidate", "http://127.0.0.1:9/v1",
-          "--rate", "5"], "cannot connect to http://127.0.0.1:9/v1"),
-        (["run", "--baseline", "http://127.0.0.1:9", "--candidate", "http://127.0.0.1:9/v1",
-          "--rate", "5"], "does not end in /v1"),
-        (["run", "--baseline", "http://127.0.0.1:9/v1", "--candidate", "http://127.0.0.1:9/v1",
-          "--rate", "fast"], "argument --rate: expected a number, got 'fast'"),
-        (["run", "--baseline", "http://127.0.0.1:9/v1"], "give both --baseline URL and --candidate URL"),
+        (
+            [
+                "run",
+                "--baseline",
+                "http://127.0.0.1:9/v1",
+                "--candidate",
+                "http://127.0.0.1:9/v1",
+                "--rate",
+                "5",
+            ],
+            "cannot connect to http://127.0.0.1:9/v1",
+        ),
+        (
+            [
+                "run",
+                "--baseline",
+                "http://127.0.0.1:9",
+                "--candidate",
+                "http://127.0.0.1:9/v1",
+                "--rate",
+                "5",
+            ],
+            "does not end in /v1",
+        ),
+        (
+            [
+                "run",
+                "--baseline",
+                "http://127.0.0.1:9/v1",
+                "--candidate",
+                "http://127.0.0.1:9/v1",
+                "--rate",
+                "fast",
+            ],
+            "argument --rate: expected a number, got 'fast'",
+        ),
+        (
+            ["run", "--baseline", "http://127.0.0.1:9/v1"],
+            "give both --baseline URL and --candidate URL",
+        ),
         (["run", "missing.toml"], "spec file missing.toml does not exist"),
         (["report", "nope.duckdb"], "does not exist"),
     ],
-)  # fmt: skip
+)
 def test_bad_input_is_one_line_exit_2(args, needle):
     r = _abtui(*args)
     assert r.returncode == 2, r.stderr
@@ -207,11 +259,30 @@ def _alive(pid: int) -> bool:
 
 def _start_long_run(sims, tmp_path, name):
     proc = subprocess.Popen(
-        [sys.executable, "-m", "abtui", "run", *_arms(sims), "--requests", "2000", "--rate", "40",
-         "--input-tokens", "16", "--output-tokens", "16", "--name", name, "--sessions-dir",
-         str(tmp_path), "--headless"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "abtui",
+            "run",
+            *_arms(sims),
+            "--requests",
+            "2000",
+            "--rate",
+            "40",
+            "--input-tokens",
+            "16",
+            "--output-tokens",
+            "16",
+            "--name",
+            name,
+            "--sessions-dir",
+            str(tmp_path),
+            "--headless",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     path = tmp_path / f"{name}.duckdb"
     deadline = time.monotonic() + 30
     n = 0
@@ -258,11 +329,30 @@ def test_interrupt_while_the_workload_is_written(sims, tmp_path):
     and a traceback; now the session ends interrupted, with the items written so far."""
     path = tmp_path / "early.duckdb"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "abtui", "run", *_arms(sims), "--requests", "150000",
-         "--concurrency", "4", "--input-tokens", "512", "--output-tokens", "4", "--name", "early",
-         "--sessions-dir", str(tmp_path), "--headless"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "abtui",
+            "run",
+            *_arms(sims),
+            "--requests",
+            "150000",
+            "--concurrency",
+            "4",
+            "--input-tokens",
+            "512",
+            "--output-tokens",
+            "4",
+            "--name",
+            "early",
+            "--sessions-dir",
+            str(tmp_path),
+            "--headless",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 30
     while not path.exists() and time.monotonic() < deadline:
         time.sleep(0.05)

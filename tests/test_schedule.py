@@ -29,33 +29,51 @@ from abtui.workload.segments import Offsets, build_levels, level_sources, shard
 def _jsonl(path, n: int, salt: str = "") -> str:
     with open(path, "w") as f:
         for i in range(n):
-            rec = {"id": f"q{i}", "prompt": f"{salt}question {i} " + "word " * (5 + i % 7),
-                   "max_tokens": 4 + i % 5, "arrival_s": round(0.013 * i + 0.004 * (i % 3), 4)}  # fmt: skip
+            rec = {
+                "id": f"q{i}",
+                "prompt": f"{salt}question {i} " + "word " * (5 + i % 7),
+                "max_tokens": 4 + i % 5,
+                "arrival_s": round(0.013 * i + 0.004 * (i % 3), 4),
+            }
             f.write(json.dumps(rec) + "\n")
     return str(path)
 
 
-# fmt: off
 CASES = {
     "closed": ({"requests": 50, "input_tokens": 12}, {"concurrency": 4}, 2, 1),
     "poisson-duration": ({"input_tokens": 9}, {"rate": 40, "duration": "2s"}, 2, 1),
     "gamma-shaped": (
-        {"requests": 70, "input_dist": "lognormal:40:0.6", "output_dist": "uniform:2:9",
-         "prefix_groups": 3, "prefix_tokens": 12},
-        {"rate": 30, "arrival": "gamma", "burstiness": 2.0}, 2, 1,
+        {
+            "requests": 70,
+            "input_dist": "lognormal:40:0.6",
+            "output_dist": "uniform:2:9",
+            "prefix_groups": 3,
+            "prefix_tokens": 12,
+        },
+        {"rate": 30, "arrival": "gamma", "burstiness": 2.0},
+        2,
+        1,
     ),
     "sweep-alternate-runs": (
         {"requests": 21, "input_tokens": 8},
-        {"sweep_rate": [10, 20], "schedule": "alternate", "blocks": 3, "runs": 2}, 2, 1,
+        {"sweep_rate": [10, 20], "schedule": "alternate", "blocks": 3, "runs": 2},
+        2,
+        1,
     ),
     "three-arms-three-generators": (
         {"requests": 40, "input_tokens": 8},
-        {"sweep_concurrency": [3, 5], "generators": 3, "warmup": 3}, 3, 3,
+        {"sweep_concurrency": [3, 5], "generators": 3, "warmup": 3},
+        3,
+        3,
     ),
-    "file-replay": ({"file": "FILE"}, {"arrival": "replay", "speedup": 2.0, "duration": "0.3s"}, 2, 1),
+    "file-replay": (
+        {"file": "FILE"},
+        {"arrival": "replay", "speedup": 2.0, "duration": "0.3s"},
+        2,
+        1,
+    ),
     "file-poisson": ({"file": "FILE", "requests": 30}, {"rate": 25}, 2, 2),
 }
-# fmt: on
 
 
 def _spec(tmp_path, case: str):
@@ -64,9 +82,18 @@ def _spec(tmp_path, case: str):
     if workload.get("file") == "FILE":
         workload["file"] = _jsonl(tmp_path / "w.jsonl", 60)
     arms = [{"name": f"a{k}", "url": f"http://127.0.0.1:{9 + k}/v1"} for k in range(n_arms)]
-    spec = validate(spec_from_dict({"name": "s", "arms": arms, "workload": workload,
-                                    "load": {**load, "generators": n_gen},
-                                    "store": {"dir": str(tmp_path)}}, "t.toml"))  # fmt: skip
+    spec = validate(
+        spec_from_dict(
+            {
+                "name": "s",
+                "arms": arms,
+                "workload": workload,
+                "load": {**load, "generators": n_gen},
+                "store": {"dir": str(tmp_path)},
+            },
+            "t.toml",
+        )
+    )
     return spec, n_arms, n_gen
 
 
@@ -75,8 +102,7 @@ def _rows(items) -> list[tuple]:
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_each_generator_rebuilds_the_segments_the_session_file_records(case, tmp_path,
-                                                                       monkeypatch):
+def test_each_generator_rebuilds_the_segments_the_session_file_records(case, tmp_path, monkeypatch):
     # the schedule does not depend on the machine: nine generators pass the CPU cap anywhere
     monkeypatch.setattr("abtui.limits.usable_cpus", lambda: 8)
     spec, n_arms, n_gen = _spec(tmp_path, case)
@@ -103,15 +129,28 @@ def test_each_generator_rebuilds_the_segments_the_session_file_records(case, tmp
     assert len(kept) == len(want) and light.n == len(whole)
     for k, w in zip(kept, want, strict=True):
         assert (k.arms, k.run, k.level, k.block, k.rate, k.concurrency) == (
-            w.arms, w.run, w.level, w.block, w.rate, w.concurrency)  # fmt: skip
+            w.arms,
+            w.run,
+            w.level,
+            w.block,
+            w.rate,
+            w.concurrency,
+        )
         assert [(o.index, o.arrival_s) for o in k.items] == [
-            (it.index, it.arrival_s) for it in w.items]  # fmt: skip
+            (it.index, it.arrival_s) for it in w.items
+        ]
     # each generator, from the spec as the session started: its share, whole, and the warm-up
     spec.workload.requests = len(whole)  # what run_session changes after the recipe's copy
     for g in range(n_gen):
-        plan = ArmPlan(arm=0, target=None, items=[], warmup_items=[], mode="closed",
-                       concurrency=None, recipe=S.Recipe(start, n_arms, g, n_gen,
-                                                         light.fingerprint))  # fmt: skip
+        plan = ArmPlan(
+            arm=0,
+            target=None,
+            items=[],
+            warmup_items=[],
+            mode="closed",
+            concurrency=None,
+            recipe=S.Recipe(start, n_arms, g, n_gen, light.fingerprint),
+        )
         got = S.rebuild(plan)
         assert got.recipe is None and _rows(got.warmup_items) == _rows(warm)
         mine = shard(want, g, n_gen)
@@ -145,8 +184,15 @@ def test_a_workload_file_changed_before_the_generators_read_it_stops_the_run(tmp
     _jsonl(path, 60, salt="edited ")
     st = os.stat(path)
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
-    plan = ArmPlan(arm=0, target=None, items=[], warmup_items=[], mode="open", concurrency=None,
-                   recipe=S.Recipe(start, n_arms, 0, 1, sch.fingerprint))  # fmt: skip
+    plan = ArmPlan(
+        arm=0,
+        target=None,
+        items=[],
+        warmup_items=[],
+        mode="open",
+        concurrency=None,
+        recipe=S.Recipe(start, n_arms, 0, 1, sch.fingerprint),
+    )
     with pytest.raises(S.ScheduleMismatch, match="not the one the session file records"):
         S.rebuild(plan)
     # in a generator process it is reported as the generator's failure, before anything is sent
@@ -170,13 +216,22 @@ def test_the_main_process_holds_a_batch_of_prompts_never_all(tmp_path, monkeypat
     arguments); the session file records every prompt."""
     monkeypatch.setattr(S, "BATCH", 128)
     n, tokens = 1500, 4000
-    with SimProcess(SimConfig(port=0, ttft_ms=0, itl_ms=0)) as a, \
-         SimProcess(SimConfig(port=0, ttft_ms=0, itl_ms=0)) as b:  # fmt: skip
-        spec = validate(spec_from_dict({
-            "name": "prompts", "arms": [{"name": "a", "url": a.url}, {"name": "b", "url": b.url}],
-            "workload": {"requests": n, "input_tokens": tokens, "output_tokens": 2},
-            "load": {"concurrency": 16}, "store": {"dir": str(tmp_path), "text": False},
-        }, "t.toml"))  # fmt: skip
+    with (
+        SimProcess(SimConfig(port=0, ttft_ms=0, itl_ms=0)) as a,
+        SimProcess(SimConfig(port=0, ttft_ms=0, itl_ms=0)) as b,
+    ):
+        spec = validate(
+            spec_from_dict(
+                {
+                    "name": "prompts",
+                    "arms": [{"name": "a", "url": a.url}, {"name": "b", "url": b.url}],
+                    "workload": {"requests": n, "input_tokens": tokens, "output_tokens": 2},
+                    "load": {"concurrency": 16},
+                    "store": {"dir": str(tmp_path), "text": False},
+                },
+                "t.toml",
+            )
+        )
         tracemalloc.start()
         try:
             res = run_session(spec)
@@ -208,13 +263,21 @@ def test_the_context_check_counts_across_batches(monkeypatch):
     monkeypatch.setattr(context, "max_model_len", lambda url, *a, **k: 100 if "a" in url else None)
     targets = [SimpleNamespace(base_url=u, model="m", headers={}, tls=True) for u in ("a", "b")]
     check = context.ContextCheck(targets, ["small", "unsaid"])
-    items = [Item(index=k, id=f"i{k}", n_input=95 if k % 3 == 0 else 10, max_tokens=8)
-             for k in range(30)]  # fmt: skip
+    items = [
+        Item(index=k, id=f"i{k}", n_input=95 if k % 3 == 0 else 10, max_tokens=8) for k in range(30)
+    ]
     for lo in range(0, 30, 4):
         check.add(items[lo : lo + 4])
     events, messages = [], []
-    check.report(SimpleNamespace(event=lambda kind, msg: events.append((kind, msg))),
-                 SimpleNamespace(message=messages.append))  # fmt: skip
-    assert events == [("context_window", "10 of 30 requests need more than small's 100-token "
-                       "context window (prompt + max_tokens): i0, i3, i6, i9, i12, …")]  # fmt: skip
+    check.report(
+        SimpleNamespace(event=lambda kind, msg: events.append((kind, msg))),
+        SimpleNamespace(message=messages.append),
+    )
+    assert events == [
+        (
+            "context_window",
+            "10 of 30 requests need more than small's 100-token "
+            "context window (prompt + max_tokens): i0, i3, i6, i9, i12, …",
+        )
+    ]
     assert len(messages) == 1 and "refuse or truncate" in messages[0]

@@ -68,8 +68,11 @@ class EchoServer:
                     events = [
                         {
                             "choices": [
-                                {"index": 0, "text": f"you sent {auth}; {transformed(auth)}",
-                                 "finish_reason": None}  # fmt: skip
+                                {
+                                    "index": 0,
+                                    "text": f"you sent {auth}; {transformed(auth)}",
+                                    "finish_reason": None,
+                                }
                             ]
                         },
                         {"choices": [{"index": 0, "text": "", "finish_reason": "stop"}]},
@@ -176,8 +179,13 @@ def test_redact_text_whole_keys_and_a_key_cut_short():
     assert redact_text("", secrets) == ""
 
 
-SPEC_SECRETS = ("hunter2pass", "sk-params-5f1e2d3c4b5a", "hf_tokenvalue0123456789",
-                "sk-nested-a1b2c3d4e5f6", "sk-query-0a9b8c7d6e")  # fmt: skip
+SPEC_SECRETS = (
+    "hunter2pass",
+    "sk-params-5f1e2d3c4b5a",
+    "hf_tokenvalue0123456789",
+    "sk-nested-a1b2c3d4e5f6",
+    "sk-query-0a9b8c7d6e",
+)
 
 
 def test_secrets_in_a_spec_are_used_never_stored_or_shown(tmp_path, capsys):
@@ -220,8 +228,10 @@ def test_secrets_in_a_spec_are_used_never_stored_or_shown(tmp_path, capsys):
 
 def test_a_spec_error_does_not_echo_the_password(tmp_path, capsys):
     spec = tmp_path / "s.toml"
-    spec.write_text(f'[[arms]]\nname = "a"\nurl = "http://alice:{SPEC_SECRETS[0]}@127.0.0.1:9"\n'
-                    f'[[arms]]\nname = "b"\nurl = "http://127.0.0.1:9/v1?api_key={SPEC_SECRETS[4]}"\n')  # fmt: skip
+    spec.write_text(
+        f'[[arms]]\nname = "a"\nurl = "http://alice:{SPEC_SECRETS[0]}@127.0.0.1:9"\n'
+        f'[[arms]]\nname = "b"\nurl = "http://127.0.0.1:9/v1?api_key={SPEC_SECRETS[4]}"\n'
+    )
     assert main(["run", str(spec), "--headless"]) == 2
     err = capsys.readouterr().err
     assert "does not end in /v1" in err and "Traceback" not in err, err

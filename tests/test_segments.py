@@ -30,21 +30,39 @@ def gpus():
 
 
 def _common(tmp_path, name, output_tokens: int = 16):
-    return ["--input-tokens", "64", "--output-tokens", str(output_tokens), "--warmup", "1",
-            "--name", name, "--sessions-dir", str(tmp_path), "--headless"]  # fmt: skip
+    return [
+        "--input-tokens",
+        "64",
+        "--output-tokens",
+        str(output_tokens),
+        "--warmup",
+        "1",
+        "--name",
+        name,
+        "--sessions-dir",
+        str(tmp_path),
+        "--headless",
+    ]
 
 
 def test_plan_alternates_abba_and_every_arm_plays_every_block():
     items = [Item(index=i, id=str(i), arrival_s=i * 0.1) for i in range(8)]
-    segs = plan_segments([Level(10.0, None, items)], runs=2, schedule="alternate", blocks=4,
-                         n_arms=2, open_loop=True)  # fmt: skip
+    segs = plan_segments(
+        [Level(10.0, None, items)], runs=2, schedule="alternate", blocks=4, n_arms=2, open_loop=True
+    )
     assert [s.arms[0] for s in segs[:8]] == [0, 1, 1, 0, 0, 1, 1, 0]
     assert [s.block for s in segs[:8]] == [0, 0, 1, 1, 2, 2, 3, 3] and segs[8].run == 1
     assert [it.index for it in segs[2].items] == [2, 3]
     assert [it.arrival_s for it in segs[2].items] == pytest.approx([0.0, 0.1])  # rebased
     assert alternate_order(1, 3) == [2, 1, 0]
-    par = plan_segments([Level(1.0, None, items), Level(2.0, None, items)], runs=1,
-                        schedule="parallel", blocks=4, n_arms=2, open_loop=True)  # fmt: skip
+    par = plan_segments(
+        [Level(1.0, None, items), Level(2.0, None, items)],
+        runs=1,
+        schedule="parallel",
+        blocks=4,
+        n_arms=2,
+        open_loop=True,
+    )
     assert [(s.level, s.arms) for s in par] == [(0, None), (1, None)]
 
 
@@ -52,8 +70,20 @@ def test_rate_sweep_stores_one_segment_per_level(gpus, tmp_path):
     a, b = gpus
     # 16 requests per level (the 4 req/s level is most of the run's 5 s); the rates are 4× apart
     # so that the ±60% band of one level's measured rate never admits the next level's rate
-    rc = main(["run", "--baseline", a.url, "--candidate", b.url, "--sweep-rate", "4,16,40",
-               "--requests", "16", *_common(tmp_path, "sweep")])  # fmt: skip
+    rc = main(
+        [
+            "run",
+            "--baseline",
+            a.url,
+            "--candidate",
+            b.url,
+            "--sweep-rate",
+            "4,16,40",
+            "--requests",
+            "16",
+            *_common(tmp_path, "sweep"),
+        ]
+    )
     assert rc in (0, 3, 4)
     with SessionReader(tmp_path / "sweep.duckdb") as rd:
         meta = rd.meta()
@@ -62,7 +92,10 @@ def test_rate_sweep_stores_one_segment_per_level(gpus, tmp_path):
     assert [lv["rate"] for lv in meta["levels"]] == [4.0, 16.0, 40.0]
     segs = meta["segments"]
     assert [(s["level"], s["rate"], s["requests"]) for s in segs] == [
-        (0, 4.0, 16), (1, 16.0, 16), (2, 40.0, 16)]  # fmt: skip
+        (0, 4.0, 16),
+        (1, 16.0, 16),
+        (2, 40.0, 16),
+    ]
     assert all(s["t0_ns"] < s["end_ns"] <= n["t0_ns"] for s, n in zip(segs, segs[1:], strict=False))
     assert len(t) == 96 and set(t.status) == {"ok"}
     for lv, seg in enumerate(segs):
@@ -81,9 +114,26 @@ def test_alternate_arms_sharing_one_gpu_never_overlap(gpus, tmp_path):
     """Both arms are served by ONE simulated GPU (one engine, one batch): with `alternate` the
     arms take turns A B B A and no request of one arm is in flight during the other's."""
     shared = gpus[0].url
-    rc = main(["run", "--baseline", shared, "--candidate", shared, "--rate", "30",
-               "--requests", "24", "--schedule", "alternate", "--blocks", "4", "--runs", "2",
-               *_common(tmp_path, "alt")])  # fmt: skip
+    rc = main(
+        [
+            "run",
+            "--baseline",
+            shared,
+            "--candidate",
+            shared,
+            "--rate",
+            "30",
+            "--requests",
+            "24",
+            "--schedule",
+            "alternate",
+            "--blocks",
+            "4",
+            "--runs",
+            "2",
+            *_common(tmp_path, "alt"),
+        ]
+    )
     assert rc in (0, 3, 4)
     with SessionReader(tmp_path / "alt.duckdb") as rd:
         meta = rd.meta()
@@ -108,8 +158,10 @@ def _assert_no_overlap(t) -> None:
     a_start, a_end = a.dispatched_ns.min(), a.done_ns.max()
     assert a_start < a_end
     # interval sweep: sort all (start, end, arm) and check no overlap across arms
-    ev = sorted([(s, e, 0) for s, e in zip(a.dispatched_ns, a.done_ns, strict=True)]
-                + [(s, e, 1) for s, e in zip(b.dispatched_ns, b.done_ns, strict=True)])  # fmt: skip
+    ev = sorted(
+        [(s, e, 0) for s, e in zip(a.dispatched_ns, a.done_ns, strict=True)]
+        + [(s, e, 1) for s, e in zip(b.dispatched_ns, b.done_ns, strict=True)]
+    )
     open_until = {0: -1, 1: -1}
     for s, e, arm in ev:
         assert s >= open_until[1 - arm], "arms overlapped in time"
@@ -120,8 +172,20 @@ def test_parallel_arms_on_one_gpu_do_overlap(gpus, tmp_path):
     """The control: the same shared GPU in `parallel` mode has the arms in flight together
     (what `alternate` exists to avoid), so the overlap check above can fail."""
     shared = gpus[0].url
-    rc = main(["run", "--baseline", shared, "--candidate", shared, "--rate", "30",
-               "--requests", "20", *_common(tmp_path, "par")])  # fmt: skip
+    rc = main(
+        [
+            "run",
+            "--baseline",
+            shared,
+            "--candidate",
+            shared,
+            "--rate",
+            "30",
+            "--requests",
+            "20",
+            *_common(tmp_path, "par"),
+        ]
+    )
     assert rc in (0, 3, 4)
     with SessionReader(tmp_path / "par.duckdb") as rd:
         t = rd.request_table()
@@ -134,8 +198,20 @@ def test_concurrency_sweep_is_closed_loop_per_level(gpus, tmp_path):
     # 64 output tokens: each request lasts ~20 ms. At 16 (4-10 ms; the one dispatched first in a
     # wave 4-6 ms) the fourth dispatch came ~2 ms after the first on a quiet box, a thin margin
     # for all four to be in flight together when the generator is starved of CPU
-    rc = main(["run", "--baseline", a.url, "--candidate", b.url, "--sweep-concurrency", "1,4",
-               "--requests", "12", *_common(tmp_path, "csweep", output_tokens=64)])  # fmt: skip
+    rc = main(
+        [
+            "run",
+            "--baseline",
+            a.url,
+            "--candidate",
+            b.url,
+            "--sweep-concurrency",
+            "1,4",
+            "--requests",
+            "12",
+            *_common(tmp_path, "csweep", output_tokens=64),
+        ]
+    )
     assert rc in (0, 3, 4)
     with SessionReader(tmp_path / "csweep.duckdb") as rd:
         segs = rd.meta()["segments"]
@@ -156,12 +232,29 @@ def test_spec_file_keys_for_load_shape_and_workload(tmp_path):
         {"name": "a", "url": "http://127.0.0.1:1/v1"},
         {"name": "b", "url": "http://127.0.0.1:2/v1"},
     ]
-    spec = validate(spec_from_dict({
-        "arms": arms,
-        "workload": {"input_dist": "lognormal:256:0.5", "prefix_groups": 2, "prefix_tokens": 32},
-        "load": {"sweep_rate": [5, 10.5], "schedule": "alternate", "blocks": 2, "runs": 3,
-                 "arrival": "gamma", "burstiness": 2.0, "duration": "30s", "generators": 2},
-    }, "x.toml"))  # fmt: skip
+    spec = validate(
+        spec_from_dict(
+            {
+                "arms": arms,
+                "workload": {
+                    "input_dist": "lognormal:256:0.5",
+                    "prefix_groups": 2,
+                    "prefix_tokens": 32,
+                },
+                "load": {
+                    "sweep_rate": [5, 10.5],
+                    "schedule": "alternate",
+                    "blocks": 2,
+                    "runs": 3,
+                    "arrival": "gamma",
+                    "burstiness": 2.0,
+                    "duration": "30s",
+                    "generators": 2,
+                },
+            },
+            "x.toml",
+        )
+    )
     ld = spec.load
     assert ld.sweep_rate == [5.0, 10.5] and ld.rate == 5.0 and ld.duration_s == 30.0
     assert (ld.schedule, ld.blocks, ld.runs, ld.generators) == ("alternate", 2, 3, 2)
@@ -169,7 +262,10 @@ def test_spec_file_keys_for_load_shape_and_workload(tmp_path):
         ({"sweep_rate": ["fast"]}, "x.toml: load.sweep_rate must be"),
         ({"rate": 5, "schedule": "zigzag"}, "load.schedule must be one of parallel, alternate"),
         ({"sweep_concurrency": [2, 4], "rate": 3}, "a concurrency sweep is closed loop"),
-        ({"rate": 5, "burstiness": 0}, "load.burstiness = 0.0 is out of range: a finite number > 0"),
+        (
+            {"rate": 5, "burstiness": 0},
+            "load.burstiness = 0.0 is out of range: a finite number > 0",
+        ),
     ):
         with pytest.raises(SpecError, match=says):
             validate(spec_from_dict({"arms": [dict(a) for a in arms], "load": load}, "x.toml"))
@@ -183,11 +279,27 @@ def test_ctrl_c_in_the_middle_of_an_alternate_sweep_stops_cleanly(gpus, tmp_path
 
     shared = gpus[0].url
     proc = subprocess.Popen(
-        [sys.executable, "-m", "abtui", "run", "--baseline", shared, "--candidate", shared,
-         "--sweep-rate", "20,30", "--requests", "160", "--schedule", "alternate",
-         *_common(tmp_path, "stop")],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "abtui",
+            "run",
+            "--baseline",
+            shared,
+            "--candidate",
+            shared,
+            "--sweep-rate",
+            "20,30",
+            "--requests",
+            "160",
+            "--schedule",
+            "alternate",
+            *_common(tmp_path, "stop"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     path = tmp_path / "stop.duckdb"
     deadline = time.monotonic() + 30
     segs = 0
@@ -215,14 +327,33 @@ def test_run_warns_about_items_the_context_window_cannot_hold(gpus, tmp_path, ca
     from abtui.workload.jsonl import write_jsonl
 
     wl = tmp_path / "long.jsonl"
-    write_jsonl(wl, [
-        {"id": "short", "arrival_s": 0.0, "input_tokens": 100, "max_tokens": 8},
-        {"id": "huge", "arrival_s": 0.05, "input_tokens": 8190, "max_tokens": 64},
-        {"id": "short2", "arrival_s": 0.1, "input_tokens": 50, "max_tokens": 8},
-    ])  # fmt: skip
+    write_jsonl(
+        wl,
+        [
+            {"id": "short", "arrival_s": 0.0, "input_tokens": 100, "max_tokens": 8},
+            {"id": "huge", "arrival_s": 0.05, "input_tokens": 8190, "max_tokens": 64},
+            {"id": "short2", "arrival_s": 0.1, "input_tokens": 50, "max_tokens": 8},
+        ],
+    )
     a, b = gpus
-    rc = main(["run", "--baseline", a.url, "--candidate", b.url, "--workload", str(wl),
-               "--warmup", "0", "--name", "ctx", "--sessions-dir", str(tmp_path), "--headless"])  # fmt: skip
+    rc = main(
+        [
+            "run",
+            "--baseline",
+            a.url,
+            "--candidate",
+            b.url,
+            "--workload",
+            str(wl),
+            "--warmup",
+            "0",
+            "--name",
+            "ctx",
+            "--sessions-dir",
+            str(tmp_path),
+            "--headless",
+        ]
+    )
     assert rc in (0, 3, 4)
     err = capsys.readouterr().err
     assert "1 of 3 requests need more than baseline's 8192-token context window" in err
@@ -243,37 +374,64 @@ def test_position_says_level_run_block_and_whose_turn_only_when_they_vary():
 
     def labels(segs, squeeze=0):
         shape = Shape.of_plan(segs)
-        return [(p.label(squeeze) if (p := shape.position(s.describe(names))) else None)
-                for s in segs]  # fmt: skip
+        return [
+            (p.label(squeeze) if (p := shape.position(s.describe(names))) else None) for s in segs
+        ]
 
-    plain = plan_segments([Level(8.0, None, items)], runs=1, schedule="parallel", blocks=4,
-                          n_arms=2, open_loop=True)  # fmt: skip
+    plain = plan_segments(
+        [Level(8.0, None, items)], runs=1, schedule="parallel", blocks=4, n_arms=2, open_loop=True
+    )
     assert labels(plain) == [None]  # one run, one level, parallel: nothing to say
-    sweep = plan_segments([Level(4.0, None, items), Level(8.0, None, items), Level(16.5, None, items)],
-                          runs=1, schedule="parallel", blocks=4, n_arms=2, open_loop=True)  # fmt: skip
+    sweep = plan_segments(
+        [Level(4.0, None, items), Level(8.0, None, items), Level(16.5, None, items)],
+        runs=1,
+        schedule="parallel",
+        blocks=4,
+        n_arms=2,
+        open_loop=True,
+    )
     assert labels(sweep) == ["level 1/3 · 4 req/s", "level 2/3 · 8 req/s", "level 3/3 · 16.5 req/s"]
-    conc = plan_segments([Level(None, 1, items), Level(None, 4, items)], runs=1,
-                         schedule="parallel", blocks=4, n_arms=2, open_loop=False)  # fmt: skip
+    conc = plan_segments(
+        [Level(None, 1, items), Level(None, 4, items)],
+        runs=1,
+        schedule="parallel",
+        blocks=4,
+        n_arms=2,
+        open_loop=False,
+    )
     assert labels(conc, 1) == ["lvl 1/2 conc 1", "lvl 2/2 conc 4"]
     # 5 items in 4 blocks: blocks of 2, 2, 1 (three, as planned), arms A B | B A | A B
-    alt = plan_segments([Level(8.0, None, items)], runs=2, schedule="alternate", blocks=4,
-                        n_arms=2, open_loop=True)  # fmt: skip
+    alt = plan_segments(
+        [Level(8.0, None, items)], runs=2, schedule="alternate", blocks=4, n_arms=2, open_loop=True
+    )
     assert block_count(5, 4) == 3 and len(alt) == 2 * 3 * 2
     got = labels(alt)
-    assert got[:6] == ["run 1/2 · block 1/3 · bf16's turn", "run 1/2 · block 1/3 · fp8's turn",
-                       "run 1/2 · block 2/3 · fp8's turn", "run 1/2 · block 2/3 · bf16's turn",
-                       "run 1/2 · block 3/3 · bf16's turn", "run 1/2 · block 3/3 · fp8's turn"]  # fmt: skip
+    assert got[:6] == [
+        "run 1/2 · block 1/3 · bf16's turn",
+        "run 1/2 · block 1/3 · fp8's turn",
+        "run 1/2 · block 2/3 · fp8's turn",
+        "run 1/2 · block 2/3 · bf16's turn",
+        "run 1/2 · block 3/3 · bf16's turn",
+        "run 1/2 · block 3/3 · fp8's turn",
+    ]
     assert got[6] == "run 2/2 · block 1/3 · bf16's turn"
-    both = plan_segments([Level(4.0, None, items), Level(16.0, None, items)], runs=1,
-                         schedule="alternate", blocks=2, n_arms=2, open_loop=True)  # fmt: skip
+    both = plan_segments(
+        [Level(4.0, None, items), Level(16.0, None, items)],
+        runs=1,
+        schedule="alternate",
+        blocks=2,
+        n_arms=2,
+        open_loop=True,
+    )
     assert labels(both)[2] == "level 1/2 · 4 req/s · block 2/2 · fp8's turn"
     assert labels(both, 1)[2] == "lvl 1/2 4 req/s · blk 2/2 fp8"
     assert labels(both, 2)[2] == "lvl 1/2 · blk 2/2 fp8"
     for n in range(0, 30):
         for b in range(1, 9):
             lv = [Level(1.0, None, [Item(index=i, id=str(i)) for i in range(n)])]
-            segs = plan_segments(lv, runs=1, schedule="alternate", blocks=b, n_arms=2,
-                                 open_loop=True)  # fmt: skip
+            segs = plan_segments(
+                lv, runs=1, schedule="alternate", blocks=b, n_arms=2, open_loop=True
+            )
             assert block_count(n, b) == len({s.block for s in segs}), (n, b)
 
 
@@ -285,20 +443,31 @@ def test_position_from_the_stored_log_matches_the_plan_and_survives_bad_meta():
     items = [Item(index=i, id=str(i), arrival_s=i * 0.1) for i in range(7)]
     levels = [Level(4.0, None, items), Level(16.0, None, items[:3])]
     segs = plan_segments(levels, runs=2, schedule="alternate", blocks=4, n_arms=2, open_loop=True)
-    log = [{"segment": k, **s.describe(["a", "b"]), "t0_ns": 10**9 * (k + 1)}
-           for k, s in enumerate(segs)]  # fmt: skip
-    meta = {"mode": "alternate", "spec": {"load": {"runs": 2, "blocks": 4}},
-            "levels": [{"level": k, "rate": lv.rate, "concurrency": None,
-                        "requests": len(lv.items)} for k, lv in enumerate(levels)],
-            "segments": log[:3]}  # fmt: skip
+    log = [
+        {"segment": k, **s.describe(["a", "b"]), "t0_ns": 10**9 * (k + 1)}
+        for k, s in enumerate(segs)
+    ]
+    meta = {
+        "mode": "alternate",
+        "spec": {"load": {"runs": 2, "blocks": 4}},
+        "levels": [
+            {"level": k, "rate": lv.rate, "concurrency": None, "requests": len(lv.items)}
+            for k, lv in enumerate(levels)
+        ],
+        "segments": log[:3],
+    }
     assert Shape.of_meta(meta) == Shape.of_plan(segs)  # counted from meta, not the cut log
     assert Shape.of_meta({**meta, "segments": log}) == Shape.of_plan(segs)
     # an older file without levels/spec: the log alone
     assert Shape.of_meta({"mode": "alternate", "segments": log}) == Shape.of_plan(segs)
-    for bad in ({"levels": 3, "spec": "x", "segments": {"a": 1}},
-                {"levels": [None, {"rate": "fast"}], "segments": [None, {"run": -1}, {"run": "0"}]},
-                {"mode": "alternate", "segments": [{"run": 0, "level": 2, "block": 1, "t0_ns": 5,
-                                                    "arms": None}]}):  # fmt: skip
+    for bad in (
+        {"levels": 3, "spec": "x", "segments": {"a": 1}},
+        {"levels": [None, {"rate": "fast"}], "segments": [None, {"run": -1}, {"run": "0"}]},
+        {
+            "mode": "alternate",
+            "segments": [{"run": 0, "level": 2, "block": 1, "t0_ns": 5, "arms": None}],
+        },
+    ):
         shape = Shape.of_meta(bad)
         for e in log_entries(bad):
             p = shape.position(e)
@@ -343,12 +512,18 @@ def test_snapshots_carry_the_segment_being_played(gpus, tmp_path):
     from abtui.workload.segments import Shape
 
     shared = gpus[0].url
-    spec = validate(spec_from_dict({
-        "name": "where", "arms": [{"name": "bf16", "url": shared}, {"name": "fp8", "url": shared}],
-        "workload": {"requests": 8, "input_tokens": 64, "output_tokens": 16},
-        "load": {"sweep_rate": [8, 24], "schedule": "alternate", "blocks": 2, "warmup": 1},
-        "store": {"dir": str(tmp_path)},
-    }, "t.toml"))  # fmt: skip
+    spec = validate(
+        spec_from_dict(
+            {
+                "name": "where",
+                "arms": [{"name": "bf16", "url": shared}, {"name": "fp8", "url": shared}],
+                "workload": {"requests": 8, "input_tokens": 64, "output_tokens": 16},
+                "load": {"sweep_rate": [8, 24], "schedule": "alternate", "blocks": 2, "warmup": 1},
+                "store": {"dir": str(tmp_path)},
+            },
+            "t.toml",
+        )
+    )
     rec = _Recorder()
     res = run_session(spec, "", rec)
     assert res.status == "complete"

@@ -365,14 +365,29 @@ def test_python_m_abtui_sim_rejects_bad_option():
 
 
 def test_config_validation_and_args_round_trip():
-    for bad in ({"ttft_ms": -1}, {"jitter_ms": float("nan")}, {"tokens_per_chunk": 0},
-                {"port": 70000}, {"model": " "}, {"default_max_tokens": 0}):  # fmt: skip
+    for bad in (
+        {"ttft_ms": -1},
+        {"jitter_ms": float("nan")},
+        {"tokens_per_chunk": 0},
+        {"port": 70000},
+        {"model": " "},
+        {"default_max_tokens": 0},
+    ):
         with pytest.raises(UsageError):
             SimConfig(**bad).validate()
     parser = argparse.ArgumentParser()
     add_arguments(parser)
-    config = SimConfig(port=0, ttft_ms=12.5, itl_ms=3, jitter_ms=1, tokens_per_chunk=2,
-                       seed=4, chunk_log="/tmp/x.jsonl", usage=False, model="m")  # fmt: skip
+    config = SimConfig(
+        port=0,
+        ttft_ms=12.5,
+        itl_ms=3,
+        jitter_ms=1,
+        tokens_per_chunk=2,
+        seed=4,
+        chunk_log="/tmp/x.jsonl",
+        usage=False,
+        model="m",
+    )
     assert config_from_args(parser.parse_args(config_to_argv(config))) == config
     assert config_from_args(parser.parse_args([])) == SimConfig()
 

@@ -163,9 +163,26 @@ def test_draws_are_seeded_and_match_the_rates():
 def test_fault_flags_round_trip_and_validation():
     p = argparse.ArgumentParser()
     add_arguments(p)
-    argv = ["--fail", "429=0.05,500=0.01", "--fail-body", "html", "--retry-after", "3",
-            "--stall-rate", "0.1", "--stall-ms", "250", "--disconnect-rate", "0.02",
-            "--malformed-rate", "0.03", "--hang-rate", "0.01", "--slow-first-byte-ms", "40"]  # fmt: skip
+    argv = [
+        "--fail",
+        "429=0.05,500=0.01",
+        "--fail-body",
+        "html",
+        "--retry-after",
+        "3",
+        "--stall-rate",
+        "0.1",
+        "--stall-ms",
+        "250",
+        "--disconnect-rate",
+        "0.02",
+        "--malformed-rate",
+        "0.03",
+        "--hang-rate",
+        "0.01",
+        "--slow-first-byte-ms",
+        "40",
+    ]
     cfg = config_from_args(p.parse_args(argv))
     f = cfg.faults
     assert f.fail == {429: 0.05, 500: 0.01} and f.fail_body == "html" and f.retry_after_s == 3
@@ -197,19 +214,44 @@ def test_sim_serve_rejects_bad_fault_flag_in_one_line(capsys):
 
 def test_run_against_a_faulty_sim_accounts_for_every_request(tmp_path, capsys):
     faults = FaultConfig(
-        fail={429: 0.1, 503: 0.05}, hang_rate=0.05, disconnect_rate=0.1, malformed_rate=0.1,
-        stall_rate=0.1, stall_ms=3000,
-    )  # fmt: skip
+        fail={429: 0.1, 503: 0.05},
+        hang_rate=0.05,
+        disconnect_rate=0.1,
+        malformed_rate=0.1,
+        stall_rate=0.1,
+        stall_ms=3000,
+    )
     n = 60
     with (
         SimProcess(ttft_ms=5, itl_ms=2, seed=1, faults=faults) as a,
         SimProcess(ttft_ms=5, itl_ms=2, seed=2) as b,
     ):
         rc = main(
-            ["run", "--baseline", a.url, "--candidate", b.url, "--requests", str(n),
-             "--rate", "40", "--input-tokens", "16", "--output-tokens", "16", "--timeout", "1s",
-             "--name", "faulty", "--sessions-dir", str(tmp_path), "--headless", "--warmup", "0"]
-        )  # fmt: skip
+            [
+                "run",
+                "--baseline",
+                a.url,
+                "--candidate",
+                b.url,
+                "--requests",
+                str(n),
+                "--rate",
+                "40",
+                "--input-tokens",
+                "16",
+                "--output-tokens",
+                "16",
+                "--timeout",
+                "1s",
+                "--name",
+                "faulty",
+                "--sessions-dir",
+                str(tmp_path),
+                "--headless",
+                "--warmup",
+                "0",
+            ]
+        )
         alive = httpx.get(a.url + "/models").status_code  # the sim still serves
     out = capsys.readouterr().out
     assert rc in (0, 3, 4) and alive == 200  # a verdict's exit code: the run went to its end

@@ -62,16 +62,19 @@ async def _run(time_scale: float, bodies: list[dict], ready, late: list[dict] | 
     limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
     try:
         async with httpx.AsyncClient(trust_env=False, timeout=60, limits=limits) as c:
-            tasks = [asyncio.ensure_future(c.post(sim.url + "/completions", json=b))
-                     for b in bodies]  # fmt: skip
+            tasks = [
+                asyncio.ensure_future(c.post(sim.url + "/completions", json=b)) for b in bodies
+            ]
             got = None
             while got is None:
                 assert not all(t.done() for t in tasks), "the workload ended before the scrape"
                 g = gauges((await c.get(base + "/metrics")).text)
                 state = ready(g)
                 if state == "late" and late:
-                    tasks += [asyncio.ensure_future(c.post(sim.url + "/completions", json=b))
-                              for b in late]  # fmt: skip
+                    tasks += [
+                        asyncio.ensure_future(c.post(sim.url + "/completions", json=b))
+                        for b in late
+                    ]
                     late = None
                 elif state is True:
                     got = g
@@ -100,8 +103,9 @@ def test_decode_heavy_reads_memory_bound_at_the_steps_mbu():
     assert g["tensor"] == pytest.approx(want["tensor"], abs=0.005)
     assert g["sm"] == pytest.approx(want["sm"], abs=0.015)
     gpu = P.gpu
-    assert g["power"] == pytest.approx(gpu.idle_w + (gpu.tdp_w - gpu.idle_w) * want["dram"],
-                                       rel=0.03)  # fmt: skip
+    assert g["power"] == pytest.approx(
+        gpu.idle_w + (gpu.tdp_w - gpu.idle_w) * want["dram"], rel=0.03
+    )
 
 
 def test_prefill_heavy_reads_compute_bound_at_the_steps_mfu():
@@ -109,8 +113,14 @@ def test_prefill_heavy_reads_compute_bound_at_the_steps_mfu():
     8,192-token budget: tensor activity at that step's MFU, DRAM a few percent."""
     n, prompt = 24, 4096
     bodies = [{"prompt": f"{i} " + "w " * (prompt - 1), "max_tokens": 1} for i in range(n)]
-    shape = rl.StepShape(tokens=2 * prompt, sampled=2, kv_read=0, kv_written=2 * prompt,
-                         pairs=2 * prompt * (prompt + 1) / 2, seqs=2)  # fmt: skip
+    shape = rl.StepShape(
+        tokens=2 * prompt,
+        sampled=2,
+        kv_read=0,
+        kv_written=2 * prompt,
+        pairs=2 * prompt * (prompt + 1) / 2,
+        seqs=2,
+    )
     want = roofline(shape)
     steps_in = int(1.3 * GAUGE_WINDOW_S / want["time"]) + 1
     assert steps_in < n // 2 - 1
@@ -131,10 +141,14 @@ def test_a_scrape_inside_a_long_prefill_chunk_reads_the_window_not_the_chunk():
     bodies = [{"prompt": f"{i} " + "w " * (prompt - 1), "max_tokens": 600} for i in range(batch)]
     late = [{"prompt": "long " + "w " * (long_prompt - 1), "max_tokens": 1}]
     dec = roofline(rl.decode_shape(batch, prompt + 200))
-    mixed = rl.StepShape(tokens=long_prompt + batch, sampled=batch + 1, kv_read=batch * 200,
-                         kv_written=long_prompt + batch,
-                         pairs=batch * 200 + long_prompt * (long_prompt + 1) / 2,
-                         seqs=batch + 1)  # fmt: skip
+    mixed = rl.StepShape(
+        tokens=long_prompt + batch,
+        sampled=batch + 1,
+        kv_read=batch * 200,
+        kv_written=long_prompt + batch,
+        pairs=batch * 200 + long_prompt * (long_prompt + 1) / 2,
+        seqs=batch + 1,
+    )
     chunk = roofline(mixed)
     assert chunk["dram"] < 0.1 and chunk["time"] < 0.25 * GAUGE_WINDOW_S
     start = int(1.2 * GAUGE_WINDOW_S / dec["time"])  # decode steps before the long prompt

@@ -82,13 +82,25 @@ def value(families: dict, name: str, **labels) -> float:
 def fake_stats() -> EngineStats:
     """Hand-made figures of a busy 2-GPU replica."""
     s = EngineStats(
-        running=12, waiting=5, kv_usage=0.75, kv_capacity_tokens=400_000,
-        prompt_tokens_total=123_456, generation_tokens_total=7_890,
-        requests_finished_total=42, preemptions_total=0, spec_drafts_total=30,
-        spec_draft_tokens_total=120, spec_accepted_tokens_total=84, gpu_count=2,
-        gpu_memory_used_bytes=70 * 1024 * MiB, gpu_memory_total_bytes=80 * 1024 * MiB,
-        dram_active=0.82, sm_active=0.9, power_w=612.5, energy_j_total=1234.5678,
-    )  # fmt: skip
+        running=12,
+        waiting=5,
+        kv_usage=0.75,
+        kv_capacity_tokens=400_000,
+        prompt_tokens_total=123_456,
+        generation_tokens_total=7_890,
+        requests_finished_total=42,
+        preemptions_total=0,
+        spec_drafts_total=30,
+        spec_draft_tokens_total=120,
+        spec_accepted_tokens_total=84,
+        gpu_count=2,
+        gpu_memory_used_bytes=70 * 1024 * MiB,
+        gpu_memory_total_bytes=80 * 1024 * MiB,
+        dram_active=0.82,
+        sm_active=0.9,
+        power_w=612.5,
+        energy_j_total=1234.5678,
+    )
     for x in (0.2, 0.4, 3.0, 1e5):
         s.queue_s.observe(x)
         s.e2e_s.observe(x)
@@ -106,12 +118,14 @@ def test_render_is_valid_and_uses_vllm_names_and_meanings():
     assert f["vllm:num_requests_running"]["type"] == "gauge"
     assert value(f, "vllm:kv_cache_usage_perc", **model) == 0.75  # a fraction, not percent
     for name, v in (
-        ("vllm:prompt_tokens_total", 123_456), ("vllm:generation_tokens_total", 7_890),
-        ("vllm:request_success_total", 42), ("vllm:num_preemptions_total", 0),
+        ("vllm:prompt_tokens_total", 123_456),
+        ("vllm:generation_tokens_total", 7_890),
+        ("vllm:request_success_total", 42),
+        ("vllm:num_preemptions_total", 0),
         ("vllm:spec_decode_num_drafts_total", 30),
         ("vllm:spec_decode_num_draft_tokens_total", 120),
         ("vllm:spec_decode_num_accepted_tokens_total", 84),
-    ):  # fmt: skip
+    ):
         assert f[name]["type"] == "counter" and value(f, name, **model) == v
         assert name.endswith("_total")  # as vLLM's prometheus_client exposes counters
     queue = f["vllm:request_queue_time_seconds"]
@@ -123,8 +137,11 @@ def test_render_is_valid_and_uses_vllm_names_and_meanings():
     ttft = f["vllm:time_to_first_token_seconds"]
     assert sum(s[0].endswith("_bucket") for s in ttft["samples"]) == len(TTFT_BUCKETS) + 1
     assert value(f, "vllm:time_to_first_token_seconds_bucket", le="0.005") == 1
-    for name in ("vllm:request_prefill_time_seconds", "vllm:request_decode_time_seconds",
-                 "vllm:e2e_request_latency_seconds"):  # fmt: skip
+    for name in (
+        "vllm:request_prefill_time_seconds",
+        "vllm:request_decode_time_seconds",
+        "vllm:e2e_request_latency_seconds",
+    ):
         assert f[name]["type"] == "histogram"
     # DCGM: one sample per simulated GPU, MiB / ratio / W / mJ, help says simulated
     for g in ("0", "1"):
@@ -170,9 +187,10 @@ async def _serve_and_scrape(config: SimConfig, requests: list[dict]):
                 assert r.status_code in (200, 429)
             mid = None
             async with c.stream(
-                "POST", sim.url + "/completions",
+                "POST",
+                sim.url + "/completions",
                 json={"prompt": "a b", "max_tokens": STREAM_TOKENS, "stream": True},
-            ) as r:  # fmt: skip
+            ) as r:
                 async for _ in r.aiter_lines():
                     mid = await c.get(sim.url.removesuffix("/v1") + "/metrics")
                     break
@@ -241,8 +259,10 @@ def test_batching_engine_metrics_over_http():
         base = sim.url.removesuffix("/v1")
         try:
             async with httpx.AsyncClient(trust_env=False, timeout=30) as c:
-                bodies = [{"prompt": " ".join(["word"] * (200 + 50 * i)), "max_tokens": 600 + i}
-                          for i in range(8)]  # fmt: skip
+                bodies = [
+                    {"prompt": " ".join(["word"] * (200 + 50 * i)), "max_tokens": 600 + i}
+                    for i in range(8)
+                ]
                 posts = [c.post(sim.url + "/completions", json=b) for b in bodies]
                 tasks = [asyncio.ensure_future(p) for p in posts]
                 while True:  # mid-run: a step has ended and requests still run
@@ -273,9 +293,13 @@ def test_batching_engine_metrics_over_http():
     assert value(f, "vllm:prompt_tokens_total") == n_prompt
     assert value(f, "vllm:generation_tokens_total") == n_gen
     assert value(f, "vllm:request_success_total") == 8
-    for h in ("vllm:e2e_request_latency_seconds", "vllm:time_to_first_token_seconds",
-              "vllm:request_queue_time_seconds", "vllm:request_prefill_time_seconds",
-              "vllm:request_decode_time_seconds"):  # fmt: skip
+    for h in (
+        "vllm:e2e_request_latency_seconds",
+        "vllm:time_to_first_token_seconds",
+        "vllm:request_queue_time_seconds",
+        "vllm:request_prefill_time_seconds",
+        "vllm:request_decode_time_seconds",
+    ):
         assert value(f, h + "_count") == 8
     # e2e = queue + prefill + decode for every request, so the sums add up
     parts = sum(

@@ -48,8 +48,18 @@ def test_bound_mbu_mfu_and_kv_fit():
 
 
 def test_cli_prints_the_table(capsys):
-    rc = main(["sim", "predict", "--preset", "h100:llama-3-8b:bf16", "--batch", "1,64",
-               "--context", "2048"])  # fmt: skip
+    rc = main(
+        [
+            "sim",
+            "predict",
+            "--preset",
+            "h100:llama-3-8b:bf16",
+            "--batch",
+            "1,64",
+            "--context",
+            "2048",
+        ]
+    )
     out = capsys.readouterr().out
     assert rc == 0
     assert "TPOT ms" in out and "bound" in out and "MBU" in out and "KV capacity" in out
@@ -60,9 +70,12 @@ def test_cli_prints_the_table(capsys):
 
 @pytest.mark.parametrize(
     "argv,needle",
-    [(["--batch", "1,x"], "--batch"), (["--context", "0"], "--context"),
-     (["--gpu-mem-util", "2"], "--gpu-mem-util")],
-)  # fmt: skip
+    [
+        (["--batch", "1,x"], "--batch"),
+        (["--context", "0"], "--context"),
+        (["--gpu-mem-util", "2"], "--gpu-mem-util"),
+    ],
+)
 def test_cli_bad_input_is_exit_2(argv, needle, capsys):
     assert main(["sim", "predict", "--preset", "h100:llama-3-8b:bf16", *argv]) == 2
     assert needle in capsys.readouterr().err

@@ -117,10 +117,14 @@ def test_full_kv_cache_makes_requests_wait_and_a_gone_client_frees_its_slot():
         assert _metric(base, "vllm:num_requests_waiting") == n - fits
         assert _metric(base, "vllm:kv_cache_usage_perc") == pytest.approx(fits * 4000 / cap)
         # a client that goes away mid-stream frees its KV for a waiting request
-        with httpx.Client() as c, c.stream(
-            "POST", sim.url + "/completions",
-            json={"prompt": "q", "max_tokens": 3000, "stream": True},
-        ) as r:  # fmt: skip
+        with (
+            httpx.Client() as c,
+            c.stream(
+                "POST",
+                sim.url + "/completions",
+                json={"prompt": "q", "max_tokens": 3000, "stream": True},
+            ) as r,
+        ):
             next(r.iter_lines())
         for t in threads:
             t.join(120)
@@ -132,10 +136,29 @@ def test_full_kv_cache_makes_requests_wait_and_a_gone_client_frees_its_slot():
 def test_abtui_run_sees_fp8_decode_faster_than_bf16(tmp_path, capsys):
     with preset_sim("h100:llama-3-8b:bf16") as a, preset_sim("h100:llama-3-8b:fp8") as b:
         rc = main(
-            ["run", "--baseline", a.url, "--candidate", b.url, "--requests", "12",
-             "--rate", "8", "--input-tokens", "256", "--output-tokens", "48", "--name", "p",
-             "--sessions-dir", str(tmp_path), "--headless", "--warmup", "1"]
-        )  # fmt: skip
+            [
+                "run",
+                "--baseline",
+                a.url,
+                "--candidate",
+                b.url,
+                "--requests",
+                "12",
+                "--rate",
+                "8",
+                "--input-tokens",
+                "256",
+                "--output-tokens",
+                "48",
+                "--name",
+                "p",
+                "--sessions-dir",
+                str(tmp_path),
+                "--headless",
+                "--warmup",
+                "1",
+            ]
+        )
     capsys.readouterr()
     assert rc in (0, 3, 4)  # the run completed; the code is its verdict's (GO/NO-GO/INCONCLUSIVE)
     with SessionReader(tmp_path / "p.duckdb") as rd:
@@ -162,8 +185,10 @@ def test_abtui_run_sees_fp8_decode_faster_than_bf16(tmp_path, capsys):
 def test_bad_preset_options_are_one_line_errors(argv, needle):
     proc = subprocess.run(
         [sys.executable, "-m", "abtui", "sim", "serve", "--port", "0", *argv],
-        capture_output=True, text=True, timeout=30,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert proc.returncode == 2
     assert needle in proc.stderr and "Traceback" not in proc.stderr
 

@@ -78,7 +78,10 @@ def test_exact_answer_generators():
     for seed in range(30):
         c = copy_prompt(seed)
         assert re.fullmatch(r"[A-Z]{3}-[0-9]{3}", c.answer)
-        assert c.messages[-1] == {"role": "user", "content": f"Repeat this code exactly: {c.answer}"}
+        assert c.messages[-1] == {
+            "role": "user",
+            "content": f"Repeat this code exactly: {c.answer}",
+        }
         assert [m["role"] for m in c.messages] == ["user", "assistant"] * 2 + ["user"]
         assert c.prompt.endswith(f"Q: Repeat this code exactly: {c.answer}\nA:")
         k = capital_prompt(seed)
@@ -177,9 +180,14 @@ def test_wrong_answers_of_needle_copy_capital():
 
 def _req(prompt: str, max_tokens: int, ignore_eos: bool = False) -> SimRequest:
     return SimRequest(
-        req_id=1, chat=False, prompt=prompt, prompt_tokens=count_prompt_tokens(prompt),
-        max_tokens=max_tokens, arrival_ns=0, ignore_eos=ignore_eos,
-    )  # fmt: skip
+        req_id=1,
+        chat=False,
+        prompt=prompt,
+        prompt_tokens=count_prompt_tokens(prompt),
+        max_tokens=max_tokens,
+        arrival_ns=0,
+        ignore_eos=ignore_eos,
+    )
 
 
 def test_face_prepares_answer_stop_and_text_source():
@@ -243,9 +251,16 @@ def test_fixed_endpoint_answers_quality_prompts_and_stops():
         ("/chat/completions", {"messages": chat, "max_tokens": 32}),
         ("/completions", {"prompt": it.prompt, "max_tokens": 6, "ignore_eos": True}),
         ("/completions", {"prompt": "once upon a time", "max_tokens": 6}),
-        ("/completions", {"prompt": it.prompt, "max_tokens": 32, "stream": True,
-                          "stream_options": {"include_usage": True}}),
-    ]  # fmt: skip
+        (
+            "/completions",
+            {
+                "prompt": it.prompt,
+                "max_tokens": 32,
+                "stream": True,
+                "stream_options": {"include_usage": True},
+            },
+        ),
+    ]
     out, models = asyncio.run(_post_all(SimConfig(port=0, ttft_ms=1, itl_ms=1), bodies))
     (c0,), (c1,) = out[0]["choices"], out[1]["choices"]
     assert (c0["text"], c0["finish_reason"]) == (" " + needle.answer, "stop")
@@ -284,8 +299,9 @@ def test_preset_variant_loses_long_context_retrieval_over_http():
         out, models = asyncio.run(_post_all(SimConfig(port=0, seed=5, preset=po), bodies))
         assert models["data"][0]["metadata"]["quality_face"]["weight_dtype"] == preset.split(":")[1]
         got = [o["choices"][0]["text"].strip() for o in out]
-        right[preset] = {i for i, (g, it) in enumerate(zip(got, items, strict=True))
-                         if g == it.answer}  # fmt: skip
+        right[preset] = {
+            i for i, (g, it) in enumerate(zip(got, items, strict=True)) if g == it.answer
+        }
         for g, it in zip(got, items, strict=True):  # wrong answers are confusable keys' values
             assert g == it.answer or g in it.distractors
     # at 24k tokens int4 weights + fp8 KV lose retrieval (p ≈ 0.73 vs 0.955), on the same items

@@ -349,8 +349,10 @@ def test_a_dependent_aa_interval_covers_the_truth(monkeypatch):
             monkeypatch.setattr(effects, "SHORTFALL", on)
             monkeypatch.setattr(bs, "TAU_AR", on)
             comp = compare(t, 0, 1, None, resamples=300, seed=seed, metrics=("ttft", "tpot"))
-            miss[on] += sum(not (comp.get(k).lo <= 0 <= comp.get(k).hi)
-                            for k in ("ttft.p50", "tpot.p50", "ttft.mean", "tpot.mean"))  # fmt: skip
+            miss[on] += sum(
+                not (comp.get(k).lo <= 0 <= comp.get(k).hi)
+                for k in ("ttft.p50", "tpot.p50", "ttft.mean", "tpot.mean")
+            )
     rate_on, rate_off = miss[True] / (4 * reps), miss[False] / (4 * reps)
     assert rate_on <= 0.08 and rate_off >= rate_on + 0.03, (rate_on, rate_off)
 

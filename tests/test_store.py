@@ -67,9 +67,16 @@ def arms(secret: str = SECRET) -> list[dict]:
             },
             "gpu": "H100",
         },
-        {"arm": 1, "name": "fp8", "role": "candidate", "url": "http://h/v1", "model": "m",
-         "api": "chat", "config": {"ApiKey": secret, "dtype": "fp8"}},
-    ]  # fmt: skip
+        {
+            "arm": 1,
+            "name": "fp8",
+            "role": "candidate",
+            "url": "http://h/v1",
+            "model": "m",
+            "api": "chat",
+            "config": {"ApiKey": secret, "dtype": "fp8"},
+        },
+    ]
 
 
 def test_round_trip(tmp_path):
@@ -152,8 +159,15 @@ def test_round_trip(tmp_path):
 
 def test_server_timings_round_trip_and_a_file_without_the_table(tmp_path):
     path = tmp_path / "t.duckdb"
-    full = {"cache_n": 0, "prompt_n": 5, "prompt_ms": 12.5, "predicted_n": 3,
-            "predicted_ms": 8.0, "draft_n": 4, "draft_n_accepted": 3}  # fmt: skip
+    full = {
+        "cache_n": 0,
+        "prompt_n": 5,
+        "prompt_ms": 12.5,
+        "predicted_n": 3,
+        "predicted_ms": 8.0,
+        "draft_n": 4,
+        "draft_n_accepted": 3,
+    }
     records = [
         rec(0, timings=full),
         rec(1),  # no timings (vLLM, SGLang...): no row
@@ -171,8 +185,11 @@ def test_server_timings_round_trip_and_a_file_without_the_table(tmp_path):
         assert t["req"].tolist() == [0, 2, 3] and t["arm"].tolist() == [0, 1, 1]
         assert t["prompt_ms"][0] == 12.5 and t["draft_n_accepted"][0] == 3.0
         assert t["prompt_n"][1] == 7.0 and np.isnan(t["prompt_ms"][1])  # NULL → NaN
-        assert t["note"].tolist() == [None, "timings: prompt_ms is not a number",
-                                      "timings is not an object (str)"]  # fmt: skip
+        assert t["note"].tolist() == [
+            None,
+            "timings: prompt_ms is not a number",
+            "timings is not an object (str)",
+        ]
         assert len(r.server_timings(include_warmup=True)["req"]) == 4
     # a session written before the table existed still opens, with no timings
     con = duckdb.connect(str(path))
@@ -189,8 +206,19 @@ def test_server_timings_round_trip_and_a_file_without_the_table(tmp_path):
 
 
 def test_secret_keys():
-    for k in ("api_key", "API-KEY", "apikey", "Authorization", "token", "hf_token", "headers",
-              "extra_headers", "client_secret", "password", "access_token"):  # fmt: skip
+    for k in (
+        "api_key",
+        "API-KEY",
+        "apikey",
+        "Authorization",
+        "token",
+        "hf_token",
+        "headers",
+        "extra_headers",
+        "client_secret",
+        "password",
+        "access_token",
+    ):
         assert is_secret_key(k), k
     for k in ("max_tokens", "tokenizer", "model", "ignore_eos", "n_tokens", "dtype", "api_key_env"):
         assert not is_secret_key(k), k
@@ -208,8 +236,10 @@ def test_meta_drops_credential_keys_of_the_spec_only(tmp_path):
     path = tmp_path / "m.duckdb"
     logprobs = {"a": {"sequences": [[["token", {"token": -0.1, "auth": -2.0, "x": -3.0}]]]}}
     with SessionWriter(path) as w:
-        w.write_meta(spec={"arms": [{"name": "a", "params": {"api_key": "k" * 12, "t": 1}}]},
-                     quality_logprobs=logprobs)  # fmt: skip
+        w.write_meta(
+            spec={"arms": [{"name": "a", "params": {"api_key": "k" * 12, "t": 1}}]},
+            quality_logprobs=logprobs,
+        )
     with SessionReader(path) as rd:
         meta = rd.meta()
     assert meta["spec"]["arms"][0]["params"] == {"t": 1}
@@ -227,8 +257,20 @@ def test_table_from_reader_matches_records(tmp_path):
     with SessionReader(tmp_path / "s.duckdb") as r:
         b = r.request_table(chunks=True)
         lean = r.request_table()  # chunks left in the file, their gaps summed per request
-    for name in ("req", "arm", "item", "dispatched_ns", "first_token_ns", "last_token_ns",
-                 "done_ns", "n_output", "n_input", "chunk_req_idx", "chunk_t_ns", "chunk_n"):  # fmt: skip
+    for name in (
+        "req",
+        "arm",
+        "item",
+        "dispatched_ns",
+        "first_token_ns",
+        "last_token_ns",
+        "done_ns",
+        "n_output",
+        "n_input",
+        "chunk_req_idx",
+        "chunk_t_ns",
+        "chunk_n",
+    ):
         assert np.array_equal(getattr(a, name), getattr(b, name)), name
     assert list(a.status) == list(b.status)
     assert list(a.error_class) == list(b.error_class)

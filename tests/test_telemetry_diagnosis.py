@@ -11,37 +11,49 @@ from abtui.telemetry.scraper import PromScraper
 
 def _sglang(n, ttft_sum, e2e_sum, queue_sum):
     m = 'model_name="m"'
-    return "\n".join([
-        f"sglang:num_running_reqs{{{m}}} 8", f"sglang:num_queue_reqs{{{m}}} 2",
-        f"sglang:token_usage{{{m}}} 0.5", f"sglang:spec_accept_length{{{m}}} 2.5",
-        f"sglang:queue_time_seconds_sum{{{m}}} {queue_sum}",
-        f"sglang:queue_time_seconds_count{{{m}}} {n}",
-        f"sglang:time_to_first_token_seconds_sum{{{m}}} {ttft_sum}",
-        f"sglang:time_to_first_token_seconds_count{{{m}}} {n}",
-        f"sglang:e2e_request_latency_seconds_sum{{{m}}} {e2e_sum}",
-        f"sglang:e2e_request_latency_seconds_count{{{m}}} {n}",
-        f"sglang:generation_tokens_total{{{m}}} {n * 100}",
-    ])  # fmt: skip
+    return "\n".join(
+        [
+            f"sglang:num_running_reqs{{{m}}} 8",
+            f"sglang:num_queue_reqs{{{m}}} 2",
+            f"sglang:token_usage{{{m}}} 0.5",
+            f"sglang:spec_accept_length{{{m}}} 2.5",
+            f"sglang:queue_time_seconds_sum{{{m}}} {queue_sum}",
+            f"sglang:queue_time_seconds_count{{{m}}} {n}",
+            f"sglang:time_to_first_token_seconds_sum{{{m}}} {ttft_sum}",
+            f"sglang:time_to_first_token_seconds_count{{{m}}} {n}",
+            f"sglang:e2e_request_latency_seconds_sum{{{m}}} {e2e_sum}",
+            f"sglang:e2e_request_latency_seconds_count{{{m}}} {n}",
+            f"sglang:generation_tokens_total{{{m}}} {n * 100}",
+        ]
+    )
 
 
 def _tgi(n, queue_sum, inf_sum, prefill_sum, decode_sum):
-    return "\n".join([
-        "tgi_queue_size 3", "tgi_batch_current_size 12",
-        f"tgi_request_queue_duration_sum {queue_sum}", f"tgi_request_queue_duration_count {n}",
-        f"tgi_request_inference_duration_sum {inf_sum}",
-        f"tgi_request_inference_duration_count {n}",
-        f'tgi_batch_forward_duration_sum{{method="prefill"}} {prefill_sum}',
-        f'tgi_batch_forward_duration_count{{method="prefill"}} {n}',
-        f'tgi_batch_forward_duration_sum{{method="decode"}} {decode_sum}',
-        f'tgi_batch_forward_duration_count{{method="decode"}} {n * 50}',
-    ])  # fmt: skip
+    return "\n".join(
+        [
+            "tgi_queue_size 3",
+            "tgi_batch_current_size 12",
+            f"tgi_request_queue_duration_sum {queue_sum}",
+            f"tgi_request_queue_duration_count {n}",
+            f"tgi_request_inference_duration_sum {inf_sum}",
+            f"tgi_request_inference_duration_count {n}",
+            f'tgi_batch_forward_duration_sum{{method="prefill"}} {prefill_sum}',
+            f'tgi_batch_forward_duration_count{{method="prefill"}} {n}',
+            f'tgi_batch_forward_duration_sum{{method="decode"}} {decode_sum}',
+            f'tgi_batch_forward_duration_count{{method="decode"}} {n * 50}',
+        ]
+    )
 
 
 def _session(tmp_path, texts_per_arm, t0=1500):
     path = tmp_path / "s.duckdb"
     w = SessionWriter(path)
-    w.write_arms([{"arm": i, "name": f"arm{i}", "role": "baseline" if i == 0 else "candidate"}
-                  for i in range(len(texts_per_arm))])  # fmt: skip
+    w.write_arms(
+        [
+            {"arm": i, "name": f"arm{i}", "role": "baseline" if i == 0 else "candidate"}
+            for i in range(len(texts_per_arm))
+        ]
+    )
     w.event("start", f"t0={t0}")
     for arm, texts in enumerate(texts_per_arm):
         sc = PromScraper(arm, "http://127.0.0.1:1/metrics")
@@ -54,14 +66,17 @@ def _session(tmp_path, texts_per_arm, t0=1500):
 
 
 def test_sglang_tgi_views_and_a_restart(tmp_path):
-    path = _session(tmp_path, [
-        # SGLang: 10 requests in the window, mean queue 0.1 s, TTFT 0.3 s, E2E 2.3 s
-        [_sglang(5, 1.0, 10.0, 0.2), _sglang(15, 4.0, 33.0, 1.2)],
-        # TGI: 10 requests, mean queue 0.5 s, inference 2 s split 1:3 by batch forward time
-        [_tgi(0, 0, 0, 0, 0), _tgi(10, 5.0, 20.0, 2.0, 6.0)],
-        # a server restart: the second scrape's counters are below the first's
-        [_sglang(50, 15.0, 115.0, 5.0), _sglang(4, 1.2, 9.2, 0.4)],
-    ])  # fmt: skip
+    path = _session(
+        tmp_path,
+        [
+            # SGLang: 10 requests in the window, mean queue 0.1 s, TTFT 0.3 s, E2E 2.3 s
+            [_sglang(5, 1.0, 10.0, 0.2), _sglang(15, 4.0, 33.0, 1.2)],
+            # TGI: 10 requests, mean queue 0.5 s, inference 2 s split 1:3 by batch forward time
+            [_tgi(0, 0, 0, 0, 0), _tgi(10, 5.0, 20.0, 2.0, 6.0)],
+            # a server restart: the second scrape's counters are below the first's
+            [_sglang(50, 15.0, 115.0, 5.0), _sglang(4, 1.2, 9.2, 0.4)],
+        ],
+    )
     sg, tgi, restarted = diagnose(path)
     assert sg.server.view.startswith("server (sglang: prefill = TTFT - queue")
     assert sg.server.mean_s == pytest.approx({"queue": 0.1, "prefill": 0.2, "decode": 2.0})
@@ -128,17 +143,24 @@ def test_alternate_each_arm_is_measured_in_its_own_turns_only(tmp_path):
 
 def _llamacpp(decodes, busy_per_decode, drafted, accepted, cached=0, prompt=100):
     """llama-server's /metrics as its to_metrics() writes it (server-task.cpp)."""
-    return "\n".join([
-        "# TYPE llamacpp:prompt_tokens_total counter", f"llamacpp:prompt_tokens_total {prompt}",
-        f"llamacpp:prompt_tokens_cached_total {cached}", "llamacpp:prompt_seconds_total 0.5",
-        "llamacpp:tokens_predicted_total 50", "llamacpp:tokens_predicted_seconds_total 1",
-        f"llamacpp:n_decode_total {decodes}", "llamacpp:n_tokens_max 40",
-        f"llamacpp:spec_decode_num_draft_tokens_total {drafted}",
-        f"llamacpp:spec_decode_num_accepted_tokens_total {accepted}",
-        "llamacpp:spec_decode_num_drafts_total 10",
-        "llamacpp:requests_processing 2", "llamacpp:requests_deferred 1",
-        f"llamacpp:n_busy_slots_per_decode {busy_per_decode}",
-    ])  # fmt: skip
+    return "\n".join(
+        [
+            "# TYPE llamacpp:prompt_tokens_total counter",
+            f"llamacpp:prompt_tokens_total {prompt}",
+            f"llamacpp:prompt_tokens_cached_total {cached}",
+            "llamacpp:prompt_seconds_total 0.5",
+            "llamacpp:tokens_predicted_total 50",
+            "llamacpp:tokens_predicted_seconds_total 1",
+            f"llamacpp:n_decode_total {decodes}",
+            "llamacpp:n_tokens_max 40",
+            f"llamacpp:spec_decode_num_draft_tokens_total {drafted}",
+            f"llamacpp:spec_decode_num_accepted_tokens_total {accepted}",
+            "llamacpp:spec_decode_num_drafts_total 10",
+            "llamacpp:requests_processing 2",
+            "llamacpp:requests_deferred 1",
+            f"llamacpp:n_busy_slots_per_decode {busy_per_decode}",
+        ]
+    )
 
 
 def test_llamacpp_server_timings_next_to_the_client_view(tmp_path):
@@ -147,25 +169,50 @@ def test_llamacpp_server_timings_next_to_the_client_view(tmp_path):
     path = tmp_path / "s.duckdb"
     ms = 1_000_000
     w = SessionWriter(path)
-    w.write_arms([{"arm": 0, "name": "llama", "role": "baseline"},
-                  {"arm": 1, "name": "vllm", "role": "candidate"}])  # fmt: skip
+    w.write_arms(
+        [
+            {"arm": 0, "name": "llama", "role": "baseline"},
+            {"arm": 1, "name": "vllm", "role": "candidate"},
+        ]
+    )
     recs = []
     for k in range(4):  # client: TTFT 20 ms, TPOT 5 ms; server: prompt 12 ms, 16 ms / 4 steps
         d = 1000 * ms + k * 300 * ms
         chunks = [d + 20 * ms + 5 * ms * j for j in range(5)]
-        timings = {"prompt_n": 10, "prompt_ms": 12.0, "predicted_n": 5, "predicted_ms": 16.0,
-                   "draft_n": 8, "draft_n_accepted": 6}  # fmt: skip
+        timings = {
+            "prompt_n": 10,
+            "prompt_ms": 12.0,
+            "predicted_n": 5,
+            "predicted_ms": 16.0,
+            "draft_n": 8,
+            "draft_n_accepted": 6,
+        }
         for arm in (0, 1):
-            recs.append(RequestRecord(
-                arm=arm, item=k, scheduled_ns=d, dispatched_ns=d, first_byte_ns=d + ms,
-                done_ns=chunks[-1], chunk_ns=chunks, chunk_tokens=[1] * 5, n_input=10, n_output=5,
-                finish_reason="length", timings=timings if arm == 0 else None,
-                timings_note="timings: prompt_n is not a number" if (arm, k) == (0, 3) else None,
-            ))  # fmt: skip
+            recs.append(
+                RequestRecord(
+                    arm=arm,
+                    item=k,
+                    scheduled_ns=d,
+                    dispatched_ns=d,
+                    first_byte_ns=d + ms,
+                    done_ns=chunks[-1],
+                    chunk_ns=chunks,
+                    chunk_tokens=[1] * 5,
+                    n_input=10,
+                    n_output=5,
+                    finish_reason="length",
+                    timings=timings if arm == 0 else None,
+                    timings_note="timings: prompt_n is not a number"
+                    if (arm, k) == (0, 3)
+                    else None,
+                )
+            )
     w.add_records(recs)
     sc = PromScraper(0, "http://127.0.0.1:1/metrics")
-    for t, text in ((900, _llamacpp(100, 1.0, 0, 0)),
-                    (1500, _llamacpp(200, 1.5, 40, 28, cached=100, prompt=200))):  # fmt: skip
+    for t, text in (
+        (900, _llamacpp(100, 1.0, 0, 0)),
+        (1500, _llamacpp(200, 1.5, 40, 28, cached=100, prompt=200)),
+    ):
         w.add_telemetry(sc.rows_from_text(text, t * ms))
     w.close()
     llama, other = diagnose(path)
@@ -185,9 +232,13 @@ def test_llamacpp_server_timings_next_to_the_client_view(tmp_path):
     assert llama.server.mean_s == pytest.approx({"prefill": 0.012, "decode": 0.016})
     text = "\n".join(diagnosis_lines([llama, other]))
     assert "TTFT 20.0 ms at the client, 12.0 ms prompt in the server (60%): +8.0 ms" in text
-    assert "decode 4.00 ms/token in the server" in text and "(client - server +1.00 ms/token)" in text
-    assert ("acceptance: 70.0% from the server's counters, 75.0% (24/32 draft tokens) from the "
-            "streams' timings, 5.0 points apart") in text  # fmt: skip
+    assert (
+        "decode 4.00 ms/token in the server" in text and "(client - server +1.00 ms/token)" in text
+    )
+    assert (
+        "acceptance: 70.0% from the server's counters, 75.0% (24/32 draft tokens) from the "
+        "streams' timings, 5.0 points apart"
+    ) in text
     assert "batch 2.00 busy slots/decode" in text and "prompt cache 50%" in text
     assert "1 request(s) sent a malformed field" in text
     assert other.timings is None and "server timings" not in "\n".join(diagnosis_lines([other]))

@@ -55,8 +55,10 @@ def fake_pynvml(
     fn("nvmlDeviceGetCount", count)
     fn("nvmlDeviceGetHandleByIndex", lambda i: ("h", i))
     fn("nvmlDeviceGetName", lambda h: b"NVIDIA H100 80GB HBM3")
-    fn("nvmlDeviceGetMemoryInfo",
-       lambda h: types.SimpleNamespace(total=80 * 2**30, used=(70 + h[1]) * 2**30, free=0))  # fmt: skip
+    fn(
+        "nvmlDeviceGetMemoryInfo",
+        lambda h: types.SimpleNamespace(total=80 * 2**30, used=(70 + h[1]) * 2**30, free=0),
+    )
     fn("nvmlDeviceGetUtilizationRates", lambda h: types.SimpleNamespace(gpu=100, memory=40))
     fn("nvmlDeviceGetPowerUsage", lambda h: 500_000 + 100_000 * h[1])  # mW
 
@@ -142,8 +144,12 @@ def test_fields_units_and_gpm_on_the_second_sample(install):
 
 
 def test_unsupported_fields_are_na_and_asked_once(install):
-    fake = install(fake_pynvml(unsupported={"nvmlDeviceGetTotalEnergyConsumption",
-                                            "nvmlDeviceGetPowerUsage"}, gpm=False))  # fmt: skip
+    fake = install(
+        fake_pynvml(
+            unsupported={"nvmlDeviceGetTotalEnergyConsumption", "nvmlDeviceGetPowerUsage"},
+            gpm=False,
+        )
+    )
     nv = Nvml()
     nv.start()
     for _ in range(3):
@@ -186,8 +192,9 @@ def test_bad_index_is_a_message(install):
     hub = TelemetryHub([ArmTelemetry(0, "a", None, [0]), ArmTelemetry(1, "b", None, [3])], 0.05)
     msgs = hub.start()
     hub.stop()
-    assert msgs == [("telemetry", "no GPU telemetry: GPU index 3 does not exist "
-                     "(this machine has 1 GPU)", None)]  # fmt: skip
+    assert msgs == [
+        ("telemetry", "no GPU telemetry: GPU index 3 does not exist (this machine has 1 GPU)", None)
+    ]
 
 
 def test_hub_samples_arms_in_the_background(install):

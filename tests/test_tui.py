@@ -96,7 +96,7 @@ def demo_in_tui(tmp_path_factory):
                         "phase",
                         "errors",
                     )
-                }  # fmt: skip
+                }
                 for pane in live.query(".arm")
             ]
             await pilot.press("v")
@@ -231,8 +231,10 @@ def test_open_saved_session_shows_verdict_panes_and_every_key(demo_in_tui):
             await pilot.pause()
             assert isinstance(app.screen, LiveScreen)
             header = text_of(app.screen.query_one("#header"))
-            hists = [(text_of(p.query_one(".ttft")), text_of(p.query_one(".tpot")))
-                     for p in app.screen.query(".arm")]  # fmt: skip
+            hists = [
+                (text_of(p.query_one(".ttft")), text_of(p.query_one(".tpot")))
+                for p in app.screen.query(".arm")
+            ]
             await pilot.press("q")
         return banner, keys, header, hists
 
@@ -311,13 +313,24 @@ def sweep_in_tui(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("where")
     po = PresetOptions("h100:llama-3-8b:fp8", time_scale=20.0)
     with SimProcess(SimConfig(port=0, seed=1, preset=po)) as gpu:
-        spec = validate(spec_from_dict({
-            "name": "tui-where",
-            "arms": [{"name": "bf16", "url": gpu.url}, {"name": "fp8", "url": gpu.url}],
-            "workload": {"requests": 8, "input_tokens": 64, "output_tokens": 16},
-            "load": {"sweep_rate": [8, 24], "schedule": "alternate", "blocks": 2, "warmup": 1},
-            "store": {"dir": str(tmp)}, "policy": {"resamples": 500},
-        }, "t.toml"))  # fmt: skip
+        spec = validate(
+            spec_from_dict(
+                {
+                    "name": "tui-where",
+                    "arms": [{"name": "bf16", "url": gpu.url}, {"name": "fp8", "url": gpu.url}],
+                    "workload": {"requests": 8, "input_tokens": 64, "output_tokens": 16},
+                    "load": {
+                        "sweep_rate": [8, 24],
+                        "schedule": "alternate",
+                        "blocks": 2,
+                        "warmup": 1,
+                    },
+                    "store": {"dir": str(tmp)},
+                    "policy": {"resamples": 500},
+                },
+                "t.toml",
+            )
+        )
 
         async def drive():
             app = AbtuiApp(job=lambda obs, stop: run_session(spec, "", obs, stop_request=stop))
@@ -381,8 +394,12 @@ def test_open_header_follows_the_playhead_through_the_stored_segments(sweep_in_t
                 # the header is redrawn after the screen's next refresh (OpenScreen._changed),
                 # late on a loaded box: wait until it shows the playhead's time
                 await drawn(pilot, s)
-                shown.append((s.playhead.t_s if not s.playhead.at_end_state else None,
-                               text_of(s.query_one("#header"))))  # fmt: skip
+                shown.append(
+                    (
+                        s.playhead.t_s if not s.playhead.at_end_state else None,
+                        text_of(s.query_one("#header")),
+                    )
+                )
                 assert s.query_one("#header").size.height == 1
                 await pilot.press("right")
             await pilot.press("q")

@@ -60,17 +60,30 @@ async def _pages(n: int, size: tuple[int, int]) -> list[dict]:
                 rows = {}
                 for w in pane.children:
                     if w.display:
-                        need = w.get_content_height(w.container_size, app.size,
-                                                    w.content_size.width)  # fmt: skip
+                        need = w.get_content_height(
+                            w.container_size, app.size, w.content_size.width
+                        )
                         rows[next(iter(w.classes))] = (w.region.y, w.size.height, need)
-                shown.append({"name": pane.arm_name, "width": pane.outer_size.width,
-                              "rows": rows, "scrollbar": pane.show_vertical_scrollbar,
-                              "virtual": pane.virtual_size.height,
-                              "inside": pane.content_size.height})  # fmt: skip
+                shown.append(
+                    {
+                        "name": pane.arm_name,
+                        "width": pane.outer_size.width,
+                        "rows": rows,
+                        "scrollbar": pane.show_vertical_scrollbar,
+                        "virtual": pane.virtual_size.height,
+                        "inside": pane.content_size.height,
+                    }
+                )
             from test_tui import text_of
 
-            out.append({"lines": screen_lines(app), "panes": shown, "page": screen.page,
-                        "delta": text_of(screen.query_one("#delta"))})  # fmt: skip
+            out.append(
+                {
+                    "lines": screen_lines(app),
+                    "panes": shown,
+                    "page": screen.page,
+                    "delta": text_of(screen.query_one("#delta")),
+                }
+            )
             await pilot.press("right_square_bracket")
         await pilot.press("q")
     return out
@@ -102,8 +115,9 @@ def test_many_arms_are_paged_beside_the_baseline_and_every_page_fits(n, size):
         for nm in names:
             assert nm in title, (nm, title)  # every pane's title row is on screen
         # the letters on the borders: A for the baseline, the candidates' own after it
-        assert "─ A ─" in lines[top] and all(f"─ {'ABCDEFGH'[NAMES.index(nm)]} ─" in lines[top]
-                                              for nm in names)  # fmt: skip
+        assert "─ A ─" in lines[top] and all(
+            f"─ {'ABCDEFGH'[NAMES.index(nm)]} ─" in lines[top] for nm in names
+        )
         # the strip: this page's candidates against the baseline, no other
         delta = pg["delta"].strip().splitlines()
         heads = [ln.split()[0].rstrip("…") for ln in delta[:-1]]  # a long name is cut with …
@@ -214,22 +228,33 @@ def test_the_ablation_demo_runs_four_arms_live_at_80x24(tmp_path):
     from abtui.runner.session import run_session
     from abtui.tui.screens.live import LiveScreen
 
-    opts = AblationOptions(requests=60, concurrency=8, time_scale=4, resamples=200, name="abl",
-                           sessions_dir=str(tmp_path))  # fmt: skip
+    opts = AblationOptions(
+        requests=60,
+        concurrency=8,
+        time_scale=4,
+        resamples=200,
+        name="abl",
+        sessions_dir=str(tmp_path),
+    )
 
     def job(obs, stop):
-        return run_ablation_demo(opts, lambda spec, items: run_session(
-            spec, "", obs, items=items, stop_request=stop))  # fmt: skip
+        return run_ablation_demo(
+            opts, lambda spec, items: run_session(spec, "", obs, items=items, stop_request=stop)
+        )
 
     seen = {}
 
     async def drive():
         app = AbtuiApp(job=job)
         async with app.run_test(size=(80, 24)) as pilot:
+
             def live_filled():
                 s = app.screen
-                return (isinstance(s, LiveScreen) and s.last is not None
-                        and all(a.progress.ok >= 5 for a in s.last.arms[:3]))  # fmt: skip
+                return (
+                    isinstance(s, LiveScreen)
+                    and s.last is not None
+                    and all(a.progress.ok >= 5 for a in s.last.arms[:3])
+                )
 
             await wait_for(pilot, lambda: live_filled() or verdict_shown(app) or app.error, 300)
             if isinstance(app.screen, LiveScreen):
@@ -264,5 +289,7 @@ def test_the_ablation_demo_runs_four_arms_live_at_80x24(tmp_path):
     assert any("60/60" in ln for ln in page2) and "page 2/2 [ back" in "\n".join(page2)
     text = "\n".join(seen["compare"])
     assert "A base  B int4  C spec  D int4+spec" in text
-    assert all(any(ln.strip().startswith(f"{c} {nm}") and " 60 " in ln for ln in seen["compare"])
-               for c, nm in zip("ABCD", ("base", "int4", "spec", "int4+spec"), strict=True))  # fmt: skip
+    assert all(
+        any(ln.strip().startswith(f"{c} {nm}") and " 60 " in ln for ln in seen["compare"])
+        for c, nm in zip("ABCD", ("base", "int4", "spec", "int4+spec"), strict=True)
+    )

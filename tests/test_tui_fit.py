@@ -38,8 +38,11 @@ def test_a_short_pane_shrinks_the_bars_then_drops_rows_in_the_stated_order():
         plan = pane_plan(h)
         assert plan.lines <= h or all(not getattr(plan, n) for n, _ in CONDENSE_ORDER), h
         assert plan.history or plan.bars < MAX_BAR_ROWS or h >= full.lines, h  # histories first
-        gone = [f.name for f in fields(plan)
-                if f.name not in ("bars", "history") and not getattr(plan, f.name)]  # fmt: skip
+        gone = [
+            f.name
+            for f in fields(plan)
+            if f.name not in ("bars", "history") and not getattr(plan, f.name)
+        ]
         assert gone == [n for n, _ in CONDENSE_ORDER][: len(gone)], (h, gone)  # in order
         if gone:
             assert plan.bars == 1 and not plan.history, "rows go once the bars are down to one"
@@ -62,13 +65,15 @@ async def _panes(screen, size):
                     continue
                 need = w.get_content_height(w.container_size, app.size, w.content_size.width)
                 rows[w.classes and next(iter(w.classes))] = (w.region.y, w.size.height, need)
-            out.append({
-                "scrollbar": pane.show_vertical_scrollbar,
-                "virtual": pane.virtual_size.height,
-                "inside": pane.content_size.height,
-                "rows": rows,
-                "region": pane.region,
-            })  # fmt: skip
+            out.append(
+                {
+                    "scrollbar": pane.show_vertical_scrollbar,
+                    "virtual": pane.virtual_size.height,
+                    "inside": pane.content_size.height,
+                    "rows": rows,
+                    "region": pane.region,
+                }
+            )
         await pilot.press("q")
     return lines, out
 
@@ -82,8 +87,11 @@ def _open_screen(tmp_path):
 
 @pytest.mark.parametrize("which", ["two arms", "three arms", "open (timeline)"])
 def test_every_pane_fits_at_80x24_unwrapped_and_row_aligned(which, tmp_path):
-    screen = {"two arms": fixed_screen, "three arms": lambda: arms_screen(3),
-              "open (timeline)": lambda: _open_screen(tmp_path)}[which]()  # fmt: skip
+    screen = {
+        "two arms": fixed_screen,
+        "three arms": lambda: arms_screen(3),
+        "open (timeline)": lambda: _open_screen(tmp_path),
+    }[which]()
     lines, panes = asyncio.run(_panes(screen, (80, 24)))
     assert len(lines) == 24
     for p in panes:
@@ -103,8 +111,13 @@ def test_every_pane_fits_at_80x24_unwrapped_and_row_aligned(which, tmp_path):
     if which == "two arms":  # 16 rows: only the time split's bar is left out
         assert "errors" in shown
         text = "\n".join(lines)
-        for needle in ("errors: http 1, timeout 2", "time: wait", "vllm run 31", "good ",
-                       "GPU mem 71.5G/80G"):  # fmt: skip
+        for needle in (
+            "errors: http 1, timeout 2",
+            "time: wait",
+            "vllm run 31",
+            "good ",
+            "GPU mem 71.5G/80G",
+        ):
             assert needle in text, needle
 
 
@@ -123,12 +136,28 @@ def _long_screen():
         for k in range(200):
             t0 = k * 1_000_000_000
             first, last = t0 + 50_000_000, t0 + 50_000_000 + (k % 7 + 1) * 100_000_000
-            p.live.add(RequestRecord(arm=0, item=k, scheduled_ns=t0, dispatched_ns=t0,
-                                     chunk_ns=[first, last], done_ns=last, status=OK,
-                                     n_output=20 + k % 13))  # fmt: skip
+            p.live.add(
+                RequestRecord(
+                    arm=0,
+                    item=k,
+                    scheduled_ns=t0,
+                    dispatched_ns=t0,
+                    chunk_ns=[first, last],
+                    done_ns=last,
+                    status=OK,
+                    n_output=20 + k % 13,
+                )
+            )
         arms.append(p)
-    info = RunInfo("long", "sessions/long.duckdb", ["bf16", "fp8"], ["u0", "u1"], ["m0", "m1"],
-                   200, "poisson 1 req/s")  # fmt: skip
+    info = RunInfo(
+        "long",
+        "sessions/long.duckdb",
+        ["bf16", "fp8"],
+        ["u0", "u1"],
+        ["m0", "m1"],
+        200,
+        "poisson 1 req/s",
+    )
     return LiveScreen(info, RunProgress(200.0, "measuring", [arm_state(a) for a in arms]))
 
 

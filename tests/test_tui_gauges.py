@@ -24,9 +24,11 @@ def test_the_runner_keeps_a_bounded_history_of_each_gauge():
         p.gauge("nvml:gpu.busy", k / 1000)
     assert p.telemetry["nvml:gpu.busy"] == (GAUGE_HISTORY + 49) / 1000  # the latest
     got = p.history.series()["nvml:gpu.busy"]
-    assert len(got) == GAUGE_HISTORY and got[0] == 50 / 1000 and got[-1] == p.telemetry[
-        "nvml:gpu.busy"
-    ]
+    assert (
+        len(got) == GAUGE_HISTORY
+        and got[0] == 50 / 1000
+        and got[-1] == p.telemetry["nvml:gpu.busy"]
+    )
     got.append(9.0)  # a copy: the UI cannot change the runner's history
     assert len(p.history.series()["nvml:gpu.busy"]) == GAUGE_HISTORY
 
@@ -44,8 +46,12 @@ def test_bars_are_on_a_fixed_scale_not_the_series_maximum():
 
 
 def test_the_gpu_line_carries_a_short_utilisation_history_where_it_has_room():
-    tel = {"nvml:gpu.busy": 0.97, "nvml:gpu.mem_used_bytes": 71.5 * 2**30,
-           "nvml:gpu.mem_total_bytes": 80 * 2**30, "nvml:gpu.power_w": 612.0}  # fmt: skip
+    tel = {
+        "nvml:gpu.busy": 0.97,
+        "nvml:gpu.mem_used_bytes": 71.5 * 2**30,
+        "nvml:gpu.mem_total_bytes": 80 * 2**30,
+        "nvml:gpu.power_w": 612.0,
+    }
     util = ("gpu.busy", [0.2, 0.5, 0.97, 0.97])
     line = gpu_line(tel, 36, util).plain
     assert line == "GPU mem 71.5G/80G util 97% ▂▄██ 612W", line  # after its own figure

@@ -96,8 +96,10 @@ class Stalling(NullObserver):
 
     def progress(self, snap):
         self.inner.progress(snap)
-        if self.stalled_at is None and snap.phase == "measuring" and all(
-            a.done >= 10 for a in snap.arms
+        if (
+            self.stalled_at is None
+            and snap.phase == "measuring"
+            and all(a.done >= 10 for a in snap.arms)
         ):
             time.sleep(STALL_S)
             self.stalled_at = snap.elapsed_s + STALL_S
@@ -117,13 +119,19 @@ def stalled_run(tmp_path_factory):
         SimProcess(SimConfig(ttft_ms=30, itl_ms=2, model="sim-a", seed=1)) as a,
         SimProcess(SimConfig(ttft_ms=30, itl_ms=2, model="sim-b", seed=2)) as b,
     ):
-        spec = validate(spec_from_dict({
-            "name": "tui-stall",
-            "arms": [{"name": "bf16", "url": a.url}, {"name": "fp8", "url": b.url}],
-            "workload": {"requests": 320, "input_tokens": 16, "output_tokens": 8},
-            "load": {"rate": 40, "warmup": 0},
-            "store": {"dir": str(tmp)}, "policy": {"resamples": 500},
-        }, "t.toml"))  # fmt: skip
+        spec = validate(
+            spec_from_dict(
+                {
+                    "name": "tui-stall",
+                    "arms": [{"name": "bf16", "url": a.url}, {"name": "fp8", "url": b.url}],
+                    "workload": {"requests": 320, "input_tokens": 16, "output_tokens": 8},
+                    "load": {"rate": 40, "warmup": 0},
+                    "store": {"dir": str(tmp)},
+                    "policy": {"resamples": 500},
+                },
+                "t.toml",
+            )
+        )
         stalls: list[Stalling] = []
 
         def job(obs, stop):
@@ -139,8 +147,9 @@ def stalled_run(tmp_path_factory):
                     live = app.live
                     if live is not None and live.last and live.last.phase == "measuring":
                         behind = max(a.progress.reading_behind_s for a in live.last.arms)
-                        seen.append((live.last.elapsed_s, text_of(live.query_one("#header")),
-                                     behind))  # fmt: skip
+                        seen.append(
+                            (live.last.elapsed_s, text_of(live.query_one("#header")), behind)
+                        )
                     await pilot.pause(0.1)
                 await wait_for(pilot, lambda: verdict_shown(app) or app.error)
                 assert app.error is None, app.error
@@ -207,8 +216,10 @@ def test_verdict_shows_the_stored_backlog_note_as_the_report_does(stalled_run, c
 def test_verdict_health_from_a_hostile_file_is_inert_and_never_crashes():
     from abtui.tui.screens.verdict import health_text
 
-    meta = {"degraded": True, "generator_health": {
-        "reasons": ["a: lag \x1b[2J P99 [bold]x[/]"], "notes": "not a list"}}  # fmt: skip
+    meta = {
+        "degraded": True,
+        "generator_health": {"reasons": ["a: lag \x1b[2J P99 [bold]x[/]"], "notes": "not a list"},
+    }
     t = health_text(meta).plain
     assert "DEGRADED SESSION" in t and "\x1b" not in t and "\\x1b[2J" in t and "[bold]x[/]" in t
     assert "note:" not in t
@@ -266,8 +277,14 @@ def test_delta_strip_is_one_line_per_candidate_at_80x24_with_every_figure(n):
     for st, line in zip(cands, strip[:-1], strict=True):
         assert line.split()[0] == st.progress.name, line
         ds = deltas(msg.arms[0].view, st.view)
-        figs = [f"n<{d.need}" if d.state == "few" else f"{d.ratio:+.1%}"
-                if math.isfinite(d.ratio) else "n/a" for d in ds]  # fmt: skip
+        figs = [
+            f"n<{d.need}"
+            if d.state == "few"
+            else f"{d.ratio:+.1%}"
+            if math.isfinite(d.ratio)
+            else "n/a"
+            for d in ds
+        ]
         at = 0
         for f in figs:  # every figure, in the order of the wide strip
             at = line.index(f, at) + len(f)

@@ -19,10 +19,22 @@ from abtui.tui.screens.open import OpenScreen
 from abtui.tui.screens.start import StartScreen
 from abtui.tui.screens.verdict import VerdictScreen
 
-NAMES = {"question_mark": "?", "escape": "Esc", "enter": "Enter", "slash": "/",
-         "right_square_bracket": "]", "left_square_bracket": "[", "delete": "Delete",
-         "plus": "+", "greater_than_sign": ">", "equals_sign": "=", "minus": "-",
-         "less_than_sign": "<", "home": "Home", "end": "End"}  # fmt: skip
+NAMES = {
+    "question_mark": "?",
+    "escape": "Esc",
+    "enter": "Enter",
+    "slash": "/",
+    "right_square_bracket": "]",
+    "left_square_bracket": "[",
+    "delete": "Delete",
+    "plus": "+",
+    "greater_than_sign": ">",
+    "equals_sign": "=",
+    "minus": "-",
+    "less_than_sign": "<",
+    "home": "Home",
+    "end": "End",
+}
 
 
 def bound_keys(cls) -> set[str]:
@@ -41,8 +53,9 @@ def listed(keys: K.Keys) -> set[str]:
     return {k.strip() for row, _ in keys for k in row.split(" / ")}
 
 
-@pytest.mark.parametrize("cls", [StartScreen, LiveScreen, OpenScreen, VerdictScreen,
-                                 CompareScreen, Confirm, ConfirmQuit])  # fmt: skip
+@pytest.mark.parametrize(
+    "cls", [StartScreen, LiveScreen, OpenScreen, VerdictScreen, CompareScreen, Confirm, ConfirmQuit]
+)
 def test_every_key_a_screen_binds_is_in_its_own_help(cls):
     shown = listed(cls.HELP)
     for key in bound_keys(cls):

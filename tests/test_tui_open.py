@@ -47,8 +47,15 @@ def verdict_shown(app) -> bool:
 @pytest.fixture(scope="module")
 def complete(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("open")
-    opts = DemoOptions(seed=5, name="open-demo", sessions_dir=str(tmp), requests=30, rate=15,
-                       time_scale=10, quality=False)  # fmt: skip
+    opts = DemoOptions(
+        seed=5,
+        name="open-demo",
+        sessions_dir=str(tmp),
+        requests=30,
+        rate=15,
+        time_scale=10,
+        quality=False,
+    )
     res = run_demo(opts, lambda spec, items: run_session(spec, "", items=items))
     assert res.status == "complete"
     return res.path
@@ -60,10 +67,26 @@ def killed(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("killed")
     path = tmp / "k.duckdb"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "abtui", "demo", "--headless", "--requests", "5000", "--rate",
-         "20", "--time-scale", "10", "--name", "k", "--sessions-dir", str(tmp)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "abtui",
+            "demo",
+            "--headless",
+            "--requests",
+            "5000",
+            "--rate",
+            "20",
+            "--time-scale",
+            "10",
+            "--name",
+            "k",
+            "--sessions-dir",
+            str(tmp),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 90
     n = 0
     while n < 20 and time.monotonic() < deadline:
@@ -121,7 +144,8 @@ def test_keys_drive_the_playhead_and_the_panes_follow(complete, monkeypatch):
             t, d, playing, speed, done, line = state(app)
             assert (t, playing, done) == (round(dur, 1), False, 60) and d == round(dur, 1)
             assert "session means" in line and "stored session, complete" in text_of(
-                scr.query_one("#header"))  # fmt: skip
+                scr.query_one("#header")
+            )
 
             await pilot.press("home")
             await drawn(pilot, scr)

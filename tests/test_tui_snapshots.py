@@ -25,8 +25,9 @@ SNAP = Path(__file__).parent / "snapshots"
 
 def fixed_arm(name: str, seed: int, ttft_s: float, tpot_s: float, telemetry: dict) -> ArmProgress:
     rng = np.random.default_rng(seed)
-    p = ArmProgress(name=name, planned=200, done=180, ok=177, errors={"timeout": 2, "http": 1},
-                    in_flight=20)  # fmt: skip
+    p = ArmProgress(
+        name=name, planned=200, done=180, ok=177, errors={"timeout": 2, "http": 1}, in_flight=20
+    )
     for s in range(40):  # 40 readings a second apart, rising to the given values (the last)
         for key, v in telemetry.items():
             p.gauge(key, v * (0.3 + 0.7 * (s + 1) / 40) if s < 39 else v)
@@ -38,19 +39,41 @@ def fixed_arm(name: str, seed: int, ttft_s: float, tpot_s: float, telemetry: dic
         n = int(rng.integers(20, 200))
         first = t0 + int(ttft * 1e9)
         last = first + int(tpot * (n - 1) * 1e9)
-        p.live.add(RequestRecord(arm=0, item=k, scheduled_ns=t0, dispatched_ns=t0 + 200_000,
-                                 chunk_ns=[first, last], done_ns=last, status=OK, n_output=n))  # fmt: skip
+        p.live.add(
+            RequestRecord(
+                arm=0,
+                item=k,
+                scheduled_ns=t0,
+                dispatched_ns=t0 + 200_000,
+                chunk_ns=[first, last],
+                done_ns=last,
+                status=OK,
+                n_output=n,
+            )
+        )
     return p
 
 
 def fixed_screen() -> LiveScreen:
-    gpu = {"nvml:gpu.mem_used_bytes": 71.5 * 2**30, "nvml:gpu.mem_total_bytes": 80 * 2**30,
-           "nvml:gpu.busy": 0.97, "nvml:gpu.power_w": 612.0, "vllm:running": 31.0,
-           "vllm:waiting": 4.0, "vllm:kv_usage": 0.42}  # fmt: skip
+    gpu = {
+        "nvml:gpu.mem_used_bytes": 71.5 * 2**30,
+        "nvml:gpu.mem_total_bytes": 80 * 2**30,
+        "nvml:gpu.busy": 0.97,
+        "nvml:gpu.power_w": 612.0,
+        "vllm:running": 31.0,
+        "vllm:waiting": 4.0,
+        "vllm:kv_usage": 0.42,
+    }
     arms = [fixed_arm("bf16", 1, 0.05, 0.012, gpu), fixed_arm("fp8", 2, 0.035, 0.007, {})]
-    info = RunInfo("snapshot", "sessions/snapshot.duckdb", ["bf16", "fp8"],
-                   ["http://127.0.0.1:8001/v1", "http://127.0.0.1:8002/v1"],
-                   ["llama-3-8b-bf16", "llama-3-8b-fp8"], 200, "poisson 20 req/s")  # fmt: skip
+    info = RunInfo(
+        "snapshot",
+        "sessions/snapshot.duckdb",
+        ["bf16", "fp8"],
+        ["http://127.0.0.1:8001/v1", "http://127.0.0.1:8002/v1"],
+        ["llama-3-8b-bf16", "llama-3-8b-fp8"],
+        200,
+        "poisson 20 req/s",
+    )
     return LiveScreen(info, RunProgress(9.0, "measuring", [arm_state(a) for a in arms]))
 
 
@@ -78,7 +101,9 @@ def test_live_panes_snapshot(size):
     assert size[0] < 160 or "GPU (nvml)" in got  # the source where it fits
     # the counts keep their numbers at any width (80 columns cut the in-flight count once),
     # the errors' total among them (the by-class line is below the fold at 80×24)
-    assert re.search(r"180/200( done)? · (ok 177 · )?err(ors)? 3 · (20 in flight|in flight 20)", got)
+    assert re.search(
+        r"180/200( done)? · (ok 177 · )?err(ors)? 3 · (20 in flight|in flight 20)", got
+    )
 
 
 def fixed_session(path: Path) -> Path:
@@ -88,10 +113,23 @@ def fixed_session(path: Path) -> Path:
 
     rng = np.random.default_rng(7)
     with SessionWriter(path) as w:
-        w.write_meta(session_name="snapshot", load="poisson 20 req/s",
-                     spec={"slo": {"ttft": 0.2, "tpot": 0.01}})  # fmt: skip
-        w.write_arms([{"arm": i, "name": n, "role": None, "url": f"http://127.0.0.1:800{i}/v1",
-                       "model": f"llama-3-8b-{n}"} for i, n in enumerate(("bf16", "fp8"))])  # fmt: skip
+        w.write_meta(
+            session_name="snapshot",
+            load="poisson 20 req/s",
+            spec={"slo": {"ttft": 0.2, "tpot": 0.01}},
+        )
+        w.write_arms(
+            [
+                {
+                    "arm": i,
+                    "name": n,
+                    "role": None,
+                    "url": f"http://127.0.0.1:800{i}/v1",
+                    "model": f"llama-3-8b-{n}",
+                }
+                for i, n in enumerate(("bf16", "fp8"))
+            ]
+        )
         for arm, (ttft_s, tpot_s) in enumerate(((0.05, 0.012), (0.035, 0.007))):
             recs = []
             for k in range(120):
@@ -100,18 +138,33 @@ def fixed_session(path: Path) -> Path:
                 first = t0 + 200_000 + int(rng.lognormal(np.log(ttft_s), 0.6) * 1e9)
                 last = first + int(rng.lognormal(np.log(tpot_s), 0.2) * (n - 1) * 1e9)
                 err = k % 40 == 39
-                recs.append(RequestRecord(
-                    arm=arm, item=k, scheduled_ns=t0, dispatched_ns=t0 + 200_000,
-                    chunk_ns=[] if err else [first, last], chunk_tokens=[] if err else [1, n - 1],
-                    done_ns=last, status="error" if err else OK,
-                    error_class="timeout" if err else None, n_output=None if err else n,
-                ))  # fmt: skip
+                recs.append(
+                    RequestRecord(
+                        arm=arm,
+                        item=k,
+                        scheduled_ns=t0,
+                        dispatched_ns=t0 + 200_000,
+                        chunk_ns=[] if err else [first, last],
+                        chunk_tokens=[] if err else [1, n - 1],
+                        done_ns=last,
+                        status="error" if err else OK,
+                        error_class="timeout" if err else None,
+                        n_output=None if err else n,
+                    )
+                )
             w.add_records(recs)
-            w.add_telemetry([(arm, "nvml", s * 1_000_000_000, m, v) for s in range(16)
-                             for m, v in (("gpu.mem_used_bytes", (60 + s) * 2**30),
-                                          ("gpu.mem_total_bytes", 80 * 2**30),
-                                          ("gpu.busy", 0.5 + 0.03 * s),
-                                          ("gpu.power_w", 300.0 + 20 * s))])  # fmt: skip
+            w.add_telemetry(
+                [
+                    (arm, "nvml", s * 1_000_000_000, m, v)
+                    for s in range(16)
+                    for m, v in (
+                        ("gpu.mem_used_bytes", (60 + s) * 2**30),
+                        ("gpu.mem_total_bytes", 80 * 2**30),
+                        ("gpu.busy", 0.5 + 0.03 * s),
+                        ("gpu.power_w", 300.0 + 20 * s),
+                    )
+                ]
+            )
     return path
 
 
@@ -140,8 +193,16 @@ def test_open_timeline_snapshot(size, tmp_path):
     if os.environ.get("ABTUI_UPDATE_SNAPSHOTS") or not path.exists():
         path.write_text(got, encoding="utf-8")
     assert got == path.read_text(encoding="utf-8")
-    for needle in ("bf16", "fp8", "TTFT", "t = 5.6 s / 13.9 s ⏸", "gauges at t", "GPU ",
-                   "85/240 req", "in flight"):  # fmt: skip
+    for needle in (
+        "bf16",
+        "fp8",
+        "TTFT",
+        "t = 5.6 s / 13.9 s ⏸",
+        "gauges at t",
+        "GPU ",
+        "85/240 req",
+        "in flight",
+    ):
         assert needle in got, needle
 
 
@@ -180,17 +241,35 @@ def test_start_screen_snapshot(size, start_folder, monkeypatch):
     if os.environ.get("ABTUI_UPDATE_SNAPSHOTS") or not path.exists():
         path.write_text(got, encoding="utf-8")
     assert got == path.read_text(encoding="utf-8")
-    for needle in ("ab-finished", "finished", "interrupted", "killed", "unreadable", "GO",
-                   "bf16 vs fp8", "not a DuckDB file", "d demo", "r run a spec"):  # fmt: skip
+    for needle in (
+        "ab-finished",
+        "finished",
+        "interrupted",
+        "killed",
+        "unreadable",
+        "GO",
+        "bf16 vs fp8",
+        "not a DuckDB file",
+        "d demo",
+        "r run a spec",
+    ):
         assert needle in got, needle
 
 
 def arms_screen(n: int) -> LiveScreen:
     """The fixed screen with ``n`` arms (a baseline and n - 1 candidates)."""
     names = ["bf16", "fp8", "int4", "awq", "gptq", "int4+awq", "fp8+spec", "all-three"][:n]
-    arms = [fixed_arm(nm, k + 1, 0.05 / (1 + 0.3 * k), 0.012 / (1 + 0.4 * k), {})
-            for k, nm in enumerate(names)]  # fmt: skip
-    info = RunInfo("many", "sessions/many.duckdb", names,
-                   [f"http://127.0.0.1:80{k:02d}/v1" for k in range(n)],
-                   [f"llama-3-8b-{nm}" for nm in names], 200, "poisson 20 req/s")  # fmt: skip
+    arms = [
+        fixed_arm(nm, k + 1, 0.05 / (1 + 0.3 * k), 0.012 / (1 + 0.4 * k), {})
+        for k, nm in enumerate(names)
+    ]
+    info = RunInfo(
+        "many",
+        "sessions/many.duckdb",
+        names,
+        [f"http://127.0.0.1:80{k:02d}/v1" for k in range(n)],
+        [f"llama-3-8b-{nm}" for nm in names],
+        200,
+        "poisson 20 req/s",
+    )
     return LiveScreen(info, RunProgress(9.0, "measuring", [arm_state(a) for a in arms]))

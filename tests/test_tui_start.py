@@ -64,8 +64,9 @@ def test_a_file_being_written_is_listed_as_running_without_copying(tmp_path):
         f"w = SessionWriter({str(path)!r}); print('ready', flush=True); sys.stdin.readline()\n"
         "w.close()"
     )
-    proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
         assert proc.stdout.readline().strip() == "ready"
         row = read_row(path)
@@ -112,8 +113,15 @@ def test_start_screen_lists_and_enter_opens_the_selected_session(folder):
             back_esc = app.screen.query_one("#sessions").cursor_row
             await pilot.press("q")  # from the list: quits
             await wait_for(pilot, lambda: not app.is_running, 10)
-        return app, listed, detail_bad, stayed, detail_enter, banner, (
-            opened, footer_keys, back, panes, back_esc)  # fmt: skip
+        return (
+            app,
+            listed,
+            detail_bad,
+            stayed,
+            detail_enter,
+            banner,
+            (opened, footer_keys, back, panes, back_esc),
+        )
 
     app, listed, detail_bad, stayed, detail_enter, banner, left = asyncio.run(drive())
     opened, footer_keys, back, panes, back_esc = left
@@ -219,16 +227,24 @@ def test_a_running_session_from_the_list_asks_before_going_back(tmp_path):
 
             def some_done() -> bool:
                 live = app.live
-                return live is not None and live.last is not None and all(
-                    a.progress.done >= 3 for a in live.last.arms)  # fmt: skip
+                return (
+                    live is not None
+                    and live.last is not None
+                    and all(a.progress.done >= 3 for a in live.last.arms)
+                )
 
             await wait_for(pilot, some_done, 120)
             asked = []
             for key in ("q", "escape", "ctrl+q"):
                 await pilot.press(key)
                 await pilot.pause()
-                asked.append((key, isinstance(app.screen, ConfirmQuit)
-                              and text_of(app.screen.query_one("#question"))))  # fmt: skip
+                asked.append(
+                    (
+                        key,
+                        isinstance(app.screen, ConfirmQuit)
+                        and text_of(app.screen.query_one("#question")),
+                    )
+                )
                 await pilot.press("n")
                 await pilot.pause()
             still = app.running and isinstance(app.screen, LiveScreen)
@@ -249,7 +265,7 @@ def test_a_running_session_from_the_list_asks_before_going_back(tmp_path):
     assert "Stop it and quit?" in asked[2][1]  # ctrl+q quits abtui, and asks too
     assert still
     assert len(listed) == 1 and listed[0].startswith("long") and "interrupted" in listed[0]
-    (kind, result), = app.ran
+    ((kind, result),) = app.ran
     assert kind == "demo" and result.status == "interrupted"
     with SessionReader(result.path) as rd:
         t = rd.request_table()
@@ -332,9 +348,19 @@ def test_open_web_serves_the_app_on_loopback(folder, tmp_path):
     err_log = tmp_path / "web-stderr.txt"
     with err_log.open("wb") as err:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "abtui", "open", str(folder / "ab-finished.duckdb"), "--web",
-             "--port", str(port)], stdout=subprocess.DEVNULL, stderr=err,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "abtui",
+                "open",
+                str(folder / "ab-finished.duckdb"),
+                "--web",
+                "--port",
+                str(port),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
 
     async def browse() -> tuple[int, str, bytes]:
         url = f"http://127.0.0.1:{port}"
@@ -354,8 +380,9 @@ def test_open_web_serves_the_app_on_loopback(folder, tmp_path):
                     if proc.poll() is not None or time.monotonic() > deadline:
                         pytest.fail(
                             f"abtui open --web never answered on port {port} (exit code "
-                            f"{proc.poll()}): {err_log.read_text()[-2000:]}", pytrace=False,
-                        )  # fmt: skip
+                            f"{proc.poll()}): {err_log.read_text()[-2000:]}",
+                            pytrace=False,
+                        )
                     await asyncio.sleep(0.1)
             got = b""
             async with http.ws_connect(url + "/ws?width=80&height=24", origin=url) as ws:

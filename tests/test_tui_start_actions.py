@@ -58,11 +58,14 @@ def test_delete_session_refuses_anything_but_a_session_file_of_the_folder(folder
     assert outside.exists() and other.exists()
     # a file a running abtui writes is refused too
     live = folder / "live.duckdb"
-    code = ("import sys; from abtui.store.writer import SessionWriter\n"
-            f"w = SessionWriter({str(live)!r}); print('ready', flush=True); sys.stdin.readline()\n"
-            "w.close()")  # fmt: skip
-    proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)  # fmt: skip
+    code = (
+        "import sys; from abtui.store.writer import SessionWriter\n"
+        f"w = SessionWriter({str(live)!r}); print('ready', flush=True); sys.stdin.readline()\n"
+        "w.close()"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
         assert proc.stdout.readline().strip() == "ready"
         with pytest.raises(AbtuiError, match="being written"):
@@ -185,8 +188,11 @@ def test_c_twice_compares_two_sessions(folder):
             marked = "\n".join(lines(app))
             await pilot.press("down")  # ab-degraded
             await pilot.press("c")
-            await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen)
-                           and app.screen.compared is not None, 30)  # fmt: skip
+            await wait_for(
+                pilot,
+                lambda: isinstance(app.screen, CompareScreen) and app.screen.compared is not None,
+                30,
+            )
             await pilot.pause()
             shown = lines(app)
             await pilot.press("escape")
@@ -215,8 +221,11 @@ def test_the_palette_opens_compares_and_exports(folder):
             await pilot.press(*"compare ab-fast with ab-stopped")
             await pilot.pause(1.0)
             await pilot.press("enter")
-            await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen)
-                           and app.screen.compared is not None, 30)  # fmt: skip
+            await wait_for(
+                pilot,
+                lambda: isinstance(app.screen, CompareScreen) and app.screen.compared is not None,
+                30,
+            )
             names = (app.screen.compared.a.name, app.screen.compared.b.name)
             await pilot.press("escape")
             await pilot.pause()

@@ -25,8 +25,16 @@ def rec(k: int, ttft: float, tpot: float, n: int = 20) -> RequestRecord:
     t0 = k * 100_000_000
     first = t0 + int(ttft * 1e9)
     last = first + int(tpot * (n - 1) * 1e9)
-    return RequestRecord(arm=0, item=k, scheduled_ns=t0, dispatched_ns=t0, chunk_ns=[first, last],
-                         done_ns=last, status=OK, n_output=n)  # fmt: skip
+    return RequestRecord(
+        arm=0,
+        item=k,
+        scheduled_ns=t0,
+        dispatched_ns=t0,
+        chunk_ns=[first, last],
+        done_ns=last,
+        status=OK,
+        n_output=n,
+    )
 
 
 def arms(n: int, ttft_b: float, tpot_b: float) -> tuple:
@@ -109,8 +117,10 @@ def test_a_finished_sessions_strip_ends_on_the_verdicts_figures_never_provisiona
 
     asyncio.run(drive())
     comp = seen["pair"].comparison
-    want = [pct(comp.get(k).ratio) for k in ("ttft.p50", "ttft.p99", "tpot.p50", "tpot.p99",
-                                              "throughput.output_tokens")]  # fmt: skip
+    want = [
+        pct(comp.get(k).ratio)
+        for k in ("ttft.p50", "ttft.p99", "tpot.p50", "tpot.p99", "throughput.output_tokens")
+    ]
     for text in (seen["end"], seen["end_again"]):
         assert "provisional" not in text and "the verdict's figures" in text, text
         at = 0

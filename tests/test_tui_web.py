@@ -46,9 +46,20 @@ def _need_web() -> None:
 def start_web(session, port: int, log, *extra: str) -> subprocess.Popen:
     with log.open("wb") as err:
         return subprocess.Popen(
-            [sys.executable, "-m", "abtui", "open", str(session), "--web", "--port", str(port),
-             *extra], stdout=subprocess.DEVNULL, stderr=err,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "abtui",
+                "open",
+                str(session),
+                "--web",
+                "--port",
+                str(port),
+                *extra,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
 
 
 async def wait_until_served(http, proc, port: int, log) -> str:
@@ -64,8 +75,11 @@ async def wait_until_served(http, proc, port: int, log) -> str:
         except aiohttp.ClientConnectionError:
             pass
         if proc.poll() is not None or time.monotonic() > deadline:
-            pytest.fail(f"abtui open --web never answered on port {port} (exit {proc.poll()}): "
-                        f"{log.read_text()[-2000:]}", pytrace=False)  # fmt: skip
+            pytest.fail(
+                f"abtui open --web never answered on port {port} (exit {proc.poll()}): "
+                f"{log.read_text()[-2000:]}",
+                pytrace=False,
+            )
         await asyncio.sleep(0.1)
 
 
@@ -101,8 +115,9 @@ def test_open_web_behind_a_tunnel_uses_the_public_url_and_downloads_reports(tmp_
                 assert r.status == 200
                 page = await r.text()
             screen, key = b"", None
-            async with http.ws_connect(local + "/ws?width=100&height=30", headers=as_browser,
-                                       origin=public) as ws:  # fmt: skip
+            async with http.ws_connect(
+                local + "/ws?width=100&height=30", headers=as_browser, origin=public
+            ) as ws:
                 while b"Verdict" not in screen:
                     m = await asyncio.wait_for(ws.receive(), 60)
                     assert m.type in (aiohttp.WSMsgType.BINARY, aiohttp.WSMsgType.TEXT), m
@@ -168,8 +183,9 @@ def test_open_web_answers_only_its_user(tmp_path):
 
     async def handshake(http, headers=None, origin=None) -> int:
         try:
-            async with http.ws_connect(url + "/ws?width=80&height=24", headers=headers or {},
-                                       origin=origin) as ws:  # fmt: skip
+            async with http.ws_connect(
+                url + "/ws?width=80&height=24", headers=headers or {}, origin=origin
+            ) as ws:
                 await ws.close()
                 return 101
         except aiohttp.WSServerHandshakeError as e:
@@ -187,8 +203,12 @@ def test_open_web_answers_only_its_user(tmp_path):
             got["rebound static"] = await status(http, "/static/js/textual.js", rebound)
             got["static"] = await status(http, "/static/js/textual.js")
             async with http.get(f"{url}/?fontsize=14&token={token}", allow_redirects=False) as r:
-                got["login"] = r.status, r.headers.get("Location"), r.headers.getall(
-                    "Set-Cookie", []), r.headers.get("Referrer-Policy")  # fmt: skip
+                got["login"] = (
+                    r.status,
+                    r.headers.get("Location"),
+                    r.headers.getall("Set-Cookie", []),
+                    r.headers.get("Referrer-Policy"),
+                )
             async with http.get(f"{url}/?token={token}") as r:  # the cookie is in the jar now
                 got["page"] = r.status, str(r.url), await r.text()
             got["ws foreign origin"] = await handshake(http, origin="http://evil.example")
@@ -210,8 +230,17 @@ def test_open_web_answers_only_its_user(tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=30)
-    for what in ("no token", "wrong token", "ws no token", "rebound", "foreign page",
-                 "rebound static", "ws foreign origin", "ws no origin", "ws rebound"):
+    for what in (
+        "no token",
+        "wrong token",
+        "ws no token",
+        "rebound",
+        "foreign page",
+        "rebound static",
+        "ws foreign origin",
+        "ws no origin",
+        "ws rebound",
+    ):
         assert got[what] == 403, (what, got[what])
     assert got["static"] == 200  # textual-serve's own scripts: public, but by a served name
     code, location, cookies, referrer = got["login"]
@@ -224,5 +253,6 @@ def test_open_web_answers_only_its_user(tmp_path):
     printed = log.read_text()
     assert printed.count(token) == 1, printed  # the one URL line; no access log
     assert token.encode() not in session.read_bytes()
-    assert not any(token.encode() in p.read_bytes() for p in tmp_path.iterdir() if p.is_file()
-                   and p != log)  # fmt: skip
+    assert not any(
+        token.encode() in p.read_bytes() for p in tmp_path.iterdir() if p.is_file() and p != log
+    )

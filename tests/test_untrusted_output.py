@@ -99,10 +99,29 @@ def hostile_session(tmp_path_factory):
     with HostileServer() as evil, SimProcess(ttft_ms=2, itl_ms=1, seed=1) as sim:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             rc = main(
-                ["run", "--baseline", sim.url, "--candidate", evil.url, "--requests", "12",
-                 "--rate", "30", "--input-tokens", "8", "--output-tokens", "4", "--warmup", "0",
-                 "--name", "evil", "--sessions-dir", str(tmp), "--headless"]
-            )  # fmt: skip
+                [
+                    "run",
+                    "--baseline",
+                    sim.url,
+                    "--candidate",
+                    evil.url,
+                    "--requests",
+                    "12",
+                    "--rate",
+                    "30",
+                    "--input-tokens",
+                    "8",
+                    "--output-tokens",
+                    "4",
+                    "--warmup",
+                    "0",
+                    "--name",
+                    "evil",
+                    "--sessions-dir",
+                    str(tmp),
+                    "--headless",
+                ]
+            )
     return rc, out.getvalue() + err.getvalue(), tmp / "evil.duckdb"
 
 
@@ -159,14 +178,34 @@ def craft_session(folder, name: str = "crafted"):
 
     path = folder / f"{name}.duckdb"
     w = SessionWriter(path)
-    w.write_meta(session_name="s" + CRAFT, spec=SPEC, load="poisson " + CRAFT,
-                 created="2026-01-01T10:00:00+00:00")  # fmt: skip
-    w.write_arms([
-        {"arm": 0, "name": "base" + CRAFT, "role": "baseline", "url": "http://127.0.0.1:1/v1",
-         "model": "m" + CRAFT, "api": "completions", "config": {}},
-        {"arm": 1, "name": "cand" + CRAFT, "role": "candidate", "url": "http://127.0.0.1:2/v1",
-         "model": CRAFT, "api": "completions", "config": {}},
-    ])  # fmt: skip
+    w.write_meta(
+        session_name="s" + CRAFT,
+        spec=SPEC,
+        load="poisson " + CRAFT,
+        created="2026-01-01T10:00:00+00:00",
+    )
+    w.write_arms(
+        [
+            {
+                "arm": 0,
+                "name": "base" + CRAFT,
+                "role": "baseline",
+                "url": "http://127.0.0.1:1/v1",
+                "model": "m" + CRAFT,
+                "api": "completions",
+                "config": {},
+            },
+            {
+                "arm": 1,
+                "name": "cand" + CRAFT,
+                "role": "candidate",
+                "url": "http://127.0.0.1:2/v1",
+                "model": CRAFT,
+                "api": "completions",
+                "config": {},
+            },
+        ]
+    )
     recs = records(1, 60)
     for r in recs[::7]:
         r.status, r.error_class, r.error_message = ERROR, "http_5xx", "boom" + CRAFT
@@ -179,7 +218,7 @@ def craft_session(folder, name: str = "crafted"):
 def assert_inert(out: str, where: str) -> None:
     rest = SGR.sub("", out)
     for c in ("\x1b", "\x07", "\x9b", "\u202e"):
-        assert c not in rest, (where, repr(c), out[max(0, rest.find(c) - 80):][:200])
+        assert c not in rest, (where, repr(c), out[max(0, rest.find(c) - 80) :][:200])
 
 
 @pytest.fixture(scope="module")
@@ -225,8 +264,10 @@ def _tui_screens(path, folder):
         shown = {}
         app = AbtuiApp(session=path)
         async with app.run_test(size=(160, 50)) as pilot:
-            await until(pilot, lambda: isinstance(app.screen, VerdictScreen)
-                        and bool(app.screen.query("#banner")))  # fmt: skip
+            await until(
+                pilot,
+                lambda: isinstance(app.screen, VerdictScreen) and bool(app.screen.query("#banner")),
+            )
             await pilot.pause(0.5)
             shown["verdict"] = screen_text(app)
             await pilot.press("v")
@@ -268,13 +309,22 @@ def test_tui_live_run_against_a_hostile_endpoint_is_inert(tmp_path):
     from abtui.tui.screens.live import LiveScreen
 
     with HostileServer() as evil, SimProcess(ttft_ms=2, itl_ms=1, seed=1) as sim:
-        spec = validate(spec_from_dict({
-            "name": "live-evil",
-            "arms": [{"name": "base", "url": sim.url}, {"name": "c\x1b]2;t\x07[b]", "url": evil.url}],
-            "workload": {"requests": 12, "input_tokens": 8, "output_tokens": 4},
-            "load": {"rate": 20, "warmup": 0}, "store": {"dir": str(tmp_path)},
-            "policy": {"resamples": 200},
-        }, "t.toml"))  # fmt: skip
+        spec = validate(
+            spec_from_dict(
+                {
+                    "name": "live-evil",
+                    "arms": [
+                        {"name": "base", "url": sim.url},
+                        {"name": "c\x1b]2;t\x07[b]", "url": evil.url},
+                    ],
+                    "workload": {"requests": 12, "input_tokens": 8, "output_tokens": 4},
+                    "load": {"rate": 20, "warmup": 0},
+                    "store": {"dir": str(tmp_path)},
+                    "policy": {"resamples": 200},
+                },
+                "t.toml",
+            )
+        )
 
         async def drive():
             frames = []
@@ -319,7 +369,8 @@ def test_every_terminal_path_goes_through_the_sanitiser():
         if re.search(r"(?<![A-Za-z_])Console\(", src):
             bad.append(f"{rel}: a Rich Console that is not an InertConsole")
         widgets = re.findall(r"from textual\.widgets import ([^\n]+)", src)
-        if rel != "tui/widgets/inert.py" and any(re.search(r"\b(Static|DataTable)\b", w)
-                                                 for w in widgets):  # fmt: skip
+        if rel != "tui/widgets/inert.py" and any(
+            re.search(r"\b(Static|DataTable)\b", w) for w in widgets
+        ):
             bad.append(f"{rel}: Textual's own Static/DataTable")
     assert not bad, bad

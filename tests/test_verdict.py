@@ -160,8 +160,12 @@ def test_a_sweep_session_gets_capacity_cost_at_capacity_and_a_front():
 
     parts = []
     for k, scale in enumerate((1.0, 2.0, 4.0)):  # latency grows with the offered load
-        t = synthetic_table(200, [ArmTruth(ttft_scale=scale), ArmTruth(ttft_scale=0.6 * scale)],
-                            seed=20 + k, rate=5.0 * 2**k)  # fmt: skip
+        t = synthetic_table(
+            200,
+            [ArmTruth(ttft_scale=scale), ArmTruth(ttft_scale=0.6 * scale)],
+            seed=20 + k,
+            rate=5.0 * 2**k,
+        )
         parts.append(t)
     table = RequestTable.concat(parts)
     table.level = np.concatenate([np.full(len(t), k) for k, t in enumerate(parts)])
@@ -205,15 +209,21 @@ def test_a_fast_candidate_with_undecidable_p99_guardrails_is_not_go():
     assert not any(pair.comparison.get(k).outcome == "REGRESSED" for k in ("ttft.p99", "e2e.p99"))
     assert v.result == INCONCLUSIVE and v.exit_code == 4
     assert pair.reasons[0].endswith(", but:")
-    assert any(r.startswith("guardrail P99 TTFT not shown non-inferior") and
-               "cannot be called below n = 1,000 per arm (has 500)" in r for r in pair.reasons)  # fmt: skip
+    assert any(
+        r.startswith("guardrail P99 TTFT not shown non-inferior")
+        and "cannot be called below n = 1,000 per arm (has 500)" in r
+        for r in pair.reasons
+    )
     states = {g["key"]: g["state"] for g in pair.guardrails}
     assert states["ttft.p99"] == "undecided" and states["ttft.p50"] == "shown"
 
 
 def test_a_fast_candidate_at_60_requests_per_arm_is_not_go():
-    v = evaluate(synthetic_table(60, [ArmTruth(), ArmTruth(ttft_scale=0.5, tpot_scale=0.5)],
-                                 seed=1), ARMS[:2], DEFAULT_GUARDS)  # fmt: skip
+    v = evaluate(
+        synthetic_table(60, [ArmTruth(), ArmTruth(ttft_scale=0.5, tpot_scale=0.5)], seed=1),
+        ARMS[:2],
+        DEFAULT_GUARDS,
+    )
     assert v.pairs[0].comparison.get("e2e.p50").outcome == "IMPROVED"
     assert v.result == INCONCLUSIVE
     assert sum("not shown non-inferior" in r for r in v.pairs[0].reasons) == 3  # the three P99s
@@ -247,9 +257,17 @@ def test_go_names_each_guardrail_bound_and_an_unmeasured_guardrail_blocks_go():
 
 def test_quality_not_shown_non_inferior_turns_go_into_inconclusive():
     def rows(n):
-        return [{"arm": arm, "item": k, "run": 0, "correct": True,
-                 "detail": {"suite": "exact", "cluster": str(k)}}
-                for arm in (0, 1) for k in range(n)]  # fmt: skip
+        return [
+            {
+                "arm": arm,
+                "item": k,
+                "run": 0,
+                "correct": True,
+                "detail": {"suite": "exact", "cluster": str(k)},
+            }
+            for arm in (0, 1)
+            for k in range(n)
+        ]
 
     few = _verdict(ArmTruth(), FASTER, quality=rows(40))  # no flip, but ±8.8 pp on 40 items
     assert few.result == INCONCLUSIVE
@@ -276,8 +294,14 @@ def _alternating(t, items_per_block: int = 50, gap_s: float = 0.5):
         for slot, arm in enumerate(alternate_order(b, 2)):
             rows = (t.block == b) & (t.arm == arm)
             shift[rows] = (2 * b + slot) * turn_ns - b * span  # turn start − the block's offset
-    for col in ("scheduled_ns", "dispatched_ns", "first_byte_ns", "done_ns", "first_token_ns",
-                "last_token_ns"):  # fmt: skip
+    for col in (
+        "scheduled_ns",
+        "dispatched_ns",
+        "first_byte_ns",
+        "done_ns",
+        "first_token_ns",
+        "last_token_ns",
+    ):
         v = getattr(t, col)
         setattr(t, col, np.where(v != NA, v + shift, v))
     t.chunk_t_ns = t.chunk_t_ns + shift[t.chunk_req_idx]
@@ -298,8 +322,12 @@ def test_alternating_rates_use_each_arms_own_turns():
     assert sa.duration_s == pytest.approx(8 * turn_s, rel=0.03)
     assert sa.requests_per_s == pytest.approx(50 / turn_s, rel=0.03)
     comp = compare(t, 0, 1, {"e2e": 0.5}, resamples=1000, seed=1, prices=(2.0, 2.0))
-    for key in ("throughput.requests", "throughput.output_tokens", "goodput.requests",
-                "cost.per_mtok_output"):  # fmt: skip
+    for key in (
+        "throughput.requests",
+        "throughput.output_tokens",
+        "goodput.requests",
+        "cost.per_mtok_output",
+    ):
         e = comp.get(key)
         assert abs(e.ratio) < 0.01 and e.lo < 0 < e.hi and e.hi - e.lo < 0.05, key
         assert e.block_len == 1, key  # whole alternation blocks
@@ -369,8 +397,9 @@ def test_a_load_both_arms_share_cancels_in_the_contrast_and_is_called():
     from abtui.stats.synthetic import shared_load
 
     shared = shared_load(400, seed=2, sigma=0.25, ar=0.95)  # as dependent, but common to both
-    t = synthetic_table(400, [ArmTruth(), ArmTruth(ttft_scale=0.8, tpot_scale=0.8)], seed=2,
-                        shared=shared)  # fmt: skip
+    t = synthetic_table(
+        400, [ArmTruth(), ArmTruth(ttft_scale=0.8, tpot_scale=0.8)], seed=2, shared=shared
+    )
     e = evaluate(t, ARMS[:2], SPEC).pairs[0].comparison.get("e2e.p50")
     assert e.n_eff >= dc.MIN_EFFECTIVE and e.outcome == "IMPROVED"
 
@@ -416,6 +445,9 @@ def test_the_candidates_own_stalls_cannot_fake_a_gain():
     """Only the baseline's stalls flatter the candidate; the candidate's make it look slower."""
     base = ArmTruth(**dict(BUSY, stall_s=0.0))
     cand = ArmTruth(**BUSY, ttft_scale=0.6, tpot_scale=0.6)
-    v = evaluate(synthetic_table(1000, [base, cand], rate=30, seed=3), ARMS[:2],
-                 {"policy": {"resamples": 500}})  # fmt: skip
+    v = evaluate(
+        synthetic_table(1000, [base, cand], rate=30, seed=3),
+        ARMS[:2],
+        {"policy": {"resamples": 500}},
+    )
     assert v.result == GO and v.pairs[0].generator["cand"]["flattery"] == {}

@@ -63,9 +63,15 @@ def test_clearly_faster_candidate_gets_go(tmp_path, capsys):
         # design: it is no evidence either way, so it is repeated (at most twice more).
         for _ in range(3):
             rc = main(
-                ["run", _spec(tmp_path, "faster", a.url, b.url), "--headless", "--gpu-price",
-                 "2.5", "--overwrite"]
-            )  # fmt: skip
+                [
+                    "run",
+                    _spec(tmp_path, "faster", a.url, b.url),
+                    "--headless",
+                    "--gpu-price",
+                    "2.5",
+                    "--overwrite",
+                ]
+            )
             out = capsys.readouterr().out
             if "fell behind its schedule" not in out:
                 break
@@ -118,10 +124,26 @@ def test_identical_endpoints_never_get_a_significant_change(tmp_path, capsys):
 def test_aa_run_alternates_the_copies_and_stores_a_noise_floor_that_raises_delta(tmp_path, capsys):
     with SimProcess(SimConfig(seed=1, **BASE)) as a:
         rc = main(
-            ["run", "--aa", "--baseline", a.url, "--requests", "160", "--rate", "80",
-             "--input-tokens", "16", "--output-tokens", "8", "--name", "aa",
-             "--sessions-dir", str(tmp_path), "--headless"]
-        )  # fmt: skip
+            [
+                "run",
+                "--aa",
+                "--baseline",
+                a.url,
+                "--requests",
+                "160",
+                "--rate",
+                "80",
+                "--input-tokens",
+                "16",
+                "--output-tokens",
+                "8",
+                "--name",
+                "aa",
+                "--sessions-dir",
+                str(tmp_path),
+                "--headless",
+            ]
+        )
         cap = capsys.readouterr()
         out = cap.out
         assert rc in (0, 4), out
@@ -153,10 +175,21 @@ def test_aa_run_alternates_the_copies_and_stores_a_noise_floor_that_raises_delta
     assert floor["e2e.p50"] == e2e["floor"] and not any("@" in k for k in floor)
     # a later report given that session uses δ = max(default, floor) per (base) row
     r = subprocess.run(
-        [sys.executable, "-m", "abtui", "report", str(tmp_path / "aa.duckdb"), "--format", "json",
-         "--noise-floor", str(tmp_path / "aa.duckdb")],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "abtui",
+            "report",
+            str(tmp_path / "aa.duckdb"),
+            "--format",
+            "json",
+            "--noise-floor",
+            str(tmp_path / "aa.duckdb"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     doc = json.loads(r.stdout)
     assert doc["policy"]["noise_floor_detail"]["method"] == "aa-blocks-v2"
     rows = {e["key"]: e for e in doc["pairs"][0]["comparison"]["effects"]}

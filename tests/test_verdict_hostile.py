@@ -38,8 +38,9 @@ def test_tiny_runs_against_identical_arms_never_call_an_effect(n):
 
 
 def test_from_the_minimum_on_an_effect_is_called():
-    t = synthetic_table(dc.MIN_PAIRED + 5, [ArmTruth(), ArmTruth(ttft_scale=0.5, tpot_scale=0.5)],
-                        seed=1)  # fmt: skip
+    t = synthetic_table(
+        dc.MIN_PAIRED + 5, [ArmTruth(), ArmTruth(ttft_scale=0.5, tpot_scale=0.5)], seed=1
+    )
     v = evaluate(t, ARMS, P50_ONLY)
     assert v.result == GO, v.pairs[0].reasons
     assert v.pairs[0].comparison.get("e2e.p50").outcome == dc.IMPROVED
@@ -62,8 +63,9 @@ def test_a_candidate_that_stops_after_one_token_is_not_faster(tmp_path):
     check = pair.comparison.checks[0]
     assert check.key == "output_tokens.mean" and check.outcome == dc.IMPROVED
     # the same candidate with the same lengths is not flagged, and a faster one is still GO
-    t = synthetic_table(400, [ArmTruth(), ArmTruth(ttft_scale=0.8, tpot_scale=0.8)],
-                        n_output=128, seed=3)  # fmt: skip
+    t = synthetic_table(
+        400, [ArmTruth(), ArmTruth(ttft_scale=0.8, tpot_scale=0.8)], n_output=128, seed=3
+    )
     v = evaluate(t, ARMS, P50_ONLY)
     assert v.result == GO and not v.pairs[0].findings
     assert v.pairs[0].comparison.checks[0].outcome == dc.EQUIVALENT
@@ -71,14 +73,16 @@ def test_a_candidate_that_stops_after_one_token_is_not_faster(tmp_path):
 
 def test_usage_that_the_stream_did_not_carry_is_flagged_and_blocks_go():
     fast_lie = ArmTruth(ttft_scale=0.8, tpot_scale=0.8, n_output=2, usage_tokens=128)
-    t = synthetic_table(400, [ArmTruth(n_output=2, usage_tokens=2), fast_lie], n_output=128,
-                        seed=3)  # fmt: skip
+    t = synthetic_table(400, [ArmTruth(n_output=2, usage_tokens=2), fast_lie], n_output=128, seed=3)
     v = evaluate(t, ARMS, P50_ONLY)
     pair = v.pairs[0]
     assert v.result == INCONCLUSIVE
     reason = next(r for r in pair.reasons if "usage counts more output tokens" in r)
     assert "cand: 400 of 400 responses (e.g. 128 tokens in 2 chunks)" in reason
-    assert pair.comparison.get("tpot.p50").note == "not comparable: usage counts the stream did not carry"
+    assert (
+        pair.comparison.get("tpot.p50").note
+        == "not comparable: usage counts the stream did not carry"
+    )
     f = next(f for f in pair.findings if f["kind"] == "usage_outruns_stream")
     assert f["blocks"] and f["arms"]["cand"]["responses"] == 400
 
@@ -87,17 +91,43 @@ BASE = dict(ttft_ms=15.0, itl_ms=1.5, jitter_ms=0.5)
 
 
 def _run(tmp_path, name, a, b, *extra) -> tuple[int, dict]:
-    rc = main(["run", "--baseline", a.url, "--candidate", b.url, "--rate", "20",
-               "--input-tokens", "16", "--name", name, "--sessions-dir", str(tmp_path),
-               "--headless", *extra])  # fmt: skip
+    rc = main(
+        [
+            "run",
+            "--baseline",
+            a.url,
+            "--candidate",
+            b.url,
+            "--rate",
+            "20",
+            "--input-tokens",
+            "16",
+            "--name",
+            name,
+            "--sessions-dir",
+            str(tmp_path),
+            "--headless",
+            *extra,
+        ]
+    )
     with SessionReader(tmp_path / f"{name}.duckdb") as rd:
         return rc, rd.verdicts()[-1]["result"]
 
 
 def test_two_requests_against_identical_endpoints_call_nothing(tmp_path, capsys):
     with SimProcess(SimConfig(seed=1, **BASE)) as a, SimProcess(SimConfig(seed=2, **BASE)) as b:
-        rc, res = _run(tmp_path, "tiny", a, b, "--requests", "2", "--output-tokens", "8",
-                       "--primary", "ttft.p50")  # fmt: skip
+        rc, res = _run(
+            tmp_path,
+            "tiny",
+            a,
+            b,
+            "--requests",
+            "2",
+            "--output-tokens",
+            "8",
+            "--primary",
+            "ttft.p50",
+        )
     out = capsys.readouterr().out
     assert rc == 4 and res["result"] == "INCONCLUSIVE", out
     effects = res["pairs"][0]["comparison"]["effects"]
@@ -107,8 +137,10 @@ def test_two_requests_against_identical_endpoints_call_nothing(tmp_path, capsys)
 
 def test_a_candidate_stopping_early_through_the_simulator(tmp_path, capsys):
     early = FaultConfig(stop_after=1)
-    with (SimProcess(SimConfig(seed=1, **BASE)) as a,
-          SimProcess(SimConfig(seed=2, faults=early, **BASE)) as b):  # fmt: skip
+    with (
+        SimProcess(SimConfig(seed=1, **BASE)) as a,
+        SimProcess(SimConfig(seed=2, faults=early, **BASE)) as b,
+    ):
         rc, res = _run(tmp_path, "early", a, b, "--requests", "60", "--output-tokens", "32")
     out = capsys.readouterr().out
     assert rc == 4, out
@@ -116,18 +148,32 @@ def test_a_candidate_stopping_early_through_the_simulator(tmp_path, capsys):
     rows = {e["key"]: e for e in pair["comparison"]["effects"]}
     assert rows["e2e.p50"]["ratio"] < -0.5 and rows["e2e.p50"]["outcome"] == "INCONCLUSIVE"
     assert rows["e2e.p50"]["note"] == "not comparable: the arms' output lengths differ"
-    assert any("different output lengths" in r and "(mean 1.0 vs 32.0 tokens)" in r
-               for r in pair["reasons"])  # fmt: skip
+    assert any(
+        "different output lengths" in r and "(mean 1.0 vs 32.0 tokens)" in r
+        for r in pair["reasons"]
+    )
     assert "different output lengths" in out
 
 
 def test_a_usage_count_the_stream_did_not_carry_through_the_simulator(tmp_path, capsys):
     lie = FaultConfig(stop_after=2, usage_tokens=64)
     honest = FaultConfig(stop_after=2)
-    with (SimProcess(SimConfig(seed=1, faults=honest, **BASE)) as a,
-          SimProcess(SimConfig(seed=2, faults=lie, **BASE)) as b):  # fmt: skip
-        rc, res = _run(tmp_path, "lie", a, b, "--requests", "60", "--output-tokens", "64",
-                       "--primary", "tpot.p50")  # fmt: skip
+    with (
+        SimProcess(SimConfig(seed=1, faults=honest, **BASE)) as a,
+        SimProcess(SimConfig(seed=2, faults=lie, **BASE)) as b,
+    ):
+        rc, res = _run(
+            tmp_path,
+            "lie",
+            a,
+            b,
+            "--requests",
+            "60",
+            "--output-tokens",
+            "64",
+            "--primary",
+            "tpot.p50",
+        )
     out = capsys.readouterr().out
     assert rc == 4, out
     pair = res["pairs"][0]

@@ -70,8 +70,14 @@ def _mean_gap_reference(t, rows) -> float:
 
 
 def _table(n: int = 3000, blocks: int = 1, seed: int = 3):
-    t = synthetic_table(n, [ArmTruth(lag_s=0.004), ArmTruth(tpot_scale=0.9)], n_output=6,
-                        rate=50, seed=seed, vary_input=True)  # fmt: skip
+    t = synthetic_table(
+        n,
+        [ArmTruth(lag_s=0.004), ArmTruth(tpot_scale=0.9)],
+        n_output=6,
+        rate=50,
+        seed=seed,
+        vary_input=True,
+    )
     rng = np.random.default_rng(seed)
     t.scheduled_ns = t.scheduled_ns + rng.integers(0, 10**6, len(t))  # not in order
     if blocks > 1:
@@ -91,8 +97,17 @@ def test_the_generator_rules_bounds_share_what_they_can():
     t = _table()
     rows = np.flatnonzero((t.arm == 0) & t.ok)
     lag = (t.dispatched_ns[t.arm == 0] - t.scheduled_ns[t.arm == 0]) / 1e9
-    keys = ["e2e.p50", "ttft.p50", "ttft.p99", "tpot.p50", "tpot.p99", "e2e.p99", "e2e.mean",
-            "ttft_user.p95", "throughput.requests"]  # fmt: skip
+    keys = [
+        "e2e.p50",
+        "ttft.p50",
+        "ttft.p99",
+        "tpot.p50",
+        "tpot.p99",
+        "e2e.p99",
+        "e2e.mean",
+        "ttft_user.p95",
+        "throughput.requests",
+    ]
     shared: dict = {}
     for key in keys:
         alone = lg.flattery(t.select(rows), key, lag)  # a copy of the rows, nothing shared
@@ -128,15 +143,31 @@ def _file(tmp_path, n: int = 400, k: int = 30):
     path = tmp_path / "s.duckdb"
     with SessionWriter(path) as w:
         w.write_meta(spec={"slo": {"itl": 0.02}, "policy": {"resamples": 200}})
-        w.write_arms([{"arm": 0, "name": "a", "url": "http://a/v1"},
-                      {"arm": 1, "name": "b", "url": "http://b/v1"}])  # fmt: skip
+        w.write_arms(
+            [
+                {"arm": 0, "name": "a", "url": "http://a/v1"},
+                {"arm": 1, "name": "b", "url": "http://b/v1"},
+            ]
+        )
         recs = []
         for i in range(n):
             t0 = 10**12 + i * 20_000_000
             chunks = (t0 + 10**7 + np.cumsum(rng.integers(1, 9 * 10**6, k))).tolist()
-            recs.append(RequestRecord(arm=i % 2, item=i // 2, scheduled_ns=t0, dispatched_ns=t0,
-                                      first_byte_ns=chunks[0], done_ns=chunks[-1], chunk_ns=chunks,
-                                      chunk_tokens=[1] * k, status=OK, n_input=64, n_output=k))  # fmt: skip
+            recs.append(
+                RequestRecord(
+                    arm=i % 2,
+                    item=i // 2,
+                    scheduled_ns=t0,
+                    dispatched_ns=t0,
+                    first_byte_ns=chunks[0],
+                    done_ns=chunks[-1],
+                    chunk_ns=chunks,
+                    chunk_tokens=[1] * k,
+                    status=OK,
+                    n_input=64,
+                    n_output=k,
+                )
+            )
         w.add_records(recs)
     return path
 

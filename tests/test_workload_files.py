@@ -92,7 +92,10 @@ def _write(tmp_path, lines: list[str]) -> Path:
     [
         ('{"prompt": "hi", "colour": 1}', "unknown field 'colour'"),
         ('{"prompt": "hi", "input_tokens": 5}', "exactly one of"),
-        ('{"prompt": "hi", "max_tokens": 0}', "max_tokens = 0 is out of range: a whole number from 1"),
+        (
+            '{"prompt": "hi", "max_tokens": 0}',
+            "max_tokens = 0 is out of range: a whole number from 1",
+        ),
         ('{"prompt": "hi", "arrival_s": -1}', "arrival_s = -1 is out of range"),
         ('{"prompt": "hi", "prefix_ids": [1]}', "prefix_ids needs input_tokens"),
         ('{"messages": []}', "messages must be"),
@@ -110,11 +113,14 @@ def test_jsonl_reader_names_line_and_field(tmp_path, line, says):
 
 
 def test_jsonl_items_sorted_by_arrival_and_synthesised_from_lengths(tmp_path):
-    p = _write(tmp_path, [
-        '{"id": "late", "arrival_s": 2, "input_tokens": 40, "max_tokens": 7}',
-        '{"id": "chat", "arrival_s": 0.5, "messages": [{"role": "user", "content": "hi"}]}',
-        '{"id": "early", "prompt": "hello there", "suite": "s", "tags": ["a"]}',
-    ])  # fmt: skip
+    p = _write(
+        tmp_path,
+        [
+            '{"id": "late", "arrival_s": 2, "input_tokens": 40, "max_tokens": 7}',
+            '{"id": "chat", "arrival_s": 0.5, "messages": [{"role": "user", "content": "hi"}]}',
+            '{"id": "early", "prompt": "hello there", "suite": "s", "tags": ["a"]}',
+        ],
+    )
     wl = read_workload(p, default_max_tokens=9)
     assert [it.id for it in wl.items] == ["early", "chat", "late"]
     assert [it.index for it in wl.items] == [0, 1, 2] and wl.has_arrivals
@@ -130,8 +136,17 @@ def test_cli_import_and_inspect(tmp_path, capsys):
     )
     assert "mooncake.jsonl:4:" in capsys.readouterr().err
     assert not out.exists()
-    rc = main(["workload", "import", "mooncake", str(FIX / "mooncake.jsonl"), "-o", str(out),
-               "--skip-bad"])  # fmt: skip
+    rc = main(
+        [
+            "workload",
+            "import",
+            "mooncake",
+            str(FIX / "mooncake.jsonl"),
+            "-o",
+            str(out),
+            "--skip-bad",
+        ]
+    )
     assert rc == 0 and "1 bad lines skipped" in capsys.readouterr().err
     assert len(out.read_text().splitlines()) == 4
     assert main(["workload", "inspect", str(out), "--context", "1400"]) == 0
@@ -144,8 +159,10 @@ def test_cli_import_and_inspect(tmp_path, capsys):
 def test_inspect_figures():
     from abtui.client.items import Item
 
-    items = [Item(index=i, id=str(i), arrival_s=i * 0.5, prompt="w " * 10, max_tokens=i + 1)
-             for i in range(21)]  # fmt: skip
+    items = [
+        Item(index=i, id=str(i), arrival_s=i * 0.5, prompt="w " * 10, max_tokens=i + 1)
+        for i in range(21)
+    ]
     s = workload_stats(items)
     assert s.mean_rate == pytest.approx(2.0) and s.burstiness == pytest.approx(0.0)
     assert s.output_pct["max"] == 21 and s.input_pct["p50"] == 10
@@ -154,9 +171,24 @@ def test_inspect_figures():
 
 def test_synth_writes_the_shape_asked_for_and_inspect_measures_it(tmp_path, capsys):
     a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
-    args = ["--requests", "2000", "--rate", "10", "--arrival", "gamma", "--burstiness", "2",
-            "--input-dist", "normal:400:50", "--prefix-groups", "4", "--prefix-tokens", "100",
-            "--seed", "3"]  # fmt: skip
+    args = [
+        "--requests",
+        "2000",
+        "--rate",
+        "10",
+        "--arrival",
+        "gamma",
+        "--burstiness",
+        "2",
+        "--input-dist",
+        "normal:400:50",
+        "--prefix-groups",
+        "4",
+        "--prefix-tokens",
+        "100",
+        "--seed",
+        "3",
+    ]
     assert main(["workload", "synth", "-o", str(a), *args]) == 0
     assert main(["workload", "synth", "-o", str(b), *args]) == 0
     assert a.read_bytes() == b.read_bytes()  # same seed, same workload
@@ -257,11 +289,16 @@ def test_trace_rows_with_zero_tokens_are_left_out_and_counted_not_refused(tmp_pa
     )
     recs, stats, note = import_trace("mooncake", mc)
     assert [r["input_tokens"] for r in recs] == [10, 7] and stats.skipped == 0
-    assert note == ("1 rows with 0 response tokens (output_length; failed in the trace) left "
-                    "out; 1 rows with 0 prompt tokens (input_length) left out")  # fmt: skip
+    assert note == (
+        "1 rows with 0 response tokens (output_length; failed in the trace) left "
+        "out; 1 rows with 0 prompt tokens (input_length) left out"
+    )
     az = tmp_path / "az.csv"
     az.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n1.0,374,44\n2.0,396,0\n3.0,5,-1\n")
-    with pytest.raises(WorkloadError, match=r"az.csv:4: GeneratedTokens = -1.0 is out of range: a whole number from 0"):
+    with pytest.raises(
+        WorkloadError,
+        match=r"az.csv:4: GeneratedTokens = -1.0 is out of range: a whole number from 0",
+    ):
         import_trace("azure", az)  # a negative count is malformed, not unusable
     recs, stats, note = import_trace("azure", az, skip_bad=True)
     assert len(recs) == 1 and stats.skipped == 1 and note.startswith("1 rows with 0 response")

@@ -38,12 +38,29 @@ def test_replay_follows_the_files_timestamps_for_every_arm(sims, tmp_path):
     rng = np.random.default_rng(7)
     offsets = np.cumsum(rng.exponential(0.05, size=40))  # ~20 req/s in the file
     offsets -= offsets[0]
-    recs = [{"id": f"r{i}", "arrival_s": round(float(t), 6), "input_tokens": 20 + i,
-             "max_tokens": 4} for i, t in enumerate(offsets)]  # fmt: skip
+    recs = [
+        {"id": f"r{i}", "arrival_s": round(float(t), 6), "input_tokens": 20 + i, "max_tokens": 4}
+        for i, t in enumerate(offsets)
+    ]
     wl = tmp_path / "trace.jsonl"
     write_jsonl(wl, recs)
-    rc = main(["run", *_arms(sims), "--workload", str(wl), "--speedup", "2", "--name", "rp",
-               "--sessions-dir", str(tmp_path), "--headless", "--warmup", "1"])  # fmt: skip
+    rc = main(
+        [
+            "run",
+            *_arms(sims),
+            "--workload",
+            str(wl),
+            "--speedup",
+            "2",
+            "--name",
+            "rp",
+            "--sessions-dir",
+            str(tmp_path),
+            "--headless",
+            "--warmup",
+            "1",
+        ]
+    )
     assert rc in (0, 3, 4)
     with SessionReader(tmp_path / "rp.duckdb") as rd:
         items = rd.items()
@@ -65,10 +82,32 @@ def test_replay_follows_the_files_timestamps_for_every_arm(sims, tmp_path):
 
 
 def test_synthetic_shape_flags_same_seed_same_workload(sims, tmp_path):
-    args = [*_arms(sims), "--requests", "30", "--rate", "50", "--arrival", "gamma",
-            "--burstiness", "2", "--input-dist", "uniform:20:60", "--output-dist", "fixed:3",
-            "--prefix-groups", "3", "--prefix-tokens", "16", "--seed", "5",
-            "--sessions-dir", str(tmp_path), "--headless", "--warmup", "0"]  # fmt: skip
+    args = [
+        *_arms(sims),
+        "--requests",
+        "30",
+        "--rate",
+        "50",
+        "--arrival",
+        "gamma",
+        "--burstiness",
+        "2",
+        "--input-dist",
+        "uniform:20:60",
+        "--output-dist",
+        "fixed:3",
+        "--prefix-groups",
+        "3",
+        "--prefix-tokens",
+        "16",
+        "--seed",
+        "5",
+        "--sessions-dir",
+        str(tmp_path),
+        "--headless",
+        "--warmup",
+        "0",
+    ]
     assert main(["run", *args, "--name", "s1"]) in (0, 3, 4)
     assert main(["run", *args, "--name", "s2"]) in (0, 3, 4)
     with SessionReader(tmp_path / "s1.duckdb") as r1, SessionReader(tmp_path / "s2.duckdb") as r2:
@@ -100,8 +139,18 @@ def test_bad_workload_options_are_one_line_errors(sims, tmp_path, capsys, extra,
 
 
 def test_duration_cuts_an_open_schedule_and_stops_a_closed_loop(sims, tmp_path, capsys):
-    common = [*_arms(sims), "--input-tokens", "16", "--output-tokens", "4", "--warmup", "1",
-              "--sessions-dir", str(tmp_path), "--headless"]  # fmt: skip
+    common = [
+        *_arms(sims),
+        "--input-tokens",
+        "16",
+        "--output-tokens",
+        "4",
+        "--warmup",
+        "1",
+        "--sessions-dir",
+        str(tmp_path),
+        "--headless",
+    ]
     # open loop, no request count: as many as 40 req/s brings in 1 s
     assert main(["run", *common, "--rate", "40", "--duration", "1s", "--name", "d1"]) in (0, 3, 4)
     with SessionReader(tmp_path / "d1.duckdb") as rd:
@@ -110,8 +159,20 @@ def test_duration_cuts_an_open_schedule_and_stops_a_closed_loop(sims, tmp_path, 
     assert 20 <= len(items) <= 65 and max(it.arrival_s for it in items) < 1.0
     assert len(t) == 2 * len(items) and set(t.status) == {"ok"}
     # closed loop: at most 1000, but nothing starts after 0.5 s
-    rc = main(["run", *common, "--concurrency", "2", "--requests", "1000", "--duration", "0.5s",
-               "--name", "d2"])  # fmt: skip
+    rc = main(
+        [
+            "run",
+            *common,
+            "--concurrency",
+            "2",
+            "--requests",
+            "1000",
+            "--duration",
+            "0.5s",
+            "--name",
+            "d2",
+        ]
+    )
     assert rc in (0, 3, 4)
     with SessionReader(tmp_path / "d2.duckdb") as rd:
         seg = rd.meta()["segments"][0]

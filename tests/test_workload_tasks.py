@@ -12,12 +12,19 @@ from abtui.spec import spec_from_dict, validate
 from abtui.workload.build import build_items
 from abtui.workload.tasks import REPEAT_INSTRUCTION, paragraph, task_prompt
 
-ARMS = [{"name": "a", "url": "http://127.0.0.1:1/v1"}, {"name": "b", "url": "http://127.0.0.1:2/v1"}]
+ARMS = [
+    {"name": "a", "url": "http://127.0.0.1:1/v1"},
+    {"name": "b", "url": "http://127.0.0.1:2/v1"},
+]
 
 
 def _spec(workload: dict, source: str = "x.toml"):
-    return validate(spec_from_dict({"arms": [dict(a) for a in ARMS], "workload": workload,
-                                    "load": {"concurrency": 1}}, source))  # fmt: skip
+    return validate(
+        spec_from_dict(
+            {"arms": [dict(a) for a in ARMS], "workload": workload, "load": {"concurrency": 1}},
+            source,
+        )
+    )
 
 
 def test_repeat_items_carry_a_paragraph_of_the_asked_length_the_same_for_every_build():
@@ -34,8 +41,9 @@ def test_repeat_items_carry_a_paragraph_of_the_asked_length_the_same_for_every_b
         texts.append(body)
     assert len(set(texts)) == 6  # every item its own paragraph
     # another seed, other paragraphs
-    other = build_items(_spec({"task": "repeat", "requests": 6, "input_tokens": 80, "seed": 1}),
-                        None)  # fmt: skip
+    other = build_items(
+        _spec({"task": "repeat", "requests": 6, "input_tokens": 80, "seed": 1}), None
+    )
     assert not {it.prompt for it in other} & {it.prompt for it in items}
 
 
@@ -55,11 +63,14 @@ def test_an_item_is_the_same_whichever_others_are_made():
     assert len(paragraph(random.Random(0), 1).split(". ")) == 1  # at least one sentence
 
 
-@pytest.mark.parametrize("workload, says", [
-    ({"task": "summarise"}, r"workload.task must be one of repeat, story, got 'summarise'"),
-    ({"task": "repeat", "prefix_groups": 2, "prefix_tokens": 8}, "makes its own prompts"),
-    ({"task": 3}, "workload.task must be"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "workload, says",
+    [
+        ({"task": "summarise"}, r"workload.task must be one of repeat, story, got 'summarise'"),
+        ({"task": "repeat", "prefix_groups": 2, "prefix_tokens": 8}, "makes its own prompts"),
+        ({"task": 3}, "workload.task must be"),
+    ],
+)
 def test_a_bad_task_is_named(workload, says):
     with pytest.raises(SpecError, match=says):
         _spec(workload)

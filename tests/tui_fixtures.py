@@ -14,11 +14,25 @@ from abtui.client.records import OK, RequestRecord
 from abtui.store.writer import SessionWriter
 
 ARMS = [
-    {"arm": 0, "name": "bf16", "role": "baseline", "url": "http://127.0.0.1:8001/v1",
-     "model": "llama-3-8b-bf16", "api": "completions", "config": {}},
-    {"arm": 1, "name": "fp8", "role": "candidate", "url": "http://127.0.0.1:8002/v1",
-     "model": "llama-3-8b-fp8", "api": "completions", "config": {}},
-]  # fmt: skip
+    {
+        "arm": 0,
+        "name": "bf16",
+        "role": "baseline",
+        "url": "http://127.0.0.1:8001/v1",
+        "model": "llama-3-8b-bf16",
+        "api": "completions",
+        "config": {},
+    },
+    {
+        "arm": 1,
+        "name": "fp8",
+        "role": "candidate",
+        "url": "http://127.0.0.1:8002/v1",
+        "model": "llama-3-8b-fp8",
+        "api": "completions",
+        "config": {},
+    },
+]
 # 60 requests per arm cannot call a P99: with the default guardrails (P99 among them) no such
 # session is GO. These sessions are about the screens, so their policy guards the medians only.
 SPEC = {"slo": {"ttft": 0.2, "tpot": 0.01}, "policy": {"guardrails": ["ttft.p50", "tpot.p50"]}}
@@ -36,9 +50,20 @@ def records(seed: int, n: int) -> list[RequestRecord]:
             n_out = int(rng.integers(20, 200))
             first = t0 + 200_000 + int(ttft * 1e9)
             last = first + int(tpot * (n_out - 1) * 1e9)
-            out.append(RequestRecord(arm=arm, item=k, scheduled_ns=t0, dispatched_ns=t0 + 200_000,
-                                     chunk_ns=[first, last], chunk_tokens=[1, n_out - 1],
-                                     done_ns=last, status=OK, n_output=n_out, n_input=512))  # fmt: skip
+            out.append(
+                RequestRecord(
+                    arm=arm,
+                    item=k,
+                    scheduled_ns=t0,
+                    dispatched_ns=t0 + 200_000,
+                    chunk_ns=[first, last],
+                    chunk_tokens=[1, n_out - 1],
+                    done_ns=last,
+                    status=OK,
+                    n_output=n_out,
+                    n_input=512,
+                )
+            )
     return out
 
 
@@ -59,8 +84,15 @@ def quality_rows() -> list[dict]:
                 b = (a and j >= 10) if bucket == "16k" else (a or j % 12 == 5)
             detail = {"suite": suite, "bucket": bucket, "cluster": f"{suite}-{bucket}-{j // 4}"}
             for arm, ok in ((0, a), (1, None if k == 3 else b)):
-                out.append({"arm": arm, "item": k, "score": None if ok is None else float(ok),
-                            "correct": ok, "detail": detail})  # fmt: skip
+                out.append(
+                    {
+                        "arm": arm,
+                        "item": k,
+                        "score": None if ok is None else float(ok),
+                        "correct": ok,
+                        "detail": detail,
+                    }
+                )
             k += 1
     return out
 
@@ -68,16 +100,29 @@ def quality_rows() -> list[dict]:
 QUALITY_SPEC = {**SPEC, "quality": {"suites": ["niah", "exact"], "margins": {"niah": 0.15}}}
 
 
-def write_session(folder: Path, name: str, *, seed: int = 1, n: int = 60, status: str = "complete",
-                  verdict: bool = True, mtime: float | None = None,
-                  quality: bool = False, meta: dict | None = None) -> Path:  # fmt: skip
+def write_session(
+    folder: Path,
+    name: str,
+    *,
+    seed: int = 1,
+    n: int = 60,
+    status: str = "complete",
+    verdict: bool = True,
+    mtime: float | None = None,
+    quality: bool = False,
+    meta: dict | None = None,
+) -> Path:
     """A session file ``folder/name.duckdb`` closed with ``status`` ("running": as a killed
     writer leaves it), its verdict computed and stored when ``verdict``; with ``quality``, the
     scored items of :func:`quality_rows` (quality mode ``separate``); ``meta``: more meta keys."""
     path = folder / f"{name}.duckdb"
     w = SessionWriter(path)
-    w.write_meta(session_name=name, spec=QUALITY_SPEC if quality else SPEC,
-                 created=f"2026-01-0{1 + seed % 9}T10:00:00+00:00", load="poisson 20 req/s")  # fmt: skip
+    w.write_meta(
+        session_name=name,
+        spec=QUALITY_SPEC if quality else SPEC,
+        created=f"2026-01-0{1 + seed % 9}T10:00:00+00:00",
+        load="poisson 20 req/s",
+    )
     w.write_arms(ARMS)
     w.add_records(records(seed, n))
     if quality:
@@ -102,10 +147,10 @@ def session_folder(folder: Path) -> dict[str, Path]:
         "finished": write_session(folder, "ab-finished", seed=1, mtime=1_700_000_000),
         "interrupted": write_session(
             folder, "ab-stopped", seed=2, n=30, status="interrupted", mtime=1_700_000_100
-        ),  # fmt: skip
+        ),
         "killed": write_session(
             folder, "ab-killed", seed=3, n=20, status="running", mtime=1_700_000_200
-        ),  # fmt: skip
+        ),
     }
     bad = folder / "garbage.duckdb"
     bad.write_bytes(b"not a database at all " * 200)
@@ -137,9 +182,12 @@ def ablation_verdict_data(verdict, names: list[str], folder: Path):
     from abtui.tui.screens.verdict import VerdictData
     from abtui.verdict.session import SessionVerdict
 
-    sv = SessionVerdict(verdict, Path(folder / "x.duckdb"), [{"name": n} for n in names],
-                        {}, {}, False, None, True)  # fmt: skip
-    return VerdictData(sv, {"status": "complete", "summaries": {}, "config_diff": [], "slo": {}}, [])
+    sv = SessionVerdict(
+        verdict, Path(folder / "x.duckdb"), [{"name": n} for n in names], {}, {}, False, None, True
+    )
+    return VerdictData(
+        sv, {"status": "complete", "summaries": {}, "config_diff": [], "slo": {}}, []
+    )
 
 
 def screen_text(app) -> str:

@@ -27,7 +27,7 @@ def _requests(arm: int, start_s: float, n: int, block: int = 0, item0: int = 0) 
             chunk_tokens=[1, TOKENS - 1],
             n_output=TOKENS,
             n_input=10,
-        )  # fmt: skip
+        )
         for k in range(n)
     ]
 
@@ -61,9 +61,10 @@ def quality_phase_session(path, interval_s: float | None = 1.0):
             r.warmup = True
         w.add_records(warm + _requests(0, 10.0, 10))
         w.add_telemetry(
-            row for t in range(41) for row in _gpu_rows(0, t, 400.0 if 10 <= t <= 21 else IDLE_W,
-                                                        10 <= t <= 21)
-        )  # fmt: skip
+            row
+            for t in range(41)
+            for row in _gpu_rows(0, t, 400.0 if 10 <= t <= 21 else IDLE_W, 10 <= t <= 21)
+        )
     return path
 
 
@@ -88,8 +89,12 @@ def alternating_session(path):
 
     with SessionWriter(path) as w:
         w.write_meta(session_name="alternate", telemetry={"interval_s": 1.0})
-        w.write_arms([{"arm": i, "name": n, "role": None, "url": "http://127.0.0.1:1/v1"}
-                      for i, n in enumerate(("a", "b"))])  # fmt: skip
+        w.write_arms(
+            [
+                {"arm": i, "name": n, "role": None, "url": "http://127.0.0.1:1/v1"}
+                for i, n in enumerate(("a", "b"))
+            ]
+        )
         w.event("start", "t0=0")
         for arm, turns in ALT_TURNS.items():
             for block, start in turns:

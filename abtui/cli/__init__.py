@@ -60,8 +60,16 @@ def cmd_roofline(args) -> int:
     if bool(args.model) == bool(args.model_config):
         raise UsageError("give --model NAME or --model-config FILE", "e.g. --model llama-3-8b")
     model = get_model(args.model) if args.model else load_hf_config(args.model_config)
-    print_roofline(get_gpu(args.gpu), model, args.dtype, args.kv_dtype, parse_batches(args.batch),
-                   args.context, sys.stdout, tp=args.tp)  # fmt: skip
+    print_roofline(
+        get_gpu(args.gpu),
+        model,
+        args.dtype,
+        args.kv_dtype,
+        parse_batches(args.batch),
+        args.context,
+        sys.stdout,
+        tp=args.tp,
+    )
     return 0
 
 
@@ -95,8 +103,7 @@ def cmd_report(args) -> int:
             return print_verdict(Path(args.session), cost, policy).exit_code
         from abtui.report.export import write_report
 
-        return write_report(Path(args.session), args.format, args.output, cost=cost,
-                            policy=policy)  # fmt: skip
+        return write_report(Path(args.session), args.format, args.output, cost=cost, policy=policy)
 
 
 def cmd_open(args) -> int:
@@ -107,8 +114,10 @@ def cmd_open(args) -> int:
     with reading(args.session), SessionReader(Path(args.session)):  # a bad file fails here
         pass
     if getattr(args, "public_url", None) and not getattr(args, "web", False):
-        raise UsageError("--public-url is for --web", f"abtui open {args.session} --web "
-                         f"--public-url {args.public_url}")  # fmt: skip
+        raise UsageError(
+            "--public-url is for --web",
+            f"abtui open {args.session} --web --public-url {args.public_url}",
+        )
     if getattr(args, "web", False):
         from abtui.tui.web import serve_web  # the UI's own module: the core never imports it
 
@@ -126,8 +135,10 @@ def cmd_open(args) -> int:
         if app.error is not None:  # the replay or verdict failed: said after the app closed
             raise app.error
     if app.return_code:  # the app stopped on an error of its own (Textual showed it)
-        raise StoreError(f"abtui open {args.session}: the terminal UI stopped on an error",
-                         f"`abtui report {args.session}` reads the file without it")  # fmt: skip
+        raise StoreError(
+            f"abtui open {args.session}: the terminal UI stopped on an error",
+            f"`abtui report {args.session}` reads the file without it",
+        )
     return 0
 
 
@@ -143,8 +154,10 @@ def cmd_start(folder: Path = Path("sessions")) -> int:
     if app.error is not None:
         raise app.error
     for kind, result in app.ran:
-        print(f"{kind}: {result.path} ({result.status}); `abtui report {result.path}` prints"
-              " its summary and verdict")  # fmt: skip
+        print(
+            f"{kind}: {result.path} ({result.status}); `abtui report {result.path}` prints"
+            " its summary and verdict"
+        )
     return 0
 
 
@@ -161,8 +174,9 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     p.add_argument("--version", action="version", version=f"abtui {__version__}")
-    sub = p.add_subparsers(dest="command", parser_class=_Parser, metavar="COMMAND",
-                           title="commands")  # fmt: skip
+    sub = p.add_subparsers(
+        dest="command", parser_class=_Parser, metavar="COMMAND", title="commands"
+    )
     _add_demo(sub)
     _add_run(sub)
     _add_open(sub)
@@ -180,7 +194,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_run(sub) -> None:
     r = sub.add_parser(
-        "run", help="run an A/B session (spec file and/or flags)",
+        "run",
+        help="run an A/B session (spec file and/or flags)",
         description="Replay one workload against a baseline and candidates; store every sample;\n"
         "end on a verdict (exit code 0 GO, 3 NO-GO, 4 INCONCLUSIVE). The load is open loop\n"
         "(--rate) or closed loop (--concurrency): one of the two is needed, from the flags or\n"
@@ -191,7 +206,7 @@ def _add_run(sub) -> None:
             "abtui run spec.toml --headless          # a spec file; flags override it",
             "abtui run --aa --baseline URL --concurrency 8   # A/A: the set-up's own noise floor",
         ),
-    )  # fmt: skip
+    )
     r.add_argument("spec", nargs="?", help="experiment spec (TOML)")
     add_run_options(r)
     r.set_defaults(func=cmd_run)
@@ -202,7 +217,8 @@ def _add_demo(sub) -> None:
 
     _d = DemoOptions()
     d = sub.add_parser(
-        "demo", help="run an A/B session against two simulated GPUs (offline)",
+        "demo",
+        help="run an A/B session against two simulated GPUs (offline)",
         description="Two simulated GPUs on 127.0.0.1 (BF16 against FP8 weights by default), a "
         "replayed chat-like workload, the quality suites, the live TUI and the verdict; no GPU "
         "and no server of yours. Exit code 0 whatever the verdict (it is not a gate).",
@@ -211,46 +227,84 @@ def _add_demo(sub) -> None:
             "abtui demo --headless --requests 200 --time-scale 4   # quicker, printed",
             "abtui demo --ablation                  # a 2×2: int4 weights × speculative decoding",
         ),
-    )  # fmt: skip
+    )
     g = d.add_argument_group("what is simulated")
-    g.add_argument("--baseline-preset", default=_d.baseline_preset, metavar="PRESET",
-                   help="simulated baseline (default %(default)s; grammar: `abtui sim serve --help`)")
-    g.add_argument("--candidate-preset", default=_d.candidate_preset, metavar="PRESET",
-                   help="simulated candidate (default %(default)s)")
-    g.add_argument("--ablation", action="store_true",
-                   help="a 2×2 factorial instead: int4 weights × speculative decoding on four "
-                        "simulated H100s, closed loop (docs/ablation.md); --rate and the presets "
-                        "are not used")  # fmt: skip
-    g.add_argument("--time-scale", type=positive_float, default=_d.time_scale, metavar="X",
-                   help="run the simulated GPUs this many times faster (default %(default)s)")
+    g.add_argument(
+        "--baseline-preset",
+        default=_d.baseline_preset,
+        metavar="PRESET",
+        help="simulated baseline (default %(default)s; grammar: `abtui sim serve --help`)",
+    )
+    g.add_argument(
+        "--candidate-preset",
+        default=_d.candidate_preset,
+        metavar="PRESET",
+        help="simulated candidate (default %(default)s)",
+    )
+    g.add_argument(
+        "--ablation",
+        action="store_true",
+        help="a 2×2 factorial instead: int4 weights × speculative decoding on four "
+        "simulated H100s, closed loop (docs/ablation.md); --rate and the presets "
+        "are not used",
+    )
+    g.add_argument(
+        "--time-scale",
+        type=positive_float,
+        default=_d.time_scale,
+        metavar="X",
+        help="run the simulated GPUs this many times faster (default %(default)s)",
+    )
     g = d.add_argument_group("load and quality")
-    g.add_argument("--requests", type=bounded("workload.requests"), default=_d.requests, metavar="N",
-                   help="requests per arm (default %(default)s)")
-    g.add_argument("--rate", type=bounded("load.rate"), default=_d.rate, metavar="R",
-                   help="requests/s (default %(default)s)")
-    g.add_argument("--seed", type=bounded("workload.seed"), default=_d.seed, help="workload seed (default %(default)s)")
-    g.add_argument("--no-quality", action="store_true",
-                   help="skip the quality suites (niah, keys) after the load test")  # fmt: skip
+    g.add_argument(
+        "--requests",
+        type=bounded("workload.requests"),
+        default=_d.requests,
+        metavar="N",
+        help="requests per arm (default %(default)s)",
+    )
+    g.add_argument(
+        "--rate",
+        type=bounded("load.rate"),
+        default=_d.rate,
+        metavar="R",
+        help="requests/s (default %(default)s)",
+    )
+    g.add_argument(
+        "--seed",
+        type=bounded("workload.seed"),
+        default=_d.seed,
+        help="workload seed (default %(default)s)",
+    )
+    g.add_argument(
+        "--no-quality",
+        action="store_true",
+        help="skip the quality suites (niah, keys) after the load test",
+    )
     g = d.add_argument_group("session")
     g.add_argument("--headless", action="store_true", help="print the summary (no TUI)")
     g.add_argument("--name", help="session name (default demo-<timestamp>)")
-    g.add_argument("--sessions-dir", metavar="DIR",
-                   help=f"folder of session files (default {StoreSpec().dir})")
+    g.add_argument(
+        "--sessions-dir", metavar="DIR", help=f"folder of session files (default {StoreSpec().dir})"
+    )
     d.set_defaults(func=cmd_demo)
 
 
 def _add_sim(sub) -> None:
     s = sub.add_parser(
-        "sim", help="the simulated OpenAI-compatible endpoint: serve it, predict a preset",
+        "sim",
+        help="the simulated OpenAI-compatible endpoint: serve it, predict a preset",
         epilog=examples(
             "abtui sim serve --port 8001 --ttft-ms 40 --itl-ms 8",
             "abtui sim predict --preset h100:llama-3-8b:fp8",
         ),
-    )  # fmt: skip
-    ssub = s.add_subparsers(dest="sim_command", parser_class=_Parser, metavar="COMMAND",
-                            title="commands")  # fmt: skip
+    )
+    ssub = s.add_subparsers(
+        dest="sim_command", parser_class=_Parser, metavar="COMMAND", title="commands"
+    )
     ss = ssub.add_parser(
-        "serve", help="serve a simulated endpoint on 127.0.0.1",
+        "serve",
+        help="serve a simulated endpoint on 127.0.0.1",
         description="A simulated OpenAI-compatible endpoint (/v1/completions, /v1/chat/completions, "
         "/v1/models, /metrics) until Ctrl-C: fixed delays, or with --preset a continuous-batching "
         "engine on a modelled GPU (docs/simulator.md).",
@@ -259,33 +313,52 @@ def _add_sim(sub) -> None:
             "abtui sim serve --port 8002 --preset h100:llama-3-8b:fp8 --time-scale 10",
             "abtui sim serve --port 8003 --fail 429=0.05 --stall-rate 0.01 --stall-ms 500",
         ),
-    )  # fmt: skip
+    )
     from abtui.sim.cli_args import add_arguments
 
     add_arguments(ss)
     ss.set_defaults(func=cmd_sim_serve)
     sp = ssub.add_parser(
-        "predict", help="the roofline prediction of a preset (TPOT floor, bound)",
+        "predict",
+        help="the roofline prediction of a preset (TPOT floor, bound)",
         description="What the simulator would do for a preset: per batch size, the step time "
         "with its fitted efficiencies, the bound, MBU/MFU and the KV capacity.",
         epilog=examples(
             "abtui sim predict --preset h100:llama-3-8b:bf16 --batch 1,8,64 --context 2048",
             "abtui sim predict --preset h200:llama-3-70b:fp8:tp=4 --gpu-mem-util 0.85",
         ),
-    )  # fmt: skip
-    sp.add_argument("--preset", required=True, help="e.g. h100:llama-3-8b:fp8 (grammar: `abtui sim serve --help`)")
+    )
+    sp.add_argument(
+        "--preset",
+        required=True,
+        help="e.g. h100:llama-3-8b:fp8 (grammar: `abtui sim serve --help`)",
+    )
     sp.add_argument("--model-config", metavar="FILE", help="a Hugging Face config.json for MODEL")
-    sp.add_argument("--batch", default="1,8,64", metavar="B1,B2,…", help="batch sizes (default %(default)s)")
-    sp.add_argument("--context", type=int, default=2048, metavar="TOKENS", help="tokens per sequence (default %(default)s)")
-    sp.add_argument("--gpu-mem-util", type=float, default=0.9, metavar="FRACTION",
-                    help="of GPU memory, for the KV capacity (default %(default)s)")
+    sp.add_argument(
+        "--batch", default="1,8,64", metavar="B1,B2,…", help="batch sizes (default %(default)s)"
+    )
+    sp.add_argument(
+        "--context",
+        type=int,
+        default=2048,
+        metavar="TOKENS",
+        help="tokens per sequence (default %(default)s)",
+    )
+    sp.add_argument(
+        "--gpu-mem-util",
+        type=float,
+        default=0.9,
+        metavar="FRACTION",
+        help="of GPU memory, for the KV capacity (default %(default)s)",
+    )
     sp.set_defaults(func=cmd_sim_predict)
     s.set_defaults(func=lambda args: (s.print_help(), 0)[1])
 
 
 def _add_roofline(sub) -> None:
     rf = sub.add_parser(
-        "roofline", help="roofline floors of a GPU x model x dtype (TPOT, TTFT, bound)",
+        "roofline",
+        help="roofline floors of a GPU x model x dtype (TPOT, TTFT, bound)",
         description="Datasheet peaks only, so every figure is a floor no engine can beat "
         "(formulas: docs/methods.md, section 5).",
         epilog=examples(
@@ -293,21 +366,40 @@ def _add_roofline(sub) -> None:
             "abtui roofline --gpu h200 --model llama-3-70b --tp 4 --batch 1,32 --context 8192",
             "abtui roofline --gpu l40s --model qwen2.5-7b --dtype int4 --kv-dtype fp8",
         ),
-    )  # fmt: skip
+    )
     rf.add_argument("--gpu", required=True, help="h100-sxm, h200, a100-80gb, l40s, l4, b200")
     rf.add_argument("--model", help="a preset model, e.g. llama-3-8b")
     rf.add_argument("--model-config", metavar="FILE", help="or a Hugging Face config.json")
-    rf.add_argument("--dtype", default="bf16", help="weights: bf16, fp16, fp8, int8, int4 (default %(default)s)")
-    rf.add_argument("--kv-dtype", default="bf16", metavar="DTYPE", help="KV cache dtype (default %(default)s)")
-    rf.add_argument("--batch", default="1,8,64", metavar="B1,B2,…", help="batch sizes (default %(default)s)")
-    rf.add_argument("--context", type=int, default=2048, metavar="TOKENS", help="tokens per sequence (default %(default)s)")
-    rf.add_argument("--tp", type=positive_int, default=1, metavar="N", help="tensor-parallel GPUs (default %(default)s)")
+    rf.add_argument(
+        "--dtype", default="bf16", help="weights: bf16, fp16, fp8, int8, int4 (default %(default)s)"
+    )
+    rf.add_argument(
+        "--kv-dtype", default="bf16", metavar="DTYPE", help="KV cache dtype (default %(default)s)"
+    )
+    rf.add_argument(
+        "--batch", default="1,8,64", metavar="B1,B2,…", help="batch sizes (default %(default)s)"
+    )
+    rf.add_argument(
+        "--context",
+        type=int,
+        default=2048,
+        metavar="TOKENS",
+        help="tokens per sequence (default %(default)s)",
+    )
+    rf.add_argument(
+        "--tp",
+        type=positive_int,
+        default=1,
+        metavar="N",
+        help="tensor-parallel GPUs (default %(default)s)",
+    )
     rf.set_defaults(func=cmd_roofline)
 
 
 def _add_report(sub) -> None:
     rep = sub.add_parser(
-        "report", help="the summary and verdict of a saved session (exit code 0 GO, 3 NO-GO, 4 INCONCLUSIVE)",
+        "report",
+        help="the summary and verdict of a saved session (exit code 0 GO, 3 NO-GO, 4 INCONCLUSIVE)",
         description="The summary, diagnosis and verdict of a saved session, from the file alone "
         "(no endpoint needed). The verdict flags re-judge it without changing the file's spec.",
         epilog=examples(
@@ -315,21 +407,27 @@ def _add_report(sub) -> None:
             "abtui report sessions/my-ab.duckdb --format html -o my-ab.html",
             "abtui report sessions/my-ab.duckdb --gpu-price 2.5 --noise-floor sessions/aa.duckdb",
         ),
-    )  # fmt: skip
+    )
     rep.add_argument("session", help="session file (.duckdb)")
     g = rep.add_argument_group("output")
-    g.add_argument("--format", choices=("text", "md", "html", "json"), default="text",
-                   help="text (the terminal summary), md, html (one self-contained file) or json "
-                        "(default %(default)s)")  # fmt: skip
-    g.add_argument("-o", "--output", metavar="FILE",
-                   help="write the md/html/json report here (default stdout)")  # fmt: skip
+    g.add_argument(
+        "--format",
+        choices=("text", "md", "html", "json"),
+        default="text",
+        help="text (the terminal summary), md, html (one self-contained file) or json "
+        "(default %(default)s)",
+    )
+    g.add_argument(
+        "-o", "--output", metavar="FILE", help="write the md/html/json report here (default stdout)"
+    )
     add_verdict_options(rep.add_argument_group("verdict and cost"))
     rep.set_defaults(func=cmd_report)
 
 
 def _add_open(sub) -> None:
     op = sub.add_parser(
-        "open", help="re-play a saved session in the TUI: its panes on a timeline and its verdict",
+        "open",
+        help="re-play a saved session in the TUI: its panes on a timeline and its verdict",
         description="The saved session in the terminal UI, offline: its verdict, then its panes "
         "on a timeline (space plays, ←/→ seek, ? lists the keys).",
         epilog=examples(
@@ -338,18 +436,25 @@ def _add_open(sub) -> None:
             "abtui open sessions/my-ab.duckdb --web --public-url http://localhost:9000"
             "   # behind ssh -L 9000:127.0.0.1:8000",
         ),
-    )  # fmt: skip
+    )
     op.add_argument("session", help="session file (.duckdb)")
-    op.add_argument("--web", action="store_true",
-                    help="serve it to a browser on 127.0.0.1 (textual-serve, the `web` extra): "
-                         "open the URL with the token it prints; from elsewhere, through an "
-                         "SSH tunnel")  # fmt: skip
-    op.add_argument("--port", type=positive_int, default=8000,
-                    help="port for --web (default %(default)s)")  # fmt: skip
-    op.add_argument("--public-url", metavar="URL",
-                    help="for --web: the address your browser opens, when it is not "
-                         "http://127.0.0.1:PORT (through `ssh -L 9000:127.0.0.1:8000 gpu-box`: "
-                         "http://localhost:9000); the page names its scripts and websocket by it")  # fmt: skip
+    op.add_argument(
+        "--web",
+        action="store_true",
+        help="serve it to a browser on 127.0.0.1 (textual-serve, the `web` extra): "
+        "open the URL with the token it prints; from elsewhere, through an "
+        "SSH tunnel",
+    )
+    op.add_argument(
+        "--port", type=positive_int, default=8000, help="port for --web (default %(default)s)"
+    )
+    op.add_argument(
+        "--public-url",
+        metavar="URL",
+        help="for --web: the address your browser opens, when it is not "
+        "http://127.0.0.1:PORT (through `ssh -L 9000:127.0.0.1:8000 gpu-box`: "
+        "http://localhost:9000); the page names its scripts and websocket by it",
+    )
     op.set_defaults(func=cmd_open)
 
 

@@ -11,22 +11,37 @@ def add_quality_options(p) -> None:
 
     q = QualitySpec()
     g = p.add_argument_group("quality: the same items to every arm, greedy, paired")
-    g.add_argument("--quality", metavar="SUITES",
-                   help="built-in suites, comma-separated: niah, keys, exact")  # fmt: skip
+    g.add_argument(
+        "--quality", metavar="SUITES", help="built-in suites, comma-separated: niah, keys, exact"
+    )
     g.add_argument("--quality-file", metavar="FILE", help="a user suite (JSON Lines)")
-    g.add_argument("--quality-mode", choices=("separate", "interleaved"),
-                   help="send the items after the load test (separate) or during it (interleaved: "
-                        f"quality under load, never counted in the latency figures; default {q.mode})")  # fmt: skip
-    g.add_argument("--quality-api", choices=("auto", "chat", "completions"),
-                   help="send the items as chat messages (chat/instruct models) or as a plain "
-                        f"prompt (base models); default {q.api}: ask the endpoints")  # fmt: skip
-    g.add_argument("--quality-budget", type=float, metavar="SECONDS",
-                   help="the quality items' time budget: the endpoints are timed first and the "
-                        "longest haystacks left out (said) while the whole would take longer "
-                        f"(default {q.budget_s:g} s)")  # fmt: skip
-    g.add_argument("--quality-margin", type=bounded("quality.margin"), metavar="FRACTION",
-                   help="non-inferiority margin on Δacc's lower 95%% CI bound "
-                        f"(default {q.margin:g} = {q.margin * 100:g} pp)")  # fmt: skip
+    g.add_argument(
+        "--quality-mode",
+        choices=("separate", "interleaved"),
+        help="send the items after the load test (separate) or during it (interleaved: "
+        f"quality under load, never counted in the latency figures; default {q.mode})",
+    )
+    g.add_argument(
+        "--quality-api",
+        choices=("auto", "chat", "completions"),
+        help="send the items as chat messages (chat/instruct models) or as a plain "
+        f"prompt (base models); default {q.api}: ask the endpoints",
+    )
+    g.add_argument(
+        "--quality-budget",
+        type=float,
+        metavar="SECONDS",
+        help="the quality items' time budget: the endpoints are timed first and the "
+        "longest haystacks left out (said) while the whole would take longer "
+        f"(default {q.budget_s:g} s)",
+    )
+    g.add_argument(
+        "--quality-margin",
+        type=bounded("quality.margin"),
+        metavar="FRACTION",
+        help="non-inferiority margin on Δacc's lower 95%% CI bound "
+        f"(default {q.margin:g} = {q.margin * 100:g} pp)",
+    )
 
 
 def apply_quality_options(spec, args) -> None:

@@ -19,11 +19,18 @@ from abtui.spec.model import (
     RequestSpec,
     StoreSpec,
     WorkloadSpec,
-)  # fmt: skip
+)
 from abtui.stats.decide import COST_KEYS, RATE_KEYS
 
-_W, _L, _R, _S, _C, _P, _RAY = (WorkloadSpec(), LoadSpec(), RequestSpec(), StoreSpec(), CostSpec(),
-                                PolicySpec(), RaySpec())  # the defaults the help states  # fmt: skip
+_W, _L, _R, _S, _C, _P, _RAY = (
+    WorkloadSpec(),
+    LoadSpec(),
+    RequestSpec(),
+    StoreSpec(),
+    CostSpec(),
+    PolicySpec(),
+    RaySpec(),
+)  # the defaults the help states
 
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
@@ -31,25 +38,46 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     hard and how long, what to send, what counts as good, where it goes; then quality, the
     verdict, and the schedules, scale-out and ablations of larger experiments."""
     g = p.add_argument_group("arms: what to compare")
-    g.add_argument("--baseline", metavar="URL", help="baseline endpoint, e.g. http://127.0.0.1:8001/v1")
     g.add_argument(
-        "--candidate", metavar="URL", action="append", default=None,
+        "--baseline", metavar="URL", help="baseline endpoint, e.g. http://127.0.0.1:8001/v1"
+    )
+    g.add_argument(
+        "--candidate",
+        metavar="URL",
+        action="append",
+        default=None,
         help="candidate endpoint (repeat for several candidates)",
-    )  # fmt: skip
-    g.add_argument("--model", help="model name for every arm (default: the first the endpoint lists)")
-    g.add_argument("--api", choices=APIS, help=f"API to use (default {_R.api})")
-    g.add_argument("--ca-bundle", metavar="FILE",
-                   help="trust this PEM CA file (private CA) for every https arm, on top of the system's")
-    g.add_argument("--insecure", action="store_true",
-                   help="https without certificate checks, every arm (stored in the session, warned about)")
-    g = p.add_argument_group("load: how hard and how long")
-    g.add_argument("--rate", type=bounded("load.rate"), metavar="R", help="open loop: requests/s to every arm")
+    )
     g.add_argument(
-        "--concurrency", type=bounded("load.concurrency"), metavar="N",
+        "--model", help="model name for every arm (default: the first the endpoint lists)"
+    )
+    g.add_argument("--api", choices=APIS, help=f"API to use (default {_R.api})")
+    g.add_argument(
+        "--ca-bundle",
+        metavar="FILE",
+        help="trust this PEM CA file (private CA) for every https arm, on top of the system's",
+    )
+    g.add_argument(
+        "--insecure",
+        action="store_true",
+        help="https without certificate checks, every arm (stored in the session, warned about)",
+    )
+    g = p.add_argument_group("load: how hard and how long")
+    g.add_argument(
+        "--rate", type=bounded("load.rate"), metavar="R", help="open loop: requests/s to every arm"
+    )
+    g.add_argument(
+        "--concurrency",
+        type=bounded("load.concurrency"),
+        metavar="N",
         help="closed loop: requests in flight per arm (with --rate: a cap)",
-    )  # fmt: skip
-    g.add_argument("--requests", type=bounded("workload.requests"), metavar="N",
-                   help="measured requests per arm (default 200, or every item of --workload)")
+    )
+    g.add_argument(
+        "--requests",
+        type=bounded("workload.requests"),
+        metavar="N",
+        help="measured requests per arm (default 200, or every item of --workload)",
+    )
     from abtui.cli.workload import (
         add_run_load_options,
         add_run_schedule_options,
@@ -57,23 +85,48 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     )
 
     add_run_load_options(g, _L)
-    g.add_argument("--warmup", type=bounded("load.warmup"), metavar="N",
-                   help=f"warm-up requests per arm, stored and left out of every figure (default {_L.warmup})")
-    g.add_argument("--seed", type=bounded("workload.seed"), help=f"workload and schedule seed (default {_W.seed})")
+    g.add_argument(
+        "--warmup",
+        type=bounded("load.warmup"),
+        metavar="N",
+        help=f"warm-up requests per arm, stored and left out of every figure (default {_L.warmup})",
+    )
+    g.add_argument(
+        "--seed",
+        type=bounded("workload.seed"),
+        help=f"workload and schedule seed (default {_W.seed})",
+    )
     g = p.add_argument_group("workload: what to send")
-    g.add_argument("--input-tokens", type=bounded("workload.input_tokens"), metavar="N",
-                   help=f"prompt length in tokens (default {_W.input_tokens})")
-    g.add_argument("--output-tokens", type=bounded("workload.output_tokens"), metavar="N",
-                   help=f"max_tokens of each request (default {_W.output_tokens})")
+    g.add_argument(
+        "--input-tokens",
+        type=bounded("workload.input_tokens"),
+        metavar="N",
+        help=f"prompt length in tokens (default {_W.input_tokens})",
+    )
+    g.add_argument(
+        "--output-tokens",
+        type=bounded("workload.output_tokens"),
+        metavar="N",
+        help=f"max_tokens of each request (default {_W.output_tokens})",
+    )
     add_run_workload_options(g, _W, _L)
     g = p.add_argument_group("SLOs and requests: what counts as good")
-    g.add_argument("--slo", metavar="SPEC",
-                   help="per-request SLOs, e.g. ttft=500ms,tpot=50ms; keys: " + ", ".join(SLO_KEYS))  # fmt: skip
-    g.add_argument("--timeout", metavar="DURATION", help=f"whole-request timeout (default {_R.timeout_s:g}s)")
+    g.add_argument(
+        "--slo",
+        metavar="SPEC",
+        help="per-request SLOs, e.g. ttft=500ms,tpot=50ms; keys: " + ", ".join(SLO_KEYS),
+    )
+    g.add_argument(
+        "--timeout", metavar="DURATION", help=f"whole-request timeout (default {_R.timeout_s:g}s)"
+    )
     g = p.add_argument_group("session: where it goes, how it shows")
     g.add_argument("--name", help="session name: sessions/<name>.duckdb (default: a timestamp)")
-    g.add_argument("--headless", action="store_true", help="print progress and the summary (no TUI)")
-    g.add_argument("--sessions-dir", metavar="DIR", help=f"folder of session files (default {_S.dir})")
+    g.add_argument(
+        "--headless", action="store_true", help="print progress and the summary (no TUI)"
+    )
+    g.add_argument(
+        "--sessions-dir", metavar="DIR", help=f"folder of session files (default {_S.dir})"
+    )
     g.add_argument("--overwrite", action="store_true", help="replace an existing session file")
     g.add_argument("--no-store-text", action="store_true", help="do not store generated text")
     from abtui.cli.quality import add_quality_options
@@ -82,48 +135,77 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("verdict and cost")
     add_verdict_options(g)
     g.add_argument(
-        "--aa", action="store_true",
+        "--aa",
+        action="store_true",
         help="A/A calibration: send the baseline's schedule to the baseline twice, the copies "
-             "taking turns (schedule alternate, A B | B A, at least 8 block pairs over --runs × "
-             "--blocks; a parallel schedule is overridden: two copies at the same instants share "
-             "engine steps), and store the measured noise floor, |bias| + 1.96 × between-block "
-             "spread per metric (no --candidate needed)",
-    )  # fmt: skip
+        "taking turns (schedule alternate, A B | B A, at least 8 block pairs over --runs × "
+        "--blocks; a parallel schedule is overridden: two copies at the same instants share "
+        "engine steps), and store the measured noise floor, |bias| + 1.96 × between-block "
+        "spread per metric (no --candidate needed)",
+    )
     g = p.add_argument_group("schedule: sweeps, repeats, a shared GPU")
     add_run_schedule_options(g, _L)
     g = p.add_argument_group("scale-out: more load generators")
     g.add_argument(
-        "--generators", type=bounded("load.generators"), metavar="N",
+        "--generators",
+        type=bounded("load.generators"),
+        metavar="N",
         help=f"load-generator processes per arm, for rates one core cannot keep (default {_L.generators})",
-    )  # fmt: skip
-    g.add_argument("--ray", nargs="?", const="", metavar="ADDRESS",
-                   help="run the load generators as Ray actors on a cluster: auto, ray://HEAD:10001 "
-                        "(bare --ray: $RAY_ADDRESS, else auto); docs/scale-out.md")
-    g.add_argument("--ray-placement", choices=("spread", "pack"),
-                   help=f"place the generators over the nodes, or pack them (default {_RAY.placement})")
+    )
+    g.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        metavar="ADDRESS",
+        help="run the load generators as Ray actors on a cluster: auto, ray://HEAD:10001 "
+        "(bare --ray: $RAY_ADDRESS, else auto); docs/scale-out.md",
+    )
+    g.add_argument(
+        "--ray-placement",
+        choices=("spread", "pack"),
+        help=f"place the generators over the nodes, or pack them (default {_RAY.placement})",
+    )
     g = p.add_argument_group("factorial ablation (docs/ablation.md)")
     g.add_argument(
-        "--factor", metavar="NAME=URL", action="append", default=None,
+        "--factor",
+        metavar="NAME=URL",
+        action="append",
+        default=None,
         help="the endpoint with only optimisation NAME switched on (2 or 3 factors; with "
-             "--baseline and --combined)",
-    )  # fmt: skip
+        "--baseline and --combined)",
+    )
     g.add_argument(
-        "--combined", metavar="A+B=URL", action="append", default=None,
+        "--combined",
+        metavar="A+B=URL",
+        action="append",
+        default=None,
         help="the endpoint with factors A and B both on (every combination of the --factor "
-             "names: one for 2 factors, four for 3)",
-    )  # fmt: skip
+        "names: one for 2 factors, four for 3)",
+    )
 
 
 def add_verdict_options(g) -> None:
-    g.add_argument("--primary", metavar="METRIC",
-                   help=f"primary objective (default {_P.primary}): METRIC.STAT with METRIC one of "
-                        "ttft, ttft_user, tpot, itl, e2e and STAT one of mean, p50, p90, p95, p99; "
-                        "or " + ", ".join(RATE_KEYS + COST_KEYS))  # fmt: skip
-    g.add_argument("--gpu-price", type=bounded("cost.gpu_price"), metavar="USD",
-                   help="USD per GPU-hour of every arm: adds $/Mtok and $ per 1k good requests")
-    g.add_argument("--gpus", type=bounded("cost.gpus"), metavar="N", help=f"GPUs per arm (default {_C.gpus})")
-    g.add_argument("--noise-floor", metavar="SESSION",
-                   help="an A/A session (abtui run --aa) whose noise floor raises δ")  # fmt: skip
+    g.add_argument(
+        "--primary",
+        metavar="METRIC",
+        help=f"primary objective (default {_P.primary}): METRIC.STAT with METRIC one of "
+        "ttft, ttft_user, tpot, itl, e2e and STAT one of mean, p50, p90, p95, p99; "
+        "or " + ", ".join(RATE_KEYS + COST_KEYS),
+    )
+    g.add_argument(
+        "--gpu-price",
+        type=bounded("cost.gpu_price"),
+        metavar="USD",
+        help="USD per GPU-hour of every arm: adds $/Mtok and $ per 1k good requests",
+    )
+    g.add_argument(
+        "--gpus", type=bounded("cost.gpus"), metavar="N", help=f"GPUs per arm (default {_C.gpus})"
+    )
+    g.add_argument(
+        "--noise-floor",
+        metavar="SESSION",
+        help="an A/A session (abtui run --aa) whose noise floor raises δ",
+    )
 
 
 def verdict_overrides(args) -> tuple[dict, dict]:
@@ -131,7 +213,9 @@ def verdict_overrides(args) -> tuple[dict, dict]:
     from abtui.stats.decide import METRIC_KEYS
 
     if args.primary is not None and args.primary not in METRIC_KEYS:
-        raise UsageError(f"--primary: unknown metric {args.primary!r}", "known: " + ", ".join(METRIC_KEYS))
+        raise UsageError(
+            f"--primary: unknown metric {args.primary!r}", "known: " + ", ".join(METRIC_KEYS)
+        )
     cost = {"gpu_price": args.gpu_price, "gpus": args.gpus}
     policy = {"primary": args.primary, "noise_floor": args.noise_floor}
     return cost, policy
@@ -142,7 +226,9 @@ def _apply_aa(spec, args):
     import dataclasses
 
     if args.candidate:
-        raise UsageError("--aa sends the baseline's schedule to the baseline twice: drop --candidate")
+        raise UsageError(
+            "--aa sends the baseline's schedule to the baseline twice: drop --candidate"
+        )
     if args.baseline:
         from abtui.spec import ArmSpec
 
@@ -164,13 +250,17 @@ def _aa_schedule(spec) -> str:
 
     ld, said = spec.load, []
     if ld.schedule != "alternate":
-        said.append(f"schedule {ld.schedule} → alternate (A B | B A: the copies never share an "
-                    "instant or an engine step)")  # fmt: skip
+        said.append(
+            f"schedule {ld.schedule} → alternate (A B | B A: the copies never share an "
+            "instant or an engine step)"
+        )
         ld.schedule = "alternate"
     want = -(-AA_MIN_BLOCKS // max(1, ld.runs))
     if ld.blocks < want:
-        said.append(f"blocks {ld.blocks} → {want} (≥ {AA_MIN_BLOCKS} block pairs over "
-                    f"{ld.runs} run(s), for the between-block spread)")  # fmt: skip
+        said.append(
+            f"blocks {ld.blocks} → {want} (≥ {AA_MIN_BLOCKS} block pairs over "
+            f"{ld.runs} run(s), for the between-block spread)"
+        )
         ld.blocks = want
     return "--aa: " + "; ".join(said) if said else ""
 
@@ -178,7 +268,9 @@ def _aa_schedule(spec) -> str:
 def _name_url(text: str, flag: str) -> tuple[str, str]:
     name, sep, url = text.partition("=")
     if not sep or not name.strip() or not url.strip():
-        raise UsageError(f"{flag} {text!r}: expected NAME=URL", f"e.g. {flag} fp8=http://127.0.0.1:8002/v1")
+        raise UsageError(
+            f"{flag} {text!r}: expected NAME=URL", f"e.g. {flag} fp8=http://127.0.0.1:8002/v1"
+        )
     return name.strip(), url.strip()
 
 
@@ -190,11 +282,15 @@ def _apply_factorial(spec, args):
     from abtui.stats.factorial import BASE_NAME
 
     if not (args.baseline and args.factor):
-        raise UsageError("a factorial ablation needs --baseline URL and a --factor NAME=URL per factor",
-                         "e.g. --baseline URL0 --factor fp8=URL1 --factor spec=URL2 --combined fp8+spec=URL3")
+        raise UsageError(
+            "a factorial ablation needs --baseline URL and a --factor NAME=URL per factor",
+            "e.g. --baseline URL0 --factor fp8=URL1 --factor spec=URL2 --combined fp8+spec=URL3",
+        )
     if args.candidate:
-        raise UsageError("--candidate and --factor do not mix: every arm of a factorial is a combination",
-                         "give each endpoint as --factor NAME=URL or --combined A+B=URL")
+        raise UsageError(
+            "--candidate and --factor do not mix: every arm of a factorial is a combination",
+            "give each endpoint as --factor NAME=URL or --combined A+B=URL",
+        )
     factors = [_name_url(f, "--factor") for f in args.factor]
     combos = [_name_url(c, "--combined") for c in args.combined or []]
     spec.arms = [ArmSpec(name=BASE_NAME, url=args.baseline, role="baseline")]
@@ -203,7 +299,7 @@ def _apply_factorial(spec, args):
     return spec
 
 
-def apply_flags(spec, args):
+def apply_flags(spec, args):  # noqa: C901  (split in issue 36)
     """Flags override the spec file."""
     from abtui.spec import ArmSpec, parse_duration, parse_slo_string
 
@@ -267,8 +363,9 @@ def apply_flags(spec, args):
     if args.slo:
         spec.slo = parse_slo_string(args.slo)
     if args.timeout:
-        spec.request.timeout_s = _in_range("request.timeout_s",
-                                           parse_duration(args.timeout, "--timeout"), "--timeout")
+        spec.request.timeout_s = _in_range(
+            "request.timeout_s", parse_duration(args.timeout, "--timeout"), "--timeout"
+        )
     if args.sessions_dir:
         spec.store.dir = args.sessions_dir
     if args.no_store_text:
@@ -328,8 +425,9 @@ def run_in_tui(job):
     return result
 
 
-def run_and_report(spec, text: str, *, overwrite: bool, items=None, gate: bool = True,
-                   tui: bool = False) -> int:  # fmt: skip
+def run_and_report(
+    spec, text: str, *, overwrite: bool, items=None, gate: bool = True, tui: bool = False
+) -> int:
     """Run under the TUI or headless, then print the summary and the verdict; the exit code
     (:mod:`abtui.headless` says which). The process gives big arrays back to the OS when it
     frees them (:func:`abtui.hardware.memory.big_arrays_to_the_os`): the summary and verdict at
@@ -343,8 +441,11 @@ def run_and_report(spec, text: str, *, overwrite: bool, items=None, gate: bool =
         return run_headless(spec, text, overwrite=overwrite, items=items, gate=gate)
     from abtui.runner.session import run_session
 
-    result = run_in_tui(lambda obs, stop: run_session(
-        spec, text, obs, overwrite=overwrite, items=items, stop_request=stop))  # fmt: skip
+    result = run_in_tui(
+        lambda obs, stop: run_session(
+            spec, text, obs, overwrite=overwrite, items=items, stop_request=stop
+        )
+    )
     return report_run(result, gate)
 
 
@@ -356,17 +457,32 @@ def cmd_demo(args) -> int:
     if args.ablation:
         from abtui.demo_ablation import AblationOptions, run_ablation_demo
 
-        opts = AblationOptions(requests=args.requests, time_scale=args.time_scale, seed=args.seed,
-                               name=args.name, sessions_dir=args.sessions_dir,
-                               quality=not args.no_quality)  # fmt: skip
-        return run_ablation_demo(opts, lambda spec, items: run_and_report(
-            spec, "", overwrite=False, items=items, gate=False, tui=use_tui(args)))  # fmt: skip
+        opts = AblationOptions(
+            requests=args.requests,
+            time_scale=args.time_scale,
+            seed=args.seed,
+            name=args.name,
+            sessions_dir=args.sessions_dir,
+            quality=not args.no_quality,
+        )
+        return run_ablation_demo(
+            opts,
+            lambda spec, items: run_and_report(
+                spec, "", overwrite=False, items=items, gate=False, tui=use_tui(args)
+            ),
+        )
 
     opts = DemoOptions(
-        baseline_preset=args.baseline_preset, candidate_preset=args.candidate_preset,
-        requests=args.requests, rate=args.rate, time_scale=args.time_scale, seed=args.seed,
-        name=args.name, sessions_dir=args.sessions_dir, quality=not args.no_quality,
-    )  # fmt: skip
+        baseline_preset=args.baseline_preset,
+        candidate_preset=args.candidate_preset,
+        requests=args.requests,
+        rate=args.rate,
+        time_scale=args.time_scale,
+        seed=args.seed,
+        name=args.name,
+        sessions_dir=args.sessions_dir,
+        quality=not args.no_quality,
+    )
     return run_demo(
         opts,
         lambda spec, items: run_and_report(

@@ -12,42 +12,67 @@ from abtui.report.untrusted import inert
 
 def add_run_load_options(g, ld) -> None:
     """``abtui run``'s load flags beyond rate and concurrency (``ld``: the spec's defaults)."""
-    g.add_argument("--duration", type=_duration, metavar="DURATION",
-                   help="longest measured phase per segment, e.g. 60s (open loop: the requests "
-                        "scheduled within it; closed loop: none started after it)")  # fmt: skip
-    g.add_argument("--arrival", choices=("poisson", "constant", "gamma", "replay"),
-                   help=f"arrival process (default {ld.arrival}; replay: the workload file's timestamps)")
     g.add_argument(
-        "--burstiness", type=bounded("load.burstiness"), metavar="CV",
+        "--duration",
+        type=_duration,
+        metavar="DURATION",
+        help="longest measured phase per segment, e.g. 60s (open loop: the requests "
+        "scheduled within it; closed loop: none started after it)",
+    )
+    g.add_argument(
+        "--arrival",
+        choices=("poisson", "constant", "gamma", "replay"),
+        help=f"arrival process (default {ld.arrival}; replay: the workload file's timestamps)",
+    )
+    g.add_argument(
+        "--burstiness",
+        type=bounded("load.burstiness"),
+        metavar="CV",
         help=f"gamma arrivals: CV of the gaps (1 = Poisson, >1 bursty; default {ld.burstiness:g})",
-    )  # fmt: skip
+    )
 
 
 def add_run_workload_options(g, w, ld) -> None:
     """``abtui run``'s workload flags (``w``, ``ld``: the spec's defaults)."""
     g.add_argument(
-        "--input-dist", metavar="DIST",
+        "--input-dist",
+        metavar="DIST",
         help="prompt lengths: fixed:N, uniform:LO:HI, normal:MEAN:SD, "
         "lognormal:MEDIAN:SIGMA or trace:FILE (default fixed:--input-tokens)",
-    )  # fmt: skip
-    g.add_argument("--output-dist", metavar="DIST",
-                   help="max_tokens distribution, same grammar (default fixed:--output-tokens)")
-    g.add_argument("--prefix-groups", type=bounded("workload.prefix_groups"), metavar="N",
-                   help=f"shared-prefix groups: item i starts with group i mod N's prefix (default {w.prefix_groups}: none)")
-    g.add_argument("--prefix-tokens", type=bounded("workload.prefix_tokens"), metavar="N",
-                   help=f"tokens of each group's prefix (default {w.prefix_tokens})")
+    )
     g.add_argument(
-        "--workload", metavar="FILE",
+        "--output-dist",
+        metavar="DIST",
+        help="max_tokens distribution, same grammar (default fixed:--output-tokens)",
+    )
+    g.add_argument(
+        "--prefix-groups",
+        type=bounded("workload.prefix_groups"),
+        metavar="N",
+        help=f"shared-prefix groups: item i starts with group i mod N's prefix (default {w.prefix_groups}: none)",
+    )
+    g.add_argument(
+        "--prefix-tokens",
+        type=bounded("workload.prefix_tokens"),
+        metavar="N",
+        help=f"tokens of each group's prefix (default {w.prefix_tokens})",
+    )
+    g.add_argument(
+        "--workload",
+        metavar="FILE",
         help="replay a workload file (abtui JSONL; `abtui workload import` writes one)",
-    )  # fmt: skip
+    )
     g.add_argument(
-        "--speedup", type=bounded("load.speedup"), metavar="X",
+        "--speedup",
+        type=bounded("load.speedup"),
+        metavar="X",
         help=f"replay: play the file's timestamps this many times faster (default {ld.speedup:g})",
-    )  # fmt: skip
+    )
     g.add_argument(
-        "--skip-bad", action="store_true",
+        "--skip-bad",
+        action="store_true",
         help="skip and count malformed workload lines instead of stopping",
-    )  # fmt: skip
+    )
 
 
 def _duration(text: str) -> float:
@@ -79,22 +104,35 @@ def _numbers(field: str, what: str):
 def add_run_schedule_options(g, ld) -> None:
     """``abtui run``'s sweeps, repeats and alternation (``ld``: the spec's defaults)."""
     g.add_argument(
-        "--sweep-rate", type=_numbers("load.rate", "rates"), metavar="R1,R2,…",
+        "--sweep-rate",
+        type=_numbers("load.rate", "rates"),
+        metavar="R1,R2,…",
         help="a sweep of open-loop rates (req/s), each level its own segment",
-    )  # fmt: skip
+    )
     g.add_argument(
-        "--sweep-concurrency", type=_numbers("load.concurrency", "concurrencies"), metavar="C1,C2,…",
+        "--sweep-concurrency",
+        type=_numbers("load.concurrency", "concurrencies"),
+        metavar="C1,C2,…",
         help="a sweep of closed-loop concurrencies",
-    )  # fmt: skip
-    g.add_argument("--runs", type=bounded("load.runs"), metavar="K",
-                   help=f"repeat the whole schedule K times (default {ld.runs})")
+    )
     g.add_argument(
-        "--schedule", choices=("parallel", "alternate"),
+        "--runs",
+        type=bounded("load.runs"),
+        metavar="K",
+        help=f"repeat the whole schedule K times (default {ld.runs})",
+    )
+    g.add_argument(
+        "--schedule",
+        choices=("parallel", "alternate"),
         help="parallel: arms at the same instants (separate hardware); alternate: arms take "
         f"turns over blocks, A B B A (one shared GPU) (default {ld.schedule})",
-    )  # fmt: skip
-    g.add_argument("--blocks", type=bounded("load.blocks"), metavar="B",
-                   help=f"alternate: blocks per level (default {ld.blocks})")
+    )
+    g.add_argument(
+        "--blocks",
+        type=bounded("load.blocks"),
+        metavar="B",
+        help=f"alternate: blocks per level (default {ld.blocks})",
+    )
 
 
 def apply_run_workload_options(spec, args) -> None:
@@ -128,17 +166,20 @@ def add_workload_parser(sub) -> None:
     from abtui.workload.importers import FORMATS
 
     p = sub.add_parser(
-        "workload", help="import traces into abtui's JSONL workload format, inspect one, synthesise one",
+        "workload",
+        help="import traces into abtui's JSONL workload format, inspect one, synthesise one",
         epilog=examples(
             "abtui workload import sharegpt sg.json -o sg.jsonl",
             "abtui workload inspect sg.jsonl --context 8192",
             "abtui workload synth -o w.jsonl --rate 10 --arrival gamma --burstiness 2",
         ),
-    )  # fmt: skip
-    wsub = p.add_subparsers(dest="workload_command", parser_class=type(p), metavar="COMMAND",
-                            title="commands")  # fmt: skip
+    )
+    wsub = p.add_subparsers(
+        dest="workload_command", parser_class=type(p), metavar="COMMAND", title="commands"
+    )
     imp = wsub.add_parser(
-        "import", help="convert a trace (ShareGPT, Mooncake, Azure, BurstGPT) to abtui JSONL",
+        "import",
+        help="convert a trace (ShareGPT, Mooncake, Azure, BurstGPT) to abtui JSONL",
         description="Convert a trace to abtui's JSON Lines workload, one request per line. Entries "
         "with nothing to replay are left out and counted; a malformed one stops the import, named "
         "by file and line (or entry), unless --skip-bad.",
@@ -147,7 +188,7 @@ def add_workload_parser(sub) -> None:
             "abtui workload import mooncake trace.jsonl -o mc.jsonl --skip-bad",
             "abtui workload import azure AzureLLMInferenceTrace_conv.csv -o azure.jsonl",
         ),
-    )  # fmt: skip
+    )
     imp.add_argument("format", choices=FORMATS, help="the trace's format")
     imp.add_argument("file", help="the trace file")
     imp.add_argument(
@@ -156,12 +197,13 @@ def add_workload_parser(sub) -> None:
     imp.add_argument("--skip-bad", action="store_true", help="skip and count malformed lines")
     imp.set_defaults(func=cmd_import)
     ins = wsub.add_parser(
-        "inspect", help="lengths, arrival rate, burstiness, prefix sharing of a workload",
+        "inspect",
+        help="lengths, arrival rate, burstiness, prefix sharing of a workload",
         epilog=examples(
             "abtui workload inspect sg.jsonl",
             "abtui workload inspect mc.jsonl --context 8192 --skip-bad",
         ),
-    )  # fmt: skip
+    )
     ins.add_argument("file", help="abtui JSONL workload file")
     ins.add_argument(
         "--context",
@@ -172,7 +214,8 @@ def add_workload_parser(sub) -> None:
     ins.add_argument("--skip-bad", action="store_true", help="skip and count malformed lines")
     ins.set_defaults(func=cmd_inspect)
     syn = wsub.add_parser(
-        "synth", help="write a seeded synthetic workload as abtui JSONL (to inspect or share)",
+        "synth",
+        help="write a seeded synthetic workload as abtui JSONL (to inspect or share)",
         description="The synthetic workload `abtui run` would send with the same options, as "
         "abtui JSONL: same seed, same items and arrival times.",
         epilog=examples(
@@ -180,29 +223,73 @@ def add_workload_parser(sub) -> None:
             "                     --input-dist lognormal:512:0.8",
             "abtui workload synth -o prefix.jsonl --requests 500 --prefix-groups 8 --prefix-tokens 1024",
         ),
-    )  # fmt: skip
+    )
     syn.add_argument(
         "-o", "--output", required=True, metavar="FILE", help="the JSONL file to write"
     )
-    syn.add_argument("--requests", type=bounded("workload.requests"), default=200, metavar="N",
-                     help="items (default %(default)s)")  # fmt: skip
-    syn.add_argument("--rate", type=bounded("load.rate"), metavar="R",
-                     help="req/s (default: no arrival times)")  # fmt: skip
-    syn.add_argument("--arrival", choices=("poisson", "constant", "gamma"), default="poisson",
-                     help="arrival process, with --rate (default %(default)s)")  # fmt: skip
-    syn.add_argument("--burstiness", type=bounded("load.burstiness"), default=1.0, metavar="CV",
-                     help="gamma: CV of the gaps (default %(default)s)")  # fmt: skip
-    syn.add_argument("--input-tokens", type=bounded("workload.input_tokens"), default=512, metavar="N",
-                     help="prompt length in tokens (default %(default)s)")  # fmt: skip
-    syn.add_argument("--output-tokens", type=bounded("workload.output_tokens"), default=128, metavar="N",
-                     help="max_tokens of each item (default %(default)s)")  # fmt: skip
-    syn.add_argument("--input-dist", metavar="DIST", help="as for abtui run (default fixed:--input-tokens)")
-    syn.add_argument("--output-dist", metavar="DIST", help="as for abtui run (default fixed:--output-tokens)")
-    syn.add_argument("--prefix-groups", type=bounded("workload.prefix_groups"), default=0, metavar="N",
-                     help="shared-prefix groups (default %(default)s: none)")  # fmt: skip
-    syn.add_argument("--prefix-tokens", type=bounded("workload.prefix_tokens"), default=0, metavar="N",
-                     help="tokens of each group's prefix (default %(default)s)")  # fmt: skip
-    syn.add_argument("--seed", type=bounded("workload.seed"), default=0, help="seed of prompts and arrivals (default %(default)s)")
+    syn.add_argument(
+        "--requests",
+        type=bounded("workload.requests"),
+        default=200,
+        metavar="N",
+        help="items (default %(default)s)",
+    )
+    syn.add_argument(
+        "--rate", type=bounded("load.rate"), metavar="R", help="req/s (default: no arrival times)"
+    )
+    syn.add_argument(
+        "--arrival",
+        choices=("poisson", "constant", "gamma"),
+        default="poisson",
+        help="arrival process, with --rate (default %(default)s)",
+    )
+    syn.add_argument(
+        "--burstiness",
+        type=bounded("load.burstiness"),
+        default=1.0,
+        metavar="CV",
+        help="gamma: CV of the gaps (default %(default)s)",
+    )
+    syn.add_argument(
+        "--input-tokens",
+        type=bounded("workload.input_tokens"),
+        default=512,
+        metavar="N",
+        help="prompt length in tokens (default %(default)s)",
+    )
+    syn.add_argument(
+        "--output-tokens",
+        type=bounded("workload.output_tokens"),
+        default=128,
+        metavar="N",
+        help="max_tokens of each item (default %(default)s)",
+    )
+    syn.add_argument(
+        "--input-dist", metavar="DIST", help="as for abtui run (default fixed:--input-tokens)"
+    )
+    syn.add_argument(
+        "--output-dist", metavar="DIST", help="as for abtui run (default fixed:--output-tokens)"
+    )
+    syn.add_argument(
+        "--prefix-groups",
+        type=bounded("workload.prefix_groups"),
+        default=0,
+        metavar="N",
+        help="shared-prefix groups (default %(default)s: none)",
+    )
+    syn.add_argument(
+        "--prefix-tokens",
+        type=bounded("workload.prefix_tokens"),
+        default=0,
+        metavar="N",
+        help="tokens of each group's prefix (default %(default)s)",
+    )
+    syn.add_argument(
+        "--seed",
+        type=bounded("workload.seed"),
+        default=0,
+        help="seed of prompts and arrivals (default %(default)s)",
+    )
     syn.set_defaults(func=cmd_synth)
     p.set_defaults(func=lambda args: (p.print_help(), 0)[1])
 
@@ -246,13 +333,17 @@ def cmd_synth(args) -> int:
 
     spec = Spec(
         workload=WorkloadSpec(
-            requests=args.requests, input_tokens=args.input_tokens,
-            output_tokens=args.output_tokens, seed=args.seed, input_dist=args.input_dist,
-            output_dist=args.output_dist, prefix_groups=args.prefix_groups,
+            requests=args.requests,
+            input_tokens=args.input_tokens,
+            output_tokens=args.output_tokens,
+            seed=args.seed,
+            input_dist=args.input_dist,
+            output_dist=args.output_dist,
+            prefix_groups=args.prefix_groups,
             prefix_tokens=args.prefix_tokens,
         ),
         load=LoadSpec(rate=args.rate, arrival=args.arrival, burstiness=args.burstiness),
-    )  # fmt: skip
+    )
     from abtui.spec.bounds import check_bounds
 
     check_bounds(spec, "command line")

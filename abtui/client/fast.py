@@ -93,8 +93,23 @@ class _Exchange:
     """One request/response on a connection: HTTP framing → SSE → the record."""
 
     __slots__ = (
-        "conn", "state", "rec", "fut", "head", "status", "mode", "remaining", "keep_alive",
-        "parser", "err_body", "err_wait", "last_rx", "got_bytes", "chunks", "tail", "release",
+        "conn",
+        "state",
+        "rec",
+        "fut",
+        "head",
+        "status",
+        "mode",
+        "remaining",
+        "keep_alive",
+        "parser",
+        "err_body",
+        "err_wait",
+        "last_rx",
+        "got_bytes",
+        "chunks",
+        "tail",
+        "release",
         "timer",
     )
 
@@ -212,9 +227,7 @@ class _Exchange:
         rec.first_byte_ns = t
         if not 200 <= h.status < 300:
             self.err_body = bytearray()
-            self.timer = asyncio.get_running_loop().call_later(
-                self.err_wait, self._error_body_late
-            )
+            self.timer = asyncio.get_running_loop().call_later(self.err_wait, self._error_body_late)
         if h.mode == "length" and h.length == 0:
             self._end_of_body(t)
             return b""
@@ -309,7 +322,9 @@ class FastClient:
         self._idle.clear()
         await asyncio.sleep(0)
 
-    async def _connect(self, key: tuple, timeout: float, tls: ssl.SSLContext | None = None) -> _Conn:
+    async def _connect(
+        self, key: tuple, timeout: float, tls: ssl.SSLContext | None = None
+    ) -> _Conn:
         scheme, host, port = key[:3]
         loop = asyncio.get_running_loop()
         kw = {}
@@ -381,13 +396,23 @@ async def fast_stream_request(
                         tls = target.tls if scheme == "https" else None
                         conn = await client._connect(key, target.connect_timeout_s, tls)
                     except TimeoutError:
-                        _fail(rec, R.E_TIMEOUT, f"connect to {target.url} timed out after {target.connect_timeout_s:g} s")
+                        _fail(
+                            rec,
+                            R.E_TIMEOUT,
+                            f"connect to {target.url} timed out after {target.connect_timeout_s:g} s",
+                        )
                         return rec
                     except ssl.SSLError as e:
-                        _fail(rec, R.E_CONNECT, f"cannot connect to {target.url}: TLS failed: {describe(e)}")
+                        _fail(
+                            rec,
+                            R.E_CONNECT,
+                            f"cannot connect to {target.url}: TLS failed: {describe(e)}",
+                        )
                         return rec
                     except OSError as e:
-                        _fail(rec, R.E_CONNECT, f"cannot connect to {target.url}: {e.strerror or e}")
+                        _fail(
+                            rec, R.E_CONNECT, f"cannot connect to {target.url}: {e.strerror or e}"
+                        )
                         return rec
                     finally:  # the connect phase: out of TTFT and E2E, in TTFT (user)
                         rec.connect_ns = _now() - rec.dispatched_ns
@@ -402,7 +427,9 @@ async def fast_stream_request(
                         return
                     idle = (_now() - ex.last_rx) / 1e9
                     if idle >= target.read_timeout_s:
-                        ex._finish(_now(), (R.E_TIMEOUT, f"no data for {target.read_timeout_s:g} s"))
+                        ex._finish(
+                            _now(), (R.E_TIMEOUT, f"no data for {target.read_timeout_s:g} s")
+                        )
                     else:
                         watchdog = loop.call_later(target.read_timeout_s - idle, check)
 
@@ -411,11 +438,18 @@ async def fast_stream_request(
                 watchdog.cancel()
                 # a kept-alive connection the server had closed: retry once on a fresh one
                 if (
-                    reused and attempt == 0 and not ex.got_bytes
+                    reused
+                    and attempt == 0
+                    and not ex.got_bytes
                     and rec.error_class == R.E_DISCONNECTED
                 ):
                     client._release(key, conn, False)
-                    rec.status, rec.error_class, rec.error_message, rec.done_ns = R.OK, None, None, None
+                    rec.status, rec.error_class, rec.error_message, rec.done_ns = (
+                        R.OK,
+                        None,
+                        None,
+                        None,
+                    )
                     st = _StreamState(rec, store_text)
                     continue
                 break
@@ -438,8 +472,10 @@ async def fast_stream_request(
         if conn is not None:
             ok = ex is not None and ex.fut.done() and ex.keep_alive and rec.status == R.OK
             if ok and ex.tail:  # complete at [DONE]: back to the pool once the body ends
-                ex.park(lambda reusable: client._release(key, conn, reusable),
-                        min(TAIL_S, target.read_timeout_s))  # fmt: skip
+                ex.park(
+                    lambda reusable: client._release(key, conn, reusable),
+                    min(TAIL_S, target.read_timeout_s),
+                )
             else:
                 if ex is not None and ex.timer is not None:  # an error body's, if cut short
                     ex.timer.cancel()

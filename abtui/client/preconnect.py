@@ -41,7 +41,9 @@ from abtui.client.stream import Target
 from abtui.client.tls import describe
 
 PARALLEL = 64  # connections being opened at once
-PROBE_S = 2.0  # how long a new connection's HEAD may wait for its answer (at most the connect timeout)
+PROBE_S = (
+    2.0  # how long a new connection's HEAD may wait for its answer (at most the connect timeout)
+)
 OK, UNANSWERED, CLOSED, LATE = "ok", "unanswered", "closed", "late"
 _BACKGROUND: set[asyncio.Task] = set()  # opens still under way when a deadline came
 
@@ -89,8 +91,11 @@ class Fill:
 def probe_bytes(target: Target) -> bytes:
     """The ``HEAD <base path>/models`` request a new connection carries."""
     u = urlsplit(target.base_url)
-    lines = [f"HEAD {u.path.rstrip('/')}/models HTTP/1.1", f"Host: {u.netloc}",
-             "Accept-Encoding: identity"]  # fmt: skip
+    lines = [
+        f"HEAD {u.path.rstrip('/')}/models HTTP/1.1",
+        f"Host: {u.netloc}",
+        "Accept-Encoding: identity",
+    ]
     lines += [f"{k}: {v}" for k, v in target.headers.items()]
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
@@ -143,8 +148,9 @@ class _Probe:
         self.on_eof(t)
 
 
-async def _open_one(client: FastClient, key: tuple, target: Target, probe: bytes,
-                    probe_s: float) -> str:  # fmt: skip
+async def _open_one(
+    client: FastClient, key: tuple, target: Target, probe: bytes, probe_s: float
+) -> str:
     tls = target.tls if key[0] == "https" else None
     try:
         conn = await client._connect(key, target.connect_timeout_s, tls)
@@ -167,8 +173,15 @@ async def _open_one(client: FastClient, key: tuple, target: Target, probe: bytes
     return OK if keeps and not p.extra and not conn.closed else CLOSED
 
 
-async def fill(client: FastClient, target: Target, n: int, *, until_ns: int | None = None,
-               parallel: int = PARALLEL, probe_s: float = PROBE_S) -> Fill:  # fmt: skip
+async def fill(
+    client: FastClient,
+    target: Target,
+    n: int,
+    *,
+    until_ns: int | None = None,
+    parallel: int = PARALLEL,
+    probe_s: float = PROBE_S,
+) -> Fill:
     """Open (and verify) connections of ``target``'s pool until ``n`` are open and idle.
 
     ``until_ns`` (the fast client's clock): no new connection is started after it, and the call

@@ -96,8 +96,11 @@ def scrub_text(text: str) -> str:
     return text
 
 
-def secrets_of(headers: dict[str, str] | None = None, urls: Iterable[str | None] = (),
-               configs: Iterable[Any] = ()) -> list[str]:  # fmt: skip
+def secrets_of(
+    headers: dict[str, str] | None = None,
+    urls: Iterable[str | None] = (),
+    configs: Iterable[Any] = (),
+) -> list[str]:
     """The credential strings of a request, longest first: each header value and its token
     after a scheme (``Bearer sk-...`` gives both); the user name and password of each URL;
     every string under a credential key of each config (``params``), at any depth."""

@@ -23,8 +23,20 @@ MAX_EVENT_BYTES = 1 << 20  # one SSE event's data at most (1 MiB); a larger one 
 class SSEParser:
     """Feed raw body bytes; get back complete events as ``(event_name, data_bytes)``."""
 
-    __slots__ = ("_buf", "_data", "_size", "_event", "_skip_lf", "_end", "_max", "_drop_line",
-                 "_dropping", "comments", "cut_events", "cut_bytes")  # fmt: skip
+    __slots__ = (
+        "_buf",
+        "_data",
+        "_size",
+        "_event",
+        "_skip_lf",
+        "_end",
+        "_max",
+        "_drop_line",
+        "_dropping",
+        "comments",
+        "cut_events",
+        "cut_bytes",
+    )
 
     def __init__(self, end_marker: bytes | None = None, max_event: int = MAX_EVENT_BYTES) -> None:
         """``end_marker``: a ``data:`` value (``b"[DONE]"``) that, as the first data line of an

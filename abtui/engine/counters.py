@@ -40,7 +40,11 @@ class ServerCounters:
     def acceptance(self) -> float:
         """Draft tokens accepted / draft tokens generated (nan without speculative decoding)."""
         n = self.delta("llamacpp:spec_decode_num_draft_tokens_total")
-        return self.delta("llamacpp:spec_decode_num_accepted_tokens_total") / n if n > 0 else float("nan")
+        return (
+            self.delta("llamacpp:spec_decode_num_accepted_tokens_total") / n
+            if n > 0
+            else float("nan")
+        )
 
 
 def scalars(text: str) -> dict[str, float]:

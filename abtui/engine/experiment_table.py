@@ -12,8 +12,10 @@ def _pct(e: dict | None) -> str:
     return f"{e['ratio'] * 100:+.1f}% [{e['lo'] * 100:+.1f}, {e['hi'] * 100:+.1f}]"
 
 
-def factorial_lines(res: ExperimentResult, keys: tuple[str, ...] = ("tpot.p50", "e2e.p50",
-                    "throughput.output_tokens")) -> list[str]:  # fmt: skip
+def factorial_lines(
+    res: ExperimentResult,
+    keys: tuple[str, ...] = ("tpot.p50", "e2e.p50", "throughput.output_tokens"),
+) -> list[str]:
     """A factorial experiment's rows in words: each factor alone, the combination, what the
     parts multiplied predict, and the interaction with its CI and outcome."""
     fac = res.report.get("factorial") or {}
@@ -25,9 +27,11 @@ def factorial_lines(res: ExperimentResult, keys: tuple[str, ...] = ("tpot.p50", 
             continue
         alone = ", ".join(f"{n} alone {_pct(c)}" for n, c in row["alone"].items())
         inter = row["interactions"][0] if row["interactions"] else None
-        out.append(f"{row['label']}: {alone}; {fac['combination']} {_pct(row['combined'])}; "
-                   f"parts multiplied {row['predicted']['product'] * 100:+.1f}%; interaction "
-                   f"{_pct(inter)} {inter['outcome'] if inter else ''}")  # fmt: skip
+        out.append(
+            f"{row['label']}: {alone}; {fac['combination']} {_pct(row['combined'])}; "
+            f"parts multiplied {row['predicted']['product'] * 100:+.1f}%; interaction "
+            f"{_pct(inter)} {inter['outcome'] if inter else ''}"
+        )
     return out + list(fac.get("findings") or []) + ([fac["no_go"]] if fac.get("no_go") else [])
 
 
@@ -36,8 +40,10 @@ def ppl_cell(res: ExperimentResult) -> str:
     c = res.ppl
     if c is None:
         return "—"
-    return (f"{c.base.ppl:.2f} → {c.cand.ppl:.2f} (×{c.ratio:.3f} ± {c.ratio_err:.3f}), "
-            f"KLD {c.kld:.4f}, same top {c.same_top:.1%}")  # fmt: skip
+    return (
+        f"{c.base.ppl:.2f} → {c.cand.ppl:.2f} (×{c.ratio:.3f} ± {c.ratio_err:.3f}), "
+        f"KLD {c.kld:.4f}, same top {c.same_top:.1%}"
+    )
 
 
 def table_rows(res: ExperimentResult) -> list[dict[str, str]]:
@@ -57,23 +63,30 @@ def table_rows(res: ExperimentResult) -> list[dict[str, str]]:
     levels: list[int | None] = list(range(len(exp.sweep))) if exp.sweep else [None]
     rows = []
     for lv in levels:
-        rows.append({
-            "A/B": exp.key + (f" @ concurrency {exp.sweep[lv]}" if lv is not None else ""),
-            "verdict": res.pair["result"],
-            "primary": f"{exp.primary} {_pct(res.effect(exp.primary, lv))}",
-            "TTFT P50": _pct(res.effect("ttft.p50", lv)),
-            "TPOT P50": _pct(res.effect("tpot.p50", lv)),
-            "E2E P50": _pct(res.effect("e2e.p50", lv)),
-            "out tok/s": _pct(res.effect("throughput.output_tokens", lv)),
-            "deferred peak": f"{cb.peak.get('llamacpp:requests_deferred', 0):g} / "
-                             f"{cc.peak.get('llamacpp:requests_deferred', 0):g}",
-            "acceptance": "—" if cc.acceptance != cc.acceptance else
-                          (f"{cc.acceptance:.1%} (streams {stream_acc:.1%})" if stream_acc is not None
-                           else f"{cc.acceptance:.1%}") + f"; {cc.drafted_share:.0%} of output",
-            "TTFT client vs server prompt (ms)": f"{gap(base)} / {gap(cand)}",
-            "server CPU ms/token": f"{cb.cpu_ms_per_token:.1f} / {cc.cpu_ms_per_token:.1f}",
-            "llama_decode calls": f"{cb.delta('llamacpp:n_decode_total'):g} / "
-                                  f"{cc.delta('llamacpp:n_decode_total'):g}",
-            "PPL (llama-perplexity)": ppl_cell(res),
-        })  # fmt: skip
+        rows.append(
+            {
+                "A/B": exp.key + (f" @ concurrency {exp.sweep[lv]}" if lv is not None else ""),
+                "verdict": res.pair["result"],
+                "primary": f"{exp.primary} {_pct(res.effect(exp.primary, lv))}",
+                "TTFT P50": _pct(res.effect("ttft.p50", lv)),
+                "TPOT P50": _pct(res.effect("tpot.p50", lv)),
+                "E2E P50": _pct(res.effect("e2e.p50", lv)),
+                "out tok/s": _pct(res.effect("throughput.output_tokens", lv)),
+                "deferred peak": f"{cb.peak.get('llamacpp:requests_deferred', 0):g} / "
+                f"{cc.peak.get('llamacpp:requests_deferred', 0):g}",
+                "acceptance": "—"
+                if cc.acceptance != cc.acceptance
+                else (
+                    f"{cc.acceptance:.1%} (streams {stream_acc:.1%})"
+                    if stream_acc is not None
+                    else f"{cc.acceptance:.1%}"
+                )
+                + f"; {cc.drafted_share:.0%} of output",
+                "TTFT client vs server prompt (ms)": f"{gap(base)} / {gap(cand)}",
+                "server CPU ms/token": f"{cb.cpu_ms_per_token:.1f} / {cc.cpu_ms_per_token:.1f}",
+                "llama_decode calls": f"{cb.delta('llamacpp:n_decode_total'):g} / "
+                f"{cc.delta('llamacpp:n_decode_total'):g}",
+                "PPL (llama-perplexity)": ppl_cell(res),
+            }
+        )
     return rows

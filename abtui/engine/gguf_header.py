@@ -16,8 +16,19 @@ from pathlib import Path
 from abtui.errors import AbtuiError
 
 # value type → struct format of the GGUF key/value section (8: string, 9: array)
-_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?",
-            10: "<Q", 11: "<q", 12: "<d"}  # fmt: skip
+_SCALARS = {
+    0: "<B",
+    1: "<b",
+    2: "<H",
+    3: "<h",
+    4: "<I",
+    5: "<i",
+    6: "<f",
+    7: "<?",
+    10: "<Q",
+    11: "<q",
+    12: "<d",
+}
 _MAX_STRING = 64 << 20  # a longer key or value means the header is broken
 
 
@@ -38,8 +49,12 @@ class GGUFInfo:
     values: dict[str, object] = field(repr=False)
 
     def summary(self) -> dict:
-        return {"architecture": self.architecture, "context_length": self.context_length,
-                "chat_template": self.chat_template, "name": self.name}  # fmt: skip
+        return {
+            "architecture": self.architecture,
+            "context_length": self.context_length,
+            "chat_template": self.chat_template,
+            "name": self.name,
+        }
 
 
 def gguf_info(path: str | Path) -> GGUFInfo:
@@ -55,10 +70,13 @@ def gguf_info(path: str | Path) -> GGUFInfo:
         raise GGUFError(f"{path} has no general.architecture", "is it a model GGUF?")
     ctx = values.get(f"{arch}.context_length")
     name = values.get("general.name")
-    return GGUFInfo(architecture=arch,
-                    context_length=int(ctx) if isinstance(ctx, int) else None,
-                    chat_template=isinstance(values.get("tokenizer.chat_template"), str),
-                    name=name if isinstance(name, str) else None, values=values)  # fmt: skip
+    return GGUFInfo(
+        architecture=arch,
+        context_length=int(ctx) if isinstance(ctx, int) else None,
+        chat_template=isinstance(values.get("tokenizer.chat_template"), str),
+        name=name if isinstance(name, str) else None,
+        values=values,
+    )
 
 
 def _read_kv(buf, path: Path) -> dict[str, object]:
@@ -84,7 +102,7 @@ def _read_kv(buf, path: Path) -> dict[str, object]:
 
     def string() -> str:
         start, n = string_span()
-        return bytes(buf[start:start + n]).decode("utf-8", "replace")
+        return bytes(buf[start : start + n]).decode("utf-8", "replace")
 
     if end < 24 or buf[:4] != b"GGUF":
         raise GGUFError(f"{path} is not a GGUF file (no GGUF magic)", "give a .gguf model")

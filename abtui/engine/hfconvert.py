@@ -63,12 +63,17 @@ def unusable_wheels() -> list[str]:
 def require_hf_stack() -> None:
     """Raise :class:`EngineError` naming the ``vllm`` extra when torch, transformers, gguf or
     accelerate is missing, or naming the wheels to uninstall when one of :data:`UNUSABLE` is installed."""
-    missing = [m for m in ("torch", "transformers", "gguf", "accelerate")
-               if importlib.util.find_spec(m) is None]
+    missing = [
+        m
+        for m in ("torch", "transformers", "gguf", "accelerate")
+        if importlib.util.find_spec(m) is None
+    ]
     if missing:
-        raise EngineError(f"converting a GGUF needs {', '.join(missing)}, which "
-                          f"{'is' if len(missing) == 1 else 'are'} not installed",
-                          INSTALL_HINT)  # fmt: skip
+        raise EngineError(
+            f"converting a GGUF needs {', '.join(missing)}, which "
+            f"{'is' if len(missing) == 1 else 'are'} not installed",
+            INSTALL_HINT,
+        )
     bad = unusable_wheels()
     if bad:
         raise EngineError(
@@ -87,9 +92,14 @@ def converted(gguf: Path, *, dtype: str = "bfloat16") -> Path | None:
         mark = json.loads((out / MARKER).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    same = (isinstance(mark, dict) and mark.get("gguf") == gguf.name
-            and mark.get("size") == st.st_size and mark.get("mtime_ns") == st.st_mtime_ns
-            and mark.get("dtype") == dtype and mark.get("format") == FORMAT)  # fmt: skip
+    same = (
+        isinstance(mark, dict)
+        and mark.get("gguf") == gguf.name
+        and mark.get("size") == st.st_size
+        and mark.get("mtime_ns") == st.st_mtime_ns
+        and mark.get("dtype") == dtype
+        and mark.get("format") == FORMAT
+    )
     return out if same else None
 
 
@@ -108,8 +118,13 @@ def _locked(lock: Path) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def convert(gguf: Path, *, dtype: str = "bfloat16", force: bool = False,
-            log: Callable[[str], None] = _stderr) -> Path:  # fmt: skip
+def convert(
+    gguf: Path,
+    *,
+    dtype: str = "bfloat16",
+    force: bool = False,
+    log: Callable[[str], None] = _stderr,
+) -> Path:
     """``gguf`` converted once to a Hugging Face directory beside it; returns the directory.
 
     Instant when a finished conversion of the same file is there (unless ``force``). Raises
@@ -119,8 +134,10 @@ def convert(gguf: Path, *, dtype: str = "bfloat16", force: bool = False,
     if dtype not in DTYPES:
         raise EngineError(f"unknown dtype {dtype!r}", f"one of {', '.join(DTYPES)}")
     if not gguf.is_file():
-        raise EngineError(f"{gguf} is not a file",
-                          "give a GGUF model, e.g. the path `abtui engine fetch smollm2` prints")  # fmt: skip
+        raise EngineError(
+            f"{gguf} is not a file",
+            "give a GGUF model, e.g. the path `abtui engine fetch smollm2` prints",
+        )
     if not force and (done := converted(gguf, dtype=dtype)) is not None:
         return done
     require_hf_stack()
@@ -140,14 +157,21 @@ def convert(gguf: Path, *, dtype: str = "bfloat16", force: bool = False,
                 log(f"converting {gguf.name} to a Hugging Face directory ({dtype}; ~1 minute)")
                 _write(gguf, tmp, dtype)
                 st = gguf.stat()
-                mark = {"gguf": gguf.name, "size": st.st_size, "mtime_ns": st.st_mtime_ns,
-                        "dtype": dtype, "format": FORMAT,
-                        "transformers": _version("transformers")}  # fmt: skip
+                mark = {
+                    "gguf": gguf.name,
+                    "size": st.st_size,
+                    "mtime_ns": st.st_mtime_ns,
+                    "dtype": dtype,
+                    "format": FORMAT,
+                    "transformers": _version("transformers"),
+                }
                 (tmp / MARKER).write_text(json.dumps(mark, indent=1) + "\n", encoding="utf-8")
                 for f in tmp.iterdir():  # the saver writes some files 0600
                     os.chmod(f, 0o666 & ~umask)
                 if out.exists():  # an older or damaged conversion: move it aside, then drop it
-                    aside = Path(tempfile.mkdtemp(prefix=f".hfconvert-{gguf.stem}-", dir=gguf.parent))
+                    aside = Path(
+                        tempfile.mkdtemp(prefix=f".hfconvert-{gguf.stem}-", dir=gguf.parent)
+                    )
                     os.replace(out, aside / "old")
                 os.replace(tmp, out)
                 log(f"wrote {out} in {time.monotonic() - t0:.0f} s")
@@ -156,8 +180,9 @@ def convert(gguf: Path, *, dtype: str = "bfloat16", force: bool = False,
                 for old in gguf.parent.glob(f".hfconvert-{gguf.stem}-*"):
                     shutil.rmtree(old, ignore_errors=True)
     except OSError as e:
-        raise EngineError(f"cannot write {out}: {e.strerror or e}",
-                          "give a GGUF in a folder you can write to") from None  # fmt: skip
+        raise EngineError(
+            f"cannot write {out}: {e.strerror or e}", "give a GGUF in a folder you can write to"
+        ) from None
     return out
 
 
@@ -188,9 +213,10 @@ def _write(gguf: Path, dest: Path, dtype: str) -> None:
         tok = AutoTokenizer.from_pretrained(folder, gguf_file=name)
         model = AutoModelForCausalLM.from_pretrained(folder, **kw)
     except (ValueError, KeyError, RuntimeError, OSError) as e:
-        raise EngineError(f"transformers cannot read {gguf}: {str(e)[:300]}",
-                          "give a GGUF of an architecture transformers supports "
-                          "(llama, gemma3, qwen2, …)") from None  # fmt: skip
+        raise EngineError(
+            f"transformers cannot read {gguf}: {str(e)[:300]}",
+            "give a GGUF of an architecture transformers supports (llama, gemma3, qwen2, …)",
+        ) from None
     # the loaded weights are dequantised tensors: without this the saved config would still say
     # "gguf", and vLLM would look for a GGUF file in the directory
     for cfg in (model.config, getattr(model.config, "text_config", None)):
@@ -203,8 +229,10 @@ def _write(gguf: Path, dest: Path, dtype: str) -> None:
     tok.save_pretrained(dest)
     cfg = json.loads((dest / "config.json").read_text(encoding="utf-8"))
     if "quantization_config" in cfg:  # the saver must not bring it back
-        raise EngineError(f"the converted config of {gguf.name} still has a quantization_config",
-                          "report this with your transformers version")  # fmt: skip
+        raise EngineError(
+            f"the converted config of {gguf.name} still has a quantization_config",
+            "report this with your transformers version",
+        )
 
 
 def _special_tokens_as_the_gguf_says(tok, gguf: Path) -> None:
@@ -218,8 +246,10 @@ def _special_tokens_as_the_gguf_says(tok, gguf: Path) -> None:
         values = gguf_info(gguf).values
     except GGUFError:  # transformers read it, so this reader should too; then nothing to fix
         return
-    for key, attr in (("tokenizer.ggml.add_bos_token", "add_bos_token"),
-                      ("tokenizer.ggml.add_eos_token", "add_eos_token")):  # fmt: skip
+    for key, attr in (
+        ("tokenizer.ggml.add_bos_token", "add_bos_token"),
+        ("tokenizer.ggml.add_eos_token", "add_eos_token"),
+    ):
         want = values.get(key)
         if isinstance(want, bool) and hasattr(tok, attr) and getattr(tok, attr) != want:
             setattr(tok, attr, want)

@@ -77,9 +77,11 @@ class PerplexityComparison:
     same_top_err: float
 
     def line(self) -> str:
-        return (f"PPL {self.base.ppl:.3f} → {self.cand.ppl:.3f} (×{self.ratio:.4f} ± "
-                f"{self.ratio_err:.4f}), KLD {self.kld:.4f} ± {self.kld_err:.4f} nats, same top "
-                f"token {self.same_top:.1%}")  # fmt: skip
+        return (
+            f"PPL {self.base.ppl:.3f} → {self.cand.ppl:.3f} (×{self.ratio:.4f} ± "
+            f"{self.ratio_err:.4f}), KLD {self.kld:.4f} ± {self.kld_err:.4f} nats, same top "
+            f"token {self.same_top:.1%}"
+        )
 
 
 def parse_output(text: str) -> tuple[float, float, int] | None:
@@ -92,10 +94,16 @@ def parse_output(text: str) -> tuple[float, float, int] | None:
 
 
 def perplexity(
-    model: Path, *, ctx: int = 512, extra_args: tuple[str, ...] = (), text: str = PPL_TEXT,
-    threads: int = 1, binary: Path | None = None, timeout_s: float = 600.0,
+    model: Path,
+    *,
+    ctx: int = 512,
+    extra_args: tuple[str, ...] = (),
+    text: str = PPL_TEXT,
+    threads: int = 1,
+    binary: Path | None = None,
+    timeout_s: float = 600.0,
     _paired: dict | None = None,
-) -> Perplexity:  # fmt: skip
+) -> Perplexity:
     """Run ``llama-perplexity`` on ``text`` with ``model`` and ``extra_args`` (an arm's cache
     and attention flags: ``-fa on -ctk q4_0 -ctv q4_0``…); raises :class:`EngineError` with the
     tool's own last lines when it gives no estimate."""
@@ -105,15 +113,35 @@ def perplexity(
     with tempfile.TemporaryDirectory(prefix="abtui-ppl-") as tmp:
         f = Path(tmp) / "text.txt"
         f.write_text(text, encoding="utf-8")
-        argv = [str(tool), "-m", str(model), "-f", str(f), "-c", str(ctx), "-t", str(threads),
-                "-tb", str(threads), *extra_args]  # fmt: skip
+        argv = [
+            str(tool),
+            "-m",
+            str(model),
+            "-f",
+            str(f),
+            "-c",
+            str(ctx),
+            "-t",
+            str(threads),
+            "-tb",
+            str(threads),
+            *extra_args,
+        ]
         t0 = time.monotonic()
         try:
-            p = subprocess.run(argv, capture_output=True, text=True, errors="replace",
-                               timeout=timeout_s, stdin=subprocess.DEVNULL)  # fmt: skip
+            p = subprocess.run(
+                argv,
+                capture_output=True,
+                text=True,
+                errors="replace",
+                timeout=timeout_s,
+                stdin=subprocess.DEVNULL,
+            )
         except subprocess.TimeoutExpired:
-            raise EngineError(f"llama-perplexity on {model.name} ran past {timeout_s:g} s",
-                              f"run it by hand: {' '.join(argv)}") from None  # fmt: skip
+            raise EngineError(
+                f"llama-perplexity on {model.name} ran past {timeout_s:g} s",
+                f"run it by hand: {' '.join(argv)}",
+            ) from None
         seconds = time.monotonic() - t0
     out = p.stdout + "\n" + p.stderr
     got = parse_output(out)
@@ -126,9 +154,11 @@ def perplexity(
             got = (_paired["ppl"][0], _paired["ppl"][1], int(c[1]) if c else 0)
     if got is None:
         if m := _TOO_SHORT.search(out):
-            raise EngineError(f"the text is {m[2]} tokens for {model.name}: a {ctx}-token "
-                              f"context needs at least {m[1]}", "give a longer text or a "
-                              "smaller ctx")  # fmt: skip
+            raise EngineError(
+                f"the text is {m[2]} tokens for {model.name}: a {ctx}-token "
+                f"context needs at least {m[1]}",
+                "give a longer text or a smaller ctx",
+            )
         raise EngineError(
             f"llama-perplexity on {model.name} gave no estimate (exit {p.returncode}): "
             f"{out.strip()[-1500:]}",
@@ -139,21 +169,41 @@ def perplexity(
 
 
 def compare(
-    base_model: Path, cand_model: Path, *, base_args: tuple[str, ...] = (),
-    cand_args: tuple[str, ...] = (), ctx: int = 512, text: str = PPL_TEXT, threads: int = 1,
-    binary: Path | None = None, timeout_s: float = 600.0,
-) -> PerplexityComparison:  # fmt: skip
+    base_model: Path,
+    cand_model: Path,
+    *,
+    base_args: tuple[str, ...] = (),
+    cand_args: tuple[str, ...] = (),
+    ctx: int = 512,
+    text: str = PPL_TEXT,
+    threads: int = 1,
+    binary: Path | None = None,
+    timeout_s: float = 600.0,
+) -> PerplexityComparison:
     """The baseline's PPL (saving its distributions), then the candidate's scored against them.
     Both models must share a vocabulary (quantisations of one model, cache settings)."""
     with tempfile.TemporaryDirectory(prefix="abtui-kld-") as tmp:
         logits = Path(tmp) / "base.kld"
-        base = perplexity(base_model, ctx=ctx, text=text, threads=threads, binary=binary,
-                          timeout_s=timeout_s,
-                          extra_args=(*base_args, "--kl-divergence-base", str(logits)))  # fmt: skip
+        base = perplexity(
+            base_model,
+            ctx=ctx,
+            text=text,
+            threads=threads,
+            binary=binary,
+            timeout_s=timeout_s,
+            extra_args=(*base_args, "--kl-divergence-base", str(logits)),
+        )
         out: dict[str, tuple[float, float]] = {}
-        cand = perplexity(cand_model, ctx=ctx, text=text, threads=threads, binary=binary,
-                          timeout_s=timeout_s, _paired=out,
-                          extra_args=(*cand_args, "--kl-divergence-base", str(logits),
-                                      "--kl-divergence"))  # fmt: skip
-    return PerplexityComparison(base, cand, *out["ratio"], *out["kld"],
-                                out["same_top"][0] / 100, out["same_top"][1] / 100)
+        cand = perplexity(
+            cand_model,
+            ctx=ctx,
+            text=text,
+            threads=threads,
+            binary=binary,
+            timeout_s=timeout_s,
+            _paired=out,
+            extra_args=(*cand_args, "--kl-divergence-base", str(logits), "--kl-divergence"),
+        )
+    return PerplexityComparison(
+        base, cand, *out["ratio"], *out["kld"], out["same_top"][0] / 100, out["same_top"][1] / 100
+    )

@@ -62,8 +62,9 @@ def _task(it: QualityItem) -> str:
     return it.suite if it.suite != "exact" else it.id.split("-")[0]
 
 
-async def _send_all(target: Target, items: list[QualityItem], max_tokens: int, seed: int,
-                    prof: sizing.Profile) -> list[tuple[QualityItem, dict, float, float]]:  # fmt: skip
+async def _send_all(
+    target: Target, items: list[QualityItem], max_tokens: int, seed: int, prof: sizing.Profile
+) -> list[tuple[QualityItem, dict, float, float]]:
     greedy = qrun.greedy_target(target, seed)
     out = []
     async with FastClient() as client:
@@ -76,30 +77,53 @@ async def _send_all(target: Target, items: list[QualityItem], max_tokens: int, s
     return out
 
 
-def calibrate(model: Path, *, name: str, lengths: list[int], suites: list[str], per_cell: int,
-              ctx: int, threads: int = 1, api: str = "auto", seed: int = 0,
-              max_tokens: int = 32, extra_args: tuple[str, ...] = (),
-              log: Callable[[str], None] = lambda s: None) -> Calibration:  # fmt: skip
+def calibrate(
+    model: Path,
+    *,
+    name: str,
+    lengths: list[int],
+    suites: list[str],
+    per_cell: int,
+    ctx: int,
+    threads: int = 1,
+    api: str = "auto",
+    seed: int = 0,
+    max_tokens: int = 32,
+    extra_args: tuple[str, ...] = (),
+    log: Callable[[str], None] = lambda s: None,
+) -> Calibration:
     """Serve ``model`` (one slot of ``ctx`` tokens) and run ``suites`` at ``lengths``."""
-    with LlamaCppServer(model, name=name, ctx=ctx, threads=threads,
-                        extra_args=extra_args) as srv:  # fmt: skip
+    with LlamaCppServer(model, name=name, ctx=ctx, threads=threads, extra_args=extra_args) as srv:
         target = Target(base_url=srv.url, model=name)
         t0 = time.perf_counter()
         prof = sizing.probe([target], [name], api, seed=seed)
         probe_s = time.perf_counter() - t0
         c = prof.cost
-        log(f"{name}: {prof.api} ({prof.api_why}); context {prof.context}; "
+        log(
+            f"{name}: {prof.api} ({prof.api_why}); context {prof.context}; "
             f"tokens/word {prof.tokens_per_word and round(prof.tokens_per_word, 3)}; "
-            + (f"t(n) = {c.a:.3f} + {c.b * 1e3:.3f}e-3 n + {c.c * 1e6:.4f}e-6 n² s, "
-               f"{c.decode * 1e3:.0f} ms/token" if c else "not timed: " + "; ".join(prof.notes))
-            + f" (probe {probe_s:.0f} s)")  # fmt: skip
+            + (
+                f"t(n) = {c.a:.3f} + {c.b * 1e3:.3f}e-3 n + {c.c * 1e6:.4f}e-6 n² s, "
+                f"{c.decode * 1e3:.0f} ms/token"
+                if c
+                else "not timed: " + "; ".join(prof.notes)
+            )
+            + f" (probe {probe_s:.0f} s)"
+        )
         fit = builtin.lengths_for(ctx, max_tokens, None, prof.tokens_per_word)
         run_lengths = [n for n in lengths if n in fit]
-        items = builtin.build(suites, seed=seed, max_context=ctx, max_tokens=max_tokens,
-                              per_cell=per_cell, tokens_per_word=prof.tokens_per_word,
-                              lengths=run_lengths or None)  # fmt: skip
-        items = sizing.with_timeouts(items, prof, api=prof.api, max_tokens=max_tokens,
-                                     concurrency=1)  # fmt: skip
+        items = builtin.build(
+            suites,
+            seed=seed,
+            max_context=ctx,
+            max_tokens=max_tokens,
+            per_cell=per_cell,
+            tokens_per_word=prof.tokens_per_word,
+            lengths=run_lengths or None,
+        )
+        items = sizing.with_timeouts(
+            items, prof, api=prof.api, max_tokens=max_tokens, concurrency=1
+        )
         log(f"{name}: {len(items)} items, lengths {run_lengths}")
         t1 = time.perf_counter()
         done = asyncio.run(_send_all(target, items, max_tokens, seed, prof))
@@ -118,22 +142,31 @@ def calibrate(model: Path, *, name: str, lengths: list[int], suites: list[str], 
         else:
             cal.wrong.append((it.id, it.references[0], row["detail"]["output"]))
     order = {s: i for i, s in enumerate(builtin.SUITES)}
-    cal.cells = sorted(cells.values(), key=lambda c: (order.get(c.suite, 9), c.task,
-                                                      int(c.bucket[:-1]) if c.bucket[:-1].isdigit()
-                                                      else 0))  # fmt: skip
+    cal.cells = sorted(
+        cells.values(),
+        key=lambda c: (
+            order.get(c.suite, 9),
+            c.task,
+            int(c.bucket[:-1]) if c.bucket[:-1].isdigit() else 0,
+        ),
+    )
     return cal
 
 
 def table(cals: list[Calibration]) -> str:
     """A Markdown table: accuracy (right / scored) per model, suite, task and length, with the
     seconds per item taken and expected."""
-    lines = ["| model | suite | task | length | right | accuracy | s/item | expected s/item |",
-             "|---|---|---|---|---:|---:|---:|---:|"]  # fmt: skip
+    lines = [
+        "| model | suite | task | length | right | accuracy | s/item | expected s/item |",
+        "|---|---|---|---|---:|---:|---:|---:|",
+    ]
     for cal in cals:
         for c in cal.cells:
             scored = c.n - c.failed
             fail = f" ({c.failed} failed)" if c.failed else ""
-            lines.append(f"| {cal.model} | {c.suite} | {c.task} | {c.bucket} | "
-                         f"{c.right}/{scored}{fail} | {100 * c.accuracy:.0f} % | "
-                         f"{c.seconds / c.n:.1f} | {c.expected_s / c.n:.1f} |")  # fmt: skip
+            lines.append(
+                f"| {cal.model} | {c.suite} | {c.task} | {c.bucket} | "
+                f"{c.right}/{scored}{fail} | {100 * c.accuracy:.0f} % | "
+                f"{c.seconds / c.n:.1f} | {c.expected_s / c.n:.1f} |"
+            )
     return "\n".join(lines)

@@ -128,18 +128,43 @@ class LlamaCppServer:
     def argv(self) -> list[str]:
         binary = self.binary or require_server()
         args = [
-            str(binary), "-m", str(self.model), "-a", self.name,
-            "--host", "127.0.0.1", "--port", str(self.port),
-            "-np", str(self.parallel), "-c", str(self.ctx * self.parallel),
-            "-t", str(self.threads), "-tb", str(self.threads),
-            "--metrics", "--slots", "--no-webui", "--no-warmup",
-        ]  # fmt: skip
+            str(binary),
+            "-m",
+            str(self.model),
+            "-a",
+            self.name,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "-np",
+            str(self.parallel),
+            "-c",
+            str(self.ctx * self.parallel),
+            "-t",
+            str(self.threads),
+            "-tb",
+            str(self.threads),
+            "--metrics",
+            "--slots",
+            "--no-webui",
+            "--no-warmup",
+        ]
         if self.flash_attn is not None:
             args += ["-fa", self.flash_attn]
         if self.draft is not None:  # this llama.cpp drafts nothing unless a type is named
-            args += ["-md", str(self.draft), "--spec-type", "draft-simple",
-                     "--spec-draft-n-max", str(self.draft_max),
-                     "--spec-draft-n-min", str(self.draft_min), "-td", str(self.threads)]  # fmt: skip
+            args += [
+                "-md",
+                str(self.draft),
+                "--spec-type",
+                "draft-simple",
+                "--spec-draft-n-max",
+                str(self.draft_max),
+                "--spec-draft-n-min",
+                str(self.draft_min),
+                "-td",
+                str(self.threads),
+            ]
         return args + list(self.extra_args)
 
     @property
@@ -149,8 +174,10 @@ class LlamaCppServer:
     def start(self) -> LlamaCppServer:
         for p in (self.model, self.draft):
             if p is not None and not p.exists():
-                raise EngineError(f"model file {p} does not exist",
-                                  "make the test models first: abtui engine models DIR")  # fmt: skip
+                raise EngineError(
+                    f"model file {p} does not exist",
+                    "make the test models first: abtui engine models DIR",
+                )
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.url = self.base + "/v1"

@@ -186,8 +186,12 @@ def quantize(src: Path, dst: Path, fmt: str, threads: int = 1, *, requant: bool 
         raise EngineError(f"unknown quantization {fmt!r}", f"use one of {', '.join(known)}")
     tool = require_quantize()
     flag = ["--allow-requantize"] if requant else []
-    proc = subprocess.run([str(tool), *flag, str(src), str(dst), fmt, str(threads)],
-                          capture_output=True, text=True, errors="replace")  # fmt: skip
+    proc = subprocess.run(
+        [str(tool), *flag, str(src), str(dst), fmt, str(threads)],
+        capture_output=True,
+        text=True,
+        errors="replace",
+    )
     if proc.returncode != 0 or not Path(dst).exists():
         tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-10:])
         raise EngineError(
@@ -211,8 +215,9 @@ def build_models(folder: Path, cfg: TinyConfig = TinyConfig()) -> dict[str, Path
     fp32 = _once(folder / f"tiny-s{cfg.seed}-f32.gguf", lambda t: write_fp32(t, cfg))
     out = {"FP32": fp32}
     for fmt in FORMATS:
-        out[fmt] = _once(folder / f"tiny-s{cfg.seed}-{fmt.lower()}.gguf",
-                         lambda t, f=fmt: quantize(fp32, t, f))  # fmt: skip
+        out[fmt] = _once(
+            folder / f"tiny-s{cfg.seed}-{fmt.lower()}.gguf", lambda t, f=fmt: quantize(fp32, t, f)
+        )
     return out
 
 
@@ -222,8 +227,17 @@ def build_models(folder: Path, cfg: TinyConfig = TinyConfig()) -> dict[str, Path
 # Sharper logits (logit_scale 1) make greedy choices less fragile. On the 2-core VM (another
 # process busy) llama-server accepted 82 % of drafted tokens at --draft-max 8, and decoded at
 # 2.3 ms/token against 4.2 ms/token without the draft (concurrency 1).
-SPEC = TinyConfig(n_layer=12, d_model=256, n_head=8, n_head_kv=4, d_ff=768, seed=7,
-                  logit_scale=1.0, draft_layers=1, tail_scale=0.01)  # fmt: skip
+SPEC = TinyConfig(
+    n_layer=12,
+    d_model=256,
+    n_head=8,
+    n_head_kv=4,
+    d_ff=768,
+    seed=7,
+    logit_scale=1.0,
+    draft_layers=1,
+    tail_scale=0.01,
+)
 
 
 def build_spec_models(folder: Path, cfg: TinyConfig = SPEC) -> dict[str, Path]:
@@ -231,8 +245,10 @@ def build_spec_models(folder: Path, cfg: TinyConfig = SPEC) -> dict[str, Path]:
     folder = Path(folder)
     tag = f"spec-s{cfg.seed}-L{cfg.n_layer}-d{cfg.d_model}"
     target = _once(folder / f"{tag}-target-f32.gguf", lambda t: write_fp32(t, cfg))
-    draft = _once(folder / f"{tag}-draft{cfg.draft_layers}-f32.gguf",
-                  lambda t: write_fp32(t, cfg, n_layer=cfg.draft_layers))  # fmt: skip
+    draft = _once(
+        folder / f"{tag}-draft{cfg.draft_layers}-f32.gguf",
+        lambda t: write_fp32(t, cfg, n_layer=cfg.draft_layers),
+    )
     return {"target": target, "draft": draft}
 
 
@@ -256,10 +272,17 @@ def write_hf_tokenizer(folder: Path) -> Path:
         if ty == 1 and len(t) >= 2 and t[:-1] in vocab and t[-1] in vocab:
             merges.append((len(t), f"{t[:-1]} {t[-1]}"))
     specials = [
-        {"id": i, "content": text[i], "single_word": False, "lstrip": False, "rstrip": False,
-         "normalized": False, "special": True}
+        {
+            "id": i,
+            "content": text[i],
+            "single_word": False,
+            "lstrip": False,
+            "rstrip": False,
+            "normalized": False,
+            "special": True,
+        }
         for i in (UNK, BOS, EOS)
-    ]  # fmt: skip
+    ]
     tok = {
         "version": "1.0",
         "truncation": None,

@@ -48,13 +48,21 @@ class VllmSetup:
 
 
 PREFIX_CACHING = Experiment(
-    "prefix-caching", "vLLM prefix caching: off vs on, every prompt sharing a 512-token prefix",
+    "prefix-caching",
+    "vLLM prefix caching: off vs on, every prompt sharing a 512-token prefix",
     VllmSetup("no-prefix-cache", prefix_caching=False),  # type: ignore[arg-type]
     VllmSetup("prefix-cache", prefix_caching=True),  # type: ignore[arg-type]
-    "alternate", "the arms take turns on the whole machine: neither pays for the other",
-    requests=24, input_tokens=544, output_tokens=8, concurrency=1, blocks=8,
-    primary="ttft.p50", prefix_groups=1, prefix_tokens=512,
-)  # fmt: skip
+    "alternate",
+    "the arms take turns on the whole machine: neither pays for the other",
+    requests=24,
+    input_tokens=544,
+    output_tokens=8,
+    concurrency=1,
+    blocks=8,
+    primary="ttft.p50",
+    prefix_groups=1,
+    prefix_tokens=512,
+)
 
 
 @dataclass(slots=True)
@@ -90,18 +98,22 @@ def counter_totals(text: str, names: tuple[str, ...] = COUNTERS) -> dict[str, fl
     return out
 
 
-def servers_for(exp: Experiment, model_dir: Path, folder: Path,
-                **server_kw) -> dict[str, VllmServer]:  # fmt: skip
+def servers_for(
+    exp: Experiment, model_dir: Path, folder: Path, **server_kw
+) -> dict[str, VllmServer]:
     """One (unstarted) :class:`VllmServer` per arm of ``exp``, by arm name, logging into
     ``folder``."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     return {
         setup.name: VllmServer(
-            model_dir, name=setup.name, prefix_caching=setup.prefix_caching,
-            extra_args=setup.extra_args, log_path=folder / f"vllm-{exp.key}-{setup.name}.log",
+            model_dir,
+            name=setup.name,
+            prefix_caching=setup.prefix_caching,
+            extra_args=setup.extra_args,
+            log_path=folder / f"vllm-{exp.key}-{setup.name}.log",
             **server_kw,
-        )  # fmt: skip
+        )
         for _, setup in arm_setups(exp)
     }
 
@@ -121,9 +133,13 @@ def started(servers: dict[str, VllmServer], log=sys.stderr):
 
 
 def run_vllm_experiment(
-    exp: Experiment, folder: Path, servers: dict[str, VllmServer], *,
-    requests: int | None = None, log=sys.stderr,
-) -> VllmResult:  # fmt: skip
+    exp: Experiment,
+    folder: Path,
+    servers: dict[str, VllmServer],
+    *,
+    requests: int | None = None,
+    log=sys.stderr,
+) -> VllmResult:
     """``abtui run`` headless on the (started) servers, then the report and their counters."""
     from abtui.headless import run_spec_file
     from abtui.report.export import write_report
@@ -149,8 +165,10 @@ def run_vllm_experiment(
         res.problems.append(f"{name}: abtui run exited with code {rc}")
     for a in report.get("summaries", {}).values():
         if a["ok"] != a["sent"]:
-            res.problems.append(f"{name}/{a.get('arm')}: {a['sent'] - a['ok']} of {a['sent']} "
-                                f"requests failed: {a.get('errors')}")  # fmt: skip
+            res.problems.append(
+                f"{name}/{a.get('arm')}: {a['sent'] - a['ok']} of {a['sent']} "
+                f"requests failed: {a.get('errors')}"
+            )
     return res
 
 

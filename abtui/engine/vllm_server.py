@@ -62,8 +62,10 @@ def missing_vllm() -> list[str]:
         out.append(f"{', '.join(missing)} not installed ({INSTALL_HINT})")
     bad = unusable_wheels()
     if bad:
-        out.append(f"{', '.join(bad)} installed but built for another torch, which breaks "
-                   f"vLLM's import (pip uninstall -y {' '.join(bad)})")  # fmt: skip
+        out.append(
+            f"{', '.join(bad)} installed but built for another torch, which breaks "
+            f"vLLM's import (pip uninstall -y {' '.join(bad)})"
+        )
     return out
 
 
@@ -129,36 +131,56 @@ class VllmServer:
 
     def argv(self) -> list[str]:
         args = [
-            self.python, "-m", ENTRY, "--model", str(self.model),
-            "--served-model-name", self.name,
-            "--host", "127.0.0.1", "--port", str(self.port),
-            "--max-model-len", str(self.max_model_len),
+            self.python,
+            "-m",
+            ENTRY,
+            "--model",
+            str(self.model),
+            "--served-model-name",
+            self.name,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--max-model-len",
+            str(self.max_model_len),
             "--disable-uvicorn-access-log",
-        ]  # fmt: skip
+        ]
         if self.enforce_eager:
             args.append("--enforce-eager")
         if self.prefix_caching is not None:
-            args.append("--enable-prefix-caching" if self.prefix_caching
-                        else "--no-enable-prefix-caching")  # fmt: skip
+            args.append(
+                "--enable-prefix-caching" if self.prefix_caching else "--no-enable-prefix-caching"
+            )
         return args + list(self.extra_args)
 
     def env(self) -> dict[str, str]:
         """The child's environment: this one, kept on loopback, offline and small."""
         env = dict(os.environ)
-        env.update({
-            "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-            "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
-            "VLLM_HOST_IP": "127.0.0.1",
-            "VLLM_CPU_KVCACHE_SPACE": str(self.kv_cache_gib),
-            "VLLM_CACHE_ROOT": str(self.cache_dir),
-            "TORCHINDUCTOR_CACHE_DIR": str(self.cache_dir / "inductor"),
-            "VLLM_LOGGING_COLOR": "0",
-            "PYTHONUNBUFFERED": "1",
-        })  # fmt: skip
+        env.update(
+            {
+                "HF_HUB_OFFLINE": "1",
+                "TRANSFORMERS_OFFLINE": "1",
+                "VLLM_NO_USAGE_STATS": "1",
+                "DO_NOT_TRACK": "1",
+                "VLLM_HOST_IP": "127.0.0.1",
+                "VLLM_CPU_KVCACHE_SPACE": str(self.kv_cache_gib),
+                "VLLM_CACHE_ROOT": str(self.cache_dir),
+                "TORCHINDUCTOR_CACHE_DIR": str(self.cache_dir / "inductor"),
+                "VLLM_LOGGING_COLOR": "0",
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
         if (cpus := self.cpus()) is not None:
             env["VLLM_CPU_OMP_THREADS_BIND"] = ",".join(str(c) for c in cpus)
-        for k in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy",
-                  "all_proxy"):  # fmt: skip
+        for k in (
+            "HTTP_PROXY",
+            "HTTPS_PROXY",
+            "ALL_PROXY",
+            "http_proxy",
+            "https_proxy",
+            "all_proxy",
+        ):
             env.pop(k, None)
         return env
 
@@ -168,8 +190,10 @@ class VllmServer:
 
     def start(self) -> VllmServer:
         if not (self.model / "config.json").is_file():
-            raise EngineError(f"{self.model} is not a Hugging Face model directory (no config.json)",
-                              "convert a GGUF first: abtui engine fetch smollm2 --hf")  # fmt: skip
+            raise EngineError(
+                f"{self.model} is not a Hugging Face model directory (no config.json)",
+                "convert a GGUF first: abtui engine fetch smollm2 --hf",
+            )
         if self.python == sys.executable:
             require_vllm()
         self.port = free_port()
@@ -179,8 +203,10 @@ class VllmServer:
         try:
             self.cache_dir.mkdir(parents=True, exist_ok=True)
         except OSError as e:
-            raise EngineError(f"cannot make vLLM's cache folder {self.cache_dir}: {e.strerror or e}",
-                              "set XDG_CACHE_HOME to a folder you can write to") from None  # fmt: skip
+            raise EngineError(
+                f"cannot make vLLM's cache folder {self.cache_dir}: {e.strerror or e}",
+                "set XDG_CACHE_HOME to a folder you can write to",
+            ) from None
         if self.log_path is not None:
             self._log = open(self.log_path, "w+", encoding="utf-8", errors="replace")  # noqa: SIM115
         else:
@@ -189,14 +215,20 @@ class VllmServer:
         t0 = time.monotonic()
         try:
             self.proc = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
-                env=self.env(), start_new_session=True,
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=self._log,
+                stderr=subprocess.STDOUT,
+                env=self.env(),
+                start_new_session=True,
                 preexec_fn=(lambda: child_setup(parent, None)) if os.name == "posix" else None,
-            )  # fmt: skip
+            )
         except OSError as e:
             self.close()
-            raise EngineError(f"cannot run {self.python}: {e.strerror or e}",
-                              "give the interpreter that has vLLM installed") from None  # fmt: skip
+            raise EngineError(
+                f"cannot run {self.python}: {e.strerror or e}",
+                "give the interpreter that has vLLM installed",
+            ) from None
         deadline = t0 + self.startup_timeout
         with httpx.Client(trust_env=False, timeout=2.0) as c:
             while True:

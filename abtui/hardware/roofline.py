@@ -156,17 +156,25 @@ def decode_shape(batch: int, context: int, tokens_per_seq: int = 1) -> StepShape
     """A pure decode step: ``batch`` sequences at ``context`` tokens each."""
     q = batch * tokens_per_seq
     return StepShape(
-        tokens=q, sampled=q, kv_read=batch * context, kv_written=q,
-        pairs=q * context + batch * tokens_per_seq * (tokens_per_seq - 1) / 2, seqs=batch,
-    )  # fmt: skip
+        tokens=q,
+        sampled=q,
+        kv_read=batch * context,
+        kv_written=q,
+        pairs=q * context + batch * tokens_per_seq * (tokens_per_seq - 1) / 2,
+        seqs=batch,
+    )
 
 
 def prefill_shape(n: int, cached: int = 0, finishes: bool = True) -> StepShape:
     """A prefill chunk of ``n`` tokens after ``cached`` already in the KV cache."""
     return StepShape(
-        tokens=n, sampled=1 if finishes else 0, kv_read=cached, kv_written=n,
-        pairs=n * cached + n * (n + 1) / 2, seqs=1,
-    )  # fmt: skip
+        tokens=n,
+        sampled=1 if finishes else 0,
+        kv_read=cached,
+        kv_written=n,
+        pairs=n * cached + n * (n + 1) / 2,
+        seqs=1,
+    )
 
 
 def prefill_flops(model: ModelConfig, prompt: int) -> float:

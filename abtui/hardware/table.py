@@ -44,9 +44,14 @@ class RooflineRow:
 
 
 def roofline_rows(
-    gpu: GpuSpec, model: ModelConfig, dtype: str, kv_dtype: str, batches: list[int],
-    context: int, tp: int = 1,
-) -> list[RooflineRow]:  # fmt: skip
+    gpu: GpuSpec,
+    model: ModelConfig,
+    dtype: str,
+    kv_dtype: str,
+    batches: list[int],
+    context: int,
+    tp: int = 1,
+) -> list[RooflineRow]:
     if dtype not in DTYPES or kv_dtype not in DTYPES:
         bad = dtype if dtype not in DTYPES else kv_dtype
         raise UsageError(f"unknown dtype {bad!r}", f"choose one of {', '.join(DTYPES)}")
@@ -57,22 +62,43 @@ def roofline_rows(
     rows = []
     for b in batches:
         c = rl.step_cost(gpu, model, dtype, kv_dtype, rl.decode_shape(b, context), tp, IDEAL)
-        many = rl.StepShape(tokens=b * context, sampled=b, kv_read=0, kv_written=b * context,
-                            pairs=b * context * (context + 1) / 2, seqs=b)  # fmt: skip
+        many = rl.StepShape(
+            tokens=b * context,
+            sampled=b,
+            kv_read=0,
+            kv_written=b * context,
+            pairs=b * context * (context + 1) / 2,
+            seqs=b,
+        )
         pb = rl.step_cost(gpu, model, dtype, kv_dtype, many, tp, IDEAL)
-        rows.append(RooflineRow(
-            batch=b, context=context, bytes=c.bytes, flops=c.flops,
-            intensity=c.flops / c.bytes, tpot_floor_s=c.time, bound=c.bound,
-            tokens_per_s=b / c.time, kv_fits=b * context <= cap,
-            ttft_floor_s=one.time, ttft_batch_floor_s=pb.time,
-        ))  # fmt: skip
+        rows.append(
+            RooflineRow(
+                batch=b,
+                context=context,
+                bytes=c.bytes,
+                flops=c.flops,
+                intensity=c.flops / c.bytes,
+                tpot_floor_s=c.time,
+                bound=c.bound,
+                tokens_per_s=b / c.time,
+                kv_fits=b * context <= cap,
+                ttft_floor_s=one.time,
+                ttft_batch_floor_s=pb.time,
+            )
+        )
     return rows
 
 
 def print_roofline(
-    gpu: GpuSpec, model: ModelConfig, dtype: str, kv_dtype: str, batches: list[int],
-    context: int, out: TextIO, tp: int = 1,
-) -> list[RooflineRow]:  # fmt: skip
+    gpu: GpuSpec,
+    model: ModelConfig,
+    dtype: str,
+    kv_dtype: str,
+    batches: list[int],
+    context: int,
+    out: TextIO,
+    tp: int = 1,
+) -> list[RooflineRow]:
     rows = roofline_rows(gpu, model, dtype, kv_dtype, batches, context, tp)
     mm = rl.matmul_dtype(gpu, dtype)
     peak = gpu.flops_for(mm)
@@ -81,24 +107,54 @@ def print_roofline(
     kv = rl.kv_bytes_per_token(model, kv_dtype)
     cap = rl.kv_capacity_tokens(gpu, model, dtype, kv_dtype, tp)
     p = lambda s="": print(s, file=out)  # noqa: E731
-    p(f"Roofline (peak figures: floors, not predictions): {gpu.label} x{tp}, {model.name} "
-      f"({model.param_count() / 1e9:.2f}B params), weights {dtype}, KV {kv_dtype}")  # fmt: skip
-    p(f"  peak {gpu.mem_bw / 1e12:.2f} TB/s, {peak / 1e12:,.0f} TFLOP/s ({mm}); ridge point "
-      f"{peak / gpu.mem_bw:,.0f} FLOP/byte")  # fmt: skip
-    p(f"  weights {w_all / 1e9:.2f} GB ({w_all / gpu.mem_bw / tp * 1e3:.2f} ms to read them all "
-      f"once); a decode step streams {w_step / 1e9:.2f} GB (the embedding table is only "
-      f"indexed)")  # fmt: skip
-    p(f"  KV cache {kv / 1024:g} KiB per token; room for {max(cap, 0):,} tokens "
-      f"at 90% of {gpu.memory_bytes / 2**30:.0f} GiB")  # fmt: skip
-    head = ("batch", "context", "GB/step", "TFLOP/step", "FLOP/B", "TPOT floor",
-            "bound", "tok/s ceil", "KV fits", "TTFT floor", "TTFT xB")  # fmt: skip
+    p(
+        f"Roofline (peak figures: floors, not predictions): {gpu.label} x{tp}, {model.name} "
+        f"({model.param_count() / 1e9:.2f}B params), weights {dtype}, KV {kv_dtype}"
+    )
+    p(
+        f"  peak {gpu.mem_bw / 1e12:.2f} TB/s, {peak / 1e12:,.0f} TFLOP/s ({mm}); ridge point "
+        f"{peak / gpu.mem_bw:,.0f} FLOP/byte"
+    )
+    p(
+        f"  weights {w_all / 1e9:.2f} GB ({w_all / gpu.mem_bw / tp * 1e3:.2f} ms to read them all "
+        f"once); a decode step streams {w_step / 1e9:.2f} GB (the embedding table is only "
+        f"indexed)"
+    )
+    p(
+        f"  KV cache {kv / 1024:g} KiB per token; room for {max(cap, 0):,} tokens "
+        f"at 90% of {gpu.memory_bytes / 2**30:.0f} GiB"
+    )
+    head = (
+        "batch",
+        "context",
+        "GB/step",
+        "TFLOP/step",
+        "FLOP/B",
+        "TPOT floor",
+        "bound",
+        "tok/s ceil",
+        "KV fits",
+        "TTFT floor",
+        "TTFT xB",
+    )
     p("  ".join(f"{h:>10}" for h in head))
     for r in rows:
-        cells = (f"{r.batch}", f"{r.context}", f"{r.bytes / 1e9:.2f}", f"{r.flops / 1e12:.3f}",
-                 f"{r.intensity:,.1f}", f"{r.tpot_floor_s * 1e3:.2f} ms", r.bound,
-                 f"{r.tokens_per_s:,.0f}", "yes" if r.kv_fits else "NO",
-                 f"{r.ttft_floor_s * 1e3:.1f} ms", f"{r.ttft_batch_floor_s * 1e3:.1f} ms")  # fmt: skip
+        cells = (
+            f"{r.batch}",
+            f"{r.context}",
+            f"{r.bytes / 1e9:.2f}",
+            f"{r.flops / 1e12:.3f}",
+            f"{r.intensity:,.1f}",
+            f"{r.tpot_floor_s * 1e3:.2f} ms",
+            r.bound,
+            f"{r.tokens_per_s:,.0f}",
+            "yes" if r.kv_fits else "NO",
+            f"{r.ttft_floor_s * 1e3:.1f} ms",
+            f"{r.ttft_batch_floor_s * 1e3:.1f} ms",
+        )
         p("  ".join(f"{c:>10}" for c in cells))
-    p("TPOT floor: one decode step at peak; TTFT floor: prefill of one prompt of CONTEXT tokens "
-      "(TTFT xB: BATCH of them in one step). `abtui sim predict` adds typical efficiencies.")  # fmt: skip
+    p(
+        "TPOT floor: one decode step at peak; TTFT floor: prefill of one prompt of CONTEXT tokens "
+        "(TTFT xB: BATCH of them in one step). `abtui sim predict` adds typical efficiencies."
+    )
     return rows

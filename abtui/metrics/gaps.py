@@ -26,10 +26,6 @@ the same float :func:`abtui.metrics.request.chunk_gaps` gives. The mean is exact
 bits).
 """
 
-# size: one streaming algorithm, ~530 lines: the gap stream, its per-row sums, the first pass
-# the reader runs and the exact order statistics over the stream (pass A, buckets, pass B) share
-# their batches, bucket keys and pass-A state; split, each part would import the others
-
 from __future__ import annotations
 
 import math
@@ -217,8 +213,9 @@ def first_pass(t, groups: list[np.ndarray], n_bound: int) -> tuple[RowGaps, Firs
         if grouped.any():
             scan._count_batch(scan.group_of[rows[grouped]], gaps[grouped])
     per_row = acc.done()
-    first = FirstPass([np.asarray(g, dtype=bool) for g in groups], scan.tail, scan._counts,
-                      scan._low, scan._high)  # fmt: skip
+    first = FirstPass(
+        [np.asarray(g, dtype=bool) for g in groups], scan.tail, scan._counts, scan._low, scan._high
+    )
     return per_row, first
 
 
@@ -332,8 +329,9 @@ class GapScan:
     :meth:`tail_value` of ranks below ``tail`` from either end, e.g. the grid's 10⁻⁵ quantiles);
     a function of the number of gaps of all groups, to size it by that. Pass A runs here."""
 
-    def __init__(self, t, groups: list[np.ndarray],
-                 tail: int | Callable[[int], int] = 0, run: bool = True) -> None:  # fmt: skip
+    def __init__(
+        self, t, groups: list[np.ndarray], tail: int | Callable[[int], int] = 0, run: bool = True
+    ) -> None:
         self.t = t
         self.group_of = np.full(len(t), -1, dtype=np.int64)
         for g, mask in enumerate(groups):
@@ -416,9 +414,10 @@ class GapScan:
     # -- ranks that need pass B
 
     def order_stats(
-        self, asks: list[tuple[tuple[int, ...], int]],
+        self,
+        asks: list[tuple[tuple[int, ...], int]],
         feed: Callable[[np.ndarray, np.ndarray], None] | None = None,
-    ) -> list[int]:  # fmt: skip
+    ) -> list[int]:
         """The k-th smallest gap (ns) of each ``(groups, k)`` in ``asks``; ``feed(row, gap_ns)``
         is given every batch of the groups' gaps once (a pass is run for it when no rank needs
         one)."""
@@ -447,8 +446,9 @@ class GapScan:
         j = int(np.searchsorted(cum, k, side="right"))  # first bucket whose cumulative count > k
         before = int(cum[j - 1]) if j else 0
         key = lo + j
-        return _Target(gs, k - before, LEVELS[0], key, int(counts[j]),
-                       _bucket_value(key, LEVELS[0]))  # fmt: skip
+        return _Target(
+            gs, k - before, LEVELS[0], key, int(counts[j]), _bucket_value(key, LEVELS[0])
+        )
 
     def _resolve(self, pending: list[_Target], feed) -> None:
         """One pass: collect the values of the buckets of ``pending`` targets that hold at most
@@ -462,11 +462,14 @@ class GapScan:
         split = {id(x) for x in pending if x.count > CAP}
         # per (level, bucket, group): its values collected, or its finer buckets counted
         bags = {(x.shift, x.key, g): [] for x in pending if id(x) not in split for g in x.groups}
-        finer = {(x.shift, x.key, g): _Counts() for x in pending if id(x) in split
-                 for g in x.groups}  # fmt: skip
+        finer = {
+            (x.shift, x.key, g): _Counts() for x in pending if id(x) in split for g in x.groups
+        }
         shifts = sorted({x.shift for x in pending})
-        wanted = {s: np.array(sorted({k for (sh, k, _) in [*bags, *finer] if sh == s}),
-                              dtype=np.int64) for s in shifts}  # fmt: skip
+        wanted = {
+            s: np.array(sorted({k for (sh, k, _) in [*bags, *finer] if sh == s}), dtype=np.int64)
+            for s in shifts
+        }
         if not pending and feed is None:
             return
         self.passes += 1
@@ -507,14 +510,14 @@ def _next(shift: int) -> int:
     return LEVELS[LEVELS.index(shift) + 1]
 
 
-def quantiles_s(scan: GapScan, groups: tuple[int, ...], qs: list[float],
-                feed=None) -> list[float]:  # fmt: skip
+def quantiles_s(scan: GapScan, groups: tuple[int, ...], qs: list[float], feed=None) -> list[float]:
     """numpy-``linear`` quantiles ``qs`` (fractions) of the pooled gaps of ``groups``, seconds."""
     return quantiles_many(scan, [(groups, qs)], feed)[0]
 
 
-def quantiles_many(scan: GapScan, asks: list[tuple[tuple[int, ...], list[float]]],
-                   feed=None) -> list[list[float]]:  # fmt: skip
+def quantiles_many(
+    scan: GapScan, asks: list[tuple[tuple[int, ...], list[float]]], feed=None
+) -> list[list[float]]:
     """:func:`quantiles_s` of several ``(groups, qs)`` at once: one pass B for all of them
     (``feed`` as in :meth:`GapScan.order_stats`)."""
     ranks: list[tuple[tuple[int, ...], int]] = []

@@ -225,9 +225,14 @@ DELTA_ROWS = (  # (label, value, better direction, the verdict's row key, its st
     ("TPOT P50", lambda v: v.tpot.p50, "lower", "tpot.p50", "p50"),
     ("TPOT P99", lambda v: v.tpot.p99, "lower", "tpot.p99", "p99"),
     ("throughput", lambda v: v.out_tok_s, "higher", "throughput.output_tokens", "rate"),
-    ("goodput", lambda v: v.good_tok_s if v.good_tok_s is not None else float("nan"), "higher",
-     "goodput.output_tokens", "rate"),
-)  # fmt: skip
+    (
+        "goodput",
+        lambda v: v.good_tok_s if v.good_tok_s is not None else float("nan"),
+        "higher",
+        "goodput.output_tokens",
+        "rate",
+    ),
+)
 
 BETTER, WORSE, SAME, UNDECIDED, FEW, NA = "better", "worse", "same", "undecided", "few", "n/a"
 
@@ -250,8 +255,9 @@ class Delta:
         return {BETTER: True, WORSE: False}.get(self.state)
 
 
-def deltas(a: ArmView, b: ArmView, delta: float = 0.02, delta_tail: float = 0.05,
-           min_n: int = LIVE_MIN_N) -> list[Delta]:  # fmt: skip
+def deltas(
+    a: ArmView, b: ArmView, delta: float = 0.02, delta_tail: float = 0.05, min_n: int = LIVE_MIN_N
+) -> list[Delta]:
     """B vs A for the delta strip: running estimates (binned quantiles, rates over the last ten
     seconds), provisional, not the verdict. A row is shown once both arms have its minimum
     sample: ``min_n`` ok requests, and for a P99 the verdict's own small-sample rule

@@ -100,8 +100,10 @@ def chunk_gaps(t: RequestTable) -> tuple[np.ndarray, np.ndarray]:
         parts = list(gaps.gap_batches(t))
         if not parts:
             return np.zeros(0, dtype=np.int64), np.zeros(0)
-        return (np.concatenate([r for r, _ in parts]),
-                np.concatenate([g for _, g in parts]) / NS_PER_S)  # fmt: skip
+        return (
+            np.concatenate([r for r, _ in parts]),
+            np.concatenate([g for _, g in parts]) / NS_PER_S,
+        )
     rows = t.chunk_req_idx
     same = rows[1:] == rows[:-1]
     return rows[1:][same], np.diff(t.chunk_t_ns)[same] / NS_PER_S

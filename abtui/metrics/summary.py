@@ -78,8 +78,13 @@ class Dist:
 
     def exact(self) -> dict[str, float]:
         """The figures :class:`abtui.stats.bootstrap.Sketch` calls exact: mean and percentiles."""
-        return {"mean": self.mean, "p50": self.p50, "p90": self.p90, "p95": self.p95,
-                "p99": self.p99}  # fmt: skip
+        return {
+            "mean": self.mean,
+            "p50": self.p50,
+            "p90": self.p90,
+            "p95": self.p95,
+            "p99": self.p99,
+        }
 
     @classmethod
     def of_gaps(cls, scan: gaps.GapScan, groups: tuple[int, ...]) -> Dist:
@@ -197,14 +202,21 @@ def run_duration_s(t: RequestTable, rows=None) -> float:
         return math.nan
     cols = [getattr(t, k, None) for k in SEGMENT_KEYS]
     seg = tuple(np.zeros(len(dispatched), np.int64) if c is None else c[pick] for c in cols)
-    done = completion_ns(SimpleNamespace(done_ns=t.done_ns[pick], dispatched_ns=dispatched,
-                                         last_token_ns=t.last_token_ns[pick]))  # fmt: skip
+    done = completion_ns(
+        SimpleNamespace(
+            done_ns=t.done_ns[pick], dispatched_ns=dispatched, last_token_ns=t.last_token_ns[pick]
+        )
+    )
     spans = segment_spans(np.zeros(len(dispatched), np.int64), seg, dispatched, done)[0]
     return float((spans[:, 1] - spans[:, 0]).sum()) / rm.NS_PER_S
 
 
-def slo_met(t: RequestTable, slo: dict[str, float] | None, rows=None,
-            values: dict[str, np.ndarray] | None = None) -> np.ndarray:  # fmt: skip
+def slo_met(
+    t: RequestTable,
+    slo: dict[str, float] | None,
+    rows=None,
+    values: dict[str, np.ndarray] | None = None,
+) -> np.ndarray:
     """Per row (of ``rows``, a mask or positions, when given): ok and every configured SLO met
     (see the module docstring). ``values``: per-request metrics of the same rows the caller
     already has (``rm.PER_REQUEST[key](t, rows)``), not computed again."""
@@ -226,10 +238,14 @@ def slo_met(t: RequestTable, slo: dict[str, float] | None, rows=None,
 
 
 def summarize(
-    table: RequestTable, arm: int, slo: dict[str, float] | None = None, *,
-    dists: dict[str, Dist] | None = None, good: np.ndarray | None = None,
+    table: RequestTable,
+    arm: int,
+    slo: dict[str, float] | None = None,
+    *,
+    dists: dict[str, Dist] | None = None,
+    good: np.ndarray | None = None,
     spans: tuple[np.ndarray, np.ndarray] | None = None,
-) -> ArmSummary:  # fmt: skip
+) -> ArmSummary:
     """Summary of ``arm`` in ``table`` (warm-up rows left out) under ``slo`` (seconds).
     ``dists``: latency distributions the caller already has (``Dist.of`` of the same values, or
     :func:`itl_dist` of the arm's ok rows: :func:`abtui.stats.effects.compare` computes them for
@@ -252,7 +268,9 @@ def summarize(
     if spans is None:
         s.duration_s = run_duration_s(table, rows[is_ok | is_err])
     else:  # run_duration_s's sum over the same spans
-        s.duration_s = float((spans[1] - spans[0]).sum()) / rm.NS_PER_S if len(spans[0]) else math.nan
+        s.duration_s = (
+            float((spans[1] - spans[0]).sum()) / rm.NS_PER_S if len(spans[0]) else math.nan
+        )
     T = s.duration_s
 
     ok = rows[is_ok]

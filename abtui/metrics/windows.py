@@ -108,8 +108,11 @@ class MeasuredWindows:
         cols = [getattr(t, k, None) for k in SEGMENT_KEYS]  # level, block: None in old tables
         seg = tuple(np.zeros(n) if c is None else np.asarray(c) for c in cols)
         seg = tuple(c[keep] for c in seg)
-        rows = SimpleNamespace(done_ns=t.done_ns[keep], last_token_ns=t.last_token_ns[keep],
-                               dispatched_ns=t.dispatched_ns[keep])  # fmt: skip
+        rows = SimpleNamespace(
+            done_ns=t.done_ns[keep],
+            last_token_ns=t.last_token_ns[keep],
+            dispatched_ns=t.dispatched_ns[keep],
+        )
         spans = segment_spans(t.arm[keep], seg, rows.dispatched_ns, completion_ns(rows))
         return cls(spans, round(slack_s * 1e9), t0_ns)
 
@@ -117,23 +120,33 @@ class MeasuredWindows:
     def read(cls, rd) -> MeasuredWindows:
         """From an open :class:`~abtui.store.reader.SessionReader`: its non-warm-up requests
         (a few columns, no chunks), ``meta.telemetry.interval_s`` and the ``start`` event."""
-        have = {r[0] for r in rd.query(
-            "SELECT column_name FROM duckdb_columns() WHERE table_name = 'requests'")}  # fmt: skip
+        have = {
+            r[0]
+            for r in rd.query(
+                "SELECT column_name FROM duckdb_columns() WHERE table_name = 'requests'"
+            )
+        }
         seg = ", ".join(f"COALESCE({k}, 0)" if k in have else "0" for k in SEGMENT_KEYS)
         rows = rd.query(
             f"SELECT arm, {seg}, dispatched_ns, COALESCE(done_ns, {NA}), "
             f"COALESCE(last_token_ns, {NA}) FROM requests "
             "WHERE NOT warmup AND dispatched_ns IS NOT NULL"
         )
-        cols = [np.array(c, dtype=np.int64) for c in zip(*rows, strict=True)] if rows else (
-            [np.zeros(0, dtype=np.int64)] * 7)  # fmt: skip
+        cols = (
+            [np.array(c, dtype=np.int64) for c in zip(*rows, strict=True)]
+            if rows
+            else ([np.zeros(0, dtype=np.int64)] * 7)
+        )
         arm, run, level, block, disp, done, last = cols
         ends = completion_ns(SimpleNamespace(done_ns=done, last_token_ns=last, dispatched_ns=disp))
         interval = (rd.meta().get("telemetry") or {}).get("interval_s")
         number = isinstance(interval, int | float) and not isinstance(interval, bool)
         slack_s = float(interval) if number and interval > 0 else DEFAULT_SLACK_S
-        return cls(segment_spans(arm, (run, level, block), disp, ends), round(slack_s * 1e9),
-                   start_t0(rd.events()))  # fmt: skip
+        return cls(
+            segment_spans(arm, (run, level, block), disp, ends),
+            round(slack_s * 1e9),
+            start_t0(rd.events()),
+        )
 
     def of(self, arm: int) -> np.ndarray:
         """The arm's windows, ``(k, 2)`` [start, end] ns sorted by start (k = 0: none)."""

@@ -49,8 +49,9 @@ def bucket_of(tokens: int) -> str:
     return f"{tokens // 1024}k" if tokens >= 1024 else str(tokens)
 
 
-def fits(length: int, max_context: int, max_tokens: int,
-         tokens_per_word: float | None = None) -> bool:  # fmt: skip
+def fits(
+    length: int, max_context: int, max_tokens: int, tokens_per_word: float | None = None
+) -> bool:
     """Whether a haystack of ``length`` (tokens when ``tokens_per_word`` is known, else words)
     and its answer fit ``max_context``."""
     if tokens_per_word is None:
@@ -58,11 +59,18 @@ def fits(length: int, max_context: int, max_tokens: int,
     return length * MEASURED_SLACK + OVERHEAD_TOKENS + max_tokens <= max_context
 
 
-def lengths_for(max_context: int, max_tokens: int, max_length: int | None = None,
-                tokens_per_word: float | None = None) -> list[int]:  # fmt: skip
+def lengths_for(
+    max_context: int,
+    max_tokens: int,
+    max_length: int | None = None,
+    tokens_per_word: float | None = None,
+) -> list[int]:
     """The grid's lengths that fit ``max_context`` (and ``max_length``, when given)."""
-    out = [n for n in LENGTHS if fits(n, max_context, max_tokens, tokens_per_word)
-           and (not max_length or n <= max_length)]  # fmt: skip
+    out = [
+        n
+        for n in LENGTHS
+        if fits(n, max_context, max_tokens, tokens_per_word) and (not max_length or n <= max_length)
+    ]
     if not out:
         raise UsageError(
             f"the endpoint's context ({max_context} tokens) is too small for the retrieval "
@@ -74,8 +82,10 @@ def lengths_for(max_context: int, max_tokens: int, max_length: int | None = None
 
 def items_at_length(suites: list[str], per_cell: int) -> int:
     """How many retrieval items one grid length adds (niah and keys)."""
-    return per_cell * ((len(DEPTHS) if "niah" in suites else 0)
-                       + (QUESTIONS_PER_HAYSTACK if "keys" in suites else 0))  # fmt: skip
+    return per_cell * (
+        (len(DEPTHS) if "niah" in suites else 0)
+        + (QUESTIONS_PER_HAYSTACK if "keys" in suites else 0)
+    )
 
 
 def _seed(seed: int, *parts: int) -> int:
@@ -89,31 +99,57 @@ def _words(length: int, tokens_per_word: float | None) -> int:
     return length if tokens_per_word is None else max(1, round(length / tokens_per_word))
 
 
-def _item(g: qf.GeneratedPrompt, *, id: str, suite: str, cluster: str, scorer: str,
-          bucket: str, context_tokens: int) -> QualityItem:  # fmt: skip
+def _item(
+    g: qf.GeneratedPrompt,
+    *,
+    id: str,
+    suite: str,
+    cluster: str,
+    scorer: str,
+    bucket: str,
+    context_tokens: int,
+) -> QualityItem:
     return QualityItem(
-        id=id, suite=suite, cluster=cluster, scorer=scorer, references=(g.answer,),
-        prompt=g.prompt, messages=g.messages, bucket=bucket, context_tokens=context_tokens,
-        distractors=g.distractors, stop=qf.STOPS,
-    )  # fmt: skip
+        id=id,
+        suite=suite,
+        cluster=cluster,
+        scorer=scorer,
+        references=(g.answer,),
+        prompt=g.prompt,
+        messages=g.messages,
+        bucket=bucket,
+        context_tokens=context_tokens,
+        distractors=g.distractors,
+        stop=qf.STOPS,
+    )
 
 
-def niah(seed: int, lengths: list[int], per_length: int,
-         tokens_per_word: float | None = None) -> list[QualityItem]:  # fmt: skip
+def niah(
+    seed: int, lengths: list[int], per_length: int, tokens_per_word: float | None = None
+) -> list[QualityItem]:
     out = []
     for li, n in enumerate(lengths):
         for s in range(per_length):
             sd = _seed(seed, 1, li, s)
             for depth in DEPTHS:
                 g = qf.needle_prompt(sd, _words(n, tokens_per_word), depth)
-                out.append(_item(g, id=f"niah-{bucket_of(n)}-d{round(depth * 100)}-s{s}",
-                                 suite="niah", cluster=f"niah-{bucket_of(n)}-s{s}",
-                                 scorer="number", bucket=bucket_of(n), context_tokens=n))  # fmt: skip
+                out.append(
+                    _item(
+                        g,
+                        id=f"niah-{bucket_of(n)}-d{round(depth * 100)}-s{s}",
+                        suite="niah",
+                        cluster=f"niah-{bucket_of(n)}-s{s}",
+                        scorer="number",
+                        bucket=bucket_of(n),
+                        context_tokens=n,
+                    )
+                )
     return out
 
 
-def keys(seed: int, lengths: list[int], per_length: int,
-         tokens_per_word: float | None = None) -> list[QualityItem]:  # fmt: skip
+def keys(
+    seed: int, lengths: list[int], per_length: int, tokens_per_word: float | None = None
+) -> list[QualityItem]:
     out = []
     for li, n in enumerate(lengths):
         for s in range(per_length):
@@ -121,9 +157,17 @@ def keys(seed: int, lengths: list[int], per_length: int,
             first = random.Random(f"keys-asked:{sd}").randrange(N_KEYS)
             for q in range(QUESTIONS_PER_HAYSTACK):
                 g = qf.keys_prompt(sd, _words(n, tokens_per_word), N_KEYS, asked=first + q)
-                out.append(_item(g, id=f"keys-{bucket_of(n)}-s{s}-q{q}", suite="keys",
-                                 cluster=f"keys-{bucket_of(n)}-s{s}", scorer="number",
-                                 bucket=bucket_of(n), context_tokens=n))  # fmt: skip
+                out.append(
+                    _item(
+                        g,
+                        id=f"keys-{bucket_of(n)}-s{s}-q{q}",
+                        suite="keys",
+                        cluster=f"keys-{bucket_of(n)}-s{s}",
+                        scorer="number",
+                        bucket=bucket_of(n),
+                        context_tokens=n,
+                    )
+                )
     return out
 
 
@@ -133,11 +177,21 @@ def exact(seed: int, n: int) -> list[QualityItem]:
     random.Random(f"capitals:{seed}").shuffle(countries)
     out = []
     for s in range(n):
-        for g in (qf.copy_prompt(_seed(seed, 3, s)),
-                  qf.capital_prompt(s, countries[s % len(countries)])):  # fmt: skip
-            out.append(_item(g, id=f"{g.task}-s{s}", suite="exact", cluster=f"{g.task}-s{s}",
-                             scorer="word", bucket="short",
-                             context_tokens=g.context_tokens))  # fmt: skip
+        for g in (
+            qf.copy_prompt(_seed(seed, 3, s)),
+            qf.capital_prompt(s, countries[s % len(countries)]),
+        ):
+            out.append(
+                _item(
+                    g,
+                    id=f"{g.task}-s{s}",
+                    suite="exact",
+                    cluster=f"{g.task}-s{s}",
+                    scorer="word",
+                    bucket="short",
+                    context_tokens=g.context_tokens,
+                )
+            )
     return out
 
 

@@ -60,8 +60,10 @@ def validate_quality(q: QualitySpec, source: str, load=None) -> None:
     from abtui.quality.builtin import SUITES
 
     if q.mode not in MODES:
-        raise SpecError(f"{source}: quality.mode must be one of {', '.join(MODES)}, got {q.mode!r}",
-                        "separate: after the load test; interleaved: during it")  # fmt: skip
+        raise SpecError(
+            f"{source}: quality.mode must be one of {', '.join(MODES)}, got {q.mode!r}",
+            "separate: after the load test; interleaved: during it",
+        )
     if q.mode == "interleaved" and load is not None and load.schedule != "parallel":
         raise SpecError(
             f'{source}: quality.mode = "interleaved" needs load.schedule = "parallel", '
@@ -72,8 +74,10 @@ def validate_quality(q: QualitySpec, source: str, load=None) -> None:
 
     for s in q.suites:
         if s not in SUITES:
-            raise SpecError(f"{source}: quality.suites: unknown suite {s!r}",
-                            f"built-in suites: {', '.join(SUITES)}")  # fmt: skip
+            raise SpecError(
+                f"{source}: quality.suites: unknown suite {s!r}",
+                f"built-in suites: {', '.join(SUITES)}",
+            )
     if q.file:  # a bad line fails now, not after the load test
         from abtui.quality.userfile import load
 
@@ -81,8 +85,8 @@ def validate_quality(q: QualitySpec, source: str, load=None) -> None:
     from abtui.quality.sizing import API_SETTINGS
 
     if q.api not in API_SETTINGS:
-        raise SpecError(f"{source}: quality.api must be one of {', '.join(API_SETTINGS)}, "
-                        f"got {q.api!r}",
-                        "chat: chat/instruct models; completions: base models; auto: ask the "
-                        "endpoints")  # fmt: skip
+        raise SpecError(
+            f"{source}: quality.api must be one of {', '.join(API_SETTINGS)}, got {q.api!r}",
+            "chat: chat/instruct models; completions: base models; auto: ask the endpoints",
+        )
     # the numbers (margins, budget_s, max_tokens …) were checked first: abtui.spec.bounds

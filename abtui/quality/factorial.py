@@ -108,12 +108,20 @@ def _load(rows: list[dict], arms: list[int]) -> tuple[dict, dict]:
         if any(x is None or x["correct"] is None for x in xs):
             left[suite] += 1
             continue
-        items[suite].append((k, first.get("id") or str(k), first.get("cluster") or str(k),
-                             [int(bool(x["correct"])) for x in xs]))  # fmt: skip
+        items[suite].append(
+            (
+                k,
+                first.get("id") or str(k),
+                first.get("cluster") or str(k),
+                [int(bool(x["correct"])) for x in xs],
+            )
+        )
     return dict(items), dict(left)
 
 
-def reach_of(coef: np.ndarray, vals: list[float], full_lattice: bool = False) -> tuple[float, float]:
+def reach_of(
+    coef: np.ndarray, vals: list[float], full_lattice: bool = False
+) -> tuple[float, float]:
     """The values the score interval lets an unobserved drop or gain take (module docstring
     of :mod:`abtui.quality.score`): one answer flipped on one arm, ``±max|c_x|`` (for the 2×2
     interaction ±1: an item only the combination gets wrong, or right), widened to the values
@@ -124,17 +132,39 @@ def reach_of(coef: np.ndarray, vals: list[float], full_lattice: bool = False) ->
     return min([-h, *vals]), max([h, *vals])
 
 
-def term_of(suite: str, name: str, order: int, contrast: np.ndarray, cl: np.ndarray,
-            coef: np.ndarray, margin: float, *, full_lattice: bool = False) -> QualityTerm:  # fmt: skip
+def term_of(
+    suite: str,
+    name: str,
+    order: int,
+    contrast: np.ndarray,
+    cl: np.ndarray,
+    coef: np.ndarray,
+    margin: float,
+    *,
+    full_lattice: bool = False,
+) -> QualityTerm:
     """One term from its per-item contrasts (``cl``: each item's cluster; ``coef``: the arms'
     coefficients)."""
     deff = design_effect(contrast, cl)
     vals, cnts = lattice(contrast, deff)
     vmin, vmax = reach_of(coef, vals, full_lattice)
     lo, hi = score_interval(vals, cnts, vmin, vmax, LEVEL)
-    return QualityTerm(suite, name, order, len(contrast), len(set(cl.tolist())), deff,
-                       float(contrast.mean()), lo, hi, score_p(vals, cnts, vmin, vmax), margin,
-                       vmin, vmax, dict(zip(*lattice(contrast), strict=True)))  # fmt: skip
+    return QualityTerm(
+        suite,
+        name,
+        order,
+        len(contrast),
+        len(set(cl.tolist())),
+        deff,
+        float(contrast.mean()),
+        lo,
+        hi,
+        score_p(vals, cnts, vmin, vmax),
+        margin,
+        vmin,
+        vmax,
+        dict(zip(*lattice(contrast), strict=True)),
+    )
 
 
 def only_combination(y: np.ndarray, ids: list[str], full: int) -> dict:
@@ -145,8 +175,12 @@ def only_combination(y: np.ndarray, ids: list[str], full: int) -> dict:
     lost = agree & (others[:, 0] == 1) & (y[:, full] == 0)
     gained = agree & (others[:, 0] == 0) & (y[:, full] == 1)
     name = lambda m: [ids[i] for i in np.flatnonzero(m)[:MAX_NAMED]]  # noqa: E731
-    return {"lost": int(lost.sum()), "gained": int(gained.sum()), "lost_items": name(lost),
-            "gained_items": name(gained)}  # fmt: skip
+    return {
+        "lost": int(lost.sum()),
+        "gained": int(gained.sum()),
+        "lost_items": name(lost),
+        "gained_items": name(gained),
+    }
 
 
 def estimate(rows: list[dict], design: fx.Design, qspec: dict | None) -> tuple[list, list]:
@@ -159,8 +193,15 @@ def estimate(rows: list[dict], design: fx.Design, qspec: dict | None) -> tuple[l
     for suite in sorted(set(items) | set(left)):
         recs = items.get(suite) or []
         margin = margin_of(qspec or {}, suite)
-        s = {"suite": suite, "n": len(recs), "unpaired": left.get(suite, 0), "margin": margin,
-             "accuracy": {}, "only_combination": None, "terms": []}  # fmt: skip
+        s = {
+            "suite": suite,
+            "n": len(recs),
+            "unpaired": left.get(suite, 0),
+            "margin": margin,
+            "accuracy": {},
+            "only_combination": None,
+            "terms": [],
+        }
         suites.append(s)
         if not recs:
             continue
@@ -201,8 +242,18 @@ def decide(terms: list[QualityTerm], alpha: float) -> None:
     for t in terms:
         p_adj = t.p_adj if math.isfinite(t.p_adj) else None
         # min_paired=0: the score interval holds at few items (MIN_ITEMS gates passing)
-        d = dc.decide(t.estimate, t.lo, t.hi, p_adj, t.margin, lower_is_better=False, n=t.n,
-                      stat="mean", alpha=alpha, min_paired=0)  # fmt: skip
+        d = dc.decide(
+            t.estimate,
+            t.lo,
+            t.hi,
+            p_adj,
+            t.margin,
+            lower_is_better=False,
+            n=t.n,
+            stat="mean",
+            alpha=alpha,
+            min_paired=0,
+        )
         t.outcome = fx.interaction_outcome(d.outcome) if t.order > 1 else d.outcome
         t.note = "" if t.callable else f"fewer than {MIN_ITEMS} items scored on every arm"
         if t.order == 1:
@@ -230,14 +281,23 @@ def term_words(t: QualityTerm) -> str:
     return f"{t.term} {pp(t.estimate)} [{pp(t.lo)}, {pp(t.hi)}] (Holm p {_p(t.p_adj)})"
 
 
-def sentences(s: dict, t: QualityTerm, combo: str, alone: dict, combined: dict | None,
-              singles: list[str], k: int) -> tuple[str | None, str | None, str | None]:  # fmt: skip
+def sentences(
+    s: dict,
+    t: QualityTerm,
+    combo: str,
+    alone: dict,
+    combined: dict | None,
+    singles: list[str],
+    k: int,
+) -> tuple[str | None, str | None, str | None]:
     """``(finding, no_go, undecided)`` of one interaction term in words (each may be None)."""
     oc = s.get("only_combination") or {}
     lost, gained = oc.get("lost", 0), oc.get("gained", 0)
     others = ", ".join(["base", *singles]) if k == 2 else "every other arm"
-    flips = (f"{lost} item{'s' if lost != 1 else ''} right on {others} "
-             f"{'are' if lost != 1 else 'is'} wrong only on {combo}, {gained} the reverse")  # fmt: skip
+    flips = (
+        f"{lost} item{'s' if lost != 1 else ''} right on {others} "
+        f"{'are' if lost != 1 else 'is'} wrong only on {combo}, {gained} the reverse"
+    )
     if oc.get("lost_items"):
         flips += f" (e.g. {', '.join(oc['lost_items'][:3])})"
     m = f"{t.margin * 100:g} pp"
@@ -247,21 +307,33 @@ def sentences(s: dict, t: QualityTerm, combo: str, alone: dict, combined: dict |
         parts = ", ".join(f"{n} alone {pp((alone.get(n) or {}).get('delta'))}" for n in singles)
         comb = combined or {}
         pred = sum((alone.get(n) or {}).get("delta") or 0.0 for n in singles)
-        how = ("loses accuracy its parts do not (antagonistic)" if t.outcome == fx.ANTAGONISTIC
-               else "keeps accuracy its parts lose (synergistic)")  # fmt: skip
-        lead = (f"{combo}: {s['suite']} accuracy {pp(comb.get('delta'))} [{pp(comb.get('lo'))}, "
-                f"{pp(comb.get('hi'))}] against the baseline; {parts} would give {pp(pred)} "
-                f"added: " if k == 2 and comb else f"{s['suite']}: ")  # fmt: skip
+        how = (
+            "loses accuracy its parts do not (antagonistic)"
+            if t.outcome == fx.ANTAGONISTIC
+            else "keeps accuracy its parts lose (synergistic)"
+        )
+        lead = (
+            f"{combo}: {s['suite']} accuracy {pp(comb.get('delta'))} [{pp(comb.get('lo'))}, "
+            f"{pp(comb.get('hi'))}] against the baseline; {parts} would give {pp(pred)} "
+            f"added: "
+            if k == 2 and comb
+            else f"{s['suite']}: "
+        )
         finding = f"{lead}interaction {term_words(t)}, the combination {how}; {flips}"
     if t.state == FAIL:
-        no_go = (f"{head}, beyond the −{m} margin: the combination {combo} loses answers its "
-                 f"parts keep; {flips}")  # fmt: skip
+        no_go = (
+            f"{head}, beyond the −{m} margin: the combination {combo} loses answers its "
+            f"parts keep; {flips}"
+        )
     elif t.state == UNDECIDED:
         if t.n < MIN_ITEMS:
             why = f"fewer than {MIN_ITEMS} items scored on every arm"
         else:
             why = f"a combination-only drop beyond −{m} is not ruled out"
-        more = (f"about {t.items_needed:,} items per suite would decide" if t.items_needed
-                else "more items would decide")  # fmt: skip
+        more = (
+            f"about {t.items_needed:,} items per suite would decide"
+            if t.items_needed
+            else "more items would decide"
+        )
         undecided = f"{head}: {why}; {more} (at the answers' flip rates seen); {flips}"
     return finding, no_go, undecided

@@ -133,39 +133,78 @@ def evaluate_quality(rows: list[dict], a: int, b: int, qspec: dict | None) -> di
         state = gate_state(q, m)
         is_blind = state == UNDECIDED and blind(q, m)
         need = None if state == PASS or is_blind else items_needed(q, m)
-        gates.append({"suite": q.suite, "margin": m, "lo": q.lo, "hi": q.hi, "state": state,
-                      "passed": state == PASS, "items_needed": need, "blind": is_blind})  # fmt: skip
+        gates.append(
+            {
+                "suite": q.suite,
+                "margin": m,
+                "lo": q.lo,
+                "hi": q.hi,
+                "state": state,
+                "passed": state == PASS,
+                "items_needed": need,
+                "blind": is_blind,
+            }
+        )
         if state == PASS:
             continue
-        head = (f"quality: {q.suite} accuracy {q.acc_a:.1%} → {q.acc_b:.1%}, Δacc {pp(q.delta)} "
-                f"{_ci(q)} (McNemar p = {q.p:.3g}, {q.n} items)")  # fmt: skip
+        head = (
+            f"quality: {q.suite} accuracy {q.acc_a:.1%} → {q.acc_b:.1%}, Δacc {pp(q.delta)} "
+            f"{_ci(q)} (McNemar p = {q.p:.3g}, {q.n} items)"
+        )
         if state == FAIL:
-            worst = min((x for x in st["buckets"] if x.suite == q.suite and math.isfinite(x.delta)),
-                        key=lambda x: x.delta, default=None)  # fmt: skip
-            where = (f"; worst at {worst.bucket}: {pp(worst.delta)} {_ci(worst)}"
-                     if worst is not None and worst.delta < 0 else "")  # fmt: skip
+            worst = min(
+                (x for x in st["buckets"] if x.suite == q.suite and math.isfinite(x.delta)),
+                key=lambda x: x.delta,
+                default=None,
+            )
+            where = (
+                f"; worst at {worst.bucket}: {pp(worst.delta)} {_ci(worst)}"
+                if worst is not None and worst.delta < 0
+                else ""
+            )
             no_go.append(f"{head}: dropped beyond the −{m * 100:g} pp margin{where}")
             continue
         if is_blind:
-            undecided.append(f"{head}: the baseline itself scores {q.acc_a:.1%}, no more than the "
-                             f"−{m * 100:g} pp margin, so no such drop could show: this suite cannot "
-                             f"vouch for the candidate (use one the baseline passes)")  # fmt: skip
+            undecided.append(
+                f"{head}: the baseline itself scores {q.acc_a:.1%}, no more than the "
+                f"−{m * 100:g} pp margin, so no such drop could show: this suite cannot "
+                f"vouch for the candidate (use one the baseline passes)"
+            )
             continue
-        why = (f"fewer than {MIN_ITEMS} paired items" if q.lo >= -m and q.n < MIN_ITEMS
-               else f"the CI's lower bound is below −{m * 100:g} pp")  # fmt: skip
+        why = (
+            f"fewer than {MIN_ITEMS} paired items"
+            if q.lo >= -m and q.n < MIN_ITEMS
+            else f"the CI's lower bound is below −{m * 100:g} pp"
+        )
         more = f"about {need:,} items would decide" if need else "more items would decide"
-        undecided.append(f"{head}: non-inferiority within −{m * 100:g} pp not shown ({why}); "
-                         f"underpowered: {more}")  # fmt: skip
+        undecided.append(
+            f"{head}: non-inferiority within −{m * 100:g} pp not shown ({why}); "
+            f"underpowered: {more}"
+        )
     for suite, (n, err) in sorted(_unscored(rows, a, b, {q.suite for q in st["suites"]}).items()):
-        gates.append({"suite": suite, "margin": margin_of(qspec, suite), "lo": None, "hi": None,
-                      "state": UNDECIDED, "passed": False, "items_needed": None, "blind": False})  # fmt: skip
-        undecided.append(f"quality: {suite}: no item was scored on both arms ({n} items; "
-                         f"first error: {err}): the suite cannot vouch for the candidate")  # fmt: skip
+        gates.append(
+            {
+                "suite": suite,
+                "margin": margin_of(qspec, suite),
+                "lo": None,
+                "hi": None,
+                "state": UNDECIDED,
+                "passed": False,
+                "items_needed": None,
+                "blind": False,
+            }
+        )
+        undecided.append(
+            f"quality: {suite}: no item was scored on both arms ({n} items; "
+            f"first error: {err}): the suite cannot vouch for the candidate"
+        )
     passed = {g["suite"] for g in gates if g["passed"]}
     for x in st["buckets"]:
         if x.suite in passed and math.isfinite(x.hi) and x.hi < 0:
-            warnings.append(f"quality: {x.suite} passed overall, but dropped {pp(x.delta)} "
-                            f"{_ci(x)} at {x.bucket}")  # fmt: skip
+            warnings.append(
+                f"quality: {x.suite} passed overall, but dropped {pp(x.delta)} "
+                f"{_ci(x)} at {x.bucket}"
+            )
     return {
         "suites": [q.to_dict() for q in st["suites"]],
         "buckets": [q.to_dict() for q in st["buckets"]],

@@ -64,8 +64,14 @@ def schedule(n: int, span_s: float, seed: int) -> list[tuple[int, float]]:
 class Interleaved:
     """The sender thread and its answered rows (the session drives it: start, store, finish)."""
 
-    def __init__(self, spec, targets: list[Target], items: list[QualityItem], segments,
-                 stop: Callable[[], bool]) -> None:  # fmt: skip
+    def __init__(
+        self,
+        spec,
+        targets: list[Target],
+        items: list[QualityItem],
+        segments,
+        stop: Callable[[], bool],
+    ) -> None:
         self.spec = spec
         self.targets = targets
         self.items = items
@@ -125,12 +131,23 @@ class Interleaved:
             end_s = (load_end_ns - self.t0_ns) / 1e9
             sent = [r["detail"]["sent_s"] for r in self.rows]
             during = sum(1 for x in sent if x is not None and x < end_s)
-        info = {"t0_ns": self.t0_ns, "span_s": self.span_s, "items": len(self.items),
-                "rows": len(self.rows),
-                "sent_during_load": during,
-                "load_end_s": None if during is None else (load_end_ns - self.t0_ns) / 1e9}  # fmt: skip
-        qrun.finish(self.spec, self.targets, writer, self.items, self.rows, self._stopped,
-                    quality_interleaved=info)  # fmt: skip
+        info = {
+            "t0_ns": self.t0_ns,
+            "span_s": self.span_s,
+            "items": len(self.items),
+            "rows": len(self.rows),
+            "sent_during_load": during,
+            "load_end_s": None if during is None else (load_end_ns - self.t0_ns) / 1e9,
+        }
+        qrun.finish(
+            self.spec,
+            self.targets,
+            writer,
+            self.items,
+            self.rows,
+            self._stopped,
+            quality_interleaved=info,
+        )
 
     def close(self) -> None:
         """Stop sending (cancels in-flight requests) and wait for the thread."""
@@ -150,8 +167,9 @@ class Interleaved:
         greedy = [qrun.greedy_target(t, q.seed) for t in self.targets]
         tasks: set[asyncio.Task] = set()
         async with contextlib.AsyncExitStack() as stack:
-            clients = [await stack.enter_async_context(qrun.client_for(t, q.concurrency))
-                       for t in greedy]  # fmt: skip
+            clients = [
+                await stack.enter_async_context(qrun.client_for(t, q.concurrency)) for t in greedy
+            ]
             sems = [asyncio.Semaphore(max(1, q.concurrency)) for _ in greedy]
 
             async def one(arm: int, k: int, offset_s: float) -> None:
@@ -164,9 +182,12 @@ class Interleaved:
                     except asyncio.CancelledError:
                         return  # stopped: not an answer, not stored
                 r = qrun.row(arm, k, qi, rec)
-                r["detail"] |= {"offset_s": round(offset_s, 4),
-                                "sent_s": round((rec.dispatched_ns - self.t0_ns) / 1e9, 4)
-                                if rec.dispatched_ns else None}  # fmt: skip
+                r["detail"] |= {
+                    "offset_s": round(offset_s, 4),
+                    "sent_s": round((rec.dispatched_ns - self.t0_ns) / 1e9, 4)
+                    if rec.dispatched_ns
+                    else None,
+                }
                 self._answered.put(r)
 
             watcher = asyncio.create_task(self._watch(tasks))
@@ -199,8 +220,9 @@ class Interleaved:
         return not self._stopped()
 
 
-def prepare(spec, targets: list[Target], segments, writer, obs,
-            stop: Callable[[], bool]) -> Interleaved | None:  # fmt: skip
+def prepare(
+    spec, targets: list[Target], segments, writer, obs, stop: Callable[[], bool]
+) -> Interleaved | None:
     """The interleaved sender of ``spec``'s quality items; None unless ``quality.mode`` is
     ``interleaved`` and there are items to send."""
     if not spec.quality.enabled or spec.quality.mode != "interleaved":

@@ -84,8 +84,11 @@ def _parse_content(content: object) -> list[tuple[str, dict[str, float]]] | None
             return None
         top: dict[str, float] = {}
         for t in tops:
-            if not (isinstance(t, dict) and isinstance(t.get("token"), str)
-                    and isinstance(t.get("logprob"), int | float)):  # fmt: skip
+            if not (
+                isinstance(t, dict)
+                and isinstance(t.get("token"), str)
+                and isinstance(t.get("logprob"), int | float)
+            ):
                 return None
             top[t["token"]] = max(top.get(t["token"], -math.inf), float(t["logprob"]))
         out.append((pos["token"], top))
@@ -97,8 +100,15 @@ def collect(target: Target, prompts: list[str], seed: int, timeout_s: float = 60
     seqs = []
     with httpx.Client(trust_env=False, timeout=timeout_s, verify=target.tls) as c:
         for prompt in prompts:
-            body = {"model": target.model, "prompt": prompt, "max_tokens": MAX_TOKENS,
-                    "temperature": 0.0, "seed": seed, "logprobs": TOP_K, "stream": False}  # fmt: skip
+            body = {
+                "model": target.model,
+                "prompt": prompt,
+                "max_tokens": MAX_TOKENS,
+                "temperature": 0.0,
+                "seed": seed,
+                "logprobs": TOP_K,
+                "stream": False,
+            }
             try:
                 r = c.post(f"{target.base_url}/completions", json=body, headers=target.headers)
                 got = parse(r.json()) if r.status_code == 200 else None
@@ -113,8 +123,9 @@ def collect(target: Target, prompts: list[str], seed: int, timeout_s: float = 60
 def kl_lower_bound(top_a: dict[str, float], top_b: dict[str, float], k: int | None = None) -> float:
     """KL(A‖B) over the union of both top-k lists ∪ OTHER, minimised over what the lists do not
     say (logprobs in, nats out; ``k`` the top-k asked); ≤ the true KL."""
-    return union_bound({t: math.exp(v) for t, v in top_a.items()},
-                       {t: math.exp(v) for t, v in top_b.items()}, k)  # fmt: skip
+    return union_bound(
+        {t: math.exp(v) for t, v in top_a.items()}, {t: math.exp(v) for t, v in top_b.items()}, k
+    )
 
 
 def compare(seqs_a: list, seqs_b: list) -> dict | None:
@@ -134,11 +145,15 @@ def compare(seqs_a: list, seqs_b: list) -> dict | None:
     a_lo, a_hi = cluster_bootstrap_ci(agree_a - 1.0, cl, resamples=2000)
     k_lo, k_hi = cluster_bootstrap_ci(kl_a[finite], cl[finite], resamples=2000)
     return {
-        "positions": len(agree), "prompts": len(set(prompt)),
-        "top1_agreement": float(agree_a.mean()), "top1_lo": 1.0 + a_lo, "top1_hi": 1.0 + a_hi,
+        "positions": len(agree),
+        "prompts": len(set(prompt)),
+        "top1_agreement": float(agree_a.mean()),
+        "top1_lo": 1.0 + a_lo,
+        "top1_hi": 1.0 + a_hi,
         "kl_lower_bound": float(kl_a[finite].mean()) if finite.any() else math.inf,
-        "kl_lo": k_lo, "kl_hi": k_hi,
-    }  # fmt: skip
+        "kl_lo": k_lo,
+        "kl_hi": k_hi,
+    }
 
 
 def logprob_line(name_a: str, name_b: str, raw: dict | None) -> str | None:
@@ -151,7 +166,9 @@ def logprob_line(name_a: str, name_b: str, raw: dict | None) -> str | None:
     c = compare(ra["sequences"], rb["sequences"])
     if c is None:
         return None
-    return (f"logprob agreement on {name_a}'s greedy continuation ({c['prompts']} prompts, "
-            f"{c['positions']} positions): top-1 {c['top1_agreement']:.1%} "
-            f"[{c['top1_lo']:.1%}, {c['top1_hi']:.1%}], KL ≥ {c['kl_lower_bound']:.4f} nats "
-            f"[{c['kl_lo']:.4f}, {c['kl_hi']:.4f}] (a lower bound: union of both top-{TOP_K} + OTHER)")  # fmt: skip
+    return (
+        f"logprob agreement on {name_a}'s greedy continuation ({c['prompts']} prompts, "
+        f"{c['positions']} positions): top-1 {c['top1_agreement']:.1%} "
+        f"[{c['top1_lo']:.1%}, {c['top1_hi']:.1%}], KL ≥ {c['kl_lower_bound']:.4f} nats "
+        f"[{c['kl_lo']:.4f}, {c['kl_hi']:.4f}] (a lower bound: union of both top-{TOP_K} + OTHER)"
+    )

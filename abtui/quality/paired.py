@@ -52,14 +52,20 @@ class QualityRow:
     deff: float = 1.0  # design effect of the clusters (counts divided by it for the CI)
 
     def to_dict(self) -> dict:
-        return {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
-                for k, v in asdict(self).items()}  # fmt: skip
+        return {
+            k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+            for k, v in asdict(self).items()
+        }
 
 
 def cluster_bootstrap_ci(
-    diff: np.ndarray, cluster: np.ndarray, *, resamples: int = RESAMPLES, seed: int = 0,
+    diff: np.ndarray,
+    cluster: np.ndarray,
+    *,
+    resamples: int = RESAMPLES,
+    seed: int = 0,
     level: float = LEVEL,
-) -> tuple[float, float]:  # fmt: skip
+) -> tuple[float, float]:
     """Percentile CI of ``mean(diff)`` resampling whole clusters (``cluster``: ids per item)."""
     if len(diff) == 0:
         return math.nan, math.nan
@@ -105,10 +111,21 @@ def _row(suite, bucket, ra, rb, cl) -> QualityRow:
     deff = design_effect(diff, np.asarray(cl))
     lo, hi = paired_difference_ci(b / deff, c / deff, n / deff, LEVEL)
     return QualityRow(
-        suite, bucket, n, len(set(cl)), float(ra.mean()) if n else math.nan,
-        float(rb.mean()) if n else math.nan, b, c, (c - b) / n if n else math.nan, lo, hi,
-        mcnemar_exact(b, c), flip_rate=(b + c) / n if n else math.nan, deff=deff,
-    )  # fmt: skip
+        suite,
+        bucket,
+        n,
+        len(set(cl)),
+        float(ra.mean()) if n else math.nan,
+        float(rb.mean()) if n else math.nan,
+        b,
+        c,
+        (c - b) / n if n else math.nan,
+        lo,
+        hi,
+        mcnemar_exact(b, c),
+        flip_rate=(b + c) / n if n else math.nan,
+        deff=deff,
+    )
 
 
 def _bucket_key(bucket: str) -> tuple:

@@ -46,8 +46,11 @@ def perplexity_of(body: object, n_generated: int = 1) -> tuple[float, int] | Non
     if not isinstance(lp, list):
         return None
     usage = body.get("usage") if isinstance(body, dict) else None
-    n_in, n_out = (usage.get("prompt_tokens"), usage.get("completion_tokens")) \
-        if isinstance(usage, dict) else (None, None)  # fmt: skip
+    n_in, n_out = (
+        (usage.get("prompt_tokens"), usage.get("completion_tokens"))
+        if isinstance(usage, dict)
+        else (None, None)
+    )
     if isinstance(n_in, int) and isinstance(n_out, int) and n_in > 0 and n_in + n_out == len(lp):
         prompt = lp[:n_in]  # the echoed prompt exactly, however many tokens were generated
     else:
@@ -60,8 +63,15 @@ def perplexity_of(body: object, n_generated: int = 1) -> tuple[float, int] | Non
 
 def measure(target: Target, timeout_s: float = 60.0) -> dict:
     """``{"supported", "ppl", "tokens", "note"}`` for one arm."""
-    body = {"model": target.model, "prompt": FIXED_TEXT, "max_tokens": 1, "echo": True,
-            "logprobs": 1, "temperature": 0.0, "stream": False}  # fmt: skip
+    body = {
+        "model": target.model,
+        "prompt": FIXED_TEXT,
+        "max_tokens": 1,
+        "echo": True,
+        "logprobs": 1,
+        "temperature": 0.0,
+        "stream": False,
+    }
     url = f"{target.base_url}/completions"
     why = "no answer"
     try:
@@ -82,8 +92,10 @@ def ppl_line(ppl: dict | None) -> str | None:
     """``perplexity of the fixed text: base 5.21, cand 5.34 (+2.5%)`` (arm name → measure)."""
     if not ppl:
         return None
-    parts = [f"{n} {m['ppl']:.3f}" if m.get("supported") else f"{n} {m.get('note') or NOT_SUPPORTED}"
-             for n, m in ppl.items()]  # fmt: skip
+    parts = [
+        f"{n} {m['ppl']:.3f}" if m.get("supported") else f"{n} {m.get('note') or NOT_SUPPORTED}"
+        for n, m in ppl.items()
+    ]
     vals = [m["ppl"] for m in ppl.values() if m.get("supported")]
     ratio = f" ({vals[1] / vals[0] - 1:+.1%})" if len(vals) == 2 and len(ppl) == 2 else ""
     return "perplexity of the fixed text (echo + logprobs): " + ", ".join(parts) + ratio

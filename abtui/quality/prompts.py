@@ -71,18 +71,35 @@ _TIMES = (
     "night|in spring|late in autumn|in winter|after work"
 ).split("|")
 # the keys suite's labels: one kind of value (a five-digit number), told apart by its name
-LABELS = ("pass key", "door code", "room number", "ticket number", "order number",
-          "locker number")  # fmt: skip
+LABELS = ("pass key", "door code", "room number", "ticket number", "order number", "locker number")
 _CODE_LETTERS = "ABCDEFGHJKLMNPQRSTUVWXYZ"  # no I or O: never read as 1 or 0
 # Countries whose capital is not in dispute, and which a small chat model knows.
 CAPITALS = {
-    "France": "Paris", "Germany": "Berlin", "Spain": "Madrid", "England": "London",
-    "Russia": "Moscow", "Egypt": "Cairo", "China": "Beijing", "Greece": "Athens",
-    "Canada": "Ottawa", "Ireland": "Dublin", "Norway": "Oslo", "Portugal": "Lisbon",
-    "Austria": "Vienna", "Poland": "Warsaw", "Sweden": "Stockholm", "Kenya": "Nairobi",
-    "Peru": "Lima", "Thailand": "Bangkok", "Cuba": "Havana", "Argentina": "Buenos Aires",
-    "Denmark": "Copenhagen", "Hungary": "Budapest", "Finland": "Helsinki", "Chile": "Santiago",
-}  # fmt: skip
+    "France": "Paris",
+    "Germany": "Berlin",
+    "Spain": "Madrid",
+    "England": "London",
+    "Russia": "Moscow",
+    "Egypt": "Cairo",
+    "China": "Beijing",
+    "Greece": "Athens",
+    "Canada": "Ottawa",
+    "Ireland": "Dublin",
+    "Norway": "Oslo",
+    "Portugal": "Lisbon",
+    "Austria": "Vienna",
+    "Poland": "Warsaw",
+    "Sweden": "Stockholm",
+    "Kenya": "Nairobi",
+    "Peru": "Lima",
+    "Thailand": "Bangkok",
+    "Cuba": "Havana",
+    "Argentina": "Buenos Aires",
+    "Denmark": "Copenhagen",
+    "Hungary": "Budapest",
+    "Finland": "Helsinki",
+    "Chile": "Santiago",
+}
 _CAPITAL_EXAMPLES = (("Italy", "Rome"), ("Japan", "Tokyo"))  # worked examples, never asked
 _COPY_EXAMPLES = ("KTW-482", "BHM-157")
 
@@ -146,13 +163,21 @@ def _insert(body: list[str], statement: str, depth: float) -> list[str]:
     return body[:at] + statement.split() + body[at:]
 
 
-def _retrieval(task: str, intro: str, body: list[str], question: str, lead: str, answer: str,
-               distractors: tuple[str, ...] = ()) -> GeneratedPrompt:  # fmt: skip
+def _retrieval(
+    task: str,
+    intro: str,
+    body: list[str],
+    question: str,
+    lead: str,
+    answer: str,
+    distractors: tuple[str, ...] = (),
+) -> GeneratedPrompt:
     text = " ".join(body)
     chat = f"{intro}\n\n{text}\n\n{question} {_NUMBER_ONLY}"
     prompt = f"{intro}\n\n{text}\n\nQ: {question}\nA: {lead}"
-    return GeneratedPrompt(task, ({"role": "user", "content": chat},), prompt, answer,
-                           len(prompt.split()), distractors)  # fmt: skip
+    return GeneratedPrompt(
+        task, ({"role": "user", "content": chat},), prompt, answer, len(prompt.split()), distractors
+    )
 
 
 def _fixed_words(*parts: str) -> int:
@@ -172,8 +197,9 @@ def needle_prompt(seed: int, context_tokens: int, depth: float | None = None) ->
     return _retrieval("niah", _NIAH_INTRO, _insert(body, statement, d), question, lead, value)
 
 
-def keys_prompt(seed: int, context_tokens: int, n_keys: int = 4,
-                asked: int | None = None) -> GeneratedPrompt:  # fmt: skip
+def keys_prompt(
+    seed: int, context_tokens: int, n_keys: int = 4, asked: int | None = None
+) -> GeneratedPrompt:
     """A ``keys`` prompt: ``n_keys`` (2–6) labelled five-digit numbers spread through the
     context; the ``asked``-th (default: drawn from the seed) is asked. The same seed and length
     give the same text and values whichever key is asked."""
@@ -194,8 +220,13 @@ def keys_prompt(seed: int, context_tokens: int, n_keys: int = 4,
     return _retrieval("keys", intro, body, question, lead, values[a], others)
 
 
-def _shots(task: str, examples: list[tuple[str, str]], question: str, answer: str,
-           chat_examples: bool = True) -> GeneratedPrompt:  # fmt: skip
+def _shots(
+    task: str,
+    examples: list[tuple[str, str]],
+    question: str,
+    answer: str,
+    chat_examples: bool = True,
+) -> GeneratedPrompt:
     """Worked examples, then ``question``: example turns (chat, unless ``chat_examples`` is
     false) or Q/A lines (completion)."""
     messages: list[dict] = []
@@ -226,8 +257,7 @@ def capital_prompt(seed: int, country: str | None = None) -> GeneratedPrompt:
     :data:`CAPITALS`."""
     country = country or random.Random(f"capital:{seed}").choice(sorted(CAPITALS))
     ex = [(_capital_question(c), city) for c, city in _CAPITAL_EXAMPLES]
-    return _shots("capital", ex, _capital_question(country), CAPITALS[country],
-                  chat_examples=False)
+    return _shots("capital", ex, _capital_question(country), CAPITALS[country], chat_examples=False)
 
 
 # -- reading them back ---------------------------------------------------------------------

@@ -51,11 +51,15 @@ def greedy_target(t: Target, seed: int) -> Target:
 
 def as_request(k: int, qi: QualityItem, cap: int) -> Item:
     return Item(
-        index=k, id=qi.id, prompt=qi.prompt,
+        index=k,
+        id=qi.id,
+        prompt=qi.prompt,
         messages=[dict(m) for m in qi.messages] if qi.messages is not None else None,
         max_tokens=qi.max_tokens or cap,
-        n_input=qi.context_tokens, expected=qi.references[0], suite=qi.suite,
-    )  # fmt: skip
+        n_input=qi.context_tokens,
+        expected=qi.references[0],
+        suite=qi.suite,
+    )
 
 
 def row(arm: int, k: int, qi: QualityItem, rec: RequestRecord) -> dict:
@@ -69,8 +73,14 @@ def row(arm: int, k: int, qi: QualityItem, rec: RequestRecord) -> dict:
         "status": rec.status,
         "error": None if ok else f"{rec.error_class}: {rec.error_message}",
     }
-    return {"arm": arm, "item": k, "run": 0, "score": None if right is None else float(right),
-            "correct": right, "detail": detail}  # fmt: skip
+    return {
+        "arm": arm,
+        "item": k,
+        "run": 0,
+        "score": None if right is None else float(right),
+        "correct": right,
+        "detail": detail,
+    }
 
 
 def client_for(target: Target, concurrency: int):
@@ -90,8 +100,9 @@ def item_target(t: Target, qi: QualityItem) -> Target:
     return dataclasses.replace(t, **changes) if changes else t
 
 
-async def send(client, target: Target, arm: int, k: int, qi: QualityItem,
-               cap: int) -> RequestRecord:  # fmt: skip
+async def send(
+    client, target: Target, arm: int, k: int, qi: QualityItem, cap: int
+) -> RequestRecord:
     """Send item ``k`` to one arm; its record (``CancelledError`` propagates, rec marked)."""
     req = as_request(k, qi, cap)
     rec = RequestRecord(arm=arm, item=k)
@@ -101,8 +112,14 @@ async def send(client, target: Target, arm: int, k: int, qi: QualityItem,
     return rec
 
 
-async def _arm(arm: int, target: Target, items: list[QualityItem], cap: int, concurrency: int,
-               stop: Callable[[], bool]) -> list[dict]:  # fmt: skip
+async def _arm(
+    arm: int,
+    target: Target,
+    items: list[QualityItem],
+    cap: int,
+    concurrency: int,
+    stop: Callable[[], bool],
+) -> list[dict]:
     sem = asyncio.Semaphore(max(1, concurrency))
     out: list[dict | None] = [None] * len(items)
     async with client_for(target, concurrency) as client:
@@ -143,17 +160,31 @@ def build_items(qspec, prof: sizing.Profile) -> tuple[list[QualityItem], sizing.
     items: list[QualityItem] = []
     ctx = prof.context or DEFAULT_CONTEXT
     suites = list(qspec.suites)
-    pl = sizing.plan(prof, suites, per_cell=qspec.per_cell, max_tokens=qspec.max_tokens,
-                     max_length=qspec.max_length, budget_s=qspec.budget_s, context=ctx)  # fmt: skip
+    pl = sizing.plan(
+        prof,
+        suites,
+        per_cell=qspec.per_cell,
+        max_tokens=qspec.max_tokens,
+        max_length=qspec.max_length,
+        budget_s=qspec.budget_s,
+        context=ctx,
+    )
     if suites:
-        items += builtin.build(suites, seed=qspec.seed, max_context=ctx,
-                               max_tokens=qspec.max_tokens, per_cell=qspec.per_cell,
-                               max_length=qspec.max_length, tokens_per_word=prof.tokens_per_word,
-                               lengths=pl.lengths)  # fmt: skip
+        items += builtin.build(
+            suites,
+            seed=qspec.seed,
+            max_context=ctx,
+            max_tokens=qspec.max_tokens,
+            per_cell=qspec.per_cell,
+            max_length=qspec.max_length,
+            tokens_per_word=prof.tokens_per_word,
+            lengths=pl.lengths,
+        )
     if qspec.file:
         items += userfile.load(qspec.file)
-    items = sizing.with_timeouts(items, prof, api=prof.api, max_tokens=qspec.max_tokens,
-                                 concurrency=qspec.concurrency)  # fmt: skip
+    items = sizing.with_timeouts(
+        items, prof, api=prof.api, max_tokens=qspec.max_tokens, concurrency=qspec.concurrency
+    )
     return items, pl
 
 
@@ -178,8 +209,15 @@ def session_items(spec, targets: list[Target], writer, obs) -> list[QualityItem]
     return items
 
 
-def finish(spec, targets: list[Target], writer, items: list[QualityItem], rows: list[dict],
-           stop: Callable[[], bool], **meta) -> None:  # fmt: skip
+def finish(
+    spec,
+    targets: list[Target],
+    writer,
+    items: list[QualityItem],
+    rows: list[dict],
+    stop: Callable[[], bool],
+    **meta,
+) -> None:
     """After the items (``rows`` already stored): the mode in meta, perplexity and logprob
     agreement (unless stopped), and one event."""
     q = spec.quality
@@ -189,13 +227,17 @@ def finish(spec, targets: list[Target], writer, items: list[QualityItem], rows: 
             quality_ppl={a.name: measure(t) for a, t in zip(spec.arms, targets, strict=True)}
         )
     if not stop():
-        writer.write_meta(quality_logprobs={
-            a.name: lp.collect(t, lp.prompts(), q.seed)
-            for a, t in zip(spec.arms, targets, strict=True)
-        })  # fmt: skip
+        writer.write_meta(
+            quality_logprobs={
+                a.name: lp.collect(t, lp.prompts(), q.seed)
+                for a, t in zip(spec.arms, targets, strict=True)
+            }
+        )
     failed = sum(1 for r in rows if r["correct"] is None)
-    writer.event("quality", f"{q.mode}: {len(items)} items per arm, {len(rows)} outputs stored, "
-                 f"{failed} failed")  # fmt: skip
+    writer.event(
+        "quality",
+        f"{q.mode}: {len(items)} items per arm, {len(rows)} outputs stored, {failed} failed",
+    )
 
 
 def run_for_session(spec, targets: list[Target], writer, obs, stop: Callable[[], bool]) -> int:
@@ -205,8 +247,9 @@ def run_for_session(spec, targets: list[Target], writer, obs, stop: Callable[[],
     items = session_items(spec, targets, writer, obs)
     if not items:
         return 0
-    rows = run_items(items, targets, max_tokens=q.max_tokens, seed=q.seed,
-                     concurrency=q.concurrency, stop=stop)  # fmt: skip
+    rows = run_items(
+        items, targets, max_tokens=q.max_tokens, seed=q.seed, concurrency=q.concurrency, stop=stop
+    )
     writer.write_quality(rows)
     finish(spec, targets, writer, items, rows, stop)
     return len(rows)

@@ -43,8 +43,9 @@ def _has(vals: list[float], x: float) -> bool:
     return any(abs(v - x) < 1e-9 for v in vals)
 
 
-def _lambda(vals: list[float], cnts: list[float], n: float, d: float, vmin: float,
-            vmax: float) -> tuple[float, float | None]:  # fmt: skip
+def _lambda(
+    vals: list[float], cnts: list[float], n: float, d: float, vmin: float, vmax: float
+) -> tuple[float, float | None]:
     """``(λ, end)`` of the constrained MLE at mean ``d`` (module docstring); ``end``: the
     unobserved end value that takes the remaining mass, or None."""
     dv = [v - d for v in vals]
@@ -90,7 +91,9 @@ def score_stat(vals: list[float], cnts: list[float], d: float, vmin: float, vmax
     return diff / math.sqrt(n * var)
 
 
-def score_p(vals: list[float], cnts: list[float], vmin: float, vmax: float, d: float = 0.0) -> float:
+def score_p(
+    vals: list[float], cnts: list[float], vmin: float, vmax: float, d: float = 0.0
+) -> float:
     """Two-sided p-value of the score test of ``E[I] = d`` (NaN without items)."""
     if not sum(cnts) > 0:
         return math.nan
@@ -98,8 +101,9 @@ def score_p(vals: list[float], cnts: list[float], vmin: float, vmax: float, d: f
     return 1.0 if t == 0 else float(2 * norm.sf(abs(t)))
 
 
-def score_interval(vals: list[float], cnts: list[float], vmin: float, vmax: float,
-                   level: float = 0.95) -> tuple[float, float]:  # fmt: skip
+def score_interval(
+    vals: list[float], cnts: list[float], vmin: float, vmax: float, level: float = 0.95
+) -> tuple[float, float]:
     """The ``level`` score interval of ``E[I]`` from the counts ``cnts`` of the values ``vals``
     (``vmin`` < 0 < ``vmax``: how far an unobserved value reaches, at least the observed
     range); NaN without items."""

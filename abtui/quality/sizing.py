@@ -105,10 +105,14 @@ class Profile:
 
     def describe(self) -> dict:
         c = self.cost
-        return {"api": self.api, "api_why": self.api_why, "context": self.context,
-                "tokens_per_word": self.tokens_per_word,
-                "cost": None if c is None else dataclasses.asdict(c),
-                "notes": list(self.notes)}  # fmt: skip
+        return {
+            "api": self.api,
+            "api_why": self.api_why,
+            "context": self.context,
+            "tokens_per_word": self.tokens_per_word,
+            "cost": None if c is None else dataclasses.asdict(c),
+            "notes": list(self.notes),
+        }
 
 
 # -- chat or completion ------------------------------------------------------------------------
@@ -144,8 +148,13 @@ def arm_api(client: httpx.Client, t: Target, props: dict | None) -> tuple[str | 
         if not tmpl.strip() or is_fallback_template(tmpl):
             return "completions", "its model has no chat template (llama.cpp /props)"
         return "chat", "its model has a chat template (llama.cpp /props)"
-    body = {"model": t.model, "messages": [{"role": "user", "content": "Say OK."}],
-            "max_tokens": 1, "temperature": 0.0, "stream": False}  # fmt: skip
+    body = {
+        "model": t.model,
+        "messages": [{"role": "user", "content": "Say OK."}],
+        "max_tokens": 1,
+        "temperature": 0.0,
+        "stream": False,
+    }
     try:
         r = client.post(t.base_url + "/chat/completions", json=body, headers=t.headers)
     except httpx.HTTPError as e:
@@ -157,8 +166,9 @@ def arm_api(client: httpx.Client, t: Target, props: dict | None) -> tuple[str | 
     return None, f"the chat request got HTTP {r.status_code}"
 
 
-def choose_api(setting: str, votes: list[tuple[str, str | None, str]],
-               fallback: str) -> tuple[str, str]:  # fmt: skip
+def choose_api(
+    setting: str, votes: list[tuple[str, str | None, str]], fallback: str
+) -> tuple[str, str]:
     """The path every arm's items take: ``setting`` unless ``auto``; else chat when every arm
     (``(name, api, why)``) says chat, completions when one says completions (named), else
     ``fallback`` (the baseline's ``api``)."""
@@ -268,12 +278,18 @@ def _tokens_per_word(words: list[tuple[int, int]]) -> float | None:
 
 
 async def _time_all(targets: list[Target], contexts: list[int | None], seed: int) -> list:
-    return await asyncio.gather(*(_time_arm(t, c, seed) for t, c in zip(targets, contexts,
-                                                                       strict=True)))  # fmt: skip
+    return await asyncio.gather(
+        *(_time_arm(t, c, seed) for t, c in zip(targets, contexts, strict=True))
+    )
 
 
-def probe(targets: list[Target], names: list[str], setting: str = "auto",
-          seed: int = 0, timed: bool = True) -> Profile:  # fmt: skip
+def probe(
+    targets: list[Target],
+    names: list[str],
+    setting: str = "auto",
+    seed: int = 0,
+    timed: bool = True,
+) -> Profile:
     """Ask every arm (module docstring): the path, the context, the speed."""
     props, votes = [], []
     for name, t in zip(names, targets, strict=True):
@@ -287,10 +303,16 @@ def probe(targets: list[Target], names: list[str], setting: str = "auto",
     prof = Profile(api=api, api_why=why, context=min(known) if known else None)
     if not timed:
         return prof
-    on_path = [dataclasses.replace(t, api=api, params={**t.params, "temperature": 0.0},
-                                   read_timeout_s=max(t.read_timeout_s, PROBE_TIMEOUT_S),
-                                   timeout_s=max(t.timeout_s, PROBE_TIMEOUT_S))
-               for t in targets]  # fmt: skip
+    on_path = [
+        dataclasses.replace(
+            t,
+            api=api,
+            params={**t.params, "temperature": 0.0},
+            read_timeout_s=max(t.read_timeout_s, PROBE_TIMEOUT_S),
+            timeout_s=max(t.timeout_s, PROBE_TIMEOUT_S),
+        )
+        for t in targets
+    ]
     results = asyncio.run(_time_all(on_path, contexts, seed))
     costs, ratios = [], []
     for name, res in zip(names, results, strict=True):
@@ -325,8 +347,16 @@ def item_s(prof: Profile, tokens: int, max_tokens: int) -> float | None:
     return None if prof.cost is None else prof.cost.item_s(tokens, max_tokens)
 
 
-def plan(prof: Profile, suites: list[str], *, per_cell: int, max_tokens: int,
-         max_length: int | None, budget_s: float, context: int) -> Plan:  # fmt: skip
+def plan(
+    prof: Profile,
+    suites: list[str],
+    *,
+    per_cell: int,
+    max_tokens: int,
+    max_length: int | None,
+    budget_s: float,
+    context: int,
+) -> Plan:
     """The lengths to run and the expected time (module docstring)."""
     retrieval = [s for s in suites if s in ("niah", "keys")]
     short = builtin.EXACT_PER_CELL * per_cell * 2 if "exact" in suites else 0
@@ -349,8 +379,9 @@ def plan(prof: Profile, suites: list[str], *, per_cell: int, max_tokens: int,
     return Plan(kept, left, total, left_s)
 
 
-def with_timeouts(items: list[QualityItem], prof: Profile, *, api: str, max_tokens: int,
-                  concurrency: int) -> list[QualityItem]:  # fmt: skip
+def with_timeouts(
+    items: list[QualityItem], prof: Profile, *, api: str, max_tokens: int, concurrency: int
+) -> list[QualityItem]:
     """The items with the chosen path and, when the endpoint was timed, their timeouts."""
     out = []
     for it in items:
@@ -367,8 +398,7 @@ def _minutes(s: float) -> str:
     return f"{s / 60:.1f} min" if s >= 90 else f"{s:.0f} s" if s >= 10 else f"{s:.1f} s"
 
 
-def message(prof: Profile, pl: Plan, n_items: int, budget_s: float,
-            concurrency: int) -> str:  # fmt: skip
+def message(prof: Profile, pl: Plan, n_items: int, budget_s: float, concurrency: int) -> str:
     """What the quality phase will do, said before it starts."""
     parts = [f"{n_items} items per arm, {prof.api} ({prof.api_why})"]
     if pl.lengths:
@@ -377,13 +407,15 @@ def message(prof: Profile, pl: Plan, n_items: int, budget_s: float,
     if prof.cost is not None and pl.estimate_s is not None:
         rate = prof.cost.prefill_rate(pl.lengths[-1] if pl.lengths else 1024)
         speed = f"{rate:,.0f} prompt tokens/s on the slowest arm, " if math.isfinite(rate) else ""
-        parts.append(f"expected to take about {_minutes(pl.estimate_s)} ({speed}"
-                     f"{concurrency} in flight)")  # fmt: skip
+        parts.append(
+            f"expected to take about {_minutes(pl.estimate_s)} ({speed}{concurrency} in flight)"
+        )
     if pl.left_out:
         lo, hi = builtin.bucket_of(pl.left_out[0]), builtin.bucket_of(pl.left_out[-1])
-        parts.append(f"{lo}" + (f"–{hi}" if hi != lo else "") + " left out (they would add ~"
-                     f"{_minutes(pl.left_out_s)} to quality.budget_s = {budget_s:g} s: raise it "
-                     "to run them)")  # fmt: skip
+        parts.append(
+            f"{lo}" + (f"–{hi}" if hi != lo else "") + " left out (they would add ~"
+            f"{_minutes(pl.left_out_s)} to quality.budget_s = {budget_s:g} s: raise it "
+            "to run them)"
+        )
     parts += prof.notes
     return "; ".join(parts)
-

@@ -24,8 +24,15 @@ def truth(thresholds: list[float], coef: list[float], flip: float = 0.0) -> floa
     return sum(c * (flip + t * (1 - 2 * flip)) for c, t in zip(coef, thresholds, strict=True))
 
 
-def answers(n: int, thresholds: list[float], *, flip: float = 0.0, cluster_size: int = 1,
-            rho: float = 0.0, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+def answers(
+    n: int,
+    thresholds: list[float],
+    *,
+    flip: float = 0.0,
+    cluster_size: int = 1,
+    rho: float = 0.0,
+    seed: int = 0,
+) -> tuple[np.ndarray, np.ndarray]:
     """``(y, cluster)``: 0/1 answers, items × arms, and each item's cluster index."""
     rng = np.random.default_rng(seed)
     cluster = np.arange(n) // max(1, cluster_size)
@@ -37,16 +44,28 @@ def answers(n: int, thresholds: list[float], *, flip: float = 0.0, cluster_size:
     return y, cluster
 
 
-def rows(n: int, thresholds: list[float], *, suite: str = "synthetic", first: int = 0,
-         **kw) -> list[dict]:  # fmt: skip
+def rows(
+    n: int, thresholds: list[float], *, suite: str = "synthetic", first: int = 0, **kw
+) -> list[dict]:
     """The quality table's rows (arm, item, correct, detail) of :func:`answers`; items are
     numbered from ``first`` (a session numbers the items of all its suites together)."""
     y, cluster = answers(n, thresholds, **kw)
     out = []
     for a in range(y.shape[1]):
         for i in range(n):
-            out.append({"arm": a, "item": first + i, "run": 0, "score": float(y[i, a]),
-                        "correct": bool(y[i, a]),
-                        "detail": {"suite": suite, "id": f"{suite}-{i}",
-                                   "cluster": f"{suite}-c{cluster[i]}", "bucket": "all"}})  # fmt: skip
+            out.append(
+                {
+                    "arm": a,
+                    "item": first + i,
+                    "run": 0,
+                    "score": float(y[i, a]),
+                    "correct": bool(y[i, a]),
+                    "detail": {
+                        "suite": suite,
+                        "id": f"{suite}-{i}",
+                        "cluster": f"{suite}-c{cluster[i]}",
+                        "bucket": "all",
+                    },
+                }
+            )
     return out

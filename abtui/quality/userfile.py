@@ -20,15 +20,28 @@ from pathlib import Path
 from abtui.errors import WorkloadError
 from abtui.quality.items import SCORERS, QualityItem
 
-_FIELDS = {"id", "prompt", "messages", "reference", "references", "scorer", "cluster",
-           "bucket", "tolerance", "max_tokens", "tags", "echoes", "distractors"}  # fmt: skip
+_FIELDS = {
+    "id",
+    "prompt",
+    "messages",
+    "reference",
+    "references",
+    "scorer",
+    "cluster",
+    "bucket",
+    "tolerance",
+    "max_tokens",
+    "tags",
+    "echoes",
+    "distractors",
+}
 
 
 def _bad(where: str, what: str, hint: str | None = None) -> WorkloadError:
     return WorkloadError(f"{where}: {what}", hint or "see `abtui run --help` (--quality-file)")
 
 
-def _item(obj: object, where: str, line: int, suite: str) -> QualityItem:
+def _item(obj: object, where: str, line: int, suite: str) -> QualityItem:  # noqa: C901  (split in issue 36)
     if not isinstance(obj, dict):
         raise _bad(where, "each line must be a JSON object")
     extra = sorted(set(obj) - _FIELDS)
@@ -40,10 +53,16 @@ def _item(obj: object, where: str, line: int, suite: str) -> QualityItem:
     if prompt is not None and not isinstance(prompt, str):
         raise _bad(where, "field 'prompt' must be a string")
     if messages is not None:
-        ok = isinstance(messages, list) and messages and all(
-            isinstance(m, dict) and isinstance(m.get("role"), str)
-            and isinstance(m.get("content"), str) for m in messages
-        )  # fmt: skip
+        ok = (
+            isinstance(messages, list)
+            and messages
+            and all(
+                isinstance(m, dict)
+                and isinstance(m.get("role"), str)
+                and isinstance(m.get("content"), str)
+                for m in messages
+            )
+        )
         if not ok:
             raise _bad(
                 where, "field 'messages' must be a non-empty list of {role, content} strings"
@@ -100,12 +119,19 @@ def _item(obj: object, where: str, line: int, suite: str) -> QualityItem:
             raise _bad(where, f"field {key!r} must be a string")
     item_id = str(obj.get("id", f"line {line}"))
     return QualityItem(
-        id=item_id, suite=suite, cluster=str(obj.get("cluster", item_id)), scorer=scorer,
-        references=tuple(refs), prompt=prompt,
+        id=item_id,
+        suite=suite,
+        cluster=str(obj.get("cluster", item_id)),
+        scorer=scorer,
+        references=tuple(refs),
+        prompt=prompt,
         messages=tuple(messages) if messages is not None else None,
-        bucket=str(obj.get("bucket", "all")), tolerance=float(tol), max_tokens=mt,
-        echoes=lists["echoes"], distractors=lists["distractors"],
-    )  # fmt: skip
+        bucket=str(obj.get("bucket", "all")),
+        tolerance=float(tol),
+        max_tokens=mt,
+        echoes=lists["echoes"],
+        distractors=lists["distractors"],
+    )
 
 
 def load(path: str | Path) -> list[QualityItem]:
@@ -114,8 +140,10 @@ def load(path: str | Path) -> list[QualityItem]:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as e:
-        raise WorkloadError(f"{path}: cannot read the quality suite ({e.strerror})",
-                            "check the path given to --quality-file") from None  # fmt: skip
+        raise WorkloadError(
+            f"{path}: cannot read the quality suite ({e.strerror})",
+            "check the path given to --quality-file",
+        ) from None
     except UnicodeDecodeError:
         raise WorkloadError(f"{path}: not UTF-8 text", "a quality suite is JSON Lines") from None
     items: list[QualityItem] = []

@@ -30,8 +30,10 @@ ROWS = (
     ("goodput tok/s", lambda s: s.goodput_output_tokens_per_s, "higher", "n"),
     ("error rate", lambda s: s.n_errors / s.sent if s.sent else math.nan, "lower", "%"),
 )
-CAVEAT = ("two separate runs: not paired, no CI — differences include any drift between them; "
-          "decide between configurations within one session")  # fmt: skip
+CAVEAT = (
+    "two separate runs: not paired, no CI — differences include any drift between them; "
+    "decide between configurations within one session"
+)
 
 
 @dataclass
@@ -66,11 +68,14 @@ def _side(path: str | Path) -> SessionSide:
     slo = (meta.get("spec") or {}).get("slo") or {}
     created = meta.get("created")
     return SessionSide(
-        Path(path), str(meta.get("session_name") or Path(path).stem),
-        created if isinstance(created, str) else None, str(meta.get("status") or "unknown"),
-        verdict if isinstance(verdict, str) else None, bool(meta.get("degraded")),
+        Path(path),
+        str(meta.get("session_name") or Path(path).stem),
+        created if isinstance(created, str) else None,
+        str(meta.get("status") or "unknown"),
+        verdict if isinstance(verdict, str) else None,
+        bool(meta.get("degraded")),
         {a["name"]: summarize(table, a["arm"], slo) for a in arms},
-    )  # fmt: skip
+    )
 
 
 def compare_sessions(a: str | Path, b: str | Path) -> Compared:
@@ -86,8 +91,9 @@ def compare_sessions(a: str | Path, b: str | Path) -> Compared:
             vb = float(get(xb)) if xb is not None else math.nan
             ok = math.isfinite(va) and math.isfinite(vb) and va != 0
             change = vb / va - 1 if ok else math.nan
-            rows.append({"arm": arm, "metric": label, "a": va, "b": vb, "change": change,
-                         "better": better})  # fmt: skip
+            rows.append(
+                {"arm": arm, "metric": label, "a": va, "b": vb, "change": change, "better": better}
+            )
     return Compared(sa, sb, names, rows)
 
 

@@ -197,8 +197,9 @@ def _print_generator_health(console: Console, meta: dict) -> None:
             console.print(f"[bold red]  ✗ {term(r)}[/]")
 
 
-def print_session_summary(path: str | Path, out: TextIO | None = None,
-                          width: int | None = None) -> list[ArmSummary]:  # fmt: skip
+def print_session_summary(
+    path: str | Path, out: TextIO | None = None, width: int | None = None
+) -> list[ArmSummary]:
     """Summarise the session file at ``path`` side by side, in ``width`` columns (default: the
     terminal's, when ``out`` is one; a file or pipe gets the full width); returns the per-arm
     summaries."""
@@ -232,16 +233,20 @@ def print_session_summary(path: str | Path, out: TextIO | None = None,
 
     qmode = mode_info(meta)
     if qmode and qmode["mode"] == "interleaved":  # the quality requests loaded the server too
-        console.print("quality: interleaved with the load test (quality mode: interleaved): these "
-                      "latencies compare only with sessions run in the same mode")  # fmt: skip
+        console.print(
+            "quality: interleaved with the load test (quality mode: interleaved): these "
+            "latencies compare only with sessions run in the same mode"
+        )
     for a in arms:
         console.print(
             f"  {term(a['role']):<9} {term(a['name']):<12} {term(a['url'])}  model={term(a['model'])}"
         )
     for a in arms:
         if a["config"].get("insecure") and str(a["url"]).startswith("https:"):
-            console.print(f"[bold yellow]warning:[/] arm {term(a['name'])}: TLS certificate "
-                          "not verified (--insecure): the endpoint's identity was not checked")  # fmt: skip
+            console.print(
+                f"[bold yellow]warning:[/] arm {term(a['name'])}: TLS certificate "
+                "not verified (--insecure): the endpoint's identity was not checked"
+            )
     console.print()
     console.print(summary_table(names, sums, slo))
     if first_errors:

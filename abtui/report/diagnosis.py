@@ -22,8 +22,13 @@ def print_diagnosis(path, out, width: int | None = None) -> list[ArmDiagnosis]:
     for line in diagnosis_lines(diags):
         if width and len(line) > width:
             indent = " " * (len(line) - len(line.lstrip()) + 2)
-            line = textwrap.fill(line, width, subsequent_indent=indent, break_long_words=False,
-                                 break_on_hyphens=False)  # fmt: skip
+            line = textwrap.fill(
+                line,
+                width,
+                subsequent_indent=indent,
+                break_long_words=False,
+                break_on_hyphens=False,
+            )
         print(inert(line), file=out)
     return diags
 

@@ -39,10 +39,21 @@ from abtui.verdict.session import SessionVerdict, session_verdict
 
 _MD_SPECIAL = str.maketrans(
     {
-        "\\": "\\\\", "|": "\\|", "`": "\\`", "*": "\\*", "_": "\\_", "[": "\\[", "]": "\\]",
-        "<": "&lt;", ">": "&gt;", "&": "&amp;", "#": "\\#", "\n": " ", "\r": " ",
+        "\\": "\\\\",
+        "|": "\\|",
+        "`": "\\`",
+        "*": "\\*",
+        "_": "\\_",
+        "[": "\\[",
+        "]": "\\]",
+        "<": "&lt;",
+        ">": "&gt;",
+        "&": "&amp;",
+        "#": "\\#",
+        "\n": " ",
+        "\r": " ",
     }
-)  # fmt: skip
+)
 
 
 def md_escape(text) -> str:
@@ -163,9 +174,13 @@ def _md_overview(sv: SessionVerdict, doc: dict) -> list[str]:
     if deg:
         out += [f"> **{e_(deg[0])}**"] + [f"> - {e_(r)}" for r in deg[1:]] + [""]
     cs = cards(sv, doc)
-    out += ["| " + " | ".join(e_(c["title"]) for c in cs) + " |", "|" + "---|" * len(cs),
-            "| " + " | ".join(f"**{e_(c['value'])}**" for c in cs) + " |",
-            "| " + " | ".join(e_(c["detail"]) for c in cs) + " |", ""]  # fmt: skip
+    out += [
+        "| " + " | ".join(e_(c["title"]) for c in cs) + " |",
+        "|" + "---|" * len(cs),
+        "| " + " | ".join(f"**{e_(c['value'])}**" for c in cs) + " |",
+        "| " + " | ".join(e_(c["detail"]) for c in cs) + " |",
+        "",
+    ]
     out += ["## Run", "", "| | |", "|---|---|"]
     out += [f"| {e_(k)} | {e_(v)} |" for k, v in metadata(sv, doc)]
     return out + [""]

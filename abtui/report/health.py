@@ -7,8 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 DEGRADED_TAG = "DEGRADED SESSION"
-DEGRADED_WHY = ("the load generator did not keep its schedule; the arms did not get the load "
-                "asked for, and no GO can be drawn from it.")  # fmt: skip
+DEGRADED_WHY = (
+    "the load generator did not keep its schedule; the arms did not get the load "
+    "asked for, and no GO can be drawn from it."
+)
 
 
 @dataclass(frozen=True)

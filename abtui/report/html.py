@@ -57,18 +57,25 @@ def _plots(sv: SessionVerdict, doc: dict) -> tuple[str, str]:
         table = rd.request_table()
     ok = table.select(table.ok)
     arms = sv.arms
-    h = ['<h2 id="plots">Latency distributions</h2>',
-         f'<p class="muted">{esc(style_rule([a["name"] for a in arms]))}</p>',
-         '<div class="plots">' + "".join(latency_cdfs(ok, arms)) + "</div>",
-         "<h2>Latency over time</h2>",
-         '<div class="plots">' + "".join(latency_over_time(ok, arms)) + "</div>"]  # fmt: skip
+    h = [
+        '<h2 id="plots">Latency distributions</h2>',
+        f'<p class="muted">{esc(style_rule([a["name"] for a in arms]))}</p>',
+        '<div class="plots">' + "".join(latency_cdfs(ok, arms)) + "</div>",
+        "<h2>Latency over time</h2>",
+        '<div class="plots">' + "".join(latency_over_time(ok, arms)) + "</div>",
+    ]
     sweep = sv.verdict.sweep
     if sweep:
-        h += ["<h2>Load sweep</h2>",
-              '<div class="plots">' + "".join(sweep_plots(sweep, arms, doc["slo"])) + "</div>",
-              f'<p class="lambda">{esc(sweep_line(sweep))}</p>']  # fmt: skip
-    workload = ('<h2 id="workload">Workload: request lengths</h2><div class="plots">'
-                + "".join(length_histograms(table, arms)) + "</div>")  # fmt: skip
+        h += [
+            "<h2>Load sweep</h2>",
+            '<div class="plots">' + "".join(sweep_plots(sweep, arms, doc["slo"])) + "</div>",
+            f'<p class="lambda">{esc(sweep_line(sweep))}</p>',
+        ]
+    workload = (
+        '<h2 id="workload">Workload: request lengths</h2><div class="plots">'
+        + "".join(length_histograms(table, arms))
+        + "</div>"
+    )
     return "\n".join(h), workload
 
 
@@ -93,8 +100,10 @@ def to_html(sv: SessionVerdict, doc: dict) -> str:
     h.append('<h2 id="why">Why</h2>' if v.pairs else "")
     for pair in v.pairs + v.ladder:  # the reasons in words, before any plot or table
         kind = "ladder step" if pair in v.ladder else "candidate"
-        h.append(f"<h3>{esc(pair.candidate)} vs {esc(pair.baseline)} ({kind}): "
-                 f"{esc(pair.result)}</h3><ul>")  # fmt: skip
+        h.append(
+            f"<h3>{esc(pair.candidate)} vs {esc(pair.baseline)} ({kind}): "
+            f"{esc(pair.result)}</h3><ul>"
+        )
         h += [f"<li>{esc(r)}</li>" for r in pair.reasons]
         h.append(f"<li>{esc(error_rates_line(pair))}</li></ul>")
     h.append(plots)
@@ -211,7 +220,10 @@ def _html_floor(doc: dict) -> str:
     title, detail = floor_section(doc)
     if not title:
         return ""
-    h = [f"<h2>{esc(title)}</h2>", f'<p class="muted">{esc(floor_method(detail) or "none measured")}</p>']
+    h = [
+        f"<h2>{esc(title)}</h2>",
+        f'<p class="muted">{esc(floor_method(detail) or "none measured")}</p>',
+    ]
     rows = floor_rows(detail)
     if rows:
         h.append("<table><tr>" + "".join(f"<th>{esc(c)}</th>" for c in FLOOR_COLUMNS) + "</tr>")
@@ -230,13 +242,18 @@ def _html_overview(sv: SessionVerdict, doc: dict) -> str:
     h = []
     deg = degraded_lines(sv)
     if deg:
-        h.append(f'<div class="degraded" id="degraded"><p>{esc(deg[0])}</p><ul>'
-                 + "".join(f"<li>{esc(r)}</li>" for r in deg[1:]) + "</ul></div>")  # fmt: skip
+        h.append(
+            f'<div class="degraded" id="degraded"><p>{esc(deg[0])}</p><ul>'
+            + "".join(f"<li>{esc(r)}</li>" for r in deg[1:])
+            + "</ul></div>"
+        )
     h.append('<div class="cards">')
     for c in cards(sv, doc):
-        h.append(f'<div class="card"><h3>{esc(c["title"])}</h3>'
-                 f'<p class="value">{esc(c["value"])}</p>'
-                 f'<p class="muted">{esc(c["detail"])}</p></div>')  # fmt: skip
+        h.append(
+            f'<div class="card"><h3>{esc(c["title"])}</h3>'
+            f'<p class="value">{esc(c["value"])}</p>'
+            f'<p class="muted">{esc(c["detail"])}</p></div>'
+        )
     h.append('</div><h2>Run</h2><table class="meta">')
     h += [f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in metadata(sv, doc)]
     h.append("</table>")

@@ -25,40 +25,58 @@ def cards(sv: SessionVerdict, doc: dict) -> list[dict]:
     """``[{"title", "value", "detail"}]``: verdict, primary Δ with CI, cost, quality."""
     v, pol = sv.verdict, sv.verdict.policy
     degraded = stored_health(sv.meta).degraded
-    out = [{
-        "title": "A/A calibration" if sv.aa else "Verdict",
-        "value": v.result + (f" · {DEGRADED_TAG.split()[0]}" if degraded else ""),
-        "detail": f"exit code {sv.exit_code}; session {doc.get('status')}",
-    }]  # fmt: skip
+    out = [
+        {
+            "title": "A/A calibration" if sv.aa else "Verdict",
+            "value": v.result + (f" · {DEGRADED_TAG.split()[0]}" if degraded else ""),
+            "detail": f"exit code {sv.exit_code}; session {doc.get('status')}",
+        }
+    ]
     pair = v.pairs[0] if v.pairs else None
     e = pair.comparison.get(pol["primary"]) if pair else None
     if e is None:
         out.append({"title": "Primary Δ", "value": "n/a", "detail": label(pol["primary"])})
     else:
-        out.append({
-            "title": f"Primary Δ ({label(e.key)})",
-            "value": pct(e.ratio),
-            "detail": f"95% CI [{pct(e.lo)}, {pct(e.hi)}] · {e.outcome} · δ ±{e.delta:.0%}"
-            + (f" · {pair.candidate} vs {pair.baseline}" if len(v.pairs) > 1 else ""),
-        })  # fmt: skip
+        out.append(
+            {
+                "title": f"Primary Δ ({label(e.key)})",
+                "value": pct(e.ratio),
+                "detail": f"95% CI [{pct(e.lo)}, {pct(e.hi)}] · {e.outcome} · δ ±{e.delta:.0%}"
+                + (f" · {pair.candidate} vs {pair.baseline}" if len(v.pairs) > 1 else ""),
+            }
+        )
     cost = pair.cost if pair else None
     if cost:
         per = [(n, c.get("usd_per_mtok_good")) for n, c in cost.items()]
-        out.append({"title": "Cost ($/Mtok good)",
-                    "value": _money(per[-1][1]) + f" {per[-1][0]}",
-                    "detail": " vs ".join(f"{n} {_money(x)}" for n, x in per)})  # fmt: skip
+        out.append(
+            {
+                "title": "Cost ($/Mtok good)",
+                "value": _money(per[-1][1]) + f" {per[-1][0]}",
+                "detail": " vs ".join(f"{n} {_money(x)}" for n, x in per),
+            }
+        )
     else:
-        out.append({"title": "Cost", "value": "no price given",
-                    "detail": "set cost.gpu_price (and cost.gpus) in the spec"})  # fmt: skip
+        out.append(
+            {
+                "title": "Cost",
+                "value": "no price given",
+                "detail": "set cost.gpu_price (and cost.gpus) in the spec",
+            }
+        )
     q = pair.quality if pair else None
     if not q:
         out.append({"title": "Quality", "value": "not measured", "detail": "no quality suites"})
     else:
         gates = q.get("gates") or []
         state = "FAIL" if q.get("no_go") else "undecided" if q.get("undecided") else "pass"
-        out.append({"title": "Quality", "value": state,
-                    "detail": "; ".join(f"{g['suite']} {g['state']}" for g in gates)
-                    or "no gated suite"})  # fmt: skip
+        out.append(
+            {
+                "title": "Quality",
+                "value": state,
+                "detail": "; ".join(f"{g['suite']} {g['state']}" for g in gates)
+                or "no gated suite",
+            }
+        )
     return out
 
 
@@ -78,13 +96,27 @@ def metadata(sv: SessionVerdict, doc: dict) -> list[tuple[str, str]]:
         ("date", str(meta.get("created") or "unknown")),
         ("duration", f"{max(durations):.1f} s (measured, longest arm)" if durations else "n/a"),
         ("abtui version", str(meta.get("abtui_version") or "unknown")),
-        ("host", ", ".join(str(x) for x in (host.get("hostname"), host.get("platform"),
-                                              host.get("cpu_count") and f"{host['cpu_count']} CPUs")
-                           if x) or "unknown"),  # fmt: skip
+        (
+            "host",
+            ", ".join(
+                str(x)
+                for x in (
+                    host.get("hostname"),
+                    host.get("platform"),
+                    host.get("cpu_count") and f"{host['cpu_count']} CPUs",
+                )
+                if x
+            )
+            or "unknown",
+        ),
     ]
     for a in doc.get("arms") or []:
-        rows.append((f"endpoint {a.get('name')}",
-                     f"{a.get('role') or 'arm'}: {a.get('url')} · model {a.get('model')}"))  # fmt: skip
+        rows.append(
+            (
+                f"endpoint {a.get('name')}",
+                f"{a.get('role') or 'arm'}: {a.get('url')} · model {a.get('model')}",
+            )
+        )
     shape = [f"input {_dist(wl, 'input')} tokens", f"output {_dist(wl, 'output')} tokens"]
     if wl.get("file"):
         shape.insert(0, f"file {wl['file']}")
@@ -94,8 +126,13 @@ def metadata(sv: SessionVerdict, doc: dict) -> list[tuple[str, str]]:
         shape.insert(0, f"task {wl['task']}")
     shape.append(f"seed {wl.get('seed', '?')}")
     rows.append(("workload", "; ".join(shape) if wl else "not recorded in the spec"))
-    rows.append(("requests", "; ".join(f"{n} {s.get('sent')} sent, {s.get('ok')} ok"
-                                       for n, s in sums.items()) or "n/a"))  # fmt: skip
+    rows.append(
+        (
+            "requests",
+            "; ".join(f"{n} {s.get('sent')} sent, {s.get('ok')} ok" for n, s in sums.items())
+            or "n/a",
+        )
+    )
     arrival = str(meta.get("load") or "?")
     if ld.get("arrival") == "gamma":
         arrival += f" (gamma arrivals, cv {ld.get('burstiness', 1.0):g})"
@@ -103,9 +140,14 @@ def metadata(sv: SessionVerdict, doc: dict) -> list[tuple[str, str]]:
     slo = ", ".join(f"{k} ≤ {val * 1e3:g} ms" for k, val in (doc.get("slo") or {}).items())
     rows.append(("SLOs", slo or "none set"))
     p = sv.verdict.policy
-    rows.append(("policy", f"primary {label(p['primary'])}; guardrails "
-                 f"{', '.join(label(g) for g in p['guardrails']) or 'none'}; α {p['alpha']:g}; "
-                 f"δ {p['delta']:.0%} / {p['delta_tail']:.0%} (tails)"))  # fmt: skip
+    rows.append(
+        (
+            "policy",
+            f"primary {label(p['primary'])}; guardrails "
+            f"{', '.join(label(g) for g in p['guardrails']) or 'none'}; α {p['alpha']:g}; "
+            f"δ {p['delta']:.0%} / {p['delta_tail']:.0%} (tails)",
+        )
+    )
     if isinstance(meta.get("ray"), dict):  # a --ray run: its nodes, their clock offsets, losses
         from abtui.runner.ray.clocks import lines
 

@@ -52,14 +52,18 @@ def cdf(plot_id: str, title: str, series: list[tuple[str, int, np.ndarray]]) -> 
         out.append(Series(f"{name} (n={len(v):,})", k, np.quantile(v, p) * scale, p))
     x = Axis.fit(f"{unit} (log)", np.concatenate(present) * scale, LOG)
     y = Axis.fit("percentile", [top], TAIL)
-    return render(Chart(plot_id, title, x, y, out,
-                        note="y: P50, P90, P99 equally spaced (tail-stretched)"))  # fmt: skip
+    return render(
+        Chart(plot_id, title, x, y, out, note="y: P50, P90, P99 equally spaced (tail-stretched)")
+    )
 
 
 def latency_cdfs(ok: RequestTable, arms: list[dict]) -> list[str]:
     return [
-        cdf(f"cdf-{key}", f"{lab} distribution (CDF)",
-            [(a["name"], k, fn(ok.for_arm(a["arm"]))) for k, a in enumerate(arms)])  # fmt: skip
+        cdf(
+            f"cdf-{key}",
+            f"{lab} distribution (CDF)",
+            [(a["name"], k, fn(ok.for_arm(a["arm"]))) for k, a in enumerate(arms)],
+        )
         for key, lab, fn in PHASES
     ]
 
@@ -98,8 +102,9 @@ def over_time(ok: RequestTable, arms: list[dict], key: str, lab: str, fn, bins: 
     x = Axis.fit("seconds since the first request", [0.0, span], LINEAR, zero=True)
     y = Axis.fit(f"{unit} (log)", vals, LOG)
     width = span / n_bins
-    return render(Chart(plot_id, title, x, y, out,
-                        note=f"{n_bins} bins of {width:,.1f} s, by dispatch time"))  # fmt: skip
+    return render(
+        Chart(plot_id, title, x, y, out, note=f"{n_bins} bins of {width:,.1f} s, by dispatch time")
+    )
 
 
 def latency_over_time(ok: RequestTable, arms: list[dict]) -> list[str]:
@@ -112,8 +117,10 @@ def latency_over_time(ok: RequestTable, arms: list[dict]) -> list[str]:
 def _by_arm(sweep: dict, arms: list[dict]) -> list[tuple[int, str, list[dict]]]:
     out = []
     for k, a in enumerate(arms):
-        pts = sorted((p for p in sweep["points"] if p["arm"] == a["name"]),
-                     key=lambda p: (p["load_rps"] or 0, p["level"]))  # fmt: skip
+        pts = sorted(
+            (p for p in sweep["points"] if p["arm"] == a["name"]),
+            key=lambda p: (p["load_rps"] or 0, p["level"]),
+        )
         if pts:
             out.append((k, a["name"], pts))
     return out
@@ -135,14 +142,19 @@ def sweep_vs_load(sweep: dict, arms: list[dict], key: str, lab: str, slo_s) -> s
     if not groups or not any(np.isfinite(y).any() for y in ys):
         return no_data(plot_id, title, "no level measured")
     scale, unit = _unit(ys + ([np.array([slo_s])] if slo_s else []))
-    out = [Series(name, k, _arr(pts, "load_rps"), y * scale, "line+markers", _levels(pts))
-           for (k, name, pts), y in zip(groups, ys, strict=True)]  # fmt: skip
+    out = [
+        Series(name, k, _arr(pts, "load_rps"), y * scale, "line+markers", _levels(pts))
+        for (k, name, pts), y in zip(groups, ys, strict=True)
+    ]
     refs = [HLine(slo_s * scale, f"SLO {lab} ≤ {slo_s * scale:g} {unit}")] if slo_s else []
     vals = np.concatenate([s.y for s in out] + [np.array([r.y for r in refs])])
     x = Axis.fit("load (req/s)", np.concatenate([s.x for s in out]), LINEAR, zero=True, pad=0.05)
     y = Axis.fit(f"P99 {lab} ({unit}, log)", vals, LOG, pad=0.08)
-    return render(Chart(plot_id, title, x, y, out, refs,
-                        note="L1, L2, …: sweep levels as the TUI numbers them"))  # fmt: skip
+    return render(
+        Chart(
+            plot_id, title, x, y, out, refs, note="L1, L2, …: sweep levels as the TUI numbers them"
+        )
+    )
 
 
 def sweep_latency_vs_throughput(sweep: dict, arms: list[dict], slo: dict) -> str:
@@ -153,13 +165,23 @@ def sweep_latency_vs_throughput(sweep: dict, arms: list[dict], slo: dict) -> str
     if not groups or not any(np.isfinite(y).any() for y in ys):
         return no_data(plot_id, title, "no level measured")
     scale, unit = _unit(ys)
-    out = [Series(name, k, _arr(pts, "goodput_tps"), y * scale, "line+markers", _levels(pts))
-           for (k, name, pts), y in zip(groups, ys, strict=True)]  # fmt: skip
+    out = [
+        Series(name, k, _arr(pts, "goodput_tps"), y * scale, "line+markers", _levels(pts))
+        for (k, name, pts), y in zip(groups, ys, strict=True)
+    ]
     what = "goodput (output tok/s within the SLOs)" if slo else "output tok/s"
     x = Axis.fit(what, np.concatenate([s.x for s in out]), LINEAR, zero=True, pad=0.05)
     y = Axis.fit(f"P99 E2E ({unit}, log)", np.concatenate([s.y for s in out]), LOG, pad=0.08)
-    return render(Chart(plot_id, title, x, y, out,
-                        note="down and right is better; a curve turning up is the knee"))  # fmt: skip
+    return render(
+        Chart(
+            plot_id,
+            title,
+            x,
+            y,
+            out,
+            note="down and right is better; a curve turning up is the knee",
+        )
+    )
 
 
 def sweep_pareto(sweep: dict, arms: list[dict]) -> str:
@@ -169,8 +191,11 @@ def sweep_pareto(sweep: dict, arms: list[dict]) -> str:
     plot_id = "sweep-pareto"
     title = "Cost vs latency (Pareto front)" if priced else "Goodput vs latency (Pareto front)"
     groups = _by_arm(sweep, arms)
-    second, ylab = (("usd_per_mtok_good", "$/Mtok good") if priced
-                    else ("goodput_tps", "goodput (output tok/s)"))  # fmt: skip
+    second, ylab = (
+        ("usd_per_mtok_good", "$/Mtok good")
+        if priced
+        else ("goodput_tps", "goodput (output tok/s)")
+    )
     xs = [_arr(pts, "p99_e2e_s") for _, _, pts in groups]
     if not groups or not any(np.isfinite(x).any() for x in xs):
         return no_data(plot_id, title, "no level measured")
@@ -179,8 +204,11 @@ def sweep_pareto(sweep: dict, arms: list[dict]) -> str:
     front = []
     for (k, name, pts), x in zip(groups, xs, strict=True):
         y = _arr(pts, second)
-        out.append(Series(name, k, x * scale, y, "markers", _levels(pts),
-                          [bool(p["on_front"]) for p in pts]))  # fmt: skip
+        out.append(
+            Series(
+                name, k, x * scale, y, "markers", _levels(pts), [bool(p["on_front"]) for p in pts]
+            )
+        )
         front += [(a * scale, b) for a, b, p in zip(x, y, pts, strict=True) if p["on_front"]]
     if front:
         front.sort()
@@ -190,8 +218,16 @@ def sweep_pareto(sweep: dict, arms: list[dict]) -> str:
     x = Axis.fit(f"P99 E2E ({unit}, log)", np.concatenate([s.x for s in out]), LOG, pad=0.06)
     y = Axis.fit(ylab, vals_y, LINEAR, zero=not priced, pad=0.06)
     better = "down and left" if priced else "up and left"
-    return render(Chart(plot_id, title, x, y, out,
-                        note=f"filled: on the front (none better in both); {better} is better"))  # fmt: skip
+    return render(
+        Chart(
+            plot_id,
+            title,
+            x,
+            y,
+            out,
+            note=f"filled: on the front (none better in both); {better} is better",
+        )
+    )
 
 
 def sweep_plots(sweep: dict | None, arms: list[dict], slo: dict) -> list[str]:
@@ -208,8 +244,9 @@ def sweep_plots(sweep: dict | None, arms: list[dict], slo: dict) -> list[str]:
 # ------------------------------------------------------------------------------ workload
 
 
-def histogram(plot_id: str, title: str, what: str, series: list[tuple[str, int, np.ndarray]],
-              same_note: str) -> str:  # fmt: skip
+def histogram(
+    plot_id: str, title: str, what: str, series: list[tuple[str, int, np.ndarray]], same_note: str
+) -> str:
     """Overlaid histograms (step outlines) of positive integers; one series named
     ``same_note`` when every arm's values are the same multiset."""
     vals = [(n, k, np.asarray(v, dtype=float)) for n, k, v in series]
@@ -225,8 +262,9 @@ def histogram(plot_id: str, title: str, what: str, series: list[tuple[str, int, 
         return no_data(plot_id, title, f"every request: {lo:,.0f} {what} tokens (one length)")
     log = hi / lo >= 8
     n_bins = int(np.clip(np.sqrt(len(allv)), 8, 40))
-    edges = (np.geomspace(lo, hi * 1.0001, n_bins + 1) if log
-             else np.linspace(lo, hi + 1, n_bins + 1))  # fmt: skip
+    edges = (
+        np.geomspace(lo, hi * 1.0001, n_bins + 1) if log else np.linspace(lo, hi + 1, n_bins + 1)
+    )
     out = []
     for name, k, v in vals:
         if not len(v):
@@ -237,8 +275,9 @@ def histogram(plot_id: str, title: str, what: str, series: list[tuple[str, int, 
         out.append(Series(f"{name} (n={len(v):,})", k, xs, ys, "step", width=1.6))
     x = Axis.fit(f"{what} tokens{' (log)' if log else ''}", edges, LOG if log else LINEAR)
     y = Axis.fit("requests", np.concatenate([s.y for s in out]), LINEAR, zero=True)
-    return render(Chart(plot_id, title, x, y, out,
-                        note=f"{n_bins} {'log-spaced ' if log else ''}bins"))  # fmt: skip
+    return render(
+        Chart(plot_id, title, x, y, out, note=f"{n_bins} {'log-spaced ' if log else ''}bins")
+    )
 
 
 def length_histograms(table: RequestTable, arms: list[dict]) -> list[str]:
@@ -247,11 +286,17 @@ def length_histograms(table: RequestTable, arms: list[dict]) -> list[str]:
     ins = [(a["name"], k, _ints(table.for_arm(a["arm"]).n_input)) for k, a in enumerate(arms)]
     outs = [(a["name"], k, _ints(ok.for_arm(a["arm"]).n_output)) for k, a in enumerate(arms)]
     return [
-        histogram("hist-input", "Input (prompt) lengths", "input", ins,
-                  "every arm (the same prompts)"),
-        histogram("hist-output", "Output lengths (ok requests)", "output", outs,
-                  "every arm (the same lengths)"),
-    ]  # fmt: skip
+        histogram(
+            "hist-input", "Input (prompt) lengths", "input", ins, "every arm (the same prompts)"
+        ),
+        histogram(
+            "hist-output",
+            "Output lengths (ok requests)",
+            "output",
+            outs,
+            "every arm (the same lengths)",
+        ),
+    ]
 
 
 def _ints(col: np.ndarray) -> np.ndarray:

@@ -13,8 +13,18 @@ from html import escape as html_escape
 from abtui.quality.gates import pp
 from abtui.quality.ppl import ppl_line
 
-COLUMNS = ("suite", "length", "n", "acc A", "acc B", "Δacc", "95% CI", "McNemar p (Holm)",
-           "flip rate", "gate")  # fmt: skip
+COLUMNS = (
+    "suite",
+    "length",
+    "n",
+    "acc A",
+    "acc B",
+    "Δacc",
+    "95% CI",
+    "McNemar p (Holm)",
+    "flip rate",
+    "gate",
+)
 
 
 def _acc(x) -> str:
@@ -48,16 +58,35 @@ def rows(qual: dict) -> list[list[str]]:
     out = []
     for r, g, is_suite in _entries(qual):
         gate = "" if g is None else f"{_word(g)} (≥ −{g['margin'] * 100:g} pp)"
-        out.append([
-            r["suite"], "all" if is_suite else r["bucket"], str(r["n"]), _acc(r["acc_a"]),
-            _acc(r["acc_b"]), pp(_f(r["delta"])), f"[{pp(_f(r['lo']))}, {pp(_f(r['hi']))}]",
-            f"{_p(r['p'])} ({_p(r['p_holm'])})", _acc(r["flip_rate"]), gate,
-        ])  # fmt: skip
+        out.append(
+            [
+                r["suite"],
+                "all" if is_suite else r["bucket"],
+                str(r["n"]),
+                _acc(r["acc_a"]),
+                _acc(r["acc_b"]),
+                pp(_f(r["delta"])),
+                f"[{pp(_f(r['lo']))}, {pp(_f(r['hi']))}]",
+                f"{_p(r['p'])} ({_p(r['p_holm'])})",
+                _acc(r["flip_rate"]),
+                gate,
+            ]
+        )
     return out
 
 
-SHORT_COLUMNS = ("suite", "len", "n", "acc A", "acc B", "Δacc (pp)", "95% CI (pp)", "p (Holm)",
-                 "flips", "gate")  # fmt: skip
+SHORT_COLUMNS = (
+    "suite",
+    "len",
+    "n",
+    "acc A",
+    "acc B",
+    "Δacc (pp)",
+    "95% CI (pp)",
+    "p (Holm)",
+    "flips",
+    "gate",
+)
 
 
 def _num_pp(x) -> str:
@@ -70,11 +99,20 @@ def short_rows(qual: dict) -> list[list[str]]:
     gate as its word (the margins: :func:`gate_rule`)."""
     out = []
     for r, g, is_suite in _entries(qual):
-        out.append([
-            r["suite"], "all" if is_suite else r["bucket"], str(r["n"]), _acc(r["acc_a"]),
-            _acc(r["acc_b"]), _num_pp(r["delta"]), f"[{_num_pp(r['lo'])}, {_num_pp(r['hi'])}]",
-            _p(r["p_holm"]), _acc(r["flip_rate"]), "" if g is None else _word(g),
-        ])  # fmt: skip
+        out.append(
+            [
+                r["suite"],
+                "all" if is_suite else r["bucket"],
+                str(r["n"]),
+                _acc(r["acc_a"]),
+                _acc(r["acc_b"]),
+                _num_pp(r["delta"]),
+                f"[{_num_pp(r['lo'])}, {_num_pp(r['hi'])}]",
+                _p(r["p_holm"]),
+                _acc(r["flip_rate"]),
+                "" if g is None else _word(g),
+            ]
+        )
     return out
 
 
@@ -133,16 +171,22 @@ def mode_line(info: dict | None) -> str | None:
         return None
     mode = info.get("mode")
     if mode == "separate":
-        return ("quality mode: separate (the quality items were sent after the load test, on "
-                "an otherwise idle endpoint; the latency figures are the load test's alone)")  # fmt: skip
+        return (
+            "quality mode: separate (the quality items were sent after the load test, on "
+            "an otherwise idle endpoint; the latency figures are the load test's alone)"
+        )
     if mode == "interleaved":
         n, during = info.get("requests"), info.get("sent_during_load")
-        sent = (f"{during} of {n} quality requests were sent during the load test"
-                if isinstance(n, int) and isinstance(during, int)
-                else "the quality items were sent during the load test")  # fmt: skip
-        return (f"quality mode: interleaved ({sent}, at the same instants for every arm; the "
-                "server served them alongside the measured requests, so the latencies compare "
-                "only with sessions run in the same mode)")  # fmt: skip
+        sent = (
+            f"{during} of {n} quality requests were sent during the load test"
+            if isinstance(n, int) and isinstance(during, int)
+            else "the quality items were sent during the load test"
+        )
+        return (
+            f"quality mode: interleaved ({sent}, at the same instants for every arm; the "
+            "server served them alongside the measured requests, so the latencies compare "
+            "only with sessions run in the same mode)"
+        )
     return f"quality mode: {mode} (not a mode this abtui knows)"
 
 

@@ -35,8 +35,16 @@ BASELINE_DASH = "6 3"
 NEUTRAL = "#6e7781"  # reference lines (SLOs, the Pareto front): arm -1, dotted
 EVERY_ARM = "#424a53"  # one series standing for every arm (identical data): arm -2, solid
 LINEAR, LOG, TAIL = "linear", "log", "tail"
-TAIL_TICKS = ((0.0, "min"), (0.5, "P50"), (0.75, "P75"), (0.9, "P90"), (0.95, "P95"),
-              (0.99, "P99"), (0.999, "P99.9"), (0.9999, "P99.99"))  # fmt: skip
+TAIL_TICKS = (
+    (0.0, "min"),
+    (0.5, "P50"),
+    (0.75, "P75"),
+    (0.9, "P90"),
+    (0.95, "P95"),
+    (0.99, "P99"),
+    (0.999, "P99.9"),
+    (0.9999, "P99.99"),
+)
 
 
 def esc(text) -> str:
@@ -54,9 +62,11 @@ def style_rule(names: list[str]) -> str:
         f"{n} {PALETTE_NAMES[k % len(PALETTE)]}{' (dashed)' if k == 0 else ''}"
         for k, n in enumerate(names)
     )
-    return (f"Colours: {each}. Each arm keeps its colour in every plot, by its place in the "
-            "session (baseline first), whichever arm did better; no arm is drawn red (red marks "
-            "only REGRESSED rows and a degraded session).")  # fmt: skip
+    return (
+        f"Colours: {each}. Each arm keeps its colour in every plot, by its place in the "
+        "session (baseline first), whichever arm did better; no arm is drawn red (red marks "
+        "only REGRESSED rows and a degraded session)."
+    )
 
 
 # ------------------------------------------------------------------------------- ticks
@@ -145,8 +155,9 @@ class Axis:
     hi: float = 1.0
 
     @classmethod
-    def fit(cls, label: str, values, kind: str = LINEAR, *, zero: bool = False,
-            pad: float = 0.0) -> Axis:  # fmt: skip
+    def fit(
+        cls, label: str, values, kind: str = LINEAR, *, zero: bool = False, pad: float = 0.0
+    ) -> Axis:
         """An axis over the finite ``values`` (positive ones on a log axis); ``zero``: a linear
         axis that starts at 0; ``pad``: room beyond the data at each end, as a fraction of its
         span (markers at the extremes are drawn whole)."""
@@ -183,7 +194,9 @@ class Axis:
         x = np.asarray(x, dtype=float)
         with np.errstate(divide="ignore", invalid="ignore"):
             if self.kind == LOG:
-                return (np.log10(x) - math.log10(self.lo)) / (math.log10(self.hi) - math.log10(self.lo))
+                return (np.log10(x) - math.log10(self.lo)) / (
+                    math.log10(self.hi) - math.log10(self.lo)
+                )
             if self.kind == TAIL:
                 return -np.log10(1 - x) / (self.hi - self.lo)
             return (x - self.lo) / (self.hi - self.lo)
@@ -279,40 +292,56 @@ def render(c: Chart) -> str:
     bottom = 42 + LEGEND_ROW * len(rows)
     height = TOP + ph + bottom
     x0, y0 = LEFT, TOP  # plot area's top-left
-    h = [f'<svg xmlns="http://www.w3.org/2000/svg" class="plot" data-plot="{esc(c.plot_id)}" '
-         f'width="{c.width}" height="{height}" viewBox="0 0 {c.width} {height}" role="img" '
-         f'aria-label="{esc(c.title)}" font-family="system-ui,sans-serif">',
-         f'<text x="{c.width / 2:.0f}" y="15" text-anchor="middle" font-size="13" '
-         f'font-weight="600">{esc(c.title)}</text>']  # fmt: skip
+    h = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="plot" data-plot="{esc(c.plot_id)}" '
+        f'width="{c.width}" height="{height}" viewBox="0 0 {c.width} {height}" role="img" '
+        f'aria-label="{esc(c.title)}" font-family="system-ui,sans-serif">',
+        f'<text x="{c.width / 2:.0f}" y="15" text-anchor="middle" font-size="13" '
+        f'font-weight="600">{esc(c.title)}</text>',
+    ]
     if c.note:
-        h.append(f'<text x="{c.width / 2:.0f}" y="30" text-anchor="middle" font-size="10" '
-                 f'fill="#656d76">{esc(c.note)}</text>')  # fmt: skip
+        h.append(
+            f'<text x="{c.width / 2:.0f}" y="30" text-anchor="middle" font-size="10" '
+            f'fill="#656d76">{esc(c.note)}</text>'
+        )
     h.append(f'<rect x="{x0}" y="{y0}" width="{pw}" height="{ph}" fill="none" stroke="#d0d7de"/>')
     h.append('<g class="axis x">')
     for f, lab in zip(c.x.tick_fracs(), c.x.labels, strict=True):
         xx = x0 + f * pw
-        h.append(f'<line x1="{xx:.1f}" y1="{y0}" x2="{xx:.1f}" y2="{y0 + ph}" stroke="#eaeef2"/>'
-                 f'<text x="{xx:.1f}" y="{y0 + ph + 13}" font-size="10" text-anchor="middle">'
-                 f"{esc(lab)}</text>")  # fmt: skip
-    h.append(f'<text x="{x0 + pw / 2:.1f}" y="{y0 + ph + 28}" font-size="11" '
-             f'text-anchor="middle">{esc(c.x.label)}</text></g><g class="axis y">')  # fmt: skip
+        h.append(
+            f'<line x1="{xx:.1f}" y1="{y0}" x2="{xx:.1f}" y2="{y0 + ph}" stroke="#eaeef2"/>'
+            f'<text x="{xx:.1f}" y="{y0 + ph + 13}" font-size="10" text-anchor="middle">'
+            f"{esc(lab)}</text>"
+        )
+    h.append(
+        f'<text x="{x0 + pw / 2:.1f}" y="{y0 + ph + 28}" font-size="11" '
+        f'text-anchor="middle">{esc(c.x.label)}</text></g><g class="axis y">'
+    )
     for f, lab in zip(c.y.tick_fracs(), c.y.labels, strict=True):
         yy = y0 + (1 - f) * ph
-        h.append(f'<line x1="{x0}" y1="{yy:.1f}" x2="{x0 + pw}" y2="{yy:.1f}" stroke="#eaeef2"/>'
-                 f'<text x="{x0 - 4}" y="{yy + 3.5:.1f}" font-size="10" text-anchor="end">'
-                 f"{esc(lab)}</text>")  # fmt: skip
-    h.append(f'<text transform="translate(12 {y0 + ph / 2:.1f}) rotate(-90)" font-size="11" '
-             f'text-anchor="middle">{esc(c.y.label)}</text></g>')  # fmt: skip
+        h.append(
+            f'<line x1="{x0}" y1="{yy:.1f}" x2="{x0 + pw}" y2="{yy:.1f}" stroke="#eaeef2"/>'
+            f'<text x="{x0 - 4}" y="{yy + 3.5:.1f}" font-size="10" text-anchor="end">'
+            f"{esc(lab)}</text>"
+        )
+    h.append(
+        f'<text transform="translate(12 {y0 + ph / 2:.1f}) rotate(-90)" font-size="11" '
+        f'text-anchor="middle">{esc(c.y.label)}</text></g>'
+    )
     for r in c.hlines:
         f = float(c.y.frac(r.y))
         if 0 <= f <= 1:
             yy = y0 + (1 - f) * ph
-            h.append(f'<g class="ref"><line x1="{x0}" y1="{yy:.1f}" x2="{x0 + pw}" y2="{yy:.1f}" '
-                     f'stroke="{NEUTRAL}" stroke-dasharray="2 3"/><text x="{x0 + pw - 3}" '
-                     f'y="{yy - 3:.1f}" font-size="9" text-anchor="end" fill="{NEUTRAL}">'
-                     f"{esc(r.label)}</text></g>")  # fmt: skip
-    h.append(f'<clipPath id="clip-{esc(c.plot_id)}"><rect x="{x0 - 4}" y="{y0 - 4}" '
-             f'width="{pw + 8}" height="{ph + 8}"/></clipPath>')  # fmt: skip
+            h.append(
+                f'<g class="ref"><line x1="{x0}" y1="{yy:.1f}" x2="{x0 + pw}" y2="{yy:.1f}" '
+                f'stroke="{NEUTRAL}" stroke-dasharray="2 3"/><text x="{x0 + pw - 3}" '
+                f'y="{yy - 3:.1f}" font-size="9" text-anchor="end" fill="{NEUTRAL}">'
+                f"{esc(r.label)}</text></g>"
+            )
+    h.append(
+        f'<clipPath id="clip-{esc(c.plot_id)}"><rect x="{x0 - 4}" y="{y0 - 4}" '
+        f'width="{pw + 8}" height="{ph + 8}"/></clipPath>'
+    )
     for s in c.series:
         h.append(_series(s, c, x0, y0, pw, ph))
     if rows:
@@ -324,9 +353,11 @@ def render(c: Chart) -> str:
                 color, dash = _style(s)
                 dash_attr = f' stroke-dasharray="{dash}"' if dash else ""
                 if "line" in s.mode or s.mode == "step":
-                    h.append(f'<line x1="{xx:.1f}" y1="{yy - 4}" x2="{xx + 24:.1f}" y2="{yy - 4}" '
-                             f'stroke="{color}" stroke-width="{max(s.width, 1.6)}" '
-                             f'opacity="{s.opacity}"{dash_attr}/>')  # fmt: skip
+                    h.append(
+                        f'<line x1="{xx:.1f}" y1="{yy - 4}" x2="{xx + 24:.1f}" y2="{yy - 4}" '
+                        f'stroke="{color}" stroke-width="{max(s.width, 1.6)}" '
+                        f'opacity="{s.opacity}"{dash_attr}/>'
+                    )
                 if "markers" in s.mode:
                     h.append(f'<circle cx="{xx + 12:.1f}" cy="{yy - 4}" r="3.5" fill="{color}"/>')
                 h.append(f'<text x="{xx + 30:.1f}" y="{yy}" font-size="11">{esc(name)}</text>')
@@ -340,8 +371,10 @@ def _series(s: Series, c: Chart, x0: float, y0: float, pw: float, ph: float) -> 
     color, dash = _style(s)
     px = x0 + c.x.frac(s.x) * pw
     py = y0 + (1 - c.y.frac(s.y)) * ph
-    out = [f'<g class="series" data-series="{esc(s.name)}" clip-path="url(#clip-{esc(c.plot_id)})">'
-           f"<title>{esc(s.name)}</title>"]  # fmt: skip
+    out = [
+        f'<g class="series" data-series="{esc(s.name)}" clip-path="url(#clip-{esc(c.plot_id)})">'
+        f"<title>{esc(s.name)}</title>"
+    ]
     dash_attr = f' stroke-dasharray="{dash}"' if dash else ""
     if s.mode in ("line", "line+markers", "step"):
         for seg in _segments(px, py):
@@ -351,29 +384,37 @@ def _series(s: Series, c: Chart, x0: float, y0: float, pw: float, ph: float) -> 
                     pts += [(a, pts[-1][1]), (a, b)]
                 seg = pts
             pts_txt = " ".join(f"{a:.1f},{b:.1f}" for a, b in seg)
-            out.append(f'<polyline fill="none" stroke="{color}" stroke-width="{s.width}" '
-                       f'opacity="{s.opacity}" stroke-linejoin="round"{dash_attr} '
-                       f'points="{pts_txt}"/>')  # fmt: skip
+            out.append(
+                f'<polyline fill="none" stroke="{color}" stroke-width="{s.width}" '
+                f'opacity="{s.opacity}" stroke-linejoin="round"{dash_attr} '
+                f'points="{pts_txt}"/>'
+            )
     if "markers" in s.mode:
         for i, (a, b) in enumerate(zip(px, py, strict=True)):
             if not (math.isfinite(a) and math.isfinite(b)):
                 continue
             fill = color if (s.filled is None or s.filled[i]) else "#ffffff"
-            out.append(f'<circle cx="{a:.1f}" cy="{b:.1f}" r="3.8" fill="{fill}" '
-                       f'stroke="{color}" stroke-width="1.5"/>')  # fmt: skip
+            out.append(
+                f'<circle cx="{a:.1f}" cy="{b:.1f}" r="3.8" fill="{fill}" '
+                f'stroke="{color}" stroke-width="1.5"/>'
+            )
             if s.labels and s.labels[i]:  # beside the marker, inside the plot area
                 left = a > x0 + pw - 30
-                out.append(f'<text x="{a - 6 if left else a + 6:.1f}" y="{max(b - 5, y0 + 9):.1f}" '
-                           f'font-size="9" fill="{color}" '
-                           f'text-anchor="{"end" if left else "start"}">{esc(s.labels[i])}</text>')  # fmt: skip
+                out.append(
+                    f'<text x="{a - 6 if left else a + 6:.1f}" y="{max(b - 5, y0 + 9):.1f}" '
+                    f'font-size="9" fill="{color}" '
+                    f'text-anchor="{"end" if left else "start"}">{esc(s.labels[i])}</text>'
+                )
     out.append("</g>")
     return "".join(out)
 
 
 def no_data(plot_id: str, title: str, why: str, width: int = 440) -> str:
     """A placeholder the size of a chart that says why there is nothing to draw."""
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" class="plot" data-plot="{esc(plot_id)}" '
-            f'width="{width}" height="80" role="img" aria-label="{esc(title)}">'
-            f'<text x="{width / 2:.0f}" y="15" text-anchor="middle" font-size="13" '
-            f'font-weight="600">{esc(title)}</text><text x="{width / 2:.0f}" y="45" '
-            f'text-anchor="middle" font-size="11" fill="#656d76">{esc(why)}</text></svg>')  # fmt: skip
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="plot" data-plot="{esc(plot_id)}" '
+        f'width="{width}" height="80" role="img" aria-label="{esc(title)}">'
+        f'<text x="{width / 2:.0f}" y="15" text-anchor="middle" font-size="13" '
+        f'font-weight="600">{esc(title)}</text><text x="{width / 2:.0f}" y="45" '
+        f'text-anchor="middle" font-size="11" fill="#656d76">{esc(why)}</text></svg>'
+    )

@@ -119,7 +119,6 @@ SHORT_RATE = {  # metric names that fit a narrow table (the full names are in th
 }
 
 
-
 def short_label(key: str) -> str:
     """``throughput.output_tokens`` → ``out tok/s``; ``ttft_user.p99`` → ``P99 TTFT(u)``."""
     key, _, group = key.partition("@")
@@ -172,10 +171,14 @@ def metrics_table(pair: PairVerdict, policy: dict, width: int, extra: int = 0) -
     for e in rows_of(pair, policy):
         role = {"primary": "P", "guardrail": "G"}.get(role_of(e.key, policy), "")
         t.add_row(
-            short_label(e.key), role, short_value(e, e.a), short_value(e, e.b),
-            short_pct(e.ratio), _ci(e),
+            short_label(e.key),
+            role,
+            short_value(e, e.a),
+            short_value(e, e.b),
+            short_pct(e.ratio),
+            _ci(e),
             Text(e.outcome, OUTCOME_STYLE.get(e.outcome, "yellow")),
-        )  # fmt: skip
+        )
     t.caption = (  # ``extra``: the screen's columns beside the table, to say the terminal's width
         f"r: P primary, G guardrail · δ and p (adj) from {FULL_TABLE_WIDTH + extra} columns wide"
     )
@@ -183,9 +186,16 @@ def metrics_table(pair: PairVerdict, policy: dict, width: int, extra: int = 0) -
     return t
 
 
-
-SWEEP_COLUMNS = ("arm", "level", "load req/s", "attainment", "goodput tok/s", "P99 E2E",
-                 "$/Mtok good", "front")  # fmt: skip
+SWEEP_COLUMNS = (
+    "arm",
+    "level",
+    "load req/s",
+    "attainment",
+    "goodput tok/s",
+    "P99 E2E",
+    "$/Mtok good",
+    "front",
+)
 
 
 def sweep_cells(p: dict) -> list[str]:
@@ -193,12 +203,15 @@ def sweep_cells(p: dict) -> list[str]:
     from 1, as the TUI's "level 1/N"."""
     usd = p["usd_per_mtok_good"]
     return [
-        str(p["arm"]), str(p["level"] + 1), f"{p['load_rps']:,.2f}" if p["load_rps"] else "n/a",
+        str(p["arm"]),
+        str(p["level"] + 1),
+        f"{p['load_rps']:,.2f}" if p["load_rps"] else "n/a",
         "n/a" if p["attainment"] is None else f"{p['attainment'] * 100:.1f}%",
         "n/a" if p["goodput_tps"] is None else f"{p['goodput_tps']:,.0f}",
         "n/a" if p["p99_e2e_s"] is None else f"{p['p99_e2e_s'] * 1e3:,.1f} ms",
-        "n/a" if usd is None else f"${usd:,.3f}", "✓" if p["on_front"] else "",
-    ]  # fmt: skip
+        "n/a" if usd is None else f"${usd:,.3f}",
+        "✓" if p["on_front"] else "",
+    ]
 
 
 def _rps(x: float) -> str:
@@ -216,13 +229,18 @@ def capacity_detail(sweep: dict) -> dict[str, dict]:
     for arm, lam in sweep["capacity_rps"].items():
         pts = [p for p in sweep["points"] if p["arm"] == arm and p["load_rps"]]
         loads = sorted(p["load_rps"] for p in pts)
-        missed = sorted(p["load_rps"] for p in pts
-                        if p["attainment"] is None or p["attainment"] < target)  # fmt: skip
+        missed = sorted(
+            p["load_rps"] for p in pts if p["attainment"] is None or p["attainment"] < target
+        )
         d = {"rps": lam, "lower_bound": False, "above_rps": None, "below_rps": None}
         if lam is None:
             d["below_rps"] = loads[0] if loads else None
-            d["text"] = (f"none: below {_rps(loads[0])}, the lowest load tried (no level reached "
-                         f"{target:.0%} attainment)" if loads else "none: no level measured")  # fmt: skip
+            d["text"] = (
+                f"none: below {_rps(loads[0])}, the lowest load tried (no level reached "
+                f"{target:.0%} attainment)"
+                if loads
+                else "none: no level measured"
+            )
         elif lam >= loads[-1]:
             d["lower_bound"] = True
             why = "no level failed" if not missed else "the highest level tried"
@@ -281,10 +299,16 @@ def floor_rows(detail: dict | None) -> list[tuple[str, str, str, str, str, str]]
         return [(label(k), "n/a", "n/a", "n/a", f"{x:.1%}", "n/a") for k, x in vals]
     rows = sorted((detail.get("rows") or {}).items(), key=lambda kv: -(kv[1]["floor"] or 0))
     return [
-        (label(k), pct(r["bias"]), f"{(r['bias_se'] or 0) * 100:.1f}%", f"{(r['tau'] or 0) * 100:.1f}%",
-         f"{r['floor']:.1%}", str(r["blocks"]))
+        (
+            label(k),
+            pct(r["bias"]),
+            f"{(r['bias_se'] or 0) * 100:.1f}%",
+            f"{(r['tau'] or 0) * 100:.1f}%",
+            f"{r['floor']:.1%}",
+            str(r["blocks"]),
+        )
         for k, r in rows
-    ]  # fmt: skip
+    ]
 
 
 def floor_method(detail: dict | None) -> str:

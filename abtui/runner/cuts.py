@@ -31,15 +31,22 @@ class Cuts:
         for arm, (n, events, nbytes, text) in enumerate(self.counts):
             if not n:
                 continue
-            capped[names[arm]] = {"requests": n, "events": events, "event_bytes": nbytes,
-                                  "text_chars": text}  # fmt: skip
+            capped[names[arm]] = {
+                "requests": n,
+                "events": events,
+                "event_bytes": nbytes,
+                "text_chars": text,
+            }
             what = []
             if events:
-                what.append(f"{events} SSE events over {MAX_EVENT_BYTES >> 20} MiB dropped "
-                            f"({nbytes:,} bytes)")  # fmt: skip
+                what.append(
+                    f"{events} SSE events over {MAX_EVENT_BYTES >> 20} MiB dropped "
+                    f"({nbytes:,} bytes)"
+                )
             if text:
-                what.append(f"{text:,} characters of text past {MAX_TEXT_CHARS:,} a request "
-                            "not stored")  # fmt: skip
+                what.append(
+                    f"{text:,} characters of text past {MAX_TEXT_CHARS:,} a request not stored"
+                )
             msg = f"{names[arm]}: {n} responses cut by abtui's bounds: " + "; ".join(what)
             writer.event("capped", msg, arm=arm)
             obs.message(f"CAPPED: {msg}")

@@ -50,7 +50,9 @@ def probe(arm: ArmSpec, timeout_s: float = 5.0) -> list[str]:
             f"is the server overloaded or still loading? try `{curl}`",
         ) from None
     except httpx.HTTPError as e:
-        raise EndpointError(f"arm {arm.name!r}: {url}: {type(e).__name__}: {e}", f"try `{curl}`") from None
+        raise EndpointError(
+            f"arm {arm.name!r}: {url}: {type(e).__name__}: {e}", f"try `{curl}`"
+        ) from None
     if r.status_code in (401, 403):
         raise EndpointError(
             f"arm {arm.name!r}: {url} refused the credentials (HTTP {r.status_code})",
@@ -62,7 +64,9 @@ def probe(arm: ArmSpec, timeout_s: float = 5.0) -> list[str]:
             "is this an OpenAI-compatible server, and does the URL end in the API's /v1?",
         )
     if r.status_code >= 400:
-        raise EndpointError(f"arm {arm.name!r}: {url} answered HTTP {r.status_code}", f"try `{curl}`")
+        raise EndpointError(
+            f"arm {arm.name!r}: {url} answered HTTP {r.status_code}", f"try `{curl}`"
+        )
     try:
         data = r.json().get("data", [])
         return [m["id"] for m in data if isinstance(m, dict) and "id" in m]
@@ -83,7 +87,7 @@ def resolve_targets(spec: Spec) -> list[Target]:
             if not models:
                 raise EndpointError(
                     f"arm {arm.name!r}: {arm.url}/models lists no model",
-                    "name the model with model = \"...\" in the arm (or --model)",
+                    'name the model with model = "..." in the arm (or --model)',
                 )
             model = models[0]
             arm.model = model

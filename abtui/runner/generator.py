@@ -132,8 +132,16 @@ class _Generator:
         self.shipped = 0  # records handed to the result queue so far (health.Delivery)
         self.pace: Pace | None = None  # how long the warm-up's requests took (abtui.runner.pool)
         self.pool_cap: int | None = None  # what the server serves at once, once a fill showed it
-        self.conn = {"wanted": 0, "opened": 0, "unanswered": 0, "closed": 0, "failed": 0,
-                     "late": 0, "seconds": 0.0, "error": None}  # fmt: skip
+        self.conn = {
+            "wanted": 0,
+            "opened": 0,
+            "unanswered": 0,
+            "closed": 0,
+            "failed": 0,
+            "late": 0,
+            "seconds": 0.0,
+            "error": None,
+        }
         self._keeper: asyncio.Task | None = None  # a fill while waiting for a t0
 
     # -- plumbing -------------------------------------------------------------
@@ -304,8 +312,14 @@ class _Generator:
 
     def _record(self, item: Item, sched: int) -> RequestRecord:
         seg = self.seg
-        return RequestRecord(arm=self.plan.arm, item=item.index, run=seg.run, level=seg.level,
-                             block=seg.block, scheduled_ns=sched)  # fmt: skip
+        return RequestRecord(
+            arm=self.plan.arm,
+            item=item.index,
+            run=seg.run,
+            level=seg.level,
+            block=seg.block,
+            scheduled_ns=sched,
+        )
 
     async def _wait_start(self, k: int = 0) -> int | None:
         conn = self.start_conn

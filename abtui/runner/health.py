@@ -54,9 +54,17 @@ class Delivery:
         shipped, ship_ns = stats.get("shipped"), stats.get("shipped_ns")
         if not isinstance(shipped, int) or not isinstance(ship_ns, int):
             return  # a generator that does not stamp its batches
-        w = self._w.setdefault(wid, {"reads": collections.deque(), "base": 0, "received": 0,
-                                     "behind_max_s": 0.0, "waiting_max": 0,
-                                     "recent": collections.deque()})  # fmt: skip
+        w = self._w.setdefault(
+            wid,
+            {
+                "reads": collections.deque(),
+                "base": 0,
+                "received": 0,
+                "behind_max_s": 0.0,
+                "waiting_max": 0,
+                "recent": collections.deque(),
+            },
+        )
         reads = w["reads"]  # (read at ns, records read by then), oldest first
         while reads and reads[0][0] <= ship_ns:  # reads done by the ship time: in the base
             w["base"] = reads.popleft()[1]
@@ -100,20 +108,25 @@ class Delivery:
         return stats
 
 
-def generator_health(con, names: list[str], stats: dict[int, dict],
-                     machine: dict | None = None) -> dict:  # fmt: skip
+def generator_health(
+    con, names: list[str], stats: dict[int, dict], machine: dict | None = None
+) -> dict:
     """``{"arms": {name: figures}, "degraded": bool, "reasons": [...], "notes": [...],
     "machine": figures or None}``."""
-    gaps = dict(con.execute(  # the mean inter-arrival gap within each segment, as lagguard's
-        "SELECT arm, sum(span) / nullif(sum(n - 1), 0) FROM (SELECT arm, count(*) AS n, "
-        "(max(scheduled_ns) - min(scheduled_ns)) / 1e9 AS span FROM requests WHERE NOT warmup "
-        "GROUP BY arm, run, level, block) GROUP BY arm"
-    ).fetchall())  # fmt: skip
-    e2e = dict(con.execute(
-        "SELECT arm, quantile_cont((last_token_ns - dispatched_ns - COALESCE(connect_ns, 0)) "
-        "/ 1e9, 0.5) FROM requests "
-        "WHERE NOT warmup AND status = 'ok' AND last_token_ns IS NOT NULL GROUP BY arm"
-    ).fetchall())  # fmt: skip
+    gaps = dict(
+        con.execute(  # the mean inter-arrival gap within each segment, as lagguard's
+            "SELECT arm, sum(span) / nullif(sum(n - 1), 0) FROM (SELECT arm, count(*) AS n, "
+            "(max(scheduled_ns) - min(scheduled_ns)) / 1e9 AS span FROM requests WHERE NOT warmup "
+            "GROUP BY arm, run, level, block) GROUP BY arm"
+        ).fetchall()
+    )
+    e2e = dict(
+        con.execute(
+            "SELECT arm, quantile_cont((last_token_ns - dispatched_ns - COALESCE(connect_ns, 0)) "
+            "/ 1e9, 0.5) FROM requests "
+            "WHERE NOT warmup AND status = 'ok' AND last_token_ns IS NOT NULL GROUP BY arm"
+        ).fetchall()
+    )
     rows = con.execute(
         "SELECT arm, quantile_cont(lag, 0.5), quantile_cont(lag, 0.99), max(lag), count(*) "
         "FROM (SELECT arm, (dispatched_ns - scheduled_ns) / 1e9 AS lag FROM requests "
@@ -164,8 +177,13 @@ def generator_health(con, names: list[str], stats: dict[int, dict],
     words = machine_words(machine)
     if words and (reasons or any("schedule lag" in n for n in notes)):
         notes.append(words)
-    return {"arms": arms, "degraded": bool(reasons), "reasons": reasons, "notes": notes,
-            "machine": machine}  # fmt: skip
+    return {
+        "arms": arms,
+        "degraded": bool(reasons),
+        "reasons": reasons,
+        "notes": notes,
+        "machine": machine,
+    }
 
 
 def _num(x) -> float:
@@ -208,8 +226,10 @@ def format_health(h: dict) -> list[str]:
         )
         behind = a.get("main_behind_max_s")
         if isinstance(behind, int | float):
-            out.append(f"    its records read at most {_dur(behind)} after shipping, at most "
-                       f"{a.get('records_waiting_max')} waiting")  # fmt: skip
+            out.append(
+                f"    its records read at most {_dur(behind)} after shipping, at most "
+                f"{a.get('records_waiting_max')} waiting"
+            )
     return out
 
 

@@ -41,9 +41,15 @@ def start_fleet(spec: Spec, plans: list[ArmPlan], writer: SessionWriter, obs):
     from abtui.runner.ray.fleet import RayFleet
 
     r = spec.ray
-    fleet = RayFleet(r.address, plans, [a.name for a in spec.arms], placement=r.placement,
-                     cpus_per_generator=r.cpus_per_generator, clock_warn_ms=r.clock_warn_ms,
-                     n_gen=spec.load.generators)  # fmt: skip
+    fleet = RayFleet(
+        r.address,
+        plans,
+        [a.name for a in spec.arms],
+        placement=r.placement,
+        cpus_per_generator=r.cpus_per_generator,
+        clock_warn_ms=r.clock_warn_ms,
+        n_gen=spec.load.generators,
+    )
     try:
         fleet.handles = fleet.start()
     except BaseException:
@@ -51,8 +57,10 @@ def start_fleet(spec: Spec, plans: list[ArmPlan], writer: SessionWriter, obs):
         raise
     writer.write_meta(ray=fleet.meta())
     nodes = {n["node_id"] for n in fleet.nodes}
-    obs.message(f"ray: {len(plans)} generator actors on {len(nodes)} node(s), {r.placement} "
-                f"placement, started in {fleet.t_start_s:.1f} s")  # fmt: skip
+    obs.message(
+        f"ray: {len(plans)} generator actors on {len(nodes)} node(s), {r.placement} "
+        f"placement, started in {fleet.t_start_s:.1f} s"
+    )
     for kind, text in fleet.clock_warnings():
         writer.event(kind, text)
         obs.message(f"warning {kind}: {text}")

@@ -158,16 +158,28 @@ def _track(name: str, at: _Rows, slo: dict[str, float]) -> _ArmTrack:
     dorder = np.argsort(at.dispatched_ns, kind="stable")
     lags = (at.dispatched_ns[dorder] - at.scheduled_ns[dorder]) / 1e9
     return _ArmTrack(
-        name=name, planned=len(done), t_ns=done, ok=_cum(ok), cancelled=_cum(cancelled),
-        out_tok=_cum(np.where(ok, n_out, 0)), errors=errors,
-        live_t0_ns=t0 if len(live) else None, n_meas=_cum(meas), ttft=ttft,
-        ttft_bin=_bins(ttft), tpot_bin=_bins(tpot), sum_ttft=_cum(ttft),
+        name=name,
+        planned=len(done),
+        t_ns=done,
+        ok=_cum(ok),
+        cancelled=_cum(cancelled),
+        out_tok=_cum(np.where(ok, n_out, 0)),
+        errors=errors,
+        live_t0_ns=t0 if len(live) else None,
+        n_meas=_cum(meas),
+        ttft=ttft,
+        ttft_bin=_bins(ttft),
+        tpot_bin=_bins(tpot),
+        sum_ttft=_cum(ttft),
         sum_decode=_cum(e2e - ttft),
         sum_lag=_cum(np.maximum(0.0, (disp[meas] - sched[meas]) / 1e9) + (d - disp[meas]) / 1e9),
-        sec=(done[meas] - t0) // 1_000_000_000, tok=n.astype(np.int64),
-        good=np.where(good, n, 0).astype(np.int64), tpot=tpot, disp_ns=at.dispatched_ns[dorder],
+        sec=(done[meas] - t0) // 1_000_000_000,
+        tok=n.astype(np.int64),
+        good=np.where(good, n, 0).astype(np.int64),
+        tpot=tpot,
+        disp_ns=at.dispatched_ns[dorder],
         lag_max=np.concatenate(([0.0], np.maximum.accumulate(np.maximum(lags, 0.0)))),
-    )  # fmt: skip
+    )
 
 
 def _hist(bins: np.ndarray) -> LogHistogram:
@@ -248,8 +260,9 @@ def _gauges(tel: dict[str, np.ndarray], arm: int, windows: MeasuredWindows) -> _
     if not len(tel.get("arm", [])):
         return g
     sel = tel["arm"] == arm
-    keys = np.char.add(np.char.add(tel["source"][sel].astype(str), ":"),
-                       tel["metric"][sel].astype(str))  # fmt: skip
+    keys = np.char.add(
+        np.char.add(tel["source"][sel].astype(str), ":"), tel["metric"][sel].astype(str)
+    )
     ts, vals = tel["t_ns"][sel].astype(np.int64), tel["value"][sel].astype(float)
     measured = windows.contains(arm, ts)
     for k in np.unique(keys):
@@ -423,5 +436,6 @@ class Playhead:
 def _policy_deltas(spec: dict) -> dict[str, float]:
     """The stored spec's noise thresholds (``policy.delta``, ``policy.delta_tail``) where set."""
     pol = spec.get("policy") or {}
-    return {k: float(pol[k]) for k in ("delta", "delta_tail")
-            if isinstance(pol.get(k), int | float)}  # fmt: skip
+    return {
+        k: float(pol[k]) for k in ("delta", "delta_tail") if isinstance(pol.get(k), int | float)
+    }

@@ -70,14 +70,19 @@ def machine_words(m: dict | None) -> str | None:
     """One sentence for a user who must decide what to do about a late generator."""
     if not isinstance(m, dict) or not isinstance(m.get("other_cpus"), int | float):
         return None
-    text = (f"while measuring, other processes kept {m['other_cpus']:.1f} of the machine's "
-            f"{m.get('cpus')} CPUs busy (abtui used {m.get('abtui_cpus', 0):.1f}; load average "
-            f"{m.get('loadavg_1m', 0):.1f})")  # fmt: skip
+    text = (
+        f"while measuring, other processes kept {m['other_cpus']:.1f} of the machine's "
+        f"{m.get('cpus')} CPUs busy (abtui used {m.get('abtui_cpus', 0):.1f}; load average "
+        f"{m.get('loadavg_1m', 0):.1f})"
+    )
     steal = m.get("steal_share")
     if isinstance(steal, int | float):
         text += f", and the hypervisor took {steal:.0%} of the CPU time (steal)"
     busy = m["other_cpus"] >= 0.5 or (isinstance(steal, int | float) and steal >= 0.05)
-    hint = ("stop the other work or run on a quieter machine (or VM) and repeat"
-            if busy else "the machine was not busy: the generator itself is short of CPU "
-            "(fewer streams per process: --generators)")  # fmt: skip
+    hint = (
+        "stop the other work or run on a quieter machine (or VM) and repeat"
+        if busy
+        else "the machine was not busy: the generator itself is short of CPU "
+        "(fewer streams per process: --generators)"
+    )
     return f"the machine: {text}; {hint}"

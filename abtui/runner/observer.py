@@ -48,7 +48,6 @@ class ArmProgress:
     """Running histograms and throughput for live panes (bounded; read with ``live.view()``
     from the observer's callback, which runs in the runner's thread)."""
 
-
     def gauge(self, key: str, value: float) -> None:
         """A telemetry reading: the latest value of ``key`` and its history."""
         self.telemetry[key] = value
@@ -119,12 +118,16 @@ class ScrubbingObserver:
         self.inner, self.scrub = inner, scrubber
 
     def started(self, info: RunInfo) -> None:
-        self.inner.started(dataclasses.replace(
-            info, session_name=self.scrub.text(info.session_name),
-            arm_names=self.scrub(info.arm_names), arm_models=self.scrub(info.arm_models),
-            arm_urls=[self.scrub.text(scrub_url(u) or "") for u in info.arm_urls],
-            load=self.scrub.text(info.load),
-        ))  # fmt: skip
+        self.inner.started(
+            dataclasses.replace(
+                info,
+                session_name=self.scrub.text(info.session_name),
+                arm_names=self.scrub(info.arm_names),
+                arm_models=self.scrub(info.arm_models),
+                arm_urls=[self.scrub.text(scrub_url(u) or "") for u in info.arm_urls],
+                load=self.scrub.text(info.load),
+            )
+        )
 
     def progress(self, snap: Snapshot) -> None:
         self.inner.progress(snap)

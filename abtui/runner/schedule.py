@@ -108,8 +108,22 @@ def _text_len(it: Item) -> int:
 
 
 def _digest(h, it: Item) -> None:
-    h.update(repr((it.index, it.id, it.arrival_s, it.prompt, it.messages, it.max_tokens,
-                   it.n_input, it.expected, it.suite, it.tags)).encode())  # fmt: skip
+    h.update(
+        repr(
+            (
+                it.index,
+                it.id,
+                it.arrival_s,
+                it.prompt,
+                it.messages,
+                it.max_tokens,
+                it.n_input,
+                it.expected,
+                it.suite,
+                it.tags,
+            )
+        ).encode()
+    )
 
 
 def open_loop(spec: Spec) -> bool:
@@ -164,9 +178,15 @@ def session_schedule(
 def segments_of(spec: Spec, levels: list[Level], n_arms: int) -> list[Segment]:
     """The segments the levels are played in, as the spec's load section says."""
     ld = spec.load
-    return plan_segments(levels, runs=ld.runs, schedule=ld.schedule, blocks=ld.blocks,
-                         n_arms=n_arms, open_loop=open_loop(spec),
-                         duration_s=ld.duration_s)  # fmt: skip
+    return plan_segments(
+        levels,
+        runs=ld.runs,
+        schedule=ld.schedule,
+        blocks=ld.blocks,
+        n_arms=n_arms,
+        open_loop=open_loop(spec),
+        duration_s=ld.duration_s,
+    )
 
 
 def recipe_spec(spec: Spec) -> Spec:

@@ -71,8 +71,15 @@ class SessionResult:
     snapshot: Snapshot
 
 
-def _mark_health(writer: SessionWriter, names: list[str], stats: dict, worker_arm, obs,
-                 delivery=None, machine=None) -> None:  # fmt: skip
+def _mark_health(
+    writer: SessionWriter,
+    names: list[str],
+    stats: dict,
+    worker_arm,
+    obs,
+    delivery=None,
+    machine=None,
+) -> None:
     """Store the generators' health; mark the session degraded (loudly) when they lagged."""
     from abtui.runner.health import generator_health, per_arm
 
@@ -194,7 +201,7 @@ def _host_fingerprint() -> dict:
     }
 
 
-def run_session(
+def run_session(  # noqa: C901  (split in issue 36)
     spec: Spec,
     spec_text: str = "",
     observer: Observer | None = None,
@@ -245,8 +252,9 @@ def run_session(
 
     def snap() -> Snapshot:
         seg = conductor.position() if conductor is not None else None
-        return Snapshot(elapsed_s=(_now() - t_start) / 1e9, arms=live.arms, phase=phase,
-                        segment=seg)  # fmt: skip
+        return Snapshot(
+            elapsed_s=(_now() - t_start) / 1e9, arms=live.arms, phase=phase, segment=seg
+        )
 
     try:
         writer.write_meta(
@@ -311,8 +319,10 @@ def run_session(
         except _StoppedEarly:
             status = "interrupted"
             writer.event("interrupted", "stop requested while the workload was being written")
-            obs.message("stopped before any request was sent; the session file keeps the "
-                        "items written so far")  # fmt: skip
+            obs.message(
+                "stopped before any request was sent; the session file keeps the "
+                "items written so far"
+            )
             return SessionResult(path=path, name=name, status=status, snapshot=snap())
         del sources  # every item is in the file now
         levels, warm = sch.levels, sch.warm
@@ -360,8 +370,9 @@ def run_session(
         else:
             results, pipes, stop = start_local(spec, plans, procs)
 
-        qi = interleave.prepare(spec, targets, segments, writer, obs,
-                                stop=lambda: interrupted["n"] > 0)  # fmt: skip
+        qi = interleave.prepare(
+            spec, targets, segments, writer, obs, stop=lambda: interrupted["n"] > 0
+        )
 
         n = len(procs)  # generator processes (workers)
         ready: set[int] = set()
@@ -429,8 +440,7 @@ def run_session(
                     if i not in done and not p.is_alive() and results.empty():
                         done.add(i)
                         fatal.setdefault(i, f"exited with code {p.exitcode}")
-                        writer.event("generator_died", f"exit code {p.exitcode}",
-                                     arm=worker_arm[i])  # fmt: skip
+                        writer.event("generator_died", f"exit code {p.exitcode}", arm=worker_arm[i])
             if stop_request is not None and stop_request.is_set() and not interrupted["n"]:
                 on_signal(None, None)
             if interrupted["n"] and phase != "stopping":
@@ -453,10 +463,12 @@ def run_session(
         if fleet is not None:
             fleet.resync()
             writer.write_meta(ray=fleet.meta())
-        _mark_health(writer, [a.name for a in spec.arms], gen_stats, worker_arm, obs, delivery,
-                     machine)  # fmt: skip
-        writer.write_meta(connections=per_arm_connections(gen_stats, worker_arm,
-                                                          [a.name for a in spec.arms]))  # fmt: skip
+        _mark_health(
+            writer, [a.name for a in spec.arms], gen_stats, worker_arm, obs, delivery, machine
+        )
+        writer.write_meta(
+            connections=per_arm_connections(gen_stats, worker_arm, [a.name for a in spec.arms])
+        )
         for p in procs:
             p.join(timeout=5)
         if qi is not None:  # the rest of the interleaved items; rows answered are kept on a stop

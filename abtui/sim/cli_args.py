@@ -16,46 +16,73 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("simulated endpoint")
     g.add_argument("--host", default=_D.host, help="address to listen on (default %(default)s)")
     g.add_argument(
-        "--port", type=int, default=_D.port, metavar="PORT", help="TCP port, 0 = any free one (default %(default)s)"
+        "--port",
+        type=int,
+        default=_D.port,
+        metavar="PORT",
+        help="TCP port, 0 = any free one (default %(default)s)",
     )
     g.add_argument("--model", default=_D.model, help="served model name (default %(default)s)")
     g.add_argument(
-        "--ttft-ms", type=float, default=_D.ttft_ms,
-        metavar="MS", help="time to first token chunk, ms (default %(default)s)",
-    )  # fmt: skip
+        "--ttft-ms",
+        type=float,
+        default=_D.ttft_ms,
+        metavar="MS",
+        help="time to first token chunk, ms (default %(default)s)",
+    )
     g.add_argument(
-        "--itl-ms", type=float, default=_D.itl_ms,
-        metavar="MS", help="time between token chunks, ms (default %(default)s)",
-    )  # fmt: skip
+        "--itl-ms",
+        type=float,
+        default=_D.itl_ms,
+        metavar="MS",
+        help="time between token chunks, ms (default %(default)s)",
+    )
     g.add_argument(
-        "--jitter-ms", type=float, default=_D.jitter_ms,
-        metavar="MS", help="uniform ±jitter on each delay, ms, seeded (default %(default)s)",
-    )  # fmt: skip
+        "--jitter-ms",
+        type=float,
+        default=_D.jitter_ms,
+        metavar="MS",
+        help="uniform ±jitter on each delay, ms, seeded (default %(default)s)",
+    )
     g.add_argument(
-        "--tokens-per-chunk", type=int, default=_D.tokens_per_chunk,
-        metavar="N", help="tokens per streamed chunk; >1 emulates speculative decoding (default %(default)s)",
-    )  # fmt: skip
+        "--tokens-per-chunk",
+        type=int,
+        default=_D.tokens_per_chunk,
+        metavar="N",
+        help="tokens per streamed chunk; >1 emulates speculative decoding (default %(default)s)",
+    )
     g.add_argument(
-        "--default-max-tokens", type=int, default=_D.default_max_tokens,
-        metavar="N", help="tokens generated when a request gives no max_tokens (default %(default)s)",
-    )  # fmt: skip
+        "--default-max-tokens",
+        type=int,
+        default=_D.default_max_tokens,
+        metavar="N",
+        help="tokens generated when a request gives no max_tokens (default %(default)s)",
+    )
     g.add_argument(
-        "--seed", type=int, default=_D.seed,
+        "--seed",
+        type=int,
+        default=_D.seed,
         help="seed of the generated text and jitter (default %(default)s)",
-    )  # fmt: skip
+    )
     g.add_argument(
-        "--chunk-log", metavar="PATH", default=None,
+        "--chunk-log",
+        metavar="PATH",
+        default=None,
         help="write a JSONL log of every chunk's send time to PATH",
-    )  # fmt: skip
+    )
     g.add_argument(
-        "--no-usage", dest="usage", action="store_false",
+        "--no-usage",
+        dest="usage",
+        action="store_false",
         help="ignore stream_options.include_usage (no usage chunk in streams)",
-    )  # fmt: skip
+    )
     g.add_argument(
-        "--logprobs", choices=("on", "off"), default="on" if _D.logprobs else "off",
+        "--logprobs",
+        choices=("on", "off"),
+        default="on" if _D.logprobs else "off",
         help="logprobs and echo on non-streamed completions (simulated); off: none, like "
         "llama.cpp's server (default %(default)s)",
-    )  # fmt: skip
+    )
     add_fault_arguments(parser)
     add_preset_arguments(parser)
 
@@ -85,12 +112,25 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
 def config_to_argv(config: SimConfig) -> list[str]:
     """The options that reproduce ``config`` (used to start the sim as a child process)."""
     argv = [
-        "--host", config.host, "--port", str(config.port), "--model", config.model,
-        "--ttft-ms", repr(float(config.ttft_ms)), "--itl-ms", repr(float(config.itl_ms)),
-        "--jitter-ms", repr(float(config.jitter_ms)),
-        "--tokens-per-chunk", str(config.tokens_per_chunk),
-        "--default-max-tokens", str(config.default_max_tokens), "--seed", str(config.seed),
-    ]  # fmt: skip
+        "--host",
+        config.host,
+        "--port",
+        str(config.port),
+        "--model",
+        config.model,
+        "--ttft-ms",
+        repr(float(config.ttft_ms)),
+        "--itl-ms",
+        repr(float(config.itl_ms)),
+        "--jitter-ms",
+        repr(float(config.jitter_ms)),
+        "--tokens-per-chunk",
+        str(config.tokens_per_chunk),
+        "--default-max-tokens",
+        str(config.default_max_tokens),
+        "--seed",
+        str(config.seed),
+    ]
     if config.chunk_log:
         argv += ["--chunk-log", config.chunk_log]
     if not config.usage:

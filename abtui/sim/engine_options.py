@@ -36,8 +36,11 @@ class EngineOptions:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise bad(flag, value, "an integer >= 1")
         if self.max_batched_tokens < self.max_num_seqs:
-            raise bad("--max-batched-tokens", self.max_batched_tokens,
-                      f"an integer >= --max-num-seqs ({self.max_num_seqs})")  # fmt: skip
+            raise bad(
+                "--max-batched-tokens",
+                self.max_batched_tokens,
+                f"an integer >= --max-num-seqs ({self.max_num_seqs})",
+            )
         if not 0.05 <= self.gpu_mem_util <= 1.0:
             raise bad("--gpu-mem-util", self.gpu_mem_util, "a fraction in 0.05..1")
         if not 0.001 <= self.time_scale <= 1e6:

@@ -54,11 +54,20 @@ from abtui.errors import UsageError
 
 _perf_ns = time.perf_counter_ns
 _REASONS = {
-    400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
-    408: "Request Timeout", 409: "Conflict", 413: "Payload Too Large", 422: "Unprocessable Entity",
-    429: "Too Many Requests", 500: "Internal Server Error", 502: "Bad Gateway",
-    503: "Service Unavailable", 504: "Gateway Timeout",
-}  # fmt: skip
+    400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not Found",
+    408: "Request Timeout",
+    409: "Conflict",
+    413: "Payload Too Large",
+    422: "Unprocessable Entity",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+    504: "Gateway Timeout",
+}
 # OpenAI-style (type, code) of an error body per status
 _KINDS = {
     429: ("requests", "rate_limit_exceeded"),
@@ -95,8 +104,13 @@ class FaultConfig:
 
     @property
     def active(self) -> bool:
-        return (bool(self.fail) or self.slow_first_byte_ms > 0 or self._rate_total() > 0
-                or self.stop_after > 0 or self.usage_tokens > 0)  # fmt: skip
+        return (
+            bool(self.fail)
+            or self.slow_first_byte_ms > 0
+            or self._rate_total() > 0
+            or self.stop_after > 0
+            or self.usage_tokens > 0
+        )
 
     def _rate_total(self) -> float:
         return sum(self.fail.values()) + sum(getattr(self, k + "_rate") for k, _ in _RATE_FLAGS)
@@ -194,35 +208,70 @@ def add_fault_arguments(parser: argparse.ArgumentParser) -> None:
     """The fault flags of ``abtui sim serve`` (all off by default)."""
     g = parser.add_argument_group("injected faults (seeded by --seed; off by default)")
     g.add_argument(
-        "--fail", metavar="STATUS=RATE,...", default="",
+        "--fail",
+        metavar="STATUS=RATE,...",
+        default="",
         help="answer that share of requests with that HTTP status, e.g. 429=0.05,503=0.02",
-    )  # fmt: skip
+    )
     g.add_argument(
-        "--fail-body", choices=BODIES, default="json",
+        "--fail-body",
+        choices=BODIES,
+        default="json",
         help="error body: OpenAI-style JSON or a proxy's HTML page (default %(default)s)",
-    )  # fmt: skip
+    )
     g.add_argument(
-        "--retry-after", type=int, default=1, metavar="S",
+        "--retry-after",
+        type=int,
+        default=1,
+        metavar="S",
         help="Retry-After of a 429, seconds (default %(default)s)",
-    )  # fmt: skip
-    g.add_argument("--hang-rate", type=float, default=0.0, metavar="P",
-                   help="share of requests never answered")  # fmt: skip
-    g.add_argument("--disconnect-rate", type=float, default=0.0, metavar="P",
-                   help="share of streams closed mid-stream (no [DONE])")  # fmt: skip
-    g.add_argument("--malformed-rate", type=float, default=0.0, metavar="P",
-                   help="share of streams with one truncated data: line")  # fmt: skip
-    g.add_argument("--stall-rate", type=float, default=0.0, metavar="P",
-                   help="share of requests that stall once mid-stream for --stall-ms")  # fmt: skip
-    g.add_argument("--stall-ms", type=float, default=0.0, metavar="D",
-                   help="length of a stall, ms")  # fmt: skip
+    )
     g.add_argument(
-        "--slow-first-byte-ms", type=float, default=0.0, metavar="D",
+        "--hang-rate", type=float, default=0.0, metavar="P", help="share of requests never answered"
+    )
+    g.add_argument(
+        "--disconnect-rate",
+        type=float,
+        default=0.0,
+        metavar="P",
+        help="share of streams closed mid-stream (no [DONE])",
+    )
+    g.add_argument(
+        "--malformed-rate",
+        type=float,
+        default=0.0,
+        metavar="P",
+        help="share of streams with one truncated data: line",
+    )
+    g.add_argument(
+        "--stall-rate",
+        type=float,
+        default=0.0,
+        metavar="P",
+        help="share of requests that stall once mid-stream for --stall-ms",
+    )
+    g.add_argument("--stall-ms", type=float, default=0.0, metavar="D", help="length of a stall, ms")
+    g.add_argument(
+        "--slow-first-byte-ms",
+        type=float,
+        default=0.0,
+        metavar="D",
         help="withhold every response (headers included) for D ms",
-    )  # fmt: skip
-    g.add_argument("--stop-after", type=int, default=0, metavar="N",
-                   help="end every response after at most N tokens, finish_reason stop")  # fmt: skip
-    g.add_argument("--usage-tokens", type=int, default=0, metavar="N",
-                   help="claim N completion tokens in every response's usage")  # fmt: skip
+    )
+    g.add_argument(
+        "--stop-after",
+        type=int,
+        default=0,
+        metavar="N",
+        help="end every response after at most N tokens, finish_reason stop",
+    )
+    g.add_argument(
+        "--usage-tokens",
+        type=int,
+        default=0,
+        metavar="N",
+        help="claim N completion tokens in every response's usage",
+    )
 
 
 def faults_from_args(args: argparse.Namespace) -> FaultConfig:

@@ -130,8 +130,12 @@ class SimulatedGpu:
             if overlap <= 0:
                 continue
             frac = overlap / (stop - start)
-            nbytes, flops, kernels, energy = nbytes + frac * b, flops + frac * f, \
-                kernels + frac * k, energy + frac * e  # fmt: skip
+            nbytes, flops, kernels, energy = (
+                nbytes + frac * b,
+                flops + frac * f,
+                kernels + frac * k,
+                energy + frac * e,
+            )
             busy_sim += overlap * self._scale
         t = width * self._scale  # simulated seconds of the window
         g = self.gpu

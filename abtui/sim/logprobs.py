@@ -116,8 +116,9 @@ class Model:
     def step(h: int, token: str) -> int:
         return _h64(h, token)
 
-    def served(self, hs: list[int], fav: list[str], decode: bool, first_ctx: int,
-               prompt: bool) -> tuple[np.ndarray, list[list[str]]]:  # fmt: skip
+    def served(
+        self, hs: list[int], fav: list[str], decode: bool, first_ctx: int, prompt: bool
+    ) -> tuple[np.ndarray, list[list[str]]]:
         """Served logits ``P × (V + 1)`` (the last column: a favourite outside the vocabulary,
         −inf when unused) and each row's token list, for contexts ``hs`` whose favourites are
         ``fav``; position ``p`` has ``first_ctx + p`` tokens before it."""
@@ -227,8 +228,12 @@ def score(model: Model, req: SimRequest) -> Scored:
         for t in toks:
             offsets.append(at)
             at += len(t)
-        logprobs = {"tokens": toks, "token_logprobs": lps, "top_logprobs": tops,
-                    "text_offset": offsets}  # fmt: skip
+        logprobs = {
+            "tokens": toks,
+            "token_logprobs": lps,
+            "top_logprobs": tops,
+            "text_offset": offsets,
+        }
         if req.echo:
             echo = "".join(prompt)  # the text the offsets count (the prompt, trailing space off)
     return Scored(gen, echo, logprobs)
@@ -238,8 +243,9 @@ class LogprobFace:
     """One server's logprobs: which requests get them, and their text."""
 
     def __init__(self, seed: int, variant: object, enabled: bool = True) -> None:
-        self.model = Model(seed, getattr(variant, "weight_dtype", "bf16"),
-                           getattr(variant, "kv_dtype", "bf16"))  # fmt: skip
+        self.model = Model(
+            seed, getattr(variant, "weight_dtype", "bf16"), getattr(variant, "kv_dtype", "bf16")
+        )
         self.enabled = enabled
 
     def text_source(

@@ -48,8 +48,9 @@ def predict(
     """(one :class:`Prediction` per batch, KV capacity in tokens, the prefill of ``context``)."""
     o = options or EngineOptions()
     p, e = preset, o.efficiency
-    cap = rl.kv_capacity_tokens(p.gpu, p.model, p.weight_dtype, p.kv_dtype, p.tp,
-                                o.gpu_mem_util, o.max_batched_tokens)  # fmt: skip
+    cap = rl.kv_capacity_tokens(
+        p.gpu, p.model, p.weight_dtype, p.kv_dtype, p.tp, o.gpu_mem_util, o.max_batched_tokens
+    )
     dtype = rl.matmul_dtype(p.gpu, p.weight_dtype)
     gain = expected_tokens(p.spec_k, p.spec_alpha)
     rows = []
@@ -59,14 +60,22 @@ def predict(
         step = c.time
         if p.spec_k:
             step += p.spec_k * (o.draft_fraction * max(c.t_memory, c.t_compute) + o.draft_pass_s)
-        rows.append(Prediction(
-            batch=b, context=context, step_s=step, tpot_s=step / gain,
-            tokens_per_s=b * gain / step, bound=c.bound,
-            mbu=rl.mbu(c.bytes, step, p.gpu), mfu=rl.mfu(c.flops, step, p.gpu, dtype),
-            fits=b * context <= cap,
-        ))  # fmt: skip
-    prefill = rl.step_cost(p.gpu, p.model, p.weight_dtype, p.kv_dtype,
-                           rl.prefill_shape(context), p.tp, e)  # fmt: skip
+        rows.append(
+            Prediction(
+                batch=b,
+                context=context,
+                step_s=step,
+                tpot_s=step / gain,
+                tokens_per_s=b * gain / step,
+                bound=c.bound,
+                mbu=rl.mbu(c.bytes, step, p.gpu),
+                mfu=rl.mfu(c.flops, step, p.gpu, dtype),
+                fits=b * context <= cap,
+            )
+        )
+    prefill = rl.step_cost(
+        p.gpu, p.model, p.weight_dtype, p.kv_dtype, rl.prefill_shape(context), p.tp, e
+    )
     return rows, cap, prefill
 
 
@@ -80,20 +89,39 @@ def parse_batches(text: str) -> list[int]:
     return out
 
 
-def print_prediction(preset: Preset, batches: list[int], context: int, out: TextIO,
-                     options: EngineOptions | None = None) -> None:  # fmt: skip
+def print_prediction(
+    preset: Preset,
+    batches: list[int],
+    context: int,
+    out: TextIO,
+    options: EngineOptions | None = None,
+) -> None:
     if context < 1:
         raise UsageError(f"--context {context} is invalid", "give a context of >= 1 tokens")
     rows, cap, prefill = predict(preset, batches, context, options)
     g, m = preset.gpu, preset.model
-    print(f"{preset.name} (simulated roofline): {g.label} x{preset.tp}, {m.name} "
-          f"({m.param_count() / 1e9:.2f}B params), KV capacity {cap:,} tokens", file=out)  # fmt: skip
+    print(
+        f"{preset.name} (simulated roofline): {g.label} x{preset.tp}, {m.name} "
+        f"({m.param_count() / 1e9:.2f}B params), KV capacity {cap:,} tokens",
+        file=out,
+    )
     head = ("batch", "context", "step ms", "TPOT ms", "tokens/s", "bound", "MBU", "MFU", "KV fits")
     print("  ".join(f"{h:>9}" for h in head), file=out)
     for r in rows:
-        cells = (f"{r.batch}", f"{r.context}", f"{r.step_s * 1e3:.2f}", f"{r.tpot_s * 1e3:.2f}",
-                 f"{r.tokens_per_s:,.0f}", r.bound, f"{r.mbu:.0%}", f"{r.mfu:.0%}",
-                 "yes" if r.fits else "no")  # fmt: skip
+        cells = (
+            f"{r.batch}",
+            f"{r.context}",
+            f"{r.step_s * 1e3:.2f}",
+            f"{r.tpot_s * 1e3:.2f}",
+            f"{r.tokens_per_s:,.0f}",
+            r.bound,
+            f"{r.mbu:.0%}",
+            f"{r.mfu:.0%}",
+            "yes" if r.fits else "no",
+        )
         print("  ".join(f"{c:>9}" for c in cells), file=out)
-    print(f"prefill of one {context}-token prompt: {prefill.time * 1e3:.1f} ms "
-          f"({prefill.bound}-bound)", file=out)  # fmt: skip
+    print(
+        f"prefill of one {context}-token prompt: {prefill.time * 1e3:.1f} ms "
+        f"({prefill.bound}-bound)",
+        file=out,
+    )

@@ -45,8 +45,10 @@ class PresetOptions:
 
     def validate(self) -> None:
         """Raise ``UsageError`` naming the flag (also when the model does not fit)."""
-        for flag, value in (("--time-scale", self.time_scale), ("--gpu-mem-util",
-                                                                self.gpu_mem_util)):  # fmt: skip
+        for flag, value in (
+            ("--time-scale", self.time_scale),
+            ("--gpu-mem-util", self.gpu_mem_util),
+        ):
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise UsageError(f"{flag} {value!r} is invalid", f"give {flag} a number")
         self.build()
@@ -55,11 +57,20 @@ class PresetOptions:
         return BatchEngine(self.parsed(), self.engine_options(seed))
 
     def to_argv(self) -> list[str]:
-        argv = ["--preset", self.preset, "--time-scale", repr(float(self.time_scale)),
-                "--max-num-seqs", str(self.max_num_seqs),
-                "--max-batched-tokens", str(self.max_batched_tokens),
-                "--gpu-mem-util", repr(float(self.gpu_mem_util)),
-                "--kv-policy", self.kv_policy]  # fmt: skip
+        argv = [
+            "--preset",
+            self.preset,
+            "--time-scale",
+            repr(float(self.time_scale)),
+            "--max-num-seqs",
+            str(self.max_num_seqs),
+            "--max-batched-tokens",
+            str(self.max_batched_tokens),
+            "--gpu-mem-util",
+            repr(float(self.gpu_mem_util)),
+            "--kv-policy",
+            self.kv_policy,
+        ]
         if self.model_config:
             argv += ["--model-config", self.model_config]
         return argv
@@ -71,24 +82,54 @@ def add_preset_arguments(parser: argparse.ArgumentParser) -> None:
         "model continuous batching on a GPU instead of fixed delays; the grammar is " + GRAMMAR,
     )
     g.add_argument(
-        "--preset", metavar="PRESET", default=None,
+        "--preset",
+        metavar="PRESET",
+        default=None,
         help="e.g. h100:llama-3-8b:fp8, h200:llama-3-70b:bf16:tp=4, "
         "h100:llama-3-8b:bf16:spec=k4a0.7 (default: none, the fixed-delay engine)",
-    )  # fmt: skip
-    g.add_argument("--model-config", metavar="FILE", default=None,
-                   help="a Hugging Face config.json giving the model's shape")  # fmt: skip
-    g.add_argument("--time-scale", type=float, default=1.0, metavar="X",
-                   help="run this many times faster than the modelled GPU (default 1)")  # fmt: skip
-    g.add_argument("--max-num-seqs", type=int, default=_E.max_num_seqs, metavar="N",
-                   help="requests in the running batch at most (default %(default)s)")  # fmt: skip
-    g.add_argument("--max-batched-tokens", type=int, default=_E.max_batched_tokens, metavar="N",
-                   help="tokens per step at most (default %(default)s)")  # fmt: skip
-    g.add_argument("--gpu-mem-util", type=float, default=_E.gpu_mem_util, metavar="FRACTION",
-                   help="fraction of GPU memory used (default %(default)s)")  # fmt: skip
-    g.add_argument("--kv-policy", choices=KV_POLICIES, default=_E.kv_policy,
-                   help="reserve: a request's prompt + max_tokens of KV at admission, never "
-                   "preempted; grow: KV grows per token, the newest request is preempted and "
-                   "recomputed when it runs out, as vLLM does (default %(default)s)")  # fmt: skip
+    )
+    g.add_argument(
+        "--model-config",
+        metavar="FILE",
+        default=None,
+        help="a Hugging Face config.json giving the model's shape",
+    )
+    g.add_argument(
+        "--time-scale",
+        type=float,
+        default=1.0,
+        metavar="X",
+        help="run this many times faster than the modelled GPU (default 1)",
+    )
+    g.add_argument(
+        "--max-num-seqs",
+        type=int,
+        default=_E.max_num_seqs,
+        metavar="N",
+        help="requests in the running batch at most (default %(default)s)",
+    )
+    g.add_argument(
+        "--max-batched-tokens",
+        type=int,
+        default=_E.max_batched_tokens,
+        metavar="N",
+        help="tokens per step at most (default %(default)s)",
+    )
+    g.add_argument(
+        "--gpu-mem-util",
+        type=float,
+        default=_E.gpu_mem_util,
+        metavar="FRACTION",
+        help="fraction of GPU memory used (default %(default)s)",
+    )
+    g.add_argument(
+        "--kv-policy",
+        choices=KV_POLICIES,
+        default=_E.kv_policy,
+        help="reserve: a request's prompt + max_tokens of KV at admission, never "
+        "preempted; grow: KV grows per token, the newest request is preempted and "
+        "recomputed when it runs out, as vLLM does (default %(default)s)",
+    )
 
 
 def preset_from_args(args: argparse.Namespace) -> PresetOptions | None:
@@ -98,7 +139,11 @@ def preset_from_args(args: argparse.Namespace) -> PresetOptions | None:
             raise UsageError("--model-config needs --preset", "give e.g. --preset h100:custom:bf16")
         return None
     return PresetOptions(
-        preset=args.preset, model_config=args.model_config, time_scale=args.time_scale,
-        max_num_seqs=args.max_num_seqs, max_batched_tokens=args.max_batched_tokens,
-        gpu_mem_util=args.gpu_mem_util, kv_policy=args.kv_policy,
-    )  # fmt: skip
+        preset=args.preset,
+        model_config=args.model_config,
+        time_scale=args.time_scale,
+        max_num_seqs=args.max_num_seqs,
+        max_batched_tokens=args.max_batched_tokens,
+        gpu_mem_util=args.gpu_mem_util,
+        kv_policy=args.kv_policy,
+    )

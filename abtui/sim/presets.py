@@ -103,15 +103,17 @@ def parse_preset(text: str, model_config: str | None = None) -> Preset:
             m = _SPEC.fullmatch(value)
             if not m or not 1 <= int(m.group(1)) <= 16:
                 raise _bad(
-                    text, f"spec={value!r} is invalid",
+                    text,
+                    f"spec={value!r} is invalid",
                     "give spec=kKaA with draft length K in 1..16 and acceptance A in 0..1",
-                )  # fmt: skip
+                )
             spec_k, spec_alpha = int(m.group(1)), float(m.group(2))
         else:
             raise _bad(text, f"unknown option {key!r}", "the options are kv=, tp= and spec=")
     if model.heads % tp:
         raise _bad(
-            text, f"tp={tp} does not divide the model's {model.heads} attention heads",
+            text,
+            f"tp={tp} does not divide the model's {model.heads} attention heads",
             "choose a smaller tp",
-        )  # fmt: skip
+        )
     return Preset(gpu, model, weights, kv, tp, spec_k, spec_alpha)

@@ -96,19 +96,31 @@ _HISTOGRAMS = (
 )
 _COUNTERS = (
     ("vllm:prompt_tokens_total", "prompt_tokens_total", "Number of prefill tokens processed."),
-    ("vllm:generation_tokens_total", "generation_tokens_total",
-     "Number of generation tokens processed."),
-    ("vllm:request_success_total", "requests_finished_total",
-     "Count of successfully processed requests."),
-)  # fmt: skip
+    (
+        "vllm:generation_tokens_total",
+        "generation_tokens_total",
+        "Number of generation tokens processed.",
+    ),
+    (
+        "vllm:request_success_total",
+        "requests_finished_total",
+        "Count of successfully processed requests.",
+    ),
+)
 _MODELLED_COUNTERS = (
     ("vllm:num_preemptions_total", "preemptions_total", "Cumulative number of preemptions."),
     ("vllm:spec_decode_num_drafts_total", "spec_drafts_total", "Number of spec decoding drafts."),
-    ("vllm:spec_decode_num_draft_tokens_total", "spec_draft_tokens_total",
-     "Number of draft tokens."),
-    ("vllm:spec_decode_num_accepted_tokens_total", "spec_accepted_tokens_total",
-     "Number of accepted tokens."),
-)  # fmt: skip
+    (
+        "vllm:spec_decode_num_draft_tokens_total",
+        "spec_draft_tokens_total",
+        "Number of draft tokens.",
+    ),
+    (
+        "vllm:spec_decode_num_accepted_tokens_total",
+        "spec_accepted_tokens_total",
+        "Number of accepted tokens.",
+    ),
+)
 
 
 def render(
@@ -124,18 +136,27 @@ def render(
     modelled = stats.kv_capacity_tokens > 0
     where = _SIM if modelled else "(simulated endpoint, fixed delays)"
     out.metric(
-        "vllm:num_requests_running", "gauge",
-        f"Number of requests in model execution batches {where}.", m, stats.running,
-    )  # fmt: skip
+        "vllm:num_requests_running",
+        "gauge",
+        f"Number of requests in model execution batches {where}.",
+        m,
+        stats.running,
+    )
     out.metric(
-        "vllm:num_requests_waiting", "gauge",
-        f"Number of requests waiting to be processed {where}.", m, stats.waiting,
-    )  # fmt: skip
+        "vllm:num_requests_waiting",
+        "gauge",
+        f"Number of requests waiting to be processed {where}.",
+        m,
+        stats.waiting,
+    )
     if modelled:
         out.metric(
-            "vllm:kv_cache_usage_perc", "gauge",
-            f"KV-cache usage. 1 means 100 percent usage {_SIM}.", m, float(stats.kv_usage),
-        )  # fmt: skip
+            "vllm:kv_cache_usage_perc",
+            "gauge",
+            f"KV-cache usage. 1 means 100 percent usage {_SIM}.",
+            m,
+            float(stats.kv_usage),
+        )
     for name, attr, help_ in _COUNTERS:
         out.metric(name, "counter", f"{help_[:-1]} {where}.", m, getattr(stats, attr))
     if modelled:
@@ -148,9 +169,10 @@ def render(
         _dcgm(out, stats, gpu_label)
     if faults:
         out.family(
-            "abtui_sim_faults_injected_total", "counter",
+            "abtui_sim_faults_injected_total",
+            "counter",
             "Faults the simulated endpoint injected, by kind (--fail, --hang-rate, ...).",
-        )  # fmt: skip
+        )
         for kind in sorted(faults):
             out.sample("abtui_sim_faults_injected_total", f'kind="{_esc(kind)}"', faults[kind])
     return out.text()
@@ -162,16 +184,32 @@ def _dcgm(out: _Out, s: EngineStats, gpu_label: str) -> None:
     gauges = (
         ("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB)", round(used_mib)),
         ("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB)", round(free_mib)),
-        ("DCGM_FI_PROF_DRAM_ACTIVE", "gauge",
-         "Ratio of cycles the device memory interface is active (0..1)", float(s.dram_active)),
-        ("DCGM_FI_PROF_SM_ACTIVE", "gauge",
-         "Ratio of cycles an SM has at least one warp assigned (0..1)", float(s.sm_active)),
-        ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "gauge",
-         "Ratio of cycles the tensor (HMMA) pipe is active (0..1)", float(s.tensor_active)),
+        (
+            "DCGM_FI_PROF_DRAM_ACTIVE",
+            "gauge",
+            "Ratio of cycles the device memory interface is active (0..1)",
+            float(s.dram_active),
+        ),
+        (
+            "DCGM_FI_PROF_SM_ACTIVE",
+            "gauge",
+            "Ratio of cycles an SM has at least one warp assigned (0..1)",
+            float(s.sm_active),
+        ),
+        (
+            "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+            "gauge",
+            "Ratio of cycles the tensor (HMMA) pipe is active (0..1)",
+            float(s.tensor_active),
+        ),
         ("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W)", float(s.power_w)),
-        ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter",
-         "Total energy consumption since start (in mJ)", round(s.energy_j_total * 1000)),
-    )  # fmt: skip
+        (
+            "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+            "counter",
+            "Total energy consumption since start (in mJ)",
+            round(s.energy_j_total * 1000),
+        ),
+    )
     label = _esc(gpu_label)
     for name, kind, help_, value in gauges:
         out.family(name, kind, f"{help_} {_SIM}.")

@@ -52,6 +52,7 @@ CONFUSABLE = 2.0  # several keys in one context multiply the long-context loss
 LONG_FROM = 4096  # tokens: no long-context loss up to here
 FLOOR = 0.02
 
+
 @dataclass(frozen=True, slots=True)
 class Variant:
     """What the served model is: weight and KV-cache dtypes (from the sim's preset)."""

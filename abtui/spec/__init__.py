@@ -50,12 +50,29 @@ from abtui.spec.model import (
     StoreSpec,
     TelemetrySpec,
     WorkloadSpec,
-)  # fmt: skip
+)
 from abtui.spec.parse import load_spec, parse_duration, parse_slo_string, spec_from_dict
 
 __all__ = [
-    "APIS", "ARRIVALS", "DEFAULT_GUARDRAILS", "HTTP_CLIENTS", "MAX_ARMS", "AblationSpec", "ArmSpec",
-    "CostSpec", "LoadSpec", "PolicySpec", "RaySpec", "RequestSpec", "Spec", "StoreSpec",
-    "TelemetrySpec", "WorkloadSpec", "load_spec", "parse_duration", "parse_slo_string",
-    "spec_from_dict", "validate",
-]  # fmt: skip
+    "APIS",
+    "ARRIVALS",
+    "DEFAULT_GUARDRAILS",
+    "HTTP_CLIENTS",
+    "MAX_ARMS",
+    "AblationSpec",
+    "ArmSpec",
+    "CostSpec",
+    "LoadSpec",
+    "PolicySpec",
+    "RaySpec",
+    "RequestSpec",
+    "Spec",
+    "StoreSpec",
+    "TelemetrySpec",
+    "WorkloadSpec",
+    "load_spec",
+    "parse_duration",
+    "parse_slo_string",
+    "spec_from_dict",
+    "validate",
+]

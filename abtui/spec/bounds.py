@@ -20,8 +20,11 @@ from abtui.errors import SpecError
 # an arm's own cost fields take the [cost] rows
 _ARM_FIELDS = {"gpu_price": "cost.gpu_price", "gpus": "cost.gpus"}
 # body fields an arm's params may set, and the row each takes
-_PARAM_FIELDS = {"temperature": "request.temperature", "seed": "request.seed",
-                 "max_tokens": "item.max_tokens"}  # fmt: skip
+_PARAM_FIELDS = {
+    "temperature": "request.temperature",
+    "seed": "request.seed",
+    "max_tokens": "item.max_tokens",
+}
 
 
 def field_limit(section: str, name: str) -> str | None:
@@ -44,8 +47,7 @@ def _check(field: str, value, name: str, source: str) -> None:
 
 def check_bounds(spec, source: str) -> None:
     """Every numeric field of ``spec`` inside its row of the limit table (module docstring)."""
-    for section in ("workload", "load", "request", "telemetry", "cost", "policy", "quality",
-                    "ray"):  # fmt: skip
+    for section in ("workload", "load", "request", "telemetry", "cost", "policy", "quality", "ray"):
         obj = getattr(spec, section)
         for f in dataclasses.fields(obj):
             row = field_limit(section, f.name)
@@ -110,13 +112,17 @@ def _check_total(spec, source: str) -> None:
     levels = max(1, len(ld.sweep_rate or ld.sweep_concurrency or []))
     if w.requests is not None:
         total = w.requests * ld.runs * levels
-        what = (f"workload.requests × load.runs × sweep levels = {w.requests:,} × {ld.runs} × "
-                f"{levels} = {total:,}")  # fmt: skip
+        what = (
+            f"workload.requests × load.runs × sweep levels = {w.requests:,} × {ld.runs} × "
+            f"{levels} = {total:,}"
+        )
     elif ld.duration_s is not None and (ld.rate or ld.sweep_rate):
         top = max([ld.rate or 0.0, *(ld.sweep_rate or [])])
         total = math.ceil(top * ld.duration_s) * ld.runs * levels
-        what = (f"load.rate × load.duration = {top:g} req/s × {ld.duration_s:g} s (× runs × "
-                f"levels) = {total:,} requests")  # fmt: skip
+        what = (
+            f"load.rate × load.duration = {top:g} req/s × {ld.duration_s:g} s (× runs × "
+            f"levels) = {total:,} requests"
+        )
     else:
         return
     if total > lim.MAX_REQUESTS:

@@ -31,11 +31,15 @@ def validate(spec: Spec, source: str = "spec") -> Spec:
     roles = [a.role for a in spec.arms]
     for a in spec.arms:
         if a.role not in ("baseline", "candidate"):
-            raise SpecError(f"{source}: arm {a.name!r}: role must be 'baseline' or 'candidate', got {a.role!r}")
+            raise SpecError(
+                f"{source}: arm {a.name!r}: role must be 'baseline' or 'candidate', got {a.role!r}"
+            )
     if roles.count("baseline") == 0:
         spec.arms[0].role = "baseline"
     elif roles.count("baseline") > 1:
-        raise SpecError(f"{source}: exactly one arm can be the baseline, got {roles.count('baseline')}")
+        raise SpecError(
+            f"{source}: exactly one arm can be the baseline, got {roles.count('baseline')}"
+        )
     # the baseline first: arm index 0 is the baseline everywhere downstream
     spec.arms.sort(key=lambda a: a.role != "baseline")
     for a in spec.arms:
@@ -55,18 +59,26 @@ def validate(spec: Spec, source: str = "spec") -> Spec:
         check_arm_tls(a, f"{source}: arm {a.name!r}")
         a.api = a.api or spec.request.api
         if a.api not in APIS:
-            raise SpecError(f"{source}: arm {a.name!r}: api must be one of {', '.join(APIS)}, got {a.api!r}")
+            raise SpecError(
+                f"{source}: arm {a.name!r}: api must be one of {', '.join(APIS)}, got {a.api!r}"
+            )
     w, ld = spec.workload, spec.load
     if w.requests is None and w.file is None and ld.duration_s is None:
         w.requests = 200
     sweep = ld.sweep_rate or ld.sweep_concurrency
-    if ld.rate is None and ld.concurrency is None and not (w.file or sweep or ld.arrival == "replay"):
+    if (
+        ld.rate is None
+        and ld.concurrency is None
+        and not (w.file or sweep or ld.arrival == "replay")
+    ):
         raise SpecError(
             f"{source}: set load.rate (open loop, requests/s) or load.concurrency (closed loop)",
             "e.g. --rate 20 or --concurrency 8",
         )
     if ld.arrival not in ARRIVALS:
-        raise SpecError(f"{source}: load.arrival must be one of {', '.join(ARRIVALS)}, got {ld.arrival!r}")
+        raise SpecError(
+            f"{source}: load.arrival must be one of {', '.join(ARRIVALS)}, got {ld.arrival!r}"
+        )
     from abtui.workload.spec_check import check_workload
 
     check_workload(spec, source)
@@ -81,7 +93,9 @@ def validate(spec: Spec, source: str = "spec") -> Spec:
 
     check_telemetry(spec, source)
     if spec.ray.placement not in ("spread", "pack"):
-        raise SpecError(f"{source}: ray.placement must be 'spread' or 'pack', got {spec.ray.placement!r}")
+        raise SpecError(
+            f"{source}: ray.placement must be 'spread' or 'pack', got {spec.ray.placement!r}"
+        )
     if spec.name is not None and not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*$", spec.name):
         raise SpecError(
             f"{source}: name {spec.name!r} must be letters, digits, '.', '_' or '-'",
@@ -103,21 +117,33 @@ def _validate_ablation(spec: Spec, source: str) -> None:
         design_of,
     )
 
-    hint = (f"[ablation] factors = [\"fp8\", \"spec\"] needs arms named {BASE_NAME} (the "
-            f"baseline), fp8, spec and fp8{SEP}spec")
+    hint = (
+        f'[ablation] factors = ["fp8", "spec"] needs arms named {BASE_NAME} (the '
+        f"baseline), fp8, spec and fp8{SEP}spec"
+    )
     if not MIN_FACTORS <= len(factors) <= MAX_FACTORS:
-        raise SpecError(f"{source}: ablation.factors: {len(factors)} factors; a factorial takes "
-                        f"2 or 3 (2^k arms: 4 or 8; beyond 3 the arm count is impractical)", hint)
+        raise SpecError(
+            f"{source}: ablation.factors: {len(factors)} factors; a factorial takes "
+            f"2 or 3 (2^k arms: 4 or 8; beyond 3 the arm count is impractical)",
+            hint,
+        )
     for f in factors:
         if not f or SEP in f or f == BASE_NAME or len(set(factors)) != len(factors):
-            raise SpecError(f"{source}: ablation.factors: {f!r} must be a unique name without "
-                            f"{SEP!r}, not {BASE_NAME!r}", hint)
+            raise SpecError(
+                f"{source}: ablation.factors: {f!r} must be a unique name without "
+                f"{SEP!r}, not {BASE_NAME!r}",
+                hint,
+            )
     design, why = design_of([a.name for a in spec.arms], factors)
     if design is None:
-        want = [combo_name(factors, tuple((i >> j) & 1 for j in range(len(factors))))
-                for i in range(2 ** len(factors))]
-        raise SpecError(f"{source}: ablation: {why}", f"the arms must be {', '.join(want)} "
-                        f"(the baseline first: every factor off)")
+        want = [
+            combo_name(factors, tuple((i >> j) & 1 for j in range(len(factors))))
+            for i in range(2 ** len(factors))
+        ]
+        raise SpecError(
+            f"{source}: ablation: {why}",
+            f"the arms must be {', '.join(want)} (the baseline first: every factor off)",
+        )
 
 
 def _validate_cost_policy(spec: Spec, source: str) -> None:

@@ -26,7 +26,7 @@ from abtui.spec.model import (
     StoreSpec,
     TelemetrySpec,
     WorkloadSpec,
-)  # fmt: skip
+)
 
 # ---------------------------------------------------------------- parsing helpers
 
@@ -37,7 +37,9 @@ _UNIT = {"us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, 
 def parse_duration(value: Any, where: str) -> float:
     """Seconds from ``500ms``, ``0.5s``, ``2m`` or a bare number (seconds)."""
     if isinstance(value, bool):
-        raise SpecError(f"{where} must be a duration like '500ms' or a number of seconds, got {value!r}")
+        raise SpecError(
+            f"{where} must be a duration like '500ms' or a number of seconds, got {value!r}"
+        )
     if isinstance(value, int | float):
         if not value >= 0 or math.isinf(value):
             raise SpecError(f"{where} must be a non-negative duration, got {value!r}")
@@ -61,7 +63,9 @@ def parse_slo_string(text: str, where: str = "--slo") -> dict[str, float]:
         key, sep, val = part.partition("=")
         key = key.strip().lower()
         if not sep:
-            raise SpecError(f"{where}: {part!r} is not KEY=DURATION", "e.g. --slo ttft=500ms,tpot=50ms")
+            raise SpecError(
+                f"{where}: {part!r} is not KEY=DURATION", "e.g. --slo ttft=500ms,tpot=50ms"
+            )
         out[key] = parse_duration(val.strip(), f"{where} {key}")
     _check_slo_keys(out, where)
     for key, v in out.items():
@@ -108,13 +112,24 @@ def _coerce(value: Any, typ: str, where: str) -> Any:
             return value
         if k == "list" and isinstance(value, list) and all(isinstance(x, str) for x in value):
             return value
-        if k in ("list[float]", "list[int]") and isinstance(value, list) and value and all(
-            isinstance(x, int if k == "list[int]" else int | float) and not isinstance(x, bool)
-            and math.isfinite(x) for x in value
+        if (
+            k in ("list[float]", "list[int]")
+            and isinstance(value, list)
+            and value
+            and all(
+                isinstance(x, int if k == "list[int]" else int | float)
+                and not isinstance(x, bool)
+                and math.isfinite(x)
+                for x in value
+            )
         ):
             return [float(x) for x in value] if k == "list[float]" else value
     wanted = " or ".join(
-        _type_name({"int": int, "float": float, "str": str, "bool": bool, "list": "a list of strings"}.get(k, k))
+        _type_name(
+            {"int": int, "float": float, "str": str, "bool": bool, "list": "a list of strings"}.get(
+                k, k
+            )
+        )
         for k in kinds
         if k != "None"
     )
@@ -122,15 +137,24 @@ def _coerce(value: Any, typ: str, where: str) -> Any:
 
 
 _DURATION_FIELDS = {"timeout_s", "read_timeout_s", "connect_timeout_s", "duration_s"}
-_ALIASES = {"duration": "duration_s", "timeout": "timeout_s", "read_timeout": "read_timeout_s", "connect_timeout": "connect_timeout_s"}
+_ALIASES = {
+    "duration": "duration_s",
+    "timeout": "timeout_s",
+    "read_timeout": "read_timeout_s",
+    "connect_timeout": "connect_timeout_s",
+}
 
 
 class _FieldError(SpecError):
     """A value out of its range, with the TOML path of its key (``section``, the index of an
     ``[[arms]]`` table or None, the key as written) so that :func:`load_spec` names its line."""
 
-    def __init__(self, message: str, path: tuple[str, int | None, str],
-                 hint: str = "the ranges and their reasons: docs/reliability.md (Bounds)") -> None:  # fmt: skip
+    def __init__(
+        self,
+        message: str,
+        path: tuple[str, int | None, str],
+        hint: str = "the ranges and their reasons: docs/reliability.md (Bounds)",
+    ) -> None:
         super().__init__(message, hint)
         self.path = path
 
@@ -148,8 +172,10 @@ def _fill(cls: type, data: Any, where: str, section: str = "", index: int | None
     for key, value in data.items():
         name = _ALIASES.get(key, key)
         if name not in fields:
-            raise SpecError(f"{where}: unknown key {key!r}", _suggest(
-                key, [*fields, *(a for a, n in _ALIASES.items() if n in fields)]))
+            raise SpecError(
+                f"{where}: unknown key {key!r}",
+                _suggest(key, [*fields, *(a for a, n in _ALIASES.items() if n in fields)]),
+            )
         w = f"{where}.{key}" if where else key
         path = ("arms" if section == "arm" else section, index, key)
         try:
@@ -168,8 +194,13 @@ def _fill(cls: type, data: Any, where: str, section: str = "", index: int | None
     try:
         return cls(**kwargs)
     except TypeError as e:  # a required field is missing
-        missing = [n for n, f in fields.items() if f.default is dataclasses.MISSING
-                   and f.default_factory is dataclasses.MISSING and n not in kwargs]
+        missing = [
+            n
+            for n, f in fields.items()
+            if f.default is dataclasses.MISSING
+            and f.default_factory is dataclasses.MISSING
+            and n not in kwargs
+        ]
         raise SpecError(f"{where}: missing required key {', '.join(missing) or e}") from None
 
 
@@ -197,16 +228,18 @@ def spec_from_dict(data: dict, source: str = "spec") -> Spec:
         elif key == "arms":
             if not isinstance(value, list):
                 raise SpecError(f"{where} must be an array of tables ([[arms]])")
-            spec.arms = [_fill(ArmSpec, a, f"{source}: arms[{i}]", "arm", i)
-                         for i, a in enumerate(value)]  # fmt: skip
+            spec.arms = [
+                _fill(ArmSpec, a, f"{source}: arms[{i}]", "arm", i) for i, a in enumerate(value)
+            ]
         elif key == "slo":
             if not isinstance(value, dict):
                 raise SpecError(f"{where} must be a table")
             spec.slo = {}
             for k, v in value.items():
                 try:
-                    spec.slo[k] = limits.check("slo", parse_duration(v, f"{source}: slo.{k}"),
-                                               f"slo.{k}")  # fmt: skip
+                    spec.slo[k] = limits.check(
+                        "slo", parse_duration(v, f"{source}: slo.{k}"), f"slo.{k}"
+                    )
                 except SpecError as e:
                     raise _FieldError(e.message, ("slo", None, k), e.hint) from None
                 except limits.OutOfRange as e:
@@ -215,8 +248,10 @@ def spec_from_dict(data: dict, source: str = "spec") -> Spec:
         elif key in _SECTIONS:
             setattr(spec, key, _fill(_SECTIONS[key], value, f"{source}: {key}", key))
         else:
-            raise SpecError(f"{source}: unknown key {key!r}",
-                            _suggest(key, ["name", "arms", "slo", *_SECTIONS], "top-level keys"))  # fmt: skip
+            raise SpecError(
+                f"{source}: unknown key {key!r}",
+                _suggest(key, ["name", "arms", "slo", *_SECTIONS], "top-level keys"),
+            )
     return spec
 
 
@@ -277,8 +312,9 @@ def load_spec(path: str | Path) -> tuple[Spec, str]:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         line = raw.count(b"\n", 0, e.start) + 1
-        raise SpecError(f"{p}:{line}: not UTF-8 text (byte 0x{raw[e.start]:02x})",
-                        "TOML files are UTF-8") from None  # fmt: skip
+        raise SpecError(
+            f"{p}:{line}: not UTF-8 text (byte 0x{raw[e.start]:02x})", "TOML files are UTF-8"
+        ) from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
@@ -291,9 +327,9 @@ def load_spec(path: str | Path) -> tuple[Spec, str]:
         line = _line_of_field(text, *e.path)
         if line is None or not e.message.startswith(f"{p}: "):
             raise
-        raise SpecError(f"{p}:{line}: {e.message[len(str(p)) + 2:]}", e.hint) from None
+        raise SpecError(f"{p}:{line}: {e.message[len(str(p)) + 2 :]}", e.hint) from None
     except SpecError as e:
         line = _line_of(text, e.message)
         if line is None or not e.message.startswith(f"{p}: "):
             raise
-        raise SpecError(f"{p}:{line}: {e.message[len(str(p)) + 2:]}", e.hint) from None
+        raise SpecError(f"{p}:{line}: {e.message[len(str(p)) + 2 :]}", e.hint) from None

@@ -256,12 +256,19 @@ def wdot(weights: np.ndarray, v: np.ndarray) -> np.ndarray:
     10,000 × 500 matrix in float64 was 40 MB). Counts (whole ``v ≥ 0``) whose every partial
     sum stays below 2**24 are multiplied in float32, which is then exact: the same numbers,
     faster."""
-    exact32 = bool(len(v) and len(weights) and v.min() >= 0 and (v == np.floor(v)).all()
-                   and float(v.sum()) * float(weights.max()) < 2**24)  # fmt: skip
+    exact32 = bool(
+        len(v)
+        and len(weights)
+        and v.min() >= 0
+        and (v == np.floor(v)).all()
+        and float(v.sum()) * float(weights.max()) < 2**24
+    )
     dtype = np.float32 if exact32 else np.float64
     vv = v.astype(dtype)
-    parts = [weights[r : r + RESAMPLE_ROWS].astype(dtype) @ vv
-             for r in range(0, len(weights), RESAMPLE_ROWS)]  # fmt: skip
+    parts = [
+        weights[r : r + RESAMPLE_ROWS].astype(dtype) @ vv
+        for r in range(0, len(weights), RESAMPLE_ROWS)
+    ]
     return np.concatenate(parts).astype(np.float64) if parts else np.zeros(0)
 
 
@@ -290,6 +297,7 @@ class Grid:
 
         def log_of(x: float) -> float:  # as numpy computes it over the whole array
             return float(np.log(np.array([max(x, 0.0)]) + EPS_S)[0])
+
         if n <= GRID_TRIM_N:
             return cls.spanning(log_of(float(v.min())), log_of(float(v.max())), bins)
         ranks = {min(math.floor((n - 1) * q) + d, n - 1) for q in GRID_TRIM for d in (0, 1)}
@@ -322,9 +330,13 @@ class Sketch:
 
     @classmethod
     def of(
-        cls, values: np.ndarray, units: np.ndarray, n_units: int, grid: Grid,
+        cls,
+        values: np.ndarray,
+        units: np.ndarray,
+        n_units: int,
+        grid: Grid,
         exact: dict[str, float] | None = None,
-    ) -> Sketch:  # fmt: skip
+    ) -> Sketch:
         """``values[i]`` belongs to unit ``units[i]``; NaNs are dropped. ``exact``: the mean and
         percentiles of the same values when the caller has them (``Dist.of``: the same numbers)."""
         values = np.asarray(values, dtype=np.float64)
@@ -386,8 +398,14 @@ class Sketch:
                 fr = [QUANTILES[s] for s in qs]
                 total = cum_units.sum(axis=0, dtype=np.float64)[None, :]  # the sample itself:
                 full = self._values(*crossings(np.ones((1, 1)), total, fr), occupied, qs)  # 1 × it
-                parts = [self._values(*crossings(weights[b].astype(dtype, copy=False), cum_units,
-                                                 fr), occupied, qs) for b in blocks]  # fmt: skip
+                parts = [
+                    self._values(
+                        *crossings(weights[b].astype(dtype, copy=False), cum_units, fr),
+                        occupied,
+                        qs,
+                    )
+                    for b in blocks
+                ]
                 for s in qs:
                     boot = np.concatenate([p[s] for p in parts]) if parts else np.zeros(0)
                     out[s] = boot * (self.exact[s] / full[s][0])

@@ -95,8 +95,9 @@ def _average_ranks(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     starts = np.flatnonzero(first)
     counts = np.diff(starts, append=n)
     ranks = np.empty(n, dtype=np.float64)
-    ranks[j] = np.repeat((starts + 1).astype(np.float64) + (counts.astype(np.float64) - 1) / 2,
-                         counts)  # fmt: skip
+    ranks[j] = np.repeat(
+        (starts + 1).astype(np.float64) + (counts.astype(np.float64) - 1) / 2, counts
+    )
     t = np.zeros(n, dtype=np.float64)
     t[first] = counts
     return ranks, t
@@ -134,7 +135,7 @@ def _wilcoxon_exact_p(n: int, r_plus: float) -> float:
     lo, hi = math.floor(r_plus), math.ceil(r_plus)
 
     def sf(k: int) -> float:  # P(R ≥ k), scipy's way round the mean
-        return sum(counts[k:]) / total if k <= mean else 1 - sum(counts[: k]) / total
+        return sum(counts[k:]) / total if k <= mean else 1 - sum(counts[:k]) / total
 
     def cdf(k: int) -> float:  # P(R ≤ k)
         return sum(counts[: k + 1]) / total if k <= mean else 1 - sum(counts[k + 1 :]) / total

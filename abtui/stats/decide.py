@@ -129,8 +129,6 @@ def decide(
     return Decision(INCONCLUSIVE, significant, need, note)
 
 
-
-
 def too_few(n: int, paired: int | None = None, minimum: int = MIN_PAIRED) -> Decision | None:
     """INCONCLUSIVE when a row rests on fewer than ``minimum`` paired units (``paired``; None:
     ``n``, the smaller arm's count): no call in any direction (module docstring). The samples
@@ -140,18 +138,28 @@ def too_few(n: int, paired: int | None = None, minimum: int = MIN_PAIRED) -> Dec
         return None
     need = int(min(MAX_SAMPLES_HINT, math.ceil(max(n, 1) * minimum / max(units, 1))))
     return Decision(
-        INCONCLUSIVE, False, need,
+        INCONCLUSIVE,
+        False,
+        need,
         f"too few samples: {units} paired (need ≥ {minimum} for the bootstrap interval to hold); "
         f"no call, about {need:,} requests per arm would decide",
-    )  # fmt: skip
+    )
 
 
-def callable_row(n: int, stat: str, n_eff: float | None, min_eff: float = MIN_EFFECTIVE,
-                 paired: int | None = None) -> bool:  # fmt: skip
+def callable_row(
+    n: int,
+    stat: str,
+    n_eff: float | None,
+    min_eff: float = MIN_EFFECTIVE,
+    paired: int | None = None,
+) -> bool:
     """Whether a row may be called at all (and so joins its family's correction): enough
     paired units, enough tail samples, not too dependent."""
-    return (too_few(n, paired) is None and n >= tail_min_n(stat)
-            and too_dependent(n, n_eff, min_eff) is None)  # fmt: skip
+    return (
+        too_few(n, paired) is None
+        and n >= tail_min_n(stat)
+        and too_dependent(n, n_eff, min_eff) is None
+    )
 
 
 def too_dependent(n: int, n_eff: float | None, minimum: float = MIN_EFFECTIVE) -> Decision | None:
@@ -174,11 +182,13 @@ def too_dependent(n: int, n_eff: float | None, minimum: float = MIN_EFFECTIVE) -
         return None
     need = int(min(MAX_SAMPLES_HINT, math.ceil(n * minimum / max(n_eff, 1.0))))
     return Decision(
-        INCONCLUSIVE, False, need,
+        INCONCLUSIVE,
+        False,
+        need,
         f"the paired series is strongly autocorrelated: about {n_eff:.0f} effectively "
         f"independent samples (need ≥ {minimum:.0f}); no significance call, about {need:,} "
         "requests per arm would decide",
-    )  # fmt: skip
+    )
 
 
 def non_inferiority(
@@ -212,9 +222,11 @@ def non_inferiority(
     need_tail = tail_min_n(stat)
     if need_tail and n < need_tail:
         return Decision(
-            INCONCLUSIVE, False, need_tail,
+            INCONCLUSIVE,
+            False,
+            need_tail,
             f"cannot be called below n = {need_tail:,} per arm (has {n:,})",
-        )  # fmt: skip
+        )
     dep = too_dependent(n, n_eff, min_eff)
     if dep is not None:
         return dep
@@ -226,17 +238,21 @@ def non_inferiority(
         return Decision(EQUIVALENT, True, None, "")
     if worse >= delta:
         return Decision(
-            INCONCLUSIVE, False, None,
+            INCONCLUSIVE,
+            False,
+            None,
             f"its estimate is {pct_words(worse)} worse, at or past δ {delta:.0%}: "
             "more samples will not show it non-inferior",
-        )  # fmt: skip
+        )
     h, target = bound - worse, delta - worse
     need = int(min(MAX_SAMPLES_HINT, math.ceil(n * (h / target) ** 2))) if h > target else n
     return Decision(
-        INCONCLUSIVE, False, need,
+        INCONCLUSIVE,
+        False,
+        need,
         f"its CI reaches {pct_words(bound)} worse, past δ {delta:.0%}; "
         f"about {need:,} requests per arm would decide",
-    )  # fmt: skip
+    )
 
 
 def pct_words(x: float) -> str:

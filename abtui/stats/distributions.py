@@ -171,9 +171,12 @@ def _t_within(t: Decimal, nu: int) -> Decimal:
 
 def _t_pdf(t: float, nu: int) -> float:
     """Student's t density (float: only Newton's slope)."""
-    return math.exp(math.lgamma((nu + 1) / 2) - math.lgamma(nu / 2)
-                    - 0.5 * math.log(nu * math.pi)
-                    - (nu + 1) / 2 * math.log1p(t * t / nu))  # fmt: skip
+    return math.exp(
+        math.lgamma((nu + 1) / 2)
+        - math.lgamma(nu / 2)
+        - 0.5 * math.log(nu * math.pi)
+        - (nu + 1) / 2 * math.log1p(t * t / nu)
+    )
 
 
 def _cornish_fisher(z: Decimal, nu: int) -> Decimal:

@@ -187,8 +187,14 @@ def compare(
     if "itl" in metrics:  # per chunk gap: sketched from a stream of the chunks, none held;
         # first, so that its passes' batches and DuckDB's reading are not on top of the arrays
         # below (a 100,000-request verdict's peak)
-        itl = itl_sketches(t, [ok_mask[a], ok_mask[b]], unit, n_units,
-                           item_unit if alternating else None, n_item_units)  # fmt: skip
+        itl = itl_sketches(
+            t,
+            [ok_mask[a], ok_mask[b]],
+            unit,
+            n_units,
+            item_unit if alternating else None,
+            n_item_units,
+        )
     values, windows, n_in, levels, good = {}, {}, {}, {}, {}
     seg, done = segment_ids(t), completion_ns(t)  # both arms' windows read them
     level_col = _column(t, "level")
@@ -199,8 +205,15 @@ def compare(
         n_in[x] = t.n_input[ok]
         if swept:
             levels[x] = level_col[ok]
-        windows[x] = windows_of(t, arm_rows[x] & sent_all, ok_mask[x], slo, seg=seg, done=done,
-                                values={m: v for m, (v, _) in values[x].items()})
+        windows[x] = windows_of(
+            t,
+            arm_rows[x] & sent_all,
+            ok_mask[x],
+            slo,
+            seg=seg,
+            done=done,
+            values={m: v for m, (v, _) in values[x].items()},
+        )
         if windows[x] is not None:  # the SLO rows' "good", over the arm's rows for its summary
             good[x] = np.zeros(int(arm_rows[x].sum()), dtype=bool)
             good[x][ok_mask[x][arm_rows[x]]] = windows[x]["good"]
@@ -210,9 +223,19 @@ def compare(
     dists = {x: {m: Dist.of(values[x][m][0]) for m in values[x]} for x in (a, b)}
     if itl:
         dists[a]["itl"], dists[b]["itl"] = itl.dists
-    sums = tuple(summarize(t, x, slo, dists=dists[x], good=good.get(x),
-                           spans=(windows[x]["first_ns"], windows[x]["last_ns"])
-                           if windows[x] is not None else None) for x in (a, b))  # fmt: skip
+    sums = tuple(
+        summarize(
+            t,
+            x,
+            slo,
+            dists=dists[x],
+            good=good.get(x),
+            spans=(windows[x]["first_ns"], windows[x]["last_ns"])
+            if windows[x] is not None
+            else None,
+        )
+        for x in (a, b)
+    )
     in_flight = {
         x: _in_flight(values[x]["e2e"][0], s.duration_s) for x, s in zip((a, b), sums, strict=True)
     }
@@ -238,8 +261,16 @@ def compare(
                 v, rows = values[x][metric]
                 vals[x] = v
             grid = bs.Grid.covering(vals[a], vals[b])
-            sk = {x: bs.Sketch.of(vals[x], units[x][values[x][metric][1]], n_units, grid,
-                                  exact=dists[x][metric].exact()) for x in (a, b)}  # fmt: skip
+            sk = {
+                x: bs.Sketch.of(
+                    vals[x],
+                    units[x][values[x][metric][1]],
+                    n_units,
+                    grid,
+                    exact=dists[x][metric].exact(),
+                )
+                for x in (a, b)
+            }
         ell = block_len or bs.block_length(
             _block_series(sk[a], sk[b]), max(in_flight.values()), unit_size
         )
@@ -259,8 +290,9 @@ def compare(
             short[metric], min_eff[metric] = 1.0, dc.MIN_EFFECTIVE_UNWIDENED
         elif alternating:
             rows = {x: values[x][metric][1] for x in (a, b)}
-            contrast = _item_contrast(vals[a], item_units[a][rows[a]], vals[b],
-                                      item_units[b][rows[b]], n_item_units)  # fmt: skip
+            contrast = _item_contrast(
+                vals[a], item_units[a][rows[a]], vals[b], item_units[b][rows[b]], n_item_units
+            )
             n_eff[metric] = bs.effective_size(contrast, persistent=False)
             short[metric], min_eff[metric] = 1.0, dc.MIN_EFFECTIVE_UNWIDENED
         else:
@@ -270,14 +302,36 @@ def compare(
             short[metric] = 1.0 if bare else bs.block_shortfall(contrast, ell)
             min_eff[metric] = dc.MIN_EFFECTIVE_UNWIDENED if bare else dc.MIN_EFFECTIVE
         paired[metric] = len(contrast)
-        effects += _latency_rows(metric, sk[a], sk[b], weights.get(n_units, ell, "latency"), ell,
-                                 bs.STATS, level, "", n_eff[metric], short[metric],
-                                 min_eff[metric], paired[metric])  # fmt: skip
+        effects += _latency_rows(
+            metric,
+            sk[a],
+            sk[b],
+            weights.get(n_units, ell, "latency"),
+            ell,
+            bs.STATS,
+            level,
+            "",
+            n_eff[metric],
+            short[metric],
+            min_eff[metric],
+            paired[metric],
+        )
         if metric in RANK_TESTED:
             rank_tests[metric] = _rank_test(pair_keys[a], pair_keys[b], vals[a], vals[b], light)
 
-    checks = _length_check(t, ok_mask, units, item_units, n_units, n_item_units, alternating,
-                           weights, ells.get("e2e") or block_len or 1, level, (a, b))  # fmt: skip
+    checks = _length_check(
+        t,
+        ok_mask,
+        units,
+        item_units,
+        n_units,
+        n_item_units,
+        alternating,
+        weights,
+        ells.get("e2e") or block_len or 1,
+        level,
+        (a, b),
+    )
     groups = [
         (f"@in{lo}-{hi}", {x: (n_in[x] >= lo) & (n_in[x] <= hi) for x in (a, b)})
         for lo, hi in _input_buckets(n_in[a], n_in[b])
@@ -295,9 +349,20 @@ def compare(
                 inside = member[x][rows]
                 sk[x] = bs.Sketch.of(v[inside], units[x][rows][inside], n_units, grid)
             w = weights.get(n_units, ells[metric], "latency")
-            effects += _latency_rows(metric, sk[a], sk[b], w, ells[metric], ("p50",), level, suffix,
-                                     n_eff[metric], short[metric], min_eff[metric],
-                                     paired[metric])  # fmt: skip
+            effects += _latency_rows(
+                metric,
+                sk[a],
+                sk[b],
+                w,
+                ells[metric],
+                ("p50",),
+                level,
+                suffix,
+                n_eff[metric],
+                short[metric],
+                min_eff[metric],
+                paired[metric],
+            )
             del w  # not held while the next matrix is drawn
     slo_n_eff = math.nan
     if slo and windows[a] is not None and windows[b] is not None:
@@ -310,9 +375,16 @@ def compare(
         # their windows are not widened: the rule they were calibrated with (decide.py)
         slo_n_eff = bs.effective_size(_good_contrast(*per_arm, n_item_units), persistent=False)
     effects += rate_effects(
-        windows[a], windows[b], sums, slo, weights, level, prices, alternating=alternating,
+        windows[a],
+        windows[b],
+        sums,
+        slo,
+        weights,
+        level,
+        prices,
+        alternating=alternating,
         slo_n_eff=slo_n_eff,
-    )  # fmt: skip
+    )
     design = {
         "paired_units": True,
         "resampling": "alternation blocks" if alternating else "circular blocks of items",
@@ -329,8 +401,9 @@ def compare(
     return Comparison(a, b, effects, rank_tests, design, sums, checks)
 
 
-def _length_check(t, ok_mask, units, item_units, n_units, n_item_units, alternating, weights,
-                  ell, level, arms) -> list[Effect]:  # fmt: skip
+def _length_check(
+    t, ok_mask, units, item_units, n_units, n_item_units, alternating, weights, ell, level, arms
+) -> list[Effect]:
     """``output_tokens.mean``: B's mean output length over A's, on the same resampling as the
     latency rows. Not a speed: when the arms generate different lengths for the same items,
     E2E and the rates compare different work (:mod:`abtui.verdict.comparable`)."""
@@ -347,8 +420,18 @@ def _length_check(t, ok_mask, units, item_units, n_units, n_item_units, alternat
         contrast = _item_contrast(vals[a], item_units[a], vals[b], item_units[b], n_item_units)
     else:
         contrast = _contrast(sk[a], sk[b])
-    return _latency_rows("output_tokens", sk[a], sk[b], weights.get(n_units, ell, "latency"),
-                         ell, ("mean",), level, "", math.nan, paired=len(contrast))
+    return _latency_rows(
+        "output_tokens",
+        sk[a],
+        sk[b],
+        weights.get(n_units, ell, "latency"),
+        ell,
+        ("mean",),
+        level,
+        "",
+        math.nan,
+        paired=len(contrast),
+    )
 
 
 def _contrast(ska: bs.Sketch, skb: bs.Sketch) -> np.ndarray:
@@ -366,8 +449,10 @@ def _item_contrast(va, ua, vb, ub, n_units: int) -> np.ndarray:
     sums = []
     for v, u in ((va, ua), (vb, ub)):
         keep = np.isfinite(v)
-        sums += [np.bincount(u[keep], minlength=n_units).astype(np.float64),
-                 np.bincount(u[keep], weights=v[keep], minlength=n_units)]  # fmt: skip
+        sums += [
+            np.bincount(u[keep], minlength=n_units).astype(np.float64),
+            np.bincount(u[keep], weights=v[keep], minlength=n_units),
+        ]
     return _contrast_of_sums(*sums)
 
 
@@ -386,8 +471,12 @@ def _good_contrast(arm_a, arm_b, n_units: int) -> np.ndarray:
     sent request, whether it was good)``."""
     per = []
     for unit_of, good in (arm_a, arm_b):
-        per.append((np.bincount(unit_of, minlength=n_units).astype(np.float64),
-                    np.bincount(unit_of, weights=good.astype(np.float64), minlength=n_units)))  # fmt: skip
+        per.append(
+            (
+                np.bincount(unit_of, minlength=n_units).astype(np.float64),
+                np.bincount(unit_of, weights=good.astype(np.float64), minlength=n_units),
+            )
+        )
     both = (per[0][0] > 0) & (per[1][0] > 0)
     out = np.zeros(int(both.sum()))
     for (sent, good), sign in zip(per, (-1.0, 1.0), strict=True):
@@ -403,8 +492,20 @@ def _block_series(ska: bs.Sketch, skb: bs.Sketch) -> list[np.ndarray]:
     return [_contrast(ska, skb)]
 
 
-def _latency_rows(metric, ska, skb, w, ell, stats, level, suffix, n_eff, short=1.0,
-                  min_eff=dc.MIN_EFFECTIVE, paired=None) -> list[Effect]:  # fmt: skip
+def _latency_rows(
+    metric,
+    ska,
+    skb,
+    w,
+    ell,
+    stats,
+    level,
+    suffix,
+    n_eff,
+    short=1.0,
+    min_eff=dc.MIN_EFFECTIVE,
+    paired=None,
+) -> list[Effect]:
     widen = bs.expansion(math.ceil(len(ska.count) / ell), level) * short
     rep_a, rep_b = ska.resampled(w, stats), skb.resampled(w, stats)
     out = []
@@ -415,12 +516,24 @@ def _latency_rows(metric, ska, skb, w, ell, stats, level, suffix, n_eff, short=1
         lo, hi = bs.percentile_ci(reps, level)
         out.append(
             Effect(
-                key=f"{metric}.{stat}{suffix}", metric=metric, stat=stat, lower_is_better=True,
-                a=ska.exact[stat], b=skb.exact[stat], n_a=ska.n, n_b=skb.n, ratio=ratio,
-                lo=lo, hi=hi, p=bs.bootstrap_p(reps), block_len=ell, n_eff=n_eff, min_eff=min_eff,
+                key=f"{metric}.{stat}{suffix}",
+                metric=metric,
+                stat=stat,
+                lower_is_better=True,
+                a=ska.exact[stat],
+                b=skb.exact[stat],
+                n_a=ska.n,
+                n_b=skb.n,
+                ratio=ratio,
+                lo=lo,
+                hi=hi,
+                p=bs.bootstrap_p(reps),
+                block_len=ell,
+                n_eff=n_eff,
+                min_eff=min_eff,
                 paired=paired,
             )
-        )  # fmt: skip
+        )
     return out
 
 

@@ -82,8 +82,12 @@ SEP = "+"
 BASE_NAME = "base"
 ANTAGONISTIC, SYNERGISTIC, INDEPENDENT = "ANTAGONISTIC", "SYNERGISTIC", "INDEPENDENT"
 INCONCLUSIVE = dc.INCONCLUSIVE
-_OUTCOME = {dc.IMPROVED: SYNERGISTIC, dc.REGRESSED: ANTAGONISTIC, dc.EQUIVALENT: INDEPENDENT,
-            dc.INCONCLUSIVE: INCONCLUSIVE}  # fmt: skip
+_OUTCOME = {
+    dc.IMPROVED: SYNERGISTIC,
+    dc.REGRESSED: ANTAGONISTIC,
+    dc.EQUIVALENT: INDEPENDENT,
+    dc.INCONCLUSIVE: INCONCLUSIVE,
+}
 
 
 # ----------------------------------------------------------------------- the design
@@ -121,8 +125,9 @@ class Design:
     def coefficients(self, term: tuple[int, ...]) -> dict[int, float]:
         """Arm index → coefficient of ``log m`` in the term (module docstring)."""
         scale = 2.0 ** (self.k - len(term))
-        return {arm: math.prod(2 * lv[j] - 1 for j in term) / scale
-                for lv, arm in self.arm_of.items()}  # fmt: skip
+        return {
+            arm: math.prod(2 * lv[j] - 1 for j in term) / scale for lv, arm in self.arm_of.items()
+        }
 
     def term_name(self, term: tuple[int, ...]) -> str:
         return "×".join(self.factors[j] for j in term)
@@ -149,8 +154,11 @@ def design_of(names: list[str], factors: list[str]) -> tuple[Design | None, str 
         if lv in arm_of:
             return None, f"arm {name!r} repeats the combination of arm {names[arm_of[lv]]!r}"
         arm_of[lv] = i
-    missing = [combo_name(factors, lv) for lv in itertools.product((0, 1), repeat=len(factors))
-               if lv not in arm_of]  # fmt: skip
+    missing = [
+        combo_name(factors, lv)
+        for lv in itertools.product((0, 1), repeat=len(factors))
+        if lv not in arm_of
+    ]
     if missing:
         return None, f"missing arms for {', '.join(missing)}"
     return Design(factors, arm_of), None
@@ -196,10 +204,24 @@ def _term_row(key, stat, lib, term_name, order, centre, reps, widen, level, n, e
         with np.errstate(invalid="ignore"):
             reps = centre + widen * (reps - centre)
     lo, hi = bs.percentile_ci(reps, level)
-    ex = (lambda v: math.expm1(v) if math.isfinite(v) else math.nan)  # noqa: E731
-    return Term(key=key, term=term_name, order=order, stat=stat, lower_is_better=lib, log=centre,
-                log_lo=lo, log_hi=hi, ratio=ex(centre), lo=ex(lo), hi=ex(hi),
-                p=bs.bootstrap_p(reps), n=n, block_len=ell, n_eff=n_eff)  # fmt: skip
+    ex = lambda v: math.expm1(v) if math.isfinite(v) else math.nan  # noqa: E731
+    return Term(
+        key=key,
+        term=term_name,
+        order=order,
+        stat=stat,
+        lower_is_better=lib,
+        log=centre,
+        log_lo=lo,
+        log_hi=hi,
+        ratio=ex(centre),
+        lo=ex(lo),
+        hi=ex(hi),
+        p=bs.bootstrap_p(reps),
+        n=n,
+        block_len=ell,
+        n_eff=n_eff,
+    )
 
 
 def _log(x) -> np.ndarray | float:
@@ -257,8 +279,10 @@ def estimate(
             sk = dict(zip(arms, itl.sketches, strict=True))
         else:
             grid = bs.Grid.covering(*(values[x][metric][0] for x in arms))
-            sk = {x: bs.Sketch.of(values[x][metric][0], units[x][values[x][metric][1]], n_units,
-                                  grid) for x in arms}  # fmt: skip
+            sk = {
+                x: bs.Sketch.of(values[x][metric][0], units[x][values[x][metric][1]], n_units, grid)
+                for x in arms
+            }
         both = np.logical_and.reduce([sk[x].count > 0 for x in arms])
         with np.errstate(invalid="ignore", divide="ignore"):  # (an empty unit: −inf, dropped)
             logm = {x: np.log(sk[x].total[both] / sk[x].count[both]) for x in arms}
@@ -270,8 +294,10 @@ def estimate(
         widen = bs.expansion(math.ceil(n_units / ell), level)
         # each term's own contrast: what its blocks cannot see of its dependence widens it
         # (abtui.stats.bootstrap.block_shortfall, as the pairs' latency rows)
-        short = {tm: 1.0 if alternating else bs.block_shortfall(s, ell)
-                 for tm, s in zip(terms, series, strict=True)}  # fmt: skip
+        short = {
+            tm: 1.0 if alternating else bs.block_shortfall(s, ell)
+            for tm, s in zip(terms, series, strict=True)
+        }
         reps = {x: {s: _log(r) for s, r in sk[x].resampled(w, bs.STATS).items()} for x in arms}
         del w  # not held while the next matrix is drawn
         n = min(sk[x].n for x in arms)
@@ -281,8 +307,22 @@ def estimate(
             for tm in terms:
                 centre = sum(c * _log(sk[x].exact[stat]) for x, c in coef[tm].items())
                 r = sum(c * reps[x][stat] for x, c in coef[tm].items())
-                out.append(_term_row(k, stat, True, design.term_name(tm), len(tm), centre, r,
-                                     widen * short[tm], level, n, ell, n_eff))  # fmt: skip
+                out.append(
+                    _term_row(
+                        k,
+                        stat,
+                        True,
+                        design.term_name(tm),
+                        len(tm),
+                        centre,
+                        r,
+                        widen * short[tm],
+                        level,
+                        n,
+                        ell,
+                        n_eff,
+                    )
+                )
     out += _rate_terms(design, windows, sums, slo, weights, level, usd, alternating, point)
     return out, point
 
@@ -336,8 +376,10 @@ def _rate_terms(design, windows, sums, slo, weights, level, usd, alternating, po
                 continue
             ell, widen, exact_rate = meta[rate_key]
             scale = 1e3 if key.endswith("requests") else 1e6
-            exact = {x: (usd[x] * scale / (3600.0 * exact_rate[x]) if exact_rate[x] > 0
-                         else math.inf) for x in arms}  # fmt: skip
+            exact = {
+                x: (usd[x] * scale / (3600.0 * exact_rate[x]) if exact_rate[x] > 0 else math.inf)
+                for x in arms
+            }
             point[key] = exact
             reps = {x: math.log(max(usd[x], 1e-300)) - log_reps[rate_key][x] for x in arms}
             out += _terms_of(design, key, True, reps, exact, coef, widen, level, n, ell)
@@ -350,8 +392,22 @@ def _terms_of(design, key, lib, reps, exact, coef, widen, level, n, ell) -> list
     for tm, cs in coef.items():
         centre = sum(c * _log(exact[x]) for x, c in cs.items())
         r = sum(c * reps[x] for x, c in cs.items())
-        out.append(_term_row(key, stat, lib, design.term_name(tm), len(tm), centre, r, widen,
-                             level, n, ell, math.nan))  # fmt: skip
+        out.append(
+            _term_row(
+                key,
+                stat,
+                lib,
+                design.term_name(tm),
+                len(tm),
+                centre,
+                r,
+                widen,
+                level,
+                n,
+                ell,
+                math.nan,
+            )
+        )
     return out
 
 
@@ -363,8 +419,9 @@ def interaction_outcome(outcome: str) -> str:
     return _OUTCOME[outcome]
 
 
-def decide_terms(terms: list[Term], policy: dict, noise_floor: dict | None = None,
-                 extra: list = ()) -> None:  # fmt: skip
+def decide_terms(
+    terms: list[Term], policy: dict, noise_floor: dict | None = None, extra: list = ()
+) -> None:
     """δ, family, corrected p and outcome of every term (in place; module docstring).
 
     ``extra``: other members of the families, decided by their owners — the accuracy terms of
@@ -387,9 +444,18 @@ def decide_terms(terms: list[Term], policy: dict, noise_floor: dict | None = Non
         for t, p in zip(rows, adjust([t.p for t in rows]), strict=True):
             t.p_adj = float(p)
     for t in terms:
-        d = dc.decide(t.ratio, t.lo, t.hi, t.p_adj if math.isfinite(t.p_adj) else None, t.delta,
-                      lower_is_better=t.lower_is_better, n=t.n, stat=t.stat, alpha=alpha,
-                      n_eff=t.n_eff)  # fmt: skip
+        d = dc.decide(
+            t.ratio,
+            t.lo,
+            t.hi,
+            t.p_adj if math.isfinite(t.p_adj) else None,
+            t.delta,
+            lower_is_better=t.lower_is_better,
+            n=t.n,
+            stat=t.stat,
+            alpha=alpha,
+            n_eff=t.n_eff,
+        )
         t.significant, t.note = d.significant, d.note
         t.outcome = _OUTCOME[d.outcome] if t.order > 1 else d.outcome
 
@@ -405,8 +471,12 @@ def combination_worse(design: Design, ladder: list, names: list[str], primary: s
     if not effects or any(e is None or e.outcome != dc.REGRESSED for e in effects):
         return None
     best = min(zip(singles, effects, strict=True), key=lambda se: abs(se[1].ratio))
-    others = "; ".join(f"against {s}: {describe(e)}" for s, e in zip(singles, effects, strict=True)
-                       if s != best[0])  # fmt: skip
-    return (f"the combination {names[design.full]} is worse than the best single factor, "
-            f"{best[0]}: {describe(best[1])} against it" + (f" ({others})" if others else "")
-            + " — adding the other factors costs what the best one alone gains")  # fmt: skip
+    others = "; ".join(
+        f"against {s}: {describe(e)}" for s, e in zip(singles, effects, strict=True) if s != best[0]
+    )
+    return (
+        f"the combination {names[design.full]} is worse than the best single factor, "
+        f"{best[0]}: {describe(best[1])} against it"
+        + (f" ({others})" if others else "")
+        + " — adding the other factors costs what the best one alone gains"
+    )

@@ -54,9 +54,13 @@ def grid_of(scan: gaps.GapScan, groups: tuple[int, ...], bins: int = bs.N_BINS) 
 
 
 def itl_sketches(
-    t, ok: list[np.ndarray], unit: np.ndarray, n_units: int,
-    item_unit: np.ndarray | None = None, n_item_units: int = 0,
-) -> ItlSketches:  # fmt: skip
+    t,
+    ok: list[np.ndarray],
+    unit: np.ndarray,
+    n_units: int,
+    item_unit: np.ndarray | None = None,
+    n_item_units: int = 0,
+) -> ItlSketches:
     """The ITL sketches of the arms whose ok rows of ``t`` are the masks ``ok`` (``unit``: the
     resampling unit of every row of ``t``) on one grid, their summaries and, with
     ``item_unit``, the count and sum of each arm's gaps per item unit."""
@@ -97,9 +101,15 @@ def itl_sketches(
         sq, dq = got[2 * g], got[2 * g + 1]
         mean = scan.mean_s((g,))
         exact = {"mean": mean, **dict(zip(bs.QUANTILES, sq, strict=True))}
-        sketches.append(bs.Sketch(count[g].astype(np.float64), total[g],
-                                  hist[g].reshape(n_units, grid.bins).astype(np.float32), grid,
-                                  exact))  # fmt: skip
+        sketches.append(
+            bs.Sketch(
+                count[g].astype(np.float64),
+                total[g],
+                hist[g].reshape(n_units, grid.bins).astype(np.float32),
+                grid,
+                exact,
+            )
+        )
         n = scan.n((g,))
         dists.append(Dist(n, mean, *dq) if n else Dist())
     item_sums = None

@@ -43,8 +43,13 @@ from abtui.metrics.table import NA, RequestTable
 LOAD_GAP_FRACTION = 0.5  # lag P99 within half the mean inter-arrival gap: the load is kept
 _P = (0.0, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5)  # shares of longer stalls
 _QUANTILE = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99}
-_LATENCY = {"ttft": rm.ttft_s, "ttft_user": rm.ttft_user_s, "e2e": rm.e2e_s, "tpot": rm.tpot_s,
-            "itl": None}  # fmt: skip
+_LATENCY = {
+    "ttft": rm.ttft_s,
+    "ttft_user": rm.ttft_user_s,
+    "e2e": rm.e2e_s,
+    "tpot": rm.tpot_s,
+    "itl": None,
+}
 _RATES_UP = ("throughput.requests", "throughput.output_tokens")  # higher is better, ∝ 1/T
 _COST = ("cost.per_mtok_output",)  # lower is better, ∝ T
 
@@ -81,9 +86,11 @@ def load_words(lag_p99_s: float, gap_s: float, e2e_p50_s: float, delta: float) -
     """Why the load was not kept, in the terms of rule 1."""
     gap = f"{gap_s * 1e3:.1f} ms" if math.isfinite(gap_s) else "n/a"
     e2e = f"{e2e_p50_s * 1e3:.0f} ms" if math.isfinite(e2e_p50_s) else "n/a"
-    return (f"lag P99 {lag_p99_s * 1e3:.1f} ms is more than {LOAD_GAP_FRACTION:g} of the mean "
-            f"inter-arrival gap ({gap}) and more than δ {delta:.0%} of the median E2E ({e2e}): "
-            "arrivals bunched, the arm did not get the load asked for")  # fmt: skip
+    return (
+        f"lag P99 {lag_p99_s * 1e3:.1f} ms is more than {LOAD_GAP_FRACTION:g} of the mean "
+        f"inter-arrival gap ({gap}) and more than δ {delta:.0%} of the median E2E ({e2e}): "
+        "arrivals bunched, the arm did not get the load asked for"
+    )
 
 
 def _lag_quantiles(lag: np.ndarray, ps: list[float], cache: dict) -> dict[float, float]:
@@ -96,8 +103,9 @@ def _lag_quantiles(lag: np.ndarray, ps: list[float], cache: dict) -> dict[float,
     return cache[key]
 
 
-def _lower_quantile(quantile, q: float, lag: np.ndarray, scale: float,
-                    cache: dict | None = None) -> float:  # fmt: skip
+def _lower_quantile(
+    quantile, q: float, lag: np.ndarray, scale: float, cache: dict | None = None
+) -> float:
     """The least the true ``q`` quantile can be when each value may include a stall distributed
     like ``lag × scale`` (module doc): ``max_p Q_{q−p}(values) − scale · Q_{1−p}(lag)``;
     ``quantile(x)`` is ``Q_x(values)``."""
@@ -133,8 +141,13 @@ def _itl(t: RequestTable, q: float | None, rows: np.ndarray | None = None):
     return scan.n((0,)), scan.mean_s((0,)), got.__getitem__
 
 
-def flattery(t: RequestTable, key: str, lag: np.ndarray, rows: np.ndarray | None = None,
-             cache: dict | None = None) -> float | None:  # fmt: skip
+def flattery(
+    t: RequestTable,
+    key: str,
+    lag: np.ndarray,
+    rows: np.ndarray | None = None,
+    cache: dict | None = None,
+) -> float | None:
     """The factor ``f ≥ 1`` by which the baseline's stalls (its ``lag`` samples, seconds) may
     have flattered the ratio candidate / baseline of row ``key``, from the baseline's own rows
     (measured, ok): ``t``, or its rows ``rows`` (ascending positions; the table is not copied).

@@ -283,10 +283,16 @@ def measure(table: RequestTable, a: int = 0, b: int = 1, *, seed: int = 0) -> No
             tau = tau_raw if q_p < HETEROGENEITY_ALPHA else 0.0
             bias = math.log(pb / pa)
             nf.rows[key] = FloorRow(
-                bias=bias, bias_se=math.sqrt(s2 / k), tau=tau, tau_raw=tau_raw,
-                floor=abs(bias) + Z * tau, blocks=k, within_sd=math.sqrt(v_bar), q_p=q_p,
+                bias=bias,
+                bias_se=math.sqrt(s2 / k),
+                tau=tau,
+                tau_raw=tau_raw,
+                floor=abs(bias) + Z * tau,
+                blocks=k,
+                within_sd=math.sqrt(v_bar),
+                q_p=q_p,
                 tau_detectable=math.sqrt(max(0.0, float(np.quantile(ref, crit_q)) - v_bar)),
-            )  # fmt: skip
+            )
     nf.left_out.setdefault(
         "rates, cost", "not measured per block: later A/Bs use the default δ for them"
     )

@@ -71,9 +71,16 @@ _COUNTS = {  # ArmSummary field → (numerator, denominator) per unit
 }
 
 
-def windows_of(t: RequestTable, sent: np.ndarray, ok_mask: np.ndarray, slo, *,
-               seg: np.ndarray | None = None, done: np.ndarray | None = None,
-               values: dict[str, np.ndarray] | None = None):  # fmt: skip
+def windows_of(
+    t: RequestTable,
+    sent: np.ndarray,
+    ok_mask: np.ndarray,
+    slo,
+    *,
+    seg: np.ndarray | None = None,
+    done: np.ndarray | None = None,
+    values: dict[str, np.ndarray] | None = None,
+):
     """One arm's rows for the rate units: the segment and completion time of each sent request
     (``sent`` mask over ``t``) and of each ok request (``ok_mask`` over ``t``), with tokens and
     SLO, and the arm's span in every segment it played. ``seg``, ``done``: ``segment_ids(t)``
@@ -171,9 +178,16 @@ def _influence(ua: dict, ub: dict, num: str, den: str) -> np.ndarray:
 
 
 def rate_effects(
-    win_a, win_b, sums, slo, weights, level: float, prices, alternating: bool = False,
+    win_a,
+    win_b,
+    sums,
+    slo,
+    weights,
+    level: float,
+    prices,
+    alternating: bool = False,
     slo_n_eff: float = math.nan,
-) -> list[Effect]:  # fmt: skip
+) -> list[Effect]:
     """The rate and cost rows (module doc). ``slo_n_eff``: effectively independent paired units
     of the SLO rows' per-item contrast (goodput, attainment and the cost of good output carry
     it, for the n_eff rule :func:`abtui.stats.decide.too_dependent`)."""
@@ -199,8 +213,9 @@ def rate_effects(
             ell = bs.block_length([_influence(ua, ub, num, den), ua["ok"], ub["ok"]], 1.0, 1)
         w = weights.get(n_units, ell, "rates")
         with np.errstate(invalid="ignore", divide="ignore"):
-            reps = ((bs.wdot(w, ub[num]) / bs.wdot(w, ub[den]))
-                    / (bs.wdot(w, ua[num]) / bs.wdot(w, ua[den])) - 1.0)  # fmt: skip
+            reps = (bs.wdot(w, ub[num]) / bs.wdot(w, ub[den])) / (
+                bs.wdot(w, ua[num]) / bs.wdot(w, ua[den])
+            ) - 1.0
         del w  # not held while the next matrix is drawn
         a_val, b_val = float(getattr(sa, fld)), float(getattr(sb, fld))
         widen = bs.expansion(math.ceil(n_units / ell), level)
@@ -219,8 +234,9 @@ def rate_effects(
                 reps = (prices[1] / prices[0]) / (1.0 + replicates[rate_key]) - 1.0
             a_val, b_val = getattr(ca, fld), getattr(cb, fld)
             n_eff = slo_n_eff if rate_key.startswith("goodput.") else math.nan
-            out.append(_rate_row(key, True, a_val, b_val, sa, sb, reps, ells[rate_key], level,
-                                 n_eff))  # fmt: skip
+            out.append(
+                _rate_row(key, True, a_val, b_val, sa, sb, reps, ells[rate_key], level, n_eff)
+            )
     return out
 
 

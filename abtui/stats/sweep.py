@@ -89,13 +89,20 @@ def level_points(
             attain = s.slo_attainment if slo else (s.ok / s.sent if s.sent else math.nan)
             points.append(
                 LevelPoint(
-                    arm=a["name"], level=lv, offered_rps=offered,
+                    arm=a["name"],
+                    level=lv,
+                    offered_rps=offered,
                     concurrency=info.get("concurrency"),
                     load_rps=float(offered) if offered else s.requests_per_s,
-                    sent=s.sent, attainment=attain, goodput_rps=good_rps, goodput_tps=good_tps,
-                    p99_e2e_s=s.e2e.p99, p99_ttft_s=s.ttft.p99, usd_per_mtok_good=usd,
+                    sent=s.sent,
+                    attainment=attain,
+                    goodput_rps=good_rps,
+                    goodput_tps=good_tps,
+                    p99_e2e_s=s.e2e.p99,
+                    p99_ttft_s=s.ttft.p99,
+                    usd_per_mtok_good=usd,
                 )
-            )  # fmt: skip
+            )
     return points
 
 

@@ -169,8 +169,13 @@ def synthetic_table(
 
 
 _TIME_COLUMNS = (
-    "scheduled_ns", "dispatched_ns", "first_byte_ns", "done_ns", "first_token_ns", "last_token_ns",
-)  # fmt: skip
+    "scheduled_ns",
+    "dispatched_ns",
+    "first_byte_ns",
+    "done_ns",
+    "first_token_ns",
+    "last_token_ns",
+)
 
 
 def alternating_table(

@@ -80,8 +80,9 @@ class FileChunks:
         cols = "req, seq, t_ns" if check else "req, t_ns"
         prev_req, prev_seq = None, 0
         for lo in range(0, int(end), SLICE):
-            got = con.execute(f"SELECT {cols} FROM chunks WHERE rowid >= ? AND rowid < ?",
-                              [lo, lo + SLICE]).fetchnumpy()  # fmt: skip
+            got = con.execute(
+                f"SELECT {cols} FROM chunks WHERE rowid >= ? AND rowid < ?", [lo, lo + SLICE]
+            ).fetchnumpy()
             req = np.asarray(got["req"], dtype=np.int64)
             if not len(req):
                 continue
@@ -101,7 +102,10 @@ class FileChunks:
 
     def _sorted(self, con) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         for lo, hi in self.ranges or ():
-            got = con.execute("SELECT req, t_ns FROM chunks WHERE req BETWEEN ? AND ? "
-                              "ORDER BY req, seq", [lo, hi]).fetchnumpy()  # fmt: skip
-            yield (np.asarray(got["req"], dtype=np.int64),
-                   times(got["t_ns"], self._name, "a chunk's t_ns"))  # fmt: skip
+            got = con.execute(
+                "SELECT req, t_ns FROM chunks WHERE req BETWEEN ? AND ? ORDER BY req, seq", [lo, hi]
+            ).fetchnumpy()
+            yield (
+                np.asarray(got["req"], dtype=np.int64),
+                times(got["t_ns"], self._name, "a chunk's t_ns"),
+            )

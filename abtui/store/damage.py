@@ -25,8 +25,10 @@ import numpy as np
 from abtui.errors import AbtuiError, StoreError
 from abtui.store.schema import DDL, STATUSES
 
-DAMAGED_HINT = ("the file was cut short or edited after abtui wrote it: a copy from where it "
-                "was written may be whole")  # fmt: skip
+DAMAGED_HINT = (
+    "the file was cut short or edited after abtui wrote it: a copy from where it "
+    "was written may be whole"
+)
 MAX_NS = 1 << 62  # a perf_counter_ns time is far below (146 years); differences stay in int64
 
 
@@ -52,19 +54,52 @@ _OPTIONAL = {("requests", "level"), ("requests", "block"), ("requests", "connect
 _OPTIONAL_TABLES = {"server_timings"}
 # JSON types of the meta values the code reads (a key may be absent)
 _META_TYPES: dict[str, type | tuple[type, ...]] = {
-    "schema_version": int, "abtui_version": str, "status": str, "created": str, "ended": str,
-    "session_name": str, "load": str, "mode": str, "spec_text": str, "spec": dict,
-    "host": dict, "clock_anchor": dict, "levels": list, "segments": list,
-    "generator_health": dict, "telemetry": dict, "ray": dict, "connections": (dict, list),
-    "quality_mode": str, "quality_ppl": dict, "quality_logprobs": dict,
-}  # fmt: skip
+    "schema_version": int,
+    "abtui_version": str,
+    "status": str,
+    "created": str,
+    "ended": str,
+    "session_name": str,
+    "load": str,
+    "mode": str,
+    "spec_text": str,
+    "spec": dict,
+    "host": dict,
+    "clock_anchor": dict,
+    "levels": list,
+    "segments": list,
+    "generator_health": dict,
+    "telemetry": dict,
+    "ray": dict,
+    "connections": (dict, list),
+    "quality_mode": str,
+    "quality_ppl": dict,
+    "quality_logprobs": dict,
+}
 # sections of meta["spec"] read with .get(): each an object when there
-_SPEC_SECTIONS = ("workload", "load", "request", "slo", "policy", "cost", "quality", "store",
-                  "ray", "telemetry")  # fmt: skip
+_SPEC_SECTIONS = (
+    "workload",
+    "load",
+    "request",
+    "slo",
+    "policy",
+    "cost",
+    "quality",
+    "store",
+    "ray",
+    "telemetry",
+)
 
 
-_NS_COLUMNS = ("scheduled_ns", "dispatched_ns", "first_byte_ns", "done_ns", "first_token_ns",
-               "last_token_ns", "connect_ns")  # fmt: skip
+_NS_COLUMNS = (
+    "scheduled_ns",
+    "dispatched_ns",
+    "first_byte_ns",
+    "done_ns",
+    "first_token_ns",
+    "last_token_ns",
+    "connect_ns",
+)
 
 
 def _columns_of_schema() -> dict[str, list[str]]:
@@ -120,8 +155,15 @@ def loads(text: str | None, where: str = "a JSON value") -> Any:
     return value
 
 
-_JSON_NAMES = {dict: "an object", list: "a list", str: "a string", int: "a number",
-               float: "a number", bool: "true/false", type(None): "null"}  # fmt: skip
+_JSON_NAMES = {
+    dict: "an object",
+    list: "a list",
+    str: "a string",
+    int: "a number",
+    float: "a number",
+    bool: "true/false",
+    type(None): "null",
+}
 
 
 def _type_words(t: type | tuple[type, ...]) -> str:
@@ -135,15 +177,15 @@ def check_meta(meta: dict) -> None:
         if v is None:
             continue
         if not isinstance(v, want) or (want is int and isinstance(v, bool)):
-            raise Damaged(f"meta {key!r} should be {_type_words(want)}, not "
-                           f"{_type_words(type(v))}")  # fmt: skip
+            raise Damaged(f"meta {key!r} should be {_type_words(want)}, not {_type_words(type(v))}")
     if meta.get("status") is not None and meta["status"] not in STATUSES:
         raise Damaged(f"meta 'status' is {meta['status']!r}, not one of {', '.join(STATUSES)}")
     spec = meta.get("spec") or {}
     for sec in _SPEC_SECTIONS:
         if spec.get(sec) is not None and not isinstance(spec[sec], dict):
-            raise Damaged(f"meta 'spec': [{sec}] should be an object, not "
-                           f"{_type_words(type(spec[sec]))}")  # fmt: skip
+            raise Damaged(
+                f"meta 'spec': [{sec}] should be an object, not {_type_words(type(spec[sec]))}"
+            )
     if spec.get("arms") is not None and not (
         isinstance(spec["arms"], list) and all(isinstance(a, dict) for a in spec["arms"])
     ):
@@ -152,15 +194,16 @@ def check_meta(meta: dict) -> None:
     if anchor is not None and not all(
         isinstance(anchor.get(k), int) and abs(anchor[k]) < 1 << 62
         for k in ("perf_counter_ns", "wall_ns")
-    ):  # fmt: skip
+    ):
         raise Damaged("meta 'clock_anchor' should hold perf_counter_ns and wall_ns in ns")
 
 
 def table_columns(con) -> dict[str, set[str]]:
     """The file's tables, each with its columns (one catalog query)."""
     have: dict[str, set[str]] = {}
-    for t, c in con.execute("SELECT table_name, column_name FROM duckdb_columns() "
-                            "WHERE schema_name = 'main'").fetchall():  # fmt: skip
+    for t, c in con.execute(
+        "SELECT table_name, column_name FROM duckdb_columns() WHERE schema_name = 'main'"
+    ).fetchall():
         have.setdefault(t, set()).add(c)
     return have
 
@@ -173,8 +216,12 @@ def file_key(path: str | os.PathLike) -> tuple | None:
         wal = os.stat(f"{path}.wal") if os.path.exists(f"{path}.wal") else None
     except OSError:
         return None
-    return (os.path.realpath(path), st.st_size, st.st_mtime_ns,
-            wal and (wal.st_size, wal.st_mtime_ns))  # fmt: skip
+    return (
+        os.path.realpath(path),
+        st.st_size,
+        st.st_mtime_ns,
+        wal and (wal.st_size, wal.st_mtime_ns),
+    )
 
 
 def check_tables(have: dict[str, set[str]]) -> None:
@@ -214,12 +261,16 @@ def check_rows(con, have: dict[str, set[str]]) -> None:
     # times are differenced in SQL: one out of range (a bit flipped, an edit) overflows. One
     # min/max pass (DuckDB answers it from its column statistics: ~5 ms for 200k requests)
     cols = [c for c in _NS_COLUMNS if c in have["requests"]]
-    got = con.execute("SELECT min(arm), max(arm), " + ", ".join(
-        f"min({c}), max({c})" for c in cols) + " FROM requests").fetchone()  # fmt: skip
+    got = con.execute(
+        "SELECT min(arm), max(arm), "
+        + ", ".join(f"min({c}), max({c})" for c in cols)
+        + " FROM requests"
+    ).fetchone()
     for c, lo, hi in zip(cols, got[2::2], got[3::2], strict=True):
         if lo is not None and not (0 <= lo and hi < MAX_NS):
-            raise Damaged(f"requests: {c} holds {lo if lo < 0 else hi}, out of range "
-                          "(not a time in ns)")  # fmt: skip
+            raise Damaged(
+                f"requests: {c} holds {lo if lo < 0 else hi}, out of range (not a time in ns)"
+            )
     if n_arms and got[0] is not None and (got[0] < 0 or got[1] >= n_arms):
         stray = got[0] if got[0] < 0 else got[1]
         raise Damaged(f"requests name arm {stray}, which table arms does not have")
@@ -240,7 +291,8 @@ class Checked:
 
     def execute(self, sql: str, params: Any = None) -> Checked:
         self._run(self._con.execute, sql, params) if params is not None else self._run(
-            self._con.execute, sql)  # fmt: skip
+            self._con.execute, sql
+        )
         return self
 
     def fetchall(self) -> list:

@@ -53,8 +53,10 @@ def record_end(con, path: Path, status: str, why: str, now_iso: str):
     """Commit ``status``, the end time ``now_iso``, ``why`` (meta ``write_error``) and an event,
     on ``con`` or, when DuckDB has invalidated it, on a fresh connection (which replays the
     WAL). Returns (the connection now open or None, whether it was written)."""
-    rows = [[k, json.dumps(v)] for k, v in
-            (("status", status), ("ended", now_iso), ("write_error", why))]  # fmt: skip
+    rows = [
+        [k, json.dumps(v)]
+        for k, v in (("status", status), ("ended", now_iso), ("write_error", why))
+    ]
     event = (time.perf_counter_ns(), now_iso, status, None, why)
     for attempt in (0, 1):
         try:

@@ -29,8 +29,12 @@ from abtui.store.schema import COMPLETE, FAILED, INTERRUPTED, RUNNING, STATUSES,
 SUFFIX = ".duckdb"
 # what a row says for each stored status; a "running" file nobody writes was killed or crashed
 # (abtui.store.reader.was_killed, the one definition shared with the report and the TUI)
-STATUS_WORDS = {COMPLETE: "finished", INTERRUPTED: "interrupted", FAILED: "failed",
-                WRITE_FAILED: "write failed"}  # fmt: skip
+STATUS_WORDS = {
+    COMPLETE: "finished",
+    INTERRUPTED: "interrupted",
+    FAILED: "failed",
+    WRITE_FAILED: "write failed",
+}
 RUNNING_NOW = "running"
 KILLED = "killed"  # status "running" but no writer holds the file (reader.was_killed)
 UNREADABLE = "unreadable"
@@ -69,8 +73,9 @@ def read_row(path: str | os.PathLike) -> SessionRow:
         with SessionReader(path) as rd:
             meta = rd.meta()
             arms = [a["name"] for a in rd.arms()]
-            counts = dict(rd.query("SELECT arm, count(*) FROM requests WHERE NOT warmup "
-                                   "GROUP BY arm"))  # fmt: skip
+            counts = dict(
+                rd.query("SELECT arm, count(*) FROM requests WHERE NOT warmup GROUP BY arm")
+            )
             ids = [a["arm"] for a in rd.arms()]
             last = rd.query("SELECT result FROM verdicts ORDER BY created DESC LIMIT 1")
     except AbtuiError as e:
@@ -89,11 +94,17 @@ def read_row(path: str | os.PathLike) -> SessionRow:
     word = STATUS_WORDS.get(status) or (KILLED if was_killed(status, writer) else RUNNING_NOW)
     created = meta.get("created")
     return SessionRow(
-        path, str(meta.get("session_name") or path.stem), mtime, word,
-        created=created if isinstance(created, str) else None, arms=arms,
-        requests=int(sum(counts.values())), per_arm=[int(counts.get(i, 0)) for i in ids],
-        verdict=verdict if isinstance(verdict, str) else None, degraded=bool(meta.get("degraded")),
-    )  # fmt: skip
+        path,
+        str(meta.get("session_name") or path.stem),
+        mtime,
+        word,
+        created=created if isinstance(created, str) else None,
+        arms=arms,
+        requests=int(sum(counts.values())),
+        per_arm=[int(counts.get(i, 0)) for i in ids],
+        verdict=verdict if isinstance(verdict, str) else None,
+        degraded=bool(meta.get("degraded")),
+    )
 
 
 def list_sessions(folder: str | os.PathLike, limit: int = 50) -> list[SessionRow]:
@@ -123,11 +134,15 @@ def delete_session(folder: str | os.PathLike, path: str | os.PathLike) -> list[P
     folder, path = Path(folder).resolve(), Path(path)
     where = path.resolve()
     if where.parent != folder or not where.name.endswith(SUFFIX) or not where.is_file():
-        raise AbtuiError(f"not deleted: {path} is not a session file of {folder}",
-                         "only the *.duckdb files listed in the folder can be deleted")  # fmt: skip
+        raise AbtuiError(
+            f"not deleted: {path} is not a session file of {folder}",
+            "only the *.duckdb files listed in the folder can be deleted",
+        )
     if file_writer(where) in (WRITER_OTHER, WRITER_THIS):
-        raise AbtuiError(f"not deleted: {path} is being written by a running abtui",
-                         "stop that run first (q in its window), then delete it")  # fmt: skip
+        raise AbtuiError(
+            f"not deleted: {path} is being written by a running abtui",
+            "stop that run first (q in its window), then delete it",
+        )
     gone = []
     for p in (where, where.with_name(where.name + ".wal")):
         try:

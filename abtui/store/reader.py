@@ -289,7 +289,9 @@ class SessionReader:
                 n_input=n_input,
                 expected=expected,
                 suite=suite,
-                tags=[] if tags in (None, "[]") else self._json(tags, f"items: the tags of item {i}"),
+                tags=[]
+                if tags in (None, "[]")
+                else self._json(tags, f"items: the tags of item {i}"),
             )
             for (
                 i,
@@ -318,14 +320,17 @@ class SessionReader:
         """SQL for each request's connect phase in ns (``requests.connect_ns``; ``0`` in a file
         written before the column existed, whose TTFT held any connect time, as it then did).
         ``alias``: the ``requests`` table's alias in the query (``"r."``)."""
-        return f"COALESCE({alias}connect_ns, 0)" if "connect_ns" in self.columns("requests") else "0"
+        return (
+            f"COALESCE({alias}connect_ns, 0)" if "connect_ns" in self.columns("requests") else "0"
+        )
 
     def request_table(self, include_warmup: bool = False, chunks: bool = False) -> RequestTable:
         """All requests (warm-up excluded unless asked). Their chunks stay in the file unless
         ``chunks``: the table streams them from it when ITL is asked for, one pass at a time
         on a connection of its own (:mod:`abtui.store.request_table`)."""
-        return read_request_table(self._con, self._opener(), self._copy, include_warmup, chunks,
-                                  name=self.path)  # fmt: skip
+        return read_request_table(
+            self._con, self._opener(), self._copy, include_warmup, chunks, name=self.path
+        )
 
     def _opener(self) -> Callable[[], AbstractContextManager[duckdb.DuckDBPyConnection]]:
         """How a table read from this reader opens the file again for a pass over its chunks:
@@ -404,9 +409,14 @@ class SessionReader:
 
     def verdicts(self) -> list[dict]:
         rows = self._con.execute("SELECT created, policy, result FROM verdicts").fetchall()
-        return [{"created": c, "policy": self._json(p, f"verdicts row {k}: policy"),
-                 "result": self._json(r, f"verdicts row {k}: result")}
-                for k, (c, p, r) in enumerate(rows, 1)]  # fmt: skip
+        return [
+            {
+                "created": c,
+                "policy": self._json(p, f"verdicts row {k}: policy"),
+                "result": self._json(r, f"verdicts row {k}: result"),
+            }
+            for k, (c, p, r) in enumerate(rows, 1)
+        ]
 
     def _json(self, text: str | None, where: str) -> Any:
         try:

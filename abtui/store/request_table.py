@@ -42,14 +42,24 @@ def _plain(col: np.ndarray, fill=None) -> np.ndarray:
 
 def read_rows(con: duckdb.DuckDBPyConnection, include_warmup: bool) -> dict[str, np.ndarray]:
     """Every column of ``RequestTable`` but the chunks, sorted by ``req`` (module docstring)."""
-    have = {r[0] for r in con.execute(
-        "SELECT column_name FROM duckdb_columns() WHERE table_name = 'requests'").fetchall()}  # fmt: skip
+    have = {
+        r[0]
+        for r in con.execute(
+            "SELECT column_name FROM duckdb_columns() WHERE table_name = 'requests'"
+        ).fetchall()
+    }
     end = int(con.execute("SELECT COALESCE(max(rowid), -1) + 1 FROM requests").fetchone()[0])
     where = "rowid < ?" + ("" if include_warmup else " AND NOT warmup")  # rows a writer adds
     n = con.execute(f"SELECT count(*) FROM requests WHERE {where}", [end]).fetchone()[0]
-    words = {c: [r[0] for r in con.execute(
-        f"SELECT DISTINCT {c} FROM requests WHERE {c} IS NOT NULL ORDER BY 1").fetchall()]
-        for c in STR_COLUMNS}  # fmt: skip
+    words = {
+        c: [
+            r[0]
+            for r in con.execute(
+                f"SELECT DISTINCT {c} FROM requests WHERE {c} IS NOT NULL ORDER BY 1"
+            ).fetchall()
+        ]
+        for c in STR_COLUMNS
+    }
     select, params = [], []
     for c in INT_COLUMNS:
         if c not in have:
@@ -61,8 +71,9 @@ def read_rows(con: duckdb.DuckDBPyConnection, include_warmup: bool) -> dict[str,
     select.append("warmup")
     for c in STR_COLUMNS:  # code k ≥ 1 is words[c][k − 1]; 0 is NULL
         cases = " ".join(f"WHEN ? THEN {k + 1}" for k in range(len(words[c])))
-        select.append(f"(CASE {c} {cases} ELSE 0 END)::INTEGER AS {c}" if cases
-                      else f"0::INTEGER AS {c}")  # fmt: skip
+        select.append(
+            f"(CASE {c} {cases} ELSE 0 END)::INTEGER AS {c}" if cases else f"0::INTEGER AS {c}"
+        )
         params += words[c]
     out = {c: np.empty(n, dtype=np.int64) for c in INT_COLUMNS}
     out["warmup"] = np.empty(n, dtype=bool)
@@ -113,8 +124,9 @@ def read_request_table(
         return RequestTable(**rows, chunk_req_idx=idx, chunk_t_ns=t_ns, chunk_n=n_tok)
     source = FileChunks(connect, keep, name)
     empty = np.zeros(0, dtype=np.int64)
-    t = RequestTable(**rows, chunk_req_idx=empty, chunk_t_ns=empty, chunk_n=empty,
-                     chunk_source=source)  # fmt: skip
+    t = RequestTable(
+        **rows, chunk_req_idx=empty, chunk_t_ns=empty, chunk_n=empty, chunk_source=source
+    )
     # each arm's ok rows: the groups whose ITL the verdict and the summary scan
     ok = t.ok
     groups = [(t.arm == a) & ok for a in unique_ints(t.arm)]
@@ -129,8 +141,9 @@ def read_request_table(
     return t
 
 
-def chunk_columns(con, req: np.ndarray, name: object = None) -> tuple[np.ndarray, np.ndarray,
-                                                                      np.ndarray]:  # fmt: skip
+def chunk_columns(
+    con, req: np.ndarray, name: object = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The chunks of the requests ``req`` (sorted ids), in (req, seq) order: each one's row
     index into ``req``, arrival time and tokens, as int64 arrays filled in place.
 
@@ -152,13 +165,14 @@ def chunk_columns(con, req: np.ndarray, name: object = None) -> tuple[np.ndarray
     ends = np.cumsum(c_n)
     at, k = 0, 0
     while k < len(c_req):  # requests k … j−1: at most CHUNK_SLICE chunks (or one request)
-        j = max(k + 1, int(np.searchsorted(ends, (ends[k - 1] if k else 0) + CHUNK_SLICE,
-                                           side="right")))  # fmt: skip
+        j = max(
+            k + 1, int(np.searchsorted(ends, (ends[k - 1] if k else 0) + CHUNK_SLICE, side="right"))
+        )
         lo, hi = int(c_req[k]), int(c_req[j - 1])
         got = con.execute(
-            "SELECT req, t_ns, n_tokens FROM chunks WHERE req BETWEEN ? AND ? "
-            "ORDER BY req, seq", [lo, hi]
-        ).fetchnumpy()  # fmt: skip
+            "SELECT req, t_ns, n_tokens FROM chunks WHERE req BETWEEN ? AND ? ORDER BY req, seq",
+            [lo, hi],
+        ).fetchnumpy()
         g_req = _plain(got["req"]).astype(np.int64, copy=False)
         p = np.searchsorted(req, g_req)
         keep = p < len(req)

@@ -112,8 +112,9 @@ class SessionWriter:
     flushed in every case).
     """
 
-    def __init__(self, path: str | os.PathLike, *, overwrite: bool = False,
-                 scrubber: Scrubber | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, path: str | os.PathLike, *, overwrite: bool = False, scrubber: Scrubber | None = None
+    ) -> None:
         self.path = Path(path)
         # what it writes (not the records: their generators scrubbed them) passes this; a run
         # gives it its secret values (abtui.client.redact.secrets_of)
@@ -183,8 +184,9 @@ class SessionWriter:
     def write_meta(self, **kv: Any) -> None:
         """Set meta keys (values are stored as JSON text), committed at once."""
         scrub = self.scrubber  # a config's credential keys dropped; data keeps its keys
-        rows = [[k, json.dumps(scrub(v, keys=k in CONFIG_META), default=str)]
-                for k, v in kv.items()]  # fmt: skip
+        rows = [
+            [k, json.dumps(scrub(v, keys=k in CONFIG_META), default=str)] for k, v in kv.items()
+        ]
         with self._transaction() as con:
             con.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", rows)
 
@@ -205,10 +207,12 @@ class SessionWriter:
             config = dict(a.get("config") or {})
             config.update({k: v for k, v in a.items() if k not in cols and k != "config"})
             rows.append(
-                [int(a["arm"]), *(scrub(scrub_url(a.get(k)) if k == "url" else a.get(k))
-                                  for k in cols[1:]),
-                 json.dumps(scrub(config), default=str)]
-            )  # fmt: skip
+                [
+                    int(a["arm"]),
+                    *(scrub(scrub_url(a.get(k)) if k == "url" else a.get(k)) for k in cols[1:]),
+                    json.dumps(scrub(config), default=str),
+                ]
+            )
         if rows:
             with self._transaction() as con:
                 con.executemany("INSERT INTO arms VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
@@ -413,11 +417,15 @@ class SessionWriter:
         self._con = None
         kept = f"the {self.n_written:,} requests committed before are kept"
         if recorded:
-            hint = (f"free disk space (or give --sessions-dir on another disk) and run again; "
-                    f"{kept}, the session marked {WRITE_FAILED} (`abtui report {self.path}`)")  # fmt: skip
+            hint = (
+                f"free disk space (or give --sessions-dir on another disk) and run again; "
+                f"{kept}, the session marked {WRITE_FAILED} (`abtui report {self.path}`)"
+            )
         else:
-            hint = (f"free disk space and run again; {kept}, but not even the session's end "
-                    "could be written: `abtui report` will call it killed")  # fmt: skip
+            hint = (
+                f"free disk space and run again; {kept}, but not even the session's end "
+                "could be written: `abtui report` will call it killed"
+            )
         return StoreWriteError(f"cannot write session file {self.path}: {why}", hint)
 
     # -- end ----------------------------------------------------------------------------------

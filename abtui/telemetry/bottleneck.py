@@ -44,11 +44,16 @@ class PhaseBound:
         key = self.mbu if self.bound == "memory" else self.mfu
         name = "MBU" if self.bound == "memory" else "MFU"
         other = f"MFU {self.mfu:.0%}" if self.bound == "memory" else f"MBU {self.mbu:.0%}"
-        where = (f"batch {self.batch:.1f}, context {self.context:.0f}" if self.phase == "decode"
-                 else f"prompt {self.context:.0f}")  # fmt: skip
-        return (f"{self.phase}: {self.bound}-bound, {name} {key:.0%} ({other}; "
-                f"{self.measured_s * 1e3:.2f} ms measured [{self.basis}] vs floor "
-                f"{self.floor_s * 1e3:.2f} ms at {where})")  # fmt: skip
+        where = (
+            f"batch {self.batch:.1f}, context {self.context:.0f}"
+            if self.phase == "decode"
+            else f"prompt {self.context:.0f}"
+        )
+        return (
+            f"{self.phase}: {self.bound}-bound, {name} {key:.0%} ({other}; "
+            f"{self.measured_s * 1e3:.2f} ms measured [{self.basis}] vs floor "
+            f"{self.floor_s * 1e3:.2f} ms at {where})"
+        )
 
 
 def resolve(arm: dict):
@@ -60,8 +65,11 @@ def resolve(arm: dict):
         return None
     try:
         gpu = get_gpu(arm["gpu"])
-        model = (get_model(arm["model_preset"]) if arm.get("model_preset")
-                 else load_hf_config(arm["model_config"]))  # fmt: skip
+        model = (
+            get_model(arm["model_preset"])
+            if arm.get("model_preset")
+            else load_hf_config(arm["model_config"])
+        )
     except AbtuiError:
         return None  # the file moved since the run: no roofline rather than a crash
     return (
@@ -101,8 +109,11 @@ def arm_bounds(arm: dict, d) -> list[PhaseBound]:
         t_pre, basis = d.client.mean_s.get("prefill"), "client TTFT"
     if t_pre and t_pre > 0:
         n = max(1, round(p))
-        out.append(_bound("prefill", gpu, model, wdt, kvdt, tp, mm, rl.prefill_shape(n), t_pre,
-                          1.0, p, basis))  # fmt: skip
+        out.append(
+            _bound(
+                "prefill", gpu, model, wdt, kvdt, tp, mm, rl.prefill_shape(n), t_pre, 1.0, p, basis
+            )
+        )
     return out
 
 

@@ -168,13 +168,21 @@ def _server_split(s: _Series, engines: list[str]) -> PhaseSplit | None:
         return _split(f"server ({eng})", q, p, d)
     ttft, e2e = s.mean_of("ttft_s"), s.mean_of("e2e_s")
     if ttft is not None and e2e is not None:
-        return _split(f"server ({eng}: prefill = TTFT - queue, decode = E2E - TTFT)",
-                      q, ttft - (q or 0.0), e2e - ttft)  # fmt: skip
+        return _split(
+            f"server ({eng}: prefill = TTFT - queue, decode = E2E - TTFT)",
+            q,
+            ttft - (q or 0.0),
+            e2e - ttft,
+        )
     inf = s.mean_of("inference_s")
     pb, db = s.total("prefill_batch_s.sum"), s.total("decode_batch_s.sum")
     if inf is not None and pb is not None and db is not None and pb + db > 0:
-        return _split(f"server ({eng}: prefill/decode in the ratio of batch forward time)",
-                      q, inf * pb / (pb + db), inf * db / (pb + db))  # fmt: skip
+        return _split(
+            f"server ({eng}: prefill/decode in the ratio of batch forward time)",
+            q,
+            inf * pb / (pb + db),
+            inf * db / (pb + db),
+        )
     return None
 
 
@@ -233,9 +241,11 @@ def diagnose(path) -> list[ArmDiagnosis]:
         }
         connects = _connects(rd)
         checks = timing_checks(rd)
-        tokens = dict(rd.query(
-            "SELECT arm, coalesce(sum(n_output), 0) FROM requests WHERE NOT warmup GROUP BY arm"
-        ))  # fmt: skip
+        tokens = dict(
+            rd.query(
+                "SELECT arm, coalesce(sum(n_output), 0) FROM requests WHERE NOT warmup GROUP BY arm"
+            )
+        )
     engines_meta = (meta.get("telemetry") or {}).get("engines") or {}
     resets_meta = (meta.get("telemetry") or {}).get("counter_resets") or {}
     spec_arms = (meta.get("spec") or {}).get("arms") or []
@@ -255,14 +265,19 @@ def diagnose(path) -> list[ArmDiagnosis]:
         d.timings = checks.get(i)
         c = d.timings
         if d.server is None and c is not None and c.server_predicted_ms is not None:
-            d.server = _split("server (llamacpp timings; its slot queue is not reported)",
-                              None, c.server_prompt_ms / 1e3, c.server_predicted_ms / 1e3)  # fmt: skip
+            d.server = _split(
+                "server (llamacpp timings; its slot queue is not reported)",
+                None,
+                c.server_prompt_ms / 1e3,
+                c.server_predicted_ms / 1e3,
+            )
         if i in client:
             ttft, dec, tpot, n_in, n_out, conc = client[i]
             d.decode_concurrency = conc
             if ttft is not None and dec is not None:
-                d.client = _split("client (TTFT: queue + prefill + network, vs decode)",
-                                  None, ttft, dec)  # fmt: skip
+                d.client = _split(
+                    "client (TTFT: queue + prefill + network, vs decode)", None, ttft, dec
+                )
             d.tpot_mean_s, d.prompt_tokens_mean, d.output_tokens_mean = tpot, n_in, n_out
             if ttft is not None and dec is not None:
                 d.client_e2e_s = ttft + dec
@@ -322,8 +337,16 @@ def _connects(rd) -> dict[int, dict]:
         "sum(connect_ns) / nullif(sum(done_ns - dispatched_ns), 0) "
         "FROM requests WHERE NOT warmup AND status <> 'cancelled' GROUP BY arm"
     )
-    return {int(r[0]): {"measured": int(r[1]), "connected": int(r[2]), "mean_s": r[3],
-                        "max_s": r[4], "share": r[5]} for r in rows}  # fmt: skip
+    return {
+        int(r[0]): {
+            "measured": int(r[1]),
+            "connected": int(r[2]),
+            "mean_s": r[3],
+            "max_s": r[4],
+            "share": r[5],
+        }
+        for r in rows
+    }
 
 
 def connect_line(d: ArmDiagnosis) -> str | None:
@@ -335,20 +358,26 @@ def connect_line(d: ArmDiagnosis) -> str | None:
     if pre:
         opened = int(pre.get("opened") or 0)
         words = f"{opened} opened before t0 ({pre.get('seconds') or 0.0:.2f} s)"
-        extra = [f"{int(pre[k])} {w}" for k, w in (
-            ("unanswered", "not answered in time (the server serves no more at once)"),
-            ("closed", "closed by the server after one response"),
-            ("failed", "failed"),
-            ("late", "still opening at t0"),
-        ) if pre.get(k)]  # fmt: skip
+        extra = [
+            f"{int(pre[k])} {w}"
+            for k, w in (
+                ("unanswered", "not answered in time (the server serves no more at once)"),
+                ("closed", "closed by the server after one response"),
+                ("failed", "failed"),
+                ("late", "still opening at t0"),
+            )
+            if pre.get(k)
+        ]
         parts.append(words + (f" ({'; '.join(extra)})" if extra else ""))
     if c is not None:
         n, k = c["measured"], c["connected"]
         if k:
-            parts.append(f"{k} of {n} requests opened one during the run (mean "
-                         f"{c['mean_s'] * 1e3:.1f} ms, max {c['max_s'] * 1e3:.1f} ms, "
-                         f"{(c['share'] or 0.0):.2%} of request time; out of TTFT and E2E, "
-                         "in TTFT (user))")  # fmt: skip
+            parts.append(
+                f"{k} of {n} requests opened one during the run (mean "
+                f"{c['mean_s'] * 1e3:.1f} ms, max {c['max_s'] * 1e3:.1f} ms, "
+                f"{(c['share'] or 0.0):.2%} of request time; out of TTFT and E2E, "
+                "in TTFT (user))"
+            )
         else:
             parts.append(f"none of {n} requests waited for one")
     return "    connections: " + "; ".join(parts)
@@ -373,22 +402,24 @@ def diagnosis_lines(diags: list[ArmDiagnosis]) -> list[str]:
         ph = d.phases
         if ph is not None:
             q = f"queue {_pct(ph.queue)}, " if ph.queue is not None else ""
-            lines.append(f"    phases: {q}prefill {_pct(ph.prefill)}, decode {_pct(ph.decode)}"
-                         f"  [{ph.view}]")  # fmt: skip
+            lines.append(
+                f"    phases: {q}prefill {_pct(ph.prefill)}, decode {_pct(ph.decode)}  [{ph.view}]"
+            )
         else:
             lines.append("    phases: n/a (no request finished)")
         if d.server_e2e_s is not None and d.client_e2e_s is not None:
             gap = (d.client_e2e_s - d.server_e2e_s) * 1e3
-            lines.append(f"    check: mean E2E {d.server_e2e_s * 1e3:.1f} ms in the server, "
-                         f"{d.client_e2e_s * 1e3:.1f} ms at the client ({gap:+.1f} ms outside "
-                         "the engine: network, HTTP, streaming)")  # fmt: skip
+            lines.append(
+                f"    check: mean E2E {d.server_e2e_s * 1e3:.1f} ms in the server, "
+                f"{d.client_e2e_s * 1e3:.1f} ms at the client ({gap:+.1f} ms outside "
+                "the engine: network, HTTP, streaming)"
+            )
         conn = connect_line(d)
         if conn:
             lines.append(conn)
         lines += timing_lines(d.timings, d.spec_acceptance)
         if d.server is None and d.scrapes_ok == 0:
-            why = (f"{d.scrapes_failed} scrapes failed" if d.scrapes_failed
-                   else "not scraped")  # fmt: skip
+            why = f"{d.scrapes_failed} scrapes failed" if d.scrapes_failed else "not scraped"
             lines.append(f"    server metrics: none ({why})")
         srv = []
         if d.running:
@@ -413,8 +444,10 @@ def diagnosis_lines(diags: list[ArmDiagnosis]) -> list[str]:
         if srv:
             lines.append("    server: " + ", ".join(srv))
         if d.counter_resets:
-            lines.append(f"    warning: the server's counters went back to zero {d.counter_resets} "
-                         "time(s) (a restart during the run?): deltas count from zero there")  # fmt: skip
+            lines.append(
+                f"    warning: the server's counters went back to zero {d.counter_resets} "
+                "time(s) (a restart during the run?): deltas count from zero there"
+            )
         g = d.gpu
         if g is not None:
             fields = (
@@ -429,8 +462,13 @@ def diagnosis_lines(diags: list[ArmDiagnosis]) -> list[str]:
                 (g.temp_c, f"max {_f(g.temp_c, '.0f', ' °C')}"),
             )
             parts = [text for value, text in fields if value is not None] or ["no fields"]
-            thr = ("THROTTLED " + _pct(g.throttled_share) + " of samples" if g.throttled
-                   else "not throttled" if g.throttled is False else "throttling n/a")  # fmt: skip
+            thr = (
+                "THROTTLED " + _pct(g.throttled_share) + " of samples"
+                if g.throttled
+                else "not throttled"
+                if g.throttled is False
+                else "throttling n/a"
+            )
             lines.append(f"    GPU ({g.source}): " + ", ".join(parts) + f", {thr}")
         else:
             lines.append("    GPU: n/a (no gpu_index for NVML and no DCGM metrics)")

@@ -159,8 +159,13 @@ RULES: tuple[Rule, ...] = (
     _r("gpu.sm_clock_mhz", "dcgm", "DCGM_FI_DEV_SM_CLOCK", reduce="mean"),
     _r("gpu.mem_clock_mhz", "dcgm", "DCGM_FI_DEV_MEM_CLOCK", reduce="mean"),
     _r("gpu.temp_c", "dcgm", "DCGM_FI_DEV_GPU_TEMP", reduce="max"),
-    _r("gpu.throttled", "dcgm", "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", reduce="max",
-       transform=throttled),
+    _r(
+        "gpu.throttled",
+        "dcgm",
+        "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
+        reduce="max",
+        transform=throttled,
+    ),
     # llama.cpp's llama-server (--metrics); counters are whole-server, since it started
     _r("running", "llamacpp", "llamacpp:requests_processing"),
     _r("waiting", "llamacpp", "llamacpp:requests_deferred"),
@@ -175,12 +180,17 @@ RULES: tuple[Rule, ...] = (
     _r("spec_drafts", "llamacpp", "llamacpp:spec_decode_num_drafts_total", _C),
     _r("spec_draft_tokens", "llamacpp", "llamacpp:spec_decode_num_draft_tokens_total", _C),
     _r("spec_accepted_tokens", "llamacpp", "llamacpp:spec_decode_num_accepted_tokens_total", _C),
-)  # fmt: skip
+)
 
 ENGINES = ("vllm", "sglang", "tgi", "llamacpp", "dcgm")
 # The engines' names as a person reads them (messages, docs).
-ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "tgi": "TGI", "llamacpp": "llama.cpp",
-                "dcgm": "DCGM"}  # fmt: skip
+ENGINE_NAMES = {
+    "vllm": "vLLM",
+    "sglang": "SGLang",
+    "tgi": "TGI",
+    "llamacpp": "llama.cpp",
+    "dcgm": "DCGM",
+}
 
 
 @dataclass

@@ -91,8 +91,10 @@ class Nvml:
         """A message when one of ``indices`` is not a GPU here; None when all are."""
         bad = [i for i in indices if not 0 <= i < self.count]
         if bad:
-            return (f"GPU index {', '.join(map(str, bad))} does not exist "
-                    f"(this machine has {self.count} GPU{'s' if self.count != 1 else ''})")  # fmt: skip
+            return (
+                f"GPU index {', '.join(map(str, bad))} does not exist "
+                f"(this machine has {self.count} GPU{'s' if self.count != 1 else ''})"
+            )
         return None
 
     def close(self) -> None:

@@ -139,8 +139,14 @@ class _ScrapeSource:
         if self.s.n_ok == 1 and not self.s.last_error and not self._told_unknown:
             self._told_unknown = True
             if not self.s.engines:
-                msgs.append(("telemetry", f"{self.name}: {self.s.url} has no vLLM, SGLang, TGI, "
-                             "llama.cpp or DCGM metric this version of abtui knows", arm))  # fmt: skip
+                msgs.append(
+                    (
+                        "telemetry",
+                        f"{self.name}: {self.s.url} has no vLLM, SGLang, TGI, "
+                        "llama.cpp or DCGM metric this version of abtui knows",
+                        arm,
+                    )
+                )
         return rows, msgs
 
     def close(self) -> None:
@@ -180,7 +186,10 @@ class TelemetryHub:
         for a in self.arms:
             if a.metrics_url:
                 sc = PromScraper(
-                    a.arm, a.metrics_url, gpus=_gpu_labels(a), timeout_s=self.timeout_s,
+                    a.arm,
+                    a.metrics_url,
+                    gpus=_gpu_labels(a),
+                    timeout_s=self.timeout_s,
                     verify=a.verify,
                 )
                 self.sources.append(_ScrapeSource(sc, a.name))
@@ -202,9 +211,15 @@ class TelemetryHub:
                     for i in indices:
                         users = [a.name for a in wanted if i in a.gpu_indices]
                         if len(users) > 1:
-                            msgs.append(("telemetry", f"GPU {i} serves {', '.join(users)}: its "
-                                         "power, energy and activity are theirs together, not "
-                                         "each arm's", None))  # fmt: skip
+                            msgs.append(
+                                (
+                                    "telemetry",
+                                    f"GPU {i} serves {', '.join(users)}: its "
+                                    "power, energy and activity are theirs together, not "
+                                    "each arm's",
+                                    None,
+                                )
+                            )
             else:
                 msgs.append(("telemetry", nv.status or "no GPU telemetry", None))
         for src in self.sources:

@@ -138,8 +138,10 @@ class PromScraper:
         if not isinstance(doc, dict):
             return
         gen = doc.get("default_generation_settings")
-        found = {"slots_total": doc.get("total_slots"),
-                 "slot_ctx": gen.get("n_ctx") if isinstance(gen, dict) else None}  # fmt: skip
+        found = {
+            "slots_total": doc.get("total_slots"),
+            "slot_ctx": gen.get("n_ctx") if isinstance(gen, dict) else None,
+        }
         for metric, v in found.items():
             if isinstance(v, int) and not isinstance(v, bool) and 0 < v < 2**31:
                 self.props[metric] = v

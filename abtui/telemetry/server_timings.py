@@ -128,14 +128,21 @@ def timing_lines(c: TimingCheck | None, counters_acceptance: float | None) -> li
         )
     if c.stream_acceptance is not None or counters_acceptance is not None:
         ctr = "n/a" if counters_acceptance is None else f"{counters_acceptance:.1%}"
-        stream = ("n/a" if c.stream_acceptance is None
-                  else f"{c.stream_acceptance:.1%} ({c.draft_accepted}/{c.draft_n} draft tokens)")  # fmt: skip
+        stream = (
+            "n/a"
+            if c.stream_acceptance is None
+            else f"{c.stream_acceptance:.1%} ({c.draft_accepted}/{c.draft_n} draft tokens)"
+        )
         check = ""
         if c.stream_acceptance is not None and counters_acceptance is not None:
             check = f", {abs(c.stream_acceptance - counters_acceptance) * 100:.1f} points apart"
-        lines.append(f"    spec decode acceptance: {ctr} from the server's counters, {stream} "
-                     f"from the streams' timings{check}")  # fmt: skip
+        lines.append(
+            f"    spec decode acceptance: {ctr} from the server's counters, {stream} "
+            f"from the streams' timings{check}"
+        )
     if c.noted:
-        lines.append(f"    server timings: {c.noted} request(s) sent a malformed field, left out "
-                     "(server_timings.note says which)")  # fmt: skip
+        lines.append(
+            f"    server timings: {c.noted} request(s) sent a malformed field, left out "
+            "(server_timings.note says which)"
+        )
     return lines

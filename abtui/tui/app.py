@@ -37,6 +37,7 @@ from abtui.tui.widgets.inert import Static
 # Job: runs the session (abtui.runner.session.run_session) with the observer and stop event.
 Job = Callable[[Observer, threading.Event], object]
 
+
 class HelpScreen(ModalScreen):
     """The keys of the screen it was opened on (:mod:`abtui.tui.keys`), and those of
     everywhere."""
@@ -54,16 +55,20 @@ class HelpScreen(ModalScreen):
         for k, what in self.keys:
             keys.add_row(k, what)
         head = f"Keys: {self.title_text}\n" if self.title_text else "Keys\n"
-        t = Group(Text(head, "bold"), keys,
-                  Text("\nEsc or ? closes this list (arrows scroll it).", "dim"))  # fmt: skip
+        t = Group(
+            Text(head, "bold"), keys, Text("\nEsc or ? closes this list (arrows scroll it).", "dim")
+        )
         with VerticalScroll(id="dialog"):  # taller than 24 rows: scrolls
             yield Static(t, id="keys")
 
 
 class ConfirmQuit(ModalScreen[bool]):
     HELP, HELP_TITLE = QUESTION, "stop the running session?"
-    BINDINGS = [("y", "answer(True)", "yes, stop"), ("n", "answer(False)", "no"),
-                ("escape", "answer(False)", "no")]  # fmt: skip
+    BINDINGS = [
+        ("y", "answer(True)", "yes, stop"),
+        ("n", "answer(False)", "no"),
+        ("escape", "answer(False)", "no"),
+    ]
 
     def __init__(self, then: str = "quit") -> None:
         super().__init__()
@@ -217,9 +222,14 @@ class AbtuiApp(App):
                 self.status = (
                     f"stored session, {status}{' (killed: never closed)' if killed else ''}"
                 )
-                self.push_screen(OpenScreen(
-                    w.result, self.status, note="computing the verdict… it opens by itself "
-                    "unless you replay first (space); v shows it then"))  # fmt: skip
+                self.push_screen(
+                    OpenScreen(
+                        w.result,
+                        self.status,
+                        note="computing the verdict… it opens by itself "
+                        "unless you replay first (space); v shows it then",
+                    )
+                )
                 self._verdict_of(self.session)
             elif w.group == "verdict":
                 self.verdict = w.result

@@ -9,8 +9,11 @@ Keys = tuple[tuple[str, str], ...]
 
 EVERYWHERE: Keys = (
     ("?", "this list of keys (of this screen)"),
-    ("ctrl+p", "the command palette: open a session, export md / html, the verdict, compare"
-               " two sessions, and Textual's own (theme, quit)"),  # fmt: skip
+    (
+        "ctrl+p",
+        "the command palette: open a session, export md / html, the verdict, compare"
+        " two sessions, and Textual's own (theme, quit)",
+    ),
     ("ctrl+q", "quit abtui from any screen (asks first while a session runs)"),
 )
 
@@ -28,18 +31,30 @@ START: Keys = (
 
 LIVE: Keys = (
     ("v", "show the verdict (once the run has finished)"),
-    ("c", "compare view: every arm's TTFT and TPOT CDFs overlaid in one chart, a table of"
-          " the arms (c again: the panes)"),  # fmt: skip
-    ("[ / ]", "more arms than fit: the previous / next page of candidates (the baseline"
-              " stays in the first column)"),  # fmt: skip
-    ("q", "quit (asks first while a session runs; the samples so far are kept); a session"
-          " started or opened from the start screen: back to the list"),  # fmt: skip
+    (
+        "c",
+        "compare view: every arm's TTFT and TPOT CDFs overlaid in one chart, a table of"
+        " the arms (c again: the panes)",
+    ),
+    (
+        "[ / ]",
+        "more arms than fit: the previous / next page of candidates (the baseline"
+        " stays in the first column)",
+    ),
+    (
+        "q",
+        "quit (asks first while a session runs; the samples so far are kept); a session"
+        " started or opened from the start screen: back to the list",
+    ),
     ("Esc", "a session started or opened from the start screen: back to the list"),
 )
 
 OPEN: Keys = (
-    ("space", "play / pause the replay (from the end: from the start; played to the end,"
-              " the verdict comes up)"),  # fmt: skip
+    (
+        "space",
+        "play / pause the replay (from the end: from the start; played to the end,"
+        " the verdict comes up)",
+    ),
     ("+ / > / =", "replay faster (×2, up to 64×)"),
     ("- / <", "replay slower (÷2, down to 1×)"),
     ("left / right", "seek back / forward 5% of the run"),

@@ -25,8 +25,9 @@ class ArmState:
 
 
 class RunProgress(Message):
-    def __init__(self, elapsed_s: float, phase: str, arms: list[ArmState],
-                 segment: Position | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, elapsed_s: float, phase: str, arms: list[ArmState], segment: Position | None = None
+    ) -> None:
         super().__init__()
         self.elapsed_s = elapsed_s
         self.phase = phase

@@ -25,8 +25,9 @@ def _start(screen: StartScreen) -> Iterator[SystemCommand]:
     for r in rows:
         yield SystemCommand(
             printable(f"Open session {r.name}"),  # Textual's widgets: made inert here
-            printable(f"{r.path} · {status_word(r)} · verdict {r.verdict or '—'} · "
-                      f"{per_arm(r)} req/arm"),
+            printable(
+                f"{r.path} · {status_word(r)} · verdict {r.verdict or '—'} · {per_arm(r)} req/arm"
+            ),
             partial(screen.open_row, r),
         )
     sel = screen._selected()
@@ -40,15 +41,19 @@ def _start(screen: StartScreen) -> Iterator[SystemCommand]:
                     partial(screen.compare, first, r.path),
                     discover=False,  # one per session: found by typing, not listed
                 )
-    yield SystemCommand("Compare two sessions",
-                        "mark the selected session (c); c on another compares them",
-                        screen.action_compare)  # fmt: skip
-    yield SystemCommand("Filter the sessions", "only the rows with these words (/)",
-                        screen.action_filter)  # fmt: skip
+    yield SystemCommand(
+        "Compare two sessions",
+        "mark the selected session (c); c on another compares them",
+        screen.action_compare,
+    )
+    yield SystemCommand(
+        "Filter the sessions", "only the rows with these words (/)", screen.action_filter
+    )
     yield SystemCommand("Delete the selected session", "asks first (x)", screen.action_delete)
     yield SystemCommand("Run the demo", "two simulated GPUs, offline (d)", screen.action_demo)
-    yield SystemCommand("Run a spec file", "an experiment from a TOML spec (r)",
-                        screen.action_ask_spec)  # fmt: skip
+    yield SystemCommand(
+        "Run a spec file", "an experiment from a TOML spec (r)", screen.action_ask_spec
+    )
 
 
 def _export(app, fmt: str) -> None:
@@ -64,16 +69,21 @@ def commands(app, screen: Screen) -> Iterator[SystemCommand]:
         yield from _start(screen)
         return
     if isinstance(screen, LiveScreen):
-        yield SystemCommand("Compare the arms", "every arm's CDFs overlaid, a table (c)",
-                            screen.action_compare)  # fmt: skip
+        yield SystemCommand(
+            "Compare the arms", "every arm's CDFs overlaid, a table (c)", screen.action_compare
+        )
         if page_of(len(screen.info.arm_names), screen.size.width or 80, 0)[2] > 1:
-            yield SystemCommand("Next page of arms", "the next candidates (])",
-                                partial(screen.action_page, 1))  # fmt: skip
+            yield SystemCommand(
+                "Next page of arms", "the next candidates (])", partial(screen.action_page, 1)
+            )
     if app.verdict is not None:
         if not isinstance(screen, VerdictScreen):
-            yield SystemCommand("Jump to the verdict", "GO / NO-GO / INCONCLUSIVE (v)",
-                                app.action_show_verdict)  # fmt: skip
+            yield SystemCommand(
+                "Jump to the verdict", "GO / NO-GO / INCONCLUSIVE (v)", app.action_show_verdict
+            )
         for fmt, name in (("md", "Markdown"), ("html", "HTML")):
-            yield SystemCommand(f"Export the {name} report",
-                                f"written next to the session file ({fmt[0]} on the verdict)",
-                                partial(_export, app, fmt))  # fmt: skip
+            yield SystemCommand(
+                f"Export the {name} report",
+                f"written next to the session file ({fmt[0]} on the verdict)",
+                partial(_export, app, fmt),
+            )

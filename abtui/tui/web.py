@@ -48,7 +48,9 @@ def public_url(url: str | None, port: int) -> str:
     try:
         parts.port  # noqa: B018 (raises on a bad port)
     except ValueError:
-        raise UsageError(f"--public-url {url!r}: the port is not a number from 0 to 65535") from None
+        raise UsageError(
+            f"--public-url {url!r}: the port is not a number from 0 to 65535"
+        ) from None
     return url.strip().rstrip("/")
 
 
@@ -113,16 +115,23 @@ class Guard:
             if not self.origin_ok(request.headers.get("Origin"), required=ws):
                 return _refuse("Origin")
             query = request.query.get(TOKEN_PARAM)
-            if not static and not (self.token_ok(request.cookies.get(self.cookie))
-                                   or self.token_ok(query)):  # fmt: skip
+            if not static and not (
+                self.token_ok(request.cookies.get(self.cookie)) or self.token_ok(query)
+            ):
                 return _refuse("token")
             if query is not None and request.method == "GET" and request.path == "/":
                 # the token leaves the address bar (and the history's last entry) at once
                 rest = [(k, v) for k, v in request.query.items() if k != TOKEN_PARAM]
                 # relative: behind a proxy that serves it under a path, the path stays
                 resp = web.HTTPFound("./" + (f"?{urlencode(rest)}" if rest else ""))
-                resp.set_cookie(self.cookie, self.token, httponly=True, samesite="Strict",
-                                secure=self.secure, path="/")  # fmt: skip
+                resp.set_cookie(
+                    self.cookie,
+                    self.token,
+                    httponly=True,
+                    samesite="Strict",
+                    secure=self.secure,
+                    path="/",
+                )
                 _harden(resp)
                 return resp
             resp = await handler(request)
@@ -180,13 +189,17 @@ def serve_web(session: Path, port: int, url: str | None = None) -> int:
             "pip install 'abtui[web]', or view the session with `abtui open` in a terminal",
         ) from None
     token = secrets.token_urlsafe(32)
-    command = " ".join(shlex.quote(x) for x in
-                       (sys.executable, "-m", "abtui", "open", str(session.resolve())))  # fmt: skip
+    command = " ".join(
+        shlex.quote(x) for x in (sys.executable, "-m", "abtui", "open", str(session.resolve()))
+    )
     # printed as is (not inert(): it would redact the token, a credential query parameter)
-    print(f"abtui: serving {printable(session.name)} on 127.0.0.1:{port}; open {base}/?{TOKEN_PARAM}="
-          f"{token} in your browser (the token is this server's password: share it with no one)"
-          + ("" if url else "; through a tunnel to another port: --public-url"),
-          file=sys.stderr, flush=True)  # fmt: skip
+    print(
+        f"abtui: serving {printable(session.name)} on 127.0.0.1:{port}; open {base}/?{TOKEN_PARAM}="
+        f"{token} in your browser (the token is this server's password: share it with no one)"
+        + ("" if url else "; through a tunnel to another port: --public-url"),
+        file=sys.stderr,
+        flush=True,
+    )
     guarded_server(command, port, f"abtui · {session.name}", base, token).serve()
     return 0
 
@@ -197,6 +210,11 @@ def send_to_browser(app, name: str, text: str) -> bool:
     the session's folder cannot be written); False in a terminal (nothing sent)."""
     if not getattr(app, "is_web", False):
         return False
-    app.deliver_text(io.StringIO(text), save_filename=name, open_method="download",
-                     mime_type=MIME.get(Path(name).suffix, "text/plain"), encoding="utf-8")  # fmt: skip
+    app.deliver_text(
+        io.StringIO(text),
+        save_filename=name,
+        open_method="download",
+        mime_type=MIME.get(Path(name).suffix, "text/plain"),
+        encoding="utf-8",
+    )
     return True

@@ -48,22 +48,56 @@ from abtui.stats import factorial as fx
 from abtui.stats.labels import label, pct
 from abtui.stats.rows import clean
 
-_TERM_FIELDS = ("term", "ratio", "lo", "hi", "log", "log_lo", "log_hi", "p", "p_adj", "family",
-                "delta", "outcome", "significant", "block_len", "n", "note")  # fmt: skip
+_TERM_FIELDS = (
+    "term",
+    "ratio",
+    "lo",
+    "hi",
+    "log",
+    "log_lo",
+    "log_hi",
+    "p",
+    "p_adj",
+    "family",
+    "delta",
+    "outcome",
+    "significant",
+    "block_len",
+    "n",
+    "note",
+)
 
 
 def _ci(e) -> dict | None:
     return None if e is None else {"ratio": e.ratio, "lo": e.lo, "hi": e.hi, "outcome": e.outcome}
 
 
-def summarize_factorial(table, names: list[str], design: fx.Design, spec: dict, pol: dict,
-                        pairs: list, ladder: list, *, noise_floor=None, usd=None,
-                        quality: list[dict] | None = None) -> dict:  # fmt: skip
+def summarize_factorial(
+    table,
+    names: list[str],
+    design: fx.Design,
+    spec: dict,
+    pol: dict,
+    pairs: list,
+    ladder: list,
+    *,
+    noise_floor=None,
+    usd=None,
+    quality: list[dict] | None = None,
+) -> dict:
     """The ``factorial`` dict (module docstring) of a session whose arms form ``design``;
     ``quality``: the session's stored quality rows (the accuracy terms, per suite)."""
-    terms, point = fx.estimate(table, design, spec.get("slo") or {},
-                               resamples=int(pol["resamples"]), seed=int(pol["seed"]), usd=usd)  # fmt: skip
-    q_suites, q_terms = qf.estimate(quality or [], design, spec.get("quality")) if quality else ([], [])
+    terms, point = fx.estimate(
+        table,
+        design,
+        spec.get("slo") or {},
+        resamples=int(pol["resamples"]),
+        seed=int(pol["seed"]),
+        usd=usd,
+    )
+    q_suites, q_terms = (
+        qf.estimate(quality or [], design, spec.get("quality")) if quality else ([], [])
+    )
     for qt in q_terms:
         qt.family = qf.family_of(qt)
     fx.decide_terms(terms, pol, noise_floor, extra=q_terms)
@@ -74,18 +108,23 @@ def summarize_factorial(table, names: list[str], design: fx.Design, spec: dict, 
     for t in terms:
         row = rows.get(t.key)
         if row is None:
-            comp = {i: by_pair[i].comparison.get(t.key) if i in by_pair else None
-                    for i in [*singles, design.full]}  # fmt: skip
+            comp = {
+                i: by_pair[i].comparison.get(t.key) if i in by_pair else None
+                for i in [*singles, design.full]
+            }
             alone = {names[i]: _ci(comp[i]) for i in singles}
             ratios = [comp[i].ratio if comp[i] is not None else math.nan for i in singles]
             row = rows[t.key] = {
-                "key": t.key, "label": label(t.key), "lower_is_better": t.lower_is_better,
+                "key": t.key,
+                "label": label(t.key),
+                "lower_is_better": t.lower_is_better,
                 "values": {names[i]: v for i, v in point.get(t.key, {}).items()},
-                "alone": alone, "combined": _ci(comp[design.full]),
-                "predicted": {"product": math.prod(1 + r for r in ratios) - 1,
-                              "sum": sum(ratios)},
-                "main": [], "interactions": [],
-            }  # fmt: skip
+                "alone": alone,
+                "combined": _ci(comp[design.full]),
+                "predicted": {"product": math.prod(1 + r for r in ratios) - 1, "sum": sum(ratios)},
+                "main": [],
+                "interactions": [],
+            }
         entry = {f: getattr(t, f) for f in _TERM_FIELDS}
         row["main" if t.order == 1 else "interactions"].append(entry)
     out_rows = list(rows.values())
@@ -94,30 +133,37 @@ def summarize_factorial(table, names: list[str], design: fx.Design, spec: dict, 
     first = {pol["primary"], *pol["guardrails"]}
     finds = findings(out_rows, design, names, first)
     if qual:  # after the primary's and guardrails' findings, before the breakdown rows'
-        at = sum(1 for r in out_rows if r["key"] in first for i in r["interactions"] if i["finding"])
+        at = sum(
+            1 for r in out_rows if r["key"] in first for i in r["interactions"] if i["finding"]
+        )
         finds[at:at] = qual["findings"]
-    return clean({
-        "factors": design.factors,
-        "arms": [{"name": names[i], "arm": i,
-                  "levels": dict(zip(design.factors, lv, strict=True))}
-                 for lv, i in sorted(design.arm_of.items(), key=lambda kv: kv[1])],
-        "combination": names[design.full],
-        "design": {
-            "k": design.k, "arms": 2**design.k, "scale": "log ratio",
-            "resampling": "the pair comparisons' units, one weight matrix for every arm",
-            "families": {
-                "interaction": "Holm over the interactions of the primary and guardrails",
-                "interaction-breakdown": "Benjamini–Hochberg over the other rows' interactions",
-                "main": "Holm over the main effects of the primary and guardrails",
-                "main-breakdown": "Benjamini–Hochberg over the other rows' main effects",
+    return clean(
+        {
+            "factors": design.factors,
+            "arms": [
+                {"name": names[i], "arm": i, "levels": dict(zip(design.factors, lv, strict=True))}
+                for lv, i in sorted(design.arm_of.items(), key=lambda kv: kv[1])
+            ],
+            "combination": names[design.full],
+            "design": {
+                "k": design.k,
+                "arms": 2**design.k,
+                "scale": "log ratio",
+                "resampling": "the pair comparisons' units, one weight matrix for every arm",
+                "families": {
+                    "interaction": "Holm over the interactions of the primary and guardrails",
+                    "interaction-breakdown": "Benjamini–Hochberg over the other rows' interactions",
+                    "main": "Holm over the main effects of the primary and guardrails",
+                    "main-breakdown": "Benjamini–Hochberg over the other rows' main effects",
+                },
             },
-        },
-        "rows": out_rows,
-        "quality": qual,
-        "findings": finds,
-        "no_go": no_go,
-        "error": None,
-    })  # fmt: skip
+            "rows": out_rows,
+            "quality": qual,
+            "findings": finds,
+            "no_go": no_go,
+            "error": None,
+        }
+    )
 
 
 def _gate(pair, suite: str) -> dict | None:
@@ -127,8 +173,13 @@ def _gate(pair, suite: str) -> dict | None:
     if row is None:
         return None
     gate = next((g for g in q.get("gates") or [] if g["suite"] == suite), {})
-    return {"delta": row["delta"], "lo": row["lo"], "hi": row["hi"], "n": row["n"],
-            "state": gate.get("state")}  # fmt: skip
+    return {
+        "delta": row["delta"],
+        "lo": row["lo"],
+        "hi": row["hi"],
+        "n": row["n"],
+        "state": gate.get("state"),
+    }
 
 
 def _quality(suites: list[dict], design: fx.Design, names: list[str], by_pair: dict) -> dict:
@@ -152,21 +203,33 @@ def _quality(suites: list[dict], design: fx.Design, names: list[str], by_pair: d
                 no_go += [ng] if ng else []
                 undecided += [und] if und else []
             (main if t.order == 1 else inters).append(d)
-        out.append({
-            "suite": s["suite"], "label": f"{s['suite']} accuracy", "n": s["n"],
-            "clusters": s.get("clusters", 0), "unpaired": s["unpaired"], "margin": s["margin"],
-            "accuracy": {names[a]: v for a, v in s["accuracy"].items()},
-            "alone": alone, "combined": combined,
-            "predicted": {"sum": sum(deltas) if all(x is not None for x in deltas) else None},
-            "only_combination": s["only_combination"], "main": main, "interactions": inters,
-        })  # fmt: skip
+        out.append(
+            {
+                "suite": s["suite"],
+                "label": f"{s['suite']} accuracy",
+                "n": s["n"],
+                "clusters": s.get("clusters", 0),
+                "unpaired": s["unpaired"],
+                "margin": s["margin"],
+                "accuracy": {names[a]: v for a, v in s["accuracy"].items()},
+                "alone": alone,
+                "combined": combined,
+                "predicted": {"sum": sum(deltas) if all(x is not None for x in deltas) else None},
+                "only_combination": s["only_combination"],
+                "main": main,
+                "interactions": inters,
+            }
+        )
     return {
         "scale": "accuracy, percentage points (per-item contrasts of 0/1 answers)",
         "interval": "score interval of the mean contrast (Tango's, generalised), items of one "
-                    "context counted once per design effect",
+        "context counted once per design effect",
         "family": "interactions join the `interaction` Holm family, main effects `main`",
-        "suites": out, "findings": finds, "no_go": no_go, "undecided": undecided,
-    }  # fmt: skip
+        "suites": out,
+        "findings": finds,
+        "no_go": no_go,
+        "undecided": undecided,
+    }
 
 
 def combination_reasons(fac: dict | None) -> tuple[list[str], list[str]]:
@@ -191,18 +254,25 @@ def headline_keys(fac: dict, policy: dict) -> list[str]:
 def finding(row: dict, inter: dict, design_k: int, names_alone: list[str], combo: str) -> str:
     """One interaction in words (significant and beyond δ)."""
     worse = inter["outcome"] == fx.ANTAGONISTIC
-    tail = ("less than its parts multiplied (antagonistic)" if worse
-            else "more than its parts multiplied (synergistic)")  # fmt: skip
+    tail = (
+        "less than its parts multiplied (antagonistic)"
+        if worse
+        else "more than its parts multiplied (synergistic)"
+    )
     ci = f"{pct(inter['ratio'])} [{pct(inter['lo'])}, {pct(inter['hi'])}]"
     if design_k == 2:
         comb = row.get("combined") or {}
         alone = row.get("alone") or {}
-        parts = ", ".join(f"{n} alone {pct((alone.get(n) or {}).get('ratio'))}" for n in names_alone)
+        parts = ", ".join(
+            f"{n} alone {pct((alone.get(n) or {}).get('ratio'))}" for n in names_alone
+        )
         pred = row["predicted"]
-        return (f"{combo}: {row['label']} {pct(comb.get('ratio'))} [{pct(comb.get('lo'))}, "
-                f"{pct(comb.get('hi'))}] against the baseline; {parts} would give "
-                f"{pct(pred['product'])} together ({pct(pred['sum'])} as a sum): interaction "
-                f"{ci}, the combination gains {tail}")  # fmt: skip
+        return (
+            f"{combo}: {row['label']} {pct(comb.get('ratio'))} [{pct(comb.get('lo'))}, "
+            f"{pct(comb.get('hi'))}] against the baseline; {parts} would give "
+            f"{pct(pred['product'])} together ({pct(pred['sum'])} as a sum): interaction "
+            f"{ci}, the combination gains {tail}"
+        )
     return f"{inter['term']}: {row['label']} interaction {ci}: the combination gains {tail}"
 
 
@@ -213,8 +283,8 @@ def findings(rows: list[dict], design: fx.Design, names: list[str], first: set[s
         for inter in row["interactions"]:
             inter["finding"] = None
             if inter["outcome"] in (fx.ANTAGONISTIC, fx.SYNERGISTIC):
-                inter["finding"] = finding(row, inter, design.k,
-                                           [names[i] for i in design.singles()],
-                                           names[design.full])  # fmt: skip
+                inter["finding"] = finding(
+                    row, inter, design.k, [names[i] for i in design.singles()], names[design.full]
+                )
                 out.append(inter["finding"])
     return out

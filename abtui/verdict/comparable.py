@@ -48,9 +48,18 @@ def length_finding(comp: Comparison, policy: dict, names: tuple[str, str]) -> di
     check = next((e for e in comp.checks if e.key == LENGTH_CHECK), None)
     if check is None:
         return None
-    d = dc.decide(check.ratio, check.lo, check.hi, check.p, policy["delta"],
-                  lower_is_better=True, n=min(check.n_a, check.n_b), stat="mean",
-                  alpha=policy["alpha"], paired=check.paired)  # fmt: skip
+    d = dc.decide(
+        check.ratio,
+        check.lo,
+        check.hi,
+        check.p,
+        policy["delta"],
+        lower_is_better=True,
+        n=min(check.n_a, check.n_b),
+        stat="mean",
+        alpha=policy["alpha"],
+        paired=check.paired,
+    )
     check.outcome, check.significant, check.note = d.outcome, d.significant, d.note
     check.delta = policy["delta"]
     if d.outcome not in (dc.IMPROVED, dc.REGRESSED):
@@ -65,11 +74,22 @@ def length_finding(comp: Comparison, policy: dict, names: tuple[str, str]) -> di
         "throughput, goodput and cost compare different work and are not called, and this run "
         "cannot be GO" + (f" (per token: {'; '.join(per_token)})" if per_token else "")
     )
-    rows = {e.key: "not comparable: the arms' output lengths differ" for e in comp.effects
-            if _bound(e.key, LENGTH_BOUND)}  # fmt: skip
-    return {"kind": "output_lengths", "reason": reason, "rows": sorted(rows), "notes": rows,
-            "ratio": check.ratio, "lo": check.lo, "hi": check.hi, "mean_a": check.a,
-            "mean_b": check.b}  # fmt: skip
+    rows = {
+        e.key: "not comparable: the arms' output lengths differ"
+        for e in comp.effects
+        if _bound(e.key, LENGTH_BOUND)
+    }
+    return {
+        "kind": "output_lengths",
+        "reason": reason,
+        "rows": sorted(rows),
+        "notes": rows,
+        "ratio": check.ratio,
+        "lo": check.lo,
+        "hi": check.hi,
+        "mean_a": check.a,
+        "mean_b": check.b,
+    }
 
 
 def usage_finding(table: RequestTable, comp: Comparison, names: list[str]) -> dict | None:
@@ -88,20 +108,45 @@ def usage_finding(table: RequestTable, comp: Comparison, names: list[str]) -> di
         k = int(odd.sum())
         if k:
             i = int(np.flatnonzero(odd)[0])
-            per_arm[names[x]] = {"responses": k, "of": n_ok, "example_tokens": int(n_out[i]),
-                                 "example_chunks": int(chunks[i])}  # fmt: skip
+            per_arm[names[x]] = {
+                "responses": k,
+                "of": n_ok,
+                "example_tokens": int(n_out[i]),
+                "example_chunks": int(chunks[i]),
+            }
             worst = max(worst, k / n_ok)
     if not per_arm:
         return None
-    said = "; ".join(f"{name}: {v['responses']} of {v['of']} responses (e.g. {v['example_tokens']} "
-                     f"tokens in {v['example_chunks']} chunks)" for name, v in per_arm.items())  # fmt: skip
+    said = "; ".join(
+        f"{name}: {v['responses']} of {v['of']} responses (e.g. {v['example_tokens']} "
+        f"tokens in {v['example_chunks']} chunks)"
+        for name, v in per_arm.items()
+    )
     blocks = worst > USAGE_SHARE
-    reason = (f"the server's usage counts more output tokens than the stream carried, over "
-              f"{MAX_TOKENS_PER_CHUNK} a chunk — {said}: TPOT and the token rates from those "
-              "counts are not measurements")  # fmt: skip
-    reason += "; they are not called, and this run cannot be GO" if blocks else \
-        f" (under {USAGE_SHARE:.0%} of responses: noted, not blocking)"  # fmt: skip
-    rows = ({e.key: "not comparable: usage counts the stream did not carry"
-             for e in comp.effects if _bound(e.key, USAGE_BOUND)} if blocks else {})  # fmt: skip
-    return {"kind": "usage_outruns_stream", "reason": reason, "blocks": blocks,
-            "rows": sorted(rows), "notes": rows, "arms": per_arm}  # fmt: skip
+    reason = (
+        f"the server's usage counts more output tokens than the stream carried, over "
+        f"{MAX_TOKENS_PER_CHUNK} a chunk — {said}: TPOT and the token rates from those "
+        "counts are not measurements"
+    )
+    reason += (
+        "; they are not called, and this run cannot be GO"
+        if blocks
+        else f" (under {USAGE_SHARE:.0%} of responses: noted, not blocking)"
+    )
+    rows = (
+        {
+            e.key: "not comparable: usage counts the stream did not carry"
+            for e in comp.effects
+            if _bound(e.key, USAGE_BOUND)
+        }
+        if blocks
+        else {}
+    )
+    return {
+        "kind": "usage_outruns_stream",
+        "reason": reason,
+        "blocks": blocks,
+        "rows": sorted(rows),
+        "notes": rows,
+        "arms": per_arm,
+    }

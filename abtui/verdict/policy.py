@@ -68,6 +68,7 @@ DEFAULT_POLICY = {
     "noise_floor": None,
 }
 
+
 @dataclass
 class PairVerdict:
     baseline: str
@@ -146,7 +147,9 @@ def resolve_policy(policy: dict | None) -> dict:
 
 
 def apply_policy(
-    comp: Comparison, policy: dict, noise_floor: dict[str, float] | None = None,
+    comp: Comparison,
+    policy: dict,
+    noise_floor: dict[str, float] | None = None,
     not_comparable: dict[str, str] | None = None,
 ) -> None:
     """Set δ, family, corrected p and outcome on every row of ``comp`` (in place). Rows in
@@ -161,8 +164,11 @@ def apply_policy(
         base = policy["delta_tail"] if e.stat in dc.TAIL_Q else policy["delta"]
         e.delta = max(base, (noise_floor or {}).get(e.key.partition("@")[0], 0.0))  # @…: base row
         e.family = "primary" if e.key in primary_keys else "breakdown"
-        if (dc.callable_row(n_min[e.key], e.stat, e.n_eff, e.min_eff, e.paired)
-                and math.isfinite(e.p) and e.key not in not_comparable):  # fmt: skip
+        if (
+            dc.callable_row(n_min[e.key], e.stat, e.n_eff, e.min_eff, e.paired)
+            and math.isfinite(e.p)
+            and e.key not in not_comparable
+        ):
             callable_rows.append(e)
     for fam, adjust in (("primary", holm), ("breakdown", benjamini_hochberg)):
         rows = [e for e in callable_rows if e.family == fam]
@@ -194,8 +200,9 @@ def apply_policy(
             e.note = not_comparable[e.key]
 
 
-def guardrail_checks(comp: Comparison, policy: dict,
-                     not_comparable: dict[str, str] | None = None) -> list[dict]:  # fmt: skip
+def guardrail_checks(
+    comp: Comparison, policy: dict, not_comparable: dict[str, str] | None = None
+) -> list[dict]:
     """Each guardrail (other than the primary) and whether it was **shown non-inferior**
     (:func:`abtui.stats.decide.non_inferiority`): ``state`` is ``shown``, ``regressed`` (its
     outcome is REGRESSED: NO-GO), ``undecided`` (neither: GO is not possible, the reason says
@@ -208,25 +215,48 @@ def guardrail_checks(comp: Comparison, policy: dict,
             continue
         e = comp.get(key)
         if e is None:
-            out.append({"key": key, "state": "missing", "delta": None, "bound": None,
-                        "samples_needed": None,
-                        "reason": f"guardrail {label(key)} was not measured in this session"})  # fmt: skip
+            out.append(
+                {
+                    "key": key,
+                    "state": "missing",
+                    "delta": None,
+                    "bound": None,
+                    "samples_needed": None,
+                    "reason": f"guardrail {label(key)} was not measured in this session",
+                }
+            )
             continue
-        d = dc.non_inferiority(e.ratio, e.lo, e.hi, e.delta, lower_is_better=e.lower_is_better,
-                               n=min(e.n_a, e.n_b), stat=e.stat, n_eff=e.n_eff, min_eff=e.min_eff,
-                               paired=e.paired)  # fmt: skip
+        d = dc.non_inferiority(
+            e.ratio,
+            e.lo,
+            e.hi,
+            e.delta,
+            lower_is_better=e.lower_is_better,
+            n=min(e.n_a, e.n_b),
+            stat=e.stat,
+            n_eff=e.n_eff,
+            min_eff=e.min_eff,
+            paired=e.paired,
+        )
         if e.outcome == dc.REGRESSED:
             state = "regressed"
         elif key in not_comparable:
             state, d = "undecided", dc.Decision(dc.INCONCLUSIVE, False, None, not_comparable[key])
         else:
             state = "shown" if d.significant else "undecided"
-        out.append({
-            "key": key, "state": state, "delta": e.delta,
-            "bound": e.hi if e.lower_is_better else e.lo, "samples_needed": d.samples_needed,
-            "reason": (f"guardrail {label(key)} not shown non-inferior: {pct(e.ratio)} "
-                       f"[{pct(e.lo)}, {pct(e.hi)}]; {d.note}"),
-        })  # fmt: skip
+        out.append(
+            {
+                "key": key,
+                "state": state,
+                "delta": e.delta,
+                "bound": e.hi if e.lower_is_better else e.lo,
+                "samples_needed": d.samples_needed,
+                "reason": (
+                    f"guardrail {label(key)} not shown non-inferior: {pct(e.ratio)} "
+                    f"[{pct(e.lo)}, {pct(e.hi)}]; {d.note}"
+                ),
+            }
+        )
     return out
 
 
@@ -253,20 +283,28 @@ def _generator_checks(
         measured[arm] = (table.arm == arm) & ~table.warmup
         gap = lg.mean_gap_s(table, measured[arm])  # no copy of the arm's rows
         kept = lg.load_kept(s.lag_p99_s, gap, s.e2e.p50, delta)
-        generator[names[arm]] = {"lag_p99_s": s.lag_p99_s, "lag_max_s": s.lag_max_s,
-                                 "behind": s.generator_behind, "gap_s": gap,
-                                 "load_kept": kept, "flattery": {}}  # fmt: skip
+        generator[names[arm]] = {
+            "lag_p99_s": s.lag_p99_s,
+            "lag_max_s": s.lag_max_s,
+            "behind": s.generator_behind,
+            "gap_s": gap,
+            "load_kept": kept,
+            "flattery": {},
+        }
         if not kept:
-            blockers.append(f"the load generator of {names[arm]} fell behind its schedule: "
-                            f"{lg.load_words(s.lag_p99_s, gap, s.e2e.p50, delta)}; this run "
-                            "cannot be GO")  # fmt: skip
+            blockers.append(
+                f"the load generator of {names[arm]} fell behind its schedule: "
+                f"{lg.load_words(s.lag_p99_s, gap, s.e2e.p50, delta)}; this run "
+                "cannot be GO"
+            )
     sa, name_a = comp.summaries[0], names[comp.a]
     m = measured[comp.a]
     lag = rm.diff_s(table.dispatched_ns[m], table.scheduled_ns[m])
     ok = None  # the baseline's ok rows (positions), found only when a row is to be bounded
     lagged = f"lag P99 {sa.lag_p99_s * 1e3:.1f} ms, max {sa.lag_max_s * 1e3:.1f} ms"
-    checks = [(policy["primary"], "primary")] + [(g["key"], "guardrail") for g in guards
-                                                  if g["state"] == "shown"]  # fmt: skip
+    checks = [(policy["primary"], "primary")] + [
+        (g["key"], "guardrail") for g in guards if g["state"] == "shown"
+    ]
     unbounded, explained = [], []
     shared: dict = {}  # what the rows' bounds share (lagguard.flattery)
     for key, role in checks:
@@ -285,29 +323,54 @@ def _generator_checks(
         r, lo, hi = lg.adjusted(e.ratio, e.lo, e.hi, f, e.lower_is_better)
         n = min(e.n_a, e.n_b)
         if role == "primary":
-            d = dc.decide(r, lo, hi, e.p_adj if math.isfinite(e.p_adj) else None, e.delta,
-                          lower_is_better=e.lower_is_better, n=n, stat=e.stat, alpha=policy["alpha"],
-                          n_eff=e.n_eff, min_eff=e.min_eff, paired=e.paired)  # fmt: skip
+            d = dc.decide(
+                r,
+                lo,
+                hi,
+                e.p_adj if math.isfinite(e.p_adj) else None,
+                e.delta,
+                lower_is_better=e.lower_is_better,
+                n=n,
+                stat=e.stat,
+                alpha=policy["alpha"],
+                n_eff=e.n_eff,
+                min_eff=e.min_eff,
+                paired=e.paired,
+            )
             holds, what = d.outcome == dc.IMPROVED, f"beyond δ {e.delta:.0%}"
         else:
-            d = dc.non_inferiority(r, lo, hi, e.delta, lower_is_better=e.lower_is_better, n=n,
-                                   stat=e.stat, n_eff=e.n_eff, min_eff=e.min_eff,
-                                   paired=e.paired)  # fmt: skip
+            d = dc.non_inferiority(
+                r,
+                lo,
+                hi,
+                e.delta,
+                lower_is_better=e.lower_is_better,
+                n=n,
+                stat=e.stat,
+                n_eff=e.n_eff,
+                min_eff=e.min_eff,
+                paired=e.paired,
+            )
             holds, what = d.significant, f"inside δ {e.delta:.0%}"
         if not holds:
             bound, moved = (e.hi, hi) if e.lower_is_better else (e.lo, lo)
-            explained.append(f"{_times(f)} on {label(key)} (the {role}'s CI bound {pct(bound)} "
-                             f"would then be {pct(moved)}, not {what})")  # fmt: skip
+            explained.append(
+                f"{_times(f)} on {label(key)} (the {role}'s CI bound {pct(bound)} "
+                f"would then be {pct(moved)}, not {what})"
+            )
     if explained:
         blockers.append(
             f"the load generator of {name_a} fell behind its schedule ({lagged}) by enough to "
             "explain the result: its stalls may have made it look slower by up to "
-            + ", ".join(explained) + "; this run cannot be GO")  # fmt: skip
+            + ", ".join(explained)
+            + "; this run cannot be GO"
+        )
     if unbounded and sa.generator_behind:  # rows not bounded: the fixed limits, as before
         blockers.append(
             f"the load generator of {name_a} fell behind its schedule ({lagged}): its latencies "
             f"include client-side delay, and {', '.join(label(k) for k in unbounded)} cannot be "
-            "bounded for it, so this run cannot be GO")  # fmt: skip
+            "bounded for it, so this run cannot be GO"
+        )
     if blockers and machine_note:
         blockers.append(machine_note)
     return blockers, generator
@@ -421,12 +484,19 @@ def evaluate(
             seed=int(pol["seed"]),
             prices=(usd[a], usd[b]) if usd else None,
         )
-        findings = [f for f in (length_finding(comp, pol, (names[a], names[b])),
-                                usage_finding(table, comp, names)) if f]  # fmt: skip
+        findings = [
+            f
+            for f in (
+                length_finding(comp, pol, (names[a], names[b])),
+                usage_finding(table, comp, names),
+            )
+            if f
+        ]
         not_comparable = {k: v for f in findings for k, v in f["notes"].items()}
         apply_policy(comp, pol, noise_floor, not_comparable)
-        result, reasons, errors, generator, guards = _pair_result(comp, pol, status, names, table,
-                                                                  machine_note, lost, findings)  # fmt: skip
+        result, reasons, errors, generator, guards = _pair_result(
+            comp, pol, status, names, table, machine_note, lost, findings
+        )
         qual = evaluate_quality(quality or [], a, b, spec.get("quality"))
         if qual and qual["no_go"]:  # a quality gate failed: NO-GO whatever the latencies say
             result, reasons = NO_GO, qual["no_go"] + reasons
@@ -441,8 +511,21 @@ def evaluate(
                 for x, s in ((a, comp.summaries[0]), (b, comp.summaries[1]))
             }
         stored = [{k: v for k, v in f.items() if k != "notes"} for f in findings]
-        return PairVerdict(names[a], names[b], a, b, result, reasons, comp, errors, generator, cost,
-                           qual, guards, stored or None)  # fmt: skip
+        return PairVerdict(
+            names[a],
+            names[b],
+            a,
+            b,
+            result,
+            reasons,
+            comp,
+            errors,
+            generator,
+            cost,
+            qual,
+            guards,
+            stored or None,
+        )
 
     present = set(unique_ints(table.arm).tolist())
     idx = [i for i in range(len(arms)) if i in present]
@@ -457,8 +540,18 @@ def evaluate(
     if design is not None:
         from abtui.verdict.ablation import combination_reasons, summarize_factorial
 
-        factorial = summarize_factorial(table, names, design, spec, pol, pairs, ladder,
-                                        noise_floor=noise_floor, usd=usd, quality=quality)  # fmt: skip
+        factorial = summarize_factorial(
+            table,
+            names,
+            design,
+            spec,
+            pol,
+            pairs,
+            ladder,
+            noise_floor=noise_floor,
+            usd=usd,
+            quality=quality,
+        )
         # the combination worse than the best single factor, or losing accuracy its parts
         # keep: NO-GO for it; an undecided accuracy interaction is said
         no_go, notes = combination_reasons(factorial)
@@ -482,8 +575,15 @@ def evaluate(
         pol_out["noise_floor_values"] = noise_floor
     arm_rows = [dict(a, arm=i) for i, a in enumerate(arms)]
     sweep = sweep_summary(table, arm_rows, slo, levels, prices)
-    return Verdict(overall, pairs, ladder, pol_out, dict(session or {}, status=status), sweep=sweep,
-                   factorial=factorial)  # fmt: skip
+    return Verdict(
+        overall,
+        pairs,
+        ladder,
+        pol_out,
+        dict(session or {}, status=status),
+        sweep=sweep,
+        factorial=factorial,
+    )
 
 
 def _design(factors: list[str], names: list[str], present: set[int]):

@@ -125,12 +125,19 @@ def load_noise_floor_doc(path: str | Path) -> dict:
         if nf.rows or stored is None:
             doc = nf.to_dict()
             if stored is not None:
-                doc["notes"].append("recomputed from the requests (the session stored the old "
-                                    "CI-bound floor)")  # fmt: skip
+                doc["notes"].append(
+                    "recomputed from the requests (the session stored the old CI-bound floor)"
+                )
             stored = doc
         else:
-            stored = dict(stored, notes=[*nf.notes, "legacy floor (largest |A/A CI bound|, "
-                                         "copies in parallel): rerun `abtui run --aa`"])  # fmt: skip
+            stored = dict(
+                stored,
+                notes=[
+                    *nf.notes,
+                    "legacy floor (largest |A/A CI bound|, "
+                    "copies in parallel): rerun `abtui run --aa`",
+                ],
+            )
     return dict(stored, path=str(path))
 
 
@@ -155,9 +162,12 @@ def lost_generators(meta: dict) -> list[str]:
     lost = (meta.get("ray") or {}).get("lost") or []
     from abtui.runner.ray.clocks import where
 
-    return [f"generator {x.get('worker')} of {x.get('arm')} on node {where(x)} "
-            f"({x.get('in_flight', 0)} request(s) in flight counted as errors)"
-            for x in lost if isinstance(x, dict)]  # fmt: skip
+    return [
+        f"generator {x.get('worker')} of {x.get('arm')} on node {where(x)} "
+        f"({x.get('in_flight', 0)} request(s) in flight counted as errors)"
+        for x in lost
+        if isinstance(x, dict)
+    ]
 
 
 def session_verdict(
@@ -196,10 +206,18 @@ def session_verdict(
     }
     health = meta.get("generator_health")
     verdict = evaluate(
-        table, arms, spec, status=status, policy=pol, noise_floor=floor, session=session,
-        levels=meta.get("levels"), quality=quality, lost=lost_generators(meta),
+        table,
+        arms,
+        spec,
+        status=status,
+        policy=pol,
+        noise_floor=floor,
+        session=session,
+        levels=meta.get("levels"),
+        quality=quality,
+        lost=lost_generators(meta),
         machine_note=machine_words(health.get("machine") if isinstance(health, dict) else None),
-    )  # fmt: skip
+    )
     attach_ppl(verdict, meta)  # perplexity per arm, when the quality suites measured it
     if floor_doc is not None:  # how the floor that raised δ was measured, for the reports
         verdict.policy["noise_floor_detail"] = floor_doc
@@ -221,8 +239,10 @@ def session_verdict(
             verdict.result = CALIBRATED
             reasons = ["no significant difference between identical arms; noise floor stored"]
             if not measured:
-                reasons = ["no significant difference between identical arms; no noise floor: "
-                           + "; ".join(nf.notes[:1] or ["no row could be measured"])]  # fmt: skip
+                reasons = [
+                    "no significant difference between identical arms; no noise floor: "
+                    + "; ".join(nf.notes[:1] or ["no row could be measured"])
+                ]
         for p in verdict.pairs:
             p.result, p.reasons = verdict.result, reasons
     sv = SessionVerdict(verdict, path, arms, spec, meta, aa, measured, None, detail)

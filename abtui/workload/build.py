@@ -36,8 +36,9 @@ def file_items(spec) -> tuple[list[Item], str]:
         st = os.stat(w.file)
     except OSError as e:
         raise WorkloadError(f"cannot read workload file {w.file}: {e.strerror or e}") from None
-    return _read_file(w.file, st.st_size, st.st_mtime_ns, w.skip_bad, w.output_tokens, w.seed,
-                      w.requests)  # fmt: skip
+    return _read_file(
+        w.file, st.st_size, st.st_mtime_ns, w.skip_bad, w.output_tokens, w.seed, w.requests
+    )
 
 
 @lru_cache(maxsize=1)  # a run builds its items more than once (warm-up, levels): one read
@@ -45,8 +46,9 @@ def _read_file(path, _size, _mtime, skip_bad, max_tokens, seed, limit) -> tuple[
     from abtui.workload.jsonl import read_workload
 
     # streamed: with a request count only that many items are held, whatever the file's size
-    wl = read_workload(path, skip_bad=skip_bad, default_max_tokens=max_tokens, seed=seed,
-                       limit=limit)  # fmt: skip
+    wl = read_workload(
+        path, skip_bad=skip_bad, default_max_tokens=max_tokens, seed=seed, limit=limit
+    )
     return wl.items, f"{path}: {wl.stats.describe(len(wl.items))}"
 
 
@@ -67,8 +69,9 @@ class LevelItems:
     made. A session streams them into its file this way, never holding every prompt at once
     (issue 19.2); iterating twice makes the same items again."""
 
-    def __init__(self, spec, rate: float | None, *, first_index: int = 0,
-                 seed_offset: int = 0) -> None:  # fmt: skip
+    def __init__(
+        self, spec, rate: float | None, *, first_index: int = 0, seed_offset: int = 0
+    ) -> None:
         from abtui.workload.synthetic import ShapedItems, parse_length_dist
 
         w, ld = spec.workload, spec.load
@@ -82,21 +85,32 @@ class LevelItems:
             self._base, self._first = base, first_index
         else:
             if ld.arrival == "replay":
-                raise SpecError("load.arrival = 'replay' needs a workload file",
-                                "give --workload FILE")  # fmt: skip
+                raise SpecError(
+                    "load.arrival = 'replay' needs a workload file", "give --workload FILE"
+                )
             n = w.requests or 200
             if w.requests is None and ld.duration_s is not None and rate is not None:
                 # enough for the window (Poisson/gamma counts vary): the rest is cut by the duration
                 n = int(rate * ld.duration_s * (1.5 + ld.burstiness)) + 20
             offsets = schedule(n, rate, ld.arrival, ld.burstiness, seed)
-            din = parse_length_dist(w.input_dist or f"fixed:{w.input_tokens}",
-                                    "workload.input_dist")  # fmt: skip
-            dout = parse_length_dist(w.output_dist or f"fixed:{w.output_tokens}",
-                                     "workload.output_dist", output=True)  # fmt: skip
+            din = parse_length_dist(
+                w.input_dist or f"fixed:{w.input_tokens}", "workload.input_dist"
+            )
+            dout = parse_length_dist(
+                w.output_dist or f"fixed:{w.output_tokens}", "workload.output_dist", output=True
+            )
             self._base = None
-            self._shaped = ShapedItems(n, offsets, din, dout, seed, w.prefix_groups,
-                                       w.prefix_tokens, first_index=first_index,
-                                       task=w.task)  # fmt: skip
+            self._shaped = ShapedItems(
+                n,
+                offsets,
+                din,
+                dout,
+                seed,
+                w.prefix_groups,
+                w.prefix_tokens,
+                first_index=first_index,
+                task=w.task,
+            )
         self._offsets = offsets
         self._keep: range | list[int] = range(len(offsets))
         dur = ld.duration_s

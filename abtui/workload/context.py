@@ -76,7 +76,9 @@ class ContextCheck:
             if not self.bad[name]:
                 continue
             shown = ", ".join(self.ids[name]) + (", …" if self.bad[name] > self.SHOWN else "")
-            msg = (f"{self.bad[name]} of {self.n} requests need more than {name}'s {window}-token "
-                   f"context window (prompt + max_tokens): {shown}")  # fmt: skip
+            msg = (
+                f"{self.bad[name]} of {self.n} requests need more than {name}'s {window}-token "
+                f"context window (prompt + max_tokens): {shown}"
+            )
             writer.event("context_window", msg)
             obs.message(f"warning: {msg}; the server will refuse or truncate them")

@@ -84,9 +84,14 @@ def where(path: Path, at: int | Entry, raw: object) -> str:
     return f"{path}: entry {at.index}" + (f" ({', '.join(named)})" if named else "")
 
 
-def _rows(path: Path, stats: ReadStats, skip_bad: bool,
-          lines: Iterator[tuple[int | Entry, object]], convert: Callable[[object], dict],
-          left_out: Counter) -> Iterator[tuple[int | Entry, object, dict]]:  # fmt: skip
+def _rows(
+    path: Path,
+    stats: ReadStats,
+    skip_bad: bool,
+    lines: Iterator[tuple[int | Entry, object]],
+    convert: Callable[[object], dict],
+    left_out: Counter,
+) -> Iterator[tuple[int | Entry, object, dict]]:
     """Run ``convert`` over located raw rows, yielding (where, raw, record): unusable rows
     counted in ``left_out`` (by reason), malformed ones under the bad-row policy."""
     for at, raw in lines:
@@ -102,8 +107,10 @@ def _rows(path: Path, stats: ReadStats, skip_bad: bool,
             if not skip_bad:
                 hint = "fix the line, or pass --skip-bad to skip and count it"
                 if isinstance(at, Entry):
-                    hint = (f"see it with `jq '.[{at.index}]' {path}`; fix it, or pass --skip-bad "
-                            "to skip and count it")  # fmt: skip
+                    hint = (
+                        f"see it with `jq '.[{at.index}]' {path}`; fix it, or pass --skip-bad "
+                        "to skip and count it"
+                    )
                 raise WorkloadError(f"{loc}: {msg}", hint) from None
             stats.skip(loc, msg)
             continue
@@ -138,8 +145,10 @@ def _sharegpt(raw: object) -> dict:
             if not prompt.strip():
                 continue
             est = max(1, round(len(answer) / CHARS_PER_TOKEN))
-            rec = {"prompt": prompt,
-                   "max_tokens": _number("item.max_tokens", est, "the answer's length / 4")}  # fmt: skip
+            rec = {
+                "prompt": prompt,
+                "max_tokens": _number("item.max_tokens", est, "the answer's length / 4"),
+            }
             if entry.get("id") is not None:
                 rec = {"id": str(entry["id"]), **rec}
             return rec
@@ -173,8 +182,12 @@ def _mooncake(raw: object) -> dict:
     n_in = _count(rec["input_length"], "input_length")
     n_out = _count(rec["output_length"], "output_length")
     _tokens(n_in, n_out, "input_length", "output_length")
-    return {"arrival_s": ts / 1000.0, "input_tokens": n_in, "prefix_ids": hash_ids,
-            "max_tokens": n_out}  # fmt: skip
+    return {
+        "arrival_s": ts / 1000.0,
+        "input_tokens": n_in,
+        "prefix_ids": hash_ids,
+        "max_tokens": n_out,
+    }
 
 
 # ---------------------------------------------------------------- CSV traces
@@ -251,7 +264,9 @@ class TraceImport:
         """What was left out as unusable: ``"2 conversations with no human turn … left out"``."""
         return "; ".join(f"{n} {why} left out" for why, n in self.left_out.items())
 
-    def _raw(self, stats: ReadStats, left_out: Counter) -> Iterator[tuple[int | Entry, object, dict]]:
+    def _raw(
+        self, stats: ReadStats, left_out: Counter
+    ) -> Iterator[tuple[int | Entry, object, dict]]:
         p, fmt = self.path, self.fmt
         if fmt == "sharegpt":
             pieces = io.json_array_or_lines(p)
@@ -286,8 +301,11 @@ class TraceImport:
             raise WorkloadError(f"{self.path}: no usable requests in this {self.fmt} file{why}")
         if t0 is not None and t1 - t0 > limits.LIMITS["item.arrival_s"].high:
             try:
-                limits.check("item.arrival_s", t1 - t0,
-                             f"{TIME_COLUMN[self.fmt]}'s offset from the first request")  # fmt: skip
+                limits.check(
+                    "item.arrival_s",
+                    t1 - t0,
+                    f"{TIME_COLUMN[self.fmt]}'s offset from the first request",
+                )
             except limits.OutOfRange as e:
                 raise WorkloadError(
                     f"{where(self.path, *last)}: {e}",

@@ -102,8 +102,10 @@ def workload_stats(items: list[Item], context: int | None = None) -> WorkloadSta
 
 def format_stats(s: WorkloadStats, name: str, context: int | None = None) -> str:
     def row(label: str, p: dict) -> str:
-        return (f"  {label:<14} {p['p50']:>8.0f} {p['p90']:>8.0f} {p['p99']:>8.0f} "
-                f"{p['max']:>8.0f} {p['mean']:>9.1f}")  # fmt: skip
+        return (
+            f"  {label:<14} {p['p50']:>8.0f} {p['p90']:>8.0f} {p['p99']:>8.0f} "
+            f"{p['max']:>8.0f} {p['mean']:>9.1f}"
+        )
 
     out = [
         f"{name}: {s.n} requests",

@@ -246,7 +246,9 @@ def read_workload(
             elif (-arrival, -n) > rows[0][:2]:  # earlier than the latest held: replace it
                 heapq.heapreplace(rows, (-arrival, -n, row))
     if not rows:
-        raise WorkloadError(f"{p}: no usable items", "abtui's JSONL format is in docs/guide.md (Workloads)")
+        raise WorkloadError(
+            f"{p}: no usable items", "abtui's JSONL format is in docs/guide.md (Workloads)"
+        )
     if limit is None:
         rows.sort(key=lambda r: r[0])  # stable: equal arrivals keep the file's order
     else:

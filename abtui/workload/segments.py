@@ -241,8 +241,11 @@ class Conductor:
         self.writer.write_meta(segments=self.log)
         if self.k == 0:
             self.writer.event("start", f"t0={t0}")
-        self.writer.event("segment", f"segment {self.k} run {entry['run']} level "
-                          f"{entry['level']} block {entry['block']} arms {','.join(entry['arms'])}")  # fmt: skip
+        self.writer.event(
+            "segment",
+            f"segment {self.k} run {entry['run']} level "
+            f"{entry['level']} block {entry['block']} arms {','.join(entry['arms'])}",
+        )
 
     def _close_current(self, now_ns: int) -> None:
         if self.log and "end_ns" not in self.log[-1]:
@@ -361,8 +364,12 @@ class Shape:
             if not isinstance(lv, dict):
                 continue
             rate, conc, n = lv.get("rate"), lv.get("concurrency"), lv.get("requests")
-            levels.append((float(rate) if isinstance(rate, int | float) else None,
-                           conc if isinstance(conc, int) else None))  # fmt: skip
+            levels.append(
+                (
+                    float(rate) if isinstance(rate, int | float) else None,
+                    conc if isinstance(conc, int) else None,
+                )
+            )
             blocks.append(block_count(n, want) if alternate and isinstance(n, int) else 1)
         runs = load.get("runs") if isinstance(load.get("runs"), int) else 1
         for e in log_entries(meta):

@@ -13,8 +13,10 @@ def check_workload(spec, source: str) -> None:
 
     w, ld = spec.workload, spec.load
     if w.file is not None and not Path(w.file).is_file():
-        raise SpecError(f"{source}: workload.file {w.file!r} does not exist",
-                        "write one with `abtui workload import`")  # fmt: skip
+        raise SpecError(
+            f"{source}: workload.file {w.file!r} does not exist",
+            "write one with `abtui workload import`",
+        )
     for key in ("input_dist", "output_dist"):
         if getattr(w, key) is not None:
             parse_length_dist(getattr(w, key), f"{source}: workload.{key}")
@@ -27,21 +29,28 @@ def check_workload(spec, source: str) -> None:
         from abtui.workload.tasks import TASKS
 
         if w.task not in TASKS:
-            raise SpecError(f"{source}: workload.task must be one of {', '.join(TASKS)}, "
-                            f"got {w.task!r}")  # fmt: skip
+            raise SpecError(
+                f"{source}: workload.task must be one of {', '.join(TASKS)}, got {w.task!r}"
+            )
         if w.file is not None or w.prefix_groups:
-            raise SpecError(f"{source}: workload.task makes its own prompts: it takes no "
-                            "workload.file or shared prefixes")  # fmt: skip
+            raise SpecError(
+                f"{source}: workload.task makes its own prompts: it takes no "
+                "workload.file or shared prefixes"
+            )
     _check_load_shape(spec, source)
     if w.file is not None and ld.rate is None and ld.concurrency is None:
         ld.arrival = "replay"  # a file and no load given: its own timestamps
     if ld.arrival == "replay":
         if w.file is None:
-            raise SpecError(f"{source}: load.arrival = 'replay' replays a workload file's timestamps",
-                            "give --workload FILE")  # fmt: skip
+            raise SpecError(
+                f"{source}: load.arrival = 'replay' replays a workload file's timestamps",
+                "give --workload FILE",
+            )
         if ld.rate is not None:
-            raise SpecError(f"{source}: load.rate and arrival = 'replay' exclude each other",
-                            "replay follows the file's timestamps; --speedup scales them")  # fmt: skip
+            raise SpecError(
+                f"{source}: load.rate and arrival = 'replay' exclude each other",
+                "replay follows the file's timestamps; --speedup scales them",
+            )
 
 
 def _check_load_shape(spec, source: str) -> None:
@@ -70,8 +79,10 @@ def _check_load_shape(spec, source: str) -> None:
         if not ld.duration_s > 0:
             raise SpecError(f"{source}: load.duration must be > 0")
         if closed and spec.workload.requests is None and spec.workload.file is None:
-            raise SpecError(f"{source}: a closed-loop run with a duration needs a request count",
-                            "give --requests N as well (the most it may send)")  # fmt: skip
+            raise SpecError(
+                f"{source}: a closed-loop run with a duration needs a request count",
+                "give --requests N as well (the most it may send)",
+            )
     if ld.runs < 1 or ld.blocks < 1 or ld.generators < 1:
         raise SpecError(f"{source}: load.runs, load.blocks and load.generators must be ≥ 1")
     concs = [c for c in [ld.concurrency, *(ld.sweep_concurrency or [])] if c]

@@ -144,8 +144,12 @@ def parse_length_dist(text: str, where: str, *, output: bool = False) -> LengthD
         raise SpecError(f"{where}: {kind} takes {need} number(s), got {text!r}", hint)
     a, b = (args + [0.0])[:2]
     length = "workload.length"
-    rows = {"fixed": (length,), "uniform": (length, length), "normal": (length, "workload.length_sd"),
-            "lognormal": (length, "workload.length_sigma")}[kind]  # fmt: skip
+    rows = {
+        "fixed": (length,),
+        "uniform": (length, length),
+        "normal": (length, "workload.length_sd"),
+        "lognormal": (length, "workload.length_sigma"),
+    }[kind]
     try:
         for row, v in zip(rows, args, strict=True):
             limits.check(row, v, f"{kind}'s {'length' if row == length else 'spread'}")
@@ -169,8 +173,9 @@ def shaped_items(
     """``n`` items with lengths from the distributions; with ``prefix_groups`` = G, item i's
     prompt starts with group (i mod G)'s ``prefix_tokens``-token prefix (identical text within a
     group, different across groups) and continues with its own text, its index first."""
-    maker = ShapedItems(n, offsets, input_dist, output_dist, seed, prefix_groups, prefix_tokens,
-                        first_index)  # fmt: skip
+    maker = ShapedItems(
+        n, offsets, input_dist, output_dist, seed, prefix_groups, prefix_tokens, first_index
+    )
     return [maker.item(k) for k in range(n)]
 
 
@@ -178,8 +183,18 @@ class ShapedItems:
     """The items of :func:`shaped_items`, made one at a time (``item(k)``: the k-th, the same
     text whichever others are made), so a session can stream them without holding them all."""
 
-    def __init__(self, n, offsets, input_dist, output_dist, seed, prefix_groups=0,
-                 prefix_tokens=0, first_index=0, task=None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        n,
+        offsets,
+        input_dist,
+        output_dist,
+        seed,
+        prefix_groups=0,
+        prefix_tokens=0,
+        first_index=0,
+        task=None,
+    ) -> None:
         from abtui.workload.jsonl import PromptSynth
 
         rng = np.random.default_rng(seed)
@@ -197,8 +212,14 @@ class ShapedItems:
             from abtui.workload.tasks import task_prompt
 
             prompt = task_prompt(self.task, self.seed, f"i{i}", n_in)
-            return Item(index=i, id=f"i{i}", arrival_s=self.offsets[k], prompt=prompt,
-                        max_tokens=self.n_out[k], n_input=len(prompt.split()))  # fmt: skip
+            return Item(
+                index=i,
+                id=f"i{i}",
+                arrival_s=self.offsets[k],
+                prompt=prompt,
+                max_tokens=self.n_out[k],
+                n_input=len(prompt.split()),
+            )
         prefix = ""
         own = n_in
         # the prefix is part of the prompt length; at least one token is the item's own

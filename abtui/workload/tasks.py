@@ -24,32 +24,93 @@ import random
 TASKS = ("repeat", "story")
 
 _SUBJECTS = (
-    "the old fisherman", "a young teacher", "the baker", "my neighbour", "the village doctor",
-    "a tired traveller", "the head gardener", "our captain", "the librarian", "a quiet student",
-    "the blacksmith", "the farmer's daughter", "a street musician", "the night guard",
-    "the shop owner", "an old sailor", "the postman", "a curious child", "the innkeeper",
+    "the old fisherman",
+    "a young teacher",
+    "the baker",
+    "my neighbour",
+    "the village doctor",
+    "a tired traveller",
+    "the head gardener",
+    "our captain",
+    "the librarian",
+    "a quiet student",
+    "the blacksmith",
+    "the farmer's daughter",
+    "a street musician",
+    "the night guard",
+    "the shop owner",
+    "an old sailor",
+    "the postman",
+    "a curious child",
+    "the innkeeper",
     "my grandmother",
-)  # fmt: skip
+)
 _VERBS = (
-    "mended", "carried", "painted", "found", "sold", "cleaned", "opened", "lost", "borrowed",
-    "repaired", "wrapped", "moved", "polished", "hid", "bought", "dropped", "washed", "dried",
-)  # fmt: skip
+    "mended",
+    "carried",
+    "painted",
+    "found",
+    "sold",
+    "cleaned",
+    "opened",
+    "lost",
+    "borrowed",
+    "repaired",
+    "wrapped",
+    "moved",
+    "polished",
+    "hid",
+    "bought",
+    "dropped",
+    "washed",
+    "dried",
+)
 _OBJECTS = (
-    "a wooden chair", "the broken gate", "a basket of apples", "the brass lamp",
-    "a torn fishing net", "an old map", "the blue boat", "a letter from home", "the church bell",
-    "a pair of boots", "the garden fence", "a loaf of bread", "the kitchen clock",
-    "a box of candles", "the iron kettle", "a green umbrella", "a heavy coat", "the silver key",
-)  # fmt: skip
+    "a wooden chair",
+    "the broken gate",
+    "a basket of apples",
+    "the brass lamp",
+    "a torn fishing net",
+    "an old map",
+    "the blue boat",
+    "a letter from home",
+    "the church bell",
+    "a pair of boots",
+    "the garden fence",
+    "a loaf of bread",
+    "the kitchen clock",
+    "a box of candles",
+    "the iron kettle",
+    "a green umbrella",
+    "a heavy coat",
+    "the silver key",
+)
 _PLACES = (
-    "near the harbour", "in the market square", "behind the school", "at the top of the hill",
-    "by the river", "outside the bakery", "in the small library", "on the station platform",
-    "under the old bridge", "beside the fountain", "in the quiet garden", "at the edge of town",
-)  # fmt: skip
+    "near the harbour",
+    "in the market square",
+    "behind the school",
+    "at the top of the hill",
+    "by the river",
+    "outside the bakery",
+    "in the small library",
+    "on the station platform",
+    "under the old bridge",
+    "beside the fountain",
+    "in the quiet garden",
+    "at the edge of town",
+)
 _TIMES = (
-    "before sunrise", "after lunch", "on a rainy morning", "late in the evening",
-    "during the storm", "on the first day of spring", "while the town slept", "just before noon",
-    "at the end of the summer", "on a cold winter night",
-)  # fmt: skip
+    "before sunrise",
+    "after lunch",
+    "on a rainy morning",
+    "late in the evening",
+    "during the storm",
+    "on the first day of spring",
+    "while the town slept",
+    "just before noon",
+    "at the end of the summer",
+    "on a cold winter night",
+)
 _WEATHER = ("raining", "windy", "very cold", "warm and bright", "foggy", "almost dark")
 
 REPEAT_INSTRUCTION = "Repeat the following paragraph exactly, word for word. Write nothing else."
@@ -89,7 +150,9 @@ def task_prompt(task: str, seed: int, item_id: str, n_words: int) -> str:
         return f"{REPEAT_INSTRUCTION}\n\n{paragraph(rng, n_words)}"
     if task == "story":
         return STORY_INSTRUCTION.format(
-            subject=rng.choice(_SUBJECTS), verb=rng.choice(_VERBS), obj=rng.choice(_OBJECTS),
+            subject=rng.choice(_SUBJECTS),
+            verb=rng.choice(_VERBS),
+            obj=rng.choice(_OBJECTS),
             place=rng.choice(_PLACES),
-        )  # fmt: skip
+        )
     raise ValueError(f"unknown task {task!r} (known: {', '.join(TASKS)})")

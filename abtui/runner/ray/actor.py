@@ -110,9 +110,15 @@ class GeneratorActor:
         from abtui import __version__
 
         ctx = ray.get_runtime_context()
-        return {"node_id": ctx.get_node_id(), "node_ip": ray.util.get_node_ip_address(),
-                "hostname": socket.gethostname(), "pid": os.getpid(), "abtui": __version__,
-                "python": platform.python_version(), "ray": ray.__version__}  # fmt: skip
+        return {
+            "node_id": ctx.get_node_id(),
+            "node_ip": ray.util.get_node_ip_address(),
+            "hostname": socket.gethostname(),
+            "pid": os.getpid(),
+            "abtui": __version__,
+            "python": platform.python_version(),
+            "ray": ray.__version__,
+        }
 
     def clock(self) -> tuple[int, int]:
         """This node's (monotonic, wall) clocks, as the generator would read them unshifted."""
@@ -134,8 +140,9 @@ class GeneratorActor:
     def run(self, plan: ArmPlan) -> None:
         def main() -> None:
             try:
-                run_loop(_RemoteGenerator(plan, self.mailbox, self.start_conn,
-                                          self.stop_event).run())  # fmt: skip
+                run_loop(
+                    _RemoteGenerator(plan, self.mailbox, self.start_conn, self.stop_event).run()
+                )
             except BaseException as e:  # report, never die silently
                 self.mailbox.put(("fatal", plan.wid, f"{type(e).__name__}: {e}"))
 

@@ -55,7 +55,9 @@ def per_node(nodes: list[dict]) -> list[dict]:
     for n in nodes:
         key = n.get("node_id") or "?"
         c = n.get("clock") or {}
-        if key not in best or c.get("uncertainty_ns", 0) < best[key]["clock"].get("uncertainty_ns", 0):
+        if key not in best or c.get("uncertainty_ns", 0) < best[key]["clock"].get(
+            "uncertainty_ns", 0
+        ):
             best[key] = n
     return list(best.values())
 
@@ -74,19 +76,31 @@ def warnings(nodes: list[dict], warn_ms: float = CLOCK_WARN_MS) -> list[tuple[st
         unc = (c.get("uncertainty_ns") or 0) / 1e6
         at = where(n)
         if unc > warn_ms:
-            out.append(("clock_uncertain",
-                        f"node {at}: clock offset known only to ±{unc:.2f} ms (> {warn_ms:g} ms): "
-                        "the arms' requests for one item may start that far apart"))  # fmt: skip
+            out.append(
+                (
+                    "clock_uncertain",
+                    f"node {at}: clock offset known only to ±{unc:.2f} ms (> {warn_ms:g} ms): "
+                    "the arms' requests for one item may start that far apart",
+                )
+            )
         wall = abs(c.get("wall_offset_ns") or 0) / 1e6
         if wall > SKEW_WARN_MS:
-            out.append(("clock_skew",
-                        f"node {at}: wall clock {wall:.0f} ms off the driver's (is NTP running "
-                        "there?); abtui converts the schedule by the measured offset"))  # fmt: skip
+            out.append(
+                (
+                    "clock_skew",
+                    f"node {at}: wall clock {wall:.0f} ms off the driver's (is NTP running "
+                    "there?); abtui converts the schedule by the measured offset",
+                )
+            )
         drift = c.get("drift_ns")
         if drift is not None and abs(drift) > max(_drift_noise(c), warn_ms * 1e6):
-            out.append(("clock_drift",
-                        f"node {at}: its monotonic clock drifted {drift / 1e6:+.2f} ms from the "
-                        "driver's during the run"))  # fmt: skip
+            out.append(
+                (
+                    "clock_drift",
+                    f"node {at}: its monotonic clock drifted {drift / 1e6:+.2f} ms from the "
+                    "driver's during the run",
+                )
+            )
     return out
 
 
@@ -99,20 +113,29 @@ def lines(ray_meta: dict) -> list[str]:
     nodes = ray_meta.get("nodes") or []
     if not nodes:
         return []
-    out = [f"ray: {len(nodes)} generator actors on {len(per_node(nodes))} node(s), "
-           f"{ray_meta.get('placement')} placement ({ray_meta.get('address')})"]  # fmt: skip
+    out = [
+        f"ray: {len(nodes)} generator actors on {len(per_node(nodes))} node(s), "
+        f"{ray_meta.get('placement')} placement ({ray_meta.get('address')})"
+    ]
     for n in per_node(nodes):
         c = n.get("clock") or {}
         arms = sorted({m.get("arm") for m in nodes if m.get("node_id") == n.get("node_id")})
         drift = c.get("drift_ns")
-        out.append(f"  node {where(n)}: {', '.join(map(str, arms))}; wall clock "
-                   f"{(c.get('wall_offset_ns') or 0) / 1e6:+.3f} ms ± "
-                   f"{(c.get('uncertainty_ns') or 0) / 1e6:.3f} ms vs the driver"
-                   + (f", drift {drift / 1e6:+.3f} ± {_drift_noise(c) / 1e6:.3f} ms over the run"
-                      if drift is not None else ""))  # fmt: skip
+        out.append(
+            f"  node {where(n)}: {', '.join(map(str, arms))}; wall clock "
+            f"{(c.get('wall_offset_ns') or 0) / 1e6:+.3f} ms ± "
+            f"{(c.get('uncertainty_ns') or 0) / 1e6:.3f} ms vs the driver"
+            + (
+                f", drift {drift / 1e6:+.3f} ± {_drift_noise(c) / 1e6:.3f} ms over the run"
+                if drift is not None
+                else ""
+            )
+        )
     for lo in ray_meta.get("lost") or []:
-        out.append(f"  LOST: generator {lo.get('worker')} of {lo.get('arm')} on node "
-                   f"{where(lo)}: {lo.get('in_flight', 0)} request(s) in flight counted as errors")  # fmt: skip
+        out.append(
+            f"  LOST: generator {lo.get('worker')} of {lo.get('arm')} on node "
+            f"{where(lo)}: {lo.get('in_flight', 0)} request(s) in flight counted as errors"
+        )
     for kind, text in warnings(nodes, ray_meta.get("clock_warn_ms") or CLOCK_WARN_MS):
         out.append(f"  warning {kind}: {text}")
     return out

@@ -39,8 +39,10 @@ def _ray():
     try:
         import ray
     except ImportError:
-        raise RayError("--ray needs Ray, which is not installed",
-                       "pip install 'abtui[ray]' (on the driver and in the cluster's image)") from None  # fmt: skip
+        raise RayError(
+            "--ray needs Ray, which is not installed",
+            "pip install 'abtui[ray]' (on the driver and in the cluster's image)",
+        ) from None
     return ray
 
 
@@ -53,9 +55,11 @@ def connect(address: str):
     try:
         ray.init(address=address, logging_level="WARNING", log_to_driver=True)
     except (ConnectionError, RuntimeError, ValueError) as e:
-        raise RayError(f"could not connect to the Ray cluster at {address!r}: {e}",
-                       "is it up? `ray status` on the head; RAY_ADDRESS or --ray ray://HEAD:10001 "
-                       "for a remote cluster") from None  # fmt: skip
+        raise RayError(
+            f"could not connect to the Ray cluster at {address!r}: {e}",
+            "is it up? `ray status` on the head; RAY_ADDRESS or --ray ray://HEAD:10001 "
+            "for a remote cluster",
+        ) from None
     return ray, True
 
 
@@ -103,12 +107,24 @@ class _Handle:
 
 
 class RayFleet:
-    def __init__(self, address: str, plans: list, names: list[str], *, placement: str = "spread",
-                 cpus_per_generator: float = 1.0, clock_warn_ms: float = clocks.CLOCK_WARN_MS,
-                 n_gen: int = 1) -> None:  # fmt: skip
+    def __init__(
+        self,
+        address: str,
+        plans: list,
+        names: list[str],
+        *,
+        placement: str = "spread",
+        cpus_per_generator: float = 1.0,
+        clock_warn_ms: float = clocks.CLOCK_WARN_MS,
+        n_gen: int = 1,
+    ) -> None:
         self.address, self.plans, self.names = address, plans, names
         self.placement, self.cpus, self.warn_ms, self.n_gen = (
-            placement, cpus_per_generator, clock_warn_ms, n_gen)
+            placement,
+            cpus_per_generator,
+            clock_warn_ms,
+            n_gen,
+        )
         self.actors: list = []
         self.results: queue.Queue = queue.Queue()
         self.ended: set[int] = set()
@@ -144,25 +160,39 @@ class RayFleet:
                 f"the cluster could not place {self.n_gen} bundle(s) of {self.cpus * n_arms:g} CPUs "
                 f"({self.placement} placement) within {PG_TIMEOUT_S:g} s",
                 "`ray status` shows the free CPUs; lower [load] generators or "
-                "[ray] cpus_per_generator, or add nodes")
+                "[ray] cpus_per_generator, or add nodes",
+            )
         for plan in self.plans:
             g = plan.wid % self.n_gen
-            self.actors.append(GeneratorActor.options(
-                num_cpus=self.cpus, name=None,
-                scheduling_strategy=PlacementGroupSchedulingStrategy(
-                    placement_group=self.pg, placement_group_bundle_index=g),
-            ).remote())  # fmt: skip
+            self.actors.append(
+                GeneratorActor.options(
+                    num_cpus=self.cpus,
+                    name=None,
+                    scheduling_strategy=PlacementGroupSchedulingStrategy(
+                        placement_group=self.pg, placement_group_bundle_index=g
+                    ),
+                ).remote()
+            )
         where = ray.get([a.where.remote() for a in self.actors])
         bad = [w for w in where if w["abtui"] != __version__]
         if bad:
-            raise RayError(f"the cluster runs abtui {bad[0]['abtui']} on {bad[0]['node_ip']}, "
-                           f"the driver {__version__}",
-                           "install the same abtui on the driver and in the cluster's image")  # fmt: skip
+            raise RayError(
+                f"the cluster runs abtui {bad[0]['abtui']} on {bad[0]['node_ip']}, "
+                f"the driver {__version__}",
+                "install the same abtui on the driver and in the cluster's image",
+            )
         for plan, actor, w in zip(self.plans, self.actors, where, strict=True):
             sync = clocks.measure(lambda a=actor: ray.get(a.clock.remote()))
             ray.get(actor.prepare.remote(sync.mono_offset_ns))
-            self.nodes.append({"worker": plan.wid, "arm": self.names[plan.arm],
-                               "bundle": plan.wid % self.n_gen, **w, "clock": sync.to_dict()})  # fmt: skip
+            self.nodes.append(
+                {
+                    "worker": plan.wid,
+                    "arm": self.names[plan.arm],
+                    "bundle": plan.wid % self.n_gen,
+                    **w,
+                    "clock": sync.to_dict(),
+                }
+            )
         ray.get([a.run.remote(p) for a, p in zip(self.actors, self.plans, strict=True)])
         self.t_start_s = time.perf_counter() - t
         self._thread = threading.Thread(target=self._pump, name="abtui-ray-pump", daemon=True)
@@ -176,10 +206,17 @@ class RayFleet:
 
     def meta(self) -> dict:
         """What the session stores about the cluster (``meta.ray``)."""
-        return {"address": self.address, "placement": self.placement,
-                "cpus_per_generator": self.cpus, "generators_per_arm": self.n_gen,
-                "clock_warn_ms": self.warn_ms, "connect_s": round(self.t_connect_s, 3),
-                "start_s": round(self.t_start_s, 3), "nodes": self.nodes, "lost": self.lost}  # fmt: skip
+        return {
+            "address": self.address,
+            "placement": self.placement,
+            "cpus_per_generator": self.cpus,
+            "generators_per_arm": self.n_gen,
+            "clock_warn_ms": self.warn_ms,
+            "connect_s": round(self.t_connect_s, 3),
+            "start_s": round(self.t_start_s, 3),
+            "nodes": self.nodes,
+            "lost": self.lost,
+        }
 
     def clock_warnings(self) -> list[tuple[str, str]]:
         return clocks.warnings(self.nodes, self.warn_ms)
@@ -216,20 +253,47 @@ class RayFleet:
     def _on_lost(self, w: int, exc: BaseException) -> None:
         plan, now = self.plans[w], time.perf_counter_ns()
         node = self.nodes[w] if w < len(self.nodes) else {}
-        why = (f"generator {w} of {self.names[plan.arm]} on node {clocks.where(node)} "
-               f"was lost ({type(exc).__name__})")  # fmt: skip
-        recs = [RequestRecord(arm=plan.arm, item=item, run=run, level=level, block=block,
-                              scheduled_ns=sched, dispatched_ns=sched, done_ns=now,
-                              status=R.ERROR, error_class=E_LOST, error_message=why)
-                for (item, run, level, block), sched in self.inflight[w].items()]  # fmt: skip
+        why = (
+            f"generator {w} of {self.names[plan.arm]} on node {clocks.where(node)} "
+            f"was lost ({type(exc).__name__})"
+        )
+        recs = [
+            RequestRecord(
+                arm=plan.arm,
+                item=item,
+                run=run,
+                level=level,
+                block=block,
+                scheduled_ns=sched,
+                dispatched_ns=sched,
+                done_ns=now,
+                status=R.ERROR,
+                error_class=E_LOST,
+                error_message=why,
+            )
+            for (item, run, level, block), sched in self.inflight[w].items()
+        ]
         self.inflight[w] = {}
-        self.lost.append({"worker": w, "arm": self.names[plan.arm], "node_id": node.get("node_id"),
-                          "node_ip": node.get("node_ip"), "in_flight": len(recs),
-                          "at_ns": now, "error": f"{type(exc).__name__}: {exc}"[:500]})  # fmt: skip
+        self.lost.append(
+            {
+                "worker": w,
+                "arm": self.names[plan.arm],
+                "node_id": node.get("node_id"),
+                "node_ip": node.get("node_ip"),
+                "in_flight": len(recs),
+                "at_ns": now,
+                "error": f"{type(exc).__name__}: {exc}"[:500],
+            }
+        )
         if recs:
             self.results.put(("batch", w, recs, {}))
-        self.results.put(("lost", w, why + (f": {len(recs)} request(s) in flight counted as errors"
-                                            if recs else "")))  # fmt: skip
+        self.results.put(
+            (
+                "lost",
+                w,
+                why + (f": {len(recs)} request(s) in flight counted as errors" if recs else ""),
+            )
+        )
         self.ended.add(w)
 
     # ---------------------------------------------------------------- end

@@ -34,8 +34,9 @@ def compare_renderable(c) -> Group:
         head.append(f"{tag} ", "bold")
         head.append(printable(side.name), "bold")
         head.append(f"  {side.created or '—'} · {side.status} · verdict {side.verdict or '—'}")
-        head.append(" · DEGRADED (the load generators lagged)\n" if side.degraded else "\n",
-                    "bold yellow")  # fmt: skip
+        head.append(
+            " · DEGRADED (the load generators lagged)\n" if side.degraded else "\n", "bold yellow"
+        )
     head.append(CAVEAT, "dim")
     cols, rows = compare_lines(c)
     t = Table(box=None, pad_edge=False, padding=(0, 1), header_style="bold")
@@ -45,8 +46,13 @@ def compare_renderable(c) -> Group:
     for r in rows:
         arm = printable(r[0]) if r[0] != last else ""
         last = r[0]
-        t.add_row(Text(arm, "bold"), r[1], r[2], r[3],
-                  Text(r[4], CHANGE_STYLE.get(r[4].split(" ")[-1], "")))  # fmt: skip
+        t.add_row(
+            Text(arm, "bold"),
+            r[1],
+            r[2],
+            r[3],
+            Text(r[4], CHANGE_STYLE.get(r[4].split(" ")[-1], "")),
+        )
     return Group(head, Text(""), t)
 
 
@@ -60,8 +66,9 @@ class CompareScreen(Screen):
         self.compared = None
 
     def compose(self) -> ComposeResult:
-        yield Static(Text(f"comparing {self.a.name} (A) with {self.b.name} (B)…", "bold"),
-                     id="title")  # fmt: skip
+        yield Static(
+            Text(f"comparing {self.a.name} (A) with {self.b.name} (B)…", "bold"), id="title"
+        )
         with VerticalScroll():
             yield Static("reading both sessions…", id="table")
         yield Footer()

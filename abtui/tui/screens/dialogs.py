@@ -16,16 +16,25 @@ class Confirm(ModalScreen[bool]):
     """A yes/no question; dismissed with True only on ``y``."""
 
     HELP, HELP_TITLE = QUESTION, "a question"
-    BINDINGS = [("y", "answer(True)", "yes"), ("n", "answer(False)", "no"),
-                ("escape", "answer(False)", "no")]  # fmt: skip
+    BINDINGS = [
+        ("y", "answer(True)", "yes"),
+        ("n", "answer(False)", "no"),
+        ("escape", "answer(False)", "no"),
+    ]
 
     def __init__(self, question: Text | str, yes: str, no: str = "keep it") -> None:
         super().__init__()
         self.question, self.yes, self.no = question, yes, no
 
     def compose(self) -> ComposeResult:
-        t = Text.assemble(self.question, "\n\n", ("y", "bold"), f": {self.yes}    ",
-                          ("n / Esc", "bold"), f": {self.no}")  # fmt: skip
+        t = Text.assemble(
+            self.question,
+            "\n\n",
+            ("y", "bold"),
+            f": {self.yes}    ",
+            ("n / Esc", "bold"),
+            f": {self.no}",
+        )
         with Vertical(id="dialog"):
             yield Static(t, id="question")
 

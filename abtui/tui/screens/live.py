@@ -53,9 +53,20 @@ def _short_state(state: str) -> str:
     return "killed" if "(killed" in state else state.removeprefix("stored session, ").split(" (")[0]
 
 
-def header_text(name: str, state: str, elapsed_s: float, done: int, planned: int, load: str,
-                segment: Position | None, lag_s: float, width: int, *, behind_s: float = 0.0,
-                waiting: int = 0) -> Text:  # fmt: skip
+def header_text(
+    name: str,
+    state: str,
+    elapsed_s: float,
+    done: int,
+    planned: int,
+    load: str,
+    segment: Position | None,
+    lag_s: float,
+    width: int,
+    *,
+    behind_s: float = 0.0,
+    waiting: int = 0,
+) -> Text:
     """The run's header on one line of ``width``: session, state, elapsed, requests done/total,
     where the schedule is (sweep level, run, block and whose turn: ``segment``), the load and
     the load generator's health — and, when the main process is reading the generators'
@@ -85,9 +96,15 @@ def header_text(name: str, state: str, elapsed_s: float, done: int, planned: int
             (seg, "bold"),
             (load if k < 2 else "", ""),
             (health, "bold red" if late else "green"),
-            ("" if not behind else f"reading {behind_s:.1f}s behind" if k else
-             f"reading records {behind_s:.1f}s behind ({waiting} waiting)", "bold yellow"),
-        ]  # fmt: skip
+            (
+                ""
+                if not behind
+                else f"reading {behind_s:.1f}s behind"
+                if k
+                else f"reading records {behind_s:.1f}s behind ({waiting} waiting)",
+                "bold yellow",
+            ),
+        ]
         return [(t, st) for t, st in out if t]
 
     def size(its) -> int:
@@ -146,8 +163,18 @@ class ArmPane(VerticalScroll):
     each one line that never wraps, so the pane never needs its own scrollbar and every arm's
     rows line up; its border's title is the arm's letter."""
 
-    ROWS = ("title", "counts", "ttft", "tpot", "spark", "gpu", "gauges", "engine", "phase",
-            "errors")  # fmt: skip
+    ROWS = (
+        "title",
+        "counts",
+        "ttft",
+        "tpot",
+        "spark",
+        "gpu",
+        "gauges",
+        "engine",
+        "phase",
+        "errors",
+    )
 
     def __init__(self, index: int, name: str, url: str, model: str) -> None:
         super().__init__(id=f"arm-{index}", classes="arm")
@@ -177,10 +204,16 @@ class ArmPane(VerticalScroll):
         if plan == self.plan:
             return
         self.plan = plan
-        heights = {"ttft": plan.hist_lines, "tpot": plan.hist_lines, "spark": 1 + plan.good,
-                   "gpu": int(plan.gpu), "gauges": HISTORY_ROWS * plan.history,
-                   "engine": int(plan.engine), "phase": plan.phase_lines,
-                   "errors": int(plan.errors)}  # fmt: skip
+        heights = {
+            "ttft": plan.hist_lines,
+            "tpot": plan.hist_lines,
+            "spark": 1 + plan.good,
+            "gpu": int(plan.gpu),
+            "gauges": HISTORY_ROWS * plan.history,
+            "engine": int(plan.engine),
+            "phase": plan.phase_lines,
+            "errors": int(plan.errors),
+        }
         for row, h in heights.items():
             w = self.query_one(f".{row}", Chart)
             w.styles.height = h
@@ -212,9 +245,7 @@ class LiveScreen(Screen):
         self._fit_columns()
         name = self.info.session_name
         self.query_one("#header", Chart).show(
-            lambda w: Text(
-                f"abtui · session {name} · starting…", no_wrap=True, overflow="ellipsis"
-            )  # fmt: skip
+            lambda w: Text(f"abtui · session {name} · starting…", no_wrap=True, overflow="ellipsis")
         )
         msg, status = self._initial
         if msg is not None:
@@ -291,8 +322,19 @@ class LiveScreen(Screen):
         state = status or msg.phase
         name, load, seg = self.info.session_name, self.info.load, msg.segment
         self.query_one("#header", Chart).show(
-            lambda w: header_text(name, state, msg.elapsed_s, done, planned, load, seg, lag, w,
-                                  behind_s=behind, waiting=waiting)  # fmt: skip
+            lambda w: header_text(
+                name,
+                state,
+                msg.elapsed_s,
+                done,
+                planned,
+                load,
+                seg,
+                lag,
+                w,
+                behind_s=behind,
+                waiting=waiting,
+            )
         )
         if self.comparing:
             view = self.query_one("#compare", Chart)

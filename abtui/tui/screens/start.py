@@ -29,10 +29,16 @@ from abtui.store.listing import UNREADABLE, SessionRow, delete_session, list_ses
 from abtui.tui.keys import START
 from abtui.tui.widgets.inert import DataTable, Static
 
-STATUS_STYLE = {"finished": "green", "interrupted": "yellow", "killed": "bold red",
-                "running": "bold cyan", "failed": "bold red", "write failed": "bold red",
-                UNREADABLE: "bold red",
-                "degraded": "bold yellow"}  # fmt: skip
+STATUS_STYLE = {
+    "finished": "green",
+    "interrupted": "yellow",
+    "killed": "bold red",
+    "running": "bold cyan",
+    "failed": "bold red",
+    "write failed": "bold red",
+    UNREADABLE: "bold red",
+    "degraded": "bold yellow",
+}
 DEGRADED = "degraded"  # the status cell of a degraded session (its stored status in the detail)
 VERDICT_STYLE = {"GO": "bold green", "NO-GO": "bold red", "INCONCLUSIVE": "yellow"}
 WIDE = 120  # from this many columns: the full date and wider name / arms columns
@@ -72,8 +78,17 @@ def per_arm(row: SessionRow) -> str:
 def matches(row: SessionRow, words: str) -> bool:
     """Whether every word of the filter ``words`` is in the row (name, arms, status, verdict,
     date), case-insensitively."""
-    hay = " ".join([row.name, *row.arms, row.status, status_word(row), row.verdict or "",
-                    _date(row, True), row.path.name]).lower()  # fmt: skip
+    hay = " ".join(
+        [
+            row.name,
+            *row.arms,
+            row.status,
+            status_word(row),
+            row.verdict or "",
+            _date(row, True),
+            row.path.name,
+        ]
+    ).lower()
     return all(w in hay for w in words.lower().split())
 
 
@@ -104,9 +119,12 @@ class StartScreen(Screen):
     ]
 
     def __init__(
-        self, folder: str | Path = "sessions", demo: DemoOptions | None = None,
-        select: Path | None = None, notice: str = "",
-    ) -> None:  # fmt: skip
+        self,
+        folder: str | Path = "sessions",
+        demo: DemoOptions | None = None,
+        select: Path | None = None,
+        notice: str = "",
+    ) -> None:
         super().__init__(id="start")
         self.folder = Path(folder)
         self.demo = demo or DemoOptions()
@@ -130,8 +148,11 @@ class StartScreen(Screen):
         yield Static("reading the session files…", id="detail")
         yield Input(placeholder="path/to/spec.toml  (Enter runs it, Esc cancels)", id="spec")
         yield Static("", id="spec-error")
-        yield Input(placeholder="filter: words of the name, arms, status, verdict or date "
-                    "(Enter keeps it, Esc clears it)", id="filter")  # fmt: skip
+        yield Input(
+            placeholder="filter: words of the name, arms, status, verdict or date "
+            "(Enter keeps it, Esc clears it)",
+            id="filter",
+        )
         yield Footer()
 
     def on_mount(self) -> None:
@@ -177,11 +198,13 @@ class StartScreen(Screen):
             word = status_word(r)
             mark = "▸" if self.marked is not None and r.path == self.marked else ""
             table.add_row(
-                _cut(mark + r.name, name_w), _date(r, wide),
+                _cut(mark + r.name, name_w),
+                _date(r, wide),
                 Text(word, STATUS_STYLE.get(word, "")),
-                _cut(" vs ".join(r.arms) if r.arms else "—", arms_w), per_arm(r),
+                _cut(" vs ".join(r.arms) if r.arms else "—", arms_w),
+                per_arm(r),
                 Text(r.verdict or "—", VERDICT_STYLE.get(r.verdict or "", "dim")),
-            )  # fmt: skip
+            )
         self._title()
         if not self.rows:
             self._detail(
@@ -237,8 +260,10 @@ class StartScreen(Screen):
         else:
             t = Text(f"{r.path} · Enter opens it")
         if self.marked is not None:
-            t.append(f"\nmarked {self.marked.stem}: c on another compares them (c on it: "
-                     "unmark)", "bold cyan")  # fmt: skip
+            t.append(
+                f"\nmarked {self.marked.stem}: c on another compares them (c on it: unmark)",
+                "bold cyan",
+            )
         self._detail(t)
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
@@ -300,9 +325,13 @@ class StartScreen(Screen):
         if row is None:
             return
         what = f"{status_word(row)} · verdict {row.verdict or '—'} · {per_arm(row)} req/arm"
-        q = Text.assemble("Delete the session file ", (str(row.path), "bold"), "?\n",
-                          (f"{row.name}: {what}", "dim"), "\nIt cannot be undone; reports "
-                          "written next to it (.md, .html) are kept.")  # fmt: skip
+        q = Text.assemble(
+            "Delete the session file ",
+            (str(row.path), "bold"),
+            "?\n",
+            (f"{row.name}: {what}", "dim"),
+            "\nIt cannot be undone; reports written next to it (.md, .html) are kept.",
+        )
 
         def answer(yes: bool | None) -> None:
             if not yes:

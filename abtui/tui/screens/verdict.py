@@ -30,6 +30,8 @@ from abtui.verdict.session import SessionVerdict
 
 RESULT_STYLE = {GO: "bold white on dark_green", NO_GO: "bold white on dark_red"}
 RESULT_WORDS = {GO: "✓ GO", NO_GO: "✗ NO-GO", "INCONCLUSIVE": "~ INCONCLUSIVE"}
+
+
 @dataclass
 class VerdictData:
     """What the verdict screen shows, loaded by a worker from the session file."""
@@ -87,8 +89,9 @@ def quality_table(qual: dict, mode: dict | None, width: int, extra: int = 0) -> 
         back, shown = [], list(keep)  # the columns come back in the reverse order
         for group in reversed(gone):
             shown = sorted(shown + list(group))
-            back.append(f"{' and '.join(head[i] for i in group)} from "
-                        f"{_width(head, cells, shown) + extra}")  # fmt: skip
+            back.append(
+                f"{' and '.join(head[i] for i in group)} from {_width(head, cells, shown) + extra}"
+            )
         caption = [rq.gate_rule(qual), "p: McNemar's, Holm-adjusted" if 7 in keep else None]
         caption.append(f"left out: {', '.join(back)} columns wide" if back else None)
         caption.append(f"the report's full table from {full + extra} columns")
@@ -253,13 +256,18 @@ class VerdictScreen(Screen):
                 table = Chart(id=f"metrics-{i}", classes="metrics")
                 table.show(lambda w, pair=pair: metrics_table(pair, pol, w, self._beside(w)))
                 yield table
-                notes = [f"{label(e.key)}: {e.note}" for e in rows_of(pair, pol)
-                         if e.note and e.key in (pol["primary"], *pol["guardrails"])]  # fmt: skip
+                notes = [
+                    f"{label(e.key)}: {e.note}"
+                    for e in rows_of(pair, pol)
+                    if e.note and e.key in (pol["primary"], *pol["guardrails"])
+                ]
                 if notes:
                     yield Static("\n".join(notes), classes="notes")
                 if pair.quality:  # suites, length buckets, gates
                     chart = Chart(id=f"quality-{i}", classes="notes")
-                    chart.show(lambda w, q=pair.quality: quality_table(q, qmode, w, self._beside(w)))
+                    chart.show(
+                        lambda w, q=pair.quality: quality_table(q, qmode, w, self._beside(w))
+                    )
                     yield chart
             yield Static(_slo_cost(d), id="slo")
             yield Static(Text("\n".join(d.diagnosis)), id="diagnosis")
@@ -292,7 +300,11 @@ class VerdictScreen(Screen):
         out = sv.path.with_suffix(f".{fmt}")
         from abtui.tui.web import send_to_browser
 
-        sent = "; sent to your browser as a download" if send_to_browser(self.app, out.name, text) else ""
+        sent = (
+            "; sent to your browser as a download"
+            if send_to_browser(self.app, out.name, text)
+            else ""
+        )
         try:
             out.write_text(text, encoding="utf-8")
             msg = Text(f"wrote {fmt} report to {out}{sent}", "green")

@@ -25,9 +25,15 @@ def fmt_s(v: float) -> str:
 
 
 def histogram_text(
-    title: str, view: HistView, rng: tuple[int, int] | None, width: int, rows: int = 3,
-    *, marks: bool = True, axis: bool = True,
-) -> Text:  # fmt: skip
+    title: str,
+    view: HistView,
+    rng: tuple[int, int] | None,
+    width: int,
+    rows: int = 3,
+    *,
+    marks: bool = True,
+    axis: bool = True,
+) -> Text:
     """A title line (P50, P99, and the sample count where it fits), ``rows`` lines of bars over
     the shared axis, a line marking P50 (▲) and P99 (△) and the axis ends (each left out when
     the pane is short: :func:`abtui.tui.widgets.pane.pane_plan`). Always exactly

@@ -44,9 +44,9 @@ def _mem_total(telemetry: dict[str, float], src: str | None) -> float | None:
         return None
     total = telemetry.get(f"{src}:gpu.mem_total_bytes")
     if not total and f"{src}:gpu.mem_free_bytes" in telemetry:
-        total = telemetry.get(f"{src}:gpu.mem_used_bytes", 0.0) + telemetry[
-            f"{src}:gpu.mem_free_bytes"
-        ]
+        total = (
+            telemetry.get(f"{src}:gpu.mem_used_bytes", 0.0) + telemetry[f"{src}:gpu.mem_free_bytes"]
+        )
     return total or None
 
 
@@ -58,9 +58,12 @@ def gauge_rows(telemetry: dict[str, float], series: dict[str, list[float]], widt
     pct = lambda v: f"{v:.0%}"  # noqa: E731
     gib = lambda v: f"{v / 2**30:.1f}G"  # noqa: E731
     busy = util_series(series)[0] or "gpu.busy"
-    spec = [("util" if busy == "gpu.busy" else "SM", GPU_SOURCES, busy, pct),
-            ("DRAM", GPU_SOURCES, "gpu.dram_active", pct),
-            ("mem", GPU_SOURCES, "gpu.mem_used_bytes", gib), ("KV", ENGINES, "kv_usage", pct)]  # fmt: skip
+    spec = [
+        ("util" if busy == "gpu.busy" else "SM", GPU_SOURCES, busy, pct),
+        ("DRAM", GPU_SOURCES, "gpu.dram_active", pct),
+        ("mem", GPU_SOURCES, "gpu.mem_used_bytes", gib),
+        ("KV", ENGINES, "kv_usage", pct),
+    ]
     t = Text(no_wrap=True, overflow="ellipsis")
     room = max(0, width - LABEL)
     for i, (label, sources, metric, fmt) in enumerate(spec):

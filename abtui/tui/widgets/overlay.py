@@ -99,7 +99,9 @@ def cdf_chart(title: str, hists: list[HistView], width: int, height: int) -> Tex
         out.append("\n")
     lo, hi = _fmt_s(edges[0]), _fmt_s(edges[-1])
     pad = pw - len(lo) - len(hi) - 4
-    axis = lo + " " * pad + hi + " log" if pad >= 1 else lo + " " * max(1, pw - len(lo) - len(hi)) + hi
+    axis = (
+        lo + " " * pad + hi + " log" if pad >= 1 else lo + " " * max(1, pw - len(lo) - len(hi)) + hi
+    )
     out.append(" " * Y_LABEL + axis[:pw], "dim")
     return out
 
@@ -119,8 +121,17 @@ def arms_table(names: list[str], views: list[ArmView], width: int) -> Text:
     def num(v: float) -> str:
         return "n/a" if not math.isfinite(v) else f"{v:,.0f}"
 
-    cells = [[str(v.ttft.n), _fmt_s(v.ttft.p50), _fmt_s(v.ttft.p99), _fmt_s(v.tpot.p50),
-              _fmt_s(v.tpot.p99), num(v.out_tok_s)] for v in views]  # fmt: skip
+    cells = [
+        [
+            str(v.ttft.n),
+            _fmt_s(v.ttft.p50),
+            _fmt_s(v.ttft.p99),
+            _fmt_s(v.tpot.p50),
+            _fmt_s(v.tpot.p99),
+            num(v.out_tok_s),
+        ]
+        for v in views
+    ]
     cols = [max(len(h), *(len(r[k]) for r in cells)) for k, h in enumerate(TABLE_HEAD)]
     keep = len(cols)
     while keep > 1 and sum(cols[:keep]) + 2 * keep + 2 + 6 > width:
@@ -144,8 +155,11 @@ def compare_text(names: list[str], views: list[ArmView], width: int, height: int
     overlaid (side by side from :data:`SIDE_BY_SIDE` columns, else one above the other), a
     legend line, and the arms' table."""
     table = arms_table(names, views, width)
-    legend = Text("  ".join(f"{letter(i)} {n}" for i, n in enumerate(names)) +
-                  f"  ({SEVERAL} several arms; left is faster)", "dim")  # fmt: skip
+    legend = Text(
+        "  ".join(f"{letter(i)} {n}" for i, n in enumerate(names))
+        + f"  ({SEVERAL} several arms; left is faster)",
+        "dim",
+    )
     legend.truncate(width, overflow="ellipsis")
     room = height - (len(names) + 1) - 2  # the table, a blank line, the legend
     t = Text(no_wrap=True, overflow="ellipsis")
@@ -153,8 +167,9 @@ def compare_text(names: list[str], views: list[ArmView], width: int, height: int
         ch = max(MIN_PLOT_ROWS + 2, room)
         half = (width - 2) // 2
         left = cdf_chart("TTFT: share of requests by time", [v.ttft for v in views], half, ch)
-        right = cdf_chart("TPOT: share of requests by time", [v.tpot for v in views],
-                          width - 2 - half, ch)  # fmt: skip
+        right = cdf_chart(
+            "TPOT: share of requests by time", [v.tpot for v in views], width - 2 - half, ch
+        )
         for a, b in zip(left.split("\n"), right.split("\n"), strict=False):
             t.append_text(a)
             t.append(" " * (half - a.cell_len + 2))

@@ -60,8 +60,17 @@ class PanePlan:
     @property
     def lines(self) -> int:
         """The rows the pane needs: title, counts, two histograms, sparklines and the rest."""
-        return (2 + 2 * self.hist_lines + 1 + self.good + self.gpu + self.engine
-                + HISTORY_ROWS * self.history + self.phase_lines + self.errors)  # fmt: skip
+        return (
+            2
+            + 2 * self.hist_lines
+            + 1
+            + self.good
+            + self.gpu
+            + self.engine
+            + HISTORY_ROWS * self.history
+            + self.phase_lines
+            + self.errors
+        )
 
 
 def pane_plan(height: int) -> PanePlan:
@@ -107,8 +116,9 @@ GPU_FIELDS = (  # (metric suffix, label, short label, format)
 )
 
 
-def gpu_line(telemetry: dict[str, float], width: int = 200,
-             util: tuple[str, list[float]] | None = None) -> Text:  # fmt: skip
+def gpu_line(
+    telemetry: dict[str, float], width: int = 200, util: tuple[str, list[float]] | None = None
+) -> Text:
     """GPU gauges from the arm's latest telemetry, or a plain 'no GPU telemetry' line. Narrower:
     short labels and separators, no source, then the last gauges go (power first). ``util``:
     (metric, recent readings) of the utilisation (``gpu.busy``, else ``gpu.sm_active``: see
@@ -147,8 +157,7 @@ def _gpu_line(telemetry: dict[str, float], width: int, spark: tuple[str, str] = 
                     val += f" {spark[1]}"
                 parts.append((lab, short, val))
         if not parts:
-            return fit([Text.assemble((f"GPU ({src}) ", "bold"), "no GPU fields reported")],
-                       width)  # fmt: skip
+            return fit([Text.assemble((f"GPU ({src}) ", "bold"), "no GPU fields reported")], width)
         full = " · ".join(f"{lab} {v}" for lab, _, v in parts)
         forms = [
             Text.assemble((f"GPU ({src}) ", "bold"), full),
@@ -165,20 +174,30 @@ def engine_line(telemetry: dict[str, float], width: int = 200) -> Text:
     """The server's own queue: running / waiting requests and KV-cache use, when scraped."""
     for eng in ("vllm", "sglang", "tgi", "llamacpp"):
         got = {k.split(":", 1)[1]: v for k, v in telemetry.items() if k.startswith(eng + ":")}
-        parts = [(lab, short, f(got[k])) for k, lab, short, f in (
-            ("running", "running", "run", lambda v: f"{v:.0f}"),
-            ("waiting", "waiting", "wait", lambda v: f"{v:.0f}"),
-            ("kv_usage", "KV", "KV", lambda v: f"{v:.0%}"),
-        ) if k in got and math.isfinite(got[k])]  # fmt: skip
+        parts = [
+            (lab, short, f(got[k]))
+            for k, lab, short, f in (
+                ("running", "running", "run", lambda v: f"{v:.0f}"),
+                ("waiting", "waiting", "wait", lambda v: f"{v:.0f}"),
+                ("kv_usage", "KV", "KV", lambda v: f"{v:.0%}"),
+            )
+            if k in got and math.isfinite(got[k])
+        ]
         if parts:
-            return fit([
-                Text.assemble((f"server ({eng}) ", "bold"),
-                              " · ".join(f"{lab} {v}" for lab, _, v in parts)),
-                Text.assemble((f"{eng} ", "bold"), " · ".join(f"{s} {v}" for _, s, v in parts)),
-                Text.assemble((f"{eng} ", "bold"), " ".join(f"{s} {v}" for _, s, v in parts)),
-            ], width)  # fmt: skip
-    return fit([Text("server queue: not scraped", "dim"), Text("server: not scraped", "dim")],
-               width)  # fmt: skip
+            return fit(
+                [
+                    Text.assemble(
+                        (f"server ({eng}) ", "bold"),
+                        " · ".join(f"{lab} {v}" for lab, _, v in parts),
+                    ),
+                    Text.assemble((f"{eng} ", "bold"), " · ".join(f"{s} {v}" for _, s, v in parts)),
+                    Text.assemble((f"{eng} ", "bold"), " ".join(f"{s} {v}" for _, s, v in parts)),
+                ],
+                width,
+            )
+    return fit(
+        [Text("server queue: not scraped", "dim"), Text("server: not scraped", "dim")], width
+    )
 
 
 def error_line(p, width: int = 200) -> Text:
@@ -208,9 +227,10 @@ def counts_text(p, width: int) -> Text:
             (f"{p.done}/{p.planned}" + ("" if short else " done"), ""),
             (f"ok {p.ok}", ""),
             *([(f"{'err' if short else 'errors'} {err}", "bold red")] if err else []),
-            ("finished", "") if p.finished else
-            ((f"{p.in_flight} in flight" if short else f"in flight {p.in_flight}"), ""),
-        ]  # fmt: skip
+            ("finished", "")
+            if p.finished
+            else ((f"{p.in_flight} in flight" if short else f"in flight {p.in_flight}"), ""),
+        ]
 
     def joined(its) -> Text:
         out = Text()

@@ -27,13 +27,21 @@ from abtui.metrics.live import (
 )
 
 SHORT_DELTA = {  # the compact strip's group labels: a P99 follows its P50 under one label
-    "TTFT P50": "TTFT", "TTFT P99": "", "TPOT P50": "TPOT", "TPOT P99": "",
-    "throughput": "tok/s", "goodput": "good",
-}  # fmt: skip
+    "TTFT P50": "TTFT",
+    "TTFT P99": "",
+    "TPOT P50": "TPOT",
+    "TPOT P99": "",
+    "throughput": "tok/s",
+    "goodput": "good",
+}
 MARKS = {  # state: (mark, style); the mark says it in words where colour cannot
-    BETTER: ("✓", "green"), WORSE: ("✗", "red"), SAME: ("≈", "cyan"),
-    UNDECIDED: ("?", "yellow"), FEW: ("", "dim"), NA: ("", "dim"),
-}  # fmt: skip
+    BETTER: ("✓", "green"),
+    WORSE: ("✗", "red"),
+    SAME: ("≈", "cyan"),
+    UNDECIDED: ("?", "yellow"),
+    FEW: ("", "dim"),
+    NA: ("", "dim"),
+}
 
 LIVE, REPLAY, VERDICT = "live", "replay", "verdict"
 WIDE_LEGEND = {  # under the strip in words, one line per candidate
@@ -60,8 +68,12 @@ LEGENDS = {  # the compact strip's last line, the longest that fits
         "vs {base} · P50 P99 · the verdict's",
     ),
 }
-OUTCOME_STATE = {"IMPROVED": BETTER, "REGRESSED": WORSE, "EQUIVALENT": SAME,
-                 "INCONCLUSIVE": UNDECIDED}  # fmt: skip
+OUTCOME_STATE = {
+    "IMPROVED": BETTER,
+    "REGRESSED": WORSE,
+    "EQUIVALENT": SAME,
+    "INCONCLUSIVE": UNDECIDED,
+}
 
 
 def _cut(text: str, n: int) -> str:
@@ -96,8 +108,9 @@ def verdict_rows(pairs, arm_names: list[str]) -> list[tuple[str, list[Delta]]]:
     return out
 
 
-def delta_text(base: str, rows: list[tuple[str, list[Delta]]], width: int,
-               mode: str = LIVE) -> Text:  # fmt: skip
+def delta_text(
+    base: str, rows: list[tuple[str, list[Delta]]], width: int, mode: str = LIVE
+) -> Text:
     """The B-vs-A strip: per candidate, its deltas against the baseline ``base``, and a line
     saying what they are (``mode``: provisional live estimates, replayed ones, or the
     verdict's). Where a candidate's line in words (``TTFT P50 -24.2% ✓``…) does not fit
@@ -110,10 +123,12 @@ def delta_text(base: str, rows: list[tuple[str, list[Delta]]], width: int,
     if not rows:
         return t
     full = [
-        (f"{name} vs {base}: ", [(f"{d.label} {f} {m}".rstrip() + "  ", st)
-                                 for d in ds for f, m, st in [cell(d)]])
+        (
+            f"{name} vs {base}: ",
+            [(f"{d.label} {f} {m}".rstrip() + "  ", st) for d in ds for f, m, st in [cell(d)]],
+        )
         for name, ds in rows
-    ]  # fmt: skip
+    ]
     if all(len(head) + len("".join(x for x, _ in its).rstrip()) <= width for head, its in full):
         for head, its in full:
             t.append(head, "bold")
@@ -134,6 +149,8 @@ def delta_text(base: str, rows: list[tuple[str, list[Delta]]], width: int,
             t.append(x.rjust(w), st)
         t.append("\n")
     legends = LEGENDS[mode]
-    legend = next((f for lg in legends if len(f := lg.format(base=base)) <= width),
-                  legends[-1].format(base=_cut(base, 8)))  # fmt: skip
+    legend = next(
+        (f for lg in legends if len(f := lg.format(base=base)) <= width),
+        legends[-1].format(base=_cut(base, 8)),
+    )
     return t.append(legend, "dim")
