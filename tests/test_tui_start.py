@@ -264,7 +264,10 @@ def test_a_running_session_from_the_list_asks_before_going_back(tmp_path):
     assert "go back to the list" in asked[0][1] and "go back to the list" in asked[1][1]
     assert "Stop it and quit?" in asked[2][1]  # ctrl+q quits abtui, and asks too
     assert still
-    assert len(listed) == 1 and listed[0].startswith("long") and "interrupted" in listed[0]
+    assert len(listed) == 1 and listed[0].startswith("long")
+    # its status cell: "interrupted", or "degraded" when the loaded machine made the generators
+    # lag (the stored status, checked below, is then in the row's detail)
+    assert "interrupted" in listed[0] or "degraded" in listed[0]
     ((kind, result),) = app.ran
     assert kind == "demo" and result.status == "interrupted"
     with SessionReader(result.path) as rd:
