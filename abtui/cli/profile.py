@@ -1,0 +1,179 @@
+"""``abtui profile show``: the per-class, per-phase time of one or more profiles, their
+differences, and the Amdahl bound of an optimisation (docs/profile.md)."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+from abtui.cli.helptext import examples
+from abtui.cli.types import positive_float, positive_int
+from abtui.errors import UsageError
+from abtui.report.untrusted import inert
+
+_ARM = re.compile(r"([A-Za-z0-9][A-Za-z0-9_.-]{0,39})=(.+)")
+_MEASURED = re.compile(r"([a-z]+)=([+-]?\d+(?:\.\d+)?)%?")
+
+
+def add_profile_parser(sub) -> None:
+    p = sub.add_parser(
+        "profile",
+        help="where a server's time goes: operator classes per phase, Amdahl's bound",
+        description="Read profiler output (PyTorch/Kineto Chrome traces, Nsight Systems and "
+        "Nsight Compute exports) and show each operator class's share of the time, phase by "
+        "phase (docs/profile.md).",
+        epilog=examples(
+            "abtui profile show traces/rank0.pt.trace.json.gz",
+            "abtui profile show bf16=a.pt.trace.json.gz fp8=b.pt.trace.json.gz --optimises gemm",
+        ),
+    )
+    psub = p.add_subparsers(
+        dest="profile_command", parser_class=type(p), metavar="COMMAND", title="commands"
+    )
+    s = psub.add_parser(
+        "show",
+        help="class shares per phase of each profile, the second against the first, Amdahl",
+        description="Each TRACE's operators or kernels sorted into classes (GEMM/GEMV, "
+        "attention, norm + elementwise, sampling, communication, memcpy, other) with their "
+        "share of the busy time and the idle / launch gaps, per phase (prefill, decode, mixed: "
+        "from the trace's step annotations). With two or more traces, each against the first; "
+        "with --optimises, the bound on each phase's speed-up (Amdahl). A TRACE is a file "
+        "(.json, .json.gz, .sqlite, .csv) or NAME=FILE.",
+        epilog=examples(
+            "abtui profile show rank0.pt.trace.json.gz --top 10",
+            "abtui profile show base=a.json.gz fp8=b.json.gz --optimises gemm --factor 1.8",
+            "abtui profile show report.sqlite --optimises attention --measured decode=-12%",
+        ),
+    )
+    s.add_argument("traces", nargs="+", metavar="TRACE", help="profile file, or NAME=FILE")
+    s.add_argument(
+        "--optimises",
+        metavar="CLASS,…",
+        help="the classes an optimisation targets (e.g. gemm,attention): prints the bound on "
+        "each phase's speed-up",
+    )
+    s.add_argument(
+        "--factor",
+        type=positive_float,
+        default=2.0,
+        metavar="K",
+        help="--optimises: the bound also for those classes K times faster (default %(default)g)",
+    )
+    s.add_argument(
+        "--measured",
+        action="append",
+        default=[],
+        metavar="PHASE=CHANGE%",
+        help="a phase's measured time change to set against the bound, e.g. decode=-41%% "
+        "(TPOT), prefill=-20%% (TTFT); with two traces their time per step is used unless given",
+    )
+    s.add_argument(
+        "--classes",
+        metavar="FILE",
+        help="TOML with a [profile.classes] table (class = [patterns]) checked before the "
+        "built-in one",
+    )
+    s.add_argument(
+        "--top",
+        type=positive_int,
+        default=5,
+        metavar="N",
+        help="the N operators or kernels with the most time, per phase (default %(default)s)",
+    )
+    s.add_argument(
+        "--format",
+        choices=("text", "json"),
+        default="text",
+        help="text or json (default %(default)s)",
+    )
+    s.set_defaults(func=cmd_profile_show)
+    p.set_defaults(func=lambda args: (p.print_help(), 0)[1])
+
+
+def _arms(specs: list[str]) -> list[tuple[str, Path]]:
+    out, seen = [], set()
+    for spec in specs:
+        m = _ARM.fullmatch(spec)
+        name, path = (
+            (m.group(1), Path(m.group(2))) if m and not Path(spec).exists() else (None, Path(spec))
+        )
+        name = name or path.name
+        if name in seen:
+            raise UsageError(f"two profiles named {name!r}", "name them: NAME=FILE")
+        seen.add(name)
+        out.append((name, path))
+    return out
+
+
+def _optimises(text: str | None, order: tuple[str, ...]) -> tuple[str, ...]:
+    if text is None:
+        return ()
+    classes = tuple(dict.fromkeys(c.strip() for c in text.split(",") if c.strip()))
+    unknown = [c for c in classes if c not in order]
+    if not classes or unknown:
+        raise UsageError(
+            f"--optimises: unknown class {', '.join(unknown) or '(none given)'}",
+            f"the classes: {', '.join(order)}",
+        )
+    return classes
+
+
+def _measured(items: list[str]) -> dict[str, tuple[float, str]]:
+    from abtui.profile.phases import PHASES
+
+    out = {}
+    for item in items:
+        m = _MEASURED.fullmatch(item.strip())
+        if not m or m.group(1) not in PHASES:
+            raise UsageError(
+                f"--measured {item}: expected PHASE=CHANGE%, e.g. decode=-41%",
+                f"phases: {', '.join(PHASES)}",
+            )
+        change = float(m.group(2)) / 100
+        if change <= -1:
+            raise UsageError(f"--measured {item}: a time cannot fall by 100 % or more")
+        out[m.group(1)] = (1 / (1 + change), f"given: {m.group(1)} time {100 * change:+.1f} %")
+    return out
+
+
+def cmd_profile_show(args) -> int:
+    from abtui.profile import render
+    from abtui.profile.amdahl import amdahl
+    from abtui.profile.analyse import analyse, compare
+    from abtui.profile.classes import DEFAULT, load_class_table
+    from abtui.profile.read import read_trace
+
+    table = load_class_table(args.classes) if args.classes else DEFAULT
+    targeted = _optimises(args.optimises, table.order)
+    given = _measured(args.measured)
+    profiles = [
+        analyse(read_trace(path), table, name, args.top) for name, path in _arms(args.traces)
+    ]
+    base = profiles[0]
+    diffs = [(b, compare(base, b)) for b in profiles[1:]]
+    measured = {}
+    if diffs:
+        b, first = diffs[0]
+        for d in first:
+            if d.speedup is not None:
+                measured[d.phase] = (d.speedup, f"time / step, {b.name} against {base.name}")
+    measured.update(given)
+    lines = amdahl(base, targeted, args.factor, measured) if targeted else []
+    if args.format == "json":
+        doc = {
+            "classes": {c: table.label(c) for c in (*table.order, "idle")},
+            "profiles": [render.profile_json(p) for p in profiles],
+            "diff": [render.diff_json(base, b, d) for b, d in diffs],
+            "amdahl": render.amdahl_json(lines),
+        }
+        print(inert(render.dumps(doc)))
+        return 0
+    out: list[str] = []
+    for p in profiles:
+        out += [*render.profile_text(p), ""]
+    for b, d in diffs:
+        out += [*render.diff_text(base, b, d), ""]
+    out += render.amdahl_text(base, lines)
+    sys.stdout.write(inert("\n".join(out).rstrip("\n") + "\n"))
+    return 0
