@@ -183,7 +183,7 @@ def class_table(extra: dict[str, list[str]] | None = None, where: str = "classes
     user: list[str] = []
     for key, patterns in (extra or {}).items():
         user.append(key)
-        rules += [(key, _compile(p, f"{where}: {key}")) for p in patterns]
+        rules += [(key, _compile(p, f"{where}.{key}")) for p in patterns]
     for key, patterns in BUILTIN:
         rules += [(key, re.compile(p, re.IGNORECASE)) for p in patterns]
     known = [*BUILTIN_KEYS, *(k for k in user if k not in BUILTIN_KEYS)]
@@ -255,4 +255,4 @@ def load_class_table(path: str | Path) -> ClassTable:
         if not isinstance(patterns, list) or not all(isinstance(x, str) for x in patterns):
             raise ProfileError(f"{where}: give a list of patterns (strings)")
         extra[key] = patterns
-    return class_table(extra, str(p))
+    return class_table(extra, f"{p}: profile.classes")

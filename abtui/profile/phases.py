@@ -61,7 +61,7 @@ def find_steps(ranges: list[tuple[str, float, float]]) -> list[Step]:
 
 
 class StepIndex:
-    """Finds the step whose window holds a time (the innermost, latest-starting one)."""
+    """Finds the step whose window ``[start, end)`` holds a time (the latest-starting one)."""
 
     def __init__(self, steps: list[Step]) -> None:
         self.steps = steps
@@ -71,6 +71,6 @@ class StepIndex:
         i = bisect.bisect_right(self._starts, t) - 1
         # steps do not overlap in a real trace; look back a little in case a few do
         for j in range(i, max(-1, i - 4), -1):
-            if self.steps[j].start <= t <= self.steps[j].end:
+            if self.steps[j].start <= t < self.steps[j].end:
                 return j
         return None

@@ -52,7 +52,8 @@ def _rows(label: str, cells: list[str]) -> str:
 def profile_text(profile: Profile) -> list[str]:
     t = profile.trace
     n = len(t.activities)
-    head = [f"{one_line(profile.name)}: {one_line(t.path)}"]
+    named = profile.name != t.path.replace("\\", "/").rsplit("/", 1)[-1]
+    head = [f"{one_line(profile.name)}: {one_line(t.path)}" if named else one_line(t.path)]
     steps = sum(p.steps for p in profile.phases.values())
     what = "kernels and copies" if t.side == "device" else "host operators"
     facts = [f"{FORMATS.get(t.format, t.format)} ({t.version})", f"{n:,} {what}"]

@@ -1,0 +1,84 @@
+"""``abtui profile show``: text and JSON on fixtures our writer makes, two arms with the Amdahl
+line, inert output for hostile kernel names, and bad input as one line with exit code 2."""
+
+from __future__ import annotations
+
+import json
+
+from abtui.cli import main
+from abtui.profile.writer import Annotation, Kernel, chrome_trace, write_chrome
+
+DECODE = "execute_context_0(0)_generation_8(8)"
+
+
+def _trace(path, gemm_us: float, name: str = "gemv_kernel"):
+    ks, anns = [], []
+    for t0 in (0.0, 100.0):
+        anns.append(Annotation(DECODE, t0, 10 + gemm_us))
+        ks += [
+            Kernel(name, t0 + 2, gemm_us, launch=t0 + 1),
+            Kernel("paged_attention_v2_kernel", t0 + 2 + gemm_us, 6, launch=t0 + 1.5),
+        ]
+    return write_chrome(path, chrome_trace(ks, annotations=anns))
+
+
+def test_show_two_arms_with_amdahl(tmp_path, capsys):
+    a, b = _trace(tmp_path / "a.json.gz", 80), _trace(tmp_path / "b.json.gz", 40)
+    rc = main(["profile", "show", f"bf16={a}", f"fp8={b}", "--optimises", "gemm"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    # a: step 90 µs = GEMV 80 + attention 6 + gaps 4; b: 50 = 40 + 6 + 4
+    assert "GEMM/GEMV" in out and "93.0 %" in out  # 80 / 86 of busy time
+    assert "fp8 against bf16:" in out and "−44.4 %" in out  # 50 / 90 − 1
+    assert "decode: 88.9 % of the phase's time → at most ×9.00 if free, ×1.80 if 2× faster" in out
+    assert "measured ×1.80 (time / step, fp8 against bf16)" in out
+
+
+def test_show_json(tmp_path, capsys):
+    a = _trace(tmp_path / "a.json", 80)
+    rc = main(
+        ["profile", "show", str(a), "--optimises", "attention", "--measured", "decode=-5%"]
+        + ["--format", "json"]
+    )
+    doc = json.loads(capsys.readouterr().out)
+    assert rc == 0
+    dec = doc["profiles"][0]["phases"]["decode"]
+    assert dec["steps"] == 2 and dec["per_step_us"] == 90
+    assert dec["busy_us"] == {"gemm": 160, "attention": 12}
+    [line] = doc["amdahl"]
+    assert line["share"] == round(6 / 90, 6) and line["warning"].startswith("decode: the targeted")
+    assert line["measured"] == round(1 / 0.95, 6) and line["measured_from"].startswith("given")
+
+
+def test_hostile_names_are_shown_inert(tmp_path, capsys):
+    a = _trace(tmp_path / "a.json", 80, name="gemm\x1b[2J\x1b]0;pwned\x07\u202e")
+    assert main(["profile", "show", str(a)]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out and "\u202e" not in out
+    assert "gemm\\x1b[2J" in out
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
+    bad = tmp_path / "cut.json"
+    bad.write_text('{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1,')
+    assert main(["profile", "show", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"abtui: {bad}: line 1, column ") and "Traceback" not in err
+    good = _trace(tmp_path / "a.json", 10)
+    assert main(["profile", "show", str(good), "--optimises", "gemm,warp_drive"]) == 2
+    assert "unknown class warp_drive" in capsys.readouterr().err
+    assert main(["profile", "show", str(good), "--measured", "decode=-100%"]) == 2
+    assert "cannot fall by 100 %" in capsys.readouterr().err
+    assert main(["profile", "show", str(good), "--measured", "tpot=-5%"]) == 2
+    assert "expected PHASE=CHANGE%" in capsys.readouterr().err
+    assert main(["profile", "show", f"x={good}", f"x={good}"]) == 2
+    assert "two profiles named 'x'" in capsys.readouterr().err
+
+
+def test_a_users_class_table(tmp_path, capsys):
+    a = _trace(tmp_path / "a.json", 80, name="my_fp4_kernel")
+    table = tmp_path / "classes.toml"
+    table.write_text('[profile.classes]\nfp4 = ["fp4"]\n')
+    assert main(["profile", "show", str(a), "--classes", str(table), "--optimises", "fp4"]) == 0
+    out = capsys.readouterr().out
+    assert "fp4" in out and "decode: 88.9 % of the phase's time" in out
