@@ -107,6 +107,17 @@ def test_kernels_without_launch_calls_use_the_device_steps(tmp_path):
     assert p.phases["unmarked"].busy_us == {"gemm": 10, "memcpy": 2}
 
 
+def test_overlapping_steps_do_not_count_the_overlap_twice(tmp_path):
+    """Asynchronous scheduling: step 2's host annotation [20, 30] starts while step 1's GEMM
+    (5..45) still runs; its own GEMM runs 45..85. The device was idle 0..5 only."""
+    anns = [Annotation(DECODE, 0, 10), Annotation(DECODE, 20, 10)]
+    ks = [Kernel("gemv_a", 5, 40, launch=1), Kernel("gemv_b", 45, 40, launch=21)]
+    p = analyse(read_trace(write_chrome(tmp_path / "t.json", chrome_trace(ks, annotations=anns))))
+    dec = p.phases["decode"]
+    assert (dec.steps, dec.wall_us, dec.idle_us, dec.total_busy) == (2, 85, 5, 80)
+    assert p.between_us == 0
+
+
 def test_a_trace_without_steps_is_one_phase(tmp_path):
     ks = [Kernel("gemm_a", 0, 10, launch=0), Kernel("rms_norm", 12, 3), Kernel("gemm_b", 20, 5)]
     p = analyse(read_trace(write_chrome(tmp_path / "t.json", chrome_trace(ks)))).phases
@@ -252,6 +263,16 @@ def test_ncu_thousands_separators(tmp_path):
         ("void vllm::cross_device_reduce_1stage<__nv_bfloat16, 8>", "communication"),
         ("Memcpy HtoD (Pageable -> Device)", "memcpy"),
         ("aten::copy_", "memcpy"),
+        # vLLM's CPU build (its _C ops, as torch.profiler names them)
+        ("_C::cpu_attention_with_kv_cache", "attention"),
+        ("_C::cpu_attn_reshape_and_cache", "attention"),
+        ("_C::weight_packed_linear", "gemm"),
+        ("_C::rms_norm", "norm_elementwise"),
+        ("_C::silu_and_mul", "norm_elementwise"),
+        ("_C::rotary_embedding", "norm_elementwise"),
+        ("_C::dynamic_per_token_scaled_fp8_quant", "norm_elementwise"),
+        ("_C::shm_allreduce", "communication"),
+        ("_C::shm_send_tensor_list", "communication"),
         ("aten::empty", "other"),
         ("aten::property", "other"),  # "rope" inside a word is not rotary
     ],

@@ -6,8 +6,9 @@ Per phase (a step's phase, :mod:`abtui.profile.phases`; ``all`` when the trace h
 - **busy** per class: the sum of its activities' own time (kernel and copy durations, host
   operators' self time); a class's **share** is its busy over the phase's busy;
 - **wall**: each step's window — from the earlier of its annotation's start and its first
-  activity to the later of its annotation's end and its last activity — summed over the
-  phase's steps (no steps: first activity to last);
+  activity to the later of its annotation's end and its last activity, but never before the
+  previous step's window ends (with asynchronous scheduling a step's host work overlaps the
+  previous step's kernels) — summed over the phase's steps (no steps: first activity to last);
 - **idle / launch gaps**: wall not covered by any activity (the union over lanes): launch
   latency, host overhead inside the step, a GPU waiting on the CPU. Its share is of the wall.
 
@@ -109,16 +110,17 @@ def _windows(trace: Trace, groups: dict[int | None, list[Activity]], phases: dic
             ph = phases["all"]
             ph.wall_us, ph.idle_us = hi - lo, (hi - lo) - _covered(acts, lo, hi)
         return None
-    spans = []
+    spans, prev_hi = [], float("-inf")
     for j, step in enumerate(trace.steps or trace.device_steps):
         acts = groups.get(j, [])
-        lo = min([step.start, *(a.start for a in acts)])
-        hi = max([step.end, *(a.end for a in acts)])
+        lo = max(prev_hi, min([step.start, *(a.start for a in acts)]))
+        hi = max(lo, step.end, *(a.end for a in acts))
         ph = phases[step.phase]
         ph.steps += 1
         ph.wall_us = (ph.wall_us or 0.0) + hi - lo
         ph.idle_us = (ph.idle_us or 0.0) + (hi - lo) - _covered(acts, lo, hi)
         spans.append((lo, hi))
+        prev_hi = hi
     if not spans:
         return None
     spans.sort()

@@ -5,7 +5,8 @@ the name, checked in the table's order, the first match wins):
 
 - ``gemm``: GEMM and GEMV (cuBLAS, CUTLASS, Marlin, MoE experts, oneDNN, ``aten::mm``…);
 - ``attention``: attention kernels and the KV-cache writes that go with them;
-- ``norm_elementwise``: norms, activations, rotary embeddings, pointwise and reduction kernels;
+- ``norm_elementwise``: norms, activations, rotary embeddings, activation quantisation,
+  pointwise and reduction kernels;
 - ``sampling``: softmax over the logits, top-k/top-p, sorting, sampling, penalties;
 - ``communication``: collectives and point-to-point (NCCL, custom all-reduce, gloo, shm);
 - ``memcpy``: copies and fills (every memcpy/memset activity, and copy kernels and operators);
@@ -135,6 +136,7 @@ BUILTIN: tuple[tuple[str, tuple[str, ...]], ...] = (
             r"triton_(?:poi|red|per)_",
             r"reduce_kernel",
             r"fused_add",
+            r"quant",
             rf"{_W}(?:add|mul|sub|div|neg|exp|pow|rsqrt|sqrt|tanh|sigmoid|where|fill|cat|mean"
             rf"|sum|clamp|abs|embedding|index|index_select|gather|scatter)_?{_E}",
         ),
