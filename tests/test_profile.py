@@ -7,6 +7,9 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import random
+import shutil
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -456,8 +459,6 @@ def test_a_bad_file_is_named_with_where(tmp_path, name, data, message):
 
 
 def test_an_sqlite_file_without_kernels(tmp_path):
-    import sqlite3
-
     f = tmp_path / "empty.sqlite"
     sqlite3.connect(f).execute(
         "CREATE TABLE StringIds (id INTEGER, value TEXT)"
@@ -481,3 +482,77 @@ def test_default_table_has_the_documented_classes():
         "memcpy",
         "other",
     )
+
+
+# ------------------------------------------------------------ hostile documents
+
+ODD = [None, [], {}, "x", -1, float("inf"), True, "\x1b[2J", 2**70, [1, 2], {"a": 1}]
+
+
+def _read_or_refuse(path) -> None:
+    """Reading either works or says why in a ProfileError: nothing else escapes."""
+    try:
+        analyse(read_trace(path))
+    except ProfileError as e:
+        assert str(path) in e.message
+
+
+def test_mutated_chrome_traces_read_or_are_refused(tmp_path):
+    rng = random.Random(7)
+    ks, anns = timeline()
+    for n in range(200):
+        doc = chrome_trace(ks, annotations=anns)
+        ev = rng.choice(doc["traceEvents"])
+        key = rng.choice(["ph", "cat", "name", "ts", "dur", "args", "pid", "tid"])
+        if key == "args" and isinstance(ev.get("args"), dict) and rng.random() < 0.5:
+            ev["args"]["correlation"] = rng.choice(ODD)
+        else:
+            ev[key] = rng.choice(ODD)
+        text = json.dumps(doc)  # inf is written as Infinity, which Python's json reads
+        if n % 5 == 0:
+            text = text[: rng.randrange(len(text))]
+        f = tmp_path / f"m{n}.json"
+        f.write_text(text)
+        _read_or_refuse(f)
+
+
+def test_mutated_nsys_exports_read_or_are_refused(tmp_path):
+    rng = random.Random(11)
+    ks, anns = timeline()
+    columns = {
+        "CUPTI_ACTIVITY_KIND_KERNEL": ["start", "end", "shortName", "correlationId", "globalPid"],
+        "CUPTI_ACTIVITY_KIND_RUNTIME": ["start", "correlationId", "globalTid"],
+        "NVTX_EVENTS": ["start", "end", "text", "textId"],
+        "StringIds": ["value"],
+    }
+    good = write_nsys_sqlite(tmp_path / "good.sqlite", ks, anns)
+    for n in range(40):
+        f = tmp_path / f"m{n}.sqlite"
+        shutil.copy(good, f)
+        db = sqlite3.connect(f)
+        db.execute("PRAGMA synchronous = OFF")
+        table = rng.choice(list(columns))
+        col = rng.choice(columns[table])
+        value = rng.choice([None, "x", -5, 2**62, b"\x00\x01", 1.5])
+        try:
+            db.execute(f"UPDATE {table} SET {col} = ? WHERE rowid = 1", (value,))
+        except sqlite3.IntegrityError:  # a NOT NULL column: the schema keeps that out
+            pass
+        db.commit()
+        db.close()
+        _read_or_refuse(f)
+
+
+def test_mutated_csvs_read_or_are_refused(tmp_path):
+    rng = random.Random(3)
+    ks, _ = timeline()
+    texts = [kern_sum_csv(ks), ncu_csv(LAUNCHES, "details"), ncu_csv(LAUNCHES, "raw")]
+    for n in range(150):
+        lines = rng.choice(texts).splitlines()
+        i = rng.randrange(len(lines))
+        cells = lines[i].split(",")
+        cells[rng.randrange(len(cells))] = rng.choice(['"', "", "nan", "-1", '"1,0,0"', "\x00"])
+        lines[i] = ",".join(cells)
+        f = tmp_path / f"m{n}.csv"
+        f.write_text("\n".join(lines))
+        _read_or_refuse(f)

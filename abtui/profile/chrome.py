@@ -29,6 +29,7 @@ from abtui.profile.phases import find_steps
 _DEVICE = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
 _LAUNCH = ("cuda_runtime", "cuda_driver")
 _RANGES = ("user_annotation", "gpu_user_annotation")
+_WANTED = frozenset([*_DEVICE, "cpu_op", *_LAUNCH, *_RANGES])
 _EPS = 0.002  # µs: Kineto rounds to the nanosecond
 _DEPTH = 8  # enclosing operators kept per operator
 
@@ -49,6 +50,9 @@ class _Events:
 
     def _num(self, ev: dict, key: str, i: int) -> float:
         v = ev.get(key)
+        t = type(v)
+        if (t is float or t is int) and v - v == 0:  # the common case: a finite number
+            return float(v)
         if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
             raise ProfileError(
                 f"{self.where}: traceEvents[{i}] ({str(ev.get('name'))[:60]}): field "
@@ -62,9 +66,12 @@ class _Events:
         if ev.get("ph") != "X":
             return
         cat = ev.get("cat")
-        cat = cat.lower() if isinstance(cat, str) else ""
-        if not (cat in _DEVICE or cat == "cpu_op" or cat in _LAUNCH or cat in _RANGES):
+        if type(cat) is not str:
             return
+        if cat not in _WANTED:
+            cat = cat.lower()
+            if cat not in _WANTED:
+                return
         name = ev.get("name")
         if not isinstance(name, str):
             raise ProfileError(f"{self.where}: traceEvents[{i}]: field 'name' is {_what(name)}")

@@ -130,6 +130,7 @@ def write_nsys_sqlite(
     p = Path(path)
     p.unlink(missing_ok=True)
     db = sqlite3.connect(p)
+    db.execute("PRAGMA synchronous = OFF")  # a fixture: no need to wait for the disk
     db.executescript(_NSYS_TABLES)
     strings: dict[str, int] = {}
 
