@@ -82,3 +82,40 @@ def test_a_users_class_table(tmp_path, capsys):
     assert main(["profile", "show", str(a), "--classes", str(table), "--optimises", "fp4"]) == 0
     out = capsys.readouterr().out
     assert "fp4" in out and "decode: 88.9 % of the phase's time" in out
+
+
+def test_the_roofline_cross_check(tmp_path, capsys):
+    a = _trace(tmp_path / "a.json", 80)
+    rc = main(["profile", "show", str(a), "--gpu", "h100-sxm", "--model", "llama-3-8b"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "Roofline (h100-sxm, llama-3-8b, bf16 weights, bf16 KV, tp 1;" in out
+    assert "decode (mean of 2 steps: 8 tokens, 16,384 KV entries read): memory-bound" in out
+    assert "do not match this trace" in out  # 15 GB of weights in 80 µs
+    assert (
+        main(
+            ["profile", "show", str(a), "--format", "json", "--gpu", "l4", "--model", "qwen2.5-7b"]
+        )
+        == 0
+    )
+    [roof] = json.loads(capsys.readouterr().out)["roofline"]
+    assert roof["phases"][0]["bound"] == "memory" and roof["phases"][0]["tokens"] == 8
+    assert main(["profile", "show", str(a), "--gpu", "h100-sxm"]) == 2
+    assert "needs --gpu and one of --model" in capsys.readouterr().err
+    assert (
+        main(
+            [
+                "profile",
+                "show",
+                str(a),
+                "--gpu",
+                "h100-sxm",
+                "--model",
+                "llama-3-8b",
+                "--dtype",
+                "fp3",
+            ]
+        )
+        == 2
+    )
+    assert "--dtype fp3: not a dtype" in capsys.readouterr().err

@@ -556,3 +556,66 @@ def test_mutated_csvs_read_or_are_refused(tmp_path):
         f = tmp_path / f"m{n}.csv"
         f.write_text("\n".join(lines))
         _read_or_refuse(f)
+
+
+# ------------------------------------------------------------------- roofline
+
+
+def test_vllm_detailed_counts():
+    from abtui.profile.phases import vllm_counts
+
+    c = vllm_counts("execute_8_context_0(sq0sk0sqsq0sqsk0)_generation_8(sq8sk8200sqsq8sqsk8200)")
+    assert (c.generation_reqs, c.generation_seq_len, c.generation_pairs) == (8, 8200, 8200)
+    c = vllm_counts(
+        "execute_512_context_1(sq512sk512sqsq262144sqsk262144)_generation_0(sq0sk0sqsq0sqsk0)"
+    )
+    assert c.context_pairs == 512 * 513 / 2  # causal: n(n + 1)/2
+    assert vllm_counts("execute_context_3(30)_generation_0(0)").context_seq_len is None
+
+
+def test_roofline_cross_check_against_the_hardware_formulas(tmp_path):
+    from abtui.hardware.gpus import get_gpu
+    from abtui.hardware.models import get_model
+    from abtui.hardware.roofline import decode_shape, prefill_shape, step_cost
+    from abtui.hardware.roofline import streamed_weight_bytes as weights
+    from abtui.profile.roofline import PEAK, roofline_checks
+
+    gpu, model = get_gpu("h100-sxm"), get_model("llama-3-8b")
+    gemv = weights(model, "bf16") / (0.8 * gpu.mem_bw) * 1e6  # µs: 80 % of peak bandwidth
+    anns, ks = [Annotation(PREFILL, 0, 1e5)], [Kernel("sm90_xmma_gemm", 10, 9e4, launch=1)]
+    for i in range(3):
+        t0 = 2e5 + i * 1e5
+        anns.append(Annotation("execute_context_0(0)_generation_8(8)", t0, gemv + 500))
+        ks += [
+            Kernel("gemv2T_kernel", t0 + 10, gemv, launch=t0 + 1),
+            Kernel("paged_attention_v2_kernel", t0 + 10 + gemv, 300, launch=t0 + 2),
+        ]
+    p = analyse(read_trace(write_chrome(tmp_path / "t.json", chrome_trace(ks, annotations=anns))))
+    checks = {c.phase: c for c in roofline_checks(p, gpu, model, "bf16", "bf16", 1024)}
+    dec, pre = checks["decode"], checks["prefill"]
+    assert dec.shape == decode_shape(8, 1024)
+    assert pre.shape == prefill_shape(512)
+    assert dec.floor_s == pytest.approx(
+        step_cost(gpu, model, "bf16", "bf16", decode_shape(8, 1024), 1, PEAK).time
+    )
+    assert (dec.bound, pre.bound) == ("memory", "compute")
+    assert dec.gemm_of_peak == pytest.approx(0.8)
+    assert dec.measured_s == pytest.approx((gemv + 500) * 1e-6)
+    assert dec.notes == []
+    # prefill: 90 ms of GEMM for 512 tokens is far below an H100's peak; the phase is 90 % GEMM
+    flops = 2 * model.linear_params() * 512 + 2 * model.lm_head_params()
+    assert pre.gemm_rate == pytest.approx(flops / 0.09)
+    assert pre.notes == []
+
+
+def test_roofline_notes_a_mismatch_and_overheads(tmp_path):
+    from abtui.hardware.gpus import get_gpu
+    from abtui.hardware.models import get_model
+    from abtui.profile.roofline import roofline_checks
+
+    anns = [Annotation("execute_context_0(0)_generation_1(1)", 0, 100)]
+    ks = [Kernel("gemv2T_kernel", 10, 20, launch=1), Kernel("rms_norm_kernel", 40, 50, launch=2)]
+    p = analyse(read_trace(write_chrome(tmp_path / "t.json", chrome_trace(ks, annotations=anns))))
+    [c] = roofline_checks(p, get_gpu("h100-sxm"), get_model("llama-3-8b"), "bf16", "bf16", 512)
+    assert "do not match this trace" in c.notes[0]  # 15 GB in 20 µs
+    assert "GEMM/GEMV and attention are 20% of its time (norm + elementwise leads)" in c.notes[1]

@@ -41,7 +41,7 @@ def add_profile_parser(sub) -> None:
         "with --optimises, the bound on each phase's speed-up (Amdahl). A TRACE is a file "
         "(.json, .json.gz, .sqlite, .csv) or NAME=FILE.",
         epilog=examples(
-            "abtui profile show rank0.pt.trace.json.gz --top 10",
+            "abtui profile show rank0.pt.trace.json.gz --gpu h100-sxm --model llama-3-8b --top 10",
             "abtui profile show base=a.json.gz fp8=b.json.gz --optimises gemm --factor 1.8",
             "abtui profile show report.sqlite --optimises attention --measured decode=-12%",
         ),
@@ -87,8 +87,40 @@ def add_profile_parser(sub) -> None:
         default="text",
         help="text or json (default %(default)s)",
     )
+    _add_roofline_options(s)
     s.set_defaults(func=cmd_profile_show)
     p.set_defaults(func=lambda args: (p.print_help(), 0)[1])
+
+
+def _add_roofline_options(s) -> None:
+    r = s.add_argument_group(
+        "roofline cross-check",
+        "with --gpu and a model: each phase's roofline floor and bound (from the step "
+        "annotations' token counts) against the profile (docs/profile.md)",
+    )
+    r.add_argument("--gpu", help="h100-sxm, h200, a100-80gb, l40s, l4, b200")
+    r.add_argument("--model", help="a preset model, e.g. llama-3-8b")
+    r.add_argument("--model-config", metavar="FILE", help="or a Hugging Face config.json")
+    r.add_argument(
+        "--dtype", default="bf16", help="weights: bf16, fp16, fp8, int8, int4 (default %(default)s)"
+    )
+    r.add_argument(
+        "--kv-dtype", default="bf16", metavar="DTYPE", help="KV cache dtype (default %(default)s)"
+    )
+    r.add_argument(
+        "--context",
+        type=positive_int,
+        default=2048,
+        metavar="TOKENS",
+        help="a decode sequence's context when the annotations do not say (default %(default)s)",
+    )
+    r.add_argument(
+        "--tp",
+        type=positive_int,
+        default=1,
+        metavar="N",
+        help="tensor-parallel GPUs (default %(default)s)",
+    )
 
 
 def _arms(specs: list[str]) -> list[tuple[str, Path]]:
@@ -137,6 +169,32 @@ def _measured(items: list[str]) -> dict[str, tuple[float, str]]:
     return out
 
 
+def _roofline(args, profiles) -> list[tuple]:
+    """(profile, checks, setup) for each profile, when --gpu and a model are given."""
+    if not args.gpu and not (args.model or args.model_config):
+        return []
+    from abtui.hardware.gpus import get_gpu
+    from abtui.hardware.models import get_model, load_hf_config
+    from abtui.hardware.roofline import DTYPE_BYTES
+    from abtui.profile.roofline import roofline_checks
+
+    if not args.gpu or bool(args.model) == bool(args.model_config):
+        raise UsageError(
+            "the roofline cross-check needs --gpu and one of --model, --model-config",
+            "e.g. --gpu h100-sxm --model llama-3-8b",
+        )
+    for flag, dtype in (("--dtype", args.dtype), ("--kv-dtype", args.kv_dtype)):
+        if dtype not in DTYPE_BYTES:
+            raise UsageError(f"{flag} {dtype}: not a dtype", ", ".join(DTYPE_BYTES))
+    gpu = get_gpu(args.gpu)
+    model = get_model(args.model) if args.model else load_hf_config(args.model_config)
+    setup = f"{gpu.name}, {model.name}, {args.dtype} weights, {args.kv_dtype} KV, tp {args.tp}"
+    return [
+        (p, roofline_checks(p, gpu, model, args.dtype, args.kv_dtype, args.context, args.tp), setup)
+        for p in profiles
+    ]
+
+
 def cmd_profile_show(args) -> int:
     from abtui.profile import render
     from abtui.profile.amdahl import amdahl
@@ -160,12 +218,16 @@ def cmd_profile_show(args) -> int:
                 measured[d.phase] = (d.speedup, f"time / step, {b.name} against {base.name}")
     measured.update(given)
     lines = amdahl(base, targeted, args.factor, measured) if targeted else []
+    roof = _roofline(args, profiles)
     if args.format == "json":
         doc = {
             "classes": {c: table.label(c) for c in (*table.order, "idle")},
             "profiles": [render.profile_json(p) for p in profiles],
             "diff": [render.diff_json(base, b, d) for b, d in diffs],
             "amdahl": render.amdahl_json(lines),
+            "roofline": [
+                {"profile": p.name, "phases": render.roofline_json(c)} for p, c, _ in roof
+            ],
         }
         print(inert(render.dumps(doc)))
         return 0
@@ -175,5 +237,7 @@ def cmd_profile_show(args) -> int:
     for b, d in diffs:
         out += [*render.diff_text(base, b, d), ""]
     out += render.amdahl_text(base, lines)
+    for p, checks, setup in roof:
+        out += ["", *render.roofline_text(p, checks, setup)]
     sys.stdout.write(inert("\n".join(out).rstrip("\n") + "\n"))
     return 0

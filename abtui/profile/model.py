@@ -42,6 +42,22 @@ class Activity:
 
 
 @dataclass(frozen=True, slots=True)
+class StepCounts:
+    """What a vLLM step annotation says the step ran: context (prefill) and generation
+    (decode) requests and query tokens; with ``detailed_trace_annotation`` also each side's
+    sum of sequence lengths (KV length after the step) and its causal (query, key) pairs."""
+
+    context_reqs: int
+    context_tokens: int
+    generation_reqs: int
+    generation_tokens: int
+    context_seq_len: int | None = None
+    context_pairs: float | None = None
+    generation_seq_len: int | None = None
+    generation_pairs: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Step:
     """One engine step found in the trace's annotations: its host window and phase."""
 
@@ -49,6 +65,7 @@ class Step:
     end: float
     phase: str  # "prefill", "decode" or "mixed"
     label: str
+    counts: StepCounts | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,13 +19,32 @@ from __future__ import annotations
 import bisect
 import re
 
-from abtui.profile.model import Step
+from abtui.profile.model import Step, StepCounts
 
 PHASES = ("prefill", "decode", "mixed", "all", "unmarked")
 
 _VLLM = re.compile(
     r"execute_(?:\d+_)?context_(\d+)\((?:sq)?(\d+)[^)]*\)_generation_(\d+)\((?:sq)?(\d+)"
 )
+_SIDE = r"\(sq(\d+)sk(\d+)sqsq(\d+)sqsk(\d+)\)"
+_DETAILED = re.compile(rf"execute_\d+_context_\d+{_SIDE}_generation_\d+{_SIDE}")
+
+
+def vllm_counts(label: str) -> StepCounts | None:
+    """The requests and tokens a vLLM step annotation counts (``None``: not one)."""
+    m = _VLLM.match(label)
+    if not m:
+        return None
+    basic = [int(g) for g in m.groups()]
+    d = _DETAILED.match(label)
+    if not d:
+        return StepCounts(*basic)
+    sq, sk, sqsq, sqsk = (int(g) for g in d.groups()[:4])
+    gq, gk, gqq, gqk = (int(g) for g in d.groups()[4:])
+    # causal pairs: Σ q·(k − q) + q(q + 1)/2 = sqsk − (sqsq − sq)/2
+    return StepCounts(*basic, sk, sqsk - (sqsq - sq) / 2, gk, gqk - (gqq - gq) / 2)
+
+
 _PREFILL = re.compile(r"(?<![a-z])(?:prefill|extend)(?![a-z])", re.IGNORECASE)
 _DECODE = re.compile(r"(?<![a-z])decode(?![a-z])", re.IGNORECASE)
 
@@ -54,7 +73,7 @@ def generic_phase(label: str) -> str | None:
 def find_steps(ranges: list[tuple[str, float, float]]) -> list[Step]:
     """Steps from ``(name, start, end)`` annotation ranges: vLLM's step names when the trace
     has any, else the generic words; sorted by start."""
-    steps = [Step(s, e, p, n) for n, s, e in ranges if (p := vllm_phase(n))]
+    steps = [Step(s, e, p, n, vllm_counts(n)) for n, s, e in ranges if (p := vllm_phase(n))]
     if not steps and not any(_VLLM.match(n) for n, _, _ in ranges):
         steps = [Step(s, e, p, n) for n, s, e in ranges if (p := generic_phase(n))]
     return sorted(steps, key=lambda st: (st.start, st.end))

@@ -250,3 +250,48 @@ def amdahl_json(lines: list[AmdahlLine]) -> list[dict]:
 
 def dumps(doc: dict) -> str:
     return json.dumps(doc, indent=2, ensure_ascii=True)
+
+
+def roofline_text(profile: Profile, checks: list, setup: str) -> list[str]:
+    """``checks``: :class:`abtui.profile.roofline.RooflineCheck`; ``setup`` names the GPU,
+    model and dtypes."""
+    if not checks:
+        return [f"Roofline ({setup}): no step of {one_line(profile.name)} counts its tokens"]
+    out = [f"Roofline ({setup}; on {one_line(profile.name)}'s profile):"]
+    for c in checks:
+        s = c.shape
+        out.append(
+            f"  {c.phase} (mean of {c.steps} step{'s' * (c.steps != 1)}: {s.tokens:,.0f} tokens, {s.kv_read:,.0f} KV "
+            f"entries read): {c.bound}-bound, floor {duration(c.floor_s * 1e6)} / step; "
+            f"measured {duration(None if c.measured_s is None else c.measured_s * 1e6)}"
+            + (f" (the floor is {pct(c.floor_share)} of it)" if c.floor_share else "")
+        )
+        if c.gemm_rate is not None:
+            what = (
+                f"streams the weights at {c.gemm_rate / 1e12:.2f} TB/s"
+                if c.bound == "memory"
+                else f"runs at {c.gemm_rate / 1e12:.0f} TFLOP/s"
+            )
+            out.append(f"    GEMM/GEMV {what} ({pct(c.gemm_of_peak)} of peak)")
+        out += [f"    note: {n}" for n in c.notes]
+    return out
+
+
+def roofline_json(checks: list) -> list[dict]:
+    return [
+        {
+            "phase": c.phase,
+            "steps": c.steps,
+            "tokens": _num(c.shape.tokens),
+            "kv_read": _num(c.shape.kv_read),
+            "pairs": _num(c.shape.pairs),
+            "bound": c.bound,
+            "floor_us": _num(c.floor_s * 1e6),
+            "measured_us": _num(None if c.measured_s is None else c.measured_s * 1e6),
+            "gemm_rate": _num(c.gemm_rate),
+            "gemm_of_peak": _num(c.gemm_of_peak),
+            "bound_work_share": _num(c.bound_work_share),
+            "notes": c.notes,
+        }
+        for c in checks
+    ]
