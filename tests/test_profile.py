@@ -467,6 +467,13 @@ def test_an_sqlite_file_without_kernels(tmp_path):
         read_trace(f)
 
 
+def test_a_byte_order_mark_and_leading_space_are_fine(tmp_path):
+    ks, anns = timeline()
+    f = tmp_path / "bom.json"
+    f.write_bytes(b"\xef\xbb\xbf \n" + json.dumps(chrome_trace(ks, annotations=anns)).encode())
+    assert analyse(read_trace(f)).phases["decode"].steps == 2
+
+
 def test_a_missing_file(tmp_path):
     with pytest.raises(ProfileError, match="cannot read it"):
         read_trace(tmp_path / "nope.json")

@@ -69,16 +69,19 @@ def read_trace(path: str | Path) -> Trace:
             _EXPORT[p.suffix.lower()],
         )
     try:
+        with p.open("rb") as f:
+            magic = f.read(16)
+        if magic == b"SQLite format 3\x00":  # read row by row: no size limit
+            return read_nsys_sqlite(p, where)
         if p.stat().st_size > MAX_BYTES:
             raise ProfileError(f"{where}: over {MAX_BYTES >> 30} GiB")
         raw = p.read_bytes()
     except OSError as e:
         raise ProfileError(f"{where}: cannot read it ({e.strerror or e})") from None
-    if raw[:16] == b"SQLite format 3\x00":
-        return read_nsys_sqlite(p, where)
     if raw[:2] == b"\x1f\x8b":
         raw = _gunzip(raw, where)
-    start = raw.lstrip()[:1]
+    raw = raw.removeprefix(b"\xef\xbb\xbf")  # a UTF-8 byte-order mark
+    start = raw[: 1 << 16].lstrip()[:1]
     if start in (b"{", b"["):
         return read_chrome(raw, where)
     try:
