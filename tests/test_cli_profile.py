@@ -119,3 +119,16 @@ def test_the_roofline_cross_check(tmp_path, capsys):
         == 2
     )
     assert "--dtype fp3: not a dtype" in capsys.readouterr().err
+
+
+def test_one_arm_from_two_ranks_is_their_mean(tmp_path, capsys):
+    r0, r1 = _trace(tmp_path / "rank0.json", 80), _trace(tmp_path / "rank1.json", 40)
+    assert main(["profile", "show", f"tp2={r0},{r1}", "--format", "json"]) == 0
+    [arm] = json.loads(capsys.readouterr().out)["profiles"]
+    dec = arm["phases"]["decode"]
+    assert arm["name"] == "tp2" and arm["notes"][0] == "the mean of 2 files (ranks)"
+    # rank 0: steps of 90 µs (GEMV 80), rank 1: 50 µs (GEMV 40); attention 6 µs on both
+    assert dec["steps"] == 2 and dec["per_step_us"] == 70
+    assert dec["busy_us"] == {"gemm": 120, "attention": 12}
+    assert dec["idle_us"] == 8
+    assert dec["top"][0] == {"name": "gemv_kernel", "class": "gemm", "busy_us": 120, "count": 4}

@@ -46,7 +46,12 @@ def add_profile_parser(sub) -> None:
             "abtui profile show report.sqlite --optimises attention --measured decode=-12%",
         ),
     )
-    s.add_argument("traces", nargs="+", metavar="TRACE", help="profile file, or NAME=FILE")
+    s.add_argument(
+        "traces",
+        nargs="+",
+        metavar="TRACE",
+        help="profile file, NAME=FILE, or NAME=FILE,FILE,… (one per rank: their mean)",
+    )
     s.add_argument(
         "--optimises",
         metavar="CLASS,…",
@@ -123,18 +128,21 @@ def _add_roofline_options(s) -> None:
     )
 
 
-def _arms(specs: list[str]) -> list[tuple[str, Path]]:
+def _arms(specs: list[str]) -> list[tuple[str, list[Path]]]:
+    """(name, files) per TRACE: ``FILE``, ``NAME=FILE`` or ``NAME=FILE,FILE,…`` (one file per
+    rank)."""
     out, seen = [], set()
     for spec in specs:
         m = _ARM.fullmatch(spec)
-        name, path = (
-            (m.group(1), Path(m.group(2))) if m and not Path(spec).exists() else (None, Path(spec))
-        )
-        name = name or path.name
+        if m and not Path(spec).exists():
+            name, rest = m.group(1), m.group(2)
+            paths = [Path(rest)] if Path(rest).exists() else [Path(x) for x in rest.split(",") if x]
+        else:
+            name, paths = Path(spec).name, [Path(spec)]
         if name in seen:
             raise UsageError(f"two profiles named {name!r}", "name them: NAME=FILE")
         seen.add(name)
-        out.append((name, path))
+        out.append((name, paths))
     return out
 
 
@@ -198,7 +206,7 @@ def _roofline(args, profiles) -> list[tuple]:
 def cmd_profile_show(args) -> int:
     from abtui.profile import render
     from abtui.profile.amdahl import amdahl
-    from abtui.profile.analyse import analyse, compare
+    from abtui.profile.analyse import analyse, compare, merge
     from abtui.profile.classes import DEFAULT, load_class_table
     from abtui.profile.read import read_trace
 
@@ -206,7 +214,8 @@ def cmd_profile_show(args) -> int:
     targeted = _optimises(args.optimises, table.order)
     given = _measured(args.measured)
     profiles = [
-        analyse(read_trace(path), table, name, args.top) for name, path in _arms(args.traces)
+        merge([analyse(read_trace(f), table, None, args.top) for f in files], name, args.top)
+        for name, files in _arms(args.traces)
     ]
     base = profiles[0]
     diffs = [(b, compare(base, b)) for b in profiles[1:]]

@@ -236,3 +236,59 @@ def compare(a: Profile, b: Profile) -> list[PhaseDiff]:
         b_time = pb.per_step_us if per_step else None
         out.append(PhaseDiff(phase, per_step, a_time, b_time, classes))
     return out
+
+
+def _mean(values: list[float | None]) -> float | None:
+    return None if any(v is None for v in values) else sum(values) / len(values)
+
+
+def merge(profiles: list[Profile], name: str, top: int = 5) -> Profile:
+    """One arm's profile from its ranks' (one file per tensor-parallel worker): per phase, the
+    mean over the ranks of each class's busy time, the wall and the gaps (a rank without the
+    phase or the class counts 0); the steps are the first rank's."""
+    if len(profiles) == 1:
+        profiles[0].name = name
+        return profiles[0]
+    n = len(profiles)
+    first = profiles[0]
+    phases: dict[str, PhaseProfile] = {}
+    for phase in PHASES:
+        ranks = [p.phases.get(phase) for p in profiles]
+        if all(r is None for r in ranks):
+            continue
+        have = [r or PhaseProfile(phase) for r in ranks]
+        merged = PhaseProfile(phase, steps=max(r.steps for r in have))
+        merged.wall_us = _mean([r.wall_us for r in have])
+        merged.idle_us = _mean([r.idle_us for r in have])
+        for r in have:
+            for cls, us in r.busy_us.items():
+                merged.busy_us[cls] = merged.busy_us.get(cls, 0.0) + us / n
+            for cls, k in r.count.items():
+                merged.count[cls] = merged.count.get(cls, 0) + k
+        tops: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0, 0])
+        for r in have:
+            for op, cls, us, k in r.top:
+                tops[(op, cls)][0] += us / n
+                tops[(op, cls)][1] += k
+        ranked = sorted(tops.items(), key=lambda kv: -kv[1][0])[:top]
+        merged.top = [(op, cls, us, int(k)) for (op, cls), (us, k) in ranked]
+        phases[phase] = merged
+    t = first.trace
+    trace = Trace(
+        path=", ".join(p.trace.path for p in profiles),
+        format=t.format,
+        version=t.version,
+        side=t.side,
+        timeline=all(p.trace.timeline for p in profiles),
+        activities=[a for p in profiles for a in p.trace.activities],
+        steps=t.steps,
+        device_steps=t.device_steps,
+        metrics=[m for p in profiles for m in p.trace.metrics],
+        notes=[
+            f"the mean of {n} files (ranks)",
+            *dict.fromkeys(x for p in profiles for x in p.trace.notes),
+        ],
+    )
+    out = Profile(name, trace, first.table, phases, _mean([p.between_us for p in profiles]))
+    out.class_metrics = _class_metrics(trace, Classifier(first.table).classify)
+    return out
