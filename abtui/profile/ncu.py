@@ -1,7 +1,9 @@
 """Nsight Compute's CSV (``ncu --csv``): per kernel launch, its duration, DRAM throughput and
 achieved occupancy.
 
-Two layouts, as ``ncu`` 2023–2025 prints them (after any ``==PROF==`` progress lines):
+Two layouts, as current ``ncu`` versions print them (after any ``==PROF==`` progress lines;
+the header varies — with or without ``Block Size``…``CC``, ``Kernel Time``, the ``Rule``
+columns — and abtui needs only ``ID``, ``Kernel Name`` and the metric columns):
 
 - the default (``--page details``), one row per (launch, metric): ``"ID"``, ``"Kernel
   Name"``, …, ``"Section Name"``, ``"Metric Name"``, ``"Metric Unit"``, ``"Metric Value"``;
@@ -148,7 +150,7 @@ def read_ncu_csv(text: str, where: str) -> Trace:
     return Trace(
         path=where,
         format="ncu-csv",
-        version=f"ncu --csv, {'details' if reader is _long else 'raw'} page (2023-2025 columns)",
+        version=f"ncu --csv, {'details' if reader is _long else 'raw'} page (current columns)",
         side="device",
         timeline=False,
         activities=acts,

@@ -1,8 +1,9 @@
 """Nsight Systems: the SQLite export (``nsys export --type sqlite``) and the CUDA GPU kernel
 summary (``nsys stats --report cuda_gpu_kern_sum --format csv``).
 
-SQLite, as the export schema reference describes it (checked against the 2021.5 and 2024
-pages; the tables abtui reads have kept these columns): ``StringIds(id, value)``;
+SQLite, as the export schema reference describes it (read on its 2021.5 page, and checked
+against current SQL recipes that join the same columns; columns abtui does not use are
+ignored, optional ones may be missing): ``StringIds(id, value)``;
 ``CUPTI_ACTIVITY_KIND_KERNEL(start, end, deviceId, streamId, correlationId, globalPid,
 shortName, demangledName)`` with the names as ``StringIds`` ids and times in ns;
 ``CUPTI_ACTIVITY_KIND_MEMCPY`` / ``_MEMSET`` (``start, end, deviceId, streamId,
@@ -11,10 +12,10 @@ calls; ``NVTX_EVENTS(start, end, text, textId)``, the ranges that hold the steps
 ``VLLM_NVTX_SCOPES_FOR_PROFILING``, a user's own). A table the report lacks is skipped, except
 the kernels'.
 
-The kernel summary CSV (Nsight Systems 2023–2024: ``Time (%)``, ``Total Time (ns)``,
-``Instances``, ``Avg (ns)``, ``Med (ns)``, ``Min (ns)``, ``Max (ns)``, ``StdDev (ns)``,
-``Name``; 2021's ``Total Time`` / ``Average`` without a unit, read as ns): totals per kernel
-name, no timeline.
+The kernel summary CSV (the ``cuda_gpu_kern_sum`` report of Nsight Systems 2024: ``Time
+(%)``, ``Total Time (ns)``, ``Instances``, ``Avg (ns)``, ``Med (ns)``, ``Min (ns)``, ``Max
+(ns)``, ``StdDev (ns)``, ``Name``; ``--timeunit`` changes the unit, and a ``Total Time``
+without one is read as ns): totals per kernel name, no timeline.
 """
 
 from __future__ import annotations
@@ -221,7 +222,7 @@ def read_kern_sum(text: str, where: str) -> Trace:
     return Trace(
         path=where,
         format="nsys-kern-sum",
-        version="cuda_gpu_kern_sum CSV (Nsight Systems 2023-2024 columns)",
+        version="cuda_gpu_kern_sum CSV (Nsight Systems 2024 columns)",
         side="device",
         timeline=False,
         activities=acts,
