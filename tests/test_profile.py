@@ -626,3 +626,9 @@ def test_roofline_notes_a_mismatch_and_overheads(tmp_path):
     [c] = roofline_checks(p, get_gpu("h100-sxm"), get_model("llama-3-8b"), "bf16", "bf16", 512)
     assert "do not match this trace" in c.notes[0]  # 15 GB in 20 µs
     assert "GEMM/GEMV and attention are 20% of its time (norm + elementwise leads)" in c.notes[1]
+
+
+def test_no_amdahl_line_for_activity_outside_the_steps(base_trace):
+    p = analyse(read_trace(base_trace))
+    assert "unmarked" in p.phases
+    assert [x.phase for x in amdahl(p, ("gemm",))] == ["prefill", "decode"]

@@ -53,11 +53,13 @@ def amdahl(
     factor: float = 2.0,
     measured: dict[str, tuple[float, str]] | None = None,
 ) -> list[AmdahlLine]:
-    """One line per phase with time in it: the bounds for ``classes`` made free and ``factor``
+    """One line per phase with time in it (not ``unmarked``): the bounds for ``classes`` made free and ``factor``
     times faster, next to the measured speed-up of that phase when ``measured`` has one
     (phase → (speed-up, source))."""
     out = []
     for phase, ph in profile.phases.items():
+        if phase == "unmarked":  # outside every step: warm-up, graph capture
+            continue
         p = ph.time_share(classes)
         if p is None:
             continue

@@ -123,8 +123,8 @@ def diff_text(a: Profile, b: Profile, diffs: list[PhaseDiff]) -> list[str]:
     if not diffs:
         return [*out, "  no phase in common"]
     for d in diffs:
-        unit = "per step" if d.per_step else "totals (compare only over the same work)"
-        out.append(f"  {d.phase} ({unit}):")
+        unit = "per step" if d.per_step else "totals, comparable only over the same work"
+        out.append(f"  {d.phase}, {unit}:")
         if d.per_step:
             out.append(
                 f"    {'time / step':<22}{duration(d.a_time):>11} → {duration(d.b_time):<11}"
