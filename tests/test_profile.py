@@ -276,6 +276,12 @@ def test_ncu_thousands_separators(tmp_path):
         ("_C::dynamic_per_token_scaled_fp8_quant", "norm_elementwise"),
         ("_C::shm_allreduce", "communication"),
         ("_C::shm_send_tensor_list", "communication"),
+        # names from real Kineto GPU traces
+        ("cudnn_ampere_scudnn_128x64_relu_xregs_large_nn_v1", "gemm"),
+        ("ampere_sgemm_32x32_sliced1x4_tn", "gemm"),
+        ("void gemmk1_kernel<float, 256, 5, false>", "gemm"),
+        ("aten::conv2d", "gemm"),
+        ("_C::convert_fp8", "other"),  # not a convolution
         ("aten::empty", "other"),
         ("aten::property", "other"),  # "rope" inside a word is not rotary
     ],

@@ -3,7 +3,8 @@
 The built-in table (:data:`BUILTIN`: case-insensitive regular expressions searched anywhere in
 the name, checked in the table's order, the first match wins):
 
-- ``gemm``: GEMM and GEMV (cuBLAS, CUTLASS, Marlin, MoE experts, oneDNN, ``aten::mm``…);
+- ``gemm``: GEMM and GEMV (cuBLAS, CUTLASS, Marlin, MoE experts, oneDNN, ``aten::mm``…),
+  and convolutions (cuDNN's are implicit GEMMs);
 - ``attention``: attention kernels and the KV-cache writes that go with them;
 - ``norm_elementwise``: norms, activations, rotary embeddings, activation quantisation,
   pointwise and reduction kernels;
@@ -113,6 +114,8 @@ BUILTIN: tuple[tuple[str, tuple[str, ...]], ...] = (
             r"onednn",
             r"mkldnn",
             r"dnnl",
+            r"cudnn",  # cuDNN's convolutions are implicit GEMMs
+            rf"{_W}conv(?:olution|1d|2d|3d)?{_E}",
             rf"{_W}(?:mm|bmm|addmm|baddbmm|mv|addmv|linear|dot){_E}",
         ),
     ),

@@ -55,8 +55,12 @@ def profile_text(profile: Profile) -> list[str]:
     named = profile.name != t.path.replace("\\", "/").rsplit("/", 1)[-1]
     head = [f"{one_line(profile.name)}: {one_line(t.path)}" if named else one_line(t.path)]
     steps = sum(p.steps for p in profile.phases.values())
-    what = "kernels and copies" if t.side == "device" else "host operators"
-    facts = [f"{FORMATS.get(t.format, t.format)} ({t.version})", f"{n:,} {what}"]
+    what = (
+        ("kernel or copy", "kernels and copies")
+        if t.side == "device"
+        else ("host operator", "host operators")
+    )
+    facts = [f"{FORMATS.get(t.format, t.format)} ({t.version})", f"{n:,} {what[n != 1]}"]
     if t.timeline:
         facts.append(f"{steps:,} steps" if steps else "no step annotations: one phase")
     head.append("  " + " · ".join(facts))
