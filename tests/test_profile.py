@@ -281,6 +281,16 @@ def test_ncu_thousands_separators(tmp_path):
         ("ampere_sgemm_32x32_sliced1x4_tn", "gemm"),
         ("void gemmk1_kernel<float, 256, 5, false>", "gemm"),
         ("aten::conv2d", "gemm"),
+        ("Cijk_Ailk_Bljk_BBS_BH_MT128x128x64_MI16x16x16", "gemm"),
+        ("__amd_rocclr_copyBuffer", "memcpy"),
+        ("CatArrayBatchedCopy", "norm_elementwise"),
+        ("Rmsnorm2dFwd", "norm_elementwise"),
+        ("kn_mla_reduce", "attention"),
+        ("fmoe_bf16_blockscaleFp8_g1u1", "gemm"),
+        ("MoeSortingKernel", "other"),  # MoE routing
+        ("void moe_align_block_size_kernel", "other"),
+        ("topkGatingSoftmax", "other"),
+        ("grouped_topk_opt_sort", "other"),
         ("_C::convert_fp8", "other"),  # not a convolution
         ("aten::empty", "other"),
         ("aten::property", "other"),  # "rope" inside a word is not rotary
@@ -304,7 +314,7 @@ def test_a_users_table_comes_first(tmp_path):
     table = load_class_table(f)
     c = Classifier(table)
     assert c.classify("my_fp4_kernel_v2") == "gemm"
-    assert c.classify("topkGatingSoftmax") == "moe_gate"  # built-in: sampling (softmax)
+    assert c.classify("topkGatingSoftmax") == "moe_gate"  # built-in: other (MoE routing)
     assert c.classify("sm90_xmma_gemm_attn_fused") == "attention"
     assert c.classify("sm90_xmma_gemm_bf16") == "gemm"
     assert table.order[-2:] == ("moe_gate", "other") and table.label("moe_gate") == "moe_gate"

@@ -11,7 +11,8 @@ the name, checked in the table's order, the first match wins):
 - ``sampling``: softmax over the logits, top-k/top-p, sorting, sampling, penalties;
 - ``communication``: collectives and point-to-point (NCCL, custom all-reduce, gloo, shm);
 - ``memcpy``: copies and fills (every memcpy/memset activity, and copy kernels and operators);
-- ``other``: everything else.
+- ``other``: everything else, and MoE routing (gating top-k, token sorting: neither the
+  experts' GEMMs nor sampling).
 
 ``idle`` is no pattern's: it is the time in a step that no activity covers (launch gaps, host
 overhead), computed from the timeline (:mod:`abtui.profile.analyse`).
@@ -63,9 +64,12 @@ BUILTIN: tuple[tuple[str, tuple[str, ...]], ...] = (
             r"direct_copy",
             r"copy_kernel",
             r"aten::(?:copy_|_to_copy|to|clone|contiguous)$",
+            r"copybuffer",  # ROCm's __amd_rocclr_copyBuffer
             rf"{_W}(?:dtoh|htod|dtod|d2h|h2d){_E}",
         ),
     ),
+    # MoE routing (gating top-k, token sorting) is neither the experts' GEMMs nor sampling
+    ("other", (r"moe_?align", r"moe_?sort", r"grouped_topk", r"topk_?gating", r"moe_?rout")),
     (
         "sampling",
         (
@@ -101,6 +105,7 @@ BUILTIN: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             r"gemm",
             r"gemv",
+            r"cijk_",  # ROCm Tensile's GEMMs
             r"matmul",
             r"cublas",
             r"cutlass",
@@ -138,6 +143,7 @@ BUILTIN: tuple[tuple[str, tuple[str, ...]], ...] = (
             rf"{_W}rope{_E}",
             r"triton_(?:poi|red|per)_",
             r"reduce_kernel",
+            r"catarray",
             r"fused_add",
             r"quant",
             rf"{_W}(?:add|mul|sub|div|neg|exp|pow|rsqrt|sqrt|tanh|sigmoid|where|fill|cat|mean"
