@@ -364,6 +364,8 @@ def test_vllm_step_annotations(label, phase):
 
 def test_generic_phase_words():
     assert generic_phase("forward_extend") == "prefill"
+    assert generic_phase("step[EXTEND bs=2]") == "prefill"  # SGLang-style forward modes
+    assert generic_phase("step[DECODE bs=4]") == "decode"
     assert generic_phase("Prefill batch") == "prefill"
     assert generic_phase("run_decode") == "decode"
     assert generic_phase("decoder_layer") is None  # not the word "decode"
