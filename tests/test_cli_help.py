@@ -53,6 +53,7 @@ def test_the_walk_finds_every_command():
         "engine build",
         "engine models",
         "engine fetch",
+        "profile show",
     } <= names
 
 

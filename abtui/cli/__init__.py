@@ -184,6 +184,9 @@ def build_parser() -> argparse.ArgumentParser:
     from abtui.cli.workload import add_workload_parser
 
     add_workload_parser(sub)
+    from abtui.cli.profile import add_profile_parser
+
+    add_profile_parser(sub)
     _add_roofline(sub)
     _add_sim(sub)
     from abtui.engine.cli import add_engine_parser
