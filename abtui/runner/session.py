@@ -177,30 +177,6 @@ class _Live:
             p.recent_tpot_p50_s = float(np.median(self._tpot[arm]))
 
 
-def _host_fingerprint() -> dict:
-    import os
-    import platform
-    import socket
-    from importlib import metadata
-
-    from abtui.hardware.host import cpu_model
-
-    def ver(pkg: str) -> str | None:
-        try:
-            return metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            return None
-
-    return {
-        "hostname": socket.gethostname(),
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "cpus": os.cpu_count(),
-        "cpu": cpu_model(),
-        "versions": {p: ver(p) for p in ("abtui", "httpx", "duckdb", "numpy", "scipy")},
-    }
-
-
 def run_session(  # noqa: C901  (split in issue 36)
     spec: Spec,
     spec_text: str = "",
@@ -261,7 +237,6 @@ def run_session(  # noqa: C901  (split in issue 36)
             session_name=name,
             spec_text=spec_text,
             spec=spec.to_dict(),
-            host=_host_fingerprint(),
             mode=ld.schedule,
             load=describe_load(spec),
             levels=[
