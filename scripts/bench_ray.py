@@ -486,6 +486,7 @@ def driver_cost(tokens: int, chunks: int, text: bool, n: int, batch: int) -> dic
     """CPU per record of what the driver's loop does with ``batch`` messages of ``batch``
     records (abtui.runner.session.run_session), by stage, over ``n`` records."""
     from abtui.runner.health import Delivery
+    from abtui.runner.messages import Batch, GeneratorStats
     from abtui.runner.session import _Live
     from abtui.store import writer as W
 
@@ -502,15 +503,14 @@ def driver_cost(tokens: int, chunks: int, text: bool, n: int, batch: int) -> dic
     msgs = []
     for b in range(0, n, batch):
         recs = _records(batch, tokens, chunks, text, b)
-        stats = {
-            "cpu_s": 1.0,
-            "in_flight": 64,
-            "in_flight_max": 64,
-            "lag_max_s": 0.0,
-            "shipped": b + batch,
-            "shipped_ns": time.perf_counter_ns(),
-        }
-        msgs.append(pickle.dumps(("batch", (b // batch) % 2, recs, stats), protocol=5))
+        stats = GeneratorStats(
+            cpu_s=1.0,
+            in_flight=64,
+            in_flight_max=64,
+            shipped=b + batch,
+            shipped_ns=time.perf_counter_ns(),
+        )
+        msgs.append(pickle.dumps(Batch((b // batch) % 2, recs, stats), protocol=5))
     cost = {"unpickle": 0.0, "live": 0.0, "store": 0.0}
     with tempfile.TemporaryDirectory() as d:
         W._record_columns = timed
@@ -519,7 +519,8 @@ def driver_cost(tokens: int, chunks: int, text: bool, n: int, batch: int) -> dic
         w0 = time.perf_counter()
         for raw in msgs:
             c0 = time.process_time()
-            kind, wid, recs, stats = pickle.loads(raw)
+            msg = pickle.loads(raw)
+            wid, recs, stats = msg.wid, msg.records, msg.stats
             c1 = time.process_time()
             delivery.on_batch(wid, len(recs), stats, time.perf_counter_ns())
             live.add(wid, recs, stats)

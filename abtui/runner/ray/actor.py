@@ -29,6 +29,7 @@ import time
 import ray
 
 from abtui.runner.generator import ArmPlan, _Generator, run_loop
+from abtui.runner.messages import Fatal
 
 SKEW_ENV = "ABTUI_CLOCK_SKEW_NS"
 
@@ -144,7 +145,7 @@ class GeneratorActor:
                     _RemoteGenerator(plan, self.mailbox, self.start_conn, self.stop_event).run()
                 )
             except BaseException as e:  # report, never die silently
-                self.mailbox.put(("fatal", plan.wid, f"{type(e).__name__}: {e}"))
+                self.mailbox.put(Fatal(plan.wid, f"{type(e).__name__}: {e}"))
 
         self.thread = threading.Thread(target=main, name="abtui-generator", daemon=True)
         self.thread.start()
