@@ -127,7 +127,7 @@ class GeneratorActor:
 
     def prepare(self, offset_ns: int) -> None:
         """Timestamps from now on in the driver's timebase (``offset_ns``: node minus driver)."""
-        from abtui.client import fast, stream
+        from abtui.client import fast, stream, stream_state
         from abtui.runner import generator
 
         perf, shift = time.perf_counter_ns, self.skew - int(offset_ns)
@@ -135,7 +135,7 @@ class GeneratorActor:
         def now() -> int:
             return perf() + shift
 
-        for mod in (generator, stream, fast):
+        for mod in (generator, stream, stream_state, fast):
             mod._now = now
 
     def run(self, plan: ArmPlan) -> None:
