@@ -142,8 +142,36 @@ async def stream_request(
                     await _read_error_body(resp, rec, target, err_body)
                     fail_http(rec, resp.status_code, bytes(err_body))
                     return rec
-                if not await _read_events(resp, st, target, deadline):
-                    return rec
+                # the hot loop, inline: each read is timestamped on arrival
+                parser = st.parser
+                feed = parser.feed
+                on_event = st.on_event
+                pieces = resp.aiter_raw()
+                t = 0
+                async for piece in pieces:
+                    t = _now()
+                    if rec.first_byte_ns is None:
+                        rec.first_byte_ns = t
+                    for ev, data in feed(piece):
+                        err = on_event(ev, data, t)
+                        if err:
+                            fail(rec, R.E_MALFORMED, err)
+                            return rec
+                        if st.done:
+                            break
+                    if st.done:
+                        break
+                if st.done:  # [DONE] (or an error event): complete when it came
+                    rec.done_ns = t
+                    deadline.reschedule(None)
+                    await _drain_tail(pieces, target)
+                else:
+                    t = _now()
+                    err = st.on_end(parser, t)
+                    if err:
+                        fail(rec, *err)
+                        return rec
+                    rec.done_ns = t
         st.check_end()
     except TimeoutError:
         if _error_status(rec):  # the whole request's time ran out while reading an error body
@@ -192,47 +220,13 @@ async def _read_error_body(
                     break
 
 
-async def _read_events(
-    resp: httpx.Response, st: StreamState, target: Target, deadline: asyncio.Timeout
-) -> bool:
-    """Read a 2xx body's SSE events into ``st`` as they come (each read timestamped on
-    arrival); False when the stream failed (``st.rec`` says how)."""
-    rec = st.rec
-    parser = st.parser
-    feed = parser.feed
-    on_event = st.on_event
-    pieces = resp.aiter_raw()
-    t = 0
-    async for piece in pieces:
-        t = _now()
-        if rec.first_byte_ns is None:
-            rec.first_byte_ns = t
-        for ev, data in feed(piece):
-            err = on_event(ev, data, t)
-            if err:
-                fail(rec, R.E_MALFORMED, err)
-                return False
-            if st.done:
-                break
-        if st.done:
-            break
-    if not st.done:
-        t = _now()
-        err = st.on_end(parser, t)
-        if err:
-            fail(rec, *err)
-            return False
-        rec.done_ns = t
-        return True
-    # [DONE] (or an error event): complete when it came. The body's end is read for a moment
-    # more only so that httpx can reuse the connection.
-    rec.done_ns = t
-    deadline.reschedule(None)
+async def _drain_tail(pieces, target: Target) -> None:
+    """After [DONE]: the body's end is read for a moment more, only so that httpx can reuse
+    the connection."""
     with contextlib.suppress(TimeoutError, httpx.HTTPError):
         async with asyncio.timeout(min(TAIL_S, target.read_timeout_s)):
             async for _ in pieces:
                 pass
-    return True
 
 
 def _fail_transport(rec: RequestRecord, target: Target, e: httpx.HTTPError) -> None:
