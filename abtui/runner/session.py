@@ -244,6 +244,7 @@ class SessionRun:
        load, the status;
 
     and :meth:`_close`, whatever happened: generators stopped, telemetry and file closed.
+    Making one creates the session file: :func:`run_session` makes it and runs it at once.
 
     ``items``: a workload built by the caller (``abtui demo``), sent to every arm instead of
     the spec's synthetic one; ``spec.workload.requests`` should be its length.
