@@ -490,8 +490,8 @@ def driver_cost(tokens: int, chunks: int, text: bool, n: int, batch: int) -> dic
     from abtui.runner.session import _Live
     from abtui.store import writer as W
 
-    columns = [0.0]  # CPU in W._record_columns (records -> numpy columns), inside the flushes
-    build = W._record_columns
+    columns = [0.0]  # CPU in W.record_columns (records -> numpy columns), inside the flushes
+    build = W.record_columns
 
     def timed(*a):
         c = time.process_time()
@@ -513,7 +513,7 @@ def driver_cost(tokens: int, chunks: int, text: bool, n: int, batch: int) -> dic
         msgs.append(pickle.dumps(Batch((b // batch) % 2, recs, stats), protocol=5))
     cost = {"unpickle": 0.0, "live": 0.0, "store": 0.0}
     with tempfile.TemporaryDirectory() as d:
-        W._record_columns = timed
+        W.record_columns = timed
         writer = W.SessionWriter(Path(d) / "bench.duckdb")
         live, delivery = _Live(list(ARMS), n), Delivery(since_ns=time.perf_counter_ns())
         w0 = time.perf_counter()
@@ -536,7 +536,7 @@ def driver_cost(tokens: int, chunks: int, text: bool, n: int, batch: int) -> dic
         cost["store"] += time.process_time() - c0
         wall = time.perf_counter() - w0
         writer.close(status="complete")
-        W._record_columns = build
+        W.record_columns = build
         size = (Path(d) / "bench.duckdb").stat().st_size
     total = sum(cost.values())
     cost["columns"], cost["duckdb"] = columns[0], cost.pop("store") - columns[0]
