@@ -50,6 +50,7 @@ from abtui.client.items import synthetic_items
 from abtui.client.records import RequestRecord
 from abtui.client.stream import Target, build_body, make_client, stream_request
 from abtui.runner.generator import run_loop
+from abtui.runner.messages import Batch, Ready, SegmentDone
 from abtui.sim.engine import SimConfig
 from abtui.sim.process import SimProcess
 
@@ -241,16 +242,16 @@ def part_c(repeat: int) -> dict:
 
 
 class _Results:
-    """The generator's result queue, in process: answers ``ready`` / ``segment_done`` with a
+    """The generator's result queue, in process: answers ``Ready`` / ``SegmentDone`` with a
     ``t0`` 100 ms ahead (the main process's START_DELAY_S) and keeps the records."""
 
     def __init__(self, start) -> None:
         self.start, self.recs = start, []
 
     def put(self, msg) -> None:
-        if msg[0] == "batch":
-            self.recs += [r for r in msg[2] if not r.warmup]
-        elif msg[0] in ("ready", "segment_done"):
+        if isinstance(msg, Batch):
+            self.recs += [r for r in msg.records if not r.warmup]
+        elif isinstance(msg, Ready | SegmentDone):
             self.start.t0s.append(time.perf_counter_ns() + 100_000_000)
 
 

@@ -35,6 +35,7 @@ from abtui.client.items import Item
 from abtui.client.stream import Target
 from abtui.hardware.host import cpu_model
 from abtui.runner.generator import ArmPlan, generator_main
+from abtui.runner.messages import Batch, Done, Fatal, Ready
 from abtui.sim.engine import SimConfig
 from abtui.sim.process import SimProcess
 from abtui.workload.arrivals import arrival_offsets
@@ -93,15 +94,17 @@ def run_once(url: str, procs: int, rate: float, seconds: float, seed: int, cpus=
                 msg = results.get(timeout=0.1)
             except queue_mod.Empty:
                 msg = None
-            if msg:
-                kind, g = msg[0], msg[1]
-                if kind == "batch":
-                    recs.extend(r for r in msg[2] if not r.warmup)
-                elif kind == "ready":
-                    ready.add(g)
-                elif kind in ("done", "fatal"):
-                    done.add(g)
-                    stats[g] = msg[2]
+            match msg:
+                case Batch():
+                    recs.extend(r for r in msg.records if not r.warmup)
+                case Ready():
+                    ready.add(msg.wid)
+                case Done():
+                    done.add(msg.wid)
+                    stats[msg.wid] = msg.stats.to_dict()
+                case Fatal():
+                    done.add(msg.wid)
+                    stats[msg.wid] = msg.error
             if not started and len(ready) == procs:
                 t0 = time.perf_counter_ns() + 200_000_000
                 for pe in pipes:

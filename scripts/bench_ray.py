@@ -486,11 +486,12 @@ def driver_cost(tokens: int, chunks: int, text: bool, n: int, batch: int) -> dic
     """CPU per record of what the driver's loop does with ``batch`` messages of ``batch``
     records (abtui.runner.session.run_session), by stage, over ``n`` records."""
     from abtui.runner.health import Delivery
+    from abtui.runner.messages import Batch, GeneratorStats
     from abtui.runner.session import _Live
     from abtui.store import writer as W
 
-    columns = [0.0]  # CPU in W._record_columns (records -> numpy columns), inside the flushes
-    build = W._record_columns
+    columns = [0.0]  # CPU in W.record_columns (records -> numpy columns), inside the flushes
+    build = W.record_columns
 
     def timed(*a):
         c = time.process_time()
@@ -502,24 +503,24 @@ def driver_cost(tokens: int, chunks: int, text: bool, n: int, batch: int) -> dic
     msgs = []
     for b in range(0, n, batch):
         recs = _records(batch, tokens, chunks, text, b)
-        stats = {
-            "cpu_s": 1.0,
-            "in_flight": 64,
-            "in_flight_max": 64,
-            "lag_max_s": 0.0,
-            "shipped": b + batch,
-            "shipped_ns": time.perf_counter_ns(),
-        }
-        msgs.append(pickle.dumps(("batch", (b // batch) % 2, recs, stats), protocol=5))
+        stats = GeneratorStats(
+            cpu_s=1.0,
+            in_flight=64,
+            in_flight_max=64,
+            shipped=b + batch,
+            shipped_ns=time.perf_counter_ns(),
+        )
+        msgs.append(pickle.dumps(Batch((b // batch) % 2, recs, stats), protocol=5))
     cost = {"unpickle": 0.0, "live": 0.0, "store": 0.0}
     with tempfile.TemporaryDirectory() as d:
-        W._record_columns = timed
+        W.record_columns = timed
         writer = W.SessionWriter(Path(d) / "bench.duckdb")
         live, delivery = _Live(list(ARMS), n), Delivery(since_ns=time.perf_counter_ns())
         w0 = time.perf_counter()
         for raw in msgs:
             c0 = time.process_time()
-            kind, wid, recs, stats = pickle.loads(raw)
+            msg = pickle.loads(raw)
+            wid, recs, stats = msg.wid, msg.records, msg.stats
             c1 = time.process_time()
             delivery.on_batch(wid, len(recs), stats, time.perf_counter_ns())
             live.add(wid, recs, stats)
@@ -535,7 +536,7 @@ def driver_cost(tokens: int, chunks: int, text: bool, n: int, batch: int) -> dic
         cost["store"] += time.process_time() - c0
         wall = time.perf_counter() - w0
         writer.close(status="complete")
-        W._record_columns = build
+        W.record_columns = build
         size = (Path(d) / "bench.duckdb").stat().st_size
     total = sum(cost.values())
     cost["columns"], cost["duckdb"] = columns[0], cost.pop("store") - columns[0]

@@ -11,6 +11,7 @@ import pickle
 import random
 
 from abtui.client.records import OK, RequestRecord
+from abtui.runner.messages import GeneratorStats
 from abtui.runner.session import _Live
 from abtui.store.writer import SessionWriter
 
@@ -132,7 +133,7 @@ def test_a_batch_the_items_limit_cannot_hold_is_written_without_it(tmp_path, mon
 
 def test_live_counts_and_histograms_do_not_grow_with_requests():
     live = _Live(["a", "b"], planned=5 * N, slo={"ttft": 0.5})
-    stats = {"in_flight": 3, "cpu_s": 1.0, "lag_max_s": 0.001}
+    stats = GeneratorStats(in_flight=3, cpu_s=1.0, lag_max_s=0.001)
     sizes = []
     i = 0
     for total in (N, 5 * N):

@@ -30,7 +30,8 @@ from abtui.client import records as R
 from abtui.client import stream as httpx_path
 from abtui.client.fast import FastClient, fast_stream_request
 from abtui.client.sse import SSEParser
-from abtui.client.stream import MAX_TEXT_CHARS, build_body
+from abtui.client.stream import build_body
+from abtui.client.stream_state import MAX_TEXT_CHARS
 
 PIECE = b"x" * (64 << 10)
 HUGE = 8 << 20  # bytes of the hostile event's data

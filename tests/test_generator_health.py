@@ -16,6 +16,7 @@ import pytest
 from abtui.cli import main
 from abtui.metrics.summary import LAG_MAX_LIMIT_S, LAG_P99_LIMIT_S
 from abtui.runner.health import Delivery
+from abtui.runner.messages import GeneratorStats
 from abtui.sim.engine import SimConfig
 from abtui.sim.process import SimProcess
 from abtui.stats.decide import DELTA_CENTRAL
@@ -205,15 +206,17 @@ def test_delivery_counts_the_records_waiting_at_each_ship_time():
     """Hand-made timeline (ns): records shipped in batches while the reader stalls 1-5 s."""
     d = Delivery()
     s = 1_000_000_000
-    d.on_batch(0, 2, {"shipped": 2, "shipped_ns": 0}, 0)  # read at once
+    d.on_batch(0, 2, GeneratorStats(shipped=2, shipped_ns=0), 0)  # read at once
     # shipped at 1 s, 2 s, 3 s; nothing read until 5 s, then all three
     for k, n in enumerate((3, 4, 5)):
-        d.on_batch(0, n, {"shipped": 2 + sum((3, 4, 5)[: k + 1]), "shipped_ns": (k + 1) * s}, 5 * s)
-    d.on_batch(0, 1, {"shipped": 15, "shipped_ns": 6 * s}, 6 * s)  # caught up
+        d.on_batch(
+            0, n, GeneratorStats(shipped=2 + sum((3, 4, 5)[: k + 1]), shipped_ns=(k + 1) * s), 5 * s
+        )
+    d.on_batch(0, 1, GeneratorStats(shipped=15, shipped_ns=6 * s), 6 * s)  # caught up
     st = d.into({})[0]
     assert st["records_waiting_max"] == 12  # at 3 s: 3 + 4 + 5 shipped since the last read
     assert st["main_behind_max_s"] == 4.0  # the batch shipped at 1 s, read at 5 s
-    d.on_batch(1, 1, {}, 0)  # a batch without stamps is ignored
+    d.on_batch(1, 1, GeneratorStats(), 0)  # a batch without stamps is ignored
     assert 1 not in d.into({})
 
 
@@ -222,9 +225,13 @@ def test_delivery_counts_late_only_from_when_reading_began():
     its reading loop) is late only by the time since the loop began, not since it shipped."""
     s = 1_000_000_000
     d = Delivery(since_ns=10 * s)
-    d.on_batch(0, 2, {"shipped": 2, "shipped_ns": 7 * s}, 10 * s + s // 100)  # warm-up batch
+    d.on_batch(
+        0, 2, GeneratorStats(shipped=2, shipped_ns=7 * s), 10 * s + s // 100
+    )  # warm-up batch
     assert d.into({})[0]["main_behind_max_s"] == 0.01
-    d.on_batch(0, 3, {"shipped": 5, "shipped_ns": 11 * s}, 13 * s)  # later: from its shipping
+    d.on_batch(
+        0, 3, GeneratorStats(shipped=5, shipped_ns=11 * s), 13 * s
+    )  # later: from its shipping
     assert d.into({})[0]["main_behind_max_s"] == 2.0
 
 

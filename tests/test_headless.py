@@ -4,10 +4,15 @@ code — and a user error is a one-line message and exit code 2, never a traceba
 
 from __future__ import annotations
 
+import os
+
 from abtui.headless import run_spec_file
+from abtui.report.document import report_data
+from abtui.report.export import to_markdown
 from abtui.sim.engine import SimConfig
 from abtui.sim.process import SimProcess
 from abtui.store.reader import SessionReader
+from abtui.verdict.session import session_verdict
 
 
 def test_run_spec_file_runs_stores_and_prints_the_verdict(tmp_path, capsys):
@@ -30,6 +35,10 @@ def test_run_spec_file_runs_stores_and_prints_the_verdict(tmp_path, capsys):
         with SessionReader(tmp_path / "py.duckdb") as rd:
             assert rd.complete and len(rd.request_table()) == 24
             assert len(rd.verdicts()) >= 1
+        # the report names the machine the run was measured on, its CPU count included
+        sv = session_verdict(tmp_path / "py.duckdb", store=False)
+        host = next(ln for ln in to_markdown(sv, report_data(sv)).splitlines() if "| host |" in ln)
+        assert f"{os.cpu_count()} CPUs" in host and sv.meta["host"]["cpu"], host
         # the same name again without overwrite: a user error, as on the command line
         assert run_spec_file(spec) == 2
         err = capsys.readouterr().err

@@ -17,7 +17,7 @@ from abtui.client import records as R
 from abtui.client.items import Item
 from abtui.client.records import RequestRecord
 from abtui.client.sse import SSEParser
-from abtui.client.stream import _StreamState
+from abtui.client.stream_state import StreamState
 from abtui.errors import AbtuiError, SpecError, WorkloadError
 from abtui.spec import load_spec, spec_from_dict, validate
 from abtui.telemetry import promtext
@@ -123,7 +123,7 @@ chunk = st.fixed_dictionaries(
 @example(events=[], raw=b"[" * 5000)
 def test_stream_events_of_any_shape_give_a_storable_record(events, raw):
     rec = RequestRecord(arm=0, item=0, scheduled_ns=0)
-    state = _StreamState(rec, store_text=True)
+    state = StreamState(rec, store_text=True)
     for i, ev in enumerate([*events, raw]):
         data = ev if isinstance(ev, bytes) else json.dumps(ev).encode()
         msg = state.on_event(None, data, 1000 + i)

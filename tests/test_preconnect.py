@@ -20,6 +20,7 @@ from abtui.client.stream import Target, build_body, make_client, stream_request
 from abtui.metrics import request as rm
 from abtui.metrics.table import RequestTable
 from abtui.runner.generator import ArmPlan, _Generator
+from abtui.runner.messages import Batch, Ready, SegmentDone
 from abtui.runner.pool import (
     DEFAULT_PACE,
     MARGIN,
@@ -61,12 +62,12 @@ class _Results:
 
     def put(self, msg) -> None:
         self.msgs.append(msg)
-        if msg[0] in ("ready", "segment_done"):
+        if isinstance(msg, Ready | SegmentDone):
             self.accepted_at_start.append(self.accepts.n)
             self.start.send(time.perf_counter_ns() + 20 * MS)
 
     def records(self) -> list[RequestRecord]:
-        return [r for m in self.msgs if m[0] == "batch" for r in m[2]]
+        return [r for m in self.msgs if isinstance(m, Batch) for r in m.records]
 
 
 class _Start:
@@ -143,8 +144,8 @@ def test_closed_loop_opens_its_connections_before_t0(monkeypatch):
     assert results.accepted_at_start[0] == 16  # open and verified when the generator said ready
     assert accepts.n == 16  # the measured requests opened none
     assert all(r.connect_ns == 0 for r in recs)
-    stats = results.msgs[-1][2]["connections"]
-    assert stats["wanted"] == 16 and stats["opened"] == 14 and stats["unanswered"] == 0
+    stats = results.msgs[-1].stats.connections
+    assert stats.wanted == 16 and stats.opened == 14 and stats.unanswered == 0
 
 
 def test_on_the_httpx_path_the_first_wave_connects_and_records_it(monkeypatch):
@@ -631,9 +632,9 @@ def test_waiting_for_a_turn_the_pool_is_kept_open_against_idle_closes(monkeypatc
     class Results(_Results):
         def put(self, msg) -> None:
             self.msgs.append(msg)
-            if msg[0] in ("ready", "segment_done"):
+            if isinstance(msg, Ready | SegmentDone):
                 sent.append(srv.accepted)
-                hold = 0.0 if msg[0] == "ready" else 1.0  # the other arm's turn
+                hold = 0.0 if isinstance(msg, Ready) else 1.0  # the other arm's turn
                 start.hold_until = time.monotonic() + hold
                 start.send(time.perf_counter_ns() + int((hold + 0.1) * 1e9))
 
@@ -675,6 +676,6 @@ def test_waiting_for_a_turn_the_pool_is_kept_open_against_idle_closes(monkeypatc
     recs = measured(results)
     assert len(recs) == 16 and all(r.status == R.OK for r in recs), [r.error_message for r in recs]
     assert srv.dropped >= 4  # the server did close idle ones
-    stats = results.msgs[-1][2]["connections"]
-    assert stats["opened"] > 3 + 4 + 4 and stats["failed"] == 0  # refilled while waiting
+    stats = results.msgs[-1].stats.connections
+    assert stats.opened > 3 + 4 + 4 and stats.failed == 0  # refilled while waiting
     assert all(r.connect_ns == 0 for r in recs[:8])  # the first segment: opened before its t0

@@ -17,6 +17,7 @@ import pytest
 
 from abtui.runner import schedule as S
 from abtui.runner.generator import ArmPlan, generator_main
+from abtui.runner.messages import Fatal
 from abtui.runner.session import run_session
 from abtui.sim.engine import SimConfig
 from abtui.sim.process import SimProcess
@@ -202,10 +203,11 @@ def test_a_workload_file_changed_before_the_generators_read_it_stops_the_run(tmp
     p = ctx.Process(target=generator_main, args=(plan, results, child, stop), daemon=True)
     p.start()
     try:
-        kind, wid, msg = results.get(timeout=60)
+        msg = results.get(timeout=60)
     finally:
         p.join(timeout=10)
-    assert (kind, wid) == ("fatal", 0) and msg.startswith("ScheduleMismatch: the workload")
+    assert isinstance(msg, Fatal) and msg.wid == 0
+    assert msg.error.startswith("ScheduleMismatch: the workload")
     assert p.exitcode == 1
 
 

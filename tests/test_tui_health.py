@@ -16,6 +16,7 @@ from test_tui_snapshots import arms_screen, fixed_screen
 
 from abtui.metrics.live import deltas
 from abtui.runner.health import BEHIND_NOTE_S, RECENT_S, Delivery
+from abtui.runner.messages import GeneratorStats
 from abtui.runner.observer import NullObserver
 from abtui.tui.app import AbtuiApp
 
@@ -56,13 +57,15 @@ def test_live_header_says_when_records_are_read_seconds_late(size):
 def test_delivery_current_is_the_worst_read_of_the_last_seconds():
     d = Delivery()
     arm_of = [0, 0, 1]  # workers 0 and 1 play arm 0, worker 2 arm 1
-    d.on_batch(0, 5, {"shipped": 5, "shipped_ns": 0}, S // 100)  # read 10 ms after shipping
-    d.on_batch(2, 5, {"shipped": 5, "shipped_ns": 0}, S // 100)
+    d.on_batch(0, 5, GeneratorStats(shipped=5, shipped_ns=0), S // 100)  # read 10 ms after shipping
+    d.on_batch(2, 5, GeneratorStats(shipped=5, shipped_ns=0), S // 100)
     assert d.current(arm_of, S // 100) == {0: (0.01, 5), 1: (0.01, 5)}
     # worker 0 stalls: three batches shipped at 1, 2, 3 s are read at 4 s
     for k in range(3):
-        d.on_batch(0, 10, {"shipped": 15 + 10 * k, "shipped_ns": (k + 1) * S}, 4 * S)
-    d.on_batch(1, 7, {"shipped": 7, "shipped_ns": 4 * S - S // 2}, 4 * S)  # its sibling: 0.5 s
+        d.on_batch(0, 10, GeneratorStats(shipped=15 + 10 * k, shipped_ns=(k + 1) * S), 4 * S)
+    d.on_batch(
+        1, 7, GeneratorStats(shipped=7, shipped_ns=4 * S - S // 2), 4 * S
+    )  # its sibling: 0.5 s
     behind, waiting = d.current(arm_of, 4 * S)[0]
     assert behind == 3.0 and waiting == 30 + 7  # shipped since the last read, both processes
     assert 1 not in d.current(arm_of, 4 * S)  # arm 1 read nothing for 4 s: no figure

@@ -299,21 +299,48 @@ def _apply_factorial(spec, args):
     return spec
 
 
-def apply_flags(spec, args):  # noqa: C901  (split in issue 36)
-    """Flags override the spec file."""
-    from abtui.spec import ArmSpec, parse_duration, parse_slo_string
+def apply_flags(spec, args):
+    """Flags override the spec file: the cluster, the arms, the workload and load, then the
+    request, store, cost and policy settings."""
+    from abtui.cli.quality import apply_quality_options
+    from abtui.cli.workload import apply_run_workload_options
 
+    _apply_ray(spec, args)
+    spec = _apply_arms(spec, args)
+    _apply_endpoint(spec, args)
+    _apply_load(spec, args)
+    apply_run_workload_options(spec, args)
+    apply_quality_options(spec, args)
+    if args.rate is not None:
+        spec.load.rate = args.rate
+    if args.concurrency is not None:
+        spec.load.concurrency = args.concurrency
+    _apply_settings(spec, args)
+    if getattr(args, "aa", False):
+        note = _aa_schedule(spec)
+        if note:
+            print(inert(note), file=sys.stderr)
+    return spec
+
+
+def _apply_ray(spec, args) -> None:
     if getattr(args, "ray", None) is not None:
         import os
 
         spec.ray.address = args.ray or os.environ.get("RAY_ADDRESS") or "auto"
     if getattr(args, "ray_placement", None):
         spec.ray.placement = args.ray_placement
+
+
+def _apply_arms(spec, args):
+    """The arms from --aa, --factor/--combined or --baseline/--candidate (else the spec's)."""
+    from abtui.spec import ArmSpec
+
     if getattr(args, "aa", False):
-        spec = _apply_aa(spec, args)
-    elif getattr(args, "factor", None) or getattr(args, "combined", None):
-        spec = _apply_factorial(spec, args)
-    elif args.baseline or args.candidate:
+        return _apply_aa(spec, args)
+    if getattr(args, "factor", None) or getattr(args, "combined", None):
+        return _apply_factorial(spec, args)
+    if args.baseline or args.candidate:
         if not (args.baseline and args.candidate):
             raise UsageError(
                 "give both --baseline URL and --candidate URL",
@@ -325,18 +352,26 @@ def apply_flags(spec, args):  # noqa: C901  (split in issue 36)
             name = "candidate" if len(cands) == 1 else f"candidate{i + 1}"
             arms.append(ArmSpec(name=name, url=url, role="candidate"))
         spec.arms = arms
-    if args.model:
-        for a in spec.arms:
+    return spec
+
+
+def _apply_endpoint(spec, args) -> None:
+    """--model, the TLS flags and --api, for every arm."""
+    for a in spec.arms:
+        if args.model:
             a.model = args.model
-    for a in spec.arms:  # TLS flags apply to every arm
         if args.insecure:
             a.insecure, a.ca_bundle = True, None
         elif args.ca_bundle:
             a.ca_bundle = args.ca_bundle
+        if args.api:
+            a.api = args.api
     if args.api:
         spec.request.api = args.api
-        for a in spec.arms:
-            a.api = args.api
+
+
+def _apply_load(spec, args) -> None:
+    """The flags that set one spec field each, as given."""
     w, ld = spec.workload, spec.load
     for flag, obj, attr in (
         ("requests", w, "requests"),
@@ -350,16 +385,12 @@ def apply_flags(spec, args):  # noqa: C901  (split in issue 36)
         v = getattr(args, flag)
         if v is not None:
             setattr(obj, attr, v)
-    from abtui.cli.workload import apply_run_workload_options
 
-    apply_run_workload_options(spec, args)
-    from abtui.cli.quality import apply_quality_options
 
-    apply_quality_options(spec, args)
-    if args.rate is not None:
-        ld.rate = args.rate
-    if args.concurrency is not None:
-        ld.concurrency = args.concurrency
+def _apply_settings(spec, args) -> None:
+    """SLOs, the request timeout, the store, cost and policy flags."""
+    from abtui.spec import parse_duration, parse_slo_string
+
     if args.slo:
         spec.slo = parse_slo_string(args.slo)
     if args.timeout:
@@ -382,11 +413,6 @@ def apply_flags(spec, args):  # noqa: C901  (split in issue 36)
         spec.policy.primary = args.primary
     if args.noise_floor is not None:
         spec.policy.noise_floor = args.noise_floor
-    if getattr(args, "aa", False):
-        note = _aa_schedule(spec)
-        if note:
-            print(inert(note), file=sys.stderr)
-    return spec
 
 
 def _in_range(field: str, value, flag: str):

@@ -27,14 +27,14 @@ from abtui.client import records as R
 from abtui.client.http1 import ChunkedDecoder, Malformed, parse_head, request_bytes
 from abtui.client.items import Item
 from abtui.client.records import RequestRecord
-from abtui.client.stream import (
-    _MAX_ERROR_BODY,
+from abtui.client.stream import Target
+from abtui.client.stream_state import (
     ERROR_BODY_S,
+    MAX_ERROR_BODY,
     TAIL_S,
-    Target,
-    _fail,
-    _fail_http,
-    _StreamState,
+    StreamState,
+    fail,
+    fail_http,
 )
 from abtui.client.tls import describe
 
@@ -113,7 +113,7 @@ class _Exchange:
         "timer",
     )
 
-    def __init__(self, conn: _Conn, state: _StreamState, err_wait: float = ERROR_BODY_S) -> None:
+    def __init__(self, conn: _Conn, state: StreamState, err_wait: float = ERROR_BODY_S) -> None:
         self.conn = conn
         self.state = state
         self.rec = state.rec
@@ -145,9 +145,9 @@ class _Exchange:
         if self.err_body is not None:  # the status said it failed, whatever the body did after
             if self.timer is not None:
                 self.timer.cancel()
-            _fail_http(rec, self.status, bytes(self.err_body))
+            fail_http(rec, self.status, bytes(self.err_body))
         elif error is not None and rec.status == R.OK:
-            _fail(rec, error[0], error[1])
+            fail(rec, error[0], error[1])
         rec.done_ns = rec.done_ns or t
         if not self.tail:
             self.conn.exchange = None
@@ -244,7 +244,7 @@ class _Exchange:
         if eb is not None:
             if not self.fut.done():
                 eb += piece
-                if len(eb) >= _MAX_ERROR_BODY:  # enough for the message: not read further
+                if len(eb) >= MAX_ERROR_BODY:  # enough for the message: not read further
                     self._finish(t, (R.E_HTTP, "error body capped"))
             return
         st = self.state
@@ -360,6 +360,131 @@ class FastClient:
         conn.close()
         self._all.discard(conn)
 
+    # -- one request ----------------------------------------------------------------------
+    async def stream(
+        self,
+        target: Target,
+        item: Item,
+        body: bytes,
+        rec: RequestRecord,
+        *,
+        store_text: bool = True,
+    ) -> RequestRecord:
+        """Send ``body`` for ``item`` and fill ``rec`` in place as the stream arrives; the same
+        contract as :func:`abtui.client.stream.stream_request` (never raises for endpoint
+        trouble; cancellation marks ``rec`` cancelled and propagates)."""
+        u = urlsplit(target.url)
+        key = pool_key(target)  # connections are pooled per endpoint and TLS settings
+        path = u.path + (f"?{u.query}" if u.query else "")
+        payload = request_bytes(path, u.netloc, target.headers, body)
+        st = StreamState(rec, store_text)
+        conn: _Conn | None = None
+        ex: _Exchange | None = None
+        try:
+            async with asyncio.timeout(target.timeout_s):
+                rec.dispatched_ns = _now()
+                for attempt in (0, 1):
+                    # the retry goes on a new connection: the pool's other idle ones were idle
+                    # as long and are as likely closed (llama-server closes any idle for 5 s;
+                    # seen: 1 request in 256 lost when the retry took a second stale one)
+                    conn = self._acquire_idle(key) if attempt == 0 else None
+                    reused = conn is not None
+                    if conn is None:
+                        conn = await self._connect_for(rec, key, target)
+                        if conn is None:
+                            return rec
+                    ex = _Exchange(conn, st, min(ERROR_BODY_S, target.read_timeout_s))
+                    await self._exchange(conn, ex, payload, target.read_timeout_s)
+                    # a kept-alive connection the server had closed: retry once on a fresh one
+                    stale = reused and not ex.got_bytes and rec.error_class == R.E_DISCONNECTED
+                    if attempt == 0 and stale:
+                        self._release(key, conn, False)
+                        rec.status, rec.error_class = R.OK, None
+                        rec.error_message, rec.done_ns = None, None
+                        st = StreamState(rec, store_text)
+                        continue
+                    break
+            st.check_end()
+        except TimeoutError:
+            if ex is not None:
+                ex.keep_alive = False
+            if ex is not None and ex.err_body is not None:  # out of time in an error body
+                fail_http(rec, ex.status, bytes(ex.err_body))  # (rule 9)
+            else:
+                fail(rec, R.E_TIMEOUT, f"no complete response within {target.timeout_s:g} s")
+        except asyncio.CancelledError:
+            if ex is not None:
+                ex.keep_alive = False
+            fail(rec, R.E_CANCELLED, "cancelled by abtui", status=R.CANCELLED)
+            raise
+        finally:
+            if conn is not None:
+                self._hand_back(key, conn, ex, rec, target)
+            st.finish(item)
+        return rec
+
+    async def _connect_for(self, rec: RequestRecord, key: tuple, target: Target) -> _Conn | None:
+        """A new connection for ``rec``, its time recorded as the connect phase (out of TTFT and
+        E2E, in TTFT (user)); None when it failed (``rec`` says why)."""
+        try:
+            tls = target.tls if key[0] == "https" else None
+            return await self._connect(key, target.connect_timeout_s, tls)
+        except TimeoutError:
+            fail(
+                rec,
+                R.E_TIMEOUT,
+                f"connect to {target.url} timed out after {target.connect_timeout_s:g} s",
+            )
+        except ssl.SSLError as e:
+            fail(rec, R.E_CONNECT, f"cannot connect to {target.url}: TLS failed: {describe(e)}")
+        except OSError as e:
+            fail(rec, R.E_CONNECT, f"cannot connect to {target.url}: {e.strerror or e}")
+        finally:
+            rec.connect_ns = _now() - rec.dispatched_ns
+        return None
+
+    @staticmethod
+    async def _exchange(conn: _Conn, ex: _Exchange, payload: bytes, read_timeout_s: float) -> None:
+        """Send ``payload`` on ``conn`` and wait for ``ex`` to complete; a silence of
+        ``read_timeout_s`` between two reads ends it as a timeout."""
+        loop = asyncio.get_running_loop()
+        conn.exchange = ex
+        conn.used += 1
+        conn.transport.write(payload)
+        watchdog = None
+
+        def check() -> None:
+            nonlocal watchdog
+            if ex.fut.done():
+                return
+            idle = (_now() - ex.last_rx) / 1e9
+            if idle >= read_timeout_s:
+                ex._finish(_now(), (R.E_TIMEOUT, f"no data for {read_timeout_s:g} s"))
+            else:
+                watchdog = loop.call_later(read_timeout_s - idle, check)
+
+        watchdog = loop.call_later(read_timeout_s, check)
+        try:
+            await ex.fut
+        finally:
+            watchdog.cancel()
+
+    def _hand_back(
+        self, key: tuple, conn: _Conn, ex: _Exchange | None, rec: RequestRecord, target: Target
+    ) -> None:
+        """After a request: its connection back to the pool (once the body's end came, when it
+        completed at [DONE]) if it can be reused, else closed."""
+        ok = ex is not None and ex.fut.done() and ex.keep_alive and rec.status == R.OK
+        if ok and ex.tail:  # complete at [DONE]: back to the pool once the body ends
+            ex.park(
+                lambda reusable: self._release(key, conn, reusable),
+                min(TAIL_S, target.read_timeout_s),
+            )
+            return
+        if ex is not None and ex.timer is not None:  # an error body's, if cut short
+            ex.timer.cancel()
+        self._release(key, conn, ok)
+
 
 async def fast_stream_request(
     client: FastClient,
@@ -370,115 +495,6 @@ async def fast_stream_request(
     *,
     store_text: bool = True,
 ) -> RequestRecord:
-    """Same contract as :func:`abtui.client.stream.stream_request`, on the fast path."""
-    u = urlsplit(target.url)
-    scheme = u.scheme
-    key = pool_key(target)  # connections are pooled per endpoint and TLS settings
-    host_hdr = u.netloc
-    path = u.path + (f"?{u.query}" if u.query else "")
-    payload = request_bytes(path, host_hdr, target.headers, body)
-    st = _StreamState(rec, store_text)
-    conn: _Conn | None = None
-    ex: _Exchange | None = None
-    loop = asyncio.get_running_loop()
-    watchdog = None
-    try:
-        async with asyncio.timeout(target.timeout_s):
-            rec.dispatched_ns = _now()
-            for attempt in (0, 1):
-                # the retry goes on a new connection: the pool's other idle ones were idle as long
-                # and are as likely closed (llama-server closes any idle for 5 s; seen: 1 request
-                # in 256 lost when the retry took a second stale one)
-                conn = client._acquire_idle(key) if attempt == 0 else None
-                reused = conn is not None
-                if conn is None:
-                    try:
-                        tls = target.tls if scheme == "https" else None
-                        conn = await client._connect(key, target.connect_timeout_s, tls)
-                    except TimeoutError:
-                        _fail(
-                            rec,
-                            R.E_TIMEOUT,
-                            f"connect to {target.url} timed out after {target.connect_timeout_s:g} s",
-                        )
-                        return rec
-                    except ssl.SSLError as e:
-                        _fail(
-                            rec,
-                            R.E_CONNECT,
-                            f"cannot connect to {target.url}: TLS failed: {describe(e)}",
-                        )
-                        return rec
-                    except OSError as e:
-                        _fail(
-                            rec, R.E_CONNECT, f"cannot connect to {target.url}: {e.strerror or e}"
-                        )
-                        return rec
-                    finally:  # the connect phase: out of TTFT and E2E, in TTFT (user)
-                        rec.connect_ns = _now() - rec.dispatched_ns
-                ex = _Exchange(conn, st, min(ERROR_BODY_S, target.read_timeout_s))
-                conn.exchange = ex
-                conn.used += 1
-                conn.transport.write(payload)
-
-                def check(ex=ex):
-                    nonlocal watchdog
-                    if ex.fut.done():
-                        return
-                    idle = (_now() - ex.last_rx) / 1e9
-                    if idle >= target.read_timeout_s:
-                        ex._finish(
-                            _now(), (R.E_TIMEOUT, f"no data for {target.read_timeout_s:g} s")
-                        )
-                    else:
-                        watchdog = loop.call_later(target.read_timeout_s - idle, check)
-
-                watchdog = loop.call_later(target.read_timeout_s, check)
-                await ex.fut
-                watchdog.cancel()
-                # a kept-alive connection the server had closed: retry once on a fresh one
-                if (
-                    reused
-                    and attempt == 0
-                    and not ex.got_bytes
-                    and rec.error_class == R.E_DISCONNECTED
-                ):
-                    client._release(key, conn, False)
-                    rec.status, rec.error_class, rec.error_message, rec.done_ns = (
-                        R.OK,
-                        None,
-                        None,
-                        None,
-                    )
-                    st = _StreamState(rec, store_text)
-                    continue
-                break
-        st.check_end()
-    except TimeoutError:
-        if ex is not None:
-            ex.keep_alive = False
-        if ex is not None and ex.err_body is not None:  # out of time in an error body (rule 9)
-            _fail_http(rec, ex.status, bytes(ex.err_body))
-        else:
-            _fail(rec, R.E_TIMEOUT, f"no complete response within {target.timeout_s:g} s")
-    except asyncio.CancelledError:
-        if ex is not None:
-            ex.keep_alive = False
-        _fail(rec, R.E_CANCELLED, "cancelled by abtui", status=R.CANCELLED)
-        raise
-    finally:
-        if watchdog is not None:
-            watchdog.cancel()
-        if conn is not None:
-            ok = ex is not None and ex.fut.done() and ex.keep_alive and rec.status == R.OK
-            if ok and ex.tail:  # complete at [DONE]: back to the pool once the body ends
-                ex.park(
-                    lambda reusable: client._release(key, conn, reusable),
-                    min(TAIL_S, target.read_timeout_s),
-                )
-            else:
-                if ex is not None and ex.timer is not None:  # an error body's, if cut short
-                    ex.timer.cancel()
-                client._release(key, conn, ok)
-        st.finish(item)
-    return rec
+    """:meth:`FastClient.stream`, called as :func:`abtui.client.stream.stream_request` is (the
+    load generator sends on either path through one signature)."""
+    return await client.stream(target, item, body, rec, store_text=store_text)

@@ -72,7 +72,7 @@ class RequestRecord:
     timings_note: str | None = None
     # What the client's bounds left out (docs/reliability.md): SSE events over
     # abtui.client.sse.MAX_EVENT_BYTES, dropped unparsed, and their bytes; characters of text
-    # past abtui.client.stream.MAX_TEXT_CHARS, not stored. Counted per arm in the session's
+    # past abtui.client.stream_state.MAX_TEXT_CHARS, not stored. Counted per arm in the session's
     # ``capped`` meta and event, not stored per request.
     cut_events: int = 0
     cut_bytes: int = 0

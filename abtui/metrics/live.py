@@ -137,6 +137,19 @@ class ArmView:
     lag_mean_s: float  # the client's wait before the service: schedule lag + connect phase
 
 
+def service_times(r: RequestRecord) -> tuple[float, float, float] | None:
+    """(TTFT, E2E, TPOT) in seconds of a successful record with token chunks, on the service's
+    view: from the dispatch plus its connect phase (docs/methods.md); TPOT is NaN for one
+    output token. None for any other record."""
+    if r.status != OK or not r.chunk_ns:
+        return None
+    sent = r.dispatched_ns + r.connect_ns  # the service view starts after the connect phase
+    ttft = (r.chunk_ns[0] - sent) / 1e9
+    e2e = (r.chunk_ns[-1] - sent) / 1e9
+    n = r.n_output or 0
+    return ttft, e2e, (e2e - ttft) / (n - 1) if n > 1 else float("nan")
+
+
 @dataclass
 class LiveArm:
     """Running figures of one arm (measured requests only; warm-up is left out)."""
@@ -151,18 +164,17 @@ class LiveArm:
     _n_ok: int = 0
     _t0_ns: int | None = None
 
-    def add(self, r: RequestRecord) -> None:
+    def add(self, r: RequestRecord) -> tuple[float, float, float] | None:
+        """Count a finished record; returns its :func:`service_times` when it counted them."""
         if r.warmup or r.status == CANCELLED:
-            return
+            return None
         if self._t0_ns is None:
             self._t0_ns = r.dispatched_ns
-        if r.status != OK or not r.chunk_ns:
-            return
-        sent = r.dispatched_ns + r.connect_ns  # the service view starts after the connect phase
-        ttft = (r.chunk_ns[0] - sent) / 1e9
-        e2e = (r.chunk_ns[-1] - sent) / 1e9
+        times = service_times(r)
+        if times is None:
+            return None
+        ttft, e2e, tpot = times
         n = r.n_output or 0
-        tpot = (e2e - ttft) / (n - 1) if n > 1 else float("nan")
         self.ttft.add(ttft)
         self.tpot.add(tpot)
         self._n_ok += 1
@@ -173,6 +185,7 @@ class LiveArm:
         good = self._within_slo(ttft, tpot, e2e)
         sec = int(((r.done_ns or r.chunk_ns[-1]) - self._t0_ns) // 1_000_000_000)
         self._bump(sec, n, n if good else 0)
+        return times
 
     def _within_slo(self, ttft: float, tpot: float, e2e: float) -> bool:
         got = {"ttft": ttft, "tpot": tpot, "e2e": e2e}

@@ -1,6 +1,6 @@
 """What the client's bounds left out of a session's responses, per arm: SSE events over
 :data:`abtui.client.sse.MAX_EVENT_BYTES` (dropped as they came, never held) and text past
-:data:`abtui.client.stream.MAX_TEXT_CHARS` a request (not stored). The records carry the counts
+:data:`abtui.client.stream_state.MAX_TEXT_CHARS` a request (not stored). The records carry the counts
 (``RequestRecord.cut_*``); the main process adds them up here as batches arrive and stores them
 at the end: ``meta.capped`` per arm, an ``events`` row and a message for each arm with any."""
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from abtui.client.records import RequestRecord
 from abtui.client.sse import MAX_EVENT_BYTES
-from abtui.client.stream import MAX_TEXT_CHARS
+from abtui.client.stream_state import MAX_TEXT_CHARS
 
 
 class Cuts:

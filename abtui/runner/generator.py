@@ -2,8 +2,9 @@
 
 It never shares a loop (or a process) with the UI or the session writer, so rendering and
 DuckDB writes cannot inflate what it measures. It speaks to the main process through two
-channels only: a result queue (``ready`` / ``batch`` of finished records / ``done`` /
-``fatal``) and a pipe on which it receives the common start time ``t0`` of the schedule.
+channels only: a result queue of :mod:`abtui.runner.messages` (``Ready``, ``Batch`` of finished
+records, ``SegmentDone``, ``Done``, ``Fatal``) and a pipe on which it receives the common start
+time ``t0`` of each segment.
 
 Connections are opened before each ``t0`` (issue 19.1; on the fast client, the default — not on
 the httpx path, :mod:`abtui.client.preconnect` says why): after the warm-up and after each
@@ -17,6 +18,7 @@ the time as its connect phase (``RequestRecord.connect_ns``).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import signal
 import sys
@@ -29,6 +31,15 @@ from abtui.client.items import Item
 from abtui.client.records import RequestRecord
 from abtui.client.redact import Scrubber, redact, secrets_of
 from abtui.client.stream import Target, build_body, make_client, stream_request
+from abtui.runner.messages import (
+    Batch,
+    Connections,
+    Done,
+    Fatal,
+    GeneratorStats,
+    Ready,
+    SegmentDone,
+)
 from abtui.runner.pool import Pace, connections_needed, open_file_limit
 
 _now = time.perf_counter_ns
@@ -110,7 +121,7 @@ def generator_main(plan: ArmPlan, results, start_conn, stop_event) -> None:
             plan = rebuild(plan)
         run_loop(_Generator(plan, results, start_conn, stop_event).run())
     except BaseException as e:  # report, never die silently
-        results.put(("fatal", plan.wid, f"{type(e).__name__}: {e}"))
+        results.put(Fatal(plan.wid, f"{type(e).__name__}: {e}"))
         raise SystemExit(1) from None
 
 
@@ -132,32 +143,27 @@ class _Generator:
         self.shipped = 0  # records handed to the result queue so far (health.Delivery)
         self.pace: Pace | None = None  # how long the warm-up's requests took (abtui.runner.pool)
         self.pool_cap: int | None = None  # what the server serves at once, once a fill showed it
-        self.conn = {
-            "wanted": 0,
-            "opened": 0,
-            "unanswered": 0,
-            "closed": 0,
-            "failed": 0,
-            "late": 0,
-            "seconds": 0.0,
-            "error": None,
-        }
+        self.conn = Connections()
         self._keeper: asyncio.Task | None = None  # a fill while waiting for a t0
 
     # -- plumbing -------------------------------------------------------------
-    def _stats(self) -> dict:
+    def _stats(self, shipped: int | None = None, shipped_ns: int | None = None) -> GeneratorStats:
         cpu = time.process_time()
-        stats = {
-            "cpu_s": cpu,
-            "in_flight": len(self.tasks),
-            "in_flight_max": self.in_flight_max,
-            "lag_max_s": self.lag_max_ns / 1e9,
-            "connections": dict(self.conn),  # opened before the t0s (abtui.client.preconnect)
-        }
+        measure_wall = measure_cpu = None
         if self.t_measure is not None:  # the generator's own CPU while measuring, and the wall
-            stats["measure_wall_s"] = max(0, _now() - self.t_measure[0]) / 1e9
-            stats["measure_cpu_s"] = cpu - self.t_measure[1]
-        return stats
+            measure_wall = max(0, _now() - self.t_measure[0]) / 1e9
+            measure_cpu = cpu - self.t_measure[1]
+        return GeneratorStats(
+            cpu_s=cpu,
+            in_flight=len(self.tasks),
+            in_flight_max=self.in_flight_max,
+            lag_max_s=self.lag_max_ns / 1e9,
+            connections=dataclasses.replace(self.conn),  # a copy: the counters go on
+            measure_wall_s=measure_wall,
+            measure_cpu_s=measure_cpu,
+            shipped=shipped,
+            shipped_ns=shipped_ns,
+        )
 
     def _ship(self) -> None:
         """Hand the finished records to the result queue. ``put`` never blocks: a feeder thread
@@ -167,9 +173,8 @@ class _Generator:
         (:class:`abtui.runner.health.Delivery`)."""
         if self.outbox:
             self.shipped += len(self.outbox)
-            stats = self._stats()
-            stats["shipped"], stats["shipped_ns"] = self.shipped, _now()
-            self.results.put(("batch", self.plan.wid, self.outbox, stats))
+            stats = self._stats(self.shipped, _now())
+            self.results.put(Batch(self.plan.wid, self.outbox, stats))
             self.outbox = []
 
     async def _pump(self) -> None:
@@ -225,14 +230,14 @@ class _Generator:
                 await self._warmup()
                 self._ship()
                 await self._fill_for(0)
-                self.results.put(("ready", plan.wid, self._stats()))
+                self.results.put(Ready(plan.wid, self._stats()))
                 await self._segments()
                 if self.tasks:
                     await asyncio.gather(*self.tasks, return_exceptions=True)
             finally:
                 pump.cancel()
                 self._ship()
-        self.results.put(("done", plan.wid, self._stats()))
+        self.results.put(Done(plan.wid, self._stats()))
 
     async def _warmup(self) -> None:
         plan = self.plan
@@ -263,12 +268,7 @@ class _Generator:
         if n <= 0 or self.stopping:
             return
         f = await preconnect.fill(self.client, self.plan.target, n, until_ns=until_ns)
-        c = self.conn
-        c["wanted"] = max(c["wanted"], n)
-        for k in ("opened", "unanswered", "closed", "failed", "late"):
-            c[k] += getattr(f, k)
-        c["seconds"] += f.seconds
-        c["error"] = c["error"] or f.error
+        self.conn.add(n, f)
         if f.unanswered or f.closed:  # the server serves no more at once: keep to that
             self.pool_cap = f.ready  # (a failed connect may pass: it is tried again next time)
 
@@ -308,7 +308,7 @@ class _Generator:
                     await asyncio.gather(*self.tasks, return_exceptions=True)
             self._ship()
             await self._fill_for(k + 1)  # the next one's connections, before reporting done
-            self.results.put(("segment_done", plan.wid, k, self._stats()))
+            self.results.put(SegmentDone(plan.wid, k, self._stats()))
 
     def _record(self, item: Item, sched: int) -> RequestRecord:
         seg = self.seg

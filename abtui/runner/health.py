@@ -23,6 +23,7 @@ import collections
 
 from abtui.metrics.summary import LAG_MAX_LIMIT_S, LAG_P99_LIMIT_S
 from abtui.runner.machine import machine_words
+from abtui.runner.messages import GeneratorStats
 from abtui.stats.decide import DELTA_CENTRAL
 from abtui.stats.lagguard import LOAD_GAP_FRACTION, load_kept, load_words
 
@@ -32,7 +33,7 @@ RECENT_S = 3.0  # the live header's backlog: the worst batch read in this window
 
 
 class Delivery:
-    """Per generator process, from the ``batch`` messages the main process reads: the most
+    """Per generator process, from the ``Batch`` messages the main process reads: the most
     seconds a batch waited between being shipped and being read (``behind_max_s``), and the
     most records that were waiting at once (``waiting_max``: shipped but not yet read, counted
     at each batch's ship time from the main process's own history of reads).
@@ -50,10 +51,10 @@ class Delivery:
         self._w: dict[int, dict] = {}
         self.since_ns = since_ns
 
-    def on_batch(self, wid: int, n: int, stats: dict, now_ns: int) -> None:
-        shipped, ship_ns = stats.get("shipped"), stats.get("shipped_ns")
-        if not isinstance(shipped, int) or not isinstance(ship_ns, int):
-            return  # a generator that does not stamp its batches
+    def on_batch(self, wid: int, n: int, stats: GeneratorStats | None, now_ns: int) -> None:
+        if stats is None or stats.shipped is None or stats.shipped_ns is None:
+            return  # a batch not stamped by its generator (a lost node's, written by the driver)
+        shipped, ship_ns = stats.shipped, stats.shipped_ns
         w = self._w.setdefault(
             wid,
             {

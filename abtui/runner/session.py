@@ -30,9 +30,19 @@ from abtui.quality.run import run_for_session as run_quality
 from abtui.runner.cuts import Cuts
 from abtui.runner.endpoints import resolve_targets
 from abtui.runner.generator import ArmPlan
-from abtui.runner.health import Delivery
+from abtui.runner.health import Delivery, generator_health, per_arm
 from abtui.runner.launch import start_fleet, start_local
 from abtui.runner.machine import MachineLoad
+from abtui.runner.messages import (
+    Batch,
+    Done,
+    Fatal,
+    GeneratorStats,
+    Lost,
+    Message,
+    Ready,
+    SegmentDone,
+)
 from abtui.runner.observer import (
     ArmProgress,
     NullObserver,
@@ -81,8 +91,6 @@ def _mark_health(
     machine=None,
 ) -> None:
     """Store the generators' health; mark the session degraded (loudly) when they lagged."""
-    from abtui.runner.health import generator_health, per_arm
-
     writer.flush()
     if delivery is not None:  # how far behind this process read their records
         stats = delivery.into(stats)
@@ -144,14 +152,15 @@ class _Live:
         self._tpot = [collections.deque(maxlen=256) for _ in names]
         self.cuts = Cuts(len(names))  # what the client's bounds left out
 
-    def add(self, arm: int, recs: list[RequestRecord], stats: dict) -> None:
+    def add(self, arm: int, recs: list[RequestRecord], stats: GeneratorStats | None = None) -> None:
         p = self.arms[arm]
         self.cuts.add(arm, recs)
-        p.in_flight = stats.get("in_flight", p.in_flight)
-        p.generator_cpu_s = stats.get("cpu_s", p.generator_cpu_s)
-        p.schedule_lag_max_s = max(p.schedule_lag_max_s, stats.get("lag_max_s", 0.0))
+        if stats:
+            p.in_flight = stats.in_flight
+            p.generator_cpu_s = stats.cpu_s
+            p.schedule_lag_max_s = max(p.schedule_lag_max_s, stats.lag_max_s)
         for r in recs:
-            p.live.add(r)
+            times = p.live.add(r)  # the service view's TTFT, E2E, TPOT (abtui.metrics.live)
             if r.warmup:
                 p.warmup_done += 1
                 continue
@@ -159,13 +168,10 @@ class _Live:
             if r.status == R.OK:
                 p.ok += 1
                 p.output_tokens += r.n_output or 0
-                if r.chunk_ns:
-                    sent = r.dispatched_ns + r.connect_ns  # the service view starts here
-                    ttft = (r.chunk_ns[0] - sent) / 1e9
-                    self._ttft[arm].append(ttft)
+                if times is not None:
+                    self._ttft[arm].append(times[0])
                     if (r.n_output or 0) > 1:
-                        e2e = (r.chunk_ns[-1] - sent) / 1e9
-                        self._tpot[arm].append((e2e - ttft) / (r.n_output - 1))
+                        self._tpot[arm].append(times[2])
             elif r.status == R.CANCELLED:
                 p.cancelled += 1
             else:
@@ -177,99 +183,168 @@ class _Live:
             p.recent_tpot_p50_s = float(np.median(self._tpot[arm]))
 
 
-def _host_fingerprint() -> dict:
-    import os
-    import platform
-    import socket
-    from importlib import metadata
+class _Interrupts:
+    """Ctrl-C and SIGTERM while a session runs (and the UI's stop request, which acts as the
+    first): the first stops the generators gently (they cancel what is in flight and the
+    session keeps what was measured), the second terminates them. The handlers are installed
+    for the ``with`` block (main thread only: a UI's worker thread cannot install them and
+    uses ``stop_request``) and the previous ones restored after it."""
 
-    from abtui.hardware.host import cpu_model
+    def __init__(self, stop_request: threading.Event | None, procs: list) -> None:
+        self.count = 0
+        self.stop_request = stop_request
+        self.procs = procs  # the generators' handles, filled when they start
+        self.stop = None  # the generators' stop event, once they exist
+        self._old: dict = {}
 
-    def ver(pkg: str) -> str | None:
-        try:
-            return metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            return None
+    def __enter__(self) -> _Interrupts:
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._old[sig] = signal.signal(sig, self._on_signal)
+        return self
 
-    return {
-        "hostname": socket.gethostname(),
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "cpus": os.cpu_count(),
-        "cpu": cpu_model(),
-        "versions": {p: ver(p) for p in ("abtui", "httpx", "duckdb", "numpy", "scipy")},
-    }
+    def __exit__(self, *exc) -> None:
+        for sig, h in self._old.items():
+            signal.signal(sig, h)
+        self._old.clear()
+
+    def _on_signal(self, signum, frame) -> None:  # noqa: ARG002
+        self.request()
+
+    def request(self) -> None:
+        self.count += 1
+        if self.stop is not None:
+            self.stop.set()
+        if self.count >= 2:  # second Ctrl-C: stop now
+            for p in self.procs:
+                if p.is_alive():
+                    p.terminate()
+
+    @property
+    def requested(self) -> bool:
+        """A stop was asked for (a signal, or the UI's stop request, seen or not yet)."""
+        return self.count > 0 or (self.stop_request is not None and self.stop_request.is_set())
+
+    def poll(self) -> None:
+        """The UI's stop request counts as the first signal."""
+        if self.count == 0 and self.stop_request is not None and self.stop_request.is_set():
+            self.request()
 
 
-def run_session(  # noqa: C901  (split in issue 36)
-    spec: Spec,
-    spec_text: str = "",
-    observer: Observer | None = None,
-    *,
-    overwrite: bool = False,
-    generator_cpus: list[int] | None = None,
-    items: list[Item] | None = None,
-    stop_request: threading.Event | None = None,
-) -> SessionResult:
-    """Run ``spec`` (already validated) to the end, or until Ctrl-C / SIGTERM.
+class SessionRun:
+    """One session, phase by phase (:meth:`run` calls them in order):
+
+    1. :meth:`_header`: the session file's meta and arms;
+    2. :meth:`_workload`: the items streamed into the file, the schedule and its segments;
+    3. :meth:`_launch`: telemetry, the generators (local processes or Ray actors), the
+       interleaved quality items;
+    4. :meth:`_loop`: read the generators' :mod:`~abtui.runner.messages` (one handler per type),
+       start each segment on its ``t0``, store, report progress, until every generator ended;
+    5. :meth:`_finish`: segments closed, cuts, health and connections stored, quality after the
+       load, the status;
+
+    and :meth:`_close`, whatever happened: generators stopped, telemetry and file closed.
+    Making one creates the session file: :func:`run_session` makes it and runs it at once.
 
     ``items``: a workload built by the caller (``abtui demo``), sent to every arm instead of
     the spec's synthetic one; ``spec.workload.requests`` should be its length.
     ``stop_request``: set it to stop as Ctrl-C does (a UI running this in a thread, where
     signal handlers cannot be installed)."""
-    # local generators make their items themselves from the spec (abtui.runner.schedule): the
-    # main process streams them into the file and keeps them light; not the caller's items (the
-    # demo) nor Ray actors, whose machines may not hold the workload file
-    rebuild = items is None and not spec.ray.address
-    start_spec = recipe_spec(spec) if rebuild else None
-    # the workload file's errors first (a bad line, a number out of range), then the endpoints',
-    # both before any session file is written or any request sent
-    sources = level_sources(spec, items)
-    targets = resolve_targets(spec)
-    # the spec's secrets and the keys from the environment: nothing written or shown has them
-    headers = {f"{i}": v for i, t in enumerate(targets) for v in t.headers.values()}
-    urls = [a.url for a in spec.arms] + [a.metrics_url for a in spec.arms]
-    scrubber = Scrubber(secrets_of(headers, urls, [spec.to_dict()]))
-    obs = ScrubbingObserver(observer or NullObserver(), scrubber)
-    name, path = session_path(spec)
-    total = sum(len(src) for _, _, src in sources)
-    spec.workload.requests = total  # a file's items: the count the summary shows
-    mode = "open" if open_loop(spec) else "closed"
 
-    writer = SessionWriter(path, overwrite=overwrite, scrubber=scrubber)
-    status = "failed"
-    procs: list = []
-    old_handlers: dict = {}
-    ld = spec.load
-    planned = ld.runs * total  # every arm plays every item once a run (alternate: block by block)
-    live = _Live([a.name for a in spec.arms], planned, spec.slo)
-    t_start = _now()
-    phase = "warmup"
-    hub = None  # background telemetry (server /metrics, local GPUs)
-    qi = None  # quality items sent during the load (quality.mode = "interleaved")
-    conductor: Conductor | None = None  # starts the segments; knows which one is playing
-    fleet = None  # the generators' Ray actors (--ray)
+    def __init__(
+        self,
+        spec: Spec,
+        spec_text: str = "",
+        observer: Observer | None = None,
+        *,
+        overwrite: bool = False,
+        generator_cpus: list[int] | None = None,
+        items: list[Item] | None = None,
+        stop_request: threading.Event | None = None,
+    ) -> None:
+        self.spec, self.spec_text, self.generator_cpus = spec, spec_text, generator_cpus
+        # local generators make their items themselves from the spec (abtui.runner.schedule):
+        # the main process streams them into the file and keeps them light; not the caller's
+        # items (the demo) nor Ray actors, whose machines may not hold the workload file
+        self.rebuild = items is None and not spec.ray.address
+        # the spec as the generators rebuild from it: before anything below changes it
+        self.start_spec = recipe_spec(spec) if self.rebuild else None
+        # the workload file's errors first (a bad line, a number out of range), then the
+        # endpoints', both before any session file is written or any request sent
+        self.sources = level_sources(spec, items)
+        self.targets = resolve_targets(spec)
+        # the spec's secrets and the keys from the environment: nothing written or shown has them
+        headers = {f"{i}": v for i, t in enumerate(self.targets) for v in t.headers.values()}
+        urls = [a.url for a in spec.arms] + [a.metrics_url for a in spec.arms]
+        scrubber = Scrubber(secrets_of(headers, urls, [spec.to_dict()]))
+        self.obs = ScrubbingObserver(observer or NullObserver(), scrubber)
+        self.name, self.path = session_path(spec)
+        total = sum(len(src) for _, _, src in self.sources)
+        spec.workload.requests = total  # a file's items: the count the summary shows
+        self.names = [a.name for a in spec.arms]
+        # every arm plays every item once a run (alternate: block by block)
+        self.planned = spec.load.runs * total
+        self.writer = SessionWriter(self.path, overwrite=overwrite, scrubber=scrubber)
+        self.status = "failed"
+        self.live = _Live(self.names, self.planned, spec.slo)
+        self.t_start = _now()
+        self.phase = "warmup"
+        self.procs: list = []  # the generators' process handles
+        self.interrupts = _Interrupts(stop_request, self.procs)
+        self.hub = None  # background telemetry (server /metrics, local GPUs)
+        self.qi = None  # quality items sent during the load (quality.mode = "interleaved")
+        self.conductor: Conductor | None = None  # starts the segments; knows which one plays
+        self.fleet = None  # the generators' Ray actors (--ray)
+        self.ready: set[int] = set()
+        self.done: set[int] = set()
+        self.fatal: dict[int, str] = {}
+        self.gen_stats: dict[int, GeneratorStats] = {}
 
-    def snap() -> Snapshot:
-        seg = conductor.position() if conductor is not None else None
+    def snap(self) -> Snapshot:
+        seg = self.conductor.position() if self.conductor is not None else None
         return Snapshot(
-            elapsed_s=(_now() - t_start) / 1e9, arms=live.arms, phase=phase, segment=seg
+            elapsed_s=(_now() - self.t_start) / 1e9,
+            arms=self.live.arms,
+            phase=self.phase,
+            segment=seg,
         )
 
-    try:
-        writer.write_meta(
-            session_name=name,
-            spec_text=spec_text,
+    def _result(self) -> SessionResult:
+        return SessionResult(
+            path=self.path, name=self.name, status=self.status, snapshot=self.snap()
+        )
+
+    def run(self) -> SessionResult:
+        try:
+            self._header()
+            with self.interrupts:
+                if not self._workload():
+                    return self._result()
+                self._launch()
+                self._loop()
+                self._finish()
+                return self._result()
+        except StoreWriteError:  # the writer marked the file write_failed and closed it
+            self.status = WRITE_FAILED
+            raise
+        finally:
+            self._close()
+
+    # -- 1. header ------------------------------------------------------------------------
+    def _header(self) -> None:
+        spec = self.spec
+        self.writer.write_meta(
+            session_name=self.name,
+            spec_text=self.spec_text,
             spec=spec.to_dict(),
-            host=_host_fingerprint(),
-            mode=ld.schedule,
+            mode=spec.load.schedule,
             load=describe_load(spec),
             levels=[
                 {"level": k, "rate": rate, "concurrency": conc, "requests": len(src)}
-                for k, (rate, conc, src) in enumerate(sources)
+                for k, (rate, conc, src) in enumerate(self.sources)
             ],
         )
-        writer.write_arms(
+        self.writer.write_arms(
             [
                 {
                     "arm": i,
@@ -287,225 +362,288 @@ def run_session(  # noqa: C901  (split in issue 36)
                         "ca_bundle": a.ca_bundle,
                     },
                 }
-                for i, (a, t) in enumerate(zip(spec.arms, targets, strict=True))
+                for i, (a, t) in enumerate(zip(spec.arms, self.targets, strict=True))
             ]
         )
-        interrupted = {"n": 0}
-        stop = None  # the generators' stop event, once they exist
 
-        def on_signal(signum, frame):  # noqa: ARG001
-            interrupted["n"] += 1
-            if stop is not None:
-                stop.set()
-            if interrupted["n"] >= 2:  # second Ctrl-C: stop now
-                for p in procs:
-                    if p.is_alive():
-                        p.terminate()
-
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                old_handlers[sig] = signal.signal(sig, on_signal)
-        context = ContextCheck(targets, [a.name for a in spec.arms])
+    # -- 2. workload ----------------------------------------------------------------------
+    def _workload(self) -> bool:
+        """Stream the items into the file and plan the segments; False when a stop came first
+        (nothing was sent, the file keeps the items written so far)."""
+        spec, writer = self.spec, self.writer
+        context = ContextCheck(self.targets, self.names)
 
         def sink(batch: list[Item], warmup: bool) -> None:
-            if interrupted["n"] or (stop_request is not None and stop_request.is_set()):
+            if self.interrupts.requested:
                 raise _StoppedEarly  # Ctrl-C while the workload is written: nothing sent yet
             writer.write_items(batch)
             if not warmup:
                 context.add(batch)
 
         try:
-            sch = session_schedule(spec, sources, sink=sink, light=rebuild)
+            self.schedule = session_schedule(spec, self.sources, sink=sink, light=self.rebuild)
         except _StoppedEarly:
-            status = "interrupted"
+            self.status = "interrupted"
             writer.event("interrupted", "stop requested while the workload was being written")
-            obs.message(
+            self.obs.message(
                 "stopped before any request was sent; the session file keeps the "
                 "items written so far"
             )
-            return SessionResult(path=path, name=name, status=status, snapshot=snap())
-        del sources  # every item is in the file now
-        levels, warm = sch.levels, sch.warm
-        segments = segments_of(spec, levels, len(spec.arms))
-        obs.started(
+            return False
+        self.sources = None  # every item is in the file now
+        self.segments = segments_of(spec, self.schedule.levels, len(spec.arms))
+        self.obs.started(
             RunInfo(
-                session_name=name,
-                session_path=str(path),
-                arm_names=[a.name for a in spec.arms],
+                session_name=self.name,
+                session_path=str(self.path),
+                arm_names=self.names,
                 arm_urls=[a.url for a in spec.arms],
-                arm_models=[t.model for t in targets],
-                planned_per_arm=planned,
+                arm_models=[t.model for t in self.targets],
+                planned_per_arm=self.planned,
                 load=describe_load(spec),
                 delta=spec.policy.delta,
                 delta_tail=spec.policy.delta_tail,
             )
         )
-        context.report(writer, obs)
-        hub = telemetry.start_for_session(spec, writer, obs.message)
+        context.report(writer, self.obs)
+        return True
 
-        n_gen = spec.load.generators  # generators per arm, each every n-th item of the schedule
-        worker_arm = [i for i in range(len(targets)) for _ in range(n_gen)]
-        plans = [
+    # -- 3. launch ------------------------------------------------------------------------
+    def _plans(self) -> list[ArmPlan]:
+        """One plan per generator: ``spec.load.generators`` per arm, each every n-th item."""
+        spec, sch, cpus = self.spec, self.schedule, self.generator_cpus
+        n_gen = spec.load.generators
+        concurrency = max((lv.concurrency or 0 for lv in sch.levels), default=0) or None
+        return [
             ArmPlan(
                 arm=i,
-                target=targets[i],
+                target=self.targets[i],
                 items=[],
-                warmup_items=warm,
-                mode=mode,
-                concurrency=max((lv.concurrency or 0 for lv in levels), default=0) or None,
+                warmup_items=sch.warm,
+                mode="open" if open_loop(spec) else "closed",
+                concurrency=concurrency,
                 store_text=spec.store.text,
                 http=spec.request.http,
-                cpu=generator_cpus[w % len(generator_cpus)] if generator_cpus else None,
-                segments=None if rebuild else shard(segments, w % n_gen, n_gen),
+                cpu=cpus[w % len(cpus)] if cpus else None,
+                segments=None if self.rebuild else shard(self.segments, w % n_gen, n_gen),
                 worker=w,
-                recipe=Recipe(start_spec, len(spec.arms), w % n_gen, n_gen, sch.fingerprint)
-                if rebuild
+                recipe=Recipe(self.start_spec, len(spec.arms), w % n_gen, n_gen, sch.fingerprint)
+                if self.rebuild
                 else None,
             )
-            for w, i in enumerate(worker_arm)
+            for w, i in enumerate(self.worker_arm)
         ]
+
+    def _launch(self) -> None:
+        spec, writer = self.spec, self.writer
+        self.hub = telemetry.start_for_session(spec, writer, self.obs.message)
+        n_gen = spec.load.generators
+        self.worker_arm = [i for i in range(len(self.targets)) for _ in range(n_gen)]
+        plans = self._plans()
         if spec.ray.address:  # actors on a Ray cluster (abtui.runner.ray); else local processes
-            fleet = start_fleet(spec, plans, writer, obs)
-            results, pipes, stop, procs = fleet.handles
+            self.fleet = start_fleet(spec, plans, writer, self.obs)
+            self.results, self.pipes, stop, procs = self.fleet.handles
+            self.procs.extend(procs)
         else:
-            results, pipes, stop = start_local(spec, plans, procs)
-
-        qi = interleave.prepare(
-            spec, targets, segments, writer, obs, stop=lambda: interrupted["n"] > 0
-        )
-
-        n = len(procs)  # generator processes (workers)
-        ready: set[int] = set()
-        done: set[int] = set()
-        fatal: dict[int, str] = {}
-        gen_stats: dict[int, dict] = {}
-        conductor = Conductor(
-            segments,
-            [a.name for a in spec.arms],
+            self.results, self.pipes, stop = start_local(spec, plans, self.procs)
+        self.interrupts.stop = stop
+        self.qi = interleave.prepare(
+            spec,
+            self.targets,
+            self.segments,
             writer,
-            START_DELAY_S if fleet is None else RAY_START_DELAY_S,
+            self.obs,
+            stop=lambda: self.interrupts.count > 0,
         )
-        delivery = Delivery(since_ns=_now())  # reading starts now (below)
-        machine = MachineLoad()  # what the machine does while measuring
-        t_ready_deadline = time.monotonic() + READY_TIMEOUT_S
+        self.conductor = Conductor(
+            self.segments,
+            self.names,
+            writer,
+            START_DELAY_S if self.fleet is None else RAY_START_DELAY_S,
+        )
+        self.delivery = Delivery(since_ns=_now())  # reading starts now (the loop)
+        self.machine = MachineLoad()  # what the machine does while measuring
+
+    # -- 4. the message loop --------------------------------------------------------------
+    def _loop(self) -> None:
+        n = len(self.procs)
+        ready_deadline = time.monotonic() + READY_TIMEOUT_S
         last_progress = 0.0
-        while len(done) < n:
+        while len(self.done) < n:
             try:
-                msg = results.get(timeout=0.1)
+                msg = self.results.get(timeout=0.1)
             except queue_mod.Empty:
                 msg = None
             if msg is not None:
-                kind, wid = msg[0], msg[1]
-                arm = worker_arm[wid]
-                if kind == "batch":
-                    delivery.on_batch(wid, len(msg[2]), msg[3], _now())
-                    writer.add_records(msg[2], store_text=spec.store.text)
-                    live.add(arm, msg[2], msg[3])
-                elif kind == "ready":
-                    ready.add(wid)
-                elif kind == "segment_done":
-                    conductor.on_segment_done(wid, msg[2])
-                    live.add(arm, [], msg[3])
-                    gen_stats[wid] = msg[3]
-                elif kind == "done":
-                    done.add(wid)
-                    gen_stats[wid] = msg[2]
-                    if all(w in done for w, a in enumerate(worker_arm) if a == arm):
-                        live.arms[arm].finished = True
-                        live.arms[arm].in_flight = 0
-                        obs.arm_finished(arm, live.arms[arm])
-                elif kind == "lost":  # a Ray node died under it (abtui.runner.ray.fleet)
-                    done.add(wid)
-                    writer.event("generator_lost", msg[2], arm=arm)
-                    writer.write_meta(ray=fleet.meta())
-                    obs.message(f"LOST: {msg[2]}")
-                elif kind == "fatal":
-                    fatal[wid] = msg[2]
-                    done.add(wid)
-                    writer.event("generator_failed", msg[2], arm=arm)
-                    obs.message(f"load generator of {spec.arms[arm].name} failed: {msg[2]}")
-            if not interrupted["n"] and conductor.due(ready, done, n):
-                conductor.start_next(pipes, ready, done, _now())
-                machine.start()
-                if qi is not None and not qi.started and conductor.log:
-                    qi.start(conductor.log[0]["t0_ns"])
-                phase = "measuring"
-            if not conductor.started and time.monotonic() > t_ready_deadline:
-                stop.set()
-                writer.event("warmup_timeout", f"warm-up did not finish in {READY_TIMEOUT_S:g} s")
-                obs.message(f"warm-up did not finish within {READY_TIMEOUT_S:g} s; stopping")
+                self._handle(msg)
+            self._start_segment(n)
+            if not self.conductor.started and time.monotonic() > ready_deadline:
+                self._warmup_timed_out()
             if msg is None:
-                # a generator that died without a word (killed): don't wait for it forever
-                for i, p in enumerate(procs):
-                    if i not in done and not p.is_alive() and results.empty():
-                        done.add(i)
-                        fatal.setdefault(i, f"exited with code {p.exitcode}")
-                        writer.event("generator_died", f"exit code {p.exitcode}", arm=worker_arm[i])
-            if stop_request is not None and stop_request.is_set() and not interrupted["n"]:
-                on_signal(None, None)
-            if interrupted["n"] and phase != "stopping":
-                phase = "stopping"
-                writer.event("interrupted", "stop requested (signal)")
-                obs.message("stopping: cancelling in-flight requests, keeping what was measured")
-            telemetry.drain_into(hub, writer, live.arms)
-            if qi is not None:
-                qi.store(writer)
-            writer.maybe_flush()
+                self._reap_silent()
+            self._check_stop()
+            telemetry.drain_into(self.hub, self.writer, self.live.arms)
+            if self.qi is not None:
+                self.qi.store(self.writer)
+            self.writer.maybe_flush()
             t = time.monotonic()
             if t - last_progress >= PROGRESS_INTERVAL_S:
                 last_progress = t
-                behind = delivery.current(worker_arm, _now())  # the live header's backlog
-                for i, ap in enumerate(live.arms):
-                    ap.reading_behind_s, ap.records_waiting = behind.get(i, (0.0, 0))
-                obs.progress(snap())
-        conductor.close(_now())
-        live.cuts.store(writer, [a.name for a in spec.arms], obs)
-        if fleet is not None:
-            fleet.resync()
-            writer.write_meta(ray=fleet.meta())
-        _mark_health(
-            writer, [a.name for a in spec.arms], gen_stats, worker_arm, obs, delivery, machine
-        )
-        writer.write_meta(
-            connections=per_arm_connections(gen_stats, worker_arm, [a.name for a in spec.arms])
-        )
-        for p in procs:
+                self._progress()
+
+    def _handle(self, msg: Message) -> None:
+        match msg:
+            case Batch():
+                self._on_batch(msg)
+            case Ready():
+                self.ready.add(msg.wid)
+            case SegmentDone():
+                self._on_segment_done(msg)
+            case Done():
+                self._on_done(msg)
+            case Lost():
+                self._on_lost(msg)
+            case Fatal():
+                self._on_fatal(msg)
+
+    def _on_batch(self, msg: Batch) -> None:
+        self.delivery.on_batch(msg.wid, len(msg.records), msg.stats, _now())
+        self.writer.add_records(msg.records, store_text=self.spec.store.text)
+        self.live.add(self.worker_arm[msg.wid], msg.records, msg.stats)
+
+    def _on_segment_done(self, msg: SegmentDone) -> None:
+        self.conductor.on_segment_done(msg.wid, msg.segment)
+        self.live.add(self.worker_arm[msg.wid], [], msg.stats)
+        self.gen_stats[msg.wid] = msg.stats
+
+    def _on_done(self, msg: Done) -> None:
+        self.done.add(msg.wid)
+        self.gen_stats[msg.wid] = msg.stats
+        arm = self.worker_arm[msg.wid]
+        if all(w in self.done for w, a in enumerate(self.worker_arm) if a == arm):
+            p = self.live.arms[arm]
+            p.finished = True
+            p.in_flight = 0
+            self.obs.arm_finished(arm, p)
+
+    def _on_lost(self, msg: Lost) -> None:  # a Ray node died under it (abtui.runner.ray.fleet)
+        self.done.add(msg.wid)
+        self.writer.event("generator_lost", msg.why, arm=self.worker_arm[msg.wid])
+        self.writer.write_meta(ray=self.fleet.meta())
+        self.obs.message(f"LOST: {msg.why}")
+
+    def _on_fatal(self, msg: Fatal) -> None:
+        arm = self.worker_arm[msg.wid]
+        self.fatal[msg.wid] = msg.error
+        self.done.add(msg.wid)
+        self.writer.event("generator_failed", msg.error, arm=arm)
+        self.obs.message(f"load generator of {self.spec.arms[arm].name} failed: {msg.error}")
+
+    def _start_segment(self, n: int) -> None:
+        """Send the next segment's ``t0`` once every generator is ready for it."""
+        conductor = self.conductor
+        if self.interrupts.count or not conductor.due(self.ready, self.done, n):
+            return
+        conductor.start_next(self.pipes, self.ready, self.done, _now())
+        self.machine.start()
+        if self.qi is not None and not self.qi.started and conductor.log:
+            self.qi.start(conductor.log[0]["t0_ns"])
+        self.phase = "measuring"
+
+    def _warmup_timed_out(self) -> None:
+        self.interrupts.stop.set()
+        self.writer.event("warmup_timeout", f"warm-up did not finish in {READY_TIMEOUT_S:g} s")
+        self.obs.message(f"warm-up did not finish within {READY_TIMEOUT_S:g} s; stopping")
+
+    def _reap_silent(self) -> None:
+        """A generator that died without a word (killed): don't wait for it forever."""
+        for i, p in enumerate(self.procs):
+            if i not in self.done and not p.is_alive() and self.results.empty():
+                self.done.add(i)
+                self.fatal.setdefault(i, f"exited with code {p.exitcode}")
+                self.writer.event(
+                    "generator_died", f"exit code {p.exitcode}", arm=self.worker_arm[i]
+                )
+
+    def _check_stop(self) -> None:
+        self.interrupts.poll()
+        if self.interrupts.count and self.phase != "stopping":
+            self.phase = "stopping"
+            self.writer.event("interrupted", "stop requested (signal)")
+            self.obs.message("stopping: cancelling in-flight requests, keeping what was measured")
+
+    def _progress(self) -> None:
+        behind = self.delivery.current(self.worker_arm, _now())  # the live header's backlog
+        for i, ap in enumerate(self.live.arms):
+            ap.reading_behind_s, ap.records_waiting = behind.get(i, (0.0, 0))
+        self.obs.progress(self.snap())
+
+    # -- 5. finish ------------------------------------------------------------------------
+    def _finish(self) -> None:
+        spec, writer, obs = self.spec, self.writer, self.obs
+        self.conductor.close(_now())
+        self.live.cuts.store(writer, self.names, obs)
+        if self.fleet is not None:
+            self.fleet.resync()
+            writer.write_meta(ray=self.fleet.meta())
+        stats = {w: st.to_dict() for w, st in self.gen_stats.items()}
+        _mark_health(writer, self.names, stats, self.worker_arm, obs, self.delivery, self.machine)
+        writer.write_meta(connections=per_arm_connections(stats, self.worker_arm, self.names))
+        for p in self.procs:
             p.join(timeout=5)
-        if qi is not None:  # the rest of the interleaved items; rows answered are kept on a stop
-            if fatal:
-                qi.close()
-            phase = "quality"
-            obs.progress(snap())
-            qi.finish(writer, conductor.log[-1].get("end_ns") if conductor.log else None)
-        elif spec.quality.enabled and not interrupted["n"] and not fatal:
-            phase = "quality"  # after the load test, never timed with it (abtui.quality.run)
-            obs.progress(snap())
-            run_quality(spec, targets, writer, obs, stop=lambda: interrupted["n"] > 0)
-        if interrupted["n"]:
-            status = "interrupted"
-        elif fatal:
-            status = "failed"
+        if self.qi is not None:  # the rest of the interleaved items; rows answered are kept
+            if self.fatal:
+                self.qi.close()
+            self.phase = "quality"
+            obs.progress(self.snap())
+            log = self.conductor.log
+            self.qi.finish(writer, log[-1].get("end_ns") if log else None)
+        elif spec.quality.enabled and not self.interrupts.count and not self.fatal:
+            self.phase = "quality"  # after the load test, never timed with it (abtui.quality.run)
+            obs.progress(self.snap())
+            run_quality(spec, self.targets, writer, obs, stop=lambda: self.interrupts.count > 0)
+        if self.interrupts.count:
+            self.status = "interrupted"
+        elif self.fatal:
+            self.status = "failed"
         else:
-            status = "complete"
-        phase = "done"
-        return SessionResult(path=path, name=name, status=status, snapshot=snap())
-    except StoreWriteError:  # the writer marked the file write_failed and closed it
-        status = WRITE_FAILED
-        raise
-    finally:
-        for sig, h in old_handlers.items():
-            signal.signal(sig, h)
-        for p in procs:
+            self.status = "complete"
+        self.phase = "done"
+
+    def _close(self) -> None:
+        """Whatever happened: the generators stopped, telemetry and the file closed."""
+        for p in self.procs:
             if p.is_alive():
                 p.terminate()
                 p.join(timeout=2)
-        if fleet is not None:
-            fleet.close()
-        if qi is not None:
-            qi.close()
-        if writer.closed:  # a write failed: nothing more goes into the file
-            telemetry.finish(hub, None)
-        else:
-            telemetry.finish(hub, writer)
-        writer.close(status=status)
-        obs.finished(snap(), status)
+        if self.fleet is not None:
+            self.fleet.close()
+        if self.qi is not None:
+            self.qi.close()
+        writer = self.writer
+        telemetry.finish(self.hub, None if writer.closed else writer)  # closed: a write failed
+        writer.close(status=self.status)
+        self.obs.finished(self.snap(), self.status)
+
+
+def run_session(
+    spec: Spec,
+    spec_text: str = "",
+    observer: Observer | None = None,
+    *,
+    overwrite: bool = False,
+    generator_cpus: list[int] | None = None,
+    items: list[Item] | None = None,
+    stop_request: threading.Event | None = None,
+) -> SessionResult:
+    """Run ``spec`` (already validated) to the end, or until Ctrl-C / SIGTERM (see
+    :class:`SessionRun` for the phases, ``items`` and ``stop_request``)."""
+    return SessionRun(
+        spec,
+        spec_text,
+        observer,
+        overwrite=overwrite,
+        generator_cpus=generator_cpus,
+        items=items,
+        stop_request=stop_request,
+    ).run()

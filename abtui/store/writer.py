@@ -29,14 +29,10 @@ import asyncio
 import contextlib
 import json
 import os
-import platform
-import socket
-import sys
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +44,7 @@ from abtui.client.items import Item
 from abtui.client.records import RequestRecord
 from abtui.client.redact import Scrubber, scrub_url
 from abtui.errors import StoreError, StoreWriteError
+from abtui.hardware.host import host_fingerprint
 from abtui.store.columns import nullable, objects, record_columns, timing_rows
 from abtui.store.ending import STORAGE_ERRORS, close_quietly, make_reserve, record_end
 from abtui.store.schema import (
@@ -83,25 +80,6 @@ CONFIG_META = ("spec",)
 
 def _now_iso() -> str:
     return datetime.now().astimezone().isoformat(timespec="milliseconds")
-
-
-def _version(dist: str) -> str | None:
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return None
-
-
-def host_fingerprint() -> dict:
-    """Where the session ran: host, platform, Python, CPUs and the versions that matter."""
-    return {
-        "hostname": socket.gethostname(),
-        "platform": platform.platform(),
-        "machine": platform.machine(),
-        "python": sys.version.split()[0],
-        "cpu_count": os.cpu_count(),
-        "versions": {d: _version(d) for d in ("abtui", "httpx", "duckdb", "numpy", "scipy")},
-    }
 
 
 class SessionWriter:

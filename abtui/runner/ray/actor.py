@@ -29,6 +29,7 @@ import time
 import ray
 
 from abtui.runner.generator import ArmPlan, _Generator, run_loop
+from abtui.runner.messages import Fatal
 
 SKEW_ENV = "ABTUI_CLOCK_SKEW_NS"
 
@@ -126,7 +127,7 @@ class GeneratorActor:
 
     def prepare(self, offset_ns: int) -> None:
         """Timestamps from now on in the driver's timebase (``offset_ns``: node minus driver)."""
-        from abtui.client import fast, stream
+        from abtui.client import fast, stream, stream_state
         from abtui.runner import generator
 
         perf, shift = time.perf_counter_ns, self.skew - int(offset_ns)
@@ -134,7 +135,7 @@ class GeneratorActor:
         def now() -> int:
             return perf() + shift
 
-        for mod in (generator, stream, fast):
+        for mod in (generator, stream, stream_state, fast):
             mod._now = now
 
     def run(self, plan: ArmPlan) -> None:
@@ -144,7 +145,7 @@ class GeneratorActor:
                     _RemoteGenerator(plan, self.mailbox, self.start_conn, self.stop_event).run()
                 )
             except BaseException as e:  # report, never die silently
-                self.mailbox.put(("fatal", plan.wid, f"{type(e).__name__}: {e}"))
+                self.mailbox.put(Fatal(plan.wid, f"{type(e).__name__}: {e}"))
 
         self.thread = threading.Thread(target=main, name="abtui-generator", daemon=True)
         self.thread.start()

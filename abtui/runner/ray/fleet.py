@@ -12,7 +12,8 @@ local processes (a result queue, a start pipe per generator, a stop event, proce
 - **Records**: one thread here keeps one ``poll`` in flight per actor (``ray.wait`` over all),
   and puts the messages each reply carries on the local queue the session reads.
 - **A lost node**: a ``poll`` that fails with an actor error (its node died) makes this thread
-  write the actor's in-flight requests as errors (``lost``) and a ``lost`` message.
+  write the actor's in-flight requests as errors (a ``Batch``) and a ``Lost`` message
+  (:mod:`abtui.runner.messages`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import time
 from abtui.client import records as R
 from abtui.client.records import RequestRecord
 from abtui.errors import AbtuiError
+from abtui.runner.messages import Batch, Done, Fatal, Lost
 from abtui.runner.ray import clocks
 
 E_LOST = "generator_lost"  # error class of the requests in flight on a lost node
@@ -88,7 +90,7 @@ class _Stop:
 
 class _Handle:
     """A generator's stand-in for ``multiprocessing.Process``: alive until its last message was
-    queued (``done``, ``fatal`` or ``lost``)."""
+    queued (``Done``, ``Fatal`` or ``Lost``)."""
 
     def __init__(self, fleet: RayFleet, wid: int) -> None:
         self.fleet, self.wid = fleet, wid
@@ -243,11 +245,11 @@ class RayFleet:
         for item, run, level, block, sched in started:
             fl[(item, run, level, block)] = sched
         for msg in msgs:
-            if msg[0] == "batch":
-                for r in msg[2]:
+            if isinstance(msg, Batch):
+                for r in msg.records:
                     fl.pop((r.item, r.run, r.level, r.block), None)
             self.results.put(msg)
-            if msg[0] in ("done", "fatal"):
+            if isinstance(msg, Done | Fatal):
                 self.ended.add(w)
 
     def _on_lost(self, w: int, exc: BaseException) -> None:
@@ -286,14 +288,9 @@ class RayFleet:
             }
         )
         if recs:
-            self.results.put(("batch", w, recs, {}))
-        self.results.put(
-            (
-                "lost",
-                w,
-                why + (f": {len(recs)} request(s) in flight counted as errors" if recs else ""),
-            )
-        )
+            self.results.put(Batch(w, recs, None))
+        counted = f": {len(recs)} request(s) in flight counted as errors" if recs else ""
+        self.results.put(Lost(w, why + counted))
         self.ended.add(w)
 
     # ---------------------------------------------------------------- end
