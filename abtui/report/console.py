@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from abtui.metrics.summary import ArmSummary, summarize
+from abtui.metrics.workload import workload_shape
 from abtui.report.health import DEGRADED_TAG, DEGRADED_WHY, stored_health
 from abtui.report.untrusted import InertConsole, inert, printable, term
 from abtui.runner.observer import ArmProgress, RunInfo, Snapshot
@@ -225,10 +226,9 @@ def print_session_summary(
     )
     wl = spec.get("workload", {})
     console.print(
-        f"load: {term(meta.get('load', '?'))}; {term(wl.get('requests', '?'))} requests per arm, "
-        f"{term(wl.get('input_tokens', '?'))} input / {term(wl.get('output_tokens', '?'))} "
-        f"output tokens, seed {term(wl.get('seed', '?'))}"
+        f"load: {term(meta.get('load', '?'))}; {term(wl.get('requests', '?'))} requests per arm"
     )
+    console.print(f"workload: {term(workload_shape(spec, table).describe())}")
     from abtui.report.quality import mode_info
 
     qmode = mode_info(meta)

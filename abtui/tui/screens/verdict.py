@@ -156,6 +156,9 @@ def _banner(d: VerdictData) -> Text:
 
 def _slo_cost(d: VerdictData) -> Text:
     t = Text()
+    shape = (d.doc.get("workload") or {}).get("text")  # abtui.metrics.workload: what was sent
+    if shape:
+        t.append("workload: ", "bold").append(printable(shape) + "\n")
     slo = d.doc.get("slo") or {}
     if slo:
         lim = ", ".join(f"{k} ≤ {v * 1e3:g} ms" for k, v in slo.items())
