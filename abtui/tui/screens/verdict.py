@@ -259,11 +259,8 @@ class VerdictScreen(Screen):
                 table = Chart(id=f"metrics-{i}", classes="metrics")
                 table.show(lambda w, pair=pair: metrics_table(pair, pol, w, self._beside(w)))
                 yield table
-                notes = [
-                    f"{label(e.key)}: {e.note}"
-                    for e in rows_of(pair, pol)
-                    if e.note and e.key in (pol["primary"], *pol["guardrails"])
-                ]
+                # every row the table shows that has a reason (each non-decision has one)
+                notes = [f"{label(e.key)}: {e.note}" for e in rows_of(pair, pol) if e.note]
                 if notes:
                     yield Static("\n".join(notes), classes="notes")
                 if pair.quality:  # suites, length buckets, gates

@@ -61,7 +61,7 @@ WIDE_LEGEND = {  # under the strip in words, one line per candidate: the longest
     ),
     VERDICT: (
         "the verdict's figures over the whole run (✓ improved, ✗ regressed, ≈ unchanged, "
-        "? undecided)",
+        "? undecided: v says why)",
     ),
 }
 WIDE_FIXED = ("; throughput unmarked: the open-loop rate sets it", "; throughput: fixed rate")
@@ -86,7 +86,7 @@ LEGEND_WINDOW = {
 LEGEND_MODE = {
     LIVE: (" · provisional; ≈ within ±δ", " · provisional"),
     REPLAY: (" · replayed; ≈ within ±δ", " · replayed"),
-    VERDICT: (" (? undecided, ≈ unchanged)", ""),
+    VERDICT: (" (? undecided: v says why)", " (? undecided, ≈ unchanged)", ""),
 }
 LEGEND_FIXED = (" · tok/s unmarked: fixed rate", " · tok/s: fixed rate")
 OUTCOME_STATE = {
