@@ -1,0 +1,88 @@
+"""No wait without a word, and no work done twice (issue 37, item 4): quitting the TUI after a
+run prints the verdict the TUI computed (it computed it again, 15–49 s after the demo's `q`);
+`report -o` checks its path before the verdict (a missing folder failed after 20 s); computing
+a verdict says so on stderr."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from tui_fixtures import write_session
+
+import abtui.verdict.session as vs
+from abtui.cli import main
+from abtui.cli import run as cli_run
+from abtui.demo import DemoOptions, run_demo
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    """Every session_verdict call, with its ``store`` flag."""
+    calls: list[bool] = []
+    real = vs.session_verdict
+
+    def counting(path, **kw):
+        calls.append(bool(kw.get("store")))
+        return real(path, **kw)
+
+    monkeypatch.setattr(vs, "session_verdict", counting)
+    return calls
+
+
+def _headless_tui(job):
+    """``run_in_tui`` under Textual's test driver: run, wait for the verdict, press q."""
+    from abtui.tui.app import AbtuiApp
+    from abtui.tui.screens.verdict import VerdictScreen
+
+    async def drive() -> AbtuiApp:
+        app = AbtuiApp(job=job)
+        async with app.run_test(size=(80, 24)) as pilot:
+            while app.error is None and (app.running or not isinstance(app.screen, VerdictScreen)):
+                await pilot.pause(0.2)
+            await pilot.press("q")
+        return app
+
+    app = asyncio.run(drive())
+    assert app.error is None
+    return app.result, app.verdict.sv if app.verdict is not None else None
+
+
+def test_q_after_a_tui_run_prints_the_tuis_verdict_without_computing_it_again(
+    tmp_path, monkeypatch, counted, capsys
+):
+    monkeypatch.setattr(cli_run, "run_in_tui", _headless_tui)
+    opts = DemoOptions(
+        requests=30, rate=20, time_scale=4, quality=False, sessions_dir=str(tmp_path), name="q"
+    )
+    rc = run_demo(
+        opts,
+        lambda spec, items: cli_run.run_and_report(
+            spec, "", overwrite=False, items=items, gate=False, tui=True
+        ),
+    )
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert counted == [True]  # the TUI's, stored in the file: once, never again after q
+    assert "Verdict:" in out and "fp8 vs bf16" in out  # and printed all the same
+
+
+def test_report_checks_its_output_path_before_the_verdict(tmp_path, counted, capsys):
+    path = write_session(tmp_path, "s", n=40)
+    counted.clear()
+    for bad in (tmp_path / "missing" / "x.html", tmp_path):
+        rc = main(["report", str(path), "--format", "html", "-o", str(bad)])
+        err = capsys.readouterr().err
+        assert rc == 2 and f"cannot write {bad}" in err, err
+    assert counted == []  # no verdict was computed for a report that cannot be written
+    assert main(["report", str(path), "--format", "md", "-o", str(tmp_path / "r.md")]) in (0, 3, 4)
+    err = capsys.readouterr().err
+    assert "computing the verdict of s.duckdb" in err and "wrote md report" in err
+    assert counted == [False]  # a read path: never stored
+
+
+def test_report_says_it_computes_the_verdict(tmp_path, capsys):
+    path = write_session(tmp_path, "t", n=40)
+    assert main(["report", str(path)]) in (0, 3, 4)
+    cap = capsys.readouterr()
+    assert "computing the verdict of t.duckdb" in cap.err and "Verdict:" in cap.out
