@@ -114,7 +114,8 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--slo",
         metavar="SPEC",
-        help="per-request SLOs, e.g. ttft=500ms,tpot=50ms; keys: " + ", ".join(SLO_KEYS),
+        help="per-request SLOs, each with its unit (us, ms, s, m; a bare number is refused), "
+        "e.g. ttft=500ms,tpot=50ms; keys: " + ", ".join(SLO_KEYS),
     )
     g.add_argument(
         "--timeout", metavar="DURATION", help=f"whole-request timeout (default {_R.timeout_s:g}s)"
