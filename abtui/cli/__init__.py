@@ -469,8 +469,9 @@ def _add_open(sub) -> None:
     op = sub.add_parser(
         "open",
         help="re-play a saved session in the TUI: its panes on a timeline and its verdict",
-        description="The saved session in the terminal UI, offline: its verdict, then its panes "
-        "on a timeline (space plays, ←/→ seek, ? lists the keys).",
+        description="The saved session in the terminal UI, offline: its panes at the run's end "
+        "state on a timeline, then its verdict over them once computed (space plays, ←/→ seek, "
+        "l back to the panes, ? lists the keys).",
         epilog=examples(
             "abtui open sessions/my-ab.duckdb",
             "abtui open sessions/my-ab.duckdb --web --port 8000   # then an SSH tunnel to it",

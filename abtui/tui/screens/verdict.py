@@ -280,6 +280,13 @@ class VerdictScreen(Screen):
         key = self._ablation_keys[self._ablation_at] if self._ablation_keys else ""
         return lambda w: ablation_text(fac, key, w)
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """``a`` only where there is an ablation to page through (the footer offered "a
+        ablation metric" on every session)."""
+        if action == "ablation":
+            return bool(self._ablation_keys)
+        return True
+
     def action_ablation(self) -> None:
         """The ablation view's next metric (the primary, then each guardrail)."""
         if not self._ablation_keys:
