@@ -85,9 +85,11 @@ def report_run(result, gate: bool = True, verdict=None) -> int:
         sv = verdict
     else:
         sv = print_verdict(result.path, store=True)  # the run's own verdict, kept in its file
-    if result.status == "interrupted":
-        return 130
-    return sv.exit_code if gate else 0
+    rc = 130 if result.status == "interrupted" else sv.exit_code if gate else 0
+    if rc != sv.exit_code:  # the verdict's last line named its own code: say which one counts
+        why = "the run was interrupted" if rc == 130 else "the demo does not gate on its verdict"
+        print(f"exit code {rc}: {why} (the verdict's own would be {sv.exit_code})")
+    return rc
 
 
 def print_verdict(path, cost: dict | None = None, policy: dict | None = None, store: bool = False):

@@ -38,3 +38,42 @@ def test_the_palette_line_of_a_sessions_help_promises_only_what_it_has():
     palette = dict(keys)["ctrl+p"]
     assert "this screen's actions" in palette
     assert not palette.startswith("the command palette: open a session"), palette
+
+
+def test_ctrl_c_stops_a_run_after_asking_not_a_toast():
+    """ctrl+c in the TUI showed Textual's generic "press ctrl+q" toast over the strip; it now
+    does what q does: asks while a session runs, then stops it."""
+    from abtui.tui.app import ConfirmQuit
+
+    def job(obs, stop):
+        stop.wait(60)  # a run that goes on until it is stopped
+
+    async def drive():
+        app = AbtuiApp(job=job)
+        async with app.run_test(size=(80, 24)) as pilot:
+            while not app.running:
+                await pilot.pause(0.05)
+            await pilot.press("ctrl+c")
+            await pilot.pause()
+            asked = isinstance(app.screen, ConfirmQuit)
+            toasts = len(app._notifications)
+            await pilot.press("y")
+            for _ in range(100):
+                if app.stop.is_set() and not app.running:
+                    break
+                await pilot.pause(0.05)
+            return asked, toasts, app.stop.is_set()
+
+    asked, toasts, stopped = asyncio.run(drive())
+    assert asked and toasts == 0 and stopped
+
+
+def test_the_last_line_after_an_interrupted_run_gives_the_exit_code_it_returns(tmp_path, capsys):
+    from types import SimpleNamespace
+
+    from abtui.headless import report_run
+
+    path = write_session(tmp_path, "stopped", n=40, status="interrupted", verdict=False)
+    rc = report_run(SimpleNamespace(path=path, status="interrupted"))
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert rc == 130 and last.startswith("exit code 130: the run was interrupted"), last

@@ -309,6 +309,14 @@ class AbtuiApp(App):
     def action_request_quit(self) -> None:
         self._leave("exit")
 
+    def action_help_quit(self) -> None:
+        """ctrl+c: what q does (Textual's own only showed a "press ctrl+q" toast over the
+        strip): stop a running session after asking, quit or go back to the list."""
+        if self.check_action("leave", ()):
+            self.action_leave()
+        else:
+            self.action_request_quit()
+
     def action_quit(self) -> None:  # ctrl+q: Textual's own quit, which would not ask
         self._leave("exit")
 
