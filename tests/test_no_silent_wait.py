@@ -86,3 +86,21 @@ def test_report_says_it_computes_the_verdict(tmp_path, capsys):
     assert main(["report", str(path)]) in (0, 3, 4)
     cap = capsys.readouterr()
     assert "computing the verdict of t.duckdb" in cap.err and "Verdict:" in cap.out
+
+
+def test_the_command_line_runs_blas_on_one_thread_unless_told():
+    """The verdict's many small products on OpenBLAS's per-core threads took 23-28 s after the
+    last request of a 320-request run at load average 10 on 2 cores, 2.5-3.6 s on one
+    (scripts/bench_run_edges.py, docs/reliability.md): the CLI sets one thread before numpy
+    loads, and keeps a value the user set."""
+    import os
+    import subprocess
+    import sys
+
+    code = "import abtui.cli, os; print(os.environ['OPENBLAS_NUM_THREADS'])"
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    got = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert got.stdout.strip() == "1", got.stderr
+    env["OPENBLAS_NUM_THREADS"] = "3"
+    got = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert got.stdout.strip() == "3", got.stderr

@@ -14,6 +14,12 @@ import os
 import sys
 from pathlib import Path
 
+# Before numpy loads: one BLAS thread. The verdict's bootstrap multiplies many small matrices
+# (resamples × units × a few histogram bins); OpenBLAS's worker threads, one per core, spin on
+# each product and, on a busy machine, wait for a CPU: the end of a 320-request headless A/B
+# took 26 s instead of 3 s at load average 13 on 2 cores (docs/reliability.md).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 from abtui import __version__
 from abtui.cli.helptext import HelpFormatter, examples
 from abtui.cli.run import (
