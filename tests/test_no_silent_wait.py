@@ -104,3 +104,40 @@ def test_the_command_line_runs_blas_on_one_thread_unless_told():
     env["OPENBLAS_NUM_THREADS"] = "3"
     got = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert got.stdout.strip() == "3", got.stderr
+
+
+def test_the_tui_counts_the_seconds_of_a_verdict_it_computes(tmp_path, monkeypatch):
+    """`abtui open` computed its verdict for ~15 s under a fixed line; the note now counts the
+    seconds, and fits 80 columns."""
+    import time as _time
+
+    from tui_fixtures import write_session as _write
+
+    from abtui.tui.app import AbtuiApp
+    from abtui.tui.screens.verdict import VerdictScreen
+
+    path = _write(tmp_path, "slow", n=40)
+    real = vs.session_verdict
+
+    def slow(p, **kw):
+        _time.sleep(2.5)  # a big session's verdict, in short
+        return real(p, **kw)
+
+    monkeypatch.setattr(vs, "session_verdict", slow)
+    seen: list[str] = []
+
+    async def drive():
+        app = AbtuiApp(session=path)
+        async with app.run_test(size=(80, 24)) as pilot:
+            t0 = _time.monotonic()
+            while not isinstance(app.screen, VerdictScreen) and _time.monotonic() - t0 < 60:
+                live = app.live
+                if live is not None and live.is_mounted:
+                    seen.append(str(live.query_one("#note").render()))
+                await pilot.pause(0.2)
+            await pilot.press("q")
+
+    asyncio.run(drive())
+    counted = [s for s in seen if "computing the verdict… " in s and " s · " in s]
+    assert counted, seen[-5:]
+    assert all(len(s) <= 78 for s in counted), counted
