@@ -11,9 +11,7 @@ EVERYWHERE: Keys = (
     ("?", "this list of keys (of this screen)"),
     (
         "ctrl+p",
-        "the command palette: this screen's actions by name (the start screen's: open or"
-        " compare sessions; a session's: the verdict, md / html once it is in), and"
-        " Textual's own (theme, quit)",
+        "the command palette: this screen's actions by name, and Textual's own (theme, quit)",
     ),
     ("ctrl+q", "quit abtui from any screen (asks first while a session runs)"),
 )

@@ -45,8 +45,7 @@ WIDE = 120  # from this many columns: the full date and wider name / arms column
 
 
 def _started(row: SessionRow):
-    """The session's start (aware), else the file's last change: what the list sorts by and
-    its "started" column shows."""
+    """The session's start (aware), else the file's last change: the "started" column."""
     from datetime import datetime
 
     try:
@@ -208,9 +207,7 @@ class StartScreen(Screen):
         table.add_column("arms", width=arms_w)
         table.add_column("req/arm", width=7)
         table.add_column("verdict", width=12)
-        # newest first by the column shown (the files' change times could disagree with it)
-        rows = sorted(self.rows, key=_started, reverse=True)
-        self.shown = [r for r in rows if matches(r, self.filter)]
+        self.shown = [r for r in self.rows if matches(r, self.filter)]
         for r in self.shown:
             word = status_word(r)
             mark = "▸" if self.marked is not None and r.path == self.marked else ""
