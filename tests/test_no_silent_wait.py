@@ -6,6 +6,7 @@ a verdict says so on stderr."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 from tui_fixtures import write_session
@@ -18,12 +19,13 @@ from abtui.demo import DemoOptions, run_demo
 
 @pytest.fixture
 def counted(monkeypatch):
-    """Every session_verdict call, with its ``store`` flag."""
-    calls: list[bool] = []
+    """Every session_verdict call: the file's name and the ``store`` flag (a worker of an
+    earlier test's app may still be computing one of its own: only this test's file counts)."""
+    calls: list[tuple[str, bool]] = []
     real = vs.session_verdict
 
     def counting(path, **kw):
-        calls.append(bool(kw.get("store")))
+        calls.append((Path(path).name, bool(kw.get("store"))))
         return real(path, **kw)
 
     monkeypatch.setattr(vs, "session_verdict", counting)
@@ -63,22 +65,24 @@ def test_q_after_a_tui_run_prints_the_tuis_verdict_without_computing_it_again(
     )
     out = capsys.readouterr().out
     assert rc == 0
-    assert counted == [True]  # the TUI's, stored in the file: once, never again after q
+    # the TUI's, stored in the file: once, never again after q
+    assert [c for c in counted if c[0] == "q.duckdb"] == [("q.duckdb", True)]
     assert "Verdict:" in out and "fp8 vs bf16" in out  # and printed all the same
 
 
 def test_report_checks_its_output_path_before_the_verdict(tmp_path, counted, capsys):
     path = write_session(tmp_path, "s", n=40)
-    counted.clear()
+    counted.clear()  # write_session's own (stored) verdict
     for bad in (tmp_path / "missing" / "x.html", tmp_path):
         rc = main(["report", str(path), "--format", "html", "-o", str(bad)])
         err = capsys.readouterr().err
         assert rc == 2 and f"cannot write {bad}" in err, err
-    assert counted == []  # no verdict was computed for a report that cannot be written
+    mine = lambda: [c for c in counted if c[0] == "s.duckdb"]  # noqa: E731
+    assert mine() == []  # no verdict was computed for a report that cannot be written
     assert main(["report", str(path), "--format", "md", "-o", str(tmp_path / "r.md")]) in (0, 3, 4)
     err = capsys.readouterr().err
     assert "computing the verdict of s.duckdb" in err and "wrote md report" in err
-    assert counted == [False]  # a read path: never stored
+    assert mine() == [("s.duckdb", False)]  # a read path: never stored
 
 
 def test_report_says_it_computes_the_verdict(tmp_path, capsys):
