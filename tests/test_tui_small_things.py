@@ -103,3 +103,13 @@ def test_the_start_list_tells_two_demos_apart(tmp_path):
     rows = [ln for ln in lines if ("101733" in ln or "101500" in ln) and "/" not in ln]
     assert len(rows) == 2 and rows[0] != rows[1], rows
     assert "101733" in rows[0] and "101500" in rows[1], rows  # the newest first
+
+
+def test_the_80_column_header_keeps_the_load_figure():
+    """At 80×24 the header dropped "poisson 13 req/s" whole; it keeps the figure now."""
+    from abtui.tui.screens.live import header_text
+
+    late = header_text("demo", "complete", 105.2, 2200, 2200, "poisson 13 req/s", None, 0.17, 80)
+    assert "13 req/s" in late.plain and "gen LATE" in late.plain and len(late.plain) <= 80
+    closed = header_text("ab", "measuring", 5.0, 10, 400, "closed loop, concurrency 8", None, 0, 80)
+    assert "concurrency 8" in closed.plain or "conc 8" in closed.plain

@@ -53,6 +53,18 @@ def _short_state(state: str) -> str:
     return "killed" if "(killed" in state else state.removeprefix("stored session, ").split(" (")[0]
 
 
+def _short_load(load: str) -> str:
+    """The load's figure alone, for a narrow header: ``13 req/s`` (of ``poisson 13 req/s``),
+    ``conc 8`` (of ``closed loop, concurrency 8``); "" for anything else (a sweep, a replay)."""
+    import re
+
+    if m := re.fullmatch(r"[a-z]+(?: \(burstiness [\d.]+\))? ([\d.]+ req/s)(?:,.*)?", load):
+        return m.group(1)
+    if m := re.fullmatch(r"closed loop, concurrency (\d+)", load):
+        return f"conc {m.group(1)}"
+    return ""
+
+
 def header_text(
     name: str,
     state: str,
@@ -94,7 +106,7 @@ def header_text(
             (f"{elapsed_s:6.1f}s" if k == 0 else f"{elapsed_s:.1f}s", ""),
             (f"{done}/{planned}" + (" req" if k < 7 else ""), ""),
             (seg, "bold"),
-            (load if k < 2 else "", ""),
+            (load if k < 2 else _short_load(load) if k < 7 else "", ""),
             (health, "bold red" if late else "green"),
             (
                 ""
