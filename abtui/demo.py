@@ -102,7 +102,12 @@ def _hardware(preset: str, opts: DemoOptions) -> dict:
 
 
 def build_spec(
-    opts: DemoOptions, urls: tuple[str, str], n_items: int, median_in: int, median_out: int
+    opts: DemoOptions,
+    urls: tuple[str, str],
+    n_items: int,
+    median_in: int,
+    median_out: int,
+    dists: tuple[str, str] | None = None,
 ):
     from abtui.spec import ArmSpec, Spec, validate
 
@@ -120,6 +125,8 @@ def build_spec(
     )
     w = spec.workload
     w.requests, w.input_tokens, w.output_tokens, w.seed = n_items, median_in, median_out, opts.seed
+    if dists:  # the lengths the caller's items were drawn from, not fixed medians
+        w.input_dist, w.output_dist = dists
     spec.load.rate = opts.rate
     spec.load.arrival = "poisson"
     # SLOs of the modelled GPU, on the endpoint's clock (which runs time_scale times faster)
@@ -232,7 +239,14 @@ def run_demo(opts: DemoOptions, run_and_report, note_to=None):
     base_cfg = _sim_config("--baseline-preset", opts.baseline_preset, opts)
     cand_cfg = _sim_config("--candidate-preset", opts.candidate_preset, opts)
     with SimProcess(base_cfg) as a, SimProcess(cand_cfg) as b:
-        spec = build_spec(opts, (a.url, b.url), len(items), shape.input_median, shape.output_median)
+        spec = build_spec(
+            opts,
+            (a.url, b.url),
+            len(items),
+            shape.input_median,
+            shape.output_median,
+            dists=shape.dists(),
+        )
         print(intro(opts, spec, shape), file=sys.stderr)
         rc = run_and_report(spec, items)
     if opts.quality and note_to is not None:

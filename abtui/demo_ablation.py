@@ -65,7 +65,12 @@ class AblationOptions:
 
 
 def build_spec(
-    opts: AblationOptions, urls: list[str], n_items: int, median_in: int, median_out: int
+    opts: AblationOptions,
+    urls: list[str],
+    n_items: int,
+    median_in: int,
+    median_out: int,
+    dists: tuple[str, str] | None = None,
 ):
     from abtui.spec import ArmSpec, Spec, validate
 
@@ -79,6 +84,8 @@ def build_spec(
     spec.ablation.factors = list(FACTORS)
     w = spec.workload
     w.requests, w.input_tokens, w.output_tokens, w.seed = n_items, median_in, median_out, opts.seed
+    if dists:  # the lengths the caller's items were drawn from, not fixed medians
+        w.input_dist, w.output_dist = dists
     spec.load.concurrency = opts.concurrency
     spec.policy.primary = "tpot.p50"
     spec.policy.resamples = opts.resamples
@@ -122,6 +129,11 @@ def run_ablation_demo(opts: AblationOptions, run_and_report):
     with ExitStack() as stack:
         sims = [stack.enter_context(SimProcess(c)) for c in cfgs]
         spec = build_spec(
-            opts, [s.url for s in sims], len(items), shape.input_median, shape.output_median
+            opts,
+            [s.url for s in sims],
+            len(items),
+            shape.input_median,
+            shape.output_median,
+            dists=shape.dists(),
         )
         return run_and_report(spec, items)

@@ -66,9 +66,11 @@ def run_spec_file(path: str | Path, *, overwrite: bool = False) -> int:
         return e.exit_code
 
 
-def report_run(result, gate: bool = True) -> int:
+def report_run(result, gate: bool = True, verdict=None) -> int:
     """After a run (headless or under the TUI): the summary, diagnosis and verdict printed on
-    stdout; the exit code (see the module's docstring)."""
+    stdout; the exit code (see the module's docstring). ``verdict``: the run's verdict already
+    computed and stored (the TUI's, a ``SessionVerdict`` of ``result.path``), printed as it is
+    instead of computed again (it took 15–49 s after the demo's TUI closed)."""
     from abtui.report.console import print_session_summary
     from abtui.report.diagnosis import print_diagnosis
 
@@ -76,18 +78,28 @@ def report_run(result, gate: bool = True) -> int:
     print_diagnosis(result.path, sys.stdout)
     if result.status not in ("complete", "interrupted"):
         return 1
-    sv = print_verdict(result.path, store=True)  # the run's own verdict, kept in its file
-    if result.status == "interrupted":
-        return 130
-    return sv.exit_code if gate else 0
+    if verdict is not None and Path(verdict.path) == Path(result.path):
+        from abtui.report.verdict_text import print_verdict as print_text
+
+        print_text(verdict, sys.stdout)
+        sv = verdict
+    else:
+        sv = print_verdict(result.path, store=True)  # the run's own verdict, kept in its file
+    rc = 130 if result.status == "interrupted" else sv.exit_code if gate else 0
+    if rc != sv.exit_code:  # the verdict's last line named its own code: say which one counts
+        why = "the run was interrupted" if rc == 130 else "the demo does not gate on its verdict"
+        print(f"exit code {rc}: {why} (the verdict's own would be {sv.exit_code})")
+    return rc
 
 
 def print_verdict(path, cost: dict | None = None, policy: dict | None = None, store: bool = False):
     """The verdict of the session at ``path`` printed on stdout (computed; stored in the file
     only with ``store``: the run that wrote it); returned."""
+    from abtui.report.console import computing
     from abtui.report.verdict_text import print_verdict as print_text
     from abtui.verdict.session import session_verdict
 
+    computing(path)
     sv = session_verdict(path, cost=cost or {}, policy=policy or {}, store=store)
     print_text(sv, sys.stdout)
     return sv

@@ -199,7 +199,7 @@ def run_in_headless_tui(job):
     app = asyncio.run(drive())
     if app.error is not None:
         raise app.error
-    return app.result
+    return app.result, app.verdict.sv if app.verdict is not None else None
 
 
 def main() -> int:

@@ -183,7 +183,7 @@ def test_out_of_range_found_by_the_whole_spec_check_names_the_field(tmp_path, ca
         (["--rate", "nan"], "argument --rate: expected a finite number > 0"),
         (["--rate", "1", "--timeout", "0"], "--timeout = 0.0 is out of range"),
         (["--rate", "1", "--slo", "ttft=1e999s"], "--slo ttft must be a finite duration"),
-        (["--rate", "1", "--slo", "e2e=1e9"], "slo.e2e = 1000000000.0 is out of range"),
+        (["--rate", "1", "--slo", "e2e=1e9s"], "slo.e2e = 1000000000.0 is out of range"),
         (["--rate", "1", "--duration", "1e999s"], "--duration must be a finite duration"),
         (["--sweep-rate", "1,inf"], "argument --sweep-rate: expected a finite number > 0"),
         (["--rate", "1", "--seed", "-1"], "argument --seed: expected a whole number from 0"),

@@ -179,3 +179,46 @@ def test_the_ray_and_ablation_tables_are_read_from_a_spec_file(tmp_path):
     p = write(tmp_path, GOOD + '\n[ray]\naddress = "auto"\nplacement = "pack"\n')
     spec = load_spec(p)[0]
     assert (spec.ray.address, spec.ray.placement) == ("auto", "pack")
+
+
+def test_an_slo_without_a_unit_is_refused_not_read_as_seconds(tmp_path, capsys):
+    """``--slo ttft=500`` meant 500 s (stored as 500,000 ms, attainment 100 %): a duration
+    string needs its unit, on the command line and in a spec's [slo] (a TOML number stays
+    seconds, as for every duration); the help says so."""
+    from abtui.cli import build_parser, main
+    from abtui.errors import SpecError
+    from abtui.spec import parse_slo_string
+
+    with pytest.raises(SpecError) as e:
+        parse_slo_string("ttft=500,tpot=50ms")
+    assert "'500' has no unit" in e.value.message and "500ms" in e.value.hint
+    assert parse_slo_string("ttft=500ms,tpot=0.05s") == {"ttft": 0.5, "tpot": 0.05}
+    rc = main(
+        [
+            "run",
+            "--baseline",
+            "http://127.0.0.1:9/v1",
+            "--candidate",
+            "http://127.0.0.1:9/v1",
+            "--slo",
+            "ttft=500",
+            "--headless",
+        ]
+    )
+    err = capsys.readouterr().err
+    assert rc == 2 and "--slo ttft: '500' has no unit" in err, err
+    spec = tmp_path / "s.toml"
+    spec.write_text(
+        '[[arms]]\nname = "a"\nurl = "http://127.0.0.1:9/v1"\nrole = "baseline"\n'
+        '[[arms]]\nname = "b"\nurl = "http://127.0.0.1:9/v1"\n'
+        '[slo]\nttft = "500"\ntpot = 0.05\n'
+    )
+    with pytest.raises(SpecError) as e:
+        load_spec(spec)
+    assert "slo.ttft: '500' has no unit" in e.value.message
+    run_help = next(
+        a
+        for a in build_parser()._subparsers._group_actions[0].choices["run"]._actions
+        if "--slo" in a.option_strings
+    ).help
+    assert "unit" in run_help and "bare number is refused" in run_help

@@ -40,7 +40,9 @@ def test_bars_are_on_a_fixed_scale_not_the_series_maximum():
     assert bars([2.0, -1.0, float("nan")], 3, 1.0) == "█  "  # clipped, NaN blank
     mem = {"nvml:gpu.mem_total_bytes": 80 * 2**30, "nvml:gpu.mem_used_bytes": 40 * 2**30}
     rows = gauge_rows(mem, {"nvml:gpu.mem_used_bytes": [40 * 2**30] * 4}, 40).plain.splitlines()
-    assert rows[2].startswith("mem     40.0G ") and rows[2].endswith(BLOCKS[4] * 4)  # half of 80G
+    assert rows[2].startswith("mem         40.0G ") and rows[2].endswith(
+        BLOCKS[4] * 4
+    )  # half of 80G
     assert rows[0].startswith("util") and "not reported" in rows[0]  # no busy, no SM: says so
     assert len(rows) == 4 and all(len(r) <= 40 for r in rows)
 

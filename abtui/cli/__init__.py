@@ -14,6 +14,12 @@ import os
 import sys
 from pathlib import Path
 
+# Before numpy loads: one BLAS thread. The verdict's bootstrap multiplies many small matrices
+# (resamples × units × a few histogram bins); OpenBLAS's worker threads, one per core, spin on
+# each product and, on a busy machine, wait for a CPU: the end of a 320-request headless A/B
+# took 26 s instead of 3 s at load average 13 on 2 cores (docs/reliability.md).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 from abtui import __version__
 from abtui.cli.helptext import HelpFormatter, examples
 from abtui.cli.run import (
@@ -38,8 +44,49 @@ class _Parser(argparse.ArgumentParser):
         kwargs.setdefault("formatter_class", HelpFormatter)  # subcommands' parsers too
         super().__init__(*args, **kwargs)
 
-    def error(self, message: str):  # one line, a hint, exit code 2
-        raise UsageError(f"{self.prog}: {message}", f"see `{self.prog} --help`")
+    def error(self, message: str):  # one line, one prefix, the (sub)command's help, exit 2
+        raise _ArgError(f"{self.prog}: {message}", f"see `{self.prog} --help`")
+
+    def parse_args(self, args=None, namespace=None):
+        """As argparse's, but an unknown argument is reported by the (sub)command it was given
+        to, with the closest of its flags: ``abtui run: unrecognized argument --candiate; did
+        you mean --candidate?`` (argparse's top level said ``abtui: unrecognized arguments``
+        and pointed at ``abtui --help``)."""
+        ns, extras = self.parse_known_args(args, namespace)
+        if extras:
+            where = self._deepest(list(sys.argv[1:] if args is None else args))
+            where.error(unknown_message(extras, where))
+        return ns
+
+    def _deepest(self, argv: list[str]) -> argparse.ArgumentParser:
+        """The innermost subcommand's parser named in ``argv``."""
+        parser: argparse.ArgumentParser = self
+        for tok in argv:
+            subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+            if subs and tok in subs[0].choices:
+                parser = subs[0].choices[tok]
+        return parser
+
+
+class _ArgError(UsageError):
+    """A command-line error whose message already starts with the command (``abtui run:``)."""
+
+    prefixed = True
+
+
+def unknown_message(extras: list[str], parser: argparse.ArgumentParser) -> str:
+    """``unrecognized argument --candiate; did you mean --candidate?``: the first unknown flag
+    against ``parser``'s own flags."""
+    import difflib
+
+    msg = f"unrecognized argument{'s' if len(extras) > 1 else ''} {' '.join(extras)}"
+    flag = next((x.split("=", 1)[0] for x in extras if x.startswith("--")), None)
+    if flag:
+        known = [o for a in parser._actions for o in a.option_strings if o.startswith("--")]
+        close = difflib.get_close_matches(flag, known, n=1, cutoff=0.6)
+        if close:
+            msg += f"; did you mean {close[0]}?"
+    return msg
 
 
 def cmd_sim_serve(args) -> int:
@@ -431,8 +478,9 @@ def _add_open(sub) -> None:
     op = sub.add_parser(
         "open",
         help="re-play a saved session in the TUI: its panes on a timeline and its verdict",
-        description="The saved session in the terminal UI, offline: its verdict, then its panes "
-        "on a timeline (space plays, ←/→ seek, ? lists the keys).",
+        description="The saved session in the terminal UI, offline: its panes at the run's end "
+        "state on a timeline, then its verdict over them once computed (space plays, ←/→ seek, "
+        "l back to the panes, ? lists the keys).",
         epilog=examples(
             "abtui open sessions/my-ab.duckdb",
             "abtui open sessions/my-ab.duckdb --web --port 8000   # then an SSH tunnel to it",
@@ -479,7 +527,8 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except AbtuiError as e:
         hint = f" (hint: {e.hint})" if e.hint else ""
-        print(inert(f"abtui: {e.message}{hint}"), file=sys.stderr)
+        head = "" if getattr(e, "prefixed", False) else "abtui: "  # one prefix, not two
+        print(inert(f"{head}{e.message}{hint}"), file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
         print("abtui: interrupted", file=sys.stderr)

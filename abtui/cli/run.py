@@ -114,7 +114,8 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--slo",
         metavar="SPEC",
-        help="per-request SLOs, e.g. ttft=500ms,tpot=50ms; keys: " + ", ".join(SLO_KEYS),
+        help="per-request SLOs, each with its unit (us, ms, s, m; a bare number is refused), "
+        "e.g. ttft=500ms,tpot=50ms; keys: " + ", ".join(SLO_KEYS),
     )
     g.add_argument(
         "--timeout", metavar="DURATION", help=f"whole-request timeout (default {_R.timeout_s:g}s)"
@@ -438,8 +439,10 @@ def use_tui(args) -> bool:
 
 
 def run_in_tui(job):
-    """Run ``job(observer, stop_event)`` under the live TUI; its result (the session) after the
-    app closes. An error of the run (bad endpoint…) is raised here, as headless would."""
+    """Run ``job(observer, stop_event)`` under the live TUI; after the app closes, its result
+    (the session) and the verdict the app computed and stored (a ``SessionVerdict``; None if
+    it was left before). An error of the run (bad endpoint…) is raised here, as headless
+    would."""
     from abtui.tui.app import AbtuiApp
 
     app = AbtuiApp(job=job)
@@ -448,7 +451,7 @@ def run_in_tui(job):
         raise app.error
     if result is None:
         raise SystemExit(130)  # quit before the session started
-    return result
+    return result, app.verdict.sv if app.verdict is not None else None
 
 
 def run_and_report(
@@ -467,12 +470,12 @@ def run_and_report(
         return run_headless(spec, text, overwrite=overwrite, items=items, gate=gate)
     from abtui.runner.session import run_session
 
-    result = run_in_tui(
+    result, verdict = run_in_tui(
         lambda obs, stop: run_session(
             spec, text, obs, overwrite=overwrite, items=items, stop_request=stop
         )
     )
-    return report_run(result, gate)
+    return report_run(result, gate, verdict)  # the TUI's verdict printed, not computed again
 
 
 def cmd_demo(args) -> int:

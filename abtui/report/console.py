@@ -14,7 +14,9 @@ from typing import TextIO
 from rich.console import Console
 from rich.table import Table
 
+from abtui.errors import UsageError
 from abtui.metrics.summary import ArmSummary, summarize
+from abtui.metrics.workload import workload_shape
 from abtui.report.health import DEGRADED_TAG, DEGRADED_WHY, stored_health
 from abtui.report.untrusted import InertConsole, inert, printable, term
 from abtui.runner.observer import ArmProgress, RunInfo, Snapshot
@@ -225,10 +227,9 @@ def print_session_summary(
     )
     wl = spec.get("workload", {})
     console.print(
-        f"load: {term(meta.get('load', '?'))}; {term(wl.get('requests', '?'))} requests per arm, "
-        f"{term(wl.get('input_tokens', '?'))} input / {term(wl.get('output_tokens', '?'))} "
-        f"output tokens, seed {term(wl.get('seed', '?'))}"
+        f"load: {term(meta.get('load', '?'))}; {term(wl.get('requests', '?'))} requests per arm"
     )
+    console.print(f"workload: {term(workload_shape(spec, table).describe())}")
     from abtui.report.quality import mode_info
 
     qmode = mode_info(meta)
@@ -276,3 +277,29 @@ def print_session_summary(
         )
     _print_generator_health(console, meta)
     return sums
+
+
+def computing(path) -> None:
+    """Say on stderr that the verdict is being computed (seconds to a minute on a big session:
+    thousands of bootstrap resamples per row), so that a wait is never silent."""
+    print(f"abtui: computing the verdict of {Path(path).name}…", file=sys.stderr, flush=True)
+
+
+def check_output(output: str | Path) -> Path:
+    """``output`` as a path a report can be written to, checked before any work: its folder
+    exists and is writable, and it is not a folder itself (a bad ``-o`` failed only after the
+    verdict, 20 s later)."""
+    import os
+
+    out = Path(output)
+    folder = out.parent if str(out.parent) else Path(".")
+    if out.is_dir():
+        raise UsageError(f"cannot write {output}: it is a folder", "give a file name")
+    if not folder.is_dir():
+        raise UsageError(
+            f"cannot write {output}: the folder {folder} does not exist",
+            "create it first, or give another path",
+        )
+    if not os.access(folder, os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
+        raise UsageError(f"cannot write {output}: permission denied", "give a writable path")
+    return out

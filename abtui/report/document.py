@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 
 from abtui.metrics.summary import summarize
+from abtui.metrics.workload import workload_shape
 from abtui.report.verdict_text import floor_method
 from abtui.stats.labels import label
 from abtui.store.reader import SessionReader
@@ -51,6 +52,7 @@ def report_data(sv: SessionVerdict) -> dict:
     ]
     doc["summaries"] = {a["name"]: summarize(table, a["arm"], slo).to_dict() for a in sv.arms}
     doc["slo"] = slo
+    doc["workload"] = workload_shape(sv.spec, table).to_dict()  # what was sent, measured
     doc["config_diff"] = [{"setting": k, "values": v} for k, v in config_diff(sv.arms, sv.spec)]
     doc["status"] = sv.meta.get("status")
     from abtui.report.quality import mode_info, mode_line

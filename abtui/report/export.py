@@ -244,6 +244,11 @@ def write_report(path: Path, fmt: str, output: str | None, *, cost=None, policy=
     """Render the report of the session at ``path``; returns the verdict's exit code."""
     if fmt not in ("md", "html", "json"):
         raise UsageError(f"--format {fmt!r}: expected md, html or json")
+    from abtui.report.console import check_output, computing
+
+    if output:
+        check_output(output)  # before the verdict's seconds, not after them
+    computing(path)
     sv = session_verdict(path, cost=cost, policy=policy)
     doc = report_data(sv)
     if fmt == "json":

@@ -80,11 +80,6 @@ def cards(sv: SessionVerdict, doc: dict) -> list[dict]:
     return out
 
 
-def _dist(wl: dict, key: str) -> str:
-    got = wl.get(f"{key}_dist")
-    return str(got) if got else f"fixed:{wl.get(f'{key}_tokens', '?')}"
-
-
 def metadata(sv: SessionVerdict, doc: dict) -> list[tuple[str, str]]:
     """The run's metadata rows, (field, value), in reading order."""
     meta, spec = sv.meta, sv.spec or {}
@@ -117,15 +112,8 @@ def metadata(sv: SessionVerdict, doc: dict) -> list[tuple[str, str]]:
                 f"{a.get('role') or 'arm'}: {a.get('url')} · model {a.get('model')}",
             )
         )
-    shape = [f"input {_dist(wl, 'input')} tokens", f"output {_dist(wl, 'output')} tokens"]
-    if wl.get("file"):
-        shape.insert(0, f"file {wl['file']}")
-    if wl.get("prefix_groups"):
-        shape.append(f"{wl['prefix_groups']} shared-prefix groups")
-    if wl.get("task"):
-        shape.insert(0, f"task {wl['task']}")
-    shape.append(f"seed {wl.get('seed', '?')}")
-    rows.append(("workload", "; ".join(shape) if wl else "not recorded in the spec"))
+    shape = (doc.get("workload") or {}).get("text")  # abtui.metrics.workload: what was sent
+    rows.append(("workload", shape or ("not recorded in the spec" if not wl else "n/a")))
     rows.append(
         (
             "requests",

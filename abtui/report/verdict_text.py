@@ -361,8 +361,8 @@ def print_verdict(sv: SessionVerdict, out: TextIO, width: int | None = None) -> 
 
         for line in console_lines(pair.quality, mode_info(sv.meta)):
             console.print(escape(line))
-        for e in rows_of(pair, pol):
-            if e.note and e.key in (pol["primary"], *pol["guardrails"]):
+        for e in rows_of(pair, pol):  # every shown row's reason, not only the guardrails'
+            if e.note:
                 console.print(f"  {label(e.key)}: {escape(e.note)}")
         if pair.cost:
             parts = [

@@ -77,6 +77,13 @@ class RunInfo:
     delta: float = 0.02  # the verdict's noise thresholds (policy.delta, policy.delta_tail):
     delta_tail: float = 0.05  # the live strip marks a change within ±δ as ≈
 
+    @property
+    def fixed_rate(self) -> bool:
+        """Open loop (``load`` from :func:`abtui.runner.session.describe_load`: a rate, a
+        sweep of rates or a replay): the arrivals are set, so throughput follows the design
+        and is never better or worse by itself."""
+        return bool(self.load) and "closed" not in self.load
+
 
 class Observer(Protocol):
     def started(self, info: RunInfo) -> None: ...

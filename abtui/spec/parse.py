@@ -56,8 +56,21 @@ def parse_duration(value: Any, where: str) -> float:
     )
 
 
+SLO_UNIT_HINT = "give a unit: ttft=500ms (or 0.5s); us, ms, s and m are known"
+
+
+def slo_duration(value: Any, where: str) -> float:
+    """An SLO's seconds: a string needs its unit (``500ms``, ``0.5s``), since ``ttft=500``
+    silently meant 500 s; a TOML number is seconds, as for every duration."""
+    if isinstance(value, str):
+        m = _DURATION.match(value)
+        if m and m.group(2) is None:
+            raise SpecError(f"{where}: {value.strip()!r} has no unit", SLO_UNIT_HINT)
+    return parse_duration(value, where)
+
+
 def parse_slo_string(text: str, where: str = "--slo") -> dict[str, float]:
-    """``ttft=500ms,tpot=50ms`` → ``{"ttft": 0.5, "tpot": 0.05}``."""
+    """``ttft=500ms,tpot=50ms`` → ``{"ttft": 0.5, "tpot": 0.05}``; a bare number is refused."""
     out: dict[str, float] = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         key, sep, val = part.partition("=")
@@ -66,7 +79,7 @@ def parse_slo_string(text: str, where: str = "--slo") -> dict[str, float]:
             raise SpecError(
                 f"{where}: {part!r} is not KEY=DURATION", "e.g. --slo ttft=500ms,tpot=50ms"
             )
-        out[key] = parse_duration(val.strip(), f"{where} {key}")
+        out[key] = slo_duration(val.strip(), f"{where} {key}")
     _check_slo_keys(out, where)
     for key, v in out.items():
         _check_slo_value(key, v, where)
@@ -238,7 +251,7 @@ def spec_from_dict(data: dict, source: str = "spec") -> Spec:
             for k, v in value.items():
                 try:
                     spec.slo[k] = limits.check(
-                        "slo", parse_duration(v, f"{source}: slo.{k}"), f"slo.{k}"
+                        "slo", slo_duration(v, f"{source}: slo.{k}"), f"slo.{k}"
                     )
                 except SpecError as e:
                     raise _FieldError(e.message, ("slo", None, k), e.hint) from None

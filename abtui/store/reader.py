@@ -60,7 +60,6 @@ from abtui.store.damage import (
     check_tables,
     damaged,
     file_key,
-    first_line,
     loads,
     table_columns,
 )
@@ -191,17 +190,24 @@ class SessionReader:
 
     def _open_error(self, e: Exception, cause: Exception | None = None) -> StoreError:
         text = str(e)
+        if self._copy is not None:  # DuckDB names the private copy: say the user's file
+            text = text.replace(str(self._copy.path), str(self.path))
         if "not a valid DuckDB database" in text:
             return StoreError(
                 f"{self.path} is not a DuckDB file",
                 "give a session file written by abtui (sessions/<name>.duckdb)",
             )
         if re.search(r"read enough bytes|[Cc]orrupt|checksum|truncat|not a valid|magic", text):
-            return damaged(self.path, f"it cannot be opened ({first_line(e)})")
+            line = (text.strip().splitlines() or [type(e).__name__])[0][:300]
+            return damaged(self.path, f"it cannot be opened ({line})")
         extra = f" (first attempt: {cause})" if cause is not None else ""
+        denied = re.search(r"[Pp]ermission denied|EACCES|[Rr]ead-only file system", text + extra)
         return StoreError(
             f"cannot open session file {self.path}: {text}{extra}",
-            "check the file's permissions; if a writer is running, wait for it or retry",
+            "check the file's permissions"
+            if denied
+            else "the file may be damaged (cut short or edited) or locked by a running abtui: "
+            "wait for the writer, or use a copy from where it was written",
         )
 
     def _check(self) -> None:

@@ -9,6 +9,7 @@ ctrl+q anywhere, quits. A running session is never left without asking (:class:`
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -155,8 +156,21 @@ class AbtuiApp(App):
             self._note(f"opening {self.session}…")
             self.workers_of_session.add(self.open_stored(self.session))
 
-    def _verdict_of(self, path: Path) -> None:
-        self.workers_of_session.add(self.load_verdict(path))
+    def _verdict_of(self, path: Path, tail: str = "") -> None:
+        """Compute the verdict of ``path`` in a worker; the note says so and counts the seconds
+        (a big session's takes tens of them), with ``tail`` after the count."""
+        worker = self.load_verdict(path)
+        self.workers_of_session.add(worker)
+        t0 = time.monotonic()
+
+        def tick() -> None:
+            busy = worker.state in (WorkerState.PENDING, WorkerState.RUNNING)
+            if not busy or worker not in self.workers_of_session:
+                timer.stop()
+                return
+            self._note(f"computing the verdict… {time.monotonic() - t0:.0f} s{tail}")
+
+        timer = self.set_interval(1.0, tick)
 
     def back_to_start(self, notice: str = "") -> None:
         """Leave the session shown (not running) for a fresh start screen: the list read again,
@@ -222,15 +236,11 @@ class AbtuiApp(App):
                 self.status = (
                     f"stored session, {status}{' (killed: never closed)' if killed else ''}"
                 )
+                tail = " · it opens by itself; space replays meanwhile"
                 self.push_screen(
-                    OpenScreen(
-                        w.result,
-                        self.status,
-                        note="computing the verdict… it opens by itself "
-                        "unless you replay first (space); v shows it then",
-                    )
+                    OpenScreen(w.result, self.status, note=f"computing the verdict…{tail}")
                 )
-                self._verdict_of(self.session)
+                self._verdict_of(self.session, tail)
             elif w.group == "verdict":
                 self.verdict = w.result
                 if self.live is not None and self.live.is_mounted:  # its figures in the strip
@@ -308,6 +318,14 @@ class AbtuiApp(App):
 
     def action_request_quit(self) -> None:
         self._leave("exit")
+
+    def action_help_quit(self) -> None:
+        """ctrl+c: what q does (Textual's own only showed a "press ctrl+q" toast over the
+        strip): stop a running session after asking, quit or go back to the list."""
+        if self.check_action("leave", ()):
+            self.action_leave()
+        else:
+            self.action_request_quit()
 
     def action_quit(self) -> None:  # ctrl+q: Textual's own quit, which would not ask
         self._leave("exit")

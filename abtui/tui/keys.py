@@ -11,8 +11,7 @@ EVERYWHERE: Keys = (
     ("?", "this list of keys (of this screen)"),
     (
         "ctrl+p",
-        "the command palette: open a session, export md / html, the verdict, compare"
-        " two sessions, and Textual's own (theme, quit)",
+        "the command palette: this screen's actions by name, and Textual's own (theme, quit)",
     ),
     ("ctrl+q", "quit abtui from any screen (asks first while a session runs)"),
 )

@@ -43,6 +43,14 @@ class ChatShape:
             f"gamma arrivals cv {self.cv:g}"
         )
 
+    def dists(self) -> tuple[str, str]:
+        """The prompt and ``max_tokens`` distributions in the spec's grammar (the clamp to
+        ``input_range`` / ``output_range`` aside), for a spec that states what is sent."""
+        return (
+            f"lognormal:{self.input_median}:{self.input_sigma:g}",
+            f"lognormal:{self.output_median}:{self.output_sigma:g}",
+        )
+
 
 def lognormal_lengths(
     n: int, median: int, sigma: float, lo: int, hi: int, rng: np.random.Generator

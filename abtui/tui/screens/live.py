@@ -39,7 +39,7 @@ from abtui.tui.widgets.pane import (
     pane_plan,
     title_text,
 )
-from abtui.tui.widgets.strip import LIVE, VERDICT, delta_text, verdict_rows
+from abtui.tui.widgets.strip import LIVE, VERDICT, delta_text, verdict_rows, verdict_views
 from abtui.workload.segments import Position
 
 
@@ -51,6 +51,18 @@ def _short_state(state: str) -> str:
     """``stored session, complete`` → ``complete``; a killed one (``… (killed: never
     closed)``) → ``killed``."""
     return "killed" if "(killed" in state else state.removeprefix("stored session, ").split(" (")[0]
+
+
+def _short_load(load: str) -> str:
+    """The load's figure alone, for a narrow header: ``13 req/s`` (of ``poisson 13 req/s``),
+    ``conc 8`` (of ``closed loop, concurrency 8``); "" for anything else (a sweep, a replay)."""
+    import re
+
+    if m := re.fullmatch(r"[a-z]+(?: \(burstiness [\d.]+\))? ([\d.]+ req/s)(?:,.*)?", load):
+        return m.group(1)
+    if m := re.fullmatch(r"closed loop, concurrency (\d+)", load):
+        return f"conc {m.group(1)}"
+    return ""
 
 
 def header_text(
@@ -94,7 +106,7 @@ def header_text(
             (f"{elapsed_s:6.1f}s" if k == 0 else f"{elapsed_s:.1f}s", ""),
             (f"{done}/{planned}" + (" req" if k < 7 else ""), ""),
             (seg, "bold"),
-            (load if k < 2 else "", ""),
+            (load if k < 2 else _short_load(load) if k < 7 else "", ""),
             (health, "bold red" if late else "green"),
             (
                 ""
@@ -155,7 +167,8 @@ def page_of(n_arms: int, width: int, page: int) -> tuple[list[int], int, int]:
 
 
 COMPARE_STRIP_ROWS = 40  # from this height the strip stays under the compare view of 4+ arms
-SPARK_LABEL = 14  # "tok/s   1,944 ", "good      249 ": the sparklines start in one column
+SPARK_LABEL = 18  # "tok/s 10s   1,944 ", "good  run     249 ": the sparklines in one column
+WINDOW = {True: "run", False: "10s"}  # the rates' window: the verdict's whole run, or 10 s
 
 
 class ArmPane(VerticalScroll):
@@ -336,21 +349,27 @@ class LiveScreen(Screen):
                 waiting=waiting,
             )
         )
+        whole = self.strip_mode() == VERDICT  # the verdict's figures everywhere, not the 10 s
+        views = [a.view for a in msg.arms]
+        if whole:
+            views = verdict_views(self.verdict_pairs, views)
         if self.comparing:
             view = self.query_one("#compare", Chart)
-            names, views = [a.progress.name for a in msg.arms], [a.view for a in msg.arms]
-            view.show(lambda w: compare_text(names, views, w, view.content_size.height or 20))
+            names, rate = [a.progress.name for a in msg.arms], f"tok/s {WINDOW[whole]}"
+            view.show(lambda w: compare_text(names, views, w, view.content_size.height or 20, rate))
         else:  # one axis for every arm (the hidden pages' too: a page turn keeps the axis)
-            ttft_rng = shared_range([a.view.ttft for a in msg.arms])
-            tpot_rng = shared_range([a.view.tpot for a in msg.arms])
+            ttft_rng = shared_range([v.ttft for v in views])
+            tpot_rng = shared_range([v.tpot for v in views])
             for i, st in enumerate(msg.arms):
                 if i in self.shown:
-                    self._show_arm(i, st, ttft_rng, tpot_rng)
+                    self._show_arm(i, st, views[i], ttft_rng, tpot_rng, WINDOW[whole])
         self._show_delta(msg.arms)
 
-    def _show_arm(self, i: int, st: ArmState, ttft_rng, tpot_rng) -> None:
+    def _show_arm(self, i: int, st: ArmState, v, ttft_rng, tpot_rng, window: str) -> None:
+        """Arm ``i``'s pane from its progress and ``v``, its view (the verdict's figures once
+        they are in); ``window``: the rates' window, said on their labels."""
         pane = self.query_one(f"#arm-{i}", ArmPane)
-        p, v = st.progress, st.view
+        p = st.progress
         plan = pane_plan(pane.content_size.height)
         pane.apply(plan)
         rows, marks, axis = plan.bars, plan.marks, plan.axes
@@ -368,7 +387,7 @@ class LiveScreen(Screen):
             # row) once the series filled the row
             t = Text(no_wrap=True, overflow="ellipsis")
             tok = "n/a" if not math.isfinite(v.out_tok_s) else f"{v.out_tok_s:,.0f}"
-            t.append(f"{'tok/s':<6}{tok:>7} ", "bold")
+            t.append(f"{'tok/s':<6}{window:<4}{tok:>7} ", "bold")
             t.append(sparkline(v.throughput, w - SPARK_LABEL), "cyan")
             if not plan.good:
                 return t
@@ -376,7 +395,7 @@ class LiveScreen(Screen):
             if v.goodput is None:
                 return t.append("goodput: no SLO given", "dim")
             good = "n/a" if not math.isfinite(v.good_tok_s) else f"{v.good_tok_s:,.0f}"
-            t.append(f"{'good':<6}{good:>7} ", "bold")
+            t.append(f"{'good':<6}{window:<4}{good:>7} ", "bold")
             return t.append(sparkline(v.goodput, w - SPARK_LABEL), "green")
 
         pane.query_one(".spark", Chart).show(spark)
@@ -396,8 +415,7 @@ class LiveScreen(Screen):
         """The verdict is computed (its ``PairVerdict`` list): the strip of the finished run
         shows the verdict's figures from now on."""
         self.verdict_pairs = pairs
-        if self.last is not None:
-            self._show_delta(self.last.arms)
+        self.redraw()  # the panes and the compare view take the verdict's figures too
 
     def strip_mode(self) -> str:
         """What the strip shows: the running estimates, or (the run over, the verdict in) the
@@ -417,4 +435,5 @@ class LiveScreen(Screen):
         # the candidates of the page on screen (each against the baseline, in its first column)
         on_page = {self.info.arm_names[i] for i in self.shown[1:] if i < len(self.info.arm_names)}
         rows = [r for r in rows if r[0] in on_page]
-        self.query_one("#delta", Chart).show(lambda w: delta_text(base, rows, w, mode))
+        fixed = frozenset({"throughput"}) if self.info.fixed_rate else frozenset()
+        self.query_one("#delta", Chart).show(lambda w: delta_text(base, rows, w, mode, fixed))

@@ -44,21 +44,35 @@ VERDICT_STYLE = {"GO": "bold green", "NO-GO": "bold red", "INCONCLUSIVE": "yello
 WIDE = 120  # from this many columns: the full date and wider name / arms columns
 
 
-def _date(row: SessionRow, wide: bool) -> str:
-    """``2026-01-02 10:00`` (wide) or ``01-02 10:00``; the session's start, else the file's."""
+def _started(row: SessionRow):
+    """The session's start (aware), else the file's last change: the "started" column."""
     from datetime import datetime
 
     try:
         when = datetime.fromisoformat(row.created) if row.created else None
     except ValueError:
         when = None
-    if when is None:
-        when = datetime.fromtimestamp(row.mtime).astimezone()
-    return when.strftime("%Y-%m-%d %H:%M" if wide else "%m-%d %H:%M")
+    if when is None or when.tzinfo is None:
+        when = (when or datetime.fromtimestamp(row.mtime)).astimezone()
+    return when
+
+
+def _date(row: SessionRow, wide: bool) -> str:
+    """``2026-01-02 10:00`` (wide) or ``01-02 10:00``; the session's start, else the file's."""
+    return _started(row).strftime("%Y-%m-%d %H:%M" if wide else "%m-%d %H:%M")
 
 
 def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[: max(1, width - 1)] + "…"
+
+
+def _cut_name(text: str, width: int) -> str:
+    """A session name cut in the middle, its end kept: two demos' names differ only in their
+    timestamp's last digits (``demo-20261206-101500``), which a cut at the end hid."""
+    if len(text) <= width:
+        return text
+    head = max(1, (width - 1) // 3)
+    return text[:head] + "…" + text[len(text) - (width - 1 - head) :]
 
 
 def status_word(row: SessionRow) -> str:
@@ -198,7 +212,7 @@ class StartScreen(Screen):
             word = status_word(r)
             mark = "▸" if self.marked is not None and r.path == self.marked else ""
             table.add_row(
-                _cut(mark + r.name, name_w),
+                _cut_name(mark + r.name, name_w),
                 _date(r, wide),
                 Text(word, STATUS_STYLE.get(word, "")),
                 _cut(" vs ".join(r.arms) if r.arms else "—", arms_w),

@@ -156,6 +156,9 @@ def _banner(d: VerdictData) -> Text:
 
 def _slo_cost(d: VerdictData) -> Text:
     t = Text()
+    shape = (d.doc.get("workload") or {}).get("text")  # abtui.metrics.workload: what was sent
+    if shape:
+        t.append("workload: ", "bold").append(printable(shape) + "\n")
     slo = d.doc.get("slo") or {}
     if slo:
         lim = ", ".join(f"{k} ≤ {v * 1e3:g} ms" for k, v in slo.items())
@@ -256,11 +259,8 @@ class VerdictScreen(Screen):
                 table = Chart(id=f"metrics-{i}", classes="metrics")
                 table.show(lambda w, pair=pair: metrics_table(pair, pol, w, self._beside(w)))
                 yield table
-                notes = [
-                    f"{label(e.key)}: {e.note}"
-                    for e in rows_of(pair, pol)
-                    if e.note and e.key in (pol["primary"], *pol["guardrails"])
-                ]
+                # every row the table shows that has a reason (each non-decision has one)
+                notes = [f"{label(e.key)}: {e.note}" for e in rows_of(pair, pol) if e.note]
                 if notes:
                     yield Static("\n".join(notes), classes="notes")
                 if pair.quality:  # suites, length buckets, gates
@@ -279,6 +279,13 @@ class VerdictScreen(Screen):
         fac = self.data.sv.verdict.factorial
         key = self._ablation_keys[self._ablation_at] if self._ablation_keys else ""
         return lambda w: ablation_text(fac, key, w)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """``a`` only where there is an ablation to page through (the footer offered "a
+        ablation metric" on every session)."""
+        if action == "ablation":
+            return bool(self._ablation_keys)
+        return True
 
     def action_ablation(self) -> None:
         """The ablation view's next metric (the primary, then each guardrail)."""

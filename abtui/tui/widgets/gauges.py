@@ -17,7 +17,7 @@ from rich.text import Text
 BLOCKS = " ▁▂▃▄▅▆▇█"  # 0 is blank: an idle GPU shows as nothing, not as a floor
 GPU_SOURCES = ("nvml", "dcgm")
 ENGINES = ("vllm", "sglang", "tgi", "llamacpp")
-LABEL = 14  # "util      97% ": as wide as the live pane's sparkline labels (SPARK_LABEL)
+LABEL = 18  # "util          97% ": as wide as the live pane's sparkline labels (SPARK_LABEL)
 
 
 def bars(values: list[float], width: int, top: float) -> str:
@@ -71,14 +71,14 @@ def gauge_rows(telemetry: dict[str, float], series: dict[str, list[float]], widt
             t.append("\n")
         src, vals = _find(series, sources, metric)
         if not vals:
-            t.append(f"{label:<6}{'—':>7} ", "bold")
+            t.append(f"{label:<10}{'—':>7} ", "bold")
             t.append("not reported"[:room], "dim")
             continue
         now = telemetry.get(f"{src}:{metric}", vals[-1])
         top = _mem_total(telemetry, src) if metric == "gpu.mem_used_bytes" else 1.0
         if top is None:  # no total reported: the memory's own peak
             top = max(vals)
-        t.append(f"{label:<6}{fmt(now):>7} ", "bold")
+        t.append(f"{label:<10}{fmt(now):>7} ", "bold")
         t.append(bars(vals, room, top), "magenta" if metric == "kv_usage" else "cyan")
     return t
 

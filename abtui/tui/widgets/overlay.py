@@ -113,10 +113,12 @@ def _cut(text: str, n: int) -> str:
 TABLE_HEAD = ("n", "TTFT P50", "P99", "TPOT P50", "P99", "tok/s")
 
 
-def arms_table(names: list[str], views: list[ArmView], width: int) -> Text:
+def arms_table(
+    names: list[str], views: list[ArmView], width: int, rate: str = TABLE_HEAD[-1]
+) -> Text:
     """One row per arm: its letter and name, then n, TTFT and TPOT P50/P99 and tok/s, in
     aligned columns (the name cut to make room; the last columns go where even that is too
-    narrow)."""
+    narrow). ``rate``: the tok/s column's heading, with its window."""
 
     def num(v: float) -> str:
         return "n/a" if not math.isfinite(v) else f"{v:,.0f}"
@@ -132,14 +134,15 @@ def arms_table(names: list[str], views: list[ArmView], width: int) -> Text:
         ]
         for v in views
     ]
-    cols = [max(len(h), *(len(r[k]) for r in cells)) for k, h in enumerate(TABLE_HEAD)]
+    head = (*TABLE_HEAD[:-1], rate)
+    cols = [max(len(h), *(len(r[k]) for r in cells)) for k, h in enumerate(head)]
     keep = len(cols)
     while keep > 1 and sum(cols[:keep]) + 2 * keep + 2 + 6 > width:
         keep -= 1
     name_w = max(4, min(max(len(n) for n in names), width - 2 - sum(c + 2 for c in cols[:keep])))
     t = Text(no_wrap=True, overflow="ellipsis")
     t.append("  " + "arm".ljust(name_w), "bold")
-    for h, w in zip(TABLE_HEAD[:keep], cols, strict=False):
+    for h, w in zip(head[:keep], cols, strict=False):
         t.append("  " + h.rjust(w), "bold")
     for i, (nm, row) in enumerate(zip(names, cells, strict=True)):
         t.append("\n")
@@ -150,11 +153,13 @@ def arms_table(names: list[str], views: list[ArmView], width: int) -> Text:
     return t
 
 
-def compare_text(names: list[str], views: list[ArmView], width: int, height: int) -> Text:
+def compare_text(
+    names: list[str], views: list[ArmView], width: int, height: int, rate: str = TABLE_HEAD[-1]
+) -> Text:
     """The compare view in ``width`` × ``height``: the TTFT and TPOT CDFs of every arm
     overlaid (side by side from :data:`SIDE_BY_SIDE` columns, else one above the other), a
-    legend line, and the arms' table."""
-    table = arms_table(names, views, width)
+    legend line, and the arms' table (``rate``: its tok/s heading, with the window)."""
+    table = arms_table(names, views, width, rate)
     legend = Text(
         "  ".join(f"{letter(i)} {n}" for i, n in enumerate(names))
         + f"  ({SEVERAL} several arms; left is faster)",
