@@ -133,15 +133,12 @@ class _Weights:
         return self._last
 
 
-def _arm_values(
-    t: RequestTable, ok: np.ndarray, metrics: tuple[str, ...]
-) -> dict[str, tuple[np.ndarray, slice]]:
-    """Per metric: (values, which of ``ok`` they are for: every one, in order, as a slice that
-    indexes without copying) over the rows ``ok`` of ``t`` (positions), each computed once
-    from the columns it reads (the table is not copied). ITL is not among them: it is per chunk
-    gap (:mod:`abtui.stats.itl`, never held)."""
+def _arm_values(t: RequestTable, ok: np.ndarray, metrics: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """Per metric: its values at the rows ``ok`` of ``t`` (positions), in that order, each
+    computed once from the columns it reads (the table is not copied). ITL is not among them:
+    it is per chunk gap (:mod:`abtui.stats.itl`, never held)."""
     fn = {"ttft": rm.ttft_s, "ttft_user": rm.ttft_user_s, "tpot": rm.tpot_s, "e2e": rm.e2e_s}
-    return {m: (fn[m](t, ok), slice(None)) for m in metrics if m != "itl"}
+    return {m: fn[m](t, ok) for m in metrics if m != "itl"}
 
 
 def compare(
@@ -212,7 +209,7 @@ def compare(
             slo,
             seg=seg,
             done=done,
-            values={m: v for m, (v, _) in values[x].items()},
+            values=values[x],
         )
         if windows[x] is not None:  # the SLO rows' "good", over the arm's rows for its summary
             good[x] = np.zeros(int(arm_rows[x].sum()), dtype=bool)
@@ -220,7 +217,7 @@ def compare(
         del ok
     del seg, done
     # each latency distribution once: the summaries' and the sketches' exact figures
-    dists = {x: {m: Dist.of(values[x][m][0]) for m in values[x]} for x in (a, b)}
+    dists = {x: {m: Dist.of(values[x][m]) for m in values[x]} for x in (a, b)}
     if itl:
         dists[a]["itl"], dists[b]["itl"] = itl.dists
     sums = tuple(
@@ -237,7 +234,7 @@ def compare(
         for x in (a, b)
     )
     in_flight = {
-        x: _in_flight(values[x]["e2e"][0], s.duration_s) for x, s in zip((a, b), sums, strict=True)
+        x: _in_flight(values[x]["e2e"], s.duration_s) for x, s in zip((a, b), sums, strict=True)
     }
     light = max(in_flight.values()) <= LIGHT_LOAD_IN_FLIGHT
     pair_keys = {x: None for x in (a, b)}  # items paired across the arms: light load only
@@ -258,13 +255,12 @@ def compare(
             sk = dict(zip((a, b), itl.sketches, strict=True))
         else:
             for x in (a, b):
-                v, rows = values[x][metric]
-                vals[x] = v
+                vals[x] = values[x][metric]
             grid = bs.Grid.covering(vals[a], vals[b])
             sk = {
                 x: bs.Sketch.of(
                     vals[x],
-                    units[x][values[x][metric][1]],
+                    units[x],
                     n_units,
                     grid,
                     exact=dists[x][metric].exact(),
@@ -289,10 +285,7 @@ def compare(
             n_eff[metric] = bs.effective_size(contrast, persistent=False)
             short[metric], min_eff[metric] = 1.0, dc.MIN_EFFECTIVE_UNWIDENED
         elif alternating:
-            rows = {x: values[x][metric][1] for x in (a, b)}
-            contrast = _item_contrast(
-                vals[a], item_units[a][rows[a]], vals[b], item_units[b][rows[b]], n_item_units
-            )
+            contrast = _item_contrast(vals[a], item_units[a], vals[b], item_units[b], n_item_units)
             n_eff[metric] = bs.effective_size(contrast, persistent=False)
             short[metric], min_eff[metric] = 1.0, dc.MIN_EFFECTIVE_UNWIDENED
         else:
@@ -343,11 +336,10 @@ def compare(
     for suffix, member in groups:
         for metric in (m for m in BREAKDOWN_METRICS if m in ells):
             sk = {}
-            grid = bs.Grid.covering(values[a][metric][0], values[b][metric][0])
+            grid = bs.Grid.covering(values[a][metric], values[b][metric])
             for x in (a, b):
-                v, rows = values[x][metric]
-                inside = member[x][rows]
-                sk[x] = bs.Sketch.of(v[inside], units[x][rows][inside], n_units, grid)
+                inside = member[x]
+                sk[x] = bs.Sketch.of(values[x][metric][inside], units[x][inside], n_units, grid)
             w = weights.get(n_units, ells[metric], "latency")
             effects += _latency_rows(
                 metric,

@@ -269,7 +269,7 @@ def estimate(
         units[x] = unit[ok_mask]
         windows[x] = windows_of(t, rows & sent_all, ok_mask, slo)
         sums[x] = summarize(t, x, slo, dists={"itl": itl.dists[i]} if itl else None)
-    in_flight = max(_in_flight(values[x]["e2e"][0], sums[x].duration_s) for x in arms)
+    in_flight = max(_in_flight(values[x]["e2e"], sums[x].duration_s) for x in arms)
     terms = design.terms()
     coef = {tm: design.coefficients(tm) for tm in terms}
     out: list[Term] = []
@@ -278,11 +278,8 @@ def estimate(
         if metric == "itl":
             sk = dict(zip(arms, itl.sketches, strict=True))
         else:
-            grid = bs.Grid.covering(*(values[x][metric][0] for x in arms))
-            sk = {
-                x: bs.Sketch.of(values[x][metric][0], units[x][values[x][metric][1]], n_units, grid)
-                for x in arms
-            }
+            grid = bs.Grid.covering(*(values[x][metric] for x in arms))
+            sk = {x: bs.Sketch.of(values[x][metric], units[x], n_units, grid) for x in arms}
         both = np.logical_and.reduce([sk[x].count > 0 for x in arms])
         with np.errstate(invalid="ignore", divide="ignore"):  # (an empty unit: −inf, dropped)
             logm = {x: np.log(sk[x].total[both] / sk[x].count[both]) for x in arms}
