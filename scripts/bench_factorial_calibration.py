@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How well the factorial interaction is calibrated (issue 20): coverage and false flags.
 
-Each cell builds ``--repeats`` synthetic 2×2 sessions (:func:`abtui.stats.synthetic.synthetic_table`,
+Each cell builds ``--repeats`` synthetic 2×2 sessions (:func:`tests.synthetic.synthetic_table`,
 ``--n`` requests per arm, TTFT and TPOT log-normal σ = 0.25 per arm, plus a load every arm sees:
 an AR(1) log multiplier of SD ``--shared-sd`` and coefficient ``--shared-ar``) where TPOT's medians
 are base 1, A 0.85, B 0.80 and AB ``0.85 · 0.80 · (1 + I)`` for the truth ``I`` of the cell, TTFT
@@ -36,12 +36,15 @@ import math
 import platform
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
 from abtui import __version__
 from abtui.stats import factorial as fx
-from abtui.stats.synthetic import ArmTruth, shared_load, synthetic_table
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: tests.synthetic
+from tests.synthetic import ArmTruth, shared_load, synthetic_table  # noqa: E402
 
 ROWS = ("tpot.p50", "tpot.mean", "ttft.p50", "ttft.mean")
 POLICY = {

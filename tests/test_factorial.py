@@ -9,8 +9,8 @@ import pytest
 
 from abtui.errors import SpecError, UsageError
 from abtui.stats import factorial as fx
-from abtui.stats.synthetic import ArmTruth, shared_load, synthetic_table
 from abtui.verdict.policy import NO_GO, evaluate
+from tests.synthetic import ArmTruth, shared_load, synthetic_table
 
 NAMES = ["base", "fp8", "spec", "fp8+spec"]
 POLICY = {"primary": "tpot.p50", "resamples": 1000}

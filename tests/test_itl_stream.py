@@ -21,9 +21,9 @@ from abtui.metrics.table import RequestTable
 from abtui.stats import bootstrap as bs
 from abtui.stats.effects import compare
 from abtui.stats.itl import itl_sketches
-from abtui.stats.synthetic import ArmTruth, synthetic_table
 from abtui.store.reader import SessionReader
 from abtui.store.writer import SessionWriter
+from tests.synthetic import ArmTruth, synthetic_table
 
 QS = [0.0, 1e-5, 0.25, 0.5, 0.9, 0.95, 0.99, 1 - 1e-5, 1.0]
 

@@ -25,8 +25,8 @@ from abtui.stats.classical import (
 )
 from abtui.stats.effects import compare
 from abtui.stats.multiple import benjamini_hochberg, holm
-from abtui.stats.synthetic import ArmTruth, synthetic_table
 from abtui.verdict.policy import apply_policy, resolve_policy
+from tests.synthetic import ArmTruth, synthetic_table
 
 ALPHA = 0.05
 # 200 Bernoulli(0.05) trials: SD 0.0154; α + 2.6 SD is a false-alarm bound that a correct
@@ -261,7 +261,7 @@ def test_block_length_follows_the_paired_contrast_not_a_shared_load():
     """A load both arms see alike (a shared AR(1), φ = 0.95) makes each arm's series strongly
     dependent, but it cancels in the paired contrast log(B/A) the CI is about: blocks stay
     short (light load, so no in-flight floor). Independent AR noise per arm does not cancel."""
-    from abtui.stats.synthetic import shared_load
+    from tests.synthetic import shared_load
 
     shared = shared_load(1000, seed=3, sigma=0.5, ar=0.95)
     t = synthetic_table(1000, [ArmTruth(), ArmTruth()], seed=3, rate=2.0, shared=shared)

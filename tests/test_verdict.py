@@ -9,8 +9,8 @@ import math
 import pytest
 
 from abtui.stats import decide as dc
-from abtui.stats.synthetic import ArmTruth, synthetic_table
 from abtui.verdict.policy import GO, INCONCLUSIVE, NO_GO, evaluate
+from tests.synthetic import ArmTruth, synthetic_table
 
 ARMS = [{"name": "base"}, {"name": "cand"}, {"name": "cand2"}]
 SPEC = {"policy": {"resamples": 500, "guardrails": ["ttft.p50", "tpot.p50", "e2e.p90"]}}
@@ -394,7 +394,7 @@ def test_slo_rows_of_a_strongly_autocorrelated_pair_are_not_called():
 
 
 def test_a_load_both_arms_share_cancels_in_the_contrast_and_is_called():
-    from abtui.stats.synthetic import shared_load
+    from tests.synthetic import shared_load
 
     shared = shared_load(400, seed=2, sigma=0.25, ar=0.95)  # as dependent, but common to both
     t = synthetic_table(

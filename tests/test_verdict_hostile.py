@@ -13,9 +13,9 @@ from abtui.sim.engine import SimConfig
 from abtui.sim.faults import FaultConfig
 from abtui.sim.process import SimProcess
 from abtui.stats import decide as dc
-from abtui.stats.synthetic import ArmTruth, synthetic_table
 from abtui.store.reader import SessionReader
 from abtui.verdict.policy import GO, INCONCLUSIVE, evaluate
+from tests.synthetic import ArmTruth, synthetic_table
 
 ARMS = [{"name": "base"}, {"name": "cand"}]
 P50_ONLY = {"policy": {"resamples": 500, "guardrails": ["ttft.p50"]}}

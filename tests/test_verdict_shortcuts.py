@@ -17,9 +17,9 @@ from abtui.stats import bootstrap as bs
 from abtui.stats import lagguard as lg
 from abtui.stats.effects import compare
 from abtui.stats.rates import _windows, windows_of
-from abtui.stats.synthetic import ArmTruth, synthetic_table
 from abtui.store.reader import SessionReader
 from abtui.store.writer import SessionWriter
+from tests.synthetic import ArmTruth, synthetic_table
 
 
 def _grid_reference(*values: np.ndarray) -> bs.Grid:
