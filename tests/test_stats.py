@@ -298,7 +298,7 @@ def _ar1(rng, n: int, rho: float) -> np.ndarray:
     return lfilter([math.sqrt(1 - rho * rho)], [1.0, -rho], e)
 
 
-def test_autocorrelation_time_sees_a_persistent_state_the_flat_top_window_misses(monkeypatch):
+def test_autocorrelation_time_sees_a_persistent_state_the_flat_top_window_misses():
     """AR(1) ρ = 0.9 over 200 values: τ = (1 + ρ)/(1 − ρ) = 19. The flat-top window alone sums
     only the lags whose sample correlation is still visibly non-zero (median ≈ 12: the n_eff it
     gives is 60 % too high); with the bias-corrected ARMA(1,1) estimate beside it the median is
@@ -307,9 +307,7 @@ def test_autocorrelation_time_sees_a_persistent_state_the_flat_top_window_misses
     rng = np.random.default_rng(5)
     series = [_ar1(rng, 200, 0.9) for _ in range(80)]
     both = np.median([bs.autocorrelation_time(x) for x in series])
-    monkeypatch.setattr(bs, "TAU_AR", False)
-    flat = np.median([bs.autocorrelation_time(x) for x in series])
-    monkeypatch.setattr(bs, "TAU_AR", True)
+    flat = np.median([bs.autocorrelation_time(x, persistent=False) for x in series])
     assert flat < 14 and 14 < both < 23
     iid = np.median([bs.autocorrelation_time(rng.standard_normal(200)) for _ in range(40)])
     assert iid < 1.6
@@ -334,21 +332,19 @@ def test_block_shortfall_is_the_variance_the_blocks_cannot_see():
     assert np.median([bs.block_shortfall(rng.standard_normal(500), 5) for _ in range(40)]) < 1.05
 
 
-def test_a_dependent_aa_interval_covers_the_truth(monkeypatch):
+def test_a_dependent_aa_interval_covers_the_truth():
     """A/A, each arm's latency its own AR(1) ρ = 0.9, 500 requests per arm (≈ 26 effectively
     independent pairs). The circular block bootstrap alone misses the truth (Δ = 0) about twice
     as often as a 95 % interval should; widened by what its blocks cannot see
     (:func:`block_shortfall`, on a τ̂ that sees the persistent state) it covers."""
-    from abtui.stats import effects
-
     miss = {True: 0, False: 0}
     reps = 60
     for seed in range(reps):
         t = synthetic_table(500, [ArmTruth(ar=0.9), ArmTruth(ar=0.9)], seed=100 + seed)
         for on in (True, False):
-            monkeypatch.setattr(effects, "SHORTFALL", on)
-            monkeypatch.setattr(bs, "TAU_AR", on)
-            comp = compare(t, 0, 1, None, resamples=300, seed=seed, metrics=("ttft", "tpot"))
+            comp = compare(
+                t, 0, 1, None, resamples=300, seed=seed, metrics=("ttft", "tpot"), shortfall=on
+            )
             miss[on] += sum(
                 not (comp.get(k).lo <= 0 <= comp.get(k).hi)
                 for k in ("ttft.p50", "tpot.p50", "ttft.mean", "tpot.mean")

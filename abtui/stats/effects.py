@@ -64,7 +64,6 @@ LIGHT_LOAD_IN_FLIGHT = 1.0
 RANK_MAX = 20_000
 BREAKDOWN_METRICS = ("ttft", "e2e")  # by input-length bucket, P50 (Benjamini–Hochberg family)
 BUCKET_MIN = 50
-SHORTFALL = True  # widen parallel latency rows by bs.block_shortfall (off: for validation)
 
 
 @dataclass
@@ -153,12 +152,14 @@ def compare(
     prices: tuple[float, float] | None = None,
     metrics: tuple[str, ...] = LATENCY_METRICS,
     block_len: int | None = None,
+    shortfall: bool = True,
 ) -> Comparison:
     """Effects of arm ``b`` against arm ``a`` (warm-up rows are left out).
 
     ``prices`` = (USD/hour of A, USD/hour of B) adds the cost rows (:data:`COST_ROWS`).
     ``metrics`` limits the latency metrics; ``block_len`` overrides the block-length rule (1 =
-    the i.i.d. bootstrap; for validation)."""
+    the i.i.d. bootstrap; for validation); ``shortfall=False`` leaves parallel latency rows
+    unwidened by :func:`abtui.stats.bootstrap.block_shortfall` (for validation)."""
     keep = ((table.arm == a) | (table.arm == b)) & ~table.warmup
     t = table if keep.all() else table.select(keep)
     key, segment = _schedule_key(t)
@@ -291,7 +292,7 @@ def compare(
         else:
             contrast = _contrast(sk[a], sk[b])
             n_eff[metric] = bs.effective_size(contrast)
-            bare = not SHORTFALL or block_len is not None
+            bare = not shortfall or block_len is not None
             short[metric] = 1.0 if bare else bs.block_shortfall(contrast, ell)
             min_eff[metric] = dc.MIN_EFFECTIVE_UNWIDENED if bare else dc.MIN_EFFECTIVE
         paired[metric] = len(contrast)
