@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from abtui import __version__
-from abtui.stats import factorial as fx
+from abtui.stats import factorial
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: tests.synthetic
 from tests.synthetic import ArmTruth, shared_load, synthetic_table  # noqa: E402
@@ -66,9 +66,11 @@ def one(truth: float, seed: int, args) -> dict[str, tuple[bool, bool, bool]]:
     ]
     shared = shared_load(args.n, seed=seed, sigma=args.shared_sd, ar=args.shared_ar)
     t = synthetic_table(args.n, arms, seed=seed, shared=shared)
-    design, _ = fx.design_of(["base", "a", "b", "a+b"], ["a", "b"])
-    terms, _ = fx.estimate(t, design, resamples=args.resamples, seed=seed, metrics=("ttft", "tpot"))
-    fx.decide_terms(terms, POLICY)
+    design, _ = factorial.design_of(["base", "a", "b", "a+b"], ["a", "b"])
+    terms, _ = factorial.estimate(
+        t, design, resamples=args.resamples, seed=seed, metrics=("ttft", "tpot")
+    )
+    factorial.decide_terms(terms, POLICY)
     out = {}
     for term in terms:
         if term.order == 2 and term.key in ROWS:
@@ -76,7 +78,7 @@ def one(truth: float, seed: int, args) -> dict[str, tuple[bool, bool, bool]]:
             out[term.key] = (
                 term.lo <= want <= term.hi,
                 term.p < POLICY["alpha"],
-                term.outcome in (fx.ANTAGONISTIC, fx.SYNERGISTIC),
+                term.outcome in (factorial.ANTAGONISTIC, factorial.SYNERGISTIC),
             )
     return out
 

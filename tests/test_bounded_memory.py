@@ -215,7 +215,7 @@ def test_resample_weights_cost_their_matrix_not_three_int64_copies():
 def test_resample_weights_are_the_same_counted_in_slices(monkeypatch):
     import numpy as np
 
-    from abtui.stats import bootstrap as bs
+    from abtui.stats import bootstrap
 
     def reference(n_units, ell, n_res, rng):  # all resamples at once (before slicing)
         n_blocks = -(-n_units // ell)
@@ -226,10 +226,11 @@ def test_resample_weights_are_the_same_counted_in_slices(monkeypatch):
         cs = np.concatenate([np.zeros((n_res, 1), np.int64), np.cumsum(ext, axis=1)], axis=1)
         return (cs[:, ell:] - cs[:, :-ell]).astype(np.float32)
 
-    for cells in (bs.WEIGHT_ROWS_CELLS, 999):  # one slice; slices of odd sizes (27 × 37, …)
-        monkeypatch.setattr(bs, "WEIGHT_ROWS_CELLS", cells)
+    # one slice; slices of odd sizes (27 × 37, …)
+    for cells in (bootstrap.WEIGHT_ROWS_CELLS, 999):
+        monkeypatch.setattr(bootstrap, "WEIGHT_ROWS_CELLS", cells)
         for n_units, ell in ((500, 1), (500, 9), (37, 5), (37, 1)):
-            got = bs.circular_block_weights(n_units, ell, 3001, np.random.default_rng(4))
+            got = bootstrap.circular_block_weights(n_units, ell, 3001, np.random.default_rng(4))
             assert (got == reference(n_units, ell, 3001, np.random.default_rng(4))).all()
 
 
@@ -290,7 +291,7 @@ def test_a_verdict_never_loads_the_chunks(tmp_path, monkeypatch):
     same records in memory (the arrays path)."""
     from abtui.metrics.table import RequestTable
     from abtui.stats.effects import compare
-    from abtui.store import request_table as rt
+    from abtui.store import request_table
     from abtui.store.reader import SessionReader
     from abtui.verdict.session import session_verdict
 
@@ -301,7 +302,7 @@ def test_a_verdict_never_loads_the_chunks(tmp_path, monkeypatch):
     _itl_session(path, 200, 40)
     with SessionReader(path) as rd:
         records_table = rd.request_table(chunks=True)
-    monkeypatch.setattr(rt, "chunk_columns", refuse)
+    monkeypatch.setattr(request_table, "chunk_columns", refuse)
     sv = session_verdict(path, store=False)
     with SessionReader(path) as rd:
         assert len(rd.request_table().chunk_t_ns) == 0

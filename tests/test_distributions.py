@@ -10,10 +10,10 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from scipy import special as sc
+from scipy import special
 from scipy import stats as sps
 
-from abtui.stats import classical as cl
+from abtui.stats import classical
 from abtui.stats import distributions as dist
 from abtui.stats.bootstrap import expansion
 
@@ -56,10 +56,10 @@ def test_t_quantile_within_1e_14_of_scipy_and_the_correctly_rounded_root():
 def test_normal_quantile_and_tail_are_the_correctly_rounded_values():
     rng = np.random.default_rng(1)
     for q in [0.975, 0.95, 0.995, 0.6, 0.025, 1e-10, 1 - 1e-15, 1e-300, *rng.uniform(0, 1, 300)]:
-        assert _close(dist.norm_ppf(float(q)), float(sc.ndtri(q)), 1e-14), q
+        assert _close(dist.norm_ppf(float(q)), float(special.ndtri(q)), 1e-14), q
     # Q(x) in the far tail: scipy's float arithmetic loses ~x² ulps there, the decimal series not
     for x in [0.0, 0.5, 1.0, 1.96, 3.0, 8.0, -2.5, 20.0, 37.5, *rng.normal(0, 5, 300)]:
-        assert _close(dist.norm_sf(float(x)), float(sc.ndtr(-x)), 1e-12), x
+        assert _close(dist.norm_sf(float(x)), float(special.ndtr(-x)), 1e-12), x
     assert dist.norm_sf(39.5) == 0.0 and dist.norm_sf(-39.5) == 1.0
     # an independent reference: Laplace's continued fraction Q(x) = φ(x) / (x + 1/(x + 2/(x + …)))
     for x in (2.0, 3.5, 6.25, 30.0):
@@ -144,8 +144,10 @@ def test_fisher_one_sided_is_exact_and_scipys():
         assert got == _fisher_exact_greater(t), t
         ref = float(sps.fisher_exact(t, alternative="greater").pvalue)
         assert _close(got, ref, 1e-12 if sum(map(sum, t)) < 2000 else 1e-9), t
-    assert cl.error_rate_higher_p(5, 1000, 9, 1000) == _fisher_exact_greater([[9, 991], [5, 995]])
-    assert math.isnan(cl.error_rate_higher_p(0, 0, 1, 10))
+    assert classical.error_rate_higher_p(5, 1000, 9, 1000) == _fisher_exact_greater(
+        [[9, 991], [5, 995]]
+    )
+    assert math.isnan(classical.error_rate_higher_p(0, 0, 1, 10))
 
 
 def _samples(rng, n: int, digits: int) -> np.ndarray:
@@ -164,15 +166,15 @@ def test_mann_whitney_is_scipys():
         digits = int(rng.choice([0, 1, 2]))
         a, b = _samples(rng, n1, digits), _samples(rng, n2, digits) * math.exp(rng.normal(0, 0.1))
         ref = float(sps.mannwhitneyu(b, a, alternative="two-sided").pvalue)
-        got = cl._mann_whitney_p(b, a)
+        got = classical._mann_whitney_p(b, a)
         if got is None:
             assert min(n1, n2) <= 8 and len(np.unique(np.concatenate([a, b]))) == n1 + n2
             continue
         assert _close(got, ref, 1e-12), (n1, n2, digits, got, ref)
         equal += got == ref
-        assert cl.mann_whitney(a, b).p == got
+        assert classical.mann_whitney(a, b).p == got
     assert equal > 20  # many are bit-equal: the tail is the only difference
-    assert cl._mann_whitney_p(np.ones(10), np.ones(12)) == 1.0  # all tied: scipy's 1
+    assert classical._mann_whitney_p(np.ones(10), np.ones(12)) == 1.0  # all tied: scipy's 1
 
 
 def test_wilcoxon_is_scipys():
@@ -187,7 +189,7 @@ def test_wilcoxon_is_scipys():
         d = np.log(y / x)
         if len(d) < 2 or not np.any(d != 0):
             continue
-        got = cl._wilcoxon_p(d)
+        got = classical._wilcoxon_p(d)
         if got is None:  # scipy's permutation test (1.4 s each): ≤ 13 pairs with ties or zeros
             assert m <= 13 and (np.any(d == 0) or len(np.unique(np.abs(d))) < m)
             continue

@@ -23,7 +23,7 @@ import ssl
 import time
 from urllib.parse import urlsplit
 
-from abtui.client import records as R
+from abtui.client import records
 from abtui.client.http1 import ChunkedDecoder, Malformed, parse_head, request_bytes
 from abtui.client.items import Item
 from abtui.client.records import RequestRecord
@@ -146,7 +146,7 @@ class _Exchange:
             if self.timer is not None:
                 self.timer.cancel()
             _fail_http(rec, self.status, bytes(self.err_body))
-        elif error is not None and rec.status == R.OK:
+        elif error is not None and rec.status == records.OK:
             _fail(rec, error[0], error[1])
         rec.done_ns = rec.done_ns or t
         if not self.tail:
@@ -214,7 +214,7 @@ class _Exchange:
             else:
                 self._body(data, t)
         except Malformed as e:  # after [DONE] (the exchange's tail), it costs the connection only
-            self._finish(t, (R.E_MALFORMED, str(e)))
+            self._finish(t, (records.E_MALFORMED, str(e)))
 
     def _on_head(self, data: bytes, t: int) -> bytes:
         self.head += data
@@ -237,7 +237,7 @@ class _Exchange:
         """The error body has not ended ``err_wait`` after the head: the status is the outcome;
         the connection, its body unfinished, is not reused."""
         self.timer = None
-        self._finish(_now(), (R.E_HTTP, "error body unfinished"))
+        self._finish(_now(), (records.E_HTTP, "error body unfinished"))
 
     def _body(self, piece: bytes, t: int) -> None:
         eb = self.err_body
@@ -245,7 +245,7 @@ class _Exchange:
             if not self.fut.done():
                 eb += piece
                 if len(eb) >= _MAX_ERROR_BODY:  # enough for the message: not read further
-                    self._finish(t, (R.E_HTTP, "error body capped"))
+                    self._finish(t, (records.E_HTTP, "error body capped"))
             return
         st = self.state
         if st.done:
@@ -271,7 +271,7 @@ class _Exchange:
             try:
                 self._end_of_body(t)
             except Malformed as e:
-                self._finish(t, (R.E_MALFORMED, str(e)))
+                self._finish(t, (records.E_MALFORMED, str(e)))
         else:
             self._lost(t, None)
 
@@ -286,7 +286,7 @@ class _Exchange:
             msg = f"the server closed the connection without a response{why}"
         else:
             msg = f"connection lost mid-stream after {len(self.rec.chunk_ns)} token chunks{why}"
-        self._finish(t, (R.E_DISCONNECTED, msg))
+        self._finish(t, (records.E_DISCONNECTED, msg))
 
 
 def pool_key(target: Target) -> tuple:
@@ -398,20 +398,22 @@ async def fast_stream_request(
                     except TimeoutError:
                         _fail(
                             rec,
-                            R.E_TIMEOUT,
+                            records.E_TIMEOUT,
                             f"connect to {target.url} timed out after {target.connect_timeout_s:g} s",
                         )
                         return rec
                     except ssl.SSLError as e:
                         _fail(
                             rec,
-                            R.E_CONNECT,
+                            records.E_CONNECT,
                             f"cannot connect to {target.url}: TLS failed: {describe(e)}",
                         )
                         return rec
                     except OSError as e:
                         _fail(
-                            rec, R.E_CONNECT, f"cannot connect to {target.url}: {e.strerror or e}"
+                            rec,
+                            records.E_CONNECT,
+                            f"cannot connect to {target.url}: {e.strerror or e}",
                         )
                         return rec
                     finally:  # the connect phase: out of TTFT and E2E, in TTFT (user)
@@ -428,7 +430,7 @@ async def fast_stream_request(
                     idle = (_now() - ex.last_rx) / 1e9
                     if idle >= target.read_timeout_s:
                         ex._finish(
-                            _now(), (R.E_TIMEOUT, f"no data for {target.read_timeout_s:g} s")
+                            _now(), (records.E_TIMEOUT, f"no data for {target.read_timeout_s:g} s")
                         )
                     else:
                         watchdog = loop.call_later(target.read_timeout_s - idle, check)
@@ -441,11 +443,11 @@ async def fast_stream_request(
                     reused
                     and attempt == 0
                     and not ex.got_bytes
-                    and rec.error_class == R.E_DISCONNECTED
+                    and rec.error_class == records.E_DISCONNECTED
                 ):
                     client._release(key, conn, False)
                     rec.status, rec.error_class, rec.error_message, rec.done_ns = (
-                        R.OK,
+                        records.OK,
                         None,
                         None,
                         None,
@@ -460,17 +462,17 @@ async def fast_stream_request(
         if ex is not None and ex.err_body is not None:  # out of time in an error body (rule 9)
             _fail_http(rec, ex.status, bytes(ex.err_body))
         else:
-            _fail(rec, R.E_TIMEOUT, f"no complete response within {target.timeout_s:g} s")
+            _fail(rec, records.E_TIMEOUT, f"no complete response within {target.timeout_s:g} s")
     except asyncio.CancelledError:
         if ex is not None:
             ex.keep_alive = False
-        _fail(rec, R.E_CANCELLED, "cancelled by abtui", status=R.CANCELLED)
+        _fail(rec, records.E_CANCELLED, "cancelled by abtui", status=records.CANCELLED)
         raise
     finally:
         if watchdog is not None:
             watchdog.cancel()
         if conn is not None:
-            ok = ex is not None and ex.fut.done() and ex.keep_alive and rec.status == R.OK
+            ok = ex is not None and ex.fut.done() and ex.keep_alive and rec.status == records.OK
             if ok and ex.tail:  # complete at [DONE]: back to the pool once the body ends
                 ex.park(
                     lambda reusable: client._release(key, conn, reusable),

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from abtui.client import records as R
+from abtui.client import records
 from abtui.client.items import Item
 from abtui.client.records import RequestRecord
 from abtui.client.sse import SSEParser
@@ -109,7 +109,7 @@ def make_client(max_connections: int, verify: ssl.SSLContext | bool = True) -> h
     return httpx.AsyncClient(limits=limits, trust_env=False, timeout=None, verify=verify)
 
 
-def _fail(rec: RequestRecord, cls: str, msg: str, status: str = R.ERROR) -> None:
+def _fail(rec: RequestRecord, cls: str, msg: str, status: str = records.ERROR) -> None:
     rec.status = status
     rec.error_class = cls
     rec.error_message = msg[:500]
@@ -119,7 +119,7 @@ def _fail(rec: RequestRecord, cls: str, msg: str, status: str = R.ERROR) -> None
 
 def _fail_http(rec: RequestRecord, status: int, body: bytes) -> None:
     """An error status: ``http``, with the message of whatever part of its body came."""
-    _fail(rec, R.E_HTTP, f"HTTP {status}: {_error_text(body)}")
+    _fail(rec, records.E_HTTP, f"HTTP {status}: {_error_text(body)}")
 
 
 def _one_line(text: str) -> str:
@@ -200,7 +200,7 @@ class _StreamState:
             err = obj.get("error", obj)
             msg = err.get("message", err) if isinstance(err, dict) else err
             rec = self.rec
-            rec.status, rec.error_class = R.ERROR, R.E_HTTP
+            rec.status, rec.error_class = records.ERROR, records.E_HTTP
             rec.error_message = f"error in stream: {str(msg)[:300]}"
             self.done = True
             return None
@@ -271,13 +271,13 @@ class _StreamState:
                 try:
                     json.loads(data)
                 except (ValueError, RecursionError):
-                    return R.E_DISCONNECTED, (
+                    return records.E_DISCONNECTED, (
                         f"stream cut off inside an event after {len(self.rec.chunk_ns)} token "
                         f"chunks: {data[:80]!r}"
                     )
             err = self.on_event(ev, data, t)
             if err:
-                return R.E_MALFORMED, err
+                return records.E_MALFORMED, err
         return None
 
     def check_end(self) -> None:
@@ -286,22 +286,22 @@ class _StreamState:
         llama-cpp-python's server ends a running stream with ``[DONE]`` and no finish reason
         when another request arrives (its default ``--interrupt_requests``)."""
         rec = self.rec
-        if rec.status != R.OK or rec.finish_reason is not None:
+        if rec.status != records.OK or rec.finish_reason is not None:
             return
         if self.done:
             _fail(
                 rec,
-                R.E_DISCONNECTED,
+                records.E_DISCONNECTED,
                 f"stream ended with [DONE] but no finish_reason after {len(rec.chunk_ns)} token "
                 "chunks: the server cut it short (llama-cpp-python does when another request "
                 "arrives, unless started with --interrupt_requests False)",
             )
         elif rec.first_byte_ns is None:
-            _fail(rec, R.E_DISCONNECTED, "the server closed the response without a body")
+            _fail(rec, records.E_DISCONNECTED, "the server closed the response without a body")
         else:
             _fail(
                 rec,
-                R.E_DISCONNECTED,
+                records.E_DISCONNECTED,
                 f"stream ended after {len(rec.chunk_ns)} token chunks without [DONE] or a finish_reason",
             )
 
@@ -312,11 +312,11 @@ class _StreamState:
             rec.n_output = u["completion_tokens"]
             n_in = _count(u.get("prompt_tokens"))
             rec.n_input = n_in if n_in is not None else item.n_input
-            rec.token_source = R.TOKENS_USAGE
+            rec.token_source = records.TOKENS_USAGE
         else:
             rec.n_output = sum(rec.chunk_tokens) + rec.empty_token_chunks
             rec.n_input = item.n_input
-            rec.token_source = R.TOKENS_CHUNKS
+            rec.token_source = records.TOKENS_CHUNKS
         if self.store_text:
             rec.text = "".join(self.texts)
         rec.cut_events, rec.cut_bytes = self.parser.cut_events, self.parser.cut_bytes
@@ -393,7 +393,7 @@ async def stream_request(  # noqa: C901  (split in issue 36)
                     for ev, data in feed(piece):
                         err = on_event(ev, data, t)
                         if err:
-                            _fail(rec, R.E_MALFORMED, err)
+                            _fail(rec, records.E_MALFORMED, err)
                             return rec
                         if st.done:
                             break
@@ -420,33 +420,33 @@ async def stream_request(  # noqa: C901  (split in issue 36)
         if err_body is not None:  # the whole request's time ran out while reading an error body
             _fail_http(rec, rec.http_status, bytes(err_body))
         else:
-            _fail(rec, R.E_TIMEOUT, f"no complete response within {target.timeout_s:g} s")
+            _fail(rec, records.E_TIMEOUT, f"no complete response within {target.timeout_s:g} s")
     except httpx.ConnectTimeout:
-        _fail(rec, R.E_TIMEOUT, f"connect timed out after {target.connect_timeout_s:g} s")
+        _fail(rec, records.E_TIMEOUT, f"connect timed out after {target.connect_timeout_s:g} s")
     except httpx.ReadTimeout:
-        _fail(rec, R.E_TIMEOUT, f"no data for {target.read_timeout_s:g} s")
+        _fail(rec, records.E_TIMEOUT, f"no data for {target.read_timeout_s:g} s")
     except httpx.TimeoutException as e:
-        _fail(rec, R.E_TIMEOUT, f"{type(e).__name__}: {e}")
+        _fail(rec, records.E_TIMEOUT, f"{type(e).__name__}: {e}")
     except httpx.ConnectError as e:
         tls = find_cert_error(e)
         why = f"TLS failed: {describe(tls)}" if tls else str(e)
-        _fail(rec, R.E_CONNECT, f"cannot connect to {target.url}: {why}")
+        _fail(rec, records.E_CONNECT, f"cannot connect to {target.url}: {why}")
     except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as e:
         cls = (
-            R.E_CONNECT
+            records.E_CONNECT
             if rec.http_status is None
             and rec.first_byte_ns is None
             and isinstance(e, httpx.WriteError)
-            else R.E_DISCONNECTED
+            else records.E_DISCONNECTED
         )
         _fail(rec, cls, f"connection lost ({type(e).__name__}: {e or 'closed'})")
     except httpx.HTTPError as e:
-        _fail(rec, R.E_OTHER, f"{type(e).__name__}: {e}")
+        _fail(rec, records.E_OTHER, f"{type(e).__name__}: {e}")
     except asyncio.CancelledError:
         if st.done:  # cancelled while reading past [DONE]: the response was complete
             st.check_end()
         else:
-            _fail(rec, R.E_CANCELLED, "cancelled by abtui", status=R.CANCELLED)
+            _fail(rec, records.E_CANCELLED, "cancelled by abtui", status=records.CANCELLED)
         raise
     finally:
         st.finish(item)

@@ -44,7 +44,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from abtui.errors import UsageError
-from abtui.hardware import roofline as rl
+from abtui.hardware import roofline
 from abtui.sim.engine_options import KV_POLICIES, EngineOptions
 from abtui.sim.engine_stats import EngineStats, Histogram, RequestTiming
 from abtui.sim.gpu_model import SimulatedGpu
@@ -100,11 +100,11 @@ class BatchEngine:
         o.validate()
         self.preset, self.options = preset, o
         g, m, w, kv, tp = preset.gpu, preset.model, preset.weight_dtype, preset.kv_dtype, preset.tp
-        self.kv_capacity = rl.kv_capacity_tokens(
+        self.kv_capacity = roofline.kv_capacity_tokens(
             g, m, w, kv, tp, o.gpu_mem_util, o.max_batched_tokens
         )
         if self.kv_capacity < 16:
-            need = rl.weight_bytes(m, w) / tp / 2**30
+            need = roofline.weight_bytes(m, w) / tp / 2**30
             raise UsageError(
                 f"--preset {preset.name}: the weights ({need:.1f} GiB per GPU) leave no room "
                 f"for a KV cache in {g.memory_bytes / 2**30:.0f} GiB x {o.gpu_mem_util:g}",
@@ -113,20 +113,20 @@ class BatchEngine:
         # step-time coefficients (per GPU), the same as roofline.step_cost's
         e = o.efficiency
         self._inv_bw = 1.0 / (g.mem_bw * e.bw)
-        self._inv_fl = 1.0 / (g.flops_for(rl.matmul_dtype(g, w)) * e.flops)
-        self._w_bytes = rl.streamed_weight_bytes(m, w) / tp
-        self._kv_bytes = rl.kv_bytes_per_token_per_gpu(m, kv, tp)
+        self._inv_fl = 1.0 / (g.flops_for(roofline.matmul_dtype(g, w)) * e.flops)
+        self._w_bytes = roofline.streamed_weight_bytes(m, w) / tp
+        self._kv_bytes = roofline.kv_bytes_per_token_per_gpu(m, kv, tp)
         self._fl_tok = 2 * m.linear_params() / tp
         self._fl_head = 2 * m.lm_head_params() / tp
         self._fl_pair = 4 * m.layers * m.q_dim / tp
-        self._comm0 = rl.allreduce_time(g, m, 0, tp)
-        self._comm1 = rl.allreduce_time(g, m, 1, tp) - self._comm0
+        self._comm0 = roofline.allreduce_time(g, m, 0, tp)
+        self._comm1 = roofline.allreduce_time(g, m, 1, tp) - self._comm0
         self._over0, self._over1 = e.step_overhead_s, e.per_seq_overhead_s
         self._scale = 1.0 / o.time_scale
         self._k, self._alpha = preset.spec_k, preset.spec_alpha
         self._grow = o.kv_policy == "grow"
         self.max_context = m.max_context
-        fixed = rl.weight_bytes(m, w) / tp + rl.activation_reserve_bytes(
+        fixed = roofline.weight_bytes(m, w) / tp + roofline.activation_reserve_bytes(
             m, tp, o.max_batched_tokens
         )
         self.gpu = SimulatedGpu(preset, o.time_scale, fixed)
