@@ -33,7 +33,7 @@ def load_checked_spec(path: str | Path | None = None, apply=None):
         spec = apply(spec)
     spec = validate(spec, source)
     if spec.policy.noise_floor:
-        from abtui.verdict.session import load_noise_floor
+        from abtui.verdict.saved import load_noise_floor
 
         load_noise_floor(spec.policy.noise_floor)
     return spec, text
@@ -76,18 +76,20 @@ def report_run(result, gate: bool = True) -> int:
     print_diagnosis(result.path, sys.stdout)
     if result.status not in ("complete", "interrupted"):
         return 1
-    sv = print_verdict(result.path, store=True)  # the run's own verdict, kept in its file
+    sv = print_session_verdict(result.path, store=True)  # the run's own verdict, kept in its file
     if result.status == "interrupted":
         return 130
     return sv.exit_code if gate else 0
 
 
-def print_verdict(path, cost: dict | None = None, policy: dict | None = None, store: bool = False):
+def print_session_verdict(
+    path, cost: dict | None = None, policy: dict | None = None, store: bool = False
+):
     """The verdict of the session at ``path`` printed on stdout (computed; stored in the file
     only with ``store``: the run that wrote it); returned."""
-    from abtui.report.verdict_text import print_verdict as print_text
-    from abtui.verdict.session import session_verdict
+    from abtui.report.verdict_text import print_verdict
+    from abtui.verdict.saved import session_verdict
 
     sv = session_verdict(path, cost=cost or {}, policy=policy or {}, store=store)
-    print_text(sv, sys.stdout)
+    print_verdict(sv, sys.stdout)
     return sv

@@ -10,7 +10,7 @@ two-arm session (tests.synthetic: log-normal TTFT/TPOT, the candidate 5% faster 
 
 - ``--source file`` (the default): the session is written once to a DuckDB file
   (``scripts/synthetic_session.py``, under ``--dir``) and each child runs
-  :func:`abtui.verdict.session.session_verdict` on it, as ``abtui report`` and the end of
+  :func:`abtui.verdict.saved.session_verdict` on it, as ``abtui report`` and the end of
   ``abtui run`` do: reading the file is part of the figures.
 - ``--source memory``: each child builds the table in memory (with its chunk arrays: 1.1 GB at
   10⁶ per arm) and times :func:`abtui.verdict.policy.evaluate` on it (the figure before 19.2).
@@ -38,7 +38,7 @@ from pathlib import Path
 FILE_CHILD = r"""
 import gc, json, os, sys, time
 os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
-from abtui.verdict.session import session_verdict
+from abtui.verdict.saved import session_verdict
 
 def rss(field):
     for line in open("/proc/self/status"):

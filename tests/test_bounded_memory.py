@@ -241,7 +241,7 @@ import json, sys, tracemalloc
 from abtui.metrics import gaps
 from abtui.store import chunks
 gaps.BATCH = chunks.SLICE = 1 << 14  # both files span many slices: what is left is growth
-from abtui.verdict.session import session_verdict
+from abtui.verdict.saved import session_verdict
 session_verdict(sys.argv[1], store=False)  # imports, scipy and DuckDB's own set-up: the base
 tracemalloc.start()
 sv = session_verdict(sys.argv[1], store=False)
@@ -293,7 +293,7 @@ def test_a_verdict_never_loads_the_chunks(tmp_path, monkeypatch):
     from abtui.stats.effects import compare
     from abtui.store import request_table
     from abtui.store.reader import SessionReader
-    from abtui.verdict.session import session_verdict
+    from abtui.verdict.saved import session_verdict
 
     def refuse(*a, **kw):
         raise AssertionError("the chunks were loaded")
@@ -342,7 +342,7 @@ def _peak_of(child: str, *args) -> dict:
 
 _NO_SCIPY_CHILD = r"""
 import json, sys
-from abtui.verdict.session import session_verdict
+from abtui.verdict.saved import session_verdict
 sv = session_verdict(sys.argv[1], store=False)
 p = sv.verdict.pairs[0]
 print(json.dumps({"loaded": sorted(m for m in ("scipy.stats", "scipy.special") if m in sys.modules),
@@ -399,7 +399,7 @@ def test_a_verdict_does_not_import_scipy_stats(tmp_path):
 def test_a_verdict_of_chunks_stored_out_of_time_order(tmp_path):
     """Negative gaps (a chunk stored after one that arrived later: hand-made or damaged files)
     fall in the ITL histogram's first bin; they made an index of −2⁶³ and the verdict raised."""
-    from abtui.verdict.session import session_verdict
+    from abtui.verdict.saved import session_verdict
 
     _error_session(tmp_path / "s.duckdb", 10, backwards=True)
     sv = session_verdict(tmp_path / "s.duckdb", store=False)
@@ -414,7 +414,7 @@ spec = importlib.util.spec_from_file_location("synthetic_session", sys.argv[1])
 ss = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(ss)
 from pathlib import Path
-from abtui.verdict.session import session_verdict
+from abtui.verdict.saved import session_verdict
 small, big = (Path(sys.argv[2]) / f"s{n}.duckdb" for n in (5000, 25000))
 ss.write_session(small, 5000, 4, resamples=200)
 ss.write_session(big, 25000, 4, resamples=200)

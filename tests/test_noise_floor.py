@@ -12,7 +12,7 @@ import pytest
 
 from abtui.stats import noise_floor as nfm
 from abtui.verdict.policy import evaluate
-from abtui.verdict.session import ci_bound_floor
+from abtui.verdict.saved import ci_bound_floor
 from tests.synthetic import ArmTruth, alternating_table, synthetic_table
 
 ARMS = [{"name": "base"}, {"name": "base-again"}]

@@ -53,7 +53,7 @@ from abtui.stats.sweep import sweep_summary
 from abtui.verdict.comparable import length_finding, usage_finding
 
 GO, NO_GO, INCONCLUSIVE = "GO", "NO-GO", "INCONCLUSIVE"
-CALIBRATED = "CALIBRATED"  # an A/A session without a significant change (abtui.verdict.session)
+CALIBRATED = "CALIBRATED"  # an A/A session without a significant change (abtui.verdict.saved)
 EXIT_CODES = {GO: 0, NO_GO: 3, INCONCLUSIVE: 4, CALIBRATED: 0}
 
 DEFAULT_POLICY = {

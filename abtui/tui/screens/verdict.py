@@ -26,7 +26,7 @@ from abtui.tui.keys import VERDICT
 from abtui.tui.widgets.charts import Chart
 from abtui.tui.widgets.inert import Static
 from abtui.verdict.policy import GO, NO_GO
-from abtui.verdict.session import SessionVerdict
+from abtui.verdict.saved import SessionVerdict
 
 RESULT_STYLE = {GO: "bold white on dark_green", NO_GO: "bold white on dark_red"}
 RESULT_WORDS = {GO: "✓ GO", NO_GO: "✗ NO-GO", "INCONCLUSIVE": "~ INCONCLUSIVE"}
@@ -46,7 +46,7 @@ def load_verdict(path, store: bool = False) -> VerdictData:
     session, whose verdict goes into its file (an opened one is only read)."""
     from abtui.report.document import report_data
     from abtui.telemetry.diagnosis import diagnose, diagnosis_lines
-    from abtui.verdict.session import session_verdict
+    from abtui.verdict.saved import session_verdict
 
     sv = session_verdict(path, store=store)
     return VerdictData(sv, report_data(sv), diagnosis_lines(diagnose(path)))
