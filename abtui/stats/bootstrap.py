@@ -431,7 +431,7 @@ def expansion(n_blocks: int, level: float = 0.95) -> float:
     The plain percentile interval is too narrow when few independent units carry the
     information (it divides by b, not b − 1, and ignores that the spread itself is estimated);
     a long block length leaves few blocks. ≈ 1.08 for 25 blocks, 1.16 for 13, → 1 as b grows.
-    The quantiles are correctly rounded (:mod:`abtui.stats.distributions`, no scipy.stats).
+    The quantiles come from :mod:`abtui.stats.distributions` (floats, no scipy.stats).
     """
     b = max(int(n_blocks), 2)
     q = (1 + level) / 2
