@@ -92,37 +92,29 @@ def _cos2(t: float, nu: int) -> tuple[float, float]:
     return c2, rest / d / c2
 
 
-def _t_tail(t: float, nu: int, upper: bool) -> float:
-    """``P(|T| > t)`` (``upper``) or ``P(|T| ≤ t)`` for ``t ≥ 0`` and ``ν ≥ 2``: A&S 26.7.3
+def _t_prob(t: float, nu: int, beyond: bool) -> float:
+    """``P(|T| > t)`` (``beyond``) or ``P(|T| ≤ t)`` for ``t ≥ 0`` and ``ν ≥ 2``: A&S 26.7.3
     (odd ν) and 26.7.4 (even ν) sum ``P(|T| ≤ t)`` over the terms below ``m``; the same
-    series carried on from ``m`` sums to the tail (positive terms: no cancellation)."""
+    series carried on from ``m`` sums to ``P(|T| > t)`` (positive terms: no cancellation)."""
     c2, rel = _cos2(t, nu)
-    s2 = 1.0 - c2  # sin²θ: how fast the series falls
     odd = nu % 2
     m = (nu - 1) // 2 if odd else nu // 2
-    term, total, moment = 1.0, 0.0, 0.0  # term k; Σ term; Σ k·term (first-order correction)
-    if not upper:
-        total = 1.0
-    k = 1
-    while True:
+    total, moment = (0.0, 0.0) if beyond else (1.0, 0.0)  # Σ term_k, Σ k·term_k so far
+    term, k = 1.0, 1
+    while k < m or beyond:
         term *= c2 * ((2 * k) / (2 * k + 1) if odd else (2 * k - 1) / (2 * k))
-        if k >= m:
-            if not upper:
-                break
+        if (k >= m) == beyond:  # within: the terms below m; beyond: those from m on
             total += term
             moment += k * term
-            if term < 2.0**-60 * s2 * total:  # the rest, below term / s², is negligible
-                break
-        elif not upper:
-            total += term
-            moment += k * term
+            if beyond and term < 2.0**-60 * (1.0 - c2) * total:
+                break  # the rest, below term / sin²θ, is negligible
         k += 1
     total += rel * moment
     sin = t / math.sqrt(nu + t * t)
     if not odd:
         return sin * total
-    head = sin * math.sqrt(c2) * total
-    return 2.0 * (head if upper else math.atan(t / math.sqrt(nu)) + head) / math.pi
+    part = sin * math.sqrt(c2) * total
+    return 2.0 * (part if beyond else math.atan(t / math.sqrt(nu)) + part) / math.pi
 
 
 def _t_pdf(t: float, nu: int) -> float:
@@ -158,23 +150,24 @@ def t_ppf(q: float, df: int) -> float:
     if df > T_SERIES_MAX:
         t = _cornish_fisher(norm_ppf(q if upper else 1.0 - q), df)
     else:
-        t = _t_newton(2.0 * q - 1.0 if upper else 1.0 - 2.0 * q, df)  # P(|T| ≤ t), exact
+        t = _t_newton(2.0 * q - 1.0 if upper else 1.0 - 2.0 * q, df)  # exact for q > ½
     return t if upper else -t
 
 
 def _t_newton(level: float, nu: int) -> float:
-    """The ``t`` where ``P(|T| ≤ t) = level``; Newton's method on the tail for a level from
-    0.9 (where ``1 − level`` would lose digits), on the head below."""
+    """The ``t`` where ``P(|T| ≤ t) = level``: Newton's method on ``P(|T| > t)`` from a level
+    of 0.9 (where ``P(|T| ≤ t)`` would lose the digits of ``1 − level``), else on
+    ``P(|T| ≤ t)``."""
     if nu == 1:  # P(|T| > t) = 1 − 2 atan(t)/π
         return 1.0 / math.tan(math.pi * (1.0 - level) / 2)
     if nu == 2:
         return level * math.sqrt(2.0 / ((1.0 - level) * (1.0 + level)))
-    upper = level >= 0.9
-    goal = 1.0 - level if upper else level  # exact from 0.5
-    sign = -1.0 if upper else 1.0  # the tail falls as t grows
+    beyond = level >= 0.9
+    goal = 1.0 - level if beyond else level  # exact from 0.5
+    sign = -1.0 if beyond else 1.0  # P(|T| > t) falls as t grows
     t = _cornish_fisher(-NormalDist().inv_cdf((1.0 - level) / 2), nu)
     for _ in range(50):
-        step = sign * (_t_tail(t, nu, upper) - goal) / (2.0 * _t_pdf(t, nu))
+        step = sign * (_t_prob(t, nu, beyond) - goal) / (2.0 * _t_pdf(t, nu))
         if step >= t:  # Newton would cross zero (far right of the root): halve instead
             t /= 2
             continue
