@@ -33,7 +33,7 @@ def load_checked_spec(path: str | Path | None = None, apply=None):
         spec = apply(spec)
     spec = validate(spec, source)
     if spec.policy.noise_floor:
-        from abtui.verdict.session import load_noise_floor
+        from abtui.verdict.saved import load_noise_floor
 
         load_noise_floor(spec.policy.noise_floor)
     return spec, text
@@ -79,12 +79,14 @@ def report_run(result, gate: bool = True, verdict=None) -> int:
     if result.status not in ("complete", "interrupted"):
         return 1
     if verdict is not None and Path(verdict.path) == Path(result.path):
-        from abtui.report.verdict_text import print_verdict as print_text
+        from abtui.report.verdict_text import print_verdict
 
-        print_text(verdict, sys.stdout)
+        print_verdict(verdict, sys.stdout)
         sv = verdict
     else:
-        sv = print_verdict(result.path, store=True)  # the run's own verdict, kept in its file
+        sv = print_session_verdict(
+            result.path, store=True
+        )  # the run's own verdict, kept in its file
     rc = 130 if result.status == "interrupted" else sv.exit_code if gate else 0
     if rc != sv.exit_code:  # the verdict's last line named its own code: say which one counts
         why = "the run was interrupted" if rc == 130 else "the demo does not gate on its verdict"
@@ -92,14 +94,16 @@ def report_run(result, gate: bool = True, verdict=None) -> int:
     return rc
 
 
-def print_verdict(path, cost: dict | None = None, policy: dict | None = None, store: bool = False):
+def print_session_verdict(
+    path, cost: dict | None = None, policy: dict | None = None, store: bool = False
+):
     """The verdict of the session at ``path`` printed on stdout (computed; stored in the file
     only with ``store``: the run that wrote it); returned."""
     from abtui.report.console import computing
-    from abtui.report.verdict_text import print_verdict as print_text
-    from abtui.verdict.session import session_verdict
+    from abtui.report.verdict_text import print_verdict
+    from abtui.verdict.saved import session_verdict
 
     computing(path)
     sv = session_verdict(path, cost=cost or {}, policy=policy or {}, store=store)
-    print_text(sv, sys.stdout)
+    print_verdict(sv, sys.stdout)
     return sv

@@ -277,14 +277,14 @@ def _first_wave_run(url: str, http: str, streams: int, out_tokens: int, preconne
     import dataclasses
 
     from abtui.client.items import Item
-    from abtui.runner import generator as G
+    from abtui.runner import generator
 
-    tagged = G.build_body
+    tagged = generator.build_body
 
     def build(target, item, extra=None):  # the log's key: which request each line is
         return tagged(target, item, {"abtui_key": item.index, **(extra or {})})
 
-    G.build_body = build
+    generator.build_body = build
     target = Target(base_url=url, model="sim-model")
     items = synthetic_items(streams * 2, 64, out_tokens, 0, [0.0] * (streams * 2))
     warm = [
@@ -293,10 +293,10 @@ def _first_wave_run(url: str, http: str, streams: int, out_tokens: int, preconne
     ]
     kw = (
         {"preconnect": preconnect}
-        if "preconnect" in {f.name for f in dataclasses.fields(G.ArmPlan)}
+        if "preconnect" in {f.name for f in dataclasses.fields(generator.ArmPlan)}
         else {}
     )
-    plan = G.ArmPlan(
+    plan = generator.ArmPlan(
         arm=0,
         target=target,
         items=items,
@@ -309,8 +309,8 @@ def _first_wave_run(url: str, http: str, streams: int, out_tokens: int, preconne
     )
     start = _Start()
     results = _Results(start)
-    G.run_loop(G._Generator(plan, results, start, _NoStop()).run())
-    G.build_body = tagged
+    generator.run_loop(generator._Generator(plan, results, start, _NoStop()).run())
+    generator.build_body = tagged
     return results.recs
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How well the factorial interaction is calibrated (issue 20): coverage and false flags.
 
-Each cell builds ``--repeats`` synthetic 2×2 sessions (:func:`abtui.stats.synthetic.synthetic_table`,
+Each cell builds ``--repeats`` synthetic 2×2 sessions (:func:`tests.synthetic.synthetic_table`,
 ``--n`` requests per arm, TTFT and TPOT log-normal σ = 0.25 per arm, plus a load every arm sees:
 an AR(1) log multiplier of SD ``--shared-sd`` and coefficient ``--shared-ar``) where TPOT's medians
 are base 1, A 0.85, B 0.80 and AB ``0.85 · 0.80 · (1 + I)`` for the truth ``I`` of the cell, TTFT
@@ -36,12 +36,15 @@ import math
 import platform
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
 from abtui import __version__
-from abtui.stats import factorial as fx
-from abtui.stats.synthetic import ArmTruth, shared_load, synthetic_table
+from abtui.stats import factorial
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: tests.synthetic
+from tests.synthetic import ArmTruth, shared_load, synthetic_table  # noqa: E402
 
 ROWS = ("tpot.p50", "tpot.mean", "ttft.p50", "ttft.mean")
 POLICY = {
@@ -63,9 +66,11 @@ def one(truth: float, seed: int, args) -> dict[str, tuple[bool, bool, bool]]:
     ]
     shared = shared_load(args.n, seed=seed, sigma=args.shared_sd, ar=args.shared_ar)
     t = synthetic_table(args.n, arms, seed=seed, shared=shared)
-    design, _ = fx.design_of(["base", "a", "b", "a+b"], ["a", "b"])
-    terms, _ = fx.estimate(t, design, resamples=args.resamples, seed=seed, metrics=("ttft", "tpot"))
-    fx.decide_terms(terms, POLICY)
+    design, _ = factorial.design_of(["base", "a", "b", "a+b"], ["a", "b"])
+    terms, _ = factorial.estimate(
+        t, design, resamples=args.resamples, seed=seed, metrics=("ttft", "tpot")
+    )
+    factorial.decide_terms(terms, POLICY)
     out = {}
     for term in terms:
         if term.order == 2 and term.key in ROWS:
@@ -73,7 +78,7 @@ def one(truth: float, seed: int, args) -> dict[str, tuple[bool, bool, bool]]:
             out[term.key] = (
                 term.lo <= want <= term.hi,
                 term.p < POLICY["alpha"],
-                term.outcome in (fx.ANTAGONISTIC, fx.SYNERGISTIC),
+                term.outcome in (factorial.ANTAGONISTIC, factorial.SYNERGISTIC),
             )
     return out
 

@@ -46,8 +46,8 @@ import time
 import numpy as np
 
 from abtui import __version__
-from abtui.quality import factorial as qf
-from abtui.quality import synthetic as qs
+from abtui.quality import factorial as quality_factorial
+from abtui.quality import synthetic as quality_synthetic
 from abtui.quality.paired import cluster_bootstrap_ci
 
 COEF = np.array([1.0, -1.0, -1.0, 1.0])  # base, A, B, AB: the 2×2 interaction
@@ -61,26 +61,28 @@ ALPHA = 0.05
 
 
 def one(thresholds: list[float], n: int, seed: int, args) -> tuple[bool, ...]:
-    y, cluster = qs.answers(
+    y, cluster = quality_synthetic.answers(
         n, thresholds, flip=args.flip, cluster_size=args.cluster, rho=args.rho, seed=seed
     )
     contrast = y @ COEF
-    t = qf.term_of("synthetic", "a×b", 2, contrast, cluster, COEF, args.margin)
+    t = quality_factorial.term_of("synthetic", "a×b", 2, contrast, cluster, COEF, args.margin)
     t.p_adj = t.p  # the suite alone in its family
-    qf.decide([t], ALPHA)
-    f = qf.term_of("synthetic", "a×b", 2, contrast, cluster, COEF, args.margin, full_lattice=True)
+    quality_factorial.decide([t], ALPHA)
+    f = quality_factorial.term_of(
+        "synthetic", "a×b", 2, contrast, cluster, COEF, args.margin, full_lattice=True
+    )
     f.p_adj = f.p
-    qf.decide([f], ALPHA)
-    want = qs.truth(thresholds, list(COEF), args.flip)
+    quality_factorial.decide([f], ALPHA)
+    want = quality_synthetic.truth(thresholds, list(COEF), args.flip)
     blo, bhi = cluster_bootstrap_ci(
         contrast.astype(float), cluster, resamples=args.resamples, seed=seed
     )
-    flag = (qf.fx.ANTAGONISTIC, qf.fx.SYNERGISTIC)
+    flag = (quality_factorial.fx.ANTAGONISTIC, quality_factorial.fx.SYNERGISTIC)
     return (
         t.lo <= want <= t.hi,
         t.p < ALPHA,
         t.outcome in flag,
-        t.state == qf.FAIL,
+        t.state == quality_factorial.FAIL,
         t.hi - t.lo,
         f.lo <= want <= f.hi,
         f.outcome in flag,
@@ -127,7 +129,7 @@ def main(argv=None) -> int:
     print("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
     t0 = time.perf_counter()
     for name, th in SCENARIOS.items():
-        want = qs.truth(th, list(COEF), args.flip)
+        want = quality_synthetic.truth(th, list(COEF), args.flip)
         for n in sizes:
             got = [one(th, n, 5000 + seed, args) for seed in range(args.repeats)]
             c = list(zip(*got, strict=True))

@@ -52,7 +52,7 @@ import time
 from importlib import metadata
 from pathlib import Path
 
-from abtui.client import records as R
+from abtui.client import records
 from abtui.client.records import RequestRecord
 from abtui.hardware.host import cpu_model
 from abtui.sim.engine import SimConfig
@@ -470,11 +470,11 @@ def _records(n: int, tokens: int, chunks: int, text: bool, first: int) -> list[R
                 done_ns=d + 400_000 + chunks * 37_000,
                 chunk_ns=[d + 400_000 + k * 37_000 for k in range(chunks)],
                 chunk_tokens=per,
-                status=R.OK,
+                status=records.OK,
                 http_status=200,
                 n_input=64,
                 n_output=tokens,
-                token_source=R.TOKENS_USAGE,
+                token_source=records.TOKENS_USAGE,
                 finish_reason="length",
                 text=" tok" * tokens if text else None,
             )
@@ -488,10 +488,10 @@ def driver_cost(tokens: int, chunks: int, text: bool, n: int, batch: int) -> dic
     from abtui.runner.health import Delivery
     from abtui.runner.messages import Batch, GeneratorStats
     from abtui.runner.session import _Live
-    from abtui.store import writer as W
+    from abtui.store import writer as store_writer
 
     columns = [0.0]  # CPU in W.record_columns (records -> numpy columns), inside the flushes
-    build = W.record_columns
+    build = store_writer.record_columns
 
     def timed(*a):
         c = time.process_time()
@@ -513,8 +513,8 @@ def driver_cost(tokens: int, chunks: int, text: bool, n: int, batch: int) -> dic
         msgs.append(pickle.dumps(Batch((b // batch) % 2, recs, stats), protocol=5))
     cost = {"unpickle": 0.0, "live": 0.0, "store": 0.0}
     with tempfile.TemporaryDirectory() as d:
-        W.record_columns = timed
-        writer = W.SessionWriter(Path(d) / "bench.duckdb")
+        store_writer.record_columns = timed
+        writer = store_writer.SessionWriter(Path(d) / "bench.duckdb")
         live, delivery = _Live(list(ARMS), n), Delivery(since_ns=time.perf_counter_ns())
         w0 = time.perf_counter()
         for raw in msgs:
@@ -536,7 +536,7 @@ def driver_cost(tokens: int, chunks: int, text: bool, n: int, batch: int) -> dic
         cost["store"] += time.process_time() - c0
         wall = time.perf_counter() - w0
         writer.close(status="complete")
-        W.record_columns = build
+        store_writer.record_columns = build
         size = (Path(d) / "bench.duckdb").stat().st_size
     total = sum(cost.values())
     cost["columns"], cost["duckdb"] = columns[0], cost.pop("store") - columns[0]

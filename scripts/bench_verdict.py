@@ -5,12 +5,12 @@ Each repeat runs in a fresh child process pinned to one core with one BLAS threa
 kernel's peak-RSS mark (``/proc/self/clear_refs``) once its imports are done, and reads the
 peak RSS reached during the verdict. The verdict is every latency metric at mean/P50/P90/P95/P99,
 throughput, goodput, SLO attainment and cost, with 10,000 bootstrap resamples, of a synthetic
-two-arm session (abtui.stats.synthetic: log-normal TTFT/TPOT, the candidate 5% faster in TPOT,
+two-arm session (tests.synthetic: log-normal TTFT/TPOT, the candidate 5% faster in TPOT,
 ``--tokens`` one-token chunks per request, so ITL has ``n × (tokens − 1)`` gaps per arm).
 
 - ``--source file`` (the default): the session is written once to a DuckDB file
   (``scripts/synthetic_session.py``, under ``--dir``) and each child runs
-  :func:`abtui.verdict.session.session_verdict` on it, as ``abtui report`` and the end of
+  :func:`abtui.verdict.saved.session_verdict` on it, as ``abtui report`` and the end of
   ``abtui run`` do: reading the file is part of the figures.
 - ``--source memory``: each child builds the table in memory (with its chunk arrays: 1.1 GB at
   10⁶ per arm) and times :func:`abtui.verdict.policy.evaluate` on it (the figure before 19.2).
@@ -38,7 +38,7 @@ from pathlib import Path
 FILE_CHILD = r"""
 import gc, json, os, sys, time
 os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
-from abtui.verdict.session import session_verdict
+from abtui.verdict.saved import session_verdict
 
 def rss(field):
     for line in open("/proc/self/status"):
@@ -64,7 +64,8 @@ print(json.dumps({"wall_s": wall, "cpu_s": cpu, "peak_mb": rss("VmHWM:"), "table
 CHILD = r"""
 import gc, json, os, sys, time
 os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
-from abtui.stats.synthetic import ArmTruth, synthetic_table
+sys.path.insert(0, sys.argv[4])  # the repo root: tests.synthetic
+from tests.synthetic import ArmTruth, synthetic_table
 from abtui.verdict.policy import evaluate
 
 def rss(field):
@@ -126,7 +127,16 @@ def main() -> None:
         argv = [sys.executable, "-c", FILE_CHILD, str(path)]
         chunks = 2 * args.n * args.tokens
     else:
-        argv = [sys.executable, "-c", CHILD, str(args.n), str(args.tokens), str(args.resamples)]
+        root = str(Path(__file__).resolve().parents[1])
+        argv = [
+            sys.executable,
+            "-c",
+            CHILD,
+            str(args.n),
+            str(args.tokens),
+            str(args.resamples),
+            root,
+        ]
         chunks = None
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     for _ in range(args.repeat):

@@ -10,7 +10,7 @@ are generated here, so the same script measures the old code and the new one.
 
 Latency model (per arm ``n`` requests, request ``i`` of every arm = item ``i`` scheduled at
 ``i / 20`` s, 16 one-token chunks): TTFT and TPOT are log-normal around 40 ms and 10 ms
-(σ = 0.25, :class:`~abtui.stats.synthetic.ArmTruth`'s defaults), times ``exp(σ · z)``, where
+(σ = 0.25, :class:`~tests.synthetic.ArmTruth`'s defaults), times ``exp(σ · z)``, where
 ``z = √s · shared + √(1 − s) · own``: ``shared`` is one series seen by both arms (the same items
 at the same instants: both arms of a parallel A/B see the same load), ``own`` is each arm's;
 ``s = --shared`` (default 0.5: half the log-variance is common). TTFT and TPOT get separate
@@ -68,7 +68,8 @@ from pathlib import Path
 
 import numpy as np
 
-from abtui.stats.synthetic import ArmTruth
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: tests.synthetic
+from tests.synthetic import ArmTruth  # noqa: E402
 
 NS = 1_000_000_000
 RATE, N_OUT, ALPHA = 20.0, 16, 0.05

@@ -35,7 +35,7 @@ from dataclasses import replace
 
 import httpx
 
-from abtui.hardware import roofline as rl
+from abtui.hardware import roofline
 from abtui.sim import gpu_model
 from abtui.sim.engine import SimConfig
 from abtui.sim.preset_cli import PresetOptions
@@ -62,7 +62,7 @@ def decode_expected(preset: str, batch: int, prompt: int, out: int) -> dict[str,
     """Time-weighted DRAM / tensor / SM activity of the decode steps from context ``prompt`` to
     ``prompt + out`` at ``batch`` (the roofline's step_cost of each step)."""
     p = parse_preset(preset)
-    return _weighted(p, [rl.decode_shape(batch, prompt + i) for i in range(1, out)])
+    return _weighted(p, [roofline.decode_shape(batch, prompt + i) for i in range(1, out)])
 
 
 def prefill_expected(preset: str, n: int, prompt: int) -> dict[str, float]:
@@ -87,7 +87,7 @@ def prefill_expected(preset: str, n: int, prompt: int) -> dict[str, float]:
             seqs += 1
             sampled += left[j] == 0
             j += 1
-        shapes.append(rl.StepShape(tokens, sampled, kv_read, tokens, pairs, seqs))
+        shapes.append(roofline.StepShape(tokens, sampled, kv_read, tokens, pairs, seqs))
         while i < n and left[i] == 0:
             i += 1
     return _weighted(p, shapes)
@@ -95,10 +95,10 @@ def prefill_expected(preset: str, n: int, prompt: int) -> dict[str, float]:
 
 def _weighted(p, shapes) -> dict[str, float]:
     g = p.gpu
-    peak = g.flops_for(rl.matmul_dtype(g, p.weight_dtype))
+    peak = g.flops_for(roofline.matmul_dtype(g, p.weight_dtype))
     nbytes = flops = kernels = t = 0.0
     for s in shapes:
-        c = rl.step_cost(g, p.model, p.weight_dtype, p.kv_dtype, s, p.tp)
+        c = roofline.step_cost(g, p.model, p.weight_dtype, p.kv_dtype, s, p.tp)
         nbytes, flops, t = nbytes + c.bytes, flops + c.flops, t + c.time
         kernels += max(c.t_memory, c.t_compute)
     return {"dram": nbytes / (g.mem_bw * t), "tensor": flops / (peak * t), "sm": kernels / t}

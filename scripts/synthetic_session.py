@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Write a synthetic session file (``abtui.stats.synthetic``: two arms, the candidate 5% faster
+"""Write a synthetic session file (``tests.synthetic``: two arms, the candidate 5% faster
 in TPOT) that ``abtui report`` and the verdict read like any other, without running endpoints.
 
     python scripts/synthetic_session.py /tmp/s.duckdb --n 5000 --tokens 256
@@ -54,9 +54,11 @@ def write_session(
 ) -> None:
     """``n`` requests per arm of ``tokens`` one-token chunks each, into a new file at ``path``."""
     from abtui.metrics.table import NA, NULLABLE_COLUMNS
-    from abtui.stats.synthetic import ArmTruth, synthetic_table
     from abtui.store.schema import REQUEST_COLUMNS
     from abtui.store.writer import SessionWriter
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root
+    from tests.synthetic import ArmTruth, synthetic_table
 
     spec = dict(SPEC, policy={"resamples": resamples} if resamples else {})
     w = SessionWriter(path, overwrite=True)

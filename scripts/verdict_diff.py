@@ -21,7 +21,10 @@ from collections import Counter
 
 
 def dump(out: str, paths: list[str]) -> None:
-    from abtui.verdict.session import session_verdict
+    try:
+        from abtui.verdict.saved import session_verdict
+    except ImportError:  # a tree whose module still has its old name
+        from abtui.verdict.session import session_verdict
 
     docs = {}
     for path in paths:

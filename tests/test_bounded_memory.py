@@ -216,7 +216,7 @@ def test_resample_weights_cost_their_matrix_not_three_int64_copies():
 def test_resample_weights_are_the_same_counted_in_slices(monkeypatch):
     import numpy as np
 
-    from abtui.stats import bootstrap as bs
+    from abtui.stats import bootstrap
 
     def reference(n_units, ell, n_res, rng):  # all resamples at once (before slicing)
         n_blocks = -(-n_units // ell)
@@ -227,10 +227,11 @@ def test_resample_weights_are_the_same_counted_in_slices(monkeypatch):
         cs = np.concatenate([np.zeros((n_res, 1), np.int64), np.cumsum(ext, axis=1)], axis=1)
         return (cs[:, ell:] - cs[:, :-ell]).astype(np.float32)
 
-    for cells in (bs.WEIGHT_ROWS_CELLS, 999):  # one slice; slices of odd sizes (27 × 37, …)
-        monkeypatch.setattr(bs, "WEIGHT_ROWS_CELLS", cells)
+    # one slice; slices of odd sizes (27 × 37, …)
+    for cells in (bootstrap.WEIGHT_ROWS_CELLS, 999):
+        monkeypatch.setattr(bootstrap, "WEIGHT_ROWS_CELLS", cells)
         for n_units, ell in ((500, 1), (500, 9), (37, 5), (37, 1)):
-            got = bs.circular_block_weights(n_units, ell, 3001, np.random.default_rng(4))
+            got = bootstrap.circular_block_weights(n_units, ell, 3001, np.random.default_rng(4))
             assert (got == reference(n_units, ell, 3001, np.random.default_rng(4))).all()
 
 
@@ -241,7 +242,7 @@ import json, sys, tracemalloc
 from abtui.metrics import gaps
 from abtui.store import chunks
 gaps.BATCH = chunks.SLICE = 1 << 14  # both files span many slices: what is left is growth
-from abtui.verdict.session import session_verdict
+from abtui.verdict.saved import session_verdict
 session_verdict(sys.argv[1], store=False)  # imports, scipy and DuckDB's own set-up: the base
 tracemalloc.start()
 sv = session_verdict(sys.argv[1], store=False)
@@ -291,9 +292,9 @@ def test_a_verdict_never_loads_the_chunks(tmp_path, monkeypatch):
     same records in memory (the arrays path)."""
     from abtui.metrics.table import RequestTable
     from abtui.stats.effects import compare
-    from abtui.store import request_table as rt
+    from abtui.store import request_table
     from abtui.store.reader import SessionReader
-    from abtui.verdict.session import session_verdict
+    from abtui.verdict.saved import session_verdict
 
     def refuse(*a, **kw):
         raise AssertionError("the chunks were loaded")
@@ -302,7 +303,7 @@ def test_a_verdict_never_loads_the_chunks(tmp_path, monkeypatch):
     _itl_session(path, 200, 40)
     with SessionReader(path) as rd:
         records_table = rd.request_table(chunks=True)
-    monkeypatch.setattr(rt, "chunk_columns", refuse)
+    monkeypatch.setattr(request_table, "chunk_columns", refuse)
     sv = session_verdict(path, store=False)
     with SessionReader(path) as rd:
         assert len(rd.request_table().chunk_t_ns) == 0
@@ -342,7 +343,7 @@ def _peak_of(child: str, *args) -> dict:
 
 _NO_SCIPY_CHILD = r"""
 import json, sys
-from abtui.verdict.session import session_verdict
+from abtui.verdict.saved import session_verdict
 sv = session_verdict(sys.argv[1], store=False)
 p = sv.verdict.pairs[0]
 print(json.dumps({"loaded": sorted(m for m in ("scipy.stats", "scipy.special") if m in sys.modules),
@@ -399,7 +400,7 @@ def test_a_verdict_does_not_import_scipy_stats(tmp_path):
 def test_a_verdict_of_chunks_stored_out_of_time_order(tmp_path):
     """Negative gaps (a chunk stored after one that arrived later: hand-made or damaged files)
     fall in the ITL histogram's first bin; they made an index of −2⁶³ and the verdict raised."""
-    from abtui.verdict.session import session_verdict
+    from abtui.verdict.saved import session_verdict
 
     _error_session(tmp_path / "s.duckdb", 10, backwards=True)
     sv = session_verdict(tmp_path / "s.duckdb", store=False)
@@ -414,7 +415,7 @@ spec = importlib.util.spec_from_file_location("synthetic_session", sys.argv[1])
 ss = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(ss)
 from pathlib import Path
-from abtui.verdict.session import session_verdict
+from abtui.verdict.saved import session_verdict
 small, big = (Path(sys.argv[2]) / f"s{n}.duckdb" for n in (5000, 25000))
 ss.write_session(small, 5000, 4, resamples=200)
 ss.write_session(big, 25000, 4, resamples=200)

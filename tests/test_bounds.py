@@ -252,8 +252,8 @@ def test_large_real_runs_still_pass(tmp_path):
 
 
 def test_a_stored_policy_out_of_range_is_refused_not_allocated():
-    from abtui.stats.synthetic import ArmTruth, synthetic_table
     from abtui.verdict.policy import evaluate
+    from tests.synthetic import ArmTruth, synthetic_table
 
     t = synthetic_table(20, [ArmTruth(), ArmTruth()], seed=1)
     with pytest.raises(SpecError, match=r"policy.resamples = 100000000000 is out of range"):

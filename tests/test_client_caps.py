@@ -26,7 +26,7 @@ from test_client_streams import (  # the loopback server and helpers (no fixture
     target,
 )
 
-from abtui.client import records as R
+from abtui.client import records
 from abtui.client import stream as httpx_path
 from abtui.client.fast import FastClient, fast_stream_request
 from abtui.client.sse import SSEParser
@@ -70,7 +70,7 @@ def test_a_huge_sse_event_is_dropped_as_it_comes_and_counted(path):
     script += [chunk(PIECE)] * (HUGE // len(PIECE))
     script += [chunk(b'"}}]}\n\n'), sse(chat("b", finish="stop")), DONE, END]
     rec, peak = _serve(path, script, trace=True)
-    assert rec.status == R.OK, rec.error_message
+    assert rec.status == records.OK, rec.error_message
     assert rec.text == "ab" and len(rec.chunk_ns) == 2 and rec.finish_reason == "stop"
     assert rec.cut_events == 1 and rec.cut_bytes >= HUGE
     # the event was never held: 3-5 MiB (the bound, reads, both ends' buffers); holding it
@@ -85,7 +85,7 @@ def test_stored_text_stops_at_the_bound_and_the_rest_is_counted(path):
     script = [SSE_HEAD] + [sse(chat(part)) for _ in range(words)]
     script += [sse(chat(finish="length")), DONE, END]
     rec, _ = _serve(path, script)
-    assert rec.status == R.OK and len(rec.chunk_ns) == words  # every token still measured
+    assert rec.status == records.OK and len(rec.chunk_ns) == words  # every token still measured
     assert len(rec.text) == MAX_TEXT_CHARS
     assert rec.cut_text == words * len(part) - MAX_TEXT_CHARS and rec.cut_events == 0
 
@@ -160,10 +160,10 @@ def test_the_session_file_counts_what_was_cut_per_arm(tmp_path):
     from abtui.store.writer import SessionWriter
 
     live = _Live(["base", "cand"], 3)  # the main process's running counts, fed as batches come
-    cut = R.RequestRecord(arm=1, item=0, cut_events=1, cut_bytes=HUGE, cut_text=0)
-    long = R.RequestRecord(arm=1, item=1, cut_text=5000)
-    live.add(1, [cut, long, R.RequestRecord(arm=1, item=2)], {})
-    live.add(0, [R.RequestRecord(arm=0, item=0)], {})
+    cut = records.RequestRecord(arm=1, item=0, cut_events=1, cut_bytes=HUGE, cut_text=0)
+    long = records.RequestRecord(arm=1, item=1, cut_text=5000)
+    live.add(1, [cut, long, records.RequestRecord(arm=1, item=2)], {})
+    live.add(0, [records.RequestRecord(arm=0, item=0)], {})
     path = tmp_path / "s.duckdb"
 
     class Obs:

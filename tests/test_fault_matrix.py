@@ -24,7 +24,7 @@ import httpx
 import pytest
 
 from abtui.cli import main
-from abtui.client import records as R
+from abtui.client import records
 from abtui.metrics.summary import summarize
 from abtui.sim.faults import FaultConfig
 from abtui.sim.process import SimProcess
@@ -39,13 +39,13 @@ SLO_TTFT_S = 0.2
 # Every candidate is faster than the baseline (TTFT 3 ms / ITL 1 ms vs 6 / 2): without its
 # faults it would be GO, so only the accounting of its failures can keep it from GO.
 FAULTS = [
-    ("r429", FaultConfig(fail={429: RATE_SHARE}, retry_after_s=2), R.E_HTTP),
-    ("r500", FaultConfig(fail={500: RATE_SHARE}), R.E_HTTP),
-    ("r503html", FaultConfig(fail={503: RATE_SHARE}, fail_body="html"), R.E_HTTP),
-    ("hang", FaultConfig(hang_rate=RATE_SHARE), R.E_TIMEOUT),
-    ("stall", FaultConfig(stall_rate=RATE_SHARE, stall_ms=3000), R.E_TIMEOUT),
-    ("disconnect", FaultConfig(disconnect_rate=RATE_SHARE), R.E_DISCONNECTED),
-    ("malformed", FaultConfig(malformed_rate=RATE_SHARE), R.E_MALFORMED),
+    ("r429", FaultConfig(fail={429: RATE_SHARE}, retry_after_s=2), records.E_HTTP),
+    ("r500", FaultConfig(fail={500: RATE_SHARE}), records.E_HTTP),
+    ("r503html", FaultConfig(fail={503: RATE_SHARE}, fail_body="html"), records.E_HTTP),
+    ("hang", FaultConfig(hang_rate=RATE_SHARE), records.E_TIMEOUT),
+    ("stall", FaultConfig(stall_rate=RATE_SHARE, stall_ms=3000), records.E_TIMEOUT),
+    ("disconnect", FaultConfig(disconnect_rate=RATE_SHARE), records.E_DISCONNECTED),
+    ("malformed", FaultConfig(malformed_rate=RATE_SHARE), records.E_MALFORMED),
     # no error, but every first byte comes 300 ms late: over the TTFT SLO
     ("slowfirst", FaultConfig(slow_first_byte_ms=300), None),
 ]
@@ -55,7 +55,7 @@ def _classes(t, arm: int) -> dict[str, int]:
     out: dict[str, int] = {}
     rows = t.select((t.arm == arm) & ~t.warmup)
     for status, cls in zip(rows.status, rows.error_class, strict=True):
-        key = "ok" if status == R.OK else f"{status}:{cls}"
+        key = "ok" if status == records.OK else f"{status}:{cls}"
         out[key] = out.get(key, 0) + 1
     return out
 
@@ -121,8 +121,8 @@ def test_every_fault_run_continues_and_accounts_for_every_request(matrix_run):
             assert got == {"ok": N}, (name, got)
             continue
         # only this fault's class, and about RATE_SHARE of the requests (seeded draws)
-        assert set(got) == {"ok", f"{R.ERROR}:{cls}"}, (name, got)
-        assert 0.1 * N <= got[f"{R.ERROR}:{cls}"] <= 0.5 * N, (name, got)
+        assert set(got) == {"ok", f"{records.ERROR}:{cls}"}, (name, got)
+        assert 0.1 * N <= got[f"{records.ERROR}:{cls}"] <= 0.5 * N, (name, got)
 
 
 def test_errors_count_against_slo_attainment_and_goodput(matrix_run):
@@ -292,13 +292,17 @@ def test_endpoint_killed_and_restarted_mid_run(tmp_path, capsys):
         (stored,) = rd.verdicts()
     got = _classes(t, 1)
     assert sum(got.values()) == n, got  # ok + each error class = sent
-    assert got.get(f"{R.ERROR}:{R.E_CONNECT}", 0) >= 1, got  # refused while it was down
-    assert set(got) <= {"ok", f"{R.ERROR}:{R.E_CONNECT}", f"{R.ERROR}:{R.E_DISCONNECTED}"}, got
+    assert got.get(f"{records.ERROR}:{records.E_CONNECT}", 0) >= 1, got  # refused while it was down
+    assert set(got) <= {
+        "ok",
+        f"{records.ERROR}:{records.E_CONNECT}",
+        f"{records.ERROR}:{records.E_DISCONNECTED}",
+    }, got
     # the run went on: requests scheduled after the restart succeeded again
     rows = t.select(t.arm == 1)
-    last_fail = max(int(i) for i, s in zip(rows.item, rows.status, strict=True) if s != R.OK)
+    last_fail = max(int(i) for i, s in zip(rows.item, rows.status, strict=True) if s != records.OK)
     assert any(
-        int(i) > last_fail and s == R.OK for i, s in zip(rows.item, rows.status, strict=True)
+        int(i) > last_fail and s == records.OK for i, s in zip(rows.item, rows.status, strict=True)
     ), f"no request after item {last_fail} (of {n}) succeeded: restarted too late?"
     assert stored["result"]["pairs"][0]["result"] != "GO"
     assert os.path.exists(tmp_path / "refused.duckdb")

@@ -314,7 +314,7 @@ def test_a_small_lag_on_a_real_session_no_longer_blocks_a_large_gain(tmp_path):
     the inter-arrival gap the same session cannot be GO."""
     import duckdb
 
-    from abtui.verdict.session import session_verdict
+    from abtui.verdict.saved import session_verdict
 
     spec = tmp_path / "s.toml"
     with (

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from abtui.errors import UsageError
-from abtui.hardware import roofline as rl
+from abtui.hardware import roofline
 from abtui.hardware.gpus import GPUS, get_gpu
 from abtui.hardware.models import MODELS, ModelConfigError, get_model, load_hf_config
 
@@ -35,69 +35,74 @@ def test_param_count_derived_from_the_config_matches_the_published_total(model):
 
 def test_kv_bytes_per_token_and_decode_time_of_llama3_8b_on_h100():
     m, g = get_model("llama-3-8b"), get_gpu("h100")
-    assert rl.kv_bytes_per_token(m, "bf16") == 128 * 1024
-    assert rl.kv_bytes_per_token(m, "fp8") == 64 * 1024
-    assert rl.kv_bytes_per_token_per_gpu(m, "bf16", tp=2) == 64 * 1024
+    assert roofline.kv_bytes_per_token(m, "bf16") == 128 * 1024
+    assert roofline.kv_bytes_per_token(m, "fp8") == 64 * 1024
+    assert roofline.kv_bytes_per_token_per_gpu(m, "bf16", tp=2) == 64 * 1024
     # docs/methods.md §5: W = N · 2 bytes ≈ 16 GB; at peak bandwidth ≈ 4.8 ms per token
-    assert rl.weight_bytes(m, "bf16") == m.param_count() * 2
-    assert rl.weight_bytes(m, "bf16") / g.mem_bw == pytest.approx(4.8e-3, rel=0.01)
-    peak = rl.Efficiency(bw=1.0, flops=1.0, step_overhead_s=0, per_seq_overhead_s=0)
-    c = rl.step_cost(g, m, "bf16", "bf16", rl.decode_shape(1, 1), eff=peak)
+    assert roofline.weight_bytes(m, "bf16") == m.param_count() * 2
+    assert roofline.weight_bytes(m, "bf16") / g.mem_bw == pytest.approx(4.8e-3, rel=0.01)
+    peak = roofline.Efficiency(bw=1.0, flops=1.0, step_overhead_s=0, per_seq_overhead_s=0)
+    c = roofline.step_cost(g, m, "bf16", "bf16", roofline.decode_shape(1, 1), eff=peak)
     assert c.bound == "memory"
     # the embedding is not streamed per step, so a little under the 4.8 ms of all weights
-    assert c.time == pytest.approx(rl.streamed_weight_bytes(m, "bf16") / g.mem_bw, rel=1e-3)
+    assert c.time == pytest.approx(roofline.streamed_weight_bytes(m, "bf16") / g.mem_bw, rel=1e-3)
     assert 4.3e-3 < c.time < 4.8e-3
 
 
 def test_weight_dtypes_shrink_the_layer_weights_only():
     m = get_model("llama-3-8b")
-    bf16, fp8, int4 = (rl.weight_bytes(m, d) for d in ("bf16", "fp8", "int4"))
+    bf16, fp8, int4 = (roofline.weight_bytes(m, d) for d in ("bf16", "fp8", "int4"))
     embed_and_head = 2 * m.embedding_params() * 2
     assert fp8 == pytest.approx(m.linear_params() + embed_and_head)
     assert bf16 > fp8 > int4 > embed_and_head
-    assert rl.matmul_dtype(get_gpu("h100"), "fp8") == "fp8"
-    assert rl.matmul_dtype(get_gpu("a100"), "fp8") == "bf16"  # no FP8 tensor cores
-    assert rl.matmul_dtype(get_gpu("h100"), "int4") == "bf16"  # weight-only
+    assert roofline.matmul_dtype(get_gpu("h100"), "fp8") == "fp8"
+    assert roofline.matmul_dtype(get_gpu("a100"), "fp8") == "bf16"  # no FP8 tensor cores
+    assert roofline.matmul_dtype(get_gpu("h100"), "int4") == "bf16"  # weight-only
 
 
 def test_prefill_flops_and_bound():
     m, g = get_model("llama-3-8b"), get_gpu("h100")
     p = 4096
-    _, flops = rl.step_bytes_flops(m, "bf16", "bf16", rl.prefill_shape(p))
+    _, flops = roofline.step_bytes_flops(m, "bf16", "bf16", roofline.prefill_shape(p))
     # the step's FLOPs ≈ the whole-prompt 2NP + 2·L·d·P² (the LM head runs once, not P times)
     head = 2 * m.lm_head_params() * (p - 1)
-    assert flops == pytest.approx(rl.prefill_flops(m, p) - head, rel=0.01)
-    assert rl.step_cost(g, m, "bf16", "bf16", rl.prefill_shape(p)).bound == "compute"
-    assert rl.step_cost(g, m, "bf16", "bf16", rl.decode_shape(8, 2048)).bound == "memory"
+    assert flops == pytest.approx(roofline.prefill_flops(m, p) - head, rel=0.01)
+    assert roofline.step_cost(g, m, "bf16", "bf16", roofline.prefill_shape(p)).bound == "compute"
+    assert (
+        roofline.step_cost(g, m, "bf16", "bf16", roofline.decode_shape(8, 2048)).bound == "memory"
+    )
 
 
 def test_decode_at_large_batch_turns_compute_bound_and_mbu_mfu_are_fractions():
     m, g = get_model("llama-3-8b"), get_gpu("h100")
-    small = rl.step_cost(g, m, "fp8", "fp8", rl.decode_shape(1, 128))
-    big = rl.step_cost(g, m, "fp8", "fp8", rl.decode_shape(4096, 128))
+    small = roofline.step_cost(g, m, "fp8", "fp8", roofline.decode_shape(1, 128))
+    big = roofline.step_cost(g, m, "fp8", "fp8", roofline.decode_shape(4096, 128))
     assert small.bound == "memory" and big.bound == "compute"
-    assert 0 < rl.mbu(small.bytes, small.time, g) < 1
-    assert 0 < rl.mfu(big.flops, big.time, g, "fp8") < 1
+    assert 0 < roofline.mbu(small.bytes, small.time, g) < 1
+    assert 0 < roofline.mfu(big.flops, big.time, g, "fp8") < 1
 
 
 def test_tensor_parallel_splits_bytes_and_adds_allreduce():
     m, g = get_model("llama-3-70b"), get_gpu("h200")
-    one = rl.step_cost(g, m, "bf16", "bf16", rl.decode_shape(1, 1024), tp=1)
-    four = rl.step_cost(g, m, "bf16", "bf16", rl.decode_shape(1, 1024), tp=4)
+    one = roofline.step_cost(g, m, "bf16", "bf16", roofline.decode_shape(1, 1024), tp=1)
+    four = roofline.step_cost(g, m, "bf16", "bf16", roofline.decode_shape(1, 1024), tp=4)
     assert four.bytes == pytest.approx(one.bytes / 4, rel=1e-6)
     assert one.t_comm == 0 and four.t_comm > 2 * m.layers * 5e-6
     assert four.time < one.time
     # 8 KV heads over tp=8: one each; over tp=16 they would be replicated
-    assert rl.kv_bytes_per_token_per_gpu(m, "bf16", 8) == rl.kv_bytes_per_token(m, "bf16") / 8
+    assert (
+        roofline.kv_bytes_per_token_per_gpu(m, "bf16", 8)
+        == roofline.kv_bytes_per_token(m, "bf16") / 8
+    )
 
 
 def test_kv_capacity_follows_memory_minus_weights():
     m, g = get_model("llama-3-8b"), get_gpu("h100")
-    cap = rl.kv_capacity_tokens(g, m, "bf16", "bf16")
+    cap = roofline.kv_capacity_tokens(g, m, "bf16", "bf16")
     assert 400_000 < cap < 500_000  # (80 GiB x 0.9 - 16 GB - reserve) / 128 KiB
-    assert rl.kv_capacity_tokens(g, m, "bf16", "fp8") == pytest.approx(2 * cap, rel=0.01)
-    assert rl.kv_capacity_tokens(g, m, "fp8", "bf16") > cap
-    assert rl.kv_capacity_tokens(get_gpu("l4"), get_model("llama-3-70b"), "bf16", "bf16") < 0
+    assert roofline.kv_capacity_tokens(g, m, "bf16", "fp8") == pytest.approx(2 * cap, rel=0.01)
+    assert roofline.kv_capacity_tokens(g, m, "fp8", "bf16") > cap
+    assert roofline.kv_capacity_tokens(get_gpu("l4"), get_model("llama-3-70b"), "bf16", "bf16") < 0
 
 
 def test_load_hf_config(tmp_path):

@@ -12,7 +12,7 @@ from abtui.report.export import to_markdown
 from abtui.sim.engine import SimConfig
 from abtui.sim.process import SimProcess
 from abtui.store.reader import SessionReader
-from abtui.verdict.session import session_verdict
+from abtui.verdict.saved import session_verdict
 
 
 def test_run_spec_file_runs_stores_and_prints_the_verdict(tmp_path, capsys):

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from abtui.client import records as R
+from abtui.client import records
 from abtui.client.items import Item
 from abtui.client.records import RequestRecord
 from abtui.client.sse import SSEParser
@@ -77,7 +77,7 @@ ITEM = Item(index=0, id="i", prompt="a b", max_tokens=4, n_input=2)
 
 def _check_record(rec: RequestRecord) -> None:
     """The fields the session file stores have the types its columns hold."""
-    assert rec.status in (R.OK, R.ERROR)
+    assert rec.status in (records.OK, records.ERROR)
     assert rec.finish_reason is None or isinstance(rec.finish_reason, str)
     for v in (rec.n_input, rec.n_output):
         assert isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= INT64

@@ -15,15 +15,15 @@ import pytest
 
 from abtui.client.records import OK, RequestRecord
 from abtui.metrics import gaps
-from abtui.metrics import request as rm
+from abtui.metrics import request as request_metrics
 from abtui.metrics.summary import Dist, itl_dist, summarize
 from abtui.metrics.table import RequestTable
-from abtui.stats import bootstrap as bs
+from abtui.stats import bootstrap
 from abtui.stats.effects import compare
 from abtui.stats.itl import itl_sketches
-from abtui.stats.synthetic import ArmTruth, synthetic_table
 from abtui.store.reader import SessionReader
 from abtui.store.writer import SessionWriter
+from tests.synthetic import ArmTruth, synthetic_table
 
 QS = [0.0, 1e-5, 0.25, 0.5, 0.9, 0.95, 0.99, 1 - 1e-5, 1.0]
 
@@ -60,7 +60,7 @@ def test_gap_scan_quantiles_are_numpys_bit_for_bit(monkeypatch, batch, cap):
         scan = gaps.GapScan(t, masks, tail=3)
         for groups in ((0,), (1,), (0, 1)):
             m = np.logical_or.reduce([masks[g] for g in groups])
-            v = rm.itl_s(t.select(m))
+            v = request_metrics.itl_s(t.select(m))
             assert scan.n(groups) == len(v)
             got = gaps.quantiles_s(scan, groups, QS)
             assert got == [float(x) for x in np.quantile(v, QS)], (name, groups)
@@ -75,11 +75,11 @@ def test_gap_scan_quantiles_are_numpys_bit_for_bit(monkeypatch, batch, cap):
 def test_per_request_gaps_and_itl_dist():
     for t in _tables().values():
         per_row = gaps.row_gaps(t)
-        rows, v = rm.chunk_gaps(t)
+        rows, v = request_metrics.chunk_gaps(t)
         assert (per_row.n == np.bincount(rows, minlength=len(t))).all()
         top = np.full(len(t), np.nan)
         np.fmax.at(top, rows, v)
-        assert np.array_equal(rm.itl_max_s(t), top, equal_nan=True)
+        assert np.array_equal(request_metrics.itl_max_s(t), top, equal_nan=True)
         d, ref = itl_dist(t), Dist.of(v)
         assert (d.n, d.p50, d.p90, d.p95, d.p99) == (ref.n, ref.p50, ref.p90, ref.p95, ref.p99)
 
@@ -88,18 +88,18 @@ def test_per_request_gaps_and_itl_dist():
 def test_itl_sketches_are_sketch_of_on_every_gap(n, tokens):
     t = synthetic_table(n, [ArmTruth(), ArmTruth(tpot_scale=0.93)], n_output=tokens, seed=n)
     t.chunk_t_ns[:] = t.chunk_t_ns // 4_000_000 * 4_000_000  # a coarse clock: zero gaps too
-    unit, n_units, _ = bs.unit_index(t.item)
+    unit, n_units, _ = bootstrap.unit_index(t.item)
     ok = [t.arm == 0, t.arm == 1]
     got = itl_sketches(t, ok, unit, n_units, unit, n_units)
     vals, units = [], []
     for m in ok:
-        rows, v = rm.chunk_gaps(t.select(m))
+        rows, v = request_metrics.chunk_gaps(t.select(m))
         vals.append(v)
         units.append(unit[np.flatnonzero(m)][rows])
-    grid = bs.Grid.covering(*vals)
+    grid = bootstrap.Grid.covering(*vals)
     assert (got.sketches[0].grid.lo, got.sketches[0].grid.width) == (grid.lo, grid.width)
     for g in (0, 1):
-        ref, sk = bs.Sketch.of(vals[g], units[g], n_units, grid), got.sketches[g]
+        ref, sk = bootstrap.Sketch.of(vals[g], units[g], n_units, grid), got.sketches[g]
         assert np.array_equal(sk.count, ref.count)
         assert np.array_equal(sk.total, ref.total)  # same additions in the same order
         assert np.array_equal(sk.hist, ref.hist)
@@ -146,7 +146,9 @@ def _write(path, records) -> None:
 
 
 def _same_itl(a: RequestTable, b: RequestTable) -> None:
-    assert np.array_equal(rm.itl_max_s(a), rm.itl_max_s(b), equal_nan=True)
+    assert np.array_equal(
+        request_metrics.itl_max_s(a), request_metrics.itl_max_s(b), equal_nan=True
+    )
     for arm in (0, 1):
         sa, sb = summarize(a, arm, {"itl": 0.01}), summarize(b, arm, {"itl": 0.01})
         assert sa.to_dict() == sb.to_dict()
@@ -194,15 +196,15 @@ def test_chunks_stored_out_of_order_are_read_sorted(tmp_path):
 def test_the_lag_bound_of_an_itl_row_reads_the_stream():
     """The generator rule's bound for an ITL row (:func:`abtui.stats.lagguard.flattery`) takes
     its quantiles from the stream: the same factor as from every gap held."""
-    from abtui.stats import lagguard as lg
+    from abtui.stats import lagguard
 
     t = _tables()["plain"].select(_tables()["plain"].arm == 0)
-    v = rm.itl_s(t)
+    v = request_metrics.itl_s(t)
     lag = np.abs(np.random.default_rng(1).normal(0, 0.002, len(t)))
-    for stat, q in lg._QUANTILE.items():
+    for stat, q in lagguard._QUANTILE.items():
         measured = float(np.quantile(v, q))
-        low = lg._lower_quantile(lambda x: float(np.quantile(v, x)), q, lag, 1.0)
+        low = lagguard._lower_quantile(lambda x: float(np.quantile(v, x)), q, lag, 1.0)
         want = math.inf if low <= 0 else max(1.0, measured / low)
-        assert lg.flattery(t, f"itl.{stat}", lag) == want, stat
-    got = lg.flattery(t, "itl.mean", lag)
+        assert lagguard.flattery(t, f"itl.{stat}", lag) == want, stat
+    got = lagguard.flattery(t, "itl.mean", lag)
     assert got == pytest.approx(max(1.0, v.mean() / (v.mean() - lag.mean())), rel=1e-13)

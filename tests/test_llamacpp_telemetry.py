@@ -13,7 +13,7 @@ import asyncio
 import pytest
 from engine_fixtures import require_engine
 
-from abtui.client import records as R
+from abtui.client import records
 from abtui.client.fast import FastClient, fast_stream_request
 from abtui.client.items import Item
 from abtui.client.records import RequestRecord
@@ -137,7 +137,7 @@ def test_stream_timings_are_the_servers_and_agree_with_its_counters(plain, api, 
     recs = _stream(plain, _items(4), api=api, fast=fast)
     after = plain.metrics_text()
     for r in recs:
-        assert r.status == R.OK, r.error_message
+        assert r.status == records.OK, r.error_message
         t = r.timings
         assert r.timings_note is None and t is not None
         assert {"prompt_n", "prompt_ms", "predicted_n", "predicted_ms", "cache_n"} <= set(t)
@@ -192,7 +192,7 @@ def test_spec_decode_acceptance_counters_match_the_streams(spec):
     sc.rows_from_text(spec.metrics_text(), 0)
     recs = _stream(spec, _items(3, out=24))
     d = _deltas(sc, spec.metrics_text())
-    assert all(r.status == R.OK and r.timings_note is None for r in recs)
+    assert all(r.status == records.OK and r.timings_note is None for r in recs)
     drafted = sum(r.timings.get("draft_n", 0) for r in recs)
     accepted = sum(r.timings.get("draft_n_accepted", 0) for r in recs)
     assert drafted > 0 and accepted > 0

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from abtui.client.records import CANCELLED, E_CANCELLED, E_HTTP, E_TIMEOUT, ERROR, RequestRecord
-from abtui.metrics import request as rm
+from abtui.metrics import request as request_metrics
 from abtui.metrics.summary import (
     LAG_MAX_LIMIT_S,
     ArmSummary,
@@ -79,36 +79,40 @@ def error(
 
 def test_request_formulas_exact():
     t = RequestTable.from_records([make([100, 120, 150], lag_ms=1)])
-    assert rm.ttft_s(t)[0] == pytest.approx(0.100, abs=1e-12)
-    assert rm.ttft_user_s(t)[0] == pytest.approx(0.101, abs=1e-12)
-    assert rm.e2e_s(t)[0] == pytest.approx(0.150, abs=1e-12)
-    assert rm.tpot_s(t)[0] == pytest.approx(0.025, abs=1e-12)  # (150 - 100) / (3 - 1)
-    assert rm.itl_s(t) == pytest.approx([0.020, 0.030], abs=1e-12)
-    assert rm.itl_max_s(t)[0] == pytest.approx(0.030, abs=1e-12)
-    assert rm.schedule_lag_s(t)[0] == pytest.approx(0.001, abs=1e-12)
+    assert request_metrics.ttft_s(t)[0] == pytest.approx(0.100, abs=1e-12)
+    assert request_metrics.ttft_user_s(t)[0] == pytest.approx(0.101, abs=1e-12)
+    assert request_metrics.e2e_s(t)[0] == pytest.approx(0.150, abs=1e-12)
+    assert request_metrics.tpot_s(t)[0] == pytest.approx(0.025, abs=1e-12)  # (150 - 100) / (3 - 1)
+    assert request_metrics.itl_s(t) == pytest.approx([0.020, 0.030], abs=1e-12)
+    assert request_metrics.itl_max_s(t)[0] == pytest.approx(0.030, abs=1e-12)
+    assert request_metrics.schedule_lag_s(t)[0] == pytest.approx(0.001, abs=1e-12)
 
 
 def test_usage_chunk_does_not_move_e2e():
     # The trailing usage-only chunk / [DONE] arrives 2 s later: done_ns moves, E2E must not.
     a = RequestTable.from_records([make([100, 120, 150])])
     b = RequestTable.from_records([make([100, 120, 150], done_ms=2150)])
-    assert rm.e2e_s(a)[0] == rm.e2e_s(b)[0] == pytest.approx(0.150, abs=1e-12)
-    assert rm.tpot_s(a)[0] == rm.tpot_s(b)[0]
+    assert (
+        request_metrics.e2e_s(a)[0]
+        == request_metrics.e2e_s(b)[0]
+        == pytest.approx(0.150, abs=1e-12)
+    )
+    assert request_metrics.tpot_s(a)[0] == request_metrics.tpot_s(b)[0]
     assert summarize(b, 0).e2e.p50 == pytest.approx(0.150, abs=1e-12)
 
 
 def test_multi_token_chunks_tpot_uses_token_count():
     # Speculative decoding: 3 chunks carrying 1 + 4 + 3 tokens.
     t = RequestTable.from_records([make([100, 120, 150], tokens=[1, 4, 3])])
-    assert rm.tpot_s(t)[0] == pytest.approx(0.050 / 7, abs=1e-12)
-    assert len(rm.itl_s(t)) == 2  # ITL stays per chunk
+    assert request_metrics.tpot_s(t)[0] == pytest.approx(0.050 / 7, abs=1e-12)
+    assert len(request_metrics.itl_s(t)) == 2  # ITL stays per chunk
 
 
 def test_single_token_output():
     t = RequestTable.from_records([make([80])])
-    assert rm.ttft_s(t)[0] == pytest.approx(0.080, abs=1e-12)
-    assert math.isnan(rm.tpot_s(t)[0])
-    assert math.isnan(rm.itl_max_s(t)[0]) and len(rm.itl_s(t)) == 0
+    assert request_metrics.ttft_s(t)[0] == pytest.approx(0.080, abs=1e-12)
+    assert math.isnan(request_metrics.tpot_s(t)[0])
+    assert math.isnan(request_metrics.itl_max_s(t)[0]) and len(request_metrics.itl_s(t)) == 0
     s = summarize(t, 0, {"tpot": 0.01, "itl": 0.01, "ttft": 0.1})
     assert s.ttft.n == 1 and s.tpot.n == 0 and math.isnan(s.tpot.p50)
     assert s.good == 1 and s.slo_attainment == 1.0  # NaN TPOT/ITL are not misses
@@ -174,7 +178,7 @@ def test_itl_slo_is_the_largest_gap():
 
 def test_ok_without_tokens_misses_ttft_slo():
     t = RequestTable.from_records([make([], n_output=0)])
-    assert t.first_token_ns[0] == NA and math.isnan(rm.ttft_s(t)[0])
+    assert t.first_token_ns[0] == NA and math.isnan(request_metrics.ttft_s(t)[0])
     assert summarize(t, 0, {"ttft": 1.0}).good == 0
     assert summarize(t, 0).good == 1
 
@@ -195,13 +199,13 @@ def test_select_and_for_arm_keep_chunks():
     t = RequestTable.from_records(recs)
     b = t.for_arm(1)
     assert len(b) == 1 and b.chunk_req_idx.tolist() == [0, 0, 0]
-    assert rm.itl_s(b) == pytest.approx([0.01, 0.01], abs=1e-12)
+    assert request_metrics.itl_s(b) == pytest.approx([0.01, 0.01], abs=1e-12)
     a = t.for_arm(0)
     assert len(a) == 2 and a.chunk_req_idx.tolist() == [0, 0, 1]
     assert a.select(np.array([1])).n_chunk_rows == 1
     c = RequestTable.concat([t.select(np.array([True, False, False])), b])
     assert len(c) == 2 and c.chunk_req_idx.tolist() == [0, 0, 1, 1, 1]
-    assert rm.itl_s(c) == pytest.approx([0.01, 0.01, 0.01], abs=1e-12)
+    assert request_metrics.itl_s(c) == pytest.approx([0.01, 0.01, 0.01], abs=1e-12)
 
 
 def test_empty_and_serialisation():

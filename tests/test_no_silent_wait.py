@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from tui_fixtures import write_session
 
-import abtui.verdict.session as vs
+import abtui.verdict.saved as vs
 from abtui.cli import main
 from abtui.cli import run as cli_run
 from abtui.demo import DemoOptions, run_demo

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from abtui.stats import noise_floor as nfm
-from abtui.stats.synthetic import ArmTruth, alternating_table, synthetic_table
 from abtui.verdict.policy import evaluate
-from abtui.verdict.session import ci_bound_floor
+from abtui.verdict.saved import ci_bound_floor
+from tests.synthetic import ArmTruth, alternating_table, synthetic_table
 
 ARMS = [{"name": "base"}, {"name": "base-again"}]
 SPEC = {"policy": {"resamples": 2000}}

@@ -12,12 +12,11 @@ import numpy as np
 import pytest
 
 from abtui.client import preconnect
-from abtui.client import records as R
 from abtui.client.fast import FastClient, fast_stream_request, pool_key
 from abtui.client.items import Item, synthetic_items
-from abtui.client.records import RequestRecord
+from abtui.client.records import OK, TOKENS_USAGE, RequestRecord
 from abtui.client.stream import Target, build_body, make_client, stream_request
-from abtui.metrics import request as rm
+from abtui.metrics import request as request_metrics
 from abtui.metrics.table import RequestTable
 from abtui.runner.generator import ArmPlan, _Generator
 from abtui.runner.messages import Batch, Ready, SegmentDone
@@ -140,7 +139,7 @@ def test_closed_loop_opens_its_connections_before_t0(monkeypatch):
     seg = Segment(_items(48), "closed", 16)
     results, accepts = run_generator(monkeypatch, {"segments": [seg]})
     recs = measured(results)
-    assert len(recs) == 48 and all(r.status == R.OK for r in recs), recs[0].error_message
+    assert len(recs) == 48 and all(r.status == OK for r in recs), recs[0].error_message
     assert results.accepted_at_start[0] == 16  # open and verified when the generator said ready
     assert accepts.n == 16  # the measured requests opened none
     assert all(r.connect_ns == 0 for r in recs)
@@ -155,7 +154,7 @@ def test_on_the_httpx_path_the_first_wave_connects_and_records_it(monkeypatch):
     seg = Segment(_items(48), "closed", 16)
     results, accepts = run_generator(monkeypatch, {"segments": [seg]}, http="httpx")
     recs = measured(results)
-    assert len(recs) == 48 and all(r.status == R.OK for r in recs), recs[0].error_message
+    assert len(recs) == 48 and all(r.status == OK for r in recs), recs[0].error_message
     assert results.accepted_at_start[0] == 2
     connected = [r for r in recs if r.connect_ns > 0]
     assert len(connected) == accepts.n - 2 >= 14
@@ -171,7 +170,7 @@ def test_several_generators_per_arm_and_a_sweep(monkeypatch):
     assert [s.concurrency for s in mine] == [2, 6]
     results, accepts = run_generator(monkeypatch, {"segments": mine})
     recs = measured(results)
-    assert all(r.status == R.OK for r in recs) and len(recs) == 4 + 14
+    assert all(r.status == OK for r in recs) and len(recs) == 4 + 14
     # ready: the warm-up's 2 (≥ 2 needed); after level 0, topped up to level 1's 6
     assert results.accepted_at_start[:2] == [2, 6]
     assert accepts.n == 6 and all(r.connect_ns == 0 for r in recs)
@@ -183,7 +182,7 @@ def test_open_loop_opens_what_the_schedule_implies(monkeypatch):
     seg = Segment(_items(12), "open", 10)
     results, accepts = run_generator(monkeypatch, {"segments": [seg]})
     recs = measured(results)
-    assert all(r.status == R.OK for r in recs) and len(recs) == 12
+    assert all(r.status == OK for r in recs) and len(recs) == 12
     assert results.accepted_at_start[0] == 10 and accepts.n == 10
     assert all(r.connect_ns == 0 for r in recs)
 
@@ -303,7 +302,7 @@ async def _fill(http: str, client, target: Target, n: int, body: bytes):
     if http == "fast":
         return (await preconnect.fill(client, target, n)).opened
     recs = await _wave(http, client, target, n, body)
-    assert all(r.status == R.OK for r in recs)
+    assert all(r.status == OK for r in recs)
     return sum(r.connect_ns > 0 for r in recs)
 
 
@@ -332,19 +331,21 @@ def test_warm_pool_means_no_connect_phase_and_a_cold_one_records_it(http):
             server.close()
 
     warm, cold = asyncio.run(go())
-    assert all(r.status == R.OK for r in warm + cold), [r.error_message for r in warm + cold]
+    assert all(r.status == OK for r in warm + cold), [r.error_message for r in warm + cold]
     assert all(r.connect_ns == 0 for r in warm)
     assert all(0 < r.connect_ns < r.chunk_ns[0] - r.dispatched_ns for r in cold)
     t = RequestTable.from_records(cold)
-    ttft, user = rm.ttft_s(t), rm.ttft_user_s(t)
+    ttft, user = request_metrics.ttft_s(t), request_metrics.ttft_user_s(t)
     whole = (t.first_token_ns - t.dispatched_ns) / 1e9
     np.testing.assert_allclose(ttft, whole - t.connect_ns / 1e9)  # out of TTFT
     np.testing.assert_allclose(
-        rm.e2e_s(t), (t.last_token_ns - t.dispatched_ns - t.connect_ns) / 1e9
+        request_metrics.e2e_s(t), (t.last_token_ns - t.dispatched_ns - t.connect_ns) / 1e9
     )
     np.testing.assert_allclose(user, (t.first_token_ns - t.scheduled_ns) / 1e9)  # in TTFT (user)
     assert (user >= ttft + t.connect_ns / 1e9 - 1e-9).all()
-    np.testing.assert_allclose(rm.tpot_s(t), (t.last_token_ns - t.first_token_ns) / 1e9 / 2)
+    np.testing.assert_allclose(
+        request_metrics.tpot_s(t), (t.last_token_ns - t.first_token_ns) / 1e9 / 2
+    )
 
 
 @pytest.mark.parametrize(
@@ -378,7 +379,7 @@ def test_a_server_that_drops_idle_connections_costs_a_connect_phase_not_an_error
             server.close()
 
     recs, again = asyncio.run(go())
-    assert all(r.status == R.OK for r in recs), [r.error_message for r in recs]
+    assert all(r.status == OK for r in recs), [r.error_message for r in recs]
     assert all(r.connect_ns > 0 for r in recs)
     assert srv.dropped >= 4 and srv.accepted >= 8
     # close: all four had been closed again, four new; race: the server's closes are not seen
@@ -492,13 +493,15 @@ def test_records_without_a_connect_phase_keep_their_old_metrics():
     cols["connect_ns"] = None
     old = RequestTable(**cols)
     assert old.connect_ns.tolist() == [0]
-    assert rm.ttft_s(old)[0] == pytest.approx(700e-9) and rm.e2e_s(old)[0] == pytest.approx(1700e-9)
+    assert request_metrics.ttft_s(old)[0] == pytest.approx(700e-9) and request_metrics.e2e_s(old)[
+        0
+    ] == pytest.approx(1700e-9)
     rec.connect_ns = 300
     t = RequestTable.from_records([rec])
-    assert rm.ttft_s(t)[0] == pytest.approx(400e-9) and rm.ttft_user_s(t)[0] == pytest.approx(
-        800e-9
-    )
-    assert rm.connect_s(t)[0] == pytest.approx(300e-9)
+    assert request_metrics.ttft_s(t)[0] == pytest.approx(400e-9) and request_metrics.ttft_user_s(t)[
+        0
+    ] == pytest.approx(800e-9)
+    assert request_metrics.connect_s(t)[0] == pytest.approx(300e-9)
 
 
 # ------------------------------------------------------------------ the session file
@@ -520,7 +523,7 @@ def _records() -> list[RequestRecord]:
                 chunk_tokens=[1, 1],
                 n_output=2,
                 done_ns=d + c + 8_000_000,
-                token_source=R.TOKENS_USAGE,
+                token_source=TOKENS_USAGE,
             )
         )
     return out
@@ -554,8 +557,10 @@ def test_connect_phase_is_stored_and_an_older_file_without_it_still_opens(tmp_pa
     with SessionReader(new) as rd:
         t = rd.request_table()
     assert t.connect_ns.tolist() == [0, 0, 2_500_000]
-    assert rm.ttft_s(t) == pytest.approx([0.005, 0.005, 0.005])  # connect out of TTFT
-    assert rm.ttft_user_s(t) == pytest.approx([0.005, 0.005, 0.0075])  # and in TTFT (user)
+    assert request_metrics.ttft_s(t) == pytest.approx([0.005, 0.005, 0.005])  # connect out of TTFT
+    assert request_metrics.ttft_user_s(t) == pytest.approx(
+        [0.005, 0.005, 0.0075]
+    )  # and in TTFT (user)
     line = next(x for x in diagnosis_lines(diagnose(new)) if "connections:" in x)
     assert "1 opened before t0" in line and "1 of 3 requests opened one during the run" in line
     assert "max 2.5 ms" in line
@@ -563,7 +568,7 @@ def test_connect_phase_is_stored_and_an_older_file_without_it_still_opens(tmp_pa
     with SessionReader(old) as rd:
         t = rd.request_table()
     assert t.connect_ns.tolist() == [0, 0, 0]
-    assert rm.ttft_s(t) == pytest.approx([0.005, 0.005, 0.0075])  # as measured then
+    assert request_metrics.ttft_s(t) == pytest.approx([0.005, 0.005, 0.0075])  # as measured then
     assert not any("connections:" in x for x in diagnosis_lines(diagnose(old)))
     assert Replay(old).at(1e9)[0].ok == 3  # the replay's query copes without the column
     view = Replay(new).at(1e9)[0].live.view()  # the live split: the connect phase is wait
@@ -674,7 +679,7 @@ def test_waiting_for_a_turn_the_pool_is_kept_open_against_idle_closes(monkeypatc
 
     asyncio.run(main())
     recs = measured(results)
-    assert len(recs) == 16 and all(r.status == R.OK for r in recs), [r.error_message for r in recs]
+    assert len(recs) == 16 and all(r.status == OK for r in recs), [r.error_message for r in recs]
     assert srv.dropped >= 4  # the server did close idle ones
     stats = results.msgs[-1].stats.connections
     assert stats.opened > 3 + 4 + 4 and stats.failed == 0  # refilled while waiting

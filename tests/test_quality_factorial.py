@@ -14,11 +14,11 @@ import pytest
 from test_factorial import NAMES, POLICY, _table
 from tui_fixtures import ablation_verdict_data
 
-from abtui.quality import factorial as qf
-from abtui.quality import synthetic as qs
+from abtui.quality import factorial as quality_factorial
+from abtui.quality import synthetic as quality_synthetic
 from abtui.quality.score import score_interval, score_p
 from abtui.report.factorial import html, markdown, quality_lines, text_lines
-from abtui.stats import factorial as fx
+from abtui.stats import factorial as stats_factorial
 from abtui.stats.classical import paired_difference_ci
 from abtui.stats.multiple import holm
 from abtui.verdict.policy import GO, NO_GO, evaluate
@@ -59,9 +59,9 @@ def test_score_interval_has_width_when_no_item_changed():
 
 
 def _rows(th_niah, th_keys, n=300, flip=0.01, seed=1):
-    return qs.rows(
+    return quality_synthetic.rows(
         n, th_niah, flip=flip, cluster_size=3, rho=0.5, seed=seed, suite="niah"
-    ) + qs.rows(
+    ) + quality_synthetic.rows(
         n, th_keys, flip=flip, cluster_size=3, rho=0.5, seed=seed + 1, suite="keys", first=n
     )
 
@@ -82,9 +82,12 @@ def test_combination_only_drop_is_antagonistic_and_no_go(drop_verdict):
     v = drop_verdict
     niah = _suite(v, "niah")
     inter = niah["interactions"][0]
-    truth = qs.truth(DROP, list(COEF), 0.01)  # −9.8 pp
+    truth = quality_synthetic.truth(DROP, list(COEF), 0.01)  # −9.8 pp
     assert inter["term"] == "fp8×spec" and inter["lo"] <= truth <= inter["hi"]
-    assert inter["outcome"] == fx.ANTAGONISTIC and inter["state"] == qf.FAIL
+    assert (
+        inter["outcome"] == stats_factorial.ANTAGONISTIC
+        and inter["state"] == quality_factorial.FAIL
+    )
     assert inter["family"] == "interaction" and inter["p_adj"] < 0.05
     oc = niah["only_combination"]
     assert oc["lost"] >= 20 and oc["lost"] > 5 * oc["gained"] and oc["lost_items"]
@@ -97,7 +100,10 @@ def test_combination_only_drop_is_antagonistic_and_no_go(drop_verdict):
     # each factor alone is measured on the baseline by its pair verdict
     assert set(niah["alone"]) == {"fp8", "spec"} and niah["combined"]["delta"] < -0.05
     keys = _suite(v, "keys")["interactions"][0]
-    assert keys["outcome"] not in (fx.ANTAGONISTIC, fx.SYNERGISTIC) and keys["state"] != qf.FAIL
+    assert (
+        keys["outcome"] not in (stats_factorial.ANTAGONISTIC, stats_factorial.SYNERGISTIC)
+        and keys["state"] != quality_factorial.FAIL
+    )
 
 
 def test_quality_interactions_join_the_interaction_holm_family(drop_verdict):
@@ -125,13 +131,16 @@ def test_interaction_alone_makes_the_combination_no_go():
         _table(0.0, n=600),
         [{"name": n} for n in NAMES],
         SPEC,
-        quality=qs.rows(400, th, seed=3, suite="niah"),
+        quality=quality_synthetic.rows(400, th, seed=3, suite="niah"),
     )
     combo = next(p for p in v.pairs if p.candidate == "fp8+spec")
     assert combo.quality["gates"][0]["state"] == "pass"
     assert combo.result == NO_GO and "accuracy interaction fp8×spec" in combo.reasons[0]
     inter = _suite(v, "niah")["interactions"][0]
-    assert inter["estimate"] == pytest.approx(-0.10, abs=0.04) and inter["state"] == qf.FAIL
+    assert (
+        inter["estimate"] == pytest.approx(-0.10, abs=0.04)
+        and inter["state"] == quality_factorial.FAIL
+    )
 
 
 def test_undecided_interaction_is_said_with_the_items_that_would_decide():
@@ -139,10 +148,12 @@ def test_undecided_interaction_is_said_with_the_items_that_would_decide():
         _table(0.0, n=600),
         [{"name": n} for n in NAMES],
         SPEC,
-        quality=qs.rows(60, [0.90, 0.88, 0.90, 0.85], flip=0.02, seed=4, suite="niah"),
+        quality=quality_synthetic.rows(
+            60, [0.90, 0.88, 0.90, 0.85], flip=0.02, seed=4, suite="niah"
+        ),
     )
     inter = _suite(v, "niah")["interactions"][0]
-    assert inter["state"] == qf.UNDECIDED and inter["items_needed"] > 60
+    assert inter["state"] == quality_factorial.UNDECIDED and inter["items_needed"] > 60
     combo = next(p for p in v.pairs if p.candidate == "fp8+spec")
     said = [r for r in combo.reasons if "accuracy interaction" in r]
     assert said and f"about {inter['items_needed']:,} items per suite would decide" in said[0]
@@ -153,34 +164,40 @@ def test_undecided_interaction_is_said_with_the_items_that_would_decide():
 def _draws(thresholds, n, seeds):
     out = []
     for seed in seeds:
-        y, cl = qs.answers(n, thresholds, flip=0.01, cluster_size=3, rho=0.5, seed=seed)
-        t = qf.term_of("niah", "a×b", 2, y @ COEF, cl, COEF, 0.01)
+        y, cl = quality_synthetic.answers(
+            n, thresholds, flip=0.01, cluster_size=3, rho=0.5, seed=seed
+        )
+        t = quality_factorial.term_of("niah", "a×b", 2, y @ COEF, cl, COEF, 0.01)
         t.p_adj = t.p
-        qf.decide([t], 0.05)
+        quality_factorial.decide([t], 0.05)
         out.append(t)
     return out
 
 
 def test_zero_interaction_is_not_flagged_over_many_seeds():
     terms = _draws(ZERO, 300, range(200))
-    flagged = np.mean([t.outcome in (fx.ANTAGONISTIC, fx.SYNERGISTIC) for t in terms])
+    flagged = np.mean(
+        [t.outcome in (stats_factorial.ANTAGONISTIC, stats_factorial.SYNERGISTIC) for t in terms]
+    )
     size = np.mean([t.p < 0.05 for t in terms])
     covered = np.mean([t.lo <= 0 <= t.hi for t in terms])
     assert flagged <= 0.05 and size <= 0.09 and covered >= 0.91  # (±3 % simulation error)
 
 
 def test_combination_only_drop_is_covered_and_found_at_300_items():
-    truth = qs.truth(DROP, list(COEF), 0.01)
+    truth = quality_synthetic.truth(DROP, list(COEF), 0.01)
     terms = _draws(DROP, 300, range(1000, 1150))
     assert np.mean([t.lo <= truth <= t.hi for t in terms]) >= 0.90
-    assert np.mean([t.state == qf.FAIL for t in terms]) >= 0.90
+    assert np.mean([t.state == quality_factorial.FAIL for t in terms]) >= 0.90
 
 
 def test_three_factors_have_seven_accuracy_terms_and_the_full_combination():
     names = ["base", "a", "b", "a+b", "c", "a+c", "b+c", "a+b+c"]
-    design, _ = fx.design_of(names, ["a", "b", "c"])
+    design, _ = stats_factorial.design_of(names, ["a", "b", "c"])
     th = [0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.8]  # only a+b+c loses 10 %
-    suites, terms = qf.estimate(qs.rows(200, th, seed=5, suite="keys"), design, {})
+    suites, terms = quality_factorial.estimate(
+        quality_synthetic.rows(200, th, seed=5, suite="keys"), design, {}
+    )
     assert [t.term for t in terms] == ["a", "b", "c", "a×b", "a×c", "b×c", "a×b×c"]
     assert suites[0]["only_combination"]["lost"] == pytest.approx(20, abs=12)
     abc = terms[-1]

@@ -109,7 +109,7 @@ guardrails = ["ttft.p50", "tpot.p50"]  # P99 guardrails cannot be called below 1
 
 
 def _verdict(path):
-    from abtui.verdict.session import session_verdict
+    from abtui.verdict.saved import session_verdict
 
     return session_verdict(path, store=False)
 

@@ -12,7 +12,7 @@ from tui_fixtures import write_session
 from abtui.report.export import report_data, to_markdown
 from abtui.report.html import to_html
 from abtui.stats.labels import pct
-from abtui.verdict.session import session_verdict
+from abtui.verdict.saved import session_verdict
 
 META_FIELDS = (
     "date",

@@ -20,7 +20,7 @@ from abtui.report.export import report_data, to_markdown
 from abtui.report.html import to_html
 from abtui.report.svg import PALETTE, Axis, arm_style
 from abtui.store.writer import SessionWriter
-from abtui.verdict.session import session_verdict
+from abtui.verdict.saved import session_verdict
 
 RATES = (8.0, 16.0, 24.0)
 N_LEVEL = 150  # requests per arm and level

@@ -3,7 +3,7 @@
 import pytest
 
 from abtui.cli import main
-from abtui.hardware import roofline as rl
+from abtui.hardware import roofline
 from abtui.hardware.gpus import get_gpu
 from abtui.hardware.models import get_model
 from abtui.hardware.table import roofline_rows
@@ -21,9 +21,9 @@ EMBED = 128256 * 4096
 def test_hand_computed_llama3_8b_bf16_on_h100():
     assert LINEAR + 2 * EMBED == 8_030_261_248  # the published parameter count
     kv = 2 * 32 * 8 * 128 * 2
-    assert kv == 128 * 1024 == rl.kv_bytes_per_token(LLAMA, "bf16")
+    assert kv == 128 * 1024 == roofline.kv_bytes_per_token(LLAMA, "bf16")
     # W = N * 2 bytes = 16.06 GB; read once at 3.35 TB/s: ≈ 4.8 ms per token
-    assert rl.weight_bytes(LLAMA, "bf16") / BW == pytest.approx(4.79e-3, abs=0.01e-3)
+    assert roofline.weight_bytes(LLAMA, "bf16") / BW == pytest.approx(4.79e-3, abs=0.01e-3)
     # the table's floor at batch 1, context 2048: the streamed weights (layers + LM head, the
     # embedding table is only indexed) and the KV of 2048 cached tokens + the new one
     (row,) = roofline_rows(H100, LLAMA, "bf16", "bf16", [1], 2048)

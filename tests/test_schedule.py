@@ -15,7 +15,7 @@ import tracemalloc
 
 import pytest
 
-from abtui.runner import schedule as S
+from abtui.runner import schedule
 from abtui.runner.generator import ArmPlan, generator_main
 from abtui.runner.messages import Fatal
 from abtui.runner.session import run_session
@@ -107,7 +107,7 @@ def test_each_generator_rebuilds_the_segments_the_session_file_records(case, tmp
     # the schedule does not depend on the machine: nine generators pass the CPU cap anywhere
     monkeypatch.setattr("abtui.limits.usable_cpus", lambda: 8)
     spec, n_arms, n_gen = _spec(tmp_path, case)
-    start = S.recipe_spec(spec)
+    start = schedule.recipe_spec(spec)
     written: list = []
     flags: list = []
 
@@ -115,18 +115,18 @@ def test_each_generator_rebuilds_the_segments_the_session_file_records(case, tmp
         written.extend(batch)
         flags.append(warmup)
 
-    light = S.session_schedule(spec, level_sources(spec), sink=sink, light=True)
+    light = schedule.session_schedule(spec, level_sources(spec), sink=sink, light=True)
     # what the file records: every level's items, whole, then the warm-up items, in batches
     levels = build_levels(spec)
     whole = [it for lv in levels for it in lv.items]
-    warm = S.warmup_items(spec, len(whole))
+    warm = schedule.warmup_items(spec, len(whole))
     assert _rows(written) == _rows(whole + warm)
     assert flags == [False] * (len(flags) - 1) + [True]
     assert all(it.prompt for it in written)
     # the main process keeps each item's index and offset only
     assert all(isinstance(lv.items, Offsets) for lv in light.levels)
-    want = S.segments_of(spec, levels, n_arms)
-    kept = S.segments_of(spec, light.levels, n_arms)
+    want = schedule.segments_of(spec, levels, n_arms)
+    kept = schedule.segments_of(spec, light.levels, n_arms)
     assert len(kept) == len(want) and light.n == len(whole)
     for k, w in zip(kept, want, strict=True):
         assert (k.arms, k.run, k.level, k.block, k.rate, k.concurrency) == (
@@ -150,9 +150,9 @@ def test_each_generator_rebuilds_the_segments_the_session_file_records(case, tmp
             warmup_items=[],
             mode="closed",
             concurrency=None,
-            recipe=S.Recipe(start, n_arms, g, n_gen, light.fingerprint),
+            recipe=schedule.Recipe(start, n_arms, g, n_gen, light.fingerprint),
         )
-        got = S.rebuild(plan)
+        got = schedule.rebuild(plan)
         assert got.recipe is None and _rows(got.warmup_items) == _rows(warm)
         mine = shard(want, g, n_gen)
         assert len(got.segments) == len(mine)
@@ -179,8 +179,8 @@ def test_level_items_know_their_count_and_raise_before_making_any(tmp_path):
 
 def test_a_workload_file_changed_before_the_generators_read_it_stops_the_run(tmp_path):
     spec, n_arms, _ = _spec(tmp_path, "file-poisson")
-    start = S.recipe_spec(spec)
-    sch = S.session_schedule(spec, level_sources(spec), light=True)
+    start = schedule.recipe_spec(spec)
+    sch = schedule.session_schedule(spec, level_sources(spec), light=True)
     path = spec.workload.file
     _jsonl(path, 60, salt="edited ")
     st = os.stat(path)
@@ -192,10 +192,10 @@ def test_a_workload_file_changed_before_the_generators_read_it_stops_the_run(tmp
         warmup_items=[],
         mode="open",
         concurrency=None,
-        recipe=S.Recipe(start, n_arms, 0, 1, sch.fingerprint),
+        recipe=schedule.Recipe(start, n_arms, 0, 1, sch.fingerprint),
     )
-    with pytest.raises(S.ScheduleMismatch, match="not the one the session file records"):
-        S.rebuild(plan)
+    with pytest.raises(schedule.ScheduleMismatch, match="not the one the session file records"):
+        schedule.rebuild(plan)
     # in a generator process it is reported as the generator's failure, before anything is sent
     ctx = mp.get_context("spawn")
     results, stop = ctx.Queue(), ctx.Event()
@@ -216,7 +216,7 @@ def test_the_main_process_holds_a_batch_of_prompts_never_all(tmp_path, monkeypat
     process's traced peak stays under a quarter of the text (5 MB at 3,000 tokens; it was 70 MB
     when the main process held every item and pickled them into each generator's start
     arguments); the session file records every prompt."""
-    monkeypatch.setattr(S, "BATCH", 128)
+    monkeypatch.setattr(schedule, "BATCH", 128)
     n, tokens = 1500, 4000
     with (
         SimProcess(SimConfig(port=0, ttft_ms=0, itl_ms=0)) as a,

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from abtui.cli import main
-from abtui.client import records as R
+from abtui.client import records
 from abtui.client import stream as _httpx_path
 from abtui.client.fast import FastClient, fast_stream_request
 from abtui.client.items import Item
@@ -73,7 +73,7 @@ def http(request):
 @pytest.mark.parametrize("status", [429, 500, 503])
 def test_http_error_faults(http, api, status):
     rec, injected = request_through_fault(FaultConfig(fail={status: 1.0}), api, http)
-    assert (rec.status, rec.error_class, rec.http_status) == (R.ERROR, R.E_HTTP, status)
+    assert (rec.status, rec.error_class, rec.http_status) == (records.ERROR, records.E_HTTP, status)
     assert "simulated fault" in rec.error_message
     assert rec.chunk_ns == [] and injected == {f"http_{status}": 1}
 
@@ -98,13 +98,17 @@ def test_error_bodies_retry_after_and_html():
     assert r.text.startswith("<html>") and "503 Service Unavailable" in r.text
     # the client records the HTTP status whatever the body is
     rec, _ = request_through_fault(FaultConfig(fail={503: 1.0}, fail_body="html"))
-    assert (rec.error_class, rec.http_status) == (R.E_HTTP, 503)
+    assert (rec.error_class, rec.http_status) == (records.E_HTTP, 503)
 
 
 @pytest.mark.parametrize("api", ["chat", "completions"])
 def test_disconnect_mid_stream(http, api):
     rec, injected = request_through_fault(FaultConfig(disconnect_rate=1.0), api, http)
-    assert (rec.status, rec.error_class, rec.http_status) == (R.ERROR, R.E_DISCONNECTED, 200)
+    assert (rec.status, rec.error_class, rec.http_status) == (
+        records.ERROR,
+        records.E_DISCONNECTED,
+        200,
+    )
     assert len(rec.chunk_ns) < ITEM.max_tokens and rec.finish_reason is None
     assert injected == {"disconnect": 1}
 
@@ -112,20 +116,20 @@ def test_disconnect_mid_stream(http, api):
 @pytest.mark.parametrize("api", ["chat", "completions"])
 def test_malformed_chunk(http, api):
     rec, injected = request_through_fault(FaultConfig(malformed_rate=1.0), api, http)
-    assert (rec.status, rec.error_class) == (R.ERROR, R.E_MALFORMED)
+    assert (rec.status, rec.error_class) == (records.ERROR, records.E_MALFORMED)
     assert injected == {"malformed": 1}
 
 
 def test_hang_is_a_timeout(http):
     rec, injected = request_through_fault(FaultConfig(hang_rate=1.0), http=http, read_timeout=0.3)
-    assert (rec.status, rec.error_class) == (R.ERROR, R.E_TIMEOUT)
+    assert (rec.status, rec.error_class) == (records.ERROR, records.E_TIMEOUT)
     assert rec.first_byte_ns is None and injected == {"hang": 1}
 
 
 def test_stall_longer_than_the_read_timeout(http):
     faults = FaultConfig(stall_rate=1.0, stall_ms=1500)
     rec, injected = request_through_fault(faults, http=http, read_timeout=0.3)
-    assert (rec.status, rec.error_class) == (R.ERROR, R.E_TIMEOUT)
+    assert (rec.status, rec.error_class) == (records.ERROR, records.E_TIMEOUT)
     assert injected == {"stall": 1}
 
 
@@ -134,7 +138,7 @@ def test_short_stall_delays_but_completes(http):
     # process for the whole stall hands the client every chunk in one read, one timestamp (seen
     # at 120 ms under a load average of 8: all gaps 0)
     rec, _ = request_through_fault(FaultConfig(stall_rate=1.0, stall_ms=400), http=http)
-    assert rec.status == R.OK and rec.n_output == ITEM.max_tokens
+    assert rec.status == records.OK and rec.n_output == ITEM.max_tokens
     gaps = [b - a for a, b in zip(rec.chunk_ns, rec.chunk_ns[1:], strict=False)]
     # the stall sits between two token chunks (mid-stream), not before the first
     assert max(gaps) >= 400 * MS, gaps
@@ -142,7 +146,7 @@ def test_short_stall_delays_but_completes(http):
 
 def test_slow_first_byte(http):
     rec, injected = request_through_fault(FaultConfig(slow_first_byte_ms=150), http=http)
-    assert rec.status == R.OK and rec.n_output == ITEM.max_tokens
+    assert rec.status == records.OK and rec.n_output == ITEM.max_tokens
     assert rec.first_byte_ns - rec.dispatched_ns >= 150 * MS
     assert injected == {"slow_first_byte": 1}
 
@@ -275,11 +279,11 @@ def test_run_against_a_faulty_sim_accounts_for_every_request(tmp_path, capsys):
 @pytest.mark.parametrize(
     "faults, cls",
     [
-        (FaultConfig(fail={503: 1.0}), R.E_HTTP),
-        (FaultConfig(disconnect_rate=1.0), R.E_DISCONNECTED),
-        (FaultConfig(malformed_rate=1.0), R.E_MALFORMED),
-        (FaultConfig(hang_rate=1.0), R.E_TIMEOUT),
-        (FaultConfig(stall_rate=1.0, stall_ms=1500), R.E_TIMEOUT),
+        (FaultConfig(fail={503: 1.0}), records.E_HTTP),
+        (FaultConfig(disconnect_rate=1.0), records.E_DISCONNECTED),
+        (FaultConfig(malformed_rate=1.0), records.E_MALFORMED),
+        (FaultConfig(hang_rate=1.0), records.E_TIMEOUT),
+        (FaultConfig(stall_rate=1.0, stall_ms=1500), records.E_TIMEOUT),
         (FaultConfig(stall_rate=1.0, stall_ms=100), None),
         (FaultConfig(slow_first_byte_ms=100), None),
     ],
@@ -287,11 +291,11 @@ def test_run_against_a_faulty_sim_accounts_for_every_request(tmp_path, capsys):
 def test_faults_on_the_batching_engine(faults, cls):
     """The same faults when a preset's batching engine pushes the tokens."""
     rec, injected = request_through_fault(
-        faults, read_timeout=0.4 if cls == R.E_TIMEOUT else 5.0, preset="h100:llama-3-8b:fp8"
+        faults, read_timeout=0.4 if cls == records.E_TIMEOUT else 5.0, preset="h100:llama-3-8b:fp8"
     )
     assert rec.error_class == cls and sum(injected.values()) == 1
     if cls is None:
-        assert rec.status == R.OK and rec.n_output == ITEM.max_tokens
+        assert rec.status == records.OK and rec.n_output == ITEM.max_tokens
         gaps = [
             b - a for a, b in zip([rec.dispatched_ns, *rec.chunk_ns], rec.chunk_ns, strict=False)
         ]

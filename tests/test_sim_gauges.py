@@ -15,7 +15,7 @@ import asyncio
 import httpx
 import pytest
 
-from abtui.hardware import roofline as rl
+from abtui.hardware import roofline
 from abtui.sim.engine import SimConfig
 from abtui.sim.gpu_model import GAUGE_WINDOW_S, SimulatedGpu
 from abtui.sim.preset_cli import PresetOptions
@@ -25,14 +25,14 @@ from tests.test_sim_metrics import parse_prometheus, value
 
 PRESET = "h100:llama-3-8b:bf16"
 P = parse_preset(PRESET)
-PEAK_FLOPS = P.gpu.flops_for(rl.matmul_dtype(P.gpu, P.weight_dtype))
+PEAK_FLOPS = P.gpu.flops_for(roofline.matmul_dtype(P.gpu, P.weight_dtype))
 
 
-def roofline(shape: rl.StepShape) -> dict[str, float]:
+def expected(shape: roofline.StepShape) -> dict[str, float]:
     """What DCGM would read during steady steps of ``shape``: MBU, MFU, kernel share."""
-    c = rl.step_cost(P.gpu, P.model, P.weight_dtype, P.kv_dtype, shape, P.tp)
+    c = roofline.step_cost(P.gpu, P.model, P.weight_dtype, P.kv_dtype, shape, P.tp)
     return {
-        "dram": rl.mbu(c.bytes, c.time, P.gpu),
+        "dram": roofline.mbu(c.bytes, c.time, P.gpu),
         "tensor": c.flops / (PEAK_FLOPS * c.time),
         "sm": max(c.t_memory, c.t_compute) / c.time,
         "time": c.time,
@@ -91,13 +91,15 @@ def test_decode_heavy_reads_memory_bound_at_the_steps_mbu():
     decode step's MBU (tens of percent), tensor activity at its MFU (a few percent)."""
     batch, prompt, out = 16, 32, 1200
     bodies = [{"prompt": f"{i} " + "w " * (prompt - 1), "max_tokens": out} for i in range(batch)]
-    step_s = roofline(rl.decode_shape(batch, prompt + out // 2))["time"] / 4  # endpoint seconds
+    step_s = (
+        expected(roofline.decode_shape(batch, prompt + out // 2))["time"] / 4
+    )  # endpoint seconds
     after = int(1.3 * GAUGE_WINDOW_S / step_s)  # decode steps before the scrape: window full
     assert after < out - 100
     g = asyncio.run(_run(4.0, bodies, lambda g: g["generated"] >= batch * after))
     # the window holds the decode steps of the last second: contexts from about here back
     ctx = prompt + int(g["generated"] // batch)
-    want = roofline(rl.decode_shape(batch, ctx - int(GAUGE_WINDOW_S / step_s) // 2))
+    want = expected(roofline.decode_shape(batch, ctx - int(GAUGE_WINDOW_S / step_s) // 2))
     assert 0.55 < want["dram"] < 0.7 and want["tensor"] < 0.05  # memory-bound
     assert g["dram"] == pytest.approx(want["dram"], abs=0.015)
     assert g["tensor"] == pytest.approx(want["tensor"], abs=0.005)
@@ -113,7 +115,7 @@ def test_prefill_heavy_reads_compute_bound_at_the_steps_mfu():
     8,192-token budget: tensor activity at that step's MFU, DRAM a few percent."""
     n, prompt = 24, 4096
     bodies = [{"prompt": f"{i} " + "w " * (prompt - 1), "max_tokens": 1} for i in range(n)]
-    shape = rl.StepShape(
+    shape = roofline.StepShape(
         tokens=2 * prompt,
         sampled=2,
         kv_read=0,
@@ -121,7 +123,7 @@ def test_prefill_heavy_reads_compute_bound_at_the_steps_mfu():
         pairs=2 * prompt * (prompt + 1) / 2,
         seqs=2,
     )
-    want = roofline(shape)
+    want = expected(shape)
     steps_in = int(1.3 * GAUGE_WINDOW_S / want["time"]) + 1
     assert steps_in < n // 2 - 1
     g = asyncio.run(
@@ -140,8 +142,8 @@ def test_a_scrape_inside_a_long_prefill_chunk_reads_the_window_not_the_chunk():
     batch, prompt, long_prompt = 8, 32, 7000
     bodies = [{"prompt": f"{i} " + "w " * (prompt - 1), "max_tokens": 600} for i in range(batch)]
     late = [{"prompt": "long " + "w " * (long_prompt - 1), "max_tokens": 1}]
-    dec = roofline(rl.decode_shape(batch, prompt + 200))
-    mixed = rl.StepShape(
+    dec = expected(roofline.decode_shape(batch, prompt + 200))
+    mixed = roofline.StepShape(
         tokens=long_prompt + batch,
         sampled=batch + 1,
         kv_read=batch * 200,
@@ -149,7 +151,7 @@ def test_a_scrape_inside_a_long_prefill_chunk_reads_the_window_not_the_chunk():
         pairs=batch * 200 + long_prompt * (long_prompt + 1) / 2,
         seqs=batch + 1,
     )
-    chunk = roofline(mixed)
+    chunk = expected(mixed)
     assert chunk["dram"] < 0.1 and chunk["time"] < 0.25 * GAUGE_WINDOW_S
     start = int(1.2 * GAUGE_WINDOW_S / dec["time"])  # decode steps before the long prompt
 

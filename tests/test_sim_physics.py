@@ -8,7 +8,7 @@ import statistics
 import pytest
 
 from abtui.errors import UsageError
-from abtui.hardware import roofline as rl
+from abtui.hardware import roofline
 from abtui.sim.batching import BatchEngine, EngineOptions
 from abtui.sim.offline import simulate
 from abtui.sim.presets import parse_preset
@@ -37,9 +37,9 @@ def test_batch1_decode_tpot_is_weights_over_bandwidth():
     for name in ("h100:llama-3-8b:bf16", "a100:mistral-7b:bf16", "h200:llama-3-70b:fp8:tp=2"):
         p = parse_preset(name)
         floor = (
-            rl.streamed_weight_bytes(p.model, p.weight_dtype)
+            roofline.streamed_weight_bytes(p.model, p.weight_dtype)
             / p.tp
-            / (p.gpu.mem_bw * rl.Efficiency().bw)
+            / (p.gpu.mem_bw * roofline.Efficiency().bw)
         )
         tpot = batch_tpot(name, 1)
         assert floor < tpot < 1.15 * floor, (name, tpot, floor)
@@ -62,15 +62,15 @@ def test_fp8_weights_roughly_halve_batch1_tpot_and_gain_less_at_large_batch():
 
 def test_long_prompt_ttft_grows_with_length_and_is_compute_bound():
     p = parse_preset("h100:llama-3-8b:bf16")
-    eff = rl.Efficiency()
+    eff = roofline.Efficiency()
     ttft = {}
     for prompt in (1024, 4096, 16384):
         _, res = run("h100:llama-3.1-8b:bf16", [(0.0, prompt, 4)], max_batched_tokens=16384)
         ttft[prompt] = res[0].ttft
-        compute = rl.prefill_flops(p.model, prompt) / (p.gpu.bf16_flops * eff.flops)
+        compute = roofline.prefill_flops(p.model, prompt) / (p.gpu.bf16_flops * eff.flops)
         assert compute * 0.9 < ttft[prompt] < compute * 1.15
-        shape = rl.prefill_shape(prompt)
-        assert rl.step_cost(p.gpu, p.model, "bf16", "bf16", shape).bound == "compute"
+        shape = roofline.prefill_shape(prompt)
+        assert roofline.step_cost(p.gpu, p.model, "bf16", "bf16", shape).bound == "compute"
     assert ttft[4096] > 3.5 * ttft[1024] and ttft[16384] > 4 * ttft[4096]  # superlinear (P²)
 
 

@@ -14,8 +14,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from abtui.stats import bootstrap as bs
-from abtui.stats import decide as dc
+from abtui.stats import bootstrap, decide
 from abtui.stats.classical import (
     hodges_lehmann_one,
     hodges_lehmann_two,
@@ -25,8 +24,8 @@ from abtui.stats.classical import (
 )
 from abtui.stats.effects import compare
 from abtui.stats.multiple import benjamini_hochberg, holm
-from abtui.stats.synthetic import ArmTruth, synthetic_table
 from abtui.verdict.policy import apply_policy, resolve_policy
+from tests.synthetic import ArmTruth, synthetic_table
 
 ALPHA = 0.05
 # 200 Bernoulli(0.05) trials: SD 0.0154; α + 2.6 SD is a false-alarm bound that a correct
@@ -103,8 +102,8 @@ def test_rank_tests_agree_with_scipy_and_detect_a_shift():
 def test_bootstrap_mean_and_median_match_scipy_percentile_interval():
     rng = np.random.default_rng(7)
     v = rng.lognormal(0, 0.5, 300)
-    sk = bs.Sketch.of(v, np.arange(300), 300, bs.Grid.covering(v))
-    w = bs.circular_block_weights(300, 1, 10_000, np.random.default_rng(1))
+    sk = bootstrap.Sketch.of(v, np.arange(300), 300, bootstrap.Grid.covering(v))
+    w = bootstrap.circular_block_weights(300, 1, 10_000, np.random.default_rng(1))
     reps = sk.resampled(w)
     for stat, fn in (
         ("mean", np.mean),
@@ -112,7 +111,7 @@ def test_bootstrap_mean_and_median_match_scipy_percentile_interval():
         ("p90", lambda x: np.percentile(x, 90)),
     ):
         ref = sps.bootstrap((v,), fn, method="percentile", n_resamples=10_000, random_state=2)
-        lo, hi = bs.percentile_ci(reps[stat])
+        lo, hi = bootstrap.percentile_ci(reps[stat])
         width = ref.confidence_interval.high - ref.confidence_interval.low
         assert lo == pytest.approx(ref.confidence_interval.low, abs=0.08 * width), stat
         assert hi == pytest.approx(ref.confidence_interval.high, abs=0.08 * width), stat
@@ -120,7 +119,7 @@ def test_bootstrap_mean_and_median_match_scipy_percentile_interval():
 
 
 def test_circular_blocks_wrap_and_cover_whole_blocks():
-    w = bs.circular_block_weights(10, 3, 500, np.random.default_rng(0))
+    w = bootstrap.circular_block_weights(10, 3, 500, np.random.default_rng(0))
     assert (w.sum(axis=1) == 12).all()  # ⌈10/3⌉ = 4 blocks of 3, the last kept whole
     # every unit, including the wrap-around ones, is drawn equally often on average
     assert w.mean(axis=0) == pytest.approx(np.full(10, 1.2), abs=0.15)
@@ -132,10 +131,12 @@ def test_block_length_rule_sees_dependence():
     ar = np.zeros(1000)
     for i in range(1, 1000):
         ar[i] = 0.9 * ar[i - 1] + rng.normal()
-    assert bs.politis_white_length(iid) < 3
-    assert bs.politis_white_length(ar) > 15
-    assert bs.block_length([iid], in_flight=12.0) == 12  # a generation of concurrent requests
-    assert bs.block_length([iid], in_flight=12.0, unit_size=4) == 3
+    assert bootstrap.politis_white_length(iid) < 3
+    assert bootstrap.politis_white_length(ar) > 15
+    assert (
+        bootstrap.block_length([iid], in_flight=12.0) == 12
+    )  # a generation of concurrent requests
+    assert bootstrap.block_length([iid], in_flight=12.0, unit_size=4) == 3
 
 
 # ----------------------------------------------------------------------- decisions
@@ -143,44 +144,47 @@ def test_block_length_rule_sees_dependence():
 
 def test_decisions_follow_ci_and_delta():
     kw = dict(lower_is_better=True, n=500, stat="p50")
-    assert dc.decide(-0.10, -0.12, -0.08, 0.001, 0.02, **kw).outcome == dc.IMPROVED
-    assert dc.decide(0.10, 0.08, 0.12, 0.001, 0.02, **kw).outcome == dc.REGRESSED
-    assert dc.decide(0.0, -0.01, 0.01, 0.9, 0.02, **kw).outcome == dc.EQUIVALENT
+    assert decide.decide(-0.10, -0.12, -0.08, 0.001, 0.02, **kw).outcome == decide.IMPROVED
+    assert decide.decide(0.10, 0.08, 0.12, 0.001, 0.02, **kw).outcome == decide.REGRESSED
+    assert decide.decide(0.0, -0.01, 0.01, 0.9, 0.02, **kw).outcome == decide.EQUIVALENT
     # significant but the CI reaches inside δ: not a call
-    d = dc.decide(-0.03, -0.05, -0.01, 0.001, 0.02, **kw)
-    assert d.outcome == dc.INCONCLUSIVE and d.samples_needed > 500
+    d = decide.decide(-0.03, -0.05, -0.01, 0.001, 0.02, **kw)
+    assert d.outcome == decide.INCONCLUSIVE and d.samples_needed > 500
     # beyond δ but not significant after correction
-    assert dc.decide(-0.10, -0.12, -0.08, 0.2, 0.02, **kw).outcome == dc.INCONCLUSIVE
+    assert decide.decide(-0.10, -0.12, -0.08, 0.2, 0.02, **kw).outcome == decide.INCONCLUSIVE
     # higher is better
     assert (
-        dc.decide(0.1, 0.08, 0.12, 0.001, 0.02, lower_is_better=False, n=20).outcome == dc.IMPROVED
+        decide.decide(0.1, 0.08, 0.12, 0.001, 0.02, lower_is_better=False, n=20).outcome
+        == decide.IMPROVED
     )
     # the same interval from 9 paired units is no call, in any direction
     for r, lo, hi in ((0.1, 0.08, 0.12), (0.0, -0.01, 0.01)):
-        d = dc.decide(r, lo, hi, 0.001, 0.02, lower_is_better=False, n=9)
-        assert d.outcome == dc.INCONCLUSIVE and not d.significant and d.samples_needed == 20
+        d = decide.decide(r, lo, hi, 0.001, 0.02, lower_is_better=False, n=9)
+        assert d.outcome == decide.INCONCLUSIVE and not d.significant and d.samples_needed == 20
         assert d.note.startswith("too few samples: 9 paired (need ≥ 20")
-    d = dc.non_inferiority(0.0, -0.01, 0.01, 0.02, lower_is_better=True, n=500, paired=9)
-    assert d.outcome == dc.INCONCLUSIVE and not d.significant
+    d = decide.non_inferiority(0.0, -0.01, 0.01, 0.02, lower_is_better=True, n=500, paired=9)
+    assert d.outcome == decide.INCONCLUSIVE and not d.significant
 
 
 def test_p99_small_sample_rule_refuses_a_call_and_says_why():
-    d = dc.decide(-0.5, -0.6, -0.4, 1e-6, 0.05, lower_is_better=True, n=500, stat="p99")
-    assert d.outcome == dc.INCONCLUSIVE and not d.significant
+    d = decide.decide(-0.5, -0.6, -0.4, 1e-6, 0.05, lower_is_better=True, n=500, stat="p99")
+    assert d.outcome == decide.INCONCLUSIVE and not d.significant
     assert "5 beyond it" in d.note and "n ≥ 1000" in d.note and d.samples_needed == 1000
     assert (
-        dc.decide(-0.5, -0.6, -0.4, 1e-6, 0.05, lower_is_better=True, n=1000, stat="p99").outcome
-        == dc.IMPROVED
+        decide.decide(
+            -0.5, -0.6, -0.4, 1e-6, 0.05, lower_is_better=True, n=1000, stat="p99"
+        ).outcome
+        == decide.IMPROVED
     )
 
 
 def test_samples_needed_shrinks_the_ci_to_the_threshold():
     # r = −5%, CI [−8%, −2%], δ 2%: the bound facing zero must move from −2% to below −2%:
     # half-width 3% → 3% − … target |r| − δ = 3%: already there
-    assert dc.samples_needed(400, -0.05, -0.08, -0.02, 0.02) == 400
+    assert decide.samples_needed(400, -0.05, -0.08, -0.02, 0.02) == 400
     # r = −4%, CI [−8%, 0%]: half-width 4% must shrink to 2% → 4× the samples
-    assert dc.samples_needed(400, -0.04, -0.08, 0.0, 0.02) == 1600
-    assert dc.samples_needed(400, -0.02, -0.05, 0.01, 0.02) is None  # sits on δ
+    assert decide.samples_needed(400, -0.04, -0.08, 0.0, 0.02) == 1600
+    assert decide.samples_needed(400, -0.02, -0.05, 0.01, 0.02) is None  # sits on δ
 
 
 # ----------------------------------------------------------------------- known truth
@@ -204,7 +208,9 @@ def _aa_calls(n, reps, resamples, **truth):
         apply_policy(comp, policy)
         raw += comp.get("e2e.p50").p < ALPHA
         fam += any(
-            e.outcome in (dc.IMPROVED, dc.REGRESSED) for e in comp.effects if e.family == "primary"
+            e.outcome in (decide.IMPROVED, decide.REGRESSED)
+            for e in comp.effects
+            if e.family == "primary"
         )
     return raw / reps, fam / reps
 
@@ -220,10 +226,12 @@ def test_ten_percent_tpot_shift_is_called_with_high_power_at_the_recommended_siz
     """docs/methods.md §3: 500 requests per arm (P99 calls need ≥ 1000). Per-request TPOT spread here is
     log-normal σ = 0.25 (a wide spread); δ is the default 2%."""
     policy = resolve_policy({"primary": "tpot.p50", "guardrails": ["tpot.mean"]})
-    calls = {(k, o): 0 for k in ("tpot.p50", "tpot.mean") for o in (dc.IMPROVED, dc.REGRESSED)}
+    calls = {
+        (k, o): 0 for k in ("tpot.p50", "tpot.mean") for o in (decide.IMPROVED, decide.REGRESSED)
+    }
     reps = 40
     for seed in range(reps):
-        for scale, outcome in ((0.9, dc.IMPROVED), (1.1, dc.REGRESSED)):
+        for scale, outcome in ((0.9, decide.IMPROVED), (1.1, decide.REGRESSED)):
             t = synthetic_table(500, [ArmTruth(), ArmTruth(tpot_scale=scale)], seed=1000 + seed)
             comp = compare(t, 0, 1, None, resamples=400, seed=seed, metrics=("tpot",))
             apply_policy(comp, policy)
@@ -251,17 +259,17 @@ def test_autocorrelated_series_fools_iid_bootstrap_but_not_block_bootstrap():
 
 def test_units_never_span_a_segment():
     keys = np.arange(20)
-    unit, n_units, m = bs.unit_index(keys, max_units=5, segments=keys // 7)  # 3 segments
+    unit, n_units, m = bootstrap.unit_index(keys, max_units=5, segments=keys // 7)  # 3 segments
     assert m == 4 and n_units == 6
     assert list(unit) == [0, 0, 0, 0, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 4, 4, 4, 4, 5, 5]
-    assert list(bs.unit_index(keys, max_units=5)[0][:8]) == [0, 0, 0, 0, 1, 1, 1, 1]
+    assert list(bootstrap.unit_index(keys, max_units=5)[0][:8]) == [0, 0, 0, 0, 1, 1, 1, 1]
 
 
 def test_block_length_follows_the_paired_contrast_not_a_shared_load():
     """A load both arms see alike (a shared AR(1), φ = 0.95) makes each arm's series strongly
     dependent, but it cancels in the paired contrast log(B/A) the CI is about: blocks stay
     short (light load, so no in-flight floor). Independent AR noise per arm does not cancel."""
-    from abtui.stats.synthetic import shared_load
+    from tests.synthetic import shared_load
 
     shared = shared_load(1000, seed=3, sigma=0.5, ar=0.95)
     t = synthetic_table(1000, [ArmTruth(), ArmTruth()], seed=3, rate=2.0, shared=shared)
@@ -298,7 +306,7 @@ def _ar1(rng, n: int, rho: float) -> np.ndarray:
     return lfilter([math.sqrt(1 - rho * rho)], [1.0, -rho], e)
 
 
-def test_autocorrelation_time_sees_a_persistent_state_the_flat_top_window_misses(monkeypatch):
+def test_autocorrelation_time_sees_a_persistent_state_the_flat_top_window_misses():
     """AR(1) ρ = 0.9 over 200 values: τ = (1 + ρ)/(1 − ρ) = 19. The flat-top window alone sums
     only the lags whose sample correlation is still visibly non-zero (median ≈ 12: the n_eff it
     gives is 60 % too high); with the bias-corrected ARMA(1,1) estimate beside it the median is
@@ -306,17 +314,17 @@ def test_autocorrelation_time_sees_a_persistent_state_the_flat_top_window_misses
     (MA(1) θ = 1: τ = 2)."""
     rng = np.random.default_rng(5)
     series = [_ar1(rng, 200, 0.9) for _ in range(80)]
-    both = np.median([bs.autocorrelation_time(x) for x in series])
-    monkeypatch.setattr(bs, "TAU_AR", False)
-    flat = np.median([bs.autocorrelation_time(x) for x in series])
-    monkeypatch.setattr(bs, "TAU_AR", True)
+    both = np.median([bootstrap.autocorrelation_time(x) for x in series])
+    flat = np.median([bootstrap.autocorrelation_time(x, persistent=False) for x in series])
     assert flat < 14 and 14 < both < 23
-    iid = np.median([bs.autocorrelation_time(rng.standard_normal(200)) for _ in range(40)])
+    iid = np.median([bootstrap.autocorrelation_time(rng.standard_normal(200)) for _ in range(40)])
     assert iid < 1.6
     e = rng.standard_normal((40, 501))
-    ma = np.median([bs.autocorrelation_time(r[1:] + r[:-1]) for r in e])
+    ma = np.median([bootstrap.autocorrelation_time(r[1:] + r[:-1]) for r in e])
     assert 1.6 < ma < 2.6
-    assert bs.effective_size(series[0]) == pytest.approx(200 / bs.autocorrelation_time(series[0]))
+    assert bootstrap.effective_size(series[0]) == pytest.approx(
+        200 / bootstrap.autocorrelation_time(series[0])
+    )
 
 
 def test_block_shortfall_is_the_variance_the_blocks_cannot_see():
@@ -327,28 +335,30 @@ def test_block_shortfall_is_the_variance_the_blocks_cannot_see():
     the sample mean, a bias of about −ℓ/n of the long-run variance, which the factor includes.)"""
     rng = np.random.default_rng(6)
     ar = [_ar1(rng, 500, 0.81) for _ in range(60)]
-    short = np.median([bs.block_shortfall(x, 20) for x in ar])
+    short = np.median([bootstrap.block_shortfall(x, 20) for x in ar])
     assert 1.07 < short < 1.25
-    assert np.median([bs.block_shortfall(x, 50) for x in ar]) < short - 0.04
-    assert np.median([bs.block_shortfall(x, 1) for x in ar]) > 2.5  # i.i.d. resampling: ≈ √τ
-    assert np.median([bs.block_shortfall(rng.standard_normal(500), 5) for _ in range(40)]) < 1.05
+    assert np.median([bootstrap.block_shortfall(x, 50) for x in ar]) < short - 0.04
+    # i.i.d. resampling: ≈ √τ
+    assert np.median([bootstrap.block_shortfall(x, 1) for x in ar]) > 2.5
+    assert (
+        np.median([bootstrap.block_shortfall(rng.standard_normal(500), 5) for _ in range(40)])
+        < 1.05
+    )
 
 
-def test_a_dependent_aa_interval_covers_the_truth(monkeypatch):
+def test_a_dependent_aa_interval_covers_the_truth():
     """A/A, each arm's latency its own AR(1) ρ = 0.9, 500 requests per arm (≈ 26 effectively
     independent pairs). The circular block bootstrap alone misses the truth (Δ = 0) about twice
     as often as a 95 % interval should; widened by what its blocks cannot see
     (:func:`block_shortfall`, on a τ̂ that sees the persistent state) it covers."""
-    from abtui.stats import effects
-
     miss = {True: 0, False: 0}
     reps = 60
     for seed in range(reps):
         t = synthetic_table(500, [ArmTruth(ar=0.9), ArmTruth(ar=0.9)], seed=100 + seed)
         for on in (True, False):
-            monkeypatch.setattr(effects, "SHORTFALL", on)
-            monkeypatch.setattr(bs, "TAU_AR", on)
-            comp = compare(t, 0, 1, None, resamples=300, seed=seed, metrics=("ttft", "tpot"))
+            comp = compare(
+                t, 0, 1, None, resamples=300, seed=seed, metrics=("ttft", "tpot"), shortfall=on
+            )
             miss[on] += sum(
                 not (comp.get(k).lo <= 0 <= comp.get(k).hi)
                 for k in ("ttft.p50", "tpot.p50", "ttft.mean", "tpot.mean")

@@ -16,7 +16,7 @@ from abtui.client.items import Item
 from abtui.client.records import CANCELLED, E_TIMEOUT, ERROR, OK, RequestRecord
 from abtui.client.redact import is_secret_key, scrub_config, scrub_url
 from abtui.errors import StoreError
-from abtui.metrics import request as rm
+from abtui.metrics import request as request_metrics
 from abtui.metrics.table import NA, RequestTable
 from abtui.store import writer as writer_mod
 from abtui.store.reader import SessionReader
@@ -279,7 +279,9 @@ def test_table_from_reader_matches_records(tmp_path):
     assert np.array_equal(lean.itl_n, np.maximum(a.n_chunks - 1, 0))
     span = np.where(a.n_chunks > 1, a.last_token_ns - a.first_token_ns, 0)
     assert np.array_equal(lean.itl_sum_ns, span)
-    assert np.array_equal(rm.itl_max_s(lean), rm.itl_max_s(a), equal_nan=True)
+    assert np.array_equal(
+        request_metrics.itl_max_s(lean), request_metrics.itl_max_s(a), equal_nan=True
+    )
 
 
 def test_large_batch(tmp_path):

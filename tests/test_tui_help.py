@@ -10,7 +10,7 @@ from test_tui import text_of
 from test_tui_snapshots import fixed_screen
 from tui_fixtures import shows
 
-from abtui.tui import keys as K
+from abtui.tui import keys
 from abtui.tui.app import AbtuiApp, ConfirmQuit, HelpScreen
 from abtui.tui.screens.compare import CompareScreen
 from abtui.tui.screens.dialogs import Confirm
@@ -49,8 +49,8 @@ def bound_keys(cls) -> set[str]:
     return out
 
 
-def listed(keys: K.Keys) -> set[str]:
-    return {k.strip() for row, _ in keys for k in row.split(" / ")}
+def listed(rows: keys.Keys) -> set[str]:
+    return {k.strip() for row, _ in rows for k in row.split(" / ")}
 
 
 @pytest.mark.parametrize(
@@ -64,10 +64,10 @@ def test_every_key_a_screen_binds_is_in_its_own_help(cls):
 
 
 def test_the_lists_are_each_screens_own():
-    assert not listed(K.START) & {"v", "space", "m", "h", "[", "]"}
-    assert not listed(K.VERDICT) & {"/", "space", "d", "r", "x"}
-    assert not listed(K.LIVE) & {"/", "m", "h", "d", "r", "space"}
-    assert listed(K.LIVE) <= listed(K.OPEN)  # the replay is the live panes, and a timeline
+    assert not listed(keys.START) & {"v", "space", "m", "h", "[", "]"}
+    assert not listed(keys.VERDICT) & {"/", "space", "d", "r", "x"}
+    assert not listed(keys.LIVE) & {"/", "m", "h", "d", "r", "space"}
+    assert listed(keys.LIVE) <= listed(keys.OPEN)  # the replay is the live panes, and a timeline
 
 
 def test_help_on_the_live_panes_lists_theirs(tmp_path):
@@ -88,7 +88,7 @@ def test_help_on_the_live_panes_lists_theirs(tmp_path):
 
     shown, back = asyncio.run(drive())
     assert back and "Keys: the live panes" in shown
-    for row, what in K.LIVE + K.EVERYWHERE:
+    for row, what in keys.LIVE + keys.EVERYWHERE:
         assert row in shown and what in shown
-    for _row, what in K.START + K.VERDICT:
-        assert (_row, what) in K.LIVE or not shows(shown, _row, what), what
+    for _row, what in keys.START + keys.VERDICT:
+        assert (_row, what) in keys.LIVE or not shows(shown, _row, what), what

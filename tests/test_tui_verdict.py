@@ -11,7 +11,7 @@ import asyncio
 import pytest
 from tui_fixtures import write_session
 
-from abtui.report import quality as rq
+from abtui.report import quality as quality_report
 from abtui.report.verdict_text import rows_of, short_label
 from abtui.stats.labels import label
 from abtui.tui.app import AbtuiApp
@@ -134,7 +134,7 @@ def _flat(lines: list[str]) -> str:
 @pytest.mark.parametrize("size", [(80, 24), (100, 32)])
 def test_quality_rows_are_one_line_each_at_80_and_100_columns(quality_data, size):
     qual = quality_data.sv.verdict.pairs[0].quality
-    cells = rq.short_rows(qual)
+    cells = quality_report.short_rows(qual)
     assert len(cells) == 7 and {r[9] for r in cells} == {"pass", "FAIL", ""}
     lines = asyncio.run(_quality_lines(quality_data, size))
     head = next(i for i, ln in enumerate(lines) if ln.startswith("suite "))
@@ -148,38 +148,42 @@ def test_quality_rows_are_one_line_each_at_80_and_100_columns(quality_data, size
     assert after[len(cells)].startswith("gate: pass when"), after  # no row's continuation
     under = _flat(after[len(cells) :])
     assert under.startswith("gate: pass when the CI's lower bound ≥ −margin (exact 1 pp, niah 15")
-    gone = [c for c in rq.SHORT_COLUMNS if c not in header]
+    gone = [c for c in quality_report.SHORT_COLUMNS if c not in header]
     if size[0] == 80:
         assert gone, header  # the whole short table is wider than 76 columns
     for col in gone:  # said under the table, with the width it shows from
         assert f"{col} from " in under.partition("left out: ")[2], (col, under)
     assert "the report's full table from 1" in under
-    for note in rq.notes(qual):  # sentences, wrapped but whole
+    for note in quality_report.notes(qual):  # sentences, wrapped but whole
         assert note in under, (note, under)
-    assert rq.mode_line({"mode": "separate"}) in _flat(lines[:head])
+    assert quality_report.mode_line({"mode": "separate"}) in _flat(lines[:head])
 
 
 def test_quality_table_keeps_every_column_at_160(quality_data):
     qual = quality_data.sv.verdict.pairs[0].quality
-    cells = rq.rows(qual)
+    cells = quality_report.rows(qual)
     lines = asyncio.run(_quality_lines(quality_data, (160, 48)))
     head = next(i for i, ln in enumerate(lines) if ln.startswith("suite "))
-    for col in rq.COLUMNS:
+    for col in quality_report.COLUMNS:
         assert col in lines[head], col
     for r, line in zip(cells, lines[head + 1 : head + 1 + len(cells)], strict=True):
         at = 0
         for c in r:  # every cell, in order, as the report writes it
             at = line.index(c, at) + len(c)
     assert "full table from" not in _flat(lines) and "FAIL (≥ −1 pp)" in lines[head + 1]
-    assert rq.mode_line({"mode": "separate"}) in _flat(lines[:head])  # the mode that ran
+    assert quality_report.mode_line({"mode": "separate"}) in _flat(
+        lines[:head]
+    )  # the mode that ran
 
 
 def test_gate_rule_states_one_margin_or_each_suites():
     gates = [{"suite": "a", "margin": 0.01}, {"suite": "b", "margin": 0.01}]
-    assert rq.gate_rule({"gates": gates}) == "gate: pass when the CI's lower bound ≥ −1 pp"
+    assert (
+        quality_report.gate_rule({"gates": gates}) == "gate: pass when the CI's lower bound ≥ −1 pp"
+    )
     gates[1]["margin"] = 0.025
-    assert rq.gate_rule({"gates": gates}).endswith("≥ −margin (a 1 pp, b 2.5 pp)")
-    assert rq.gate_rule({"gates": []}) is None
+    assert quality_report.gate_rule({"gates": gates}).endswith("≥ −margin (a 1 pp, b 2.5 pp)")
+    assert quality_report.gate_rule({"gates": []}) is None
 
 
 def test_the_width_the_metrics_caption_names_is_the_terminals(verdict_data):

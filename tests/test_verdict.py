@@ -8,9 +8,9 @@ import math
 
 import pytest
 
-from abtui.stats import decide as dc
-from abtui.stats.synthetic import ArmTruth, synthetic_table
+from abtui.stats import decide
 from abtui.verdict.policy import GO, INCONCLUSIVE, NO_GO, evaluate
+from tests.synthetic import ArmTruth, synthetic_table
 
 ARMS = [{"name": "base"}, {"name": "cand"}, {"name": "cand2"}]
 SPEC = {"policy": {"resamples": 500, "guardrails": ["ttft.p50", "tpot.p50", "e2e.p90"]}}
@@ -340,7 +340,7 @@ def test_a_strongly_autocorrelated_contrast_is_not_called():
     t = synthetic_table(200, [ArmTruth(ar=0.95), ArmTruth(ar=0.95)], seed=4)
     comp = evaluate(t, ARMS[:2], DEFAULT_GUARDS).pairs[0].comparison
     e = comp.get("e2e.p50")
-    assert e.n_eff < dc.MIN_EFFECTIVE and e.outcome == "INCONCLUSIVE"
+    assert e.n_eff < decide.MIN_EFFECTIVE and e.outcome == "INCONCLUSIVE"
     assert "strongly autocorrelated" in e.note and "no significance call" in e.note
     assert e.samples_needed > 200 and not math.isfinite(e.p_adj)  # out of the Holm family
 
@@ -360,7 +360,7 @@ def test_alternation_blocks_a_per_arm_state_outlasts_are_not_called():
         assert comp.design["resampling"] == "alternation blocks" and v.result == INCONCLUSIVE
         for key in ("e2e.p50", "ttft.p50", "tpot.p50"):
             e = comp.get(key)
-            assert e.min_eff == dc.MIN_EFFECTIVE_UNWIDENED  # whole turns: not widened
+            assert e.min_eff == decide.MIN_EFFECTIVE_UNWIDENED  # whole turns: not widened
             assert e.n_eff < e.min_eff and e.outcome == "INCONCLUSIVE", (seed, key)
             assert "strongly autocorrelated" in e.note and not math.isfinite(e.p_adj)
             beyond += e.lo > e.delta or e.hi < -e.delta
@@ -380,7 +380,7 @@ def test_slo_rows_of_a_strongly_autocorrelated_pair_are_not_called():
         comp = v.pairs[0].comparison
         for key in ("slo.attainment", "goodput.requests", "goodput.output_tokens"):
             e = comp.get(key)
-            assert e.min_eff == dc.MIN_EFFECTIVE_UNWIDENED  # windows: not widened
+            assert e.min_eff == decide.MIN_EFFECTIVE_UNWIDENED  # windows: not widened
             assert e.n_eff < e.min_eff and e.outcome == "INCONCLUSIVE", (seed, key)
             assert "strongly autocorrelated" in e.note and not math.isfinite(e.p_adj)
         e = comp.get("slo.attainment")
@@ -394,14 +394,14 @@ def test_slo_rows_of_a_strongly_autocorrelated_pair_are_not_called():
 
 
 def test_a_load_both_arms_share_cancels_in_the_contrast_and_is_called():
-    from abtui.stats.synthetic import shared_load
+    from tests.synthetic import shared_load
 
     shared = shared_load(400, seed=2, sigma=0.25, ar=0.95)  # as dependent, but common to both
     t = synthetic_table(
         400, [ArmTruth(), ArmTruth(ttft_scale=0.8, tpot_scale=0.8)], seed=2, shared=shared
     )
     e = evaluate(t, ARMS[:2], SPEC).pairs[0].comparison.get("e2e.p50")
-    assert e.n_eff >= dc.MIN_EFFECTIVE and e.outcome == "IMPROVED"
+    assert e.n_eff >= decide.MIN_EFFECTIVE and e.outcome == "IMPROVED"
 
 
 # The generator rule in proportion (issue 19.5, abtui.stats.lagguard). A busy client at 30 req/s

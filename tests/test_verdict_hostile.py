@@ -12,17 +12,17 @@ from abtui.cli import main
 from abtui.sim.engine import SimConfig
 from abtui.sim.faults import FaultConfig
 from abtui.sim.process import SimProcess
-from abtui.stats import decide as dc
-from abtui.stats.synthetic import ArmTruth, synthetic_table
+from abtui.stats import decide
 from abtui.store.reader import SessionReader
 from abtui.verdict.policy import GO, INCONCLUSIVE, evaluate
+from tests.synthetic import ArmTruth, synthetic_table
 
 ARMS = [{"name": "base"}, {"name": "cand"}]
 P50_ONLY = {"policy": {"resamples": 500, "guardrails": ["ttft.p50"]}}
-CALLS = (dc.IMPROVED, dc.REGRESSED, dc.EQUIVALENT)
+CALLS = (decide.IMPROVED, decide.REGRESSED, decide.EQUIVALENT)
 
 
-@pytest.mark.parametrize("n", [2, 5, 10, dc.MIN_PAIRED - 1])
+@pytest.mark.parametrize("n", [2, 5, 10, decide.MIN_PAIRED - 1])
 def test_tiny_runs_against_identical_arms_never_call_an_effect(n):
     """2 requests per arm gave 15 NO-GO and 1 GO in 40 seeds (p = 0.0004, zero-width CIs)."""
     for seed in range(20):
@@ -34,16 +34,16 @@ def test_tiny_runs_against_identical_arms_never_call_an_effect(n):
         assert not called, (n, seed, called)
         assert all(g["state"] != "shown" for g in pair.guardrails)
         e2e = pair.comparison.get("e2e.p50")
-        assert e2e.note.startswith(f"too few samples: {n} paired (need ≥ {dc.MIN_PAIRED}")
+        assert e2e.note.startswith(f"too few samples: {n} paired (need ≥ {decide.MIN_PAIRED}")
 
 
 def test_from_the_minimum_on_an_effect_is_called():
     t = synthetic_table(
-        dc.MIN_PAIRED + 5, [ArmTruth(), ArmTruth(ttft_scale=0.5, tpot_scale=0.5)], seed=1
+        decide.MIN_PAIRED + 5, [ArmTruth(), ArmTruth(ttft_scale=0.5, tpot_scale=0.5)], seed=1
     )
     v = evaluate(t, ARMS, P50_ONLY)
     assert v.result == GO, v.pairs[0].reasons
-    assert v.pairs[0].comparison.get("e2e.p50").outcome == dc.IMPROVED
+    assert v.pairs[0].comparison.get("e2e.p50").outcome == decide.IMPROVED
 
 
 def test_a_candidate_that_stops_after_one_token_is_not_faster(tmp_path):
@@ -52,23 +52,23 @@ def test_a_candidate_that_stops_after_one_token_is_not_faster(tmp_path):
     pair = v.pairs[0]
     e2e = pair.comparison.get("e2e.p50")
     assert e2e.ratio < -0.9  # what it looked like: P50 E2E −97 %
-    assert v.result == INCONCLUSIVE and e2e.outcome == dc.INCONCLUSIVE
+    assert v.result == INCONCLUSIVE and e2e.outcome == decide.INCONCLUSIVE
     assert e2e.note == "not comparable: the arms' output lengths differ"
     for key in ("throughput.output_tokens", "throughput.requests"):
-        assert pair.comparison.get(key).outcome == dc.INCONCLUSIVE
+        assert pair.comparison.get(key).outcome == decide.INCONCLUSIVE
     reason = next(r for r in pair.reasons if "different output lengths" in r)
     assert "cand's outputs are -99.2%" in reason and "(mean 1.0 vs 128.0 tokens)" in reason
     assert "cannot be GO" in reason
     assert pair.findings[0]["kind"] == "output_lengths" and "e2e.p50" in pair.findings[0]["rows"]
     check = pair.comparison.checks[0]
-    assert check.key == "output_tokens.mean" and check.outcome == dc.IMPROVED
+    assert check.key == "output_tokens.mean" and check.outcome == decide.IMPROVED
     # the same candidate with the same lengths is not flagged, and a faster one is still GO
     t = synthetic_table(
         400, [ArmTruth(), ArmTruth(ttft_scale=0.8, tpot_scale=0.8)], n_output=128, seed=3
     )
     v = evaluate(t, ARMS, P50_ONLY)
     assert v.result == GO and not v.pairs[0].findings
-    assert v.pairs[0].comparison.checks[0].outcome == dc.EQUIVALENT
+    assert v.pairs[0].comparison.checks[0].outcome == decide.EQUIVALENT
 
 
 def test_usage_that_the_stream_did_not_carry_is_flagged_and_blocks_go():

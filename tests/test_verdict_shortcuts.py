@@ -13,36 +13,43 @@ import pytest
 from abtui.metrics import gaps
 from abtui.metrics.keys import unique_ints
 from abtui.metrics.summary import run_duration_s, summarize
-from abtui.stats import bootstrap as bs
-from abtui.stats import lagguard as lg
+from abtui.stats import bootstrap, lagguard
 from abtui.stats.effects import compare
 from abtui.stats.rates import _windows, windows_of
-from abtui.stats.synthetic import ArmTruth, synthetic_table
 from abtui.store.reader import SessionReader
 from abtui.store.writer import SessionWriter
+from tests.synthetic import ArmTruth, synthetic_table
 
 
-def _grid_reference(*values: np.ndarray) -> bs.Grid:
+def _grid_reference(*values: np.ndarray) -> bootstrap.Grid:
     v = np.concatenate([np.asarray(x, dtype=np.float64) for x in values])
-    v = np.log(np.maximum(v[np.isfinite(v)], 0.0) + bs.EPS_S)
+    v = np.log(np.maximum(v[np.isfinite(v)], 0.0) + bootstrap.EPS_S)
     if not len(v):
-        return bs.Grid(0.0, 1.0)
+        return bootstrap.Grid(0.0, 1.0)
     lo, hi = float(v.min()), float(v.max())
-    if len(v) > bs.GRID_TRIM_N:
-        lo, hi = (float(q) for q in np.quantile(v, bs.GRID_TRIM))
-    return bs.Grid.spanning(lo, hi)
+    if len(v) > bootstrap.GRID_TRIM_N:
+        lo, hi = (float(q) for q in np.quantile(v, bootstrap.GRID_TRIM))
+    return bootstrap.Grid.spanning(lo, hi)
 
 
 def test_the_grid_is_numpys_quantiles_of_the_logs():
     rng = np.random.default_rng(0)
-    for n in (0, 1, 7, bs.GRID_TRIM_N - 1, bs.GRID_TRIM_N, bs.GRID_TRIM_N + 1, 60_001):
+    for n in (
+        0,
+        1,
+        7,
+        bootstrap.GRID_TRIM_N - 1,
+        bootstrap.GRID_TRIM_N,
+        bootstrap.GRID_TRIM_N + 1,
+        60_001,
+    ):
         a = rng.lognormal(-4, 1.5, n)
         b = rng.lognormal(-4, 1.5, n // 2 + 6)
         a[: n // 50] = 0.0  # zeros, negatives (clock trouble), NaN and ∞ where there is room
         b[:3] = (-0.002, np.nan, np.inf)
         b[3:6] = np.round(b[3:6], 3)  # ties
-        assert bs.Grid.covering(a, b) == _grid_reference(a, b), n
-        assert bs.Grid.covering(a) == _grid_reference(a), n
+        assert bootstrap.Grid.covering(a, b) == _grid_reference(a, b), n
+        assert bootstrap.Grid.covering(a) == _grid_reference(a), n
 
 
 def test_distinct_keys_are_np_unique():
@@ -90,7 +97,7 @@ def test_one_segments_mean_gap_needs_no_sort():
         t = _table(blocks=blocks)
         for arm in (0, 1):
             rows = t.arm == arm
-            assert lg.mean_gap_s(t, rows) == _mean_gap_reference(t, rows)
+            assert lagguard.mean_gap_s(t, rows) == _mean_gap_reference(t, rows)
 
 
 def test_the_generator_rules_bounds_share_what_they_can():
@@ -110,8 +117,8 @@ def test_the_generator_rules_bounds_share_what_they_can():
     ]
     shared: dict = {}
     for key in keys:
-        alone = lg.flattery(t.select(rows), key, lag)  # a copy of the rows, nothing shared
-        assert lg.flattery(t, key, lag, rows, shared) == alone, key
+        alone = lagguard.flattery(t.select(rows), key, lag)  # a copy of the rows, nothing shared
+        assert lagguard.flattery(t, key, lag, rows, shared) == alone, key
         assert alone is not None and alone > 1.0, key  # the lag did bound each row
 
 

@@ -132,7 +132,7 @@ def write_session(
         w.write_meta(**meta)  # e.g. a degraded mark, as abtui.runner.session writes it
     w.close(status=status)
     if verdict and status != "running":
-        from abtui.verdict.session import session_verdict
+        from abtui.verdict.saved import session_verdict
 
         session_verdict(path, store=True)
     if mtime is not None:
@@ -180,7 +180,7 @@ def ablation_verdict_data(verdict, names: list[str], folder: Path):
     """The verdict screen's data for an in-memory factorial ``verdict`` (no session file): what
     the ablation view tests push a ``VerdictScreen`` with."""
     from abtui.tui.screens.verdict import VerdictData
-    from abtui.verdict.session import SessionVerdict
+    from abtui.verdict.saved import SessionVerdict
 
     sv = SessionVerdict(
         verdict, Path(folder / "x.duckdb"), [{"name": n} for n in names], {}, {}, False, None, True

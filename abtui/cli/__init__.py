@@ -145,9 +145,9 @@ def cmd_report(args) -> int:
             from abtui.report.diagnosis import print_diagnosis
 
             print_diagnosis(Path(args.session), sys.stdout)
-            from abtui.headless import print_verdict
+            from abtui.headless import print_session_verdict
 
-            return print_verdict(Path(args.session), cost, policy).exit_code
+            return print_session_verdict(Path(args.session), cost, policy).exit_code
         from abtui.report.export import write_report
 
         return write_report(Path(args.session), args.format, args.output, cost=cost, policy=policy)

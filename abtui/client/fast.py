@@ -23,7 +23,7 @@ import ssl
 import time
 from urllib.parse import urlsplit
 
-from abtui.client import records as R
+from abtui.client import records
 from abtui.client.http1 import ChunkedDecoder, Malformed, parse_head, request_bytes
 from abtui.client.items import Item
 from abtui.client.records import RequestRecord
@@ -146,7 +146,7 @@ class _Exchange:
             if self.timer is not None:
                 self.timer.cancel()
             fail_http(rec, self.status, bytes(self.err_body))
-        elif error is not None and rec.status == R.OK:
+        elif error is not None and rec.status == records.OK:
             fail(rec, error[0], error[1])
         rec.done_ns = rec.done_ns or t
         if not self.tail:
@@ -214,7 +214,7 @@ class _Exchange:
             else:
                 self._body(data, t)
         except Malformed as e:  # after [DONE] (the exchange's tail), it costs the connection only
-            self._finish(t, (R.E_MALFORMED, str(e)))
+            self._finish(t, (records.E_MALFORMED, str(e)))
 
     def _on_head(self, data: bytes, t: int) -> bytes:
         self.head += data
@@ -237,7 +237,7 @@ class _Exchange:
         """The error body has not ended ``err_wait`` after the head: the status is the outcome;
         the connection, its body unfinished, is not reused."""
         self.timer = None
-        self._finish(_now(), (R.E_HTTP, "error body unfinished"))
+        self._finish(_now(), (records.E_HTTP, "error body unfinished"))
 
     def _body(self, piece: bytes, t: int) -> None:
         eb = self.err_body
@@ -245,7 +245,7 @@ class _Exchange:
             if not self.fut.done():
                 eb += piece
                 if len(eb) >= MAX_ERROR_BODY:  # enough for the message: not read further
-                    self._finish(t, (R.E_HTTP, "error body capped"))
+                    self._finish(t, (records.E_HTTP, "error body capped"))
             return
         st = self.state
         if st.done:
@@ -271,7 +271,7 @@ class _Exchange:
             try:
                 self._end_of_body(t)
             except Malformed as e:
-                self._finish(t, (R.E_MALFORMED, str(e)))
+                self._finish(t, (records.E_MALFORMED, str(e)))
         else:
             self._lost(t, None)
 
@@ -286,7 +286,7 @@ class _Exchange:
             msg = f"the server closed the connection without a response{why}"
         else:
             msg = f"connection lost mid-stream after {len(self.rec.chunk_ns)} token chunks{why}"
-        self._finish(t, (R.E_DISCONNECTED, msg))
+        self._finish(t, (records.E_DISCONNECTED, msg))
 
 
 def pool_key(target: Target) -> tuple:
@@ -396,10 +396,12 @@ class FastClient:
                     ex = _Exchange(conn, st, min(ERROR_BODY_S, target.read_timeout_s))
                     await self._exchange(conn, ex, payload, target.read_timeout_s)
                     # a kept-alive connection the server had closed: retry once on a fresh one
-                    stale = reused and not ex.got_bytes and rec.error_class == R.E_DISCONNECTED
+                    stale = (
+                        reused and not ex.got_bytes and rec.error_class == records.E_DISCONNECTED
+                    )
                     if attempt == 0 and stale:
                         self._release(key, conn, False)
-                        rec.status, rec.error_class = R.OK, None
+                        rec.status, rec.error_class = records.OK, None
                         rec.error_message, rec.done_ns = None, None
                         st = StreamState(rec, store_text)
                         continue
@@ -411,11 +413,11 @@ class FastClient:
             if ex is not None and ex.err_body is not None:  # out of time in an error body
                 fail_http(rec, ex.status, bytes(ex.err_body))  # (rule 9)
             else:
-                fail(rec, R.E_TIMEOUT, f"no complete response within {target.timeout_s:g} s")
+                fail(rec, records.E_TIMEOUT, f"no complete response within {target.timeout_s:g} s")
         except asyncio.CancelledError:
             if ex is not None:
                 ex.keep_alive = False
-            fail(rec, R.E_CANCELLED, "cancelled by abtui", status=R.CANCELLED)
+            fail(rec, records.E_CANCELLED, "cancelled by abtui", status=records.CANCELLED)
             raise
         finally:
             if conn is not None:
@@ -432,13 +434,15 @@ class FastClient:
         except TimeoutError:
             fail(
                 rec,
-                R.E_TIMEOUT,
+                records.E_TIMEOUT,
                 f"connect to {target.url} timed out after {target.connect_timeout_s:g} s",
             )
         except ssl.SSLError as e:
-            fail(rec, R.E_CONNECT, f"cannot connect to {target.url}: TLS failed: {describe(e)}")
+            fail(
+                rec, records.E_CONNECT, f"cannot connect to {target.url}: TLS failed: {describe(e)}"
+            )
         except OSError as e:
-            fail(rec, R.E_CONNECT, f"cannot connect to {target.url}: {e.strerror or e}")
+            fail(rec, records.E_CONNECT, f"cannot connect to {target.url}: {e.strerror or e}")
         finally:
             rec.connect_ns = _now() - rec.dispatched_ns
         return None
@@ -459,7 +463,7 @@ class FastClient:
                 return
             idle = (_now() - ex.last_rx) / 1e9
             if idle >= read_timeout_s:
-                ex._finish(_now(), (R.E_TIMEOUT, f"no data for {read_timeout_s:g} s"))
+                ex._finish(_now(), (records.E_TIMEOUT, f"no data for {read_timeout_s:g} s"))
             else:
                 watchdog = loop.call_later(read_timeout_s - idle, check)
 
@@ -474,7 +478,7 @@ class FastClient:
     ) -> None:
         """After a request: its connection back to the pool (once the body's end came, when it
         completed at [DONE]) if it can be reused, else closed."""
-        ok = ex is not None and ex.fut.done() and ex.keep_alive and rec.status == R.OK
+        ok = ex is not None and ex.fut.done() and ex.keep_alive and rec.status == records.OK
         if ok and ex.tail:  # complete at [DONE]: back to the pool once the body ends
             ex.park(
                 lambda reusable: self._release(key, conn, reusable),

@@ -22,7 +22,6 @@ E_MALFORMED = "malformed"  # the body is not a valid SSE / JSON stream
 E_DISCONNECTED = "disconnected"  # the server closed the stream before it finished
 E_CANCELLED = "cancelled"  # abtui stopped the request (Ctrl-C, end of run)
 E_OTHER = "other"  # anything else; the message says what
-ERROR_CLASSES = (E_CONNECT, E_TIMEOUT, E_HTTP, E_MALFORMED, E_DISCONNECTED, E_CANCELLED, E_OTHER)
 
 # Where token counts came from (``RequestRecord.token_source``).
 TOKENS_USAGE = "usage"  # the server's ``usage`` object

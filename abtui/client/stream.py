@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from abtui.client import records as R
+from abtui.client import records
 from abtui.client.items import Item
 from abtui.client.records import RequestRecord
 from abtui.client.stream_state import (
@@ -155,7 +155,7 @@ async def stream_request(
                     for ev, data in feed(piece):
                         err = on_event(ev, data, t)
                         if err:
-                            fail(rec, R.E_MALFORMED, err)
+                            fail(rec, records.E_MALFORMED, err)
                             return rec
                         if st.done:
                             break
@@ -177,14 +177,14 @@ async def stream_request(
         if _error_status(rec):  # the whole request's time ran out while reading an error body
             fail_http(rec, rec.http_status, bytes(err_body))
         else:
-            fail(rec, R.E_TIMEOUT, f"no complete response within {target.timeout_s:g} s")
+            fail(rec, records.E_TIMEOUT, f"no complete response within {target.timeout_s:g} s")
     except httpx.HTTPError as e:
         _fail_transport(rec, target, e)
     except asyncio.CancelledError:
         if st.done:  # cancelled while reading past [DONE]: the response was complete
             st.check_end()
         else:
-            fail(rec, R.E_CANCELLED, "cancelled by abtui", status=R.CANCELLED)
+            fail(rec, records.E_CANCELLED, "cancelled by abtui", status=records.CANCELLED)
         raise
     finally:
         st.finish(item)
@@ -233,18 +233,22 @@ def _fail_transport(rec: RequestRecord, target: Target, e: httpx.HTTPError) -> N
     """What an httpx error says about the request: a timeout, a refused or failed connect,
     a connection lost mid-way, or something else."""
     if isinstance(e, httpx.ConnectTimeout):
-        fail(rec, R.E_TIMEOUT, f"connect timed out after {target.connect_timeout_s:g} s")
+        fail(rec, records.E_TIMEOUT, f"connect timed out after {target.connect_timeout_s:g} s")
     elif isinstance(e, httpx.ReadTimeout):
-        fail(rec, R.E_TIMEOUT, f"no data for {target.read_timeout_s:g} s")
+        fail(rec, records.E_TIMEOUT, f"no data for {target.read_timeout_s:g} s")
     elif isinstance(e, httpx.TimeoutException):
-        fail(rec, R.E_TIMEOUT, f"{type(e).__name__}: {e}")
+        fail(rec, records.E_TIMEOUT, f"{type(e).__name__}: {e}")
     elif isinstance(e, httpx.ConnectError):
         tls = find_cert_error(e)
         why = f"TLS failed: {describe(tls)}" if tls else str(e)
-        fail(rec, R.E_CONNECT, f"cannot connect to {target.url}: {why}")
+        fail(rec, records.E_CONNECT, f"cannot connect to {target.url}: {why}")
     elif isinstance(e, httpx.RemoteProtocolError | httpx.ReadError | httpx.WriteError):
         unsent = rec.http_status is None and rec.first_byte_ns is None
-        cls = R.E_CONNECT if unsent and isinstance(e, httpx.WriteError) else R.E_DISCONNECTED
+        cls = (
+            records.E_CONNECT
+            if unsent and isinstance(e, httpx.WriteError)
+            else records.E_DISCONNECTED
+        )
         fail(rec, cls, f"connection lost ({type(e).__name__}: {e or 'closed'})")
     else:
-        fail(rec, R.E_OTHER, f"{type(e).__name__}: {e}")
+        fail(rec, records.E_OTHER, f"{type(e).__name__}: {e}")

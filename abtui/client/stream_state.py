@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import time
 
-from abtui.client import records as R
+from abtui.client import records
 from abtui.client.items import Item
 from abtui.client.records import RequestRecord
 from abtui.client.sse import SSEParser
@@ -38,7 +38,7 @@ DONE = b"[DONE]"  # the stream's end marker (rule 10: ends the stream at its lin
 MAX_TEXT_CHARS = 1 << 20
 
 
-def fail(rec: RequestRecord, cls: str, msg: str, status: str = R.ERROR) -> None:
+def fail(rec: RequestRecord, cls: str, msg: str, status: str = records.ERROR) -> None:
     """Mark ``rec`` failed with error class ``cls`` (its message cut to 500 characters); it
     ends now unless it ended already."""
     rec.status = status
@@ -50,7 +50,7 @@ def fail(rec: RequestRecord, cls: str, msg: str, status: str = R.ERROR) -> None:
 
 def fail_http(rec: RequestRecord, status: int, body: bytes) -> None:
     """An error status: ``http``, with the message of whatever part of its body came."""
-    fail(rec, R.E_HTTP, f"HTTP {status}: {error_text(body)}")
+    fail(rec, records.E_HTTP, f"HTTP {status}: {error_text(body)}")
 
 
 def _one_line(text: str) -> str:
@@ -131,7 +131,7 @@ class StreamState:
             err = obj.get("error", obj)
             msg = err.get("message", err) if isinstance(err, dict) else err
             rec = self.rec
-            rec.status, rec.error_class = R.ERROR, R.E_HTTP
+            rec.status, rec.error_class = records.ERROR, records.E_HTTP
             rec.error_message = f"error in stream: {str(msg)[:300]}"
             self.done = True
             return None
@@ -202,13 +202,13 @@ class StreamState:
                 try:
                     json.loads(data)
                 except (ValueError, RecursionError):
-                    return R.E_DISCONNECTED, (
+                    return records.E_DISCONNECTED, (
                         f"stream cut off inside an event after {len(self.rec.chunk_ns)} token "
                         f"chunks: {data[:80]!r}"
                     )
             err = self.on_event(ev, data, t)
             if err:
-                return R.E_MALFORMED, err
+                return records.E_MALFORMED, err
         return None
 
     def check_end(self) -> None:
@@ -217,22 +217,22 @@ class StreamState:
         llama-cpp-python's server ends a running stream with ``[DONE]`` and no finish reason
         when another request arrives (its default ``--interrupt_requests``)."""
         rec = self.rec
-        if rec.status != R.OK or rec.finish_reason is not None:
+        if rec.status != records.OK or rec.finish_reason is not None:
             return
         if self.done:
             fail(
                 rec,
-                R.E_DISCONNECTED,
+                records.E_DISCONNECTED,
                 f"stream ended with [DONE] but no finish_reason after {len(rec.chunk_ns)} token "
                 "chunks: the server cut it short (llama-cpp-python does when another request "
                 "arrives, unless started with --interrupt_requests False)",
             )
         elif rec.first_byte_ns is None:
-            fail(rec, R.E_DISCONNECTED, "the server closed the response without a body")
+            fail(rec, records.E_DISCONNECTED, "the server closed the response without a body")
         else:
             fail(
                 rec,
-                R.E_DISCONNECTED,
+                records.E_DISCONNECTED,
                 f"stream ended after {len(rec.chunk_ns)} token chunks without [DONE] or a finish_reason",
             )
 
@@ -243,11 +243,11 @@ class StreamState:
             rec.n_output = u["completion_tokens"]
             n_in = _count(u.get("prompt_tokens"))
             rec.n_input = n_in if n_in is not None else item.n_input
-            rec.token_source = R.TOKENS_USAGE
+            rec.token_source = records.TOKENS_USAGE
         else:
             rec.n_output = sum(rec.chunk_tokens) + rec.empty_token_chunks
             rec.n_input = item.n_input
-            rec.token_source = R.TOKENS_CHUNKS
+            rec.token_source = records.TOKENS_CHUNKS
         if self.store_text:
             rec.text = "".join(self.texts)
         rec.cut_events, rec.cut_bytes = self.parser.cut_events, self.parser.cut_bytes

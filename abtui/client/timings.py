@@ -8,7 +8,7 @@ broken or hostile server's value is never stored as if measured and never fails 
 
 from __future__ import annotations
 
-from abtui.client import records as R
+from abtui.client import records
 
 
 def _timing_problem(key: str, v: object) -> str | None:
@@ -19,7 +19,7 @@ def _timing_problem(key: str, v: object) -> str | None:
         return f"{key} is not finite"
     if v < 0 or v >= 2**63:
         return f"{key} is out of range ({v!r})"
-    if key in R.TIMING_COUNTS and isinstance(v, float) and not v.is_integer():
+    if key in records.TIMING_COUNTS and isinstance(v, float) and not v.is_integer():
         return f"{key} is not a whole number ({v!r})"
     return None
 
@@ -34,7 +34,7 @@ def parse_timings(raw: object) -> tuple[dict[str, float] | None, str | None]:
         return None, f"timings is not an object ({type(raw).__name__})"
     out: dict[str, float] = {}
     notes: list[str] = []
-    for key in R.TIMING_FIELDS:
+    for key in records.TIMING_FIELDS:
         if key not in raw:
             continue
         v = raw[key]
@@ -42,7 +42,7 @@ def parse_timings(raw: object) -> tuple[dict[str, float] | None, str | None]:
         if why:
             notes.append(why)
         else:
-            out[key] = int(v) if key in R.TIMING_COUNTS else float(v)
+            out[key] = int(v) if key in records.TIMING_COUNTS else float(v)
     if out.get("draft_n_accepted", 0) > out.get("draft_n", out.get("draft_n_accepted", 0)):
         notes.append(f"draft_n_accepted {out['draft_n_accepted']} > draft_n {out['draft_n']}")
         del out["draft_n"], out["draft_n_accepted"]

@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from abtui.errors import UsageError
-from abtui.hardware import roofline as rl
+from abtui.hardware import roofline
 from abtui.hardware.gpus import GpuSpec
 from abtui.hardware.models import ModelConfig
 
-IDEAL = rl.Efficiency(bw=1.0, flops=1.0, step_overhead_s=0.0, per_seq_overhead_s=0.0)
-DTYPES = tuple(rl.DTYPE_BYTES)
+IDEAL = roofline.Efficiency(bw=1.0, flops=1.0, step_overhead_s=0.0, per_seq_overhead_s=0.0)
+DTYPES = tuple(roofline.DTYPE_BYTES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,12 +57,16 @@ def roofline_rows(
         raise UsageError(f"unknown dtype {bad!r}", f"choose one of {', '.join(DTYPES)}")
     if context < 1:
         raise UsageError(f"--context {context} is invalid", "give a context of >= 1 tokens")
-    cap = rl.kv_capacity_tokens(gpu, model, dtype, kv_dtype, tp)
-    one = rl.step_cost(gpu, model, dtype, kv_dtype, rl.prefill_shape(context), tp, IDEAL)
+    cap = roofline.kv_capacity_tokens(gpu, model, dtype, kv_dtype, tp)
+    one = roofline.step_cost(
+        gpu, model, dtype, kv_dtype, roofline.prefill_shape(context), tp, IDEAL
+    )
     rows = []
     for b in batches:
-        c = rl.step_cost(gpu, model, dtype, kv_dtype, rl.decode_shape(b, context), tp, IDEAL)
-        many = rl.StepShape(
+        c = roofline.step_cost(
+            gpu, model, dtype, kv_dtype, roofline.decode_shape(b, context), tp, IDEAL
+        )
+        many = roofline.StepShape(
             tokens=b * context,
             sampled=b,
             kv_read=0,
@@ -70,7 +74,7 @@ def roofline_rows(
             pairs=b * context * (context + 1) / 2,
             seqs=b,
         )
-        pb = rl.step_cost(gpu, model, dtype, kv_dtype, many, tp, IDEAL)
+        pb = roofline.step_cost(gpu, model, dtype, kv_dtype, many, tp, IDEAL)
         rows.append(
             RooflineRow(
                 batch=b,
@@ -100,12 +104,12 @@ def print_roofline(
     tp: int = 1,
 ) -> list[RooflineRow]:
     rows = roofline_rows(gpu, model, dtype, kv_dtype, batches, context, tp)
-    mm = rl.matmul_dtype(gpu, dtype)
+    mm = roofline.matmul_dtype(gpu, dtype)
     peak = gpu.flops_for(mm)
-    w_all = rl.weight_bytes(model, dtype)
-    w_step = rl.streamed_weight_bytes(model, dtype)
-    kv = rl.kv_bytes_per_token(model, kv_dtype)
-    cap = rl.kv_capacity_tokens(gpu, model, dtype, kv_dtype, tp)
+    w_all = roofline.weight_bytes(model, dtype)
+    w_step = roofline.streamed_weight_bytes(model, dtype)
+    kv = roofline.kv_bytes_per_token(model, kv_dtype)
+    cap = roofline.kv_capacity_tokens(gpu, model, dtype, kv_dtype, tp)
     p = lambda s="": print(s, file=out)  # noqa: E731
     p(
         f"Roofline (peak figures: floors, not predictions): {gpu.label} x{tp}, {model.name} "

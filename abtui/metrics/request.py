@@ -132,8 +132,3 @@ PER_REQUEST = {  # every per-request metric, keyed by the SLO names of abtui.met
     "itl": itl_max_s,
     "schedule_lag": schedule_lag_s,
 }
-
-
-def request_metrics(t: RequestTable, rows=None) -> dict[str, np.ndarray]:
-    """Every per-request metric (:data:`PER_REQUEST`) of the rows ``rows`` of ``t``."""
-    return {name: fn(t, rows) for name, fn in PER_REQUEST.items()}

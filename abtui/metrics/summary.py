@@ -45,7 +45,7 @@ import numpy as np
 
 from abtui.client.records import CANCELLED, E_OTHER, ERROR, OK
 from abtui.metrics import gaps
-from abtui.metrics import request as rm
+from abtui.metrics import request as request_metrics
 from abtui.metrics.table import NA, RequestTable
 from abtui.metrics.windows import SEGMENT_KEYS, completion_ns, segment_spans
 
@@ -208,7 +208,7 @@ def run_duration_s(t: RequestTable, rows=None) -> float:
         )
     )
     spans = segment_spans(np.zeros(len(dispatched), np.int64), seg, dispatched, done)[0]
-    return float((spans[:, 1] - spans[:, 0]).sum()) / rm.NS_PER_S
+    return float((spans[:, 1] - spans[:, 0]).sum()) / request_metrics.NS_PER_S
 
 
 def slo_met(
@@ -219,7 +219,7 @@ def slo_met(
 ) -> np.ndarray:
     """Per row (of ``rows``, a mask or positions, when given): ok and every configured SLO met
     (see the module docstring). ``values``: per-request metrics of the same rows the caller
-    already has (``rm.PER_REQUEST[key](t, rows)``), not computed again."""
+    already has (``request_metrics.PER_REQUEST[key](t, rows)``), not computed again."""
     good = t.ok if rows is None else t.status[rows] == OK
     good = good.copy()
     if not slo:
@@ -229,7 +229,7 @@ def slo_met(
         raise ValueError(f"unknown SLO key(s) {sorted(unknown)}; known: {', '.join(SLO_KEYS)}")
     for key, limit in slo.items():
         v = (values or {}).get(key)
-        v = rm.PER_REQUEST[key](t, rows) if v is None else v
+        v = request_metrics.PER_REQUEST[key](t, rows) if v is None else v
         met = v <= float(limit)  # NaN compares False
         if key in _NAN_PASSES:
             met |= np.isnan(v)
@@ -269,14 +269,20 @@ def summarize(
         s.duration_s = run_duration_s(table, rows[is_ok | is_err])
     else:  # run_duration_s's sum over the same spans
         s.duration_s = (
-            float((spans[1] - spans[0]).sum()) / rm.NS_PER_S if len(spans[0]) else math.nan
+            float((spans[1] - spans[0]).sum()) / request_metrics.NS_PER_S
+            if len(spans[0])
+            else math.nan
         )
     T = s.duration_s
 
     ok = rows[is_ok]
     have = dists or {}
     for name in ("ttft", "ttft_user", "tpot", "e2e"):
-        setattr(s, name, have[name] if name in have else Dist.of(rm.PER_REQUEST[name](table, ok)))
+        setattr(
+            s,
+            name,
+            have[name] if name in have else Dist.of(request_metrics.PER_REQUEST[name](table, ok)),
+        )
     s.itl = have["itl"] if "itl" in have else itl_dist(table, ok)
     s.input_tokens, s.output_tokens = _sum(table.n_input[ok]), _sum(table.n_output[ok])
     s.requests_per_s = _rate(s.ok, T)
@@ -289,7 +295,7 @@ def summarize(
     s.goodput_requests_per_s = _rate(s.good, T)
     s.goodput_output_tokens_per_s = _rate(_sum(table.n_output[rows[good]]), T)
 
-    lag = rm.schedule_lag_s(table, rows)
+    lag = request_metrics.schedule_lag_s(table, rows)
     lag = lag[np.isfinite(lag)]
     if len(lag):
         p50, p99 = np.percentile(lag, [50, 99], method=PERCENTILE_METHOD)

@@ -278,6 +278,3 @@ class RequestTable:
 
     def for_arm(self, arm: int) -> RequestTable:
         return self.select(self.arm == arm)
-
-    def without_warmup(self) -> RequestTable:
-        return self.select(~self.warmup)

@@ -31,7 +31,7 @@ from __future__ import annotations
 import random
 
 from abtui.errors import UsageError
-from abtui.quality import prompts as qf
+from abtui.quality import prompts
 from abtui.quality.items import QualityItem
 
 SUITES = ("niah", "keys", "exact")
@@ -100,7 +100,7 @@ def _words(length: int, tokens_per_word: float | None) -> int:
 
 
 def _item(
-    g: qf.GeneratedPrompt,
+    g: prompts.GeneratedPrompt,
     *,
     id: str,
     suite: str,
@@ -120,7 +120,7 @@ def _item(
         bucket=bucket,
         context_tokens=context_tokens,
         distractors=g.distractors,
-        stop=qf.STOPS,
+        stop=prompts.STOPS,
     )
 
 
@@ -132,7 +132,7 @@ def niah(
         for s in range(per_length):
             sd = _seed(seed, 1, li, s)
             for depth in DEPTHS:
-                g = qf.needle_prompt(sd, _words(n, tokens_per_word), depth)
+                g = prompts.needle_prompt(sd, _words(n, tokens_per_word), depth)
                 out.append(
                     _item(
                         g,
@@ -156,7 +156,7 @@ def keys(
             sd = _seed(seed, 2, li, s)
             first = random.Random(f"keys-asked:{sd}").randrange(N_KEYS)
             for q in range(QUESTIONS_PER_HAYSTACK):
-                g = qf.keys_prompt(sd, _words(n, tokens_per_word), N_KEYS, asked=first + q)
+                g = prompts.keys_prompt(sd, _words(n, tokens_per_word), N_KEYS, asked=first + q)
                 out.append(
                     _item(
                         g,
@@ -173,13 +173,13 @@ def keys(
 
 def exact(seed: int, n: int) -> list[QualityItem]:
     """``n`` items of each exact task; the capitals are drawn without repeats while they last."""
-    countries = sorted(qf.CAPITALS)
+    countries = sorted(prompts.CAPITALS)
     random.Random(f"capitals:{seed}").shuffle(countries)
     out = []
     for s in range(n):
         for g in (
-            qf.copy_prompt(_seed(seed, 3, s)),
-            qf.capital_prompt(s, countries[s % len(countries)]),
+            prompts.copy_prompt(_seed(seed, 3, s)),
+            prompts.capital_prompt(s, countries[s % len(countries)]),
         ):
             out.append(
                 _item(

@@ -47,8 +47,8 @@ import numpy as np
 from abtui.quality.gates import MIN_ITEMS, margin_of, pp, smallest_deciding
 from abtui.quality.paired import LEVEL, design_effect
 from abtui.quality.score import lattice, score_interval, score_p
-from abtui.stats import decide as dc
-from abtui.stats import factorial as fx
+from abtui.stats import decide as stats_decide
+from abtui.stats import factorial as stats_factorial
 
 FAIL, CLEAR, UNDECIDED = "fail", "clear", "undecided"
 MAX_NAMED = 8  # item ids named per direction of the combination-only flips
@@ -74,7 +74,7 @@ class QualityTerm:
     counts: dict = field(default_factory=dict)  # contrast value → items
     p_adj: float = math.nan
     family: str = ""
-    outcome: str = dc.INCONCLUSIVE
+    outcome: str = stats_decide.INCONCLUSIVE
     state: str = ""  # interactions: fail / clear / undecided
     items_needed: int | None = None
     note: str = ""
@@ -183,7 +183,9 @@ def only_combination(y: np.ndarray, ids: list[str], full: int) -> dict:
     }
 
 
-def estimate(rows: list[dict], design: fx.Design, qspec: dict | None) -> tuple[list, list]:
+def estimate(
+    rows: list[dict], design: stats_factorial.Design, qspec: dict | None
+) -> tuple[list, list]:
     """``(suites, terms)``: a dict per suite (accuracy per arm, the combination-only flips) and
     every :class:`QualityTerm` (undecided; :func:`decide` after the family correction)."""
     arms = sorted(design.arm_of.values())
@@ -242,7 +244,7 @@ def decide(terms: list[QualityTerm], alpha: float) -> None:
     for t in terms:
         p_adj = t.p_adj if math.isfinite(t.p_adj) else None
         # min_paired=0: the score interval holds at few items (MIN_ITEMS gates passing)
-        d = dc.decide(
+        d = stats_decide.decide(
             t.estimate,
             t.lo,
             t.hi,
@@ -254,11 +256,11 @@ def decide(terms: list[QualityTerm], alpha: float) -> None:
             alpha=alpha,
             min_paired=0,
         )
-        t.outcome = fx.interaction_outcome(d.outcome) if t.order > 1 else d.outcome
+        t.outcome = stats_factorial.interaction_outcome(d.outcome) if t.order > 1 else d.outcome
         t.note = "" if t.callable else f"fewer than {MIN_ITEMS} items scored on every arm"
         if t.order == 1:
             continue
-        if t.outcome == fx.ANTAGONISTIC:
+        if t.outcome == stats_factorial.ANTAGONISTIC:
             t.state = FAIL
         elif t.lo >= -t.margin and t.n >= MIN_ITEMS:
             t.state = CLEAR
@@ -303,13 +305,13 @@ def sentences(
     m = f"{t.margin * 100:g} pp"
     head = f"quality: {s['suite']} accuracy interaction {term_words(t)}"
     finding = no_go = undecided = None
-    if t.outcome in (fx.ANTAGONISTIC, fx.SYNERGISTIC):
+    if t.outcome in (stats_factorial.ANTAGONISTIC, stats_factorial.SYNERGISTIC):
         parts = ", ".join(f"{n} alone {pp((alone.get(n) or {}).get('delta'))}" for n in singles)
         comb = combined or {}
         pred = sum((alone.get(n) or {}).get("delta") or 0.0 for n in singles)
         how = (
             "loses accuracy its parts do not (antagonistic)"
-            if t.outcome == fx.ANTAGONISTIC
+            if t.outcome == stats_factorial.ANTAGONISTIC
             else "keeps accuracy its parts lose (synergistic)"
         )
         lead = (

@@ -25,14 +25,13 @@ import asyncio
 import dataclasses
 from collections.abc import Callable
 
-from abtui.client import records as R
+from abtui.client import records
 from abtui.client.fast import FastClient, fast_stream_request
 from abtui.client.items import Item
 from abtui.client.records import RequestRecord
 from abtui.client.stream import Target, build_body
 from abtui.errors import AbtuiError
-from abtui.quality import builtin, sizing, userfile
-from abtui.quality import logprobs as lp
+from abtui.quality import builtin, logprobs, sizing, userfile
 from abtui.quality.items import QualityItem
 from abtui.quality.ppl import measure
 from abtui.quality.scorers import score
@@ -64,7 +63,7 @@ def as_request(k: int, qi: QualityItem, cap: int) -> Item:
 
 def row(arm: int, k: int, qi: QualityItem, rec: RequestRecord) -> dict:
     """The quality table's row of one answered (or failed) request."""
-    ok = rec.status == R.OK
+    ok = rec.status == records.OK
     text = rec.text or ""
     right = score(qi, text) if ok else None
     detail = qi.describe() | {
@@ -229,7 +228,7 @@ def finish(
     if not stop():
         writer.write_meta(
             quality_logprobs={
-                a.name: lp.collect(t, lp.prompts(), q.seed)
+                a.name: logprobs.collect(t, logprobs.prompts(), q.seed)
                 for a, t in zip(spec.arms, targets, strict=True)
             }
         )

@@ -48,7 +48,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
-from abtui.client import records as R
+from abtui.client import records
 from abtui.client.fast import FastClient, fast_stream_request
 from abtui.client.items import Item
 from abtui.client.records import RequestRecord
@@ -211,7 +211,7 @@ async def _one(client: FastClient, t: Target, text: str, max_tokens: int) -> Req
 
 
 def _ttft_s(rec: RequestRecord) -> float | None:
-    if rec.status != R.OK or not rec.chunk_ns:
+    if rec.status != records.OK or not rec.chunk_ns:
         return None
     return (rec.chunk_ns[0] - rec.dispatched_ns) / 1e9
 
@@ -235,7 +235,7 @@ async def _time_arm(t: Target, context: int | None, seed: int) -> tuple[Cost, fl
     """One arm's cost and tokens per filler word, or why it could not be measured."""
     async with FastClient() as client:
         warm = await _one(client, t, "Write one short sentence about the sea.", 8)
-        if warm.status != R.OK:
+        if warm.status != records.OK:
             return f"{warm.error_class}: {warm.error_message}"
         first, decode = _ttft_s(warm), 0.0
         if first is not None and warm.done_ns and (warm.n_output or 0) >= 2:

@@ -41,62 +41,20 @@ def _bad(where: str, what: str, hint: str | None = None) -> WorkloadError:
     return WorkloadError(f"{where}: {what}", hint or "see `abtui run --help` (--quality-file)")
 
 
-def _item(obj: object, where: str, line: int, suite: str) -> QualityItem:  # noqa: C901  (split in issue 36)
+def _item(obj: object, where: str, line: int, suite: str) -> QualityItem:
     if not isinstance(obj, dict):
         raise _bad(where, "each line must be a JSON object")
     extra = sorted(set(obj) - _FIELDS)
     if extra:
         raise _bad(where, f"unknown field {extra[0]!r}", f"fields: {', '.join(sorted(_FIELDS))}")
-    prompt, messages = obj.get("prompt"), obj.get("messages")
-    if (prompt is None) == (messages is None):
-        raise _bad(where, "give exactly one of 'prompt' and 'messages'")
-    if prompt is not None and not isinstance(prompt, str):
-        raise _bad(where, "field 'prompt' must be a string")
-    if messages is not None:
-        ok = (
-            isinstance(messages, list)
-            and messages
-            and all(
-                isinstance(m, dict)
-                and isinstance(m.get("role"), str)
-                and isinstance(m.get("content"), str)
-                for m in messages
-            )
-        )
-        if not ok:
-            raise _bad(
-                where, "field 'messages' must be a non-empty list of {role, content} strings"
-            )
-    if "reference" in obj and "references" in obj:
-        raise _bad(where, "give 'reference' or 'references', not both")
-    refs = obj.get("references", [obj["reference"]] if "reference" in obj else None)
-    if not isinstance(refs, list) or not refs or not all(isinstance(r, str) for r in refs):
-        raise _bad(
-            where,
-            "field 'reference' (a string) or 'references' (a non-empty list of strings) is required",
-        )
+    prompt, messages = _prompt(obj, where)
+    refs = _references(obj, where)
     scorer = obj.get("scorer", "exact")
     if scorer not in SCORERS:
         raise _bad(
             where, f"field 'scorer': unknown scorer {scorer!r}", f"scorers: {', '.join(SCORERS)}"
         )
-    if scorer == "regex":
-        for r in refs:
-            try:
-                re.compile(r)
-            except re.error as e:
-                raise _bad(
-                    where, f"field 'references': bad regular expression {r!r} ({e})"
-                ) from None
-    if scorer == "choice" and not all(
-        r.strip().upper() in "ABCDE" and len(r.strip()) == 1 for r in refs
-    ):
-        raise _bad(where, "field 'references': a choice reference is one letter A–E")
-    if scorer == "numeric":
-        from abtui.quality.scorers import first_number
-
-        if any(first_number(r) is None for r in refs):
-            raise _bad(where, "field 'references': a numeric reference must be a number")
+    _check_references(refs, scorer, where)
     lists = {}
     for key in ("echoes", "distractors"):
         v = obj.get(key, [])
@@ -132,6 +90,65 @@ def _item(obj: object, where: str, line: int, suite: str) -> QualityItem:  # noq
         echoes=lists["echoes"],
         distractors=lists["distractors"],
     )
+
+
+def _prompt(obj: dict, where: str) -> tuple[str | None, list | None]:
+    """The line's ``prompt`` or ``messages`` (exactly one of them), checked."""
+    prompt, messages = obj.get("prompt"), obj.get("messages")
+    if (prompt is None) == (messages is None):
+        raise _bad(where, "give exactly one of 'prompt' and 'messages'")
+    if prompt is not None and not isinstance(prompt, str):
+        raise _bad(where, "field 'prompt' must be a string")
+    if messages is not None:
+        ok = (
+            isinstance(messages, list)
+            and messages
+            and all(
+                isinstance(m, dict)
+                and isinstance(m.get("role"), str)
+                and isinstance(m.get("content"), str)
+                for m in messages
+            )
+        )
+        if not ok:
+            raise _bad(
+                where, "field 'messages' must be a non-empty list of {role, content} strings"
+            )
+    return prompt, messages
+
+
+def _references(obj: dict, where: str) -> list:
+    """The line's ``reference`` or ``references``, as a non-empty list of strings."""
+    if "reference" in obj and "references" in obj:
+        raise _bad(where, "give 'reference' or 'references', not both")
+    refs = obj.get("references", [obj["reference"]] if "reference" in obj else None)
+    if not isinstance(refs, list) or not refs or not all(isinstance(r, str) for r in refs):
+        raise _bad(
+            where,
+            "field 'reference' (a string) or 'references' (a non-empty list of strings) is required",
+        )
+    return refs
+
+
+def _check_references(refs: list, scorer: str, where: str) -> None:
+    """What the ``regex``, ``choice`` and ``numeric`` scorers need of a reference."""
+    if scorer == "regex":
+        for r in refs:
+            try:
+                re.compile(r)
+            except re.error as e:
+                raise _bad(
+                    where, f"field 'references': bad regular expression {r!r} ({e})"
+                ) from None
+    if scorer == "choice" and not all(
+        r.strip().upper() in "ABCDE" and len(r.strip()) == 1 for r in refs
+    ):
+        raise _bad(where, "field 'references': a choice reference is one letter A–E")
+    if scorer == "numeric":
+        from abtui.quality.scorers import first_number
+
+        if any(first_number(r) is None for r in refs):
+            raise _bad(where, "field 'references': a numeric reference must be a number")
 
 
 def load(path: str | Path) -> list[QualityItem]:

@@ -13,7 +13,7 @@ from abtui.metrics.workload import workload_shape
 from abtui.report.verdict_text import floor_method
 from abtui.stats.labels import label
 from abtui.store.reader import SessionReader
-from abtui.verdict.session import SessionVerdict
+from abtui.verdict.saved import SessionVerdict
 
 
 def config_diff(arms: list[dict], spec: dict) -> list[tuple[str, list[str]]]:

@@ -35,7 +35,7 @@ from abtui.report.verdict_text import (
     value,
 )
 from abtui.stats.labels import label, pct
-from abtui.verdict.session import SessionVerdict, session_verdict
+from abtui.verdict.saved import SessionVerdict, session_verdict
 
 _MD_SPECIAL = str.maketrans(
     {

@@ -27,7 +27,7 @@ from abtui.report.verdict_text import (
 )
 from abtui.stats.labels import label, pct
 from abtui.store.reader import SessionReader
-from abtui.verdict.session import SessionVerdict
+from abtui.verdict.saved import SessionVerdict
 
 _RESULT_COLOR = {"GO": "#1a7f37", "NO-GO": "#cf222e", "CALIBRATED": "#1a7f37"}
 _OUTCOME_CLASS = {"IMPROVED": "imp", "REGRESSED": "reg", "EQUIVALENT": "eq"}

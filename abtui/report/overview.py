@@ -14,7 +14,7 @@ import math
 
 from abtui.report.health import DEGRADED_TAG, DEGRADED_WHY, stored_health
 from abtui.stats.labels import label, pct
-from abtui.verdict.session import SessionVerdict
+from abtui.verdict.saved import SessionVerdict
 
 
 def _money(x) -> str:

@@ -18,11 +18,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from abtui.metrics import request as rm
+from abtui.metrics import request as request_metrics
 from abtui.metrics.table import RequestTable
 from abtui.report.svg import LINEAR, LOG, TAIL, Axis, Chart, HLine, Series, no_data, render
 
-PHASES = (("ttft", "TTFT", rm.ttft_s), ("tpot", "TPOT", rm.tpot_s), ("e2e", "E2E", rm.e2e_s))
+PHASES = (
+    ("ttft", "TTFT", request_metrics.ttft_s),
+    ("tpot", "TPOT", request_metrics.tpot_s),
+    ("e2e", "E2E", request_metrics.e2e_s),
+)
 CDF_POINTS = 240
 MIN_BIN = 10  # requests in a time bin for its P90 (one beyond it)
 

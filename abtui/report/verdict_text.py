@@ -2,7 +2,7 @@
 
 One block per candidate: the result and its reasons in words, then the decision rows — the
 primary objective, the guardrails and a few more — with A, B, Δ%, CI, corrected p and outcome.
-Every figure comes from :class:`abtui.verdict.session.SessionVerdict`; nothing is recomputed here.
+Every figure comes from :class:`abtui.verdict.saved.SessionVerdict`; nothing is recomputed here.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from abtui.report.untrusted import InertConsole
 from abtui.stats.effects import Effect
 from abtui.stats.labels import label, pct
 from abtui.verdict.policy import GO, NO_GO, PairVerdict
-from abtui.verdict.session import SessionVerdict
+from abtui.verdict.saved import SessionVerdict
 
 _COLOR = {GO: "green", NO_GO: "red", "CALIBRATED": "green"}
 _OUTCOME_COLOR = {"IMPROVED": "green", "REGRESSED": "red", "EQUIVALENT": "cyan"}
@@ -290,7 +290,7 @@ FLOOR_METHOD = "|A/A bias| + 1.96 × between-block spread τ"
 
 def floor_rows(detail: dict | None) -> list[tuple[str, str, str, str, str, str]]:
     """(metric, bias, bias SE, spread τ, floor, block pairs) per row of a floor document
-    (:func:`abtui.verdict.session.load_noise_floor_doc`, a session's ``noise_floor_detail``),
+    (:func:`abtui.verdict.saved.load_noise_floor_doc`, a session's ``noise_floor_detail``),
     largest floor first; a legacy document has only floors."""
     if not detail:
         return []

@@ -44,7 +44,6 @@ from abtui.runner.pool import Pace, connections_needed, open_file_limit
 
 _now = time.perf_counter_ns
 FLUSH_INTERVAL_S = 0.05  # how often finished records are shipped to the main process
-STOP_POLL_S = 0.05
 SPIN_NS = 2_000_000  # the last 2 ms before a scheduled send are waited by yielding, not a timer
 KEEP_POOL_S = 0.25  # while waiting for a t0: how often the pool is checked and refilled
 

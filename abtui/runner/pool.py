@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from abtui.client import records as R
+from abtui.client.records import OK
 
 OPEN_LOOP_MAX = 1024  # connections one generator process opens ahead for an open-loop segment
 MARGIN = 3.0  # open loop: the schedule's peak in flight at the warm-up's pace, times this
@@ -41,7 +41,7 @@ class Pace:
         when none succeeded)."""
         ttft, per_tok = [], []
         for r in records:
-            if r.status != R.OK or not r.chunk_ns:
+            if r.status != OK or not r.chunk_ns:
                 continue
             ttft.append((r.chunk_ns[0] - r.dispatched_ns - r.connect_ns) / 1e9)
             n = r.n_output or len(r.chunk_ns)

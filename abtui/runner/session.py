@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from abtui.client import records as R
+from abtui.client import records
 from abtui.client.items import Item
 from abtui.client.records import RequestRecord
 from abtui.client.redact import Scrubber, secrets_of
@@ -165,17 +165,17 @@ class _Live:
                 p.warmup_done += 1
                 continue
             p.done += 1
-            if r.status == R.OK:
+            if r.status == records.OK:
                 p.ok += 1
                 p.output_tokens += r.n_output or 0
                 if times is not None:
                     self._ttft[arm].append(times[0])
                     if (r.n_output or 0) > 1:
                         self._tpot[arm].append(times[2])
-            elif r.status == R.CANCELLED:
+            elif r.status == records.CANCELLED:
                 p.cancelled += 1
             else:
-                cls = r.error_class or R.E_OTHER
+                cls = r.error_class or records.E_OTHER
                 p.errors[cls] = p.errors.get(cls, 0) + 1
         if self._ttft[arm]:
             p.recent_ttft_p50_s = float(np.median(self._ttft[arm]))

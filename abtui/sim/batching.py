@@ -44,7 +44,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from abtui.errors import UsageError
-from abtui.hardware import roofline as rl
+from abtui.hardware import roofline
 from abtui.sim.engine_options import KV_POLICIES, EngineOptions
 from abtui.sim.engine_stats import EngineStats, Histogram, RequestTiming
 from abtui.sim.gpu_model import SimulatedGpu
@@ -100,11 +100,11 @@ class BatchEngine:
         o.validate()
         self.preset, self.options = preset, o
         g, m, w, kv, tp = preset.gpu, preset.model, preset.weight_dtype, preset.kv_dtype, preset.tp
-        self.kv_capacity = rl.kv_capacity_tokens(
+        self.kv_capacity = roofline.kv_capacity_tokens(
             g, m, w, kv, tp, o.gpu_mem_util, o.max_batched_tokens
         )
         if self.kv_capacity < 16:
-            need = rl.weight_bytes(m, w) / tp / 2**30
+            need = roofline.weight_bytes(m, w) / tp / 2**30
             raise UsageError(
                 f"--preset {preset.name}: the weights ({need:.1f} GiB per GPU) leave no room "
                 f"for a KV cache in {g.memory_bytes / 2**30:.0f} GiB x {o.gpu_mem_util:g}",
@@ -113,20 +113,20 @@ class BatchEngine:
         # step-time coefficients (per GPU), the same as roofline.step_cost's
         e = o.efficiency
         self._inv_bw = 1.0 / (g.mem_bw * e.bw)
-        self._inv_fl = 1.0 / (g.flops_for(rl.matmul_dtype(g, w)) * e.flops)
-        self._w_bytes = rl.streamed_weight_bytes(m, w) / tp
-        self._kv_bytes = rl.kv_bytes_per_token_per_gpu(m, kv, tp)
+        self._inv_fl = 1.0 / (g.flops_for(roofline.matmul_dtype(g, w)) * e.flops)
+        self._w_bytes = roofline.streamed_weight_bytes(m, w) / tp
+        self._kv_bytes = roofline.kv_bytes_per_token_per_gpu(m, kv, tp)
         self._fl_tok = 2 * m.linear_params() / tp
         self._fl_head = 2 * m.lm_head_params() / tp
         self._fl_pair = 4 * m.layers * m.q_dim / tp
-        self._comm0 = rl.allreduce_time(g, m, 0, tp)
-        self._comm1 = rl.allreduce_time(g, m, 1, tp) - self._comm0
+        self._comm0 = roofline.allreduce_time(g, m, 0, tp)
+        self._comm1 = roofline.allreduce_time(g, m, 1, tp) - self._comm0
         self._over0, self._over1 = e.step_overhead_s, e.per_seq_overhead_s
         self._scale = 1.0 / o.time_scale
         self._k, self._alpha = preset.spec_k, preset.spec_alpha
         self._grow = o.kv_policy == "grow"
         self.max_context = m.max_context
-        fixed = rl.weight_bytes(m, w) / tp + rl.activation_reserve_bytes(
+        fixed = roofline.weight_bytes(m, w) / tp + roofline.activation_reserve_bytes(
             m, tp, o.max_batched_tokens
         )
         self.gpu = SimulatedGpu(preset, o.time_scale, fixed)
@@ -318,90 +318,109 @@ class BatchEngine:
         self.gpu.plan(self.now, d, (nbytes, flops, t, kernels))  # times: simulated seconds
         return d
 
-    def _end_step(self) -> None:  # noqa: C901  (split in issue 36)
+    def _end_step(self) -> None:
         """Apply the planned step at its end (``self.now``): progress, tokens, finishes."""
         chunks, t_sim = self._plan  # type: ignore[misc]
         self._plan = None
-        now, s = self.now, self._s
+        now = self.now
         self.gpu.step_done(t_sim)
-        s.steps_total += 1
-        k = self._k
-        finished: list[_Seq] = []
+        self._s.steps_total += 1
         # decodes (the requests that were decoding when the step was planned)
         if self._per_seq:
-            gen_total = 0
-            for seq in list(self._decoding.values()):  # a sink may not change the batch,
-                # but copy anyway: the list is O(batch) like the loop
-                n = 1
-                if k:
-                    rnd, alpha = seq.rng.random, self._alpha  # type: ignore[union-attr]
-                    while n <= k and rnd() < alpha:
-                        n += 1
-                    s.spec_drafts_total += 1
-                    s.spec_draft_tokens_total += k
-                    s.spec_accepted_tokens_total += n - 1
-                left = seq.max_tokens - seq.generated
-                if n >= left:
-                    n = left
-                    finished.append(seq)
-                seq.generated += n
-                seq.chunks += 1
-                gen_total += n
-                if self._grow:
-                    seq.held += n
-                    self._kv_used += n
-                sink = seq.sink
-                if sink is not None:
-                    if n == left:
-                        seq.sink = None  # finished: a cancel() from the sink is a no-op
-                    sink(n, n == left)
-            self._sum_ctx += gen_total
-            s.generation_tokens_total += gen_total
+            finished = self._decode_each()
         elif self._decoding:
-            n_dec = len(self._decoding)
-            self._g += 1
-            self._sum_ctx += n_dec
-            s.generation_tokens_total += n_dec
-            heap = self._heap
-            while heap and heap[0][0] <= self._g:
-                seq = heapq.heappop(heap)[2]
-                seq.generated = seq.max_tokens
-                seq.chunks = seq.max_tokens
-                finished.append(seq)
+            finished = self._decode_together()
+        else:
+            finished = []
         for seq in finished:
             self._finish(seq, now)
-        # prefill chunks
         for seq, n in chunks:
-            if seq.cancelled:  # the client went away during the step
-                continue
-            seq.done_prompt += n
-            if seq.t_first < 0:  # (a recomputed prefill is not counted again)
-                s.prompt_tokens_total += n
-            if seq.done_prompt >= seq.target:
-                self._prefilling.remove(seq)
-                if seq.t_first < 0:
-                    seq.t_first = now
-                seq.generated += 1
-                seq.chunks += 1
-                s.generation_tokens_total += 1
-                last = seq.generated >= seq.max_tokens
-                sink = seq.sink
-                if sink is not None:
-                    if last:
-                        seq.sink = None
-                    sink(1, last)
-                if last:
-                    seq.state = "done"
-                    self._kv_used -= seq.held
-                    seq.held = 0
-                    self._record(seq, now)
-                else:
-                    seq.state = "decode"
-                    self._decoding[seq.id] = seq
-                    self._sum_ctx += seq.prompt + seq.generated
-                    if not self._per_seq:
-                        finish_g = self._g + seq.max_tokens - seq.generated
-                        heapq.heappush(self._heap, (finish_g, seq.id, seq))
+            if not seq.cancelled:  # (the client may have gone away during the step)
+                self._prefill_chunk(seq, n, now)
+
+    def _decode_each(self) -> list[_Seq]:
+        """The step's decodes one request at a time (speculative acceptance, KV growth or a
+        sink to call); the requests that generated their last token."""
+        s, k = self._s, self._k
+        finished: list[_Seq] = []
+        gen_total = 0
+        for seq in list(self._decoding.values()):  # a sink may not change the batch,
+            # but copy anyway: the list is O(batch) like the loop
+            n = 1
+            if k:
+                rnd, alpha = seq.rng.random, self._alpha  # type: ignore[union-attr]
+                while n <= k and rnd() < alpha:
+                    n += 1
+                s.spec_drafts_total += 1
+                s.spec_draft_tokens_total += k
+                s.spec_accepted_tokens_total += n - 1
+            left = seq.max_tokens - seq.generated
+            if n >= left:
+                n = left
+                finished.append(seq)
+            seq.generated += n
+            seq.chunks += 1
+            gen_total += n
+            if self._grow:
+                seq.held += n
+                self._kv_used += n
+            sink = seq.sink
+            if sink is not None:
+                if n == left:
+                    seq.sink = None  # finished: a cancel() from the sink is a no-op
+                sink(n, n == left)
+        self._sum_ctx += gen_total
+        s.generation_tokens_total += gen_total
+        return finished
+
+    def _decode_together(self) -> list[_Seq]:
+        """The step's decodes as one count (one token each): the requests whose last token it
+        was come off the heap of finishing steps."""
+        n_dec = len(self._decoding)
+        self._g += 1
+        self._sum_ctx += n_dec
+        self._s.generation_tokens_total += n_dec
+        finished: list[_Seq] = []
+        heap = self._heap
+        while heap and heap[0][0] <= self._g:
+            seq = heapq.heappop(heap)[2]
+            seq.generated = seq.max_tokens
+            seq.chunks = seq.max_tokens
+            finished.append(seq)
+        return finished
+
+    def _prefill_chunk(self, seq: _Seq, n: int, now: float) -> None:
+        """``n`` more prompt tokens of ``seq`` done; its prompt's last makes its first token."""
+        s = self._s
+        seq.done_prompt += n
+        if seq.t_first < 0:  # (a recomputed prefill is not counted again)
+            s.prompt_tokens_total += n
+        if seq.done_prompt < seq.target:
+            return
+        self._prefilling.remove(seq)
+        if seq.t_first < 0:
+            seq.t_first = now
+        seq.generated += 1
+        seq.chunks += 1
+        s.generation_tokens_total += 1
+        last = seq.generated >= seq.max_tokens
+        sink = seq.sink
+        if sink is not None:
+            if last:
+                seq.sink = None
+            sink(1, last)
+        if last:
+            seq.state = "done"
+            self._kv_used -= seq.held
+            seq.held = 0
+            self._record(seq, now)
+        else:
+            seq.state = "decode"
+            self._decoding[seq.id] = seq
+            self._sum_ctx += seq.prompt + seq.generated
+            if not self._per_seq:
+                finish_g = self._g + seq.max_tokens - seq.generated
+                heapq.heappush(self._heap, (finish_g, seq.id, seq))
 
     def _preempt(self) -> None:
         """Free the most recently admitted request's KV; it waits at the head of the queue

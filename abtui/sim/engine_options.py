@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from abtui.errors import UsageError
-from abtui.hardware import roofline as rl
+from abtui.hardware import roofline
 
 KV_POLICIES = ("reserve", "grow")
 
@@ -20,7 +20,7 @@ class EngineOptions:
     gpu_mem_util: float = 0.9  # fraction of GPU memory for weights + activations + KV
     time_scale: float = 1.0  # 20 = run 20x faster than the modelled GPU
     seed: int = 0  # seeds the speculative-decoding acceptance draws
-    efficiency: rl.Efficiency = rl.Efficiency()  # noqa: RUF009 - frozen
+    efficiency: roofline.Efficiency = roofline.Efficiency()  # noqa: RUF009 - frozen
     draft_fraction: float = 0.05  # draft model cost relative to the target's kernel time
     draft_pass_s: float = 50e-6  # fixed cost of one draft pass
     kv_policy: str = "reserve"  # "reserve": prompt + max_tokens at admission; "grow": vLLM's

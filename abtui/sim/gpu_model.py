@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from abtui.hardware import roofline as rl
+from abtui.hardware import roofline
 from abtui.sim.presets import Preset
 
 GAUGE_WINDOW_S = 1.0  # endpoint seconds the activity and power gauges average over
@@ -50,7 +50,7 @@ class SimulatedGpu:
         g = preset.gpu
         self.gpu = g
         self.tp = preset.tp
-        self._peak_flops = g.flops_for(rl.matmul_dtype(g, preset.weight_dtype))
+        self._peak_flops = g.flops_for(roofline.matmul_dtype(g, preset.weight_dtype))
         self._scale = time_scale
         self.window_s = window_s
         self.fixed_bytes = fixed_bytes  # weights + activation reserve, per GPU

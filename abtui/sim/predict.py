@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from abtui.errors import UsageError
-from abtui.hardware import roofline as rl
+from abtui.hardware import roofline
 from abtui.sim.batching import EngineOptions
 from abtui.sim.presets import Preset
 
@@ -44,19 +44,19 @@ def expected_tokens(k: int, alpha: float) -> float:
 
 def predict(
     preset: Preset, batches: list[int], context: int, options: EngineOptions | None = None
-) -> tuple[list[Prediction], int, rl.StepCost]:
+) -> tuple[list[Prediction], int, roofline.StepCost]:
     """(one :class:`Prediction` per batch, KV capacity in tokens, the prefill of ``context``)."""
     o = options or EngineOptions()
     p, e = preset, o.efficiency
-    cap = rl.kv_capacity_tokens(
+    cap = roofline.kv_capacity_tokens(
         p.gpu, p.model, p.weight_dtype, p.kv_dtype, p.tp, o.gpu_mem_util, o.max_batched_tokens
     )
-    dtype = rl.matmul_dtype(p.gpu, p.weight_dtype)
+    dtype = roofline.matmul_dtype(p.gpu, p.weight_dtype)
     gain = expected_tokens(p.spec_k, p.spec_alpha)
     rows = []
     for b in batches:
-        shape = rl.decode_shape(b, context, p.spec_k + 1)
-        c = rl.step_cost(p.gpu, p.model, p.weight_dtype, p.kv_dtype, shape, p.tp, e)
+        shape = roofline.decode_shape(b, context, p.spec_k + 1)
+        c = roofline.step_cost(p.gpu, p.model, p.weight_dtype, p.kv_dtype, shape, p.tp, e)
         step = c.time
         if p.spec_k:
             step += p.spec_k * (o.draft_fraction * max(c.t_memory, c.t_compute) + o.draft_pass_s)
@@ -68,13 +68,13 @@ def predict(
                 tpot_s=step / gain,
                 tokens_per_s=b * gain / step,
                 bound=c.bound,
-                mbu=rl.mbu(c.bytes, step, p.gpu),
-                mfu=rl.mfu(c.flops, step, p.gpu, dtype),
+                mbu=roofline.mbu(c.bytes, step, p.gpu),
+                mfu=roofline.mfu(c.flops, step, p.gpu, dtype),
                 fits=b * context <= cap,
             )
         )
-    prefill = rl.step_cost(
-        p.gpu, p.model, p.weight_dtype, p.kv_dtype, rl.prefill_shape(context), p.tp, e
+    prefill = roofline.step_cost(
+        p.gpu, p.model, p.weight_dtype, p.kv_dtype, roofline.prefill_shape(context), p.tp, e
     )
     return rows, cap, prefill
 

@@ -429,7 +429,7 @@ class _Connection(asyncio.Protocol):
             # steps run back to back go out in one write (a stall fault's timer holds them)
             self.timer = self.sim.loop.call_soon(self._tick)
 
-    def _tick(self) -> None:  # noqa: C901  (split in issue 36)
+    def _tick(self) -> None:
         self.timer = None
         t, req, fmt = self.t, self.req, self.fmt
         push = self.handle is not None
@@ -445,22 +445,52 @@ class _Connection(asyncio.Protocol):
             return self._arm(self.next[0])  # type: ignore[index]
         if self.fault is not None and self.fault.stall(self):
             return None  # an injected stall: its timer ticks again
+        if push:
+            parts, counts, last = self._take_pushed(req, fmt)
+        else:
+            parts, counts, last = self._take_due(req, fmt, now)
+        sent = self._write(t, req, fmt, parts, last)
+        if sent is None:
+            return None  # an injected disconnect closed the connection
+        self._log_sent(req, counts, sent, last)
+        if last:
+            self._end_response()
+            if not self.keep_alive and t is not None and not t.is_closing():
+                t.close()
+            elif self.buf:
+                self.sim.loop.call_soon(self._process)
+        elif not push:
+            self._arm(self.next[0])  # type: ignore[index]
+
+    def _take_pushed(self, req: SimRequest, fmt: Formatter) -> tuple[list[str], list[int], bool]:
+        """A push engine's every count since the last write, for one write: the stream's
+        events and their token counts (or the text kept for a whole response), and whether
+        the response is done."""
         parts: list[str] = []
         counts: list[int] = []
-        size, last = 0, False
-        if push:  # every count pushed since the last write, in one write
-            pushed, self.pending = self.pending, []
-            for i, n in enumerate(pushed):
-                text = self.text(self.tokens, n)
-                self.tokens += n
-                last = self.pending_last and i == len(pushed) - 1
-                if req.stream:
-                    parts.append(fmt.token_event(text, last))
-                    counts.append(n)
-                else:
-                    self.texts.append(text)
-        while not push:
-            n = max(0, min(self.next[1], req.max_tokens - self.tokens))
+        last = False
+        pushed, self.pending = self.pending, []
+        for i, n in enumerate(pushed):
+            text = self.text(self.tokens, n)
+            self.tokens += n
+            last = self.pending_last and i == len(pushed) - 1
+            if req.stream:
+                parts.append(fmt.token_event(text, last))
+                counts.append(n)
+            else:
+                self.texts.append(text)
+        return parts, counts, last
+
+    def _take_due(
+        self, req: SimRequest, fmt: Formatter, now: int
+    ) -> tuple[list[str], list[int], bool]:
+        """A scheduling engine's sends due by ``now`` (up to :data:`MAX_WRITE` characters), as
+        :meth:`_take_pushed`; ``self.next`` is left on the first send not yet due."""
+        parts: list[str] = []
+        counts: list[int] = []
+        size = 0
+        while True:
+            n = max(0, min(self.next[1], req.max_tokens - self.tokens))  # type: ignore[index]
             text = self.text(self.tokens, n)
             self.tokens += n
             nxt = None if self.tokens >= req.max_tokens else next(self.it, None)  # type: ignore[arg-type]
@@ -473,17 +503,24 @@ class _Connection(asyncio.Protocol):
             else:
                 self.texts.append(text)
             if last:
-                break
+                return parts, counts, True
             self.next = nxt
             if nxt[0] > now or size >= MAX_WRITE:  # type: ignore[index]
-                break
-        # The logged send time is taken just before the bytes go to the kernel: a client's
-        # receive time can then never precede it (taken after write(), it could, when the
-        # client on the other core reads the bytes before write() returns here).
+                return parts, counts, False
+
+    def _write(
+        self, t: asyncio.Transport, req: SimRequest, fmt: Formatter, parts: list[str], last: bool
+    ) -> int | None:
+        """Send the taken events (or, ``last``, a whole response); the send time, or None when
+        an injected disconnect closed the connection instead.
+
+        The send time is taken just before the bytes go to the kernel: a client's receive time
+        can then never precede it (taken after write(), it could, when the client on the other
+        core reads the bytes before write() returns here)."""
         if req.stream:
             sse = "".join(parts)
             if self.fault is not None and (sse := self.fault.on_write(self, sse)) is None:
-                return None  # an injected disconnect closed the connection
+                return None
             data = _frame(sse.encode())
             if last:
                 data += _frame(fmt.tail(req.usage_claim or self.tokens).encode()) + b"0\r\n\r\n"
@@ -493,23 +530,20 @@ class _Connection(asyncio.Protocol):
             sent = _perf_ns()
             if last:
                 self._send(200, fmt.full("".join(self.texts), self.tokens))
+        return sent
+
+    def _log_sent(self, req: SimRequest, counts: list[int], sent: int, last: bool) -> None:
+        """The chunk log's lines of one write: a line per event, or one for a whole response."""
         log = self.sim.log
-        if log is not None:
-            if req.stream:
-                pre = f'{{"req":{req.req_id},"key":{self.key},"seq":'
-                for n in counts:
-                    log.add(f'{pre}{self.seq},"t_ns":{sent},"n":{n}}}\n')
-                    self.seq += 1
-            elif last:
-                log.add(self._log_event("response", sent)[:-2] + f',"n":{self.tokens}}}\n')
-        if last:
-            self._end_response()
-            if not self.keep_alive and t is not None and not t.is_closing():
-                t.close()
-            elif self.buf:
-                self.sim.loop.call_soon(self._process)
-        elif not push:
-            self._arm(self.next[0])  # type: ignore[index]
+        if log is None:
+            return
+        if req.stream:
+            pre = f'{{"req":{req.req_id},"key":{self.key},"seq":'
+            for n in counts:
+                log.add(f'{pre}{self.seq},"t_ns":{sent},"n":{n}}}\n')
+                self.seq += 1
+        elif last:
+            log.add(self._log_event("response", sent)[:-2] + f',"n":{self.tokens}}}\n')
 
     def _log_event(self, event: str, t_ns: int) -> str:
         req = self.req

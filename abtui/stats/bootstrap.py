@@ -111,9 +111,6 @@ def politis_white_length(x: np.ndarray) -> float:
     return float(min(max(b, 1.0), max(1.0, min(3.0 * math.sqrt(n), n / 3.0))))
 
 
-TAU_AR = True  # τ̂ is the larger of the flat-top and the ARMA(1,1) estimates (autocorrelation_time)
-
-
 def _arma_time(x: np.ndarray) -> float:
     """The integrated autocorrelation time of an ARMA(1,1) matched to ``x``'s first two
     autocorrelations: ``1 + 2 ρ₁ / (1 − φ)`` with ``φ = ρ₂ / ρ₁`` the geometric decay beyond lag
@@ -164,7 +161,7 @@ def autocorrelation_time(x: np.ndarray, persistent: bool = True) -> float:
         return 1.0
     lags, wr = win
     tau = float(wr.sum()) / float(wr[lags == 0][0])
-    if TAU_AR and persistent:
+    if persistent:
         tau = max(tau, _arma_time(x))
     return float(max(tau, 1.0))
 
@@ -434,7 +431,7 @@ def expansion(n_blocks: int, level: float = 0.95) -> float:
     The plain percentile interval is too narrow when few independent units carry the
     information (it divides by b, not b − 1, and ignores that the spread itself is estimated);
     a long block length leaves few blocks. ≈ 1.08 for 25 blocks, 1.16 for 13, → 1 as b grows.
-    The quantiles are correctly rounded (:mod:`abtui.stats.distributions`, no scipy.stats).
+    The quantiles come from :mod:`abtui.stats.distributions` (floats, no scipy.stats).
     """
     b = max(int(n_blocks), 2)
     q = (1 + level) / 2

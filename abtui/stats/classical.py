@@ -1,13 +1,13 @@
 """Classical tests: paired Wilcoxon on log ratios with Hodges–Lehmann, Mann–Whitney, McNemar,
 and the one-sided comparison of error rates.
 
-The verdict's tests do not import ``scipy.stats`` (~72 MB of RSS and ~0.8 s of CPU: issue
-19.2): the rank tests follow scipy's own arithmetic (its average ranks and tie counts, the same
-sums in the same order) to the same statistic, and take the normal tail and Fisher's
-hypergeometric tail from :mod:`abtui.stats.distributions`, correctly rounded; only the small
-samples for which scipy uses an exact distribution that is not reproduced here (Mann–Whitney
-with an arm of ≤ 8 values and no ties; Wilcoxon with ≤ 13 pairs and ties or zeros, a
-permutation test) call scipy. ``tests/test_classical_scipy.py`` holds each to scipy's.
+The verdict's tests do not import ``scipy.stats`` (~72 MB of RSS and ~0.8 s of CPU): the rank
+tests follow scipy's own arithmetic (its average ranks and tie counts, the same sums in the
+same order) to the same statistic, and take the normal tail and Fisher's hypergeometric tail
+from :mod:`abtui.stats.distributions` (floats within a few ulps of the exact value); only the
+small samples for which scipy uses an exact distribution that is not reproduced here
+(Mann–Whitney with an arm of ≤ 8 values and no ties; Wilcoxon with ≤ 13 pairs and ties or
+zeros, a permutation test) call scipy. ``tests/test_distributions.py`` holds each to scipy's.
 """
 
 from __future__ import annotations
@@ -209,7 +209,7 @@ def mcnemar_exact(b: int, c: int) -> float:
 
 def error_rate_higher_p(errors_a: int, sent_a: int, errors_b: int, sent_b: int) -> float:
     """One-sided Fisher exact p-value that B's error rate is higher than A's (scipy's
-    ``fisher_exact(…, alternative="greater")``, its hypergeometric tail correctly rounded:
+    ``fisher_exact(…, alternative="greater")``, its hypergeometric tail summed in
     :func:`abtui.stats.distributions.fisher_greater`)."""
     if sent_a <= 0 or sent_b <= 0:
         return math.nan

@@ -1,176 +1,123 @@
-"""The few distribution figures a verdict needs, without scipy.stats (issue 19.2).
+"""The few distribution figures a verdict needs, in float arithmetic, without scipy.stats.
 
 Importing ``scipy.stats`` costs a process ~72 MB of RSS and ~0.8 s of CPU (``scipy.special``
 alone 26 MB and 0.3 s); a verdict needs only the normal quantile and upper tail, Student's t
 quantile at a whole number of degrees of freedom (the expanded percentile interval,
 :func:`abtui.stats.bootstrap.expansion`), and a hypergeometric tail (the one-sided Fisher test
-of error rates). Each is computed here in decimal arithmetic to 40 or more significant digits
-and rounded to a float once, so the result is the correctly rounded value: scipy's own where
-scipy's is correctly rounded (``tests/test_distributions.py`` holds them to scipy's).
+of error rates). Each is a few lines of floats here, within a few ulps of the exact value
+(``tests/test_distributions.py`` holds them to exact references and to scipy's):
 
-- :func:`norm_sf` ``Q(x) = P(Z > x)``: the Maclaurin series of ``erf`` (alternating; the
-  working precision grows with ``x²`` to absorb its cancellation); 0 beyond ``x = 39``, where
-  the float underflows.
-- :func:`norm_ppf`: Newton's method on ``Q`` from the standard library's estimate (a few ulps
-  off), each step in decimal.
+- :func:`norm_sf` ``Q(x) = erfc(x/√2)/2``, with the rounding of ``x/√2`` corrected to first
+  order (without it ``Q`` loses ~``x²`` ulps far in the tail, as scipy's ``ndtr`` does).
+- :func:`norm_ppf`: the standard library's estimate (a few ulps off), then Newton steps on ``Q``.
 - :func:`t_ppf`: Newton's method on the two-sided t distribution function ``A(t | ν)``, the
-  finite sums of Abramowitz & Stegun 26.7.3 (odd ν) and 26.7.4 (even ν) in decimal; the slope
-  is the float density (an approximate slope costs only a few more steps: the error shrinks by
-  the slope's relative error each step). From the right of the root or the left, Newton's
-  method on an increasing concave function ends on the left and climbs, so it always
-  converges. Above :data:`T_SERIES_MAX` degrees of freedom the Cornish–Fisher expansion to
-  ``ν⁻⁴`` (A&S 26.7.5), whose remainder is below 10⁻²⁰ there.
-- :func:`hypergeom_cdf`: the terms summed outward from the mode by their ratio recurrence, in
-  decimal (no cancellation, no underflow), until they no longer change the sum.
+  finite sums of Abramowitz & Stegun 26.7.3 (odd ν) and 26.7.4 (even ν), whose terms are all
+  positive; above :data:`T_SERIES_MAX` degrees of freedom the Cornish–Fisher expansion to
+  ``ν⁻⁴`` (A&S 26.7.5), within a few ulps there.
+- :func:`hypergeom_cdf`: the terms relative to the mode's, by their ratio recurrence outward
+  from it (no cancellation, no underflow near the mode), until they no longer change the sum.
 """
 
 from __future__ import annotations
 
 import math
-from decimal import Decimal, getcontext, localcontext
+import sys
 from functools import lru_cache
 from statistics import NormalDist
 
-PREC = 50  # decimal digits of the working precision (more where cancellation needs it)
-T_SERIES_MAX = 100_000  # degrees of freedom up to which t's distribution is summed exactly
+T_SERIES_MAX = 2_000  # degrees of freedom up to which t's distribution is summed
 NORM_SF_ZERO = 39.0  # Q(x) < 2⁻¹⁰⁷⁴ (the smallest float) beyond this
+_INV_SQRT2 = 0.7071067811865476  # 1/√2 rounded; _INV_SQRT2_LO the rest
+_INV_SQRT2_LO = -4.833646656726457e-17
+_TWO_OVER_SQRT_PI = 1.1283791670955126
+_SPLIT = 134217729.0  # 2²⁷ + 1: Veltkamp's split of a float into two 26-bit halves
 
 
-@lru_cache(maxsize=16)
-def _pi_at(prec: int) -> Decimal:
-    """π to ``prec`` digits (Gauss–Legendre: the digits double each step)."""
-    with localcontext() as ctx:
-        ctx.prec = prec + 10
-        a, b, t, p = Decimal(1), Decimal(1) / Decimal(2).sqrt(), Decimal("0.25"), Decimal(1)
-        while True:
-            an = (a + b) / 2
-            b = (a * b).sqrt()
-            t -= p * (a - an) ** 2
-            a, p = an, 2 * p
-            if abs(a - b) < Decimal(10) ** -(prec + 5):
-                break
-        pi = (a + b) ** 2 / (4 * t)
-    return +pi
-
-
-def _pi() -> Decimal:
-    return _pi_at(getcontext().prec)
-
-
-def _sqrt_2pi() -> Decimal:
-    return (2 * _pi()).sqrt()
-
-
-def _norm_sf_dec(x: Decimal) -> Decimal:
-    """``Q(x)`` for ``x ≥ 0`` in the current context, computed with enough extra digits for
-    the series' cancellation (its largest term is about ``e^{x²/2}``)."""
-    extra = int(float(x) ** 2 * 0.4343) + 10
-    with localcontext() as ctx:
-        ctx.prec += extra
-        x = +x
-        x2 = x * x / 2
-        term = x  # (−1)ⁿ x^{2n+1} / (2ⁿ n!): the series Σ term / (2n + 1) is √(2π) (Φ(x) − ½)
-        total = x
-        n = 0
-        eps = Decimal(10) ** (-(ctx.prec + 5))
-        while True:
-            n += 1
-            term = -term * x2 / n
-            add = term / (2 * n + 1)
-            total += add
-            if abs(add) < eps:
-                break
-        q = Decimal("0.5") - total / _sqrt_2pi()
-    return +q
-
-
-def _norm_pdf_dec(x: Decimal) -> Decimal:
-    return (-(x * x) / 2).exp() / _sqrt_2pi()
+def _product_error(a: float, b: float, p: float) -> float:
+    """``a·b − p`` exactly, for ``p`` the rounded product (Dekker's two-product)."""
+    ca, cb = _SPLIT * a, _SPLIT * b
+    a_hi, b_hi = ca - (ca - a), cb - (cb - b)
+    a_lo, b_lo = a - a_hi, b - b_hi
+    return ((a_hi * b_hi - p) + a_hi * b_lo + a_lo * b_hi) + a_lo * b_lo
 
 
 def norm_sf(x: float) -> float:
-    """``P(Z > x)`` of the standard normal, correctly rounded (module docstring)."""
+    """``P(Z > x)`` of the standard normal."""
     if math.isnan(x):
         return math.nan
     if x >= NORM_SF_ZERO:
         return 0.0
     if x <= -NORM_SF_ZERO:
         return 1.0
-    with localcontext() as ctx:
-        ctx.prec = PREC
-        d = Decimal(x)
-        q = _norm_sf_dec(abs(d))
-        return float(q if x >= 0 else 1 - q)
+    u = x * _INV_SQRT2
+    du = _product_error(x, _INV_SQRT2, u) + x * _INV_SQRT2_LO  # x/√2 = u + du
+    return 0.5 * (math.erfc(u) - du * _TWO_OVER_SQRT_PI * math.exp(-u * u))
+
+
+def _norm_pdf(x: float) -> float:
+    return math.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
 
 
 @lru_cache(maxsize=256)
 def norm_ppf(q: float) -> float:
-    """The standard normal quantile at ``q`` (``0 < q < 1``), correctly rounded."""
+    """The standard normal quantile at ``q`` (``0 < q < 1``)."""
     if not 0.0 < q < 1.0:
         return -math.inf if q == 0.0 else math.inf if q == 1.0 else math.nan
-    with localcontext() as ctx:
-        ctx.prec = PREC
-        return float(_norm_ppf_dec(Decimal(q)))
-
-
-def _norm_ppf_dec(q: Decimal) -> Decimal:
-    """The normal quantile at ``q`` in the current context."""
-    upper = q > Decimal("0.5")
-    tail = 1 - q if upper else q  # exact: q is a float's exact value
-    x = Decimal(abs(NormalDist().inv_cdf(float(tail))))
-    tol = Decimal(10) ** (-(getcontext().prec - 5))
-    for _ in range(20):
-        step = (_norm_sf_dec(x) - tail) / _norm_pdf_dec(x)
+    if q == 0.5:
+        return 0.0
+    tail = min(q, 1.0 - q)  # exact for q ≥ ½ (Sterbenz)
+    x = -NormalDist().inv_cdf(tail)  # > 0
+    for _ in range(3):
+        step = (norm_sf(x) - tail) / _norm_pdf(x)
         x += step
-        if abs(step) <= tol * x:
+        if abs(step) <= 1e-17 * x:
             break
-    return x if upper else -x
+    return x if q > 0.5 else -x
 
 
 # ----------------------------------------------------------------------- Student's t
 
 
-def _atan_dec(y: Decimal) -> Decimal:
-    """``atan(y)`` for ``y ≥ 0`` (argument halved until small, then its series)."""
-    halvings = 0
-    while y > Decimal("0.05"):
-        y = y / (1 + (1 + y * y).sqrt())
-        halvings += 1
-    y2 = y * y
-    term, total, k = y, y, 0
-    eps = Decimal(10) ** (-(getcontext().prec + 5))
-    while True:
-        k += 1
-        term = -term * y2
-        add = term / (2 * k + 1)
-        total += add
-        if abs(add) < eps:
-            break
-    return total * (2**halvings)
+def _cos2(t: float, nu: int) -> tuple[float, float]:
+    """``cos²θ = ν / (ν + t²)`` as a float and its rounding error's ratio to it: the sums below
+    hold its k-th power, whose relative error k times that would be (a shift of t by ~ν/t²
+    ulps), so each sum also collects ``Σ k·term`` to correct it to first order."""
+    p = t * t
+    p_err = _product_error(t, t, p)
+    d = nu + p
+    d_err = (nu - (d - (d - nu))) + (p - (d - nu)) + p_err  # ν + t² = d + d_err
+    c2 = nu / d
+    q = c2 * d
+    rest = ((nu - q) - _product_error(c2, d, q)) - c2 * d_err  # ν − c2 (d + d_err)
+    return c2, rest / d / c2
 
 
-def _t_within(t: Decimal, nu: int) -> Decimal:
-    """``A(t | ν) = P(|T| ≤ t)`` for ``t ≥ 0`` (A&S 26.7.3 and 26.7.4)."""
-    c2 = nu / (nu + t * t)  # cos²θ, θ = atan(t / √ν)
-    s = t / (nu + t * t).sqrt()  # sin θ
-    if nu % 2 == 0:
-        term, total = Decimal(1), Decimal(1)
-        for k in range(1, nu // 2):
-            term = term * c2 * (2 * k - 1) / (2 * k)
+def _t_prob(t: float, nu: int, beyond: bool) -> float:
+    """``P(|T| > t)`` (``beyond``) or ``P(|T| ≤ t)`` for ``t ≥ 0`` and ``ν ≥ 2``: A&S 26.7.3
+    (odd ν) and 26.7.4 (even ν) sum ``P(|T| ≤ t)`` over the terms below ``m``; the same
+    series carried on from ``m`` sums to ``P(|T| > t)`` (positive terms: no cancellation)."""
+    c2, rel = _cos2(t, nu)
+    odd = nu % 2
+    m = (nu - 1) // 2 if odd else nu // 2
+    total, moment = (0.0, 0.0) if beyond else (1.0, 0.0)  # Σ term_k, Σ k·term_k so far
+    term, k = 1.0, 1
+    while k < m or beyond:
+        term *= c2 * ((2 * k) / (2 * k + 1) if odd else (2 * k - 1) / (2 * k))
+        if (k >= m) == beyond:  # within: the terms below m; beyond: those from m on
             total += term
-        return s * total
-    theta = _atan_dec(t / Decimal(nu).sqrt())
-    if nu == 1:
-        return 2 * theta / _pi()
-    term, total = Decimal(1), Decimal(1)
-    for k in range(1, (nu - 1) // 2):
-        term = term * c2 * (2 * k) / (2 * k + 1)
-        total += term
-    return 2 * (theta + s * c2.sqrt() * total) / _pi()
+            moment += k * term
+            if beyond and term < 2.0**-60 * (1.0 - c2) * total:
+                break  # the rest, below term / sin²θ, is negligible
+        k += 1
+    total += rel * moment
+    sin = t / math.sqrt(nu + t * t)
+    if not odd:
+        return sin * total
+    part = sin * math.sqrt(c2) * total
+    return 2.0 * (part if beyond else math.atan(t / math.sqrt(nu)) + part) / math.pi
 
 
 def _t_pdf(t: float, nu: int) -> float:
-    """Student's t density (float: only Newton's slope)."""
     return math.exp(
         math.lgamma((nu + 1) / 2)
         - math.lgamma(nu / 2)
@@ -179,21 +126,19 @@ def _t_pdf(t: float, nu: int) -> float:
     )
 
 
-def _cornish_fisher(z: Decimal, nu: int) -> Decimal:
+def _cornish_fisher(z: float, nu: int) -> float:
     """The t quantile from the normal one, to ``ν⁻⁴`` (A&S 26.7.5)."""
     z2 = z * z
     g1 = (z2 + 1) * z / 4
     g2 = ((5 * z2 + 16) * z2 + 3) * z / 96
     g3 = (((3 * z2 + 19) * z2 + 17) * z2 - 15) * z / 384
     g4 = ((((79 * z2 + 776) * z2 + 1482) * z2 - 1920) * z2 - 945) * z / 92160
-    v = Decimal(nu)
-    return z + g1 / v + g2 / v**2 + g3 / v**3 + g4 / v**4
+    return z + (g1 + (g2 + (g3 + g4 / nu) / nu) / nu) / nu
 
 
 @lru_cache(maxsize=1024)
 def t_ppf(q: float, df: int) -> float:
-    """Student's t quantile at ``q`` with ``df`` (a whole number ≥ 1) degrees of freedom,
-    correctly rounded (module docstring)."""
+    """Student's t quantile at ``q`` with ``df`` (a whole number ≥ 1) degrees of freedom."""
     df = int(df)
     if df < 1:
         raise ValueError(f"degrees of freedom must be ≥ 1, not {df}")
@@ -201,37 +146,33 @@ def t_ppf(q: float, df: int) -> float:
         return -math.inf if q == 0.0 else math.inf if q == 1.0 else math.nan
     if q == 0.5:
         return 0.0
-    with localcontext() as ctx:
-        ctx.prec = PREC
-        qd = Decimal(q)
-        upper = qd > Decimal("0.5")
-        level = 2 * qd - 1 if upper else 1 - 2 * qd  # exact: P(|T| ≤ t) to reach
-        if df > T_SERIES_MAX:
-            t = _cornish_fisher(_norm_ppf_dec(qd if upper else 1 - qd), df)
-        else:
-            t = _t_newton(level, df)
-        return float(t if upper else -t)
-
-
-def _t_newton(level: Decimal, nu: int) -> Decimal:
-    lv = float(level)
-    if nu == 1:
-        start = math.tan(math.pi * lv / 2)
-    elif nu == 2:
-        start = lv * math.sqrt(2 / (1 - lv * lv))
+    upper = q > 0.5
+    if df > T_SERIES_MAX:
+        t = _cornish_fisher(norm_ppf(q if upper else 1.0 - q), df)
     else:
-        start = float(_cornish_fisher(Decimal(NormalDist().inv_cdf((1 + lv) / 2)), nu))
-    t = Decimal(start if math.isfinite(start) and start > 0 else 1.0)
-    tol = Decimal(10) ** (-(PREC - 8))
-    for _ in range(200):
-        g = _t_within(t, nu) - level
-        slope = 2 * _t_pdf(float(t), nu)
-        step = g / Decimal(slope)
+        t = _t_newton(2.0 * q - 1.0 if upper else 1.0 - 2.0 * q, df)  # exact for q > ½
+    return t if upper else -t
+
+
+def _t_newton(level: float, nu: int) -> float:
+    """The ``t`` where ``P(|T| ≤ t) = level``: Newton's method on ``P(|T| > t)`` from a level
+    of 0.9 (where ``P(|T| ≤ t)`` would lose the digits of ``1 − level``), else on
+    ``P(|T| ≤ t)``."""
+    if nu == 1:  # P(|T| > t) = 1 − 2 atan(t)/π
+        return 1.0 / math.tan(math.pi * (1.0 - level) / 2)
+    if nu == 2:
+        return level * math.sqrt(2.0 / ((1.0 - level) * (1.0 + level)))
+    beyond = level >= 0.9
+    goal = 1.0 - level if beyond else level  # exact from 0.5
+    sign = -1.0 if beyond else 1.0  # P(|T| > t) falls as t grows
+    t = _cornish_fisher(-NormalDist().inv_cdf((1.0 - level) / 2), nu)
+    for _ in range(50):
+        step = sign * (_t_prob(t, nu, beyond) - goal) / (2.0 * _t_pdf(t, nu))
         if step >= t:  # Newton would cross zero (far right of the root): halve instead
-            t = t / 2
+            t /= 2
             continue
         t -= step
-        if abs(step) <= tol * t:
+        if abs(step) <= 1e-15 * t:
             break
     return t
 
@@ -249,44 +190,39 @@ def hypergeom_cdf(x: int, total: int, good: int, draws: int) -> float:
         return 1.0
     bad = total - good
     mode = min(max((draws + 1) * (good + 1) // (total + 2), lo), hi)
-    with localcontext() as ctx:
-        ctx.prec = PREC
-        tiny = Decimal(10) ** -(PREC + 10)
-        floor = Decimal(10) ** -400  # a tail this far below the mode's term rounds to 0.0
-        below_x = Decimal(0)  # Σ T(y), y ≤ x
-        above_x = Decimal(0)  # Σ T(y), y > x
-        one = Decimal(1)  # T(mode) = 1: every term relative to it
-        if mode <= x:
-            below_x += one
+    tiny, floor = 2.0**-60, sys.float_info.min  # a tail below floor (× the mode's term): 0
+    below_x = above_x = 0.0  # Σ T(y) for y ≤ x and for y > x, relative to T(mode) = 1
+    if mode <= x:
+        below_x += 1.0
+    else:
+        above_x += 1.0
+    # downward: T(y) = T(y + 1) (y + 1)(bad − draws + y + 1) / ((good − y)(draws − y))
+    term, y = 1.0, mode - 1
+    while y >= lo:
+        term *= (y + 1) * (bad - draws + y + 1) / ((good - y) * (draws - y))
+        if y <= x:
+            below_x += term
+            if term < tiny * below_x:
+                break
+        elif term < floor:  # P(X ≤ x) negligible
+            break
         else:
-            above_x += one
-        # downward: T(y) = T(y + 1) (y + 1)(bad − draws + y + 1) / ((good − y)(draws − y))
-        term, y = one, mode - 1
-        while y >= lo:
-            term = term * ((y + 1) * (bad - draws + y + 1)) / ((good - y) * (draws - y))
-            if y <= x:
-                below_x += term
-                if term < tiny * below_x:
-                    break
-            elif term < floor:  # P(X ≤ x) is below 10⁻⁴⁰⁰ of the mode's term: 0
+            above_x += term
+        y -= 1
+    # upward: T(y) = T(y − 1) (good − y + 1)(draws − y + 1) / (y (bad − draws + y))
+    term, y = 1.0, mode + 1
+    while y <= hi:
+        term *= (good - y + 1) * (draws - y + 1) / (y * (bad - draws + y))
+        if y > x:
+            above_x += term
+            if term < tiny * above_x:
                 break
-            else:
-                above_x += term
-            y -= 1
-        # upward: T(y) = T(y − 1) (good − y + 1)(draws − y + 1) / (y (bad − draws + y))
-        term, y = one, mode + 1
-        while y <= hi:
-            term = term * ((good - y + 1) * (draws - y + 1)) / (y * (bad - draws + y))
-            if y > x:
-                above_x += term
-                if term < tiny * above_x:
-                    break
-            elif term < floor:  # P(X > x) negligible
-                break
-            else:
-                below_x += term
-            y += 1
-        return float(below_x / (below_x + above_x))
+        elif term < floor:  # P(X > x) negligible
+            break
+        else:
+            below_x += term
+        y += 1
+    return below_x / (below_x + above_x)
 
 
 def fisher_greater(table: list[list[int]]) -> float:

@@ -44,13 +44,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from abtui.metrics import request as rm
+from abtui.metrics import request as request_metrics
 from abtui.metrics.keys import unique_ints
 from abtui.metrics.summary import ArmSummary, Dist, segment_ids, summarize
 from abtui.metrics.table import NA, RequestTable
 from abtui.metrics.windows import completion_ns
-from abtui.stats import bootstrap as bs
-from abtui.stats import decide as dc
+from abtui.stats import bootstrap, decide
 from abtui.stats.classical import RankTest, mann_whitney, wilcoxon_log_ratio
 from abtui.stats.itl import itl_sketches
 from abtui.stats.rates import COST_ROWS, RATE_ROWS, rate_effects, windows_of
@@ -64,7 +63,6 @@ LIGHT_LOAD_IN_FLIGHT = 1.0
 RANK_MAX = 20_000
 BREAKDOWN_METRICS = ("ttft", "e2e")  # by input-length bucket, P50 (Benjamini–Hochberg family)
 BUCKET_MIN = 50
-SHORTFALL = True  # widen parallel latency rows by bs.block_shortfall (off: for validation)
 
 
 @dataclass
@@ -127,21 +125,23 @@ class _Weights:
         if k != self._key:
             self._key = self._last = None  # the old matrix goes before the new one is drawn
             rng = np.random.default_rng([self.seed, n_units, ell, len(purpose)])
-            self._last = bs.circular_block_weights(n_units, ell, self.resamples, rng)
+            self._last = bootstrap.circular_block_weights(n_units, ell, self.resamples, rng)
             self._key = k
             self.drawn += 1
         return self._last
 
 
-def _arm_values(
-    t: RequestTable, ok: np.ndarray, metrics: tuple[str, ...]
-) -> dict[str, tuple[np.ndarray, slice]]:
-    """Per metric: (values, which of ``ok`` they are for: every one, in order, as a slice that
-    indexes without copying) over the rows ``ok`` of ``t`` (positions), each computed once
-    from the columns it reads (the table is not copied). ITL is not among them: it is per chunk
-    gap (:mod:`abtui.stats.itl`, never held)."""
-    fn = {"ttft": rm.ttft_s, "ttft_user": rm.ttft_user_s, "tpot": rm.tpot_s, "e2e": rm.e2e_s}
-    return {m: (fn[m](t, ok), slice(None)) for m in metrics if m != "itl"}
+def _arm_values(t: RequestTable, ok: np.ndarray, metrics: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """Per metric: its values at the rows ``ok`` of ``t`` (positions), in that order, each
+    computed once from the columns it reads (the table is not copied). ITL is not among them:
+    it is per chunk gap (:mod:`abtui.stats.itl`, never held)."""
+    fn = {
+        "ttft": request_metrics.ttft_s,
+        "ttft_user": request_metrics.ttft_user_s,
+        "tpot": request_metrics.tpot_s,
+        "e2e": request_metrics.e2e_s,
+    }
+    return {m: fn[m](t, ok) for m in metrics if m != "itl"}
 
 
 def compare(
@@ -150,27 +150,29 @@ def compare(
     b: int,
     slo: dict[str, float] | None = None,
     *,
-    resamples: int = bs.DEFAULT_RESAMPLES,
+    resamples: int = bootstrap.DEFAULT_RESAMPLES,
     seed: int = 0,
     level: float = 0.95,
     prices: tuple[float, float] | None = None,
     metrics: tuple[str, ...] = LATENCY_METRICS,
     block_len: int | None = None,
+    shortfall: bool = True,
 ) -> Comparison:
     """Effects of arm ``b`` against arm ``a`` (warm-up rows are left out).
 
     ``prices`` = (USD/hour of A, USD/hour of B) adds the cost rows (:data:`COST_ROWS`).
     ``metrics`` limits the latency metrics; ``block_len`` overrides the block-length rule (1 =
-    the i.i.d. bootstrap; for validation)."""
+    the i.i.d. bootstrap; for validation); ``shortfall=False`` leaves parallel latency rows
+    unwidened by :func:`abtui.stats.bootstrap.block_shortfall` (for validation)."""
     keep = ((table.arm == a) | (table.arm == b)) & ~table.warmup
     t = table if keep.all() else table.select(keep)
     key, segment = _schedule_key(t)
     alternating = len(unique_ints(_column(t, "block"))) > 1
     # the paired contrast's own units (items in schedule order, at most MAX_UNITS): its block
     # length in parallel mode, and its dependence (the n_eff rule) in both modes
-    item_unit, n_item_units, unit_size = bs.unit_index(key, segments=segment)
+    item_unit, n_item_units, unit_size = bootstrap.unit_index(key, segments=segment)
     if alternating:  # arms took turns: resample whole alternation blocks (a cluster bootstrap)
-        unit, n_units, _ = bs.unit_index(segment, max_units=np.iinfo(np.int32).max)
+        unit, n_units, _ = bootstrap.unit_index(segment, max_units=np.iinfo(np.int32).max)
         unit_size = max(1, len(unique_ints(key)) // max(n_units, 1))
         block_len = block_len or 1
     else:
@@ -212,7 +214,7 @@ def compare(
             slo,
             seg=seg,
             done=done,
-            values={m: v for m, (v, _) in values[x].items()},
+            values=values[x],
         )
         if windows[x] is not None:  # the SLO rows' "good", over the arm's rows for its summary
             good[x] = np.zeros(int(arm_rows[x].sum()), dtype=bool)
@@ -220,7 +222,7 @@ def compare(
         del ok
     del seg, done
     # each latency distribution once: the summaries' and the sketches' exact figures
-    dists = {x: {m: Dist.of(values[x][m][0]) for m in values[x]} for x in (a, b)}
+    dists = {x: {m: Dist.of(values[x][m]) for m in values[x]} for x in (a, b)}
     if itl:
         dists[a]["itl"], dists[b]["itl"] = itl.dists
     sums = tuple(
@@ -237,7 +239,7 @@ def compare(
         for x in (a, b)
     )
     in_flight = {
-        x: _in_flight(values[x]["e2e"][0], s.duration_s) for x, s in zip((a, b), sums, strict=True)
+        x: _in_flight(values[x]["e2e"], s.duration_s) for x, s in zip((a, b), sums, strict=True)
     }
     light = max(in_flight.values()) <= LIGHT_LOAD_IN_FLIGHT
     pair_keys = {x: None for x in (a, b)}  # items paired across the arms: light load only
@@ -258,49 +260,46 @@ def compare(
             sk = dict(zip((a, b), itl.sketches, strict=True))
         else:
             for x in (a, b):
-                v, rows = values[x][metric]
-                vals[x] = v
-            grid = bs.Grid.covering(vals[a], vals[b])
+                vals[x] = values[x][metric]
+            grid = bootstrap.Grid.covering(vals[a], vals[b])
             sk = {
-                x: bs.Sketch.of(
+                x: bootstrap.Sketch.of(
                     vals[x],
-                    units[x][values[x][metric][1]],
+                    units[x],
                     n_units,
                     grid,
                     exact=dists[x][metric].exact(),
                 )
                 for x in (a, b)
             }
-        ell = block_len or bs.block_length(
+        ell = block_len or bootstrap.block_length(
             _block_series(sk[a], sk[b]), max(in_flight.values()), unit_size
         )
         ells[metric] = ell
         # How many effectively independent units the paired contrast holds, and what its
         # blocks cannot see of that dependence. In parallel mode the circular blocks see a
         # Bartlett window of the contrast's autocovariances, so the interval is widened by the
-        # rest (bs.block_shortfall) and a call needs decide.MIN_EFFECTIVE. Under alternation the
-        # blocks are the schedule's whole turns (8 or so): whether neighbouring turns are
-        # independent cannot be checked from so few, and a per-arm state that outlasts them
-        # correlates them (AR(1) ρ = 0.98, 200 requests, 8 blocks: 11 % false calls) — those
-        # rows keep the rule they were calibrated with: the flat-top n_eff on the per-item
-        # contrast, MIN_EFFECTIVE_UNWIDENED. An explicit block_len (validation) is bare.
+        # rest (bootstrap.block_shortfall) and a call needs decide.MIN_EFFECTIVE. Under
+        # alternation the blocks are the schedule's whole turns (8 or so): whether neighbouring
+        # turns are independent cannot be checked from so few, and a per-arm state that
+        # outlasts them correlates them (AR(1) ρ = 0.98, 200 requests, 8 blocks: 11 % false
+        # calls) — those rows keep the rule they were calibrated with: the flat-top n_eff on
+        # the per-item contrast, MIN_EFFECTIVE_UNWIDENED. An explicit block_len (validation) is
+        # bare.
         if alternating and metric == "itl":
             contrast = _contrast_of_sums(*itl.item_sums[0], *itl.item_sums[1])
-            n_eff[metric] = bs.effective_size(contrast, persistent=False)
-            short[metric], min_eff[metric] = 1.0, dc.MIN_EFFECTIVE_UNWIDENED
+            n_eff[metric] = bootstrap.effective_size(contrast, persistent=False)
+            short[metric], min_eff[metric] = 1.0, decide.MIN_EFFECTIVE_UNWIDENED
         elif alternating:
-            rows = {x: values[x][metric][1] for x in (a, b)}
-            contrast = _item_contrast(
-                vals[a], item_units[a][rows[a]], vals[b], item_units[b][rows[b]], n_item_units
-            )
-            n_eff[metric] = bs.effective_size(contrast, persistent=False)
-            short[metric], min_eff[metric] = 1.0, dc.MIN_EFFECTIVE_UNWIDENED
+            contrast = _item_contrast(vals[a], item_units[a], vals[b], item_units[b], n_item_units)
+            n_eff[metric] = bootstrap.effective_size(contrast, persistent=False)
+            short[metric], min_eff[metric] = 1.0, decide.MIN_EFFECTIVE_UNWIDENED
         else:
             contrast = _contrast(sk[a], sk[b])
-            n_eff[metric] = bs.effective_size(contrast)
-            bare = not SHORTFALL or block_len is not None
-            short[metric] = 1.0 if bare else bs.block_shortfall(contrast, ell)
-            min_eff[metric] = dc.MIN_EFFECTIVE_UNWIDENED if bare else dc.MIN_EFFECTIVE
+            n_eff[metric] = bootstrap.effective_size(contrast)
+            bare = not shortfall or block_len is not None
+            short[metric] = 1.0 if bare else bootstrap.block_shortfall(contrast, ell)
+            min_eff[metric] = decide.MIN_EFFECTIVE_UNWIDENED if bare else decide.MIN_EFFECTIVE
         paired[metric] = len(contrast)
         effects += _latency_rows(
             metric,
@@ -308,7 +307,7 @@ def compare(
             sk[b],
             weights.get(n_units, ell, "latency"),
             ell,
-            bs.STATS,
+            bootstrap.STATS,
             level,
             "",
             n_eff[metric],
@@ -343,11 +342,12 @@ def compare(
     for suffix, member in groups:
         for metric in (m for m in BREAKDOWN_METRICS if m in ells):
             sk = {}
-            grid = bs.Grid.covering(values[a][metric][0], values[b][metric][0])
+            grid = bootstrap.Grid.covering(values[a][metric], values[b][metric])
             for x in (a, b):
-                v, rows = values[x][metric]
-                inside = member[x][rows]
-                sk[x] = bs.Sketch.of(v[inside], units[x][rows][inside], n_units, grid)
+                inside = member[x]
+                sk[x] = bootstrap.Sketch.of(
+                    values[x][metric][inside], units[x][inside], n_units, grid
+                )
             w = weights.get(n_units, ells[metric], "latency")
             effects += _latency_rows(
                 metric,
@@ -373,7 +373,9 @@ def compare(
             good[np.flatnonzero(ok_mask[x])] = windows[x]["good"]
             per_arm.append((item_unit[sent], good[sent]))
         # their windows are not widened: the rule they were calibrated with (decide.py)
-        slo_n_eff = bs.effective_size(_good_contrast(*per_arm, n_item_units), persistent=False)
+        slo_n_eff = bootstrap.effective_size(
+            _good_contrast(*per_arm, n_item_units), persistent=False
+        )
     effects += rate_effects(
         windows[a],
         windows[b],
@@ -396,7 +398,7 @@ def compare(
         "resamples": resamples,
         "seed": seed,
         "ci_level": level,
-        "bins": bs.N_BINS,
+        "bins": bootstrap.N_BINS,
     }
     return Comparison(a, b, effects, rank_tests, design, sums, checks)
 
@@ -413,9 +415,9 @@ def _length_check(
         n = t.n_output[ok_mask[x]].astype(np.float64)
         n[t.n_output[ok_mask[x]] == NA] = np.nan
         vals[x] = n
-    grid = bs.Grid.covering(vals[a], vals[b])
+    grid = bootstrap.Grid.covering(vals[a], vals[b])
     for x in arms:
-        sk[x] = bs.Sketch.of(vals[x], units[x], n_units, grid)
+        sk[x] = bootstrap.Sketch.of(vals[x], units[x], n_units, grid)
     if alternating:
         contrast = _item_contrast(vals[a], item_units[a], vals[b], item_units[b], n_item_units)
     else:
@@ -434,7 +436,7 @@ def _length_check(
     )
 
 
-def _contrast(ska: bs.Sketch, skb: bs.Sketch) -> np.ndarray:
+def _contrast(ska: bootstrap.Sketch, skb: bootstrap.Sketch) -> np.ndarray:
     """The paired contrast the CI is about, per unit in schedule order: ``log(mean_B / mean_A)``
     over the units where both arms have values."""
     both = (ska.count > 0) & (skb.count > 0)
@@ -487,7 +489,7 @@ def _good_contrast(arm_a, arm_b, n_units: int) -> np.ndarray:
     return out
 
 
-def _block_series(ska: bs.Sketch, skb: bs.Sketch) -> list[np.ndarray]:
+def _block_series(ska: bootstrap.Sketch, skb: bootstrap.Sketch) -> list[np.ndarray]:
     """The series whose dependence sets a latency row's block length: the paired contrast."""
     return [_contrast(ska, skb)]
 
@@ -503,17 +505,17 @@ def _latency_rows(
     suffix,
     n_eff,
     short=1.0,
-    min_eff=dc.MIN_EFFECTIVE,
+    min_eff=decide.MIN_EFFECTIVE,
     paired=None,
 ) -> list[Effect]:
-    widen = bs.expansion(math.ceil(len(ska.count) / ell), level) * short
+    widen = bootstrap.expansion(math.ceil(len(ska.count) / ell), level) * short
     rep_a, rep_b = ska.resampled(w, stats), skb.resampled(w, stats)
     out = []
     for stat in stats:
         ratio = ratio_effect(skb.exact[stat], ska.exact[stat])
         with np.errstate(invalid="ignore", divide="ignore"):
-            reps = bs.expand(rep_b[stat] / rep_a[stat] - 1.0, ratio, widen)
-        lo, hi = bs.percentile_ci(reps, level)
+            reps = bootstrap.expand(rep_b[stat] / rep_a[stat] - 1.0, ratio, widen)
+        lo, hi = bootstrap.percentile_ci(reps, level)
         out.append(
             Effect(
                 key=f"{metric}.{stat}{suffix}",
@@ -527,7 +529,7 @@ def _latency_rows(
                 ratio=ratio,
                 lo=lo,
                 hi=hi,
-                p=bs.bootstrap_p(reps),
+                p=bootstrap.bootstrap_p(reps),
                 block_len=ell,
                 n_eff=n_eff,
                 min_eff=min_eff,

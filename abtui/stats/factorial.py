@@ -60,8 +60,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from abtui.metrics.summary import summarize
-from abtui.stats import bootstrap as bs
-from abtui.stats import decide as dc
+from abtui.stats import bootstrap, decide
 from abtui.stats.effects import (
     _arm_values,
     _column,
@@ -81,12 +80,12 @@ LATENCY_METRICS = ("ttft", "ttft_user", "tpot", "e2e")
 SEP = "+"
 BASE_NAME = "base"
 ANTAGONISTIC, SYNERGISTIC, INDEPENDENT = "ANTAGONISTIC", "SYNERGISTIC", "INDEPENDENT"
-INCONCLUSIVE = dc.INCONCLUSIVE
+INCONCLUSIVE = decide.INCONCLUSIVE
 _OUTCOME = {
-    dc.IMPROVED: SYNERGISTIC,
-    dc.REGRESSED: ANTAGONISTIC,
-    dc.EQUIVALENT: INDEPENDENT,
-    dc.INCONCLUSIVE: INCONCLUSIVE,
+    decide.IMPROVED: SYNERGISTIC,
+    decide.REGRESSED: ANTAGONISTIC,
+    decide.EQUIVALENT: INDEPENDENT,
+    decide.INCONCLUSIVE: INCONCLUSIVE,
 }
 
 
@@ -203,7 +202,7 @@ def _term_row(key, stat, lib, term_name, order, centre, reps, widen, level, n, e
     if math.isfinite(centre):
         with np.errstate(invalid="ignore"):
             reps = centre + widen * (reps - centre)
-    lo, hi = bs.percentile_ci(reps, level)
+    lo, hi = bootstrap.percentile_ci(reps, level)
     ex = lambda v: math.expm1(v) if math.isfinite(v) else math.nan  # noqa: E731
     return Term(
         key=key,
@@ -217,7 +216,7 @@ def _term_row(key, stat, lib, term_name, order, centre, reps, widen, level, n, e
         ratio=ex(centre),
         lo=ex(lo),
         hi=ex(hi),
-        p=bs.bootstrap_p(reps),
+        p=bootstrap.bootstrap_p(reps),
         n=n,
         block_len=ell,
         n_eff=n_eff,
@@ -236,7 +235,7 @@ def estimate(
     design: Design,
     slo: dict | None = None,
     *,
-    resamples: int = bs.DEFAULT_RESAMPLES,
+    resamples: int = bootstrap.DEFAULT_RESAMPLES,
     seed: int = 0,
     level: float = 0.95,
     usd: list[float] | None = None,
@@ -250,10 +249,10 @@ def estimate(
     key, segment = _schedule_key(t)
     alternating = len(np.unique(_column(t, "block"))) > 1
     if alternating:
-        unit, n_units, _ = bs.unit_index(segment, max_units=np.iinfo(np.int32).max)
+        unit, n_units, _ = bootstrap.unit_index(segment, max_units=np.iinfo(np.int32).max)
         unit_size = max(1, len(np.unique(key)) // max(n_units, 1))
     else:
-        unit, n_units, unit_size = bs.unit_index(key, segments=segment)
+        unit, n_units, unit_size = bootstrap.unit_index(key, segments=segment)
     weights = _Weights(resamples, seed)
     sent_all = t.ok | (t.status == "error")
     values, units, windows, sums = {}, {}, {}, {}
@@ -269,7 +268,7 @@ def estimate(
         units[x] = unit[ok_mask]
         windows[x] = windows_of(t, rows & sent_all, ok_mask, slo)
         sums[x] = summarize(t, x, slo, dists={"itl": itl.dists[i]} if itl else None)
-    in_flight = max(_in_flight(values[x]["e2e"][0], sums[x].duration_s) for x in arms)
+    in_flight = max(_in_flight(values[x]["e2e"], sums[x].duration_s) for x in arms)
     terms = design.terms()
     coef = {tm: design.coefficients(tm) for tm in terms}
     out: list[Term] = []
@@ -278,30 +277,29 @@ def estimate(
         if metric == "itl":
             sk = dict(zip(arms, itl.sketches, strict=True))
         else:
-            grid = bs.Grid.covering(*(values[x][metric][0] for x in arms))
-            sk = {
-                x: bs.Sketch.of(values[x][metric][0], units[x][values[x][metric][1]], n_units, grid)
-                for x in arms
-            }
+            grid = bootstrap.Grid.covering(*(values[x][metric] for x in arms))
+            sk = {x: bootstrap.Sketch.of(values[x][metric], units[x], n_units, grid) for x in arms}
         both = np.logical_and.reduce([sk[x].count > 0 for x in arms])
         with np.errstate(invalid="ignore", divide="ignore"):  # (an empty unit: −inf, dropped)
             logm = {x: np.log(sk[x].total[both] / sk[x].count[both]) for x in arms}
             series = [sum(c * logm[x] for x, c in coef[tm].items()) for tm in terms]
         series = [s[np.isfinite(s)] for s in series]
-        ell = 1 if alternating else bs.block_length(series, in_flight, unit_size)
-        n_eff = math.nan if alternating else min(bs.effective_size(s) for s in series)
+        ell = 1 if alternating else bootstrap.block_length(series, in_flight, unit_size)
+        n_eff = math.nan if alternating else min(bootstrap.effective_size(s) for s in series)
         w = weights.get(n_units, ell, "latency")
-        widen = bs.expansion(math.ceil(n_units / ell), level)
+        widen = bootstrap.expansion(math.ceil(n_units / ell), level)
         # each term's own contrast: what its blocks cannot see of its dependence widens it
         # (abtui.stats.bootstrap.block_shortfall, as the pairs' latency rows)
         short = {
-            tm: 1.0 if alternating else bs.block_shortfall(s, ell)
+            tm: 1.0 if alternating else bootstrap.block_shortfall(s, ell)
             for tm, s in zip(terms, series, strict=True)
         }
-        reps = {x: {s: _log(r) for s, r in sk[x].resampled(w, bs.STATS).items()} for x in arms}
+        reps = {
+            x: {s: _log(r) for s, r in sk[x].resampled(w, bootstrap.STATS).items()} for x in arms
+        }
         del w  # not held while the next matrix is drawn
         n = min(sk[x].n for x in arms)
-        for stat in bs.STATS:
+        for stat in bootstrap.STATS:
             k = f"{metric}.{stat}"
             point[k] = {x: sk[x].exact[stat] for x in arms}
             for tm in terms:
@@ -335,7 +333,7 @@ def _rate_terms(design, windows, sums, slo, weights, level, usd, alternating, po
         segments = np.unique(np.concatenate([windows[x]["segments"] for x in arms]))
         u = {x: _blocks(windows[x], segments) for x in arms}
     else:
-        k = int(min(bs.MAX_UNITS, max(10, min(sums[x].sent for x in arms) // 10)))
+        k = int(min(bootstrap.MAX_UNITS, max(10, min(sums[x].sent for x in arms) // 10)))
         u = {x: _windows(windows[x], k) for x in arms}
     n_units = len(u[arms[0]]["sent"])
     terms = design.terms()
@@ -358,11 +356,13 @@ def _rate_terms(design, windows, sums, slo, weights, level, usd, alternating, po
                         if m > 0:
                             s += c * sign * u[x][col] / m
                 infl.append(s)
-            ell = bs.block_length(infl + [u[x]["ok"] for x in arms], 1.0, 1)
+            ell = bootstrap.block_length(infl + [u[x]["ok"] for x in arms], 1.0, 1)
         w = weights.get(n_units, ell, "rates")
-        widen = bs.expansion(math.ceil(n_units / ell), level)
+        widen = bootstrap.expansion(math.ceil(n_units / ell), level)
         with np.errstate(invalid="ignore", divide="ignore"):
-            reps = {x: _log(bs.wdot(w, u[x][num]) / bs.wdot(w, u[x][den])) for x in arms}
+            reps = {
+                x: _log(bootstrap.wdot(w, u[x][num]) / bootstrap.wdot(w, u[x][den])) for x in arms
+            }
         del w  # not held while the next matrix is drawn
         exact = {x: float(getattr(sums[x], fld)) for x in arms}
         point[key] = exact
@@ -431,11 +431,11 @@ def decide_terms(
     alpha = policy["alpha"]
     callable_ = []
     for t in terms:
-        base = policy["delta_tail"] if t.stat in dc.TAIL_Q else policy["delta"]
+        base = policy["delta_tail"] if t.stat in decide.TAIL_Q else policy["delta"]
         t.delta = max(base, (noise_floor or {}).get(t.key, 0.0))
         kind = "main" if t.order == 1 else "interaction"
         t.family = kind if t.key in primary else f"{kind}-breakdown"
-        if dc.callable_row(t.n, t.stat, t.n_eff) and math.isfinite(t.p):
+        if decide.callable_row(t.n, t.stat, t.n_eff) and math.isfinite(t.p):
             callable_.append(t)
     for fam in ("main", "interaction", "main-breakdown", "interaction-breakdown"):
         rows = [t for t in callable_ if t.family == fam]
@@ -444,7 +444,7 @@ def decide_terms(
         for t, p in zip(rows, adjust([t.p for t in rows]), strict=True):
             t.p_adj = float(p)
     for t in terms:
-        d = dc.decide(
+        d = decide.decide(
             t.ratio,
             t.lo,
             t.hi,
@@ -468,7 +468,7 @@ def combination_worse(design: Design, ladder: list, names: list[str], primary: s
     steps = {p.baseline: p for p in ladder if p.b == design.full}
     singles = [names[i] for i in design.singles()]
     effects = [steps[s].comparison.get(primary) if s in steps else None for s in singles]
-    if not effects or any(e is None or e.outcome != dc.REGRESSED for e in effects):
+    if not effects or any(e is None or e.outcome != decide.REGRESSED for e in effects):
         return None
     best = min(zip(singles, effects, strict=True), key=lambda se: abs(se[1].ratio))
     others = "; ".join(

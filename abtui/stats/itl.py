@@ -23,34 +23,36 @@ import numpy as np
 
 from abtui.metrics import gaps
 from abtui.metrics.summary import DIST_PERCENTILES, Dist
-from abtui.stats import bootstrap as bs
+from abtui.stats import bootstrap
 
 
 @dataclass
 class ItlSketches:
-    sketches: list[bs.Sketch]  # per arm
+    sketches: list[bootstrap.Sketch]  # per arm
     dists: list[Dist]  # each arm's ITL summary (abtui.metrics.summary.summarize)
     # per item unit (count, sum) of each arm's gaps, for the alternation design's contrast
     item_sums: list[tuple[np.ndarray, np.ndarray]] | None
     passes: int
 
 
-def grid_of(scan: gaps.GapScan, groups: tuple[int, ...], bins: int = bs.N_BINS) -> bs.Grid:
+def grid_of(
+    scan: gaps.GapScan, groups: tuple[int, ...], bins: int = bootstrap.N_BINS
+) -> bootstrap.Grid:
     """:meth:`Grid.covering` of the pooled gaps of ``groups`` (in seconds), from the order
     statistics pass A kept."""
     n = scan.n(groups)
     if not n:
-        return bs.Grid(0.0, 1.0, bins)
+        return bootstrap.Grid(0.0, 1.0, bins)
 
     def log_of(k: int) -> float:  # the value Grid.covering sorts: log(v + EPS), by numpy
         v = max(scan.order_stats([(groups, k)])[0] / gaps.NS_PER_S, 0.0)  # as Grid.covering
-        return float(np.log(np.array([v]) + bs.EPS_S)[0])
+        return float(np.log(np.array([v]) + bootstrap.EPS_S)[0])
 
-    if n > bs.GRID_TRIM_N:
-        lo, hi = (gaps.linear_quantile(n, q, log_of) for q in bs.GRID_TRIM)
+    if n > bootstrap.GRID_TRIM_N:
+        lo, hi = (gaps.linear_quantile(n, q, log_of) for q in bootstrap.GRID_TRIM)
     else:
         lo, hi = log_of(0), log_of(n - 1)
-    return bs.Grid.spanning(lo, hi, bins)
+    return bootstrap.Grid.spanning(lo, hi, bins)
 
 
 def itl_sketches(
@@ -91,7 +93,7 @@ def itl_sketches(
                 icount[g] += np.bincount(iu[m], minlength=n_item_units)
                 np.add.at(itotal[g], iu[m], vg)
 
-    sketch_qs = [(100 * q) / 100 for q in bs.QUANTILES.values()]  # as Sketch.of asks numpy
+    sketch_qs = [(100 * q) / 100 for q in bootstrap.QUANTILES.values()]  # as Sketch.of asks numpy
     dist_qs = [p / 100 for p in DIST_PERCENTILES]
     got = gaps.quantiles_many(
         scan, [((g,), qs) for g in range(k) for qs in (sketch_qs, dist_qs)], feed
@@ -100,9 +102,9 @@ def itl_sketches(
     for g in range(k):
         sq, dq = got[2 * g], got[2 * g + 1]
         mean = scan.mean_s((g,))
-        exact = {"mean": mean, **dict(zip(bs.QUANTILES, sq, strict=True))}
+        exact = {"mean": mean, **dict(zip(bootstrap.QUANTILES, sq, strict=True))}
         sketches.append(
-            bs.Sketch(
+            bootstrap.Sketch(
                 count[g].astype(np.float64),
                 total[g],
                 hist[g].reshape(n_units, grid.bins).astype(np.float32),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from abtui.stats import decide as dc
+from abtui.stats import decide
 from abtui.stats.rows import Effect
 
 _METRIC_LABEL = {
@@ -49,9 +49,9 @@ def pct(x: float) -> str:
 def describe(e: Effect) -> str:
     """``P99 TTFT regressed +12.0% [+7.0%, +18.0%]``."""
     verb = {
-        dc.IMPROVED: "improved",
-        dc.REGRESSED: "regressed",
-        dc.EQUIVALENT: "unchanged",
-        dc.INCONCLUSIVE: "inconclusive",
+        decide.IMPROVED: "improved",
+        decide.REGRESSED: "regressed",
+        decide.EQUIVALENT: "unchanged",
+        decide.INCONCLUSIVE: "inconclusive",
     }[e.outcome]
     return f"{label(e.key)} {verb} {pct(e.ratio)} [{pct(e.lo)}, {pct(e.hi)}]"

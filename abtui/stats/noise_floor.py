@@ -43,7 +43,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from abtui.metrics import request as rm
+from abtui.metrics import request as request_metrics
 from abtui.metrics.table import RequestTable
 from abtui.stats.decide import tail_min_n
 
@@ -135,9 +135,14 @@ def overlapped(t: RequestTable, a: int, b: int) -> bool:
 def _values(ok: RequestTable, metric: str) -> tuple[np.ndarray, np.ndarray]:
     """(values, request row of each) over ``ok`` (finite values only)."""
     if metric == "itl":
-        rows, v = rm.chunk_gaps(ok)
+        rows, v = request_metrics.chunk_gaps(ok)
     else:
-        fn = {"ttft": rm.ttft_s, "ttft_user": rm.ttft_user_s, "tpot": rm.tpot_s, "e2e": rm.e2e_s}
+        fn = {
+            "ttft": request_metrics.ttft_s,
+            "ttft_user": request_metrics.ttft_user_s,
+            "tpot": request_metrics.tpot_s,
+            "e2e": request_metrics.e2e_s,
+        }
         v, rows = fn[metric](ok), np.arange(len(ok))
     keep = np.isfinite(v)
     return v[keep], rows[keep]
@@ -309,7 +314,7 @@ def _chunk_len(t: RequestTable, blk: np.ndarray, k: int) -> int:
     """Requests kept together when permuting: the mean number in flight (Little's law: Σ E2E /
     busy time, per block), at least 1. Requests in flight together share engine steps, so they
     are not exchangeable one by one."""
-    e2e = rm.e2e_s(t)
+    e2e = request_metrics.e2e_s(t)
     busy = 0.0
     for j in range(k):
         m = blk == j

@@ -41,13 +41,12 @@ import math
 
 import numpy as np
 
-from abtui.metrics import request as rm
+from abtui.metrics import request as request_metrics
 from abtui.metrics.keys import unique_ints
 from abtui.metrics.summary import segment_ids, slo_met
 from abtui.metrics.table import NA, RequestTable
 from abtui.metrics.windows import completion_ns
-from abtui.stats import bootstrap as bs
-from abtui.stats import decide as dc
+from abtui.stats import bootstrap, decide
 from abtui.stats.rows import Effect, ratio_effect
 
 RATE_ROWS = (  # key, ArmSummary field, needs SLOs
@@ -104,7 +103,7 @@ def windows_of(
     n_output = t.n_output[ok_mask]
     n_out = np.where(n_output != NA, n_output, 0).astype(np.float64)
     good = slo_met(t, slo, ok_mask, values)
-    span = (last - first).astype(np.float64) / rm.NS_PER_S
+    span = (last - first).astype(np.float64) / request_metrics.NS_PER_S
     return {
         "segments": ids,
         "first_ns": first,
@@ -143,7 +142,7 @@ def _windows(w: dict, k: int) -> dict[str, np.ndarray]:
 
     def unit_of(seg, done):
         j = np.searchsorted(w["segments"], seg)
-        pos = (offset[j] + (done - w["first_ns"][j]) / rm.NS_PER_S) / w["duration"]
+        pos = (offset[j] + (done - w["first_ns"][j]) / request_metrics.NS_PER_S) / w["duration"]
         return np.clip(np.floor(pos * k), 0, k - 1).astype(np.int64)
 
     out = _per_unit(w, unit_of, k)
@@ -199,7 +198,7 @@ def rate_effects(
         segments = np.union1d(win_a["segments"], win_b["segments"])
         ua, ub = _blocks(win_a, segments), _blocks(win_b, segments)
     else:
-        k = int(min(bs.MAX_UNITS, max(10, min(sa.sent, sb.sent) // 10)))
+        k = int(min(bootstrap.MAX_UNITS, max(10, min(sa.sent, sb.sent) // 10)))
         ua, ub = _windows(win_a, k), _windows(win_b, k)
     n_units = len(ua["sent"])
     replicates, ells = {}, {}
@@ -210,16 +209,16 @@ def rate_effects(
         if alternating:
             ell = 1
         else:
-            ell = bs.block_length([_influence(ua, ub, num, den), ua["ok"], ub["ok"]], 1.0, 1)
+            ell = bootstrap.block_length([_influence(ua, ub, num, den), ua["ok"], ub["ok"]], 1.0, 1)
         w = weights.get(n_units, ell, "rates")
         with np.errstate(invalid="ignore", divide="ignore"):
-            reps = (bs.wdot(w, ub[num]) / bs.wdot(w, ub[den])) / (
-                bs.wdot(w, ua[num]) / bs.wdot(w, ua[den])
+            reps = (bootstrap.wdot(w, ub[num]) / bootstrap.wdot(w, ub[den])) / (
+                bootstrap.wdot(w, ua[num]) / bootstrap.wdot(w, ua[den])
             ) - 1.0
         del w  # not held while the next matrix is drawn
         a_val, b_val = float(getattr(sa, fld)), float(getattr(sb, fld))
-        widen = bs.expansion(math.ceil(n_units / ell), level)
-        reps = replicates[key] = bs.expand(reps, ratio_effect(b_val, a_val), widen)
+        widen = bootstrap.expansion(math.ceil(n_units / ell), level)
+        reps = replicates[key] = bootstrap.expand(reps, ratio_effect(b_val, a_val), widen)
         ells[key] = ell
         n_eff = slo_n_eff if needs_slo else math.nan
         out.append(_rate_row(key, False, a_val, b_val, sa, sb, reps, ell, level, n_eff))
@@ -241,7 +240,7 @@ def rate_effects(
 
 
 def _rate_row(key, lower_is_better, a_val, b_val, sa, sb, reps, ell, level, n_eff) -> Effect:
-    lo, hi = bs.percentile_ci(reps, level)
+    lo, hi = bootstrap.percentile_ci(reps, level)
     metric, stat = key.split(".")
     return Effect(
         key=key,
@@ -255,8 +254,8 @@ def _rate_row(key, lower_is_better, a_val, b_val, sa, sb, reps, ell, level, n_ef
         ratio=ratio_effect(b_val, a_val),
         lo=lo,
         hi=hi,
-        p=bs.bootstrap_p(reps),
+        p=bootstrap.bootstrap_p(reps),
         block_len=ell,
         n_eff=n_eff,
-        min_eff=dc.MIN_EFFECTIVE_UNWIDENED,  # the windows are not widened for dependence
+        min_eff=decide.MIN_EFFECTIVE_UNWIDENED,  # the windows are not widened for dependence
     )

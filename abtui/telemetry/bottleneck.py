@@ -23,9 +23,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from abtui.errors import AbtuiError
-from abtui.hardware import roofline as rl
+from abtui.hardware import roofline
 
-IDEAL = rl.Efficiency(bw=1.0, flops=1.0, step_overhead_s=0.0, per_seq_overhead_s=0.0)
+IDEAL = roofline.Efficiency(bw=1.0, flops=1.0, step_overhead_s=0.0, per_seq_overhead_s=0.0)
 
 
 @dataclass
@@ -87,7 +87,7 @@ def arm_bounds(arm: dict, d) -> list[PhaseBound]:
     if hw is None or d.prompt_tokens_mean is None:
         return []
     gpu, model, wdt, kvdt, tp = hw
-    mm = rl.matmul_dtype(gpu, wdt)
+    mm = roofline.matmul_dtype(gpu, wdt)
     out = []
     p = float(d.prompt_tokens_mean)
     n_out = float(d.output_tokens_mean or 1)
@@ -101,7 +101,9 @@ def arm_bounds(arm: dict, d) -> list[PhaseBound]:
         if d.spec_tokens_per_step and d.spec_k:
             q, step = b * (d.spec_k + 1), step * d.spec_tokens_per_step
             basis += ", spec-decode steps"
-        shape = rl.StepShape(tokens=q, sampled=q, kv_read=b * c, kv_written=q, pairs=q * c, seqs=b)
+        shape = roofline.StepShape(
+            tokens=q, sampled=q, kv_read=b * c, kv_written=q, pairs=q * c, seqs=b
+        )
         out.append(_bound("decode", gpu, model, wdt, kvdt, tp, mm, shape, step, b, c, basis))
     t_pre = d.server.mean_s.get("prefill") if d.server is not None else None
     basis = "server prefill"
@@ -111,14 +113,25 @@ def arm_bounds(arm: dict, d) -> list[PhaseBound]:
         n = max(1, round(p))
         out.append(
             _bound(
-                "prefill", gpu, model, wdt, kvdt, tp, mm, rl.prefill_shape(n), t_pre, 1.0, p, basis
+                "prefill",
+                gpu,
+                model,
+                wdt,
+                kvdt,
+                tp,
+                mm,
+                roofline.prefill_shape(n),
+                t_pre,
+                1.0,
+                p,
+                basis,
             )
         )
     return out
 
 
 def _bound(phase, gpu, model, wdt, kvdt, tp, mm, shape, measured, b, c, basis) -> PhaseBound:
-    cost = rl.step_cost(gpu, model, wdt, kvdt, shape, tp, IDEAL)
-    mbu = rl.mbu(cost.bytes, measured, gpu)
-    mfu = rl.mfu(cost.flops, measured, gpu, mm)
+    cost = roofline.step_cost(gpu, model, wdt, kvdt, shape, tp, IDEAL)
+    mbu = roofline.mbu(cost.bytes, measured, gpu)
+    mfu = roofline.mfu(cost.flops, measured, gpu, mm)
     return PhaseBound(phase, cost.bound, mbu, mfu, cost.time, measured, b, c, basis)

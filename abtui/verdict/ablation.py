@@ -43,8 +43,8 @@ from __future__ import annotations
 
 import math
 
-from abtui.quality import factorial as qf
-from abtui.stats import factorial as fx
+from abtui.quality import factorial as quality_factorial
+from abtui.stats import factorial as stats_factorial
 from abtui.stats.labels import label, pct
 from abtui.stats.rows import clean
 
@@ -75,7 +75,7 @@ def _ci(e) -> dict | None:
 def summarize_factorial(
     table,
     names: list[str],
-    design: fx.Design,
+    design: stats_factorial.Design,
     spec: dict,
     pol: dict,
     pairs: list,
@@ -87,7 +87,7 @@ def summarize_factorial(
 ) -> dict:
     """The ``factorial`` dict (module docstring) of a session whose arms form ``design``;
     ``quality``: the session's stored quality rows (the accuracy terms, per suite)."""
-    terms, point = fx.estimate(
+    terms, point = stats_factorial.estimate(
         table,
         design,
         spec.get("slo") or {},
@@ -96,12 +96,14 @@ def summarize_factorial(
         usd=usd,
     )
     q_suites, q_terms = (
-        qf.estimate(quality or [], design, spec.get("quality")) if quality else ([], [])
+        quality_factorial.estimate(quality or [], design, spec.get("quality"))
+        if quality
+        else ([], [])
     )
     for qt in q_terms:
-        qt.family = qf.family_of(qt)
-    fx.decide_terms(terms, pol, noise_floor, extra=q_terms)
-    qf.decide(q_terms, float(pol["alpha"]))
+        qt.family = quality_factorial.family_of(qt)
+    stats_factorial.decide_terms(terms, pol, noise_floor, extra=q_terms)
+    quality_factorial.decide(q_terms, float(pol["alpha"]))
     by_pair = {p.b: p for p in pairs}
     singles = design.singles()
     rows: dict[str, dict] = {}
@@ -128,7 +130,7 @@ def summarize_factorial(
         entry = {f: getattr(t, f) for f in _TERM_FIELDS}
         row["main" if t.order == 1 else "interactions"].append(entry)
     out_rows = list(rows.values())
-    no_go = fx.combination_worse(design, ladder, names, pol["primary"])
+    no_go = stats_factorial.combination_worse(design, ladder, names, pol["primary"])
     qual = _quality(q_suites, design, names, by_pair) if q_suites else None
     first = {pol["primary"], *pol["guardrails"]}
     finds = findings(out_rows, design, names, first)
@@ -182,7 +184,9 @@ def _gate(pair, suite: str) -> dict | None:
     }
 
 
-def _quality(suites: list[dict], design: fx.Design, names: list[str], by_pair: dict) -> dict:
+def _quality(
+    suites: list[dict], design: stats_factorial.Design, names: list[str], by_pair: dict
+) -> dict:
     """The ``quality`` part of the factorial dict: per suite the accuracy of each arm, each
     factor alone and the combination against the baseline (the pair verdicts' gates), the
     predicted sum, the combination-only flips, the terms; and the sentences."""
@@ -197,7 +201,9 @@ def _quality(suites: list[dict], design: fx.Design, names: list[str], by_pair: d
         for t in s["terms"]:
             d = t.to_dict()
             if t.order > 1:
-                f, ng, und = qf.sentences(s, t, combo, alone, combined, singles, design.k)
+                f, ng, und = quality_factorial.sentences(
+                    s, t, combo, alone, combined, singles, design.k
+                )
                 d["finding"] = t.finding = f
                 finds += [f] if f else []
                 no_go += [ng] if ng else []
@@ -253,7 +259,7 @@ def headline_keys(fac: dict, policy: dict) -> list[str]:
 
 def finding(row: dict, inter: dict, design_k: int, names_alone: list[str], combo: str) -> str:
     """One interaction in words (significant and beyond δ)."""
-    worse = inter["outcome"] == fx.ANTAGONISTIC
+    worse = inter["outcome"] == stats_factorial.ANTAGONISTIC
     tail = (
         "less than its parts multiplied (antagonistic)"
         if worse
@@ -276,13 +282,15 @@ def finding(row: dict, inter: dict, design_k: int, names_alone: list[str], combo
     return f"{inter['term']}: {row['label']} interaction {ci}: the combination gains {tail}"
 
 
-def findings(rows: list[dict], design: fx.Design, names: list[str], first: set[str]) -> list[str]:
+def findings(
+    rows: list[dict], design: stats_factorial.Design, names: list[str], first: set[str]
+) -> list[str]:
     out = []
     ordered = sorted(rows, key=lambda r: r["key"] not in first)
     for row in ordered:
         for inter in row["interactions"]:
             inter["finding"] = None
-            if inter["outcome"] in (fx.ANTAGONISTIC, fx.SYNERGISTIC):
+            if inter["outcome"] in (stats_factorial.ANTAGONISTIC, stats_factorial.SYNERGISTIC):
                 inter["finding"] = finding(
                     row, inter, design.k, [names[i] for i in design.singles()], names[design.full]
                 )

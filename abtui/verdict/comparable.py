@@ -26,7 +26,7 @@ import numpy as np
 
 from abtui.client.records import TOKENS_USAGE
 from abtui.metrics.table import NA, RequestTable
-from abtui.stats import decide as dc
+from abtui.stats import decide
 from abtui.stats.effects import Comparison
 from abtui.stats.labels import describe, pct
 
@@ -48,7 +48,7 @@ def length_finding(comp: Comparison, policy: dict, names: tuple[str, str]) -> di
     check = next((e for e in comp.checks if e.key == LENGTH_CHECK), None)
     if check is None:
         return None
-    d = dc.decide(
+    d = decide.decide(
         check.ratio,
         check.lo,
         check.hi,
@@ -62,7 +62,7 @@ def length_finding(comp: Comparison, policy: dict, names: tuple[str, str]) -> di
     )
     check.outcome, check.significant, check.note = d.outcome, d.significant, d.note
     check.delta = policy["delta"]
-    if d.outcome not in (dc.IMPROVED, dc.REGRESSED):
+    if d.outcome not in (decide.IMPROVED, decide.REGRESSED):
         return None
     a, b = names
     shorter = "shorter" if check.ratio < 0 else "longer"

@@ -40,12 +40,11 @@ import numpy as np
 from abtui import limits
 from abtui.cost import arm_cost, arm_prices
 from abtui.errors import SpecError
-from abtui.metrics import request as rm
+from abtui.metrics import request as request_metrics
 from abtui.metrics.keys import unique_ints
 from abtui.metrics.table import RequestTable
 from abtui.quality.gates import evaluate_quality
-from abtui.stats import decide as dc
-from abtui.stats import lagguard as lg
+from abtui.stats import decide, lagguard
 from abtui.stats.classical import error_rate_higher_p
 from abtui.stats.effects import Comparison, compare
 from abtui.stats.labels import describe, label, pct
@@ -54,15 +53,15 @@ from abtui.stats.sweep import sweep_summary
 from abtui.verdict.comparable import length_finding, usage_finding
 
 GO, NO_GO, INCONCLUSIVE = "GO", "NO-GO", "INCONCLUSIVE"
-CALIBRATED = "CALIBRATED"  # an A/A session without a significant change (abtui.verdict.session)
+CALIBRATED = "CALIBRATED"  # an A/A session without a significant change (abtui.verdict.saved)
 EXIT_CODES = {GO: 0, NO_GO: 3, INCONCLUSIVE: 4, CALIBRATED: 0}
 
 DEFAULT_POLICY = {
     "primary": "e2e.p50",
     "guardrails": ["ttft.p50", "ttft.p99", "tpot.p50", "tpot.p99", "e2e.p99"],
-    "alpha": dc.DEFAULT_ALPHA,
-    "delta": dc.DELTA_CENTRAL,
-    "delta_tail": dc.DELTA_TAIL,
+    "alpha": decide.DEFAULT_ALPHA,
+    "delta": decide.DELTA_CENTRAL,
+    "delta_tail": decide.DELTA_TAIL,
     "resamples": 10_000,
     "seed": 0,
     "noise_floor": None,
@@ -161,11 +160,11 @@ def apply_policy(
     n_min = {e.key: min(e.n_a, e.n_b) for e in comp.effects}
     callable_rows = []
     for e in comp.effects:
-        base = policy["delta_tail"] if e.stat in dc.TAIL_Q else policy["delta"]
+        base = policy["delta_tail"] if e.stat in decide.TAIL_Q else policy["delta"]
         e.delta = max(base, (noise_floor or {}).get(e.key.partition("@")[0], 0.0))  # @…: base row
         e.family = "primary" if e.key in primary_keys else "breakdown"
         if (
-            dc.callable_row(n_min[e.key], e.stat, e.n_eff, e.min_eff, e.paired)
+            decide.callable_row(n_min[e.key], e.stat, e.n_eff, e.min_eff, e.paired)
             and math.isfinite(e.p)
             and e.key not in not_comparable
         ):
@@ -175,7 +174,7 @@ def apply_policy(
         for e, p in zip(rows, adjust([e.p for e in rows]), strict=True):
             e.p_adj = float(p)
     for e in comp.effects:
-        d = dc.decide(
+        d = decide.decide(
             e.ratio,
             e.lo,
             e.hi,
@@ -196,7 +195,7 @@ def apply_policy(
             d.note,
         )
         if e.key in not_comparable:
-            e.outcome, e.significant, e.samples_needed = dc.INCONCLUSIVE, False, None
+            e.outcome, e.significant, e.samples_needed = decide.INCONCLUSIVE, False, None
             e.note = not_comparable[e.key]
 
 
@@ -226,7 +225,7 @@ def guardrail_checks(
                 }
             )
             continue
-        d = dc.non_inferiority(
+        d = decide.non_inferiority(
             e.ratio,
             e.lo,
             e.hi,
@@ -238,10 +237,13 @@ def guardrail_checks(
             min_eff=e.min_eff,
             paired=e.paired,
         )
-        if e.outcome == dc.REGRESSED:
+        if e.outcome == decide.REGRESSED:
             state = "regressed"
         elif key in not_comparable:
-            state, d = "undecided", dc.Decision(dc.INCONCLUSIVE, False, None, not_comparable[key])
+            state, d = (
+                "undecided",
+                decide.Decision(decide.INCONCLUSIVE, False, None, not_comparable[key]),
+            )
         else:
             state = "shown" if d.significant else "undecided"
         out.append(
@@ -281,8 +283,8 @@ def _generator_checks(
     measured = {}
     for s, arm in zip(comp.summaries, (comp.a, comp.b), strict=True):
         measured[arm] = (table.arm == arm) & ~table.warmup
-        gap = lg.mean_gap_s(table, measured[arm])  # no copy of the arm's rows
-        kept = lg.load_kept(s.lag_p99_s, gap, s.e2e.p50, delta)
+        gap = lagguard.mean_gap_s(table, measured[arm])  # no copy of the arm's rows
+        kept = lagguard.load_kept(s.lag_p99_s, gap, s.e2e.p50, delta)
         generator[names[arm]] = {
             "lag_p99_s": s.lag_p99_s,
             "lag_max_s": s.lag_max_s,
@@ -294,12 +296,12 @@ def _generator_checks(
         if not kept:
             blockers.append(
                 f"the load generator of {names[arm]} fell behind its schedule: "
-                f"{lg.load_words(s.lag_p99_s, gap, s.e2e.p50, delta)}; this run "
+                f"{lagguard.load_words(s.lag_p99_s, gap, s.e2e.p50, delta)}; this run "
                 "cannot be GO"
             )
     sa, name_a = comp.summaries[0], names[comp.a]
     m = measured[comp.a]
-    lag = rm.diff_s(table.dispatched_ns[m], table.scheduled_ns[m])
+    lag = request_metrics.diff_s(table.dispatched_ns[m], table.scheduled_ns[m])
     ok = None  # the baseline's ok rows (positions), found only when a row is to be bounded
     lagged = f"lag P99 {sa.lag_p99_s * 1e3:.1f} ms, max {sa.lag_max_s * 1e3:.1f} ms"
     checks = [(policy["primary"], "primary")] + [
@@ -309,21 +311,21 @@ def _generator_checks(
     shared: dict = {}  # what the rows' bounds share (lagguard.flattery)
     for key, role in checks:
         e = comp.get(key)
-        if e is None or (role == "primary" and e.outcome != dc.IMPROVED):
+        if e is None or (role == "primary" and e.outcome != decide.IMPROVED):
             continue
         if ok is None:  # positions, not a copy of the rows (190 B a request: 0.2 s at 10⁶)
             ok = np.flatnonzero(m & table.ok)
-        f = lg.flattery(table, key, lag, ok, shared)
+        f = lagguard.flattery(table, key, lag, ok, shared)
         if f is None:
             unbounded.append(key)
             continue
         generator[name_a]["flattery"][key] = f
         if f <= 1.0:
             continue
-        r, lo, hi = lg.adjusted(e.ratio, e.lo, e.hi, f, e.lower_is_better)
+        r, lo, hi = lagguard.adjusted(e.ratio, e.lo, e.hi, f, e.lower_is_better)
         n = min(e.n_a, e.n_b)
         if role == "primary":
-            d = dc.decide(
+            d = decide.decide(
                 r,
                 lo,
                 hi,
@@ -337,9 +339,9 @@ def _generator_checks(
                 min_eff=e.min_eff,
                 paired=e.paired,
             )
-            holds, what = d.outcome == dc.IMPROVED, f"beyond δ {e.delta:.0%}"
+            holds, what = d.outcome == decide.IMPROVED, f"beyond δ {e.delta:.0%}"
         else:
-            d = dc.non_inferiority(
+            d = decide.non_inferiority(
                 r,
                 lo,
                 hi,
@@ -424,11 +426,11 @@ def _pair_result(
             f"the primary objective {label(policy['primary'])} was not measured "
             "(set SLOs for goodput, a GPU price for cost)"
         )
-    elif prim.outcome == dc.REGRESSED:
+    elif prim.outcome == decide.REGRESSED:
         no_go.append(f"primary objective {describe(prim)}, beyond δ {prim.delta:.0%}")
     if no_go:
         return NO_GO, no_go + blockers + notes, errors, generator, guards
-    if prim is not None and prim.outcome == dc.IMPROVED and not blockers:
+    if prim is not None and prim.outcome == decide.IMPROVED and not blockers:
         reasons = [f"primary objective {describe(prim)}, beyond δ {prim.delta:.0%}"]
         if guards:
             reasons.append(
@@ -438,9 +440,9 @@ def _pair_result(
         return GO, reasons + notes, errors, generator, guards
     reasons = list(blockers)
     if prim is not None:
-        if prim.outcome == dc.IMPROVED:
+        if prim.outcome == decide.IMPROVED:
             reasons.insert(0, f"primary objective {describe(prim)}, but:")
-        elif prim.outcome == dc.EQUIVALENT:
+        elif prim.outcome == decide.EQUIVALENT:
             reasons.insert(
                 0, f"primary objective {describe(prim)}: within ±{prim.delta:.0%}, nothing to gain"
             )

@@ -38,7 +38,7 @@ from pathlib import Path
 
 from abtui import limits
 from abtui.errors import WorkloadError
-from abtui.workload import importers_io as io
+from abtui.workload import importers_io
 from abtui.workload.importers_io import Entry, _Bad, _Unusable
 from abtui.workload.jsonl import ReadStats
 
@@ -269,15 +269,15 @@ class TraceImport:
     ) -> Iterator[tuple[int | Entry, object, dict]]:
         p, fmt = self.path, self.fmt
         if fmt == "sharegpt":
-            pieces = io.json_array_or_lines(p)
+            pieces = importers_io.json_array_or_lines(p)
             convert = _sharegpt
         elif fmt == "mooncake":
-            pieces, convert = io.json_lines(p), _mooncake
+            pieces, convert = importers_io.json_lines(p), _mooncake
         elif fmt == "azure":
-            pieces = io.csv_rows(p, ("TIMESTAMP", "ContextTokens", "GeneratedTokens"))
+            pieces = importers_io.csv_rows(p, ("TIMESTAMP", "ContextTokens", "GeneratedTokens"))
             convert = _azure
         else:
-            pieces = io.csv_rows(p, ("Timestamp", "Request tokens", "Response tokens"))
+            pieces = importers_io.csv_rows(p, ("Timestamp", "Request tokens", "Response tokens"))
             convert = _burstgpt
         return _rows(p, stats, self.skip_bad, pieces, convert, left_out)
 

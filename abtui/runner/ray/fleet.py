@@ -22,7 +22,7 @@ import queue
 import threading
 import time
 
-from abtui.client import records as R
+from abtui.client import records
 from abtui.client.records import RequestRecord
 from abtui.errors import AbtuiError
 from abtui.runner.messages import Batch, Done, Fatal, Lost
@@ -269,7 +269,7 @@ class RayFleet:
                 scheduled_ns=sched,
                 dispatched_ns=sched,
                 done_ns=now,
-                status=R.ERROR,
+                status=records.ERROR,
                 error_class=E_LOST,
                 error_message=why,
             )

@@ -114,7 +114,7 @@ def check_spec(path: str):
     spec, text = load_spec(path.strip())
     spec = validate(spec, path.strip())
     if spec.policy.noise_floor:  # as abtui run: a bad A/A session fails now
-        from abtui.verdict.session import load_noise_floor
+        from abtui.verdict.saved import load_noise_floor
 
         load_noise_floor(spec.policy.noise_floor)
     return spec, text

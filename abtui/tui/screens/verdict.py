@@ -17,7 +17,7 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer
 
-from abtui.report import quality as rq
+from abtui.report import quality as quality_report
 from abtui.report.health import DEGRADED_TAG, DEGRADED_WHY, stored_health
 from abtui.report.untrusted import printable
 from abtui.report.verdict_text import metrics_table, rows_of
@@ -26,7 +26,7 @@ from abtui.tui.keys import VERDICT
 from abtui.tui.widgets.charts import Chart
 from abtui.tui.widgets.inert import Static
 from abtui.verdict.policy import GO, NO_GO
-from abtui.verdict.session import SessionVerdict
+from abtui.verdict.saved import SessionVerdict
 
 RESULT_STYLE = {GO: "bold white on dark_green", NO_GO: "bold white on dark_red"}
 RESULT_WORDS = {GO: "✓ GO", NO_GO: "✗ NO-GO", "INCONCLUSIVE": "~ INCONCLUSIVE"}
@@ -46,7 +46,7 @@ def load_verdict(path, store: bool = False) -> VerdictData:
     session, whose verdict goes into its file (an opened one is only read)."""
     from abtui.report.document import report_data
     from abtui.telemetry.diagnosis import diagnose, diagnosis_lines
-    from abtui.verdict.session import session_verdict
+    from abtui.verdict.saved import session_verdict
 
     sv = session_verdict(path, store=store)
     return VerdictData(sv, report_data(sv), diagnosis_lines(diagnose(path)))
@@ -72,15 +72,15 @@ def quality_table(qual: dict, mode: dict | None, width: int, extra: int = 0) -> 
     the columns of QUALITY_LEFT_OUT in turn until it fits, so that no row wraps at 80 columns.
     The caption says what was left out and from what width it shows (``extra``: the screen's
     columns beside the table, to state that width as the terminal's)."""
-    cells = [[printable(c) for c in r] for r in rq.rows(qual)]
-    head, every = rq.COLUMNS, list(range(len(rq.COLUMNS)))
+    cells = [[printable(c) for c in r] for r in quality_report.rows(qual)]
+    head, every = quality_report.COLUMNS, list(range(len(quality_report.COLUMNS)))
     full = _width(head, cells, every)
     caption = []
     if full <= width:
         keep = every
     else:
-        cells = [[printable(c) for c in r] for r in rq.short_rows(qual)]
-        head, keep, gone = rq.SHORT_COLUMNS, every, []
+        cells = [[printable(c) for c in r] for r in quality_report.short_rows(qual)]
+        head, keep, gone = quality_report.SHORT_COLUMNS, every, []
         for group in QUALITY_LEFT_OUT:
             if _width(head, cells, keep) <= width:
                 break
@@ -92,7 +92,10 @@ def quality_table(qual: dict, mode: dict | None, width: int, extra: int = 0) -> 
             back.append(
                 f"{' and '.join(head[i] for i in group)} from {_width(head, cells, shown) + extra}"
             )
-        caption = [rq.gate_rule(qual), "p: McNemar's, Holm-adjusted" if 7 in keep else None]
+        caption = [
+            quality_report.gate_rule(qual),
+            "p: McNemar's, Holm-adjusted" if 7 in keep else None,
+        ]
         caption.append(f"left out: {', '.join(back)} columns wide" if back else None)
         caption.append(f"the report's full table from {full + extra} columns")
     t = Table(show_header=True, header_style="bold", box=None, pad_edge=False, padding=(0, 1))
@@ -104,10 +107,10 @@ def quality_table(qual: dict, mode: dict | None, width: int, extra: int = 0) -> 
     if caption:
         t.caption, t.caption_justify = " · ".join(x for x in caption if x), "left"
     parts = [Text("quality (paired items, greedy)", "bold")]
-    if line := rq.mode_line(mode):
+    if line := quality_report.mode_line(mode):
         parts.append(Text(line, "dim"))
     parts.append(t)
-    if notes := rq.notes(qual):
+    if notes := quality_report.notes(qual):
         parts.append(Text("\n".join(printable(n) for n in notes)))
     return Group(*parts)
 
@@ -247,7 +250,7 @@ class VerdictScreen(Screen):
     def compose(self) -> ComposeResult:
         d = self.data
         pol = d.sv.verdict.policy
-        qmode = rq.mode_info(d.sv.meta)
+        qmode = quality_report.mode_info(d.sv.meta)
         with VerticalScroll():
             yield Static(_banner(d), id="banner")
             fac = d.sv.verdict.factorial

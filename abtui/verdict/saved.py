@@ -33,7 +33,7 @@ from pathlib import Path
 from abtui.errors import StoreError, UsageError
 from abtui.quality.attach import attach as attach_ppl
 from abtui.runner.machine import machine_words
-from abtui.stats import decide as dc
+from abtui.stats import decide
 from abtui.stats import noise_floor as nfm
 from abtui.stats.labels import describe
 from abtui.store.reader import SessionReader
@@ -86,7 +86,7 @@ def ci_bound_floor(verdict: Verdict) -> dict[str, float]:
     floor: dict[str, float] = {}
     for pair in verdict.pairs:
         for e in pair.comparison.effects:
-            if min(e.n_a, e.n_b) < dc.tail_min_n(e.stat):
+            if min(e.n_a, e.n_b) < decide.tail_min_n(e.stat):
                 continue
             if math.isfinite(e.lo) and math.isfinite(e.hi):
                 floor[e.key] = max(floor.get(e.key, 0.0), abs(e.lo), abs(e.hi))
@@ -229,7 +229,7 @@ def session_verdict(
             e
             for p in verdict.pairs
             for e in p.comparison.effects
-            if e.outcome in (dc.IMPROVED, dc.REGRESSED)
+            if e.outcome in (decide.IMPROVED, decide.REGRESSED)
         ]
         if changed:
             verdict.result = INCONCLUSIVE
