@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from abtui.metrics.tails import tail_min_n
 from abtui.stats import sequential as sq
 from abtui.stats.decide import MIN_EFFECTIVE, MIN_PAIRED, default_delta
 
@@ -55,6 +56,9 @@ class Design:
     deltas: dict[str, float] = field(default_factory=dict)  # per row key; else default_delta
     v_opt: float = sq.T_OPT  # effective pairs where the mean rows' boundary is tightest
     stop_on_no_gain: bool = True
+    # tail quantiles (P90…P99): "paired", the paired asymptotic interval once MIN_TAIL values lie
+    # beyond the quantile in each arm (the exact one before); "exact", the per-arm stitched one
+    tails: str = "paired"
 
     def rows(self) -> list[tuple[str, str]]:
         keys = [(self.primary, "primary")]
@@ -79,6 +83,8 @@ class SeqRow:
     tau: float
     more: int | None  # further pairs at which the row would decide at the current effect
     note: str = ""
+
+    callable: bool = False  # enough pairs, not too dependent: the interval may decide
 
     @property
     def decided(self) -> bool:
@@ -115,17 +121,22 @@ class SeqVerdict:
         }
 
 
-def _interval(key: str, series: dict, alpha_lo: float, alpha_hi: float, v_opt: float, taus):
+def _interval(key: str, series: dict, alpha_lo: float, alpha_hi: float, design: Design, taus):
     metric, _, stat = key.partition(".")
     if metric not in series:
         return None
     a, b = series[metric]
     if stat == "mean":
-        return sq.mean_ratio_cs(a, b, alpha_lo, alpha_hi, v_opt)
+        return sq.mean_ratio_cs(a, b, alpha_lo, alpha_hi, design.v_opt)
     if stat in QUANTILES:
-        if metric not in taus:  # one τ̂ per arm and metric, shared by its quantile rows
-            taus[metric] = (sq.log_tau(a), sq.log_tau(b))
-        return sq.quantile_ratio_cs(a, b, QUANTILES[stat], alpha_lo, alpha_hi, taus[metric])
+        p = QUANTILES[stat]
+        n = min(int(np.isfinite(a).sum()), int(np.isfinite(b).sum()))
+        central = 1.0 - sq.CENTRAL < p < sq.CENTRAL
+        if central or (design.tails == "paired" and n >= tail_min_n(stat)):
+            return sq.paired_quantile_cs(a, b, p, alpha_lo, alpha_hi, design.v_opt)
+        ca, cb = taus.setdefault(metric, ({}, {}))  # per-arm estimates shared by its rows
+        arm_taus = (sq.quantile_tau(a, p, ca), sq.quantile_tau(b, p, cb))
+        return sq.quantile_ratio_cs(a, b, p, alpha_lo, alpha_hi, arm_taus)
     return None
 
 
@@ -158,7 +169,7 @@ def _target(role: str, iv: sq.Interval, delta: float) -> tuple[str, float, float
 def _row(key: str, role: str, series: dict, design: Design, m: int, taus: dict) -> SeqRow:
     alpha_lo, alpha_hi = design.alpha / (2 * m), design.alpha / 2
     delta = design.delta(key)
-    iv = _interval(key, series, alpha_lo, alpha_hi, design.v_opt, taus)
+    iv = _interval(key, series, alpha_lo, alpha_hi, design, taus)
     if iv is None:
         return SeqRow(
             key,
@@ -190,11 +201,12 @@ def _row(key: str, role: str, series: dict, design: Design, m: int, taus: dict) 
     if not math.isfinite(iv.est):
         row.note = "no estimate"
         return row
+    row.callable = True
     row.state = _state(role, iv, delta)
     if row.state == UNDECIDED:
         goal, half, room = _target(role, iv, delta)
         alpha = alpha_hi if goal in (IMPROVED, SHOWN) else alpha_lo
-        total = sq.units_to_clear(iv.n, iv.tau, half, room, alpha)
+        total = sq.units_to_clear(iv.n, half, room, alpha)
         row.more = None if total is None else max(total - iv.n, 1)
         stat = key.partition(".")[2]
         if not math.isfinite(half) and stat in QUANTILES:
