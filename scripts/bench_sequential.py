@@ -5,8 +5,8 @@ Each repeat draws one stream of paired requests (``--budget`` pairs, default 5,0
 latency model of ``scripts/bench_verdict_calibration.py`` (TTFT and TPOT log-normal, σ = 0.25,
 half the log-variance shared by both arms; 16 tokens, E2E = TTFT + 15 jittered gaps; scenarios
 iid, AR(1) 0.5 / 0.9 / 0.98 and drift with bursts) and looks at it as a run would: after every
-``--look`` pairs (50, and 100 beyond 1,000 pairs), :func:`abtui.stats.seqdecide.evaluate_sequential`
-on everything so far. A budget ``B`` is the prefix of ``B`` pairs: one stream answers every
+``--look`` pairs up to 1,000 (50) and every ``--look-far`` beyond (250),
+:func:`abtui.stats.seqdecide.evaluate_sequential` on everything so far. A budget ``B`` is the prefix of ``B`` pairs: one stream answers every
 budget, the design being the same whatever the budget.
 
 Cells:
@@ -63,10 +63,10 @@ DESIGNS = {
 }
 
 
-def looks(budget: int, step: int) -> list[int]:
-    """Look after every ``step`` pairs, and every ``2 step`` beyond 1,000."""
+def looks(budget: int, step: int, far: int) -> list[int]:
+    """Look after every ``step`` pairs up to 1,000, then every ``far``."""
     out = list(range(step, min(budget, 1000) + 1, step))
-    out += list(range(1000 + 2 * step, budget + 1, 2 * step))
+    out += list(range(1000 + far, budget + 1, far))
     if out[-1] != budget:
         out.append(budget)
     return out
@@ -164,7 +164,7 @@ def run_task(task: tuple) -> tuple:
     rng = np.random.default_rng([CELLS.index(cell), SCENARIOS.index(scenario), rep, opts["seed"]])
     scale = 1.0 if cell == "aa" else 1.0 - int(cell[len("power") :]) / 100
     arms = stream(rng, scenario, opts["budget"], scale)
-    points = looks(opts["budget"], opts["look"])
+    points = looks(opts["budget"], opts["look"], opts["look_far"])
     out = {d: follow(arms, DESIGNS[d], points, cell != "aa") for d in opts["designs"]}
     if opts["fixed"]:
         from abtui.verdict.policy import evaluate
@@ -231,7 +231,8 @@ def main(argv=None) -> int:
     ap.add_argument("--designs", default="default,medians")
     ap.add_argument("--repeats", type=int, default=200)
     ap.add_argument("--budget", type=int, default=5000)
-    ap.add_argument("--look", type=int, default=50)
+    ap.add_argument("--look", type=int, default=50, help="pairs between looks up to 1,000")
+    ap.add_argument("--look-far", type=int, default=250, help="... and beyond 1,000")
     ap.add_argument("--fixed", action="store_true", help="also the fixed design on each stream")
     ap.add_argument("--fixed-n", default="1000,2000")
     ap.add_argument("--jobs", type=int, default=1)
@@ -241,6 +242,7 @@ def main(argv=None) -> int:
     opts = {
         "budget": a.budget,
         "look": a.look,
+        "look_far": a.look_far,
         "designs": a.designs.split(","),
         "fixed": a.fixed,
         "fixed_n": [int(x) for x in a.fixed_n.split(",")],

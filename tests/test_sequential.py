@@ -183,3 +183,16 @@ def test_too_few_pairs_and_strong_dependence_are_never_called():
     dep = {"e2e": (dep["e2e"][0] * walk, dep["e2e"][1] * walk_b)}
     v = sd.evaluate_sequential(dep, sd.Design(primary="e2e.mean", guardrails=()))
     assert v.rows[0].state == sd.UNDECIDED and "autocorrelated" in v.rows[0].note
+
+
+def test_monitor_keeps_the_looks_and_where_it_stopped():
+    full = _series(400, 0.5, 9)
+    mon = sd.Monitor(sd.Design(guardrails=("ttft.p50", "tpot.p50")))
+    for t in range(20, 401, 20):
+        v = mon.look({k: (a[:t], b[:t]) for k, (a, b) in full.items()})
+        if v.stop:
+            break
+    d = mon.to_dict()
+    assert d["decision"] == sd.GO and d["stopped_at"] == d["looks"][-1]["pairs"] < 400
+    assert [x["decision"] for x in d["looks"][:-1]] == [sd.UNDECIDED] * (len(d["looks"]) - 1)
+    assert d["rows"][0]["key"] == "e2e.p50" and d["rows"][0]["hi"] < -0.02

@@ -306,3 +306,49 @@ def paired_series(table, a: int, b: int, metrics: tuple[str, ...] = ("ttft", "tp
         vb[~table.ok[rb]] = np.nan
         out[mtr] = (va, vb)
     return out
+
+
+METHOD = {
+    "means": "normal-mixture confidence sequence (Howard et al. 2021) on the paired influence",
+    "central quantiles": "the same on the paired Bahadur linearisation (kernel density)",
+    "tails": "paired as above from 10 values beyond; before, per-arm stitched quantile CS "
+    "(Howard & Ramdas 2022), which stays infinite until the data can bound it",
+    "dependence": "long-run variance sigma^2 tau-hat; no call below 20 effective pairs",
+    "alpha": "upper bounds at alpha/2 (GO: intersection-union); lower at alpha/(2m) (NO-GO: "
+    "Bonferroni over the m rows)",
+}
+
+
+class Monitor:
+    """What a run keeps of its looks: call :meth:`look` after each block of pairs; the
+    ``sequential`` key of a report is :meth:`to_dict` (the looks, where it stopped and why,
+    the method, the last rows)."""
+
+    def __init__(self, design: Design | None = None) -> None:
+        self.design = design or Design()
+        self.looks: list[tuple[int, str]] = []  # (pairs, decision) per look
+        self.last: SeqVerdict | None = None
+        self.stopped_at: int | None = None
+
+    def look(self, series: dict[str, tuple[np.ndarray, np.ndarray]]) -> SeqVerdict:
+        v = evaluate_sequential(series, self.design)
+        self.looks.append((v.pairs, v.decision))
+        self.last = v
+        if v.stop and self.stopped_at is None:
+            self.stopped_at = v.pairs
+        return v
+
+    def to_dict(self) -> dict:
+        d = self.design
+        out = {
+            "method": METHOD,
+            "alpha": d.alpha,
+            "primary": d.primary,
+            "guardrails": list(d.guardrails),
+            "v_opt_pairs": d.v_opt,
+            "looks": [{"pairs": n, "decision": x} for n, x in self.looks],
+            "stopped_at": self.stopped_at,
+        }
+        if self.last is not None:
+            out.update(self.last.to_dict())
+        return out
