@@ -211,6 +211,8 @@ def _row(key: str, role: str, series: dict, design: Design, m: int, taus: dict) 
         stat = key.partition(".")[2]
         if not math.isfinite(half) and stat in QUANTILES:
             first = sq.finite_from(QUANTILES[stat], alpha / 2, iv.tau, iv.n)
+            if design.tails == "paired":  # the paired interval takes over there
+                first = min(first, max(tail_min_n(stat), iv.n + 1))
             row.more = max(first - iv.n, 1)
             row.note = (
                 f"{stat.upper()} has no anytime-valid bound on this side before about "
