@@ -4,7 +4,7 @@ quantiles, valid at every look and under optional stopping (docs/verdict.md §11
 A *confidence sequence* (CS) at level ``1 − α`` is a sequence of intervals ``C_1, C_2, …``
 with ``P(∃ t: θ ∉ C_t) ≤ α``: a run may look after every request, stop when it likes, and the
 interval it stops on still covers with ``1 − α``. A fixed-n interval recomputed at every look
-does not (an A/A looked at every 10 pairs up to 1,000 misses Δ = 0 in about a quarter of runs,
+does not (an A/A looked at every 20 pairs up to 1,000 misses Δ = 0 in 35 % of streams,
 ``tests/test_sequential.py``).
 
 Two boundaries of Howard, Ramdas, McAuliffe & Sekhon (2021, "Time-uniform, nonparametric,
@@ -14,22 +14,25 @@ nonasymptotic confidence sequences"), written from the paper's formulas:
   increments are (asymptotically) Gaussian with intrinsic time ``V_t`` (the summed variance):
   ``|S_t| ≤ √((V + ρ) (log(1 + V/ρ) + 2 log(1/α)))`` for every ``t`` with probability
   ``≥ 1 − α``; ``ρ`` is fixed in advance to make it tightest at ``V = v_opt``. Used on the
-  paired influence of a ratio of means, with the variance estimated (the asymptotic CS of
-  Waudby-Smith, Arbour, Sinha, Kennedy & Ramdas 2024).
+  paired influence of a ratio of means or of central quantiles (:func:`paired_quantile_cs`),
+  with the variance estimated (the asymptotic CS of Waudby-Smith, Arbour, Sinha, Kennedy &
+  Ramdas 2024).
 - :func:`stitched`, the polynomial stitched boundary for a sub-gamma process with scale ``c``:
   ``S_t ≤ √(k₁² V ℓ(V) + (k₂ c ℓ(V))²) + k₂ c ℓ(V)``, ``ℓ(V) = s log log(η V / m) +
   log(ζ(s) / (α log^s η))``; no asymptotics. Used on the empirical CDF at the true quantile
   (Howard & Ramdas 2022, "Sequential estimation of quantiles with applications to A/B-testing
   and best-arm identification"): ``N_t(q) − t p`` is a sum of centred Bernoulli increments,
   bounded by ``1 − p`` above and ``p`` below, hence sub-gamma with ``c = (1 − p)/3`` upwards and
-  ``c = p/3`` downwards (Bernstein); its bounds become order statistics of the arm.
+  ``c = p/3`` downwards (Bernstein); its bounds become order statistics of the arm. Used for
+  tail quantiles before the paired interval may be (:mod:`abtui.stats.seqdecide`).
 
 Dependence. Latencies under load are autocorrelated, and a boundary on independent increments
 would be too narrow. As the fixed verdict does (:func:`abtui.stats.bootstrap.block_shortfall`),
 the variance is the long-run one, ``τ̂ γ(0)``, ``τ̂`` the integrated autocorrelation time of the
 series the interval is about (:func:`abtui.stats.bootstrap.autocorrelation_time`: the larger of
-the flat-top and ARMA(1,1) estimates): intrinsic time runs at ``τ̂`` per observation, the
-partial sums of a weakly dependent series behaving like a Brownian motion with that variance.
+the flat-top and ARMA(1,1) estimates, floored where that series is a few distinct values:
+:func:`quantile_tau`, :func:`_paired_tau`): the partial sums of a weakly dependent series
+behave like a Brownian motion with that variance.
 A quantile's sub-gamma scale grows by ``τ̂`` too (a block of ``τ̂`` dependent indicators moves
 the count by up to ``τ̂`` at once). No row is called from fewer than
 :data:`abtui.stats.decide.MIN_EFFECTIVE` effectively independent units (``n / τ̂``), the fixed
