@@ -19,7 +19,7 @@ Cells:
   faster: the pairs at the first GO (the run stops there), per budget the share decided GO.
 - ``fixed`` (with ``--fixed``) — the fixed design on the same streams:
   :func:`abtui.verdict.policy.evaluate` on the first ``n`` pairs (``--fixed-n``), 1,000
-  resamples; the share GO.
+  resamples, its default guardrails or ``--fixed-guardrails``; the share GO.
 
 Designs (``--designs``): ``default`` (primary P50 E2E; guardrails P50/P99 TTFT and TPOT, P99
 E2E: the fixed verdict's) and ``medians`` (guardrails P50 TTFT and TPOT only).
@@ -169,7 +169,10 @@ def run_task(task: tuple) -> tuple:
     if opts["fixed"]:
         from abtui.verdict.policy import evaluate
 
-        spec = {"policy": {"resamples": 1000, "seed": rep}, "slo": {}, "quality": {}}
+        policy = {"resamples": 1000, "seed": rep}
+        if opts["fixed_guardrails"]:
+            policy["guardrails"] = opts["fixed_guardrails"]
+        spec = {"policy": policy, "slo": {}, "quality": {}}
         out["fixed"] = {
             n: evaluate(as_table(arms, n), [{"name": "A"}, {"name": "B"}], spec).result
             for n in opts["fixed_n"]
@@ -208,12 +211,12 @@ def summarise(results: dict, opts: dict) -> list[str]:
                 go = [f.get(sd.GO, 10**9) for f in firsts]
                 wrong = sum(sd.NO_GO in f for f in firsts)
                 decided = " ".join(pct(sum(x <= b for x in go), r) for b in budgets)
-                got = sorted(x for x in go if x < 10**9)
-                med = np.percentile(go, 50) if len(got) >= r / 2 else math.inf
-                p90 = np.percentile(go, 90) if len(got) >= 0.9 * r else math.inf
+                order = sorted(go)
+                med, p90 = (order[math.ceil(q * r) - 1] for q in (0.5, 0.9))
+                at = [f"{x:,}" if x < 10**9 else f"> {opts['budget']:,}" for x in (med, p90)]
                 lines.append(
                     f"{cell} {scen} {d} (R={r}): GO by budget {budgets}: {decided}; pairs at GO "
-                    f"median {med:,.0f}, P90 {p90:,.0f}; NO-GO {wrong}"
+                    f"median {at[0]}, P90 {at[1]}; NO-GO {wrong}"
                 )
         if opts["fixed"]:
             res = [x["fixed"] for x in reps]
@@ -235,6 +238,7 @@ def main(argv=None) -> int:
     ap.add_argument("--look-far", type=int, default=250, help="... and beyond 1,000")
     ap.add_argument("--fixed", action="store_true", help="also the fixed design on each stream")
     ap.add_argument("--fixed-n", default="1000,2000")
+    ap.add_argument("--fixed-guardrails", default="", help="e.g. ttft.p50,tpot.p50")
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", type=Path)
@@ -246,6 +250,7 @@ def main(argv=None) -> int:
         "designs": a.designs.split(","),
         "fixed": a.fixed,
         "fixed_n": [int(x) for x in a.fixed_n.split(",")],
+        "fixed_guardrails": [x for x in a.fixed_guardrails.split(",") if x],
         "seed": a.seed,
     }
     tasks = [
