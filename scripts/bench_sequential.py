@@ -27,6 +27,7 @@ E2E: the fixed verdict's) and ``medians`` (guardrails P50 TTFT and TPOT only).
     nice -n 10 python scripts/bench_sequential.py --cells aa --repeats 200
     nice -n 10 python scripts/bench_sequential.py --cells power10,power20 --scenarios iid,ar0.9
     nice -n 10 python scripts/bench_sequential.py --cells power20 --scenarios iid --fixed
+    python scripts/bench_sequential.py --summarise run1.json run2.json
 """
 # ruff: noqa: E402  (the BLAS thread count is set before numpy is imported)
 
@@ -227,6 +228,24 @@ def summarise(results: dict, opts: dict) -> list[str]:
     return lines
 
 
+def pool_runs(paths: list[Path]) -> int:
+    """The tables of several ``--json`` runs pooled (their streams are independent when their
+    seeds or cells differ)."""
+    results: dict = {}
+    opts: dict = {}
+    for path in paths:
+        blob = json.loads(path.read_text())
+        opts = opts or blob["opts"]
+        for key, reps in blob["results"].items():
+            cell, scen = key.split("/")
+            for rep in reps:
+                if "fixed" in rep:
+                    rep["fixed"] = {int(n): x for n, x in rep["fixed"].items()}
+            results.setdefault((cell, scen), []).extend(reps)
+    print("\n".join(summarise(results, opts)))
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--cells", default="aa")
@@ -242,7 +261,10 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--summarise", type=Path, nargs="+", help="pool earlier --json files")
     a = ap.parse_args(argv)
+    if a.summarise:
+        return pool_runs(a.summarise)
     opts = {
         "budget": a.budget,
         "look": a.look,
