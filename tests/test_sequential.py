@@ -198,3 +198,14 @@ def test_monitor_keeps_the_looks_and_where_it_stopped():
     assert d["decision"] == sd.GO and d["stopped_at"] == d["looks"][-1]["pairs"] < 400
     assert [x["decision"] for x in d["looks"][:-1]] == [sd.UNDECIDED] * (len(d["looks"]) - 1)
     assert d["rows"][0]["key"] == "e2e.p50" and d["rows"][0]["hi"] < -0.02
+
+
+def test_an_a_a_stops_on_no_gain_and_a_missing_row_is_not_measured():
+    medians = sd.Design(guardrails=("ttft.p50", "tpot.p50"))
+    s = _series(5000, 1.0, 10)
+    v = sd.evaluate_sequential(s, medians)
+    assert v.decision == sd.NO_GAIN and v.stop and v.rows[0].lo > -0.02
+    keep = sd.Design(guardrails=("ttft.p50", "tpot.p50"), stop_on_no_gain=False)
+    assert not sd.evaluate_sequential(s, keep).stop
+    odd = sd.evaluate_sequential(s, sd.Design(guardrails=("ttft_user.p50",)))
+    assert odd.rows[1].note == "not measured" and odd.decision != sd.GO

@@ -40,7 +40,6 @@ from abtui.stats.decide import MIN_EFFECTIVE, MIN_PAIRED, default_delta
 
 GO, NO_GO, NO_GAIN, UNDECIDED = "GO", "NO-GO", "NO-GAIN", "UNDECIDED"
 IMPROVED, REGRESSED, SHOWN = "IMPROVED", "REGRESSED", "SHOWN"  # row states (+ NO_GAIN, UNDECIDED)
-METRICS = ("ttft", "ttft_user", "tpot", "e2e")
 QUANTILES = {"p50": 0.50, "p90": 0.90, "p95": 0.95, "p99": 0.99}
 DEFAULT_PRIMARY = "e2e.p50"
 DEFAULT_GUARDRAILS = ("ttft.p50", "ttft.p99", "tpot.p50", "tpot.p99", "e2e.p99")
@@ -54,7 +53,7 @@ class Design:
     guardrails: tuple[str, ...] = DEFAULT_GUARDRAILS
     alpha: float = 0.05
     deltas: dict[str, float] = field(default_factory=dict)  # per row key; else default_delta
-    v_opt: float = sq.T_OPT  # effective pairs where the mean rows' boundary is tightest
+    v_opt: float = sq.T_OPT  # pairs where the normal-mixture boundary is tightest
     stop_on_no_gain: bool = True
     # tail quantiles (P90…P99): "paired", the paired asymptotic interval once MIN_TAIL values lie
     # beyond the quantile in each arm (the exact one before); "exact", the per-arm stitched one
@@ -171,20 +170,8 @@ def _row(key: str, role: str, series: dict, design: Design, m: int, taus: dict) 
     delta = design.delta(key)
     iv = _interval(key, series, alpha_lo, alpha_hi, design, taus)
     if iv is None:
-        return SeqRow(
-            key,
-            role,
-            math.nan,
-            math.nan,
-            math.nan,
-            delta,
-            UNDECIDED,
-            0,
-            0.0,
-            math.nan,
-            None,
-            "not measured",
-        )
+        nan = math.nan
+        return SeqRow(key, role, nan, nan, nan, delta, UNDECIDED, 0, 0.0, nan, None, "not measured")
     effect, lo, hi = iv.ratio
     row = SeqRow(key, role, effect, lo, hi, delta, UNDECIDED, iv.n, iv.n_eff, iv.tau, None)
     if iv.n < MIN_PAIRED:
