@@ -193,8 +193,9 @@ def quantile_tau(x: np.ndarray, p: float, cache: dict | None = None) -> float:
     indicators'. A tail's indicators are much less dependent than the values (AR(1) 0.9: τ 19
     for the values, 6.5 for the P99's indicators, 11 for the P90's), but their own ``τ̂`` rests
     on the few values beyond and is biased low (4.4 for that 6.5 over 5,000 values): the larger
-    of it and the ``τ̂`` of the indicators at :data:`TAIL_TAU_LEVEL`, which are at least as
-    dependent for such a process and are estimated from ten times the values (9.2 there).
+    of it, the ``τ̂`` of the indicators at :data:`TAIL_TAU_LEVEL`, which are at least as
+    dependent for such a process and are estimated from ten times the values (9.2 there), and
+    :data:`TAIL_TAU_SHARE` of the values' (:func:`_paired_tau` says why).
     Bursts, whose tail values come in runs, raise the tail indicators' own ``τ̂``. ``cache``
     keeps the per-level estimates of one arm between its quantile rows."""
     x = np.asarray(x, dtype=np.float64)
@@ -209,11 +210,11 @@ def quantile_tau(x: np.ndarray, p: float, cache: dict | None = None) -> float:
             cache[level] = _tau((x <= q).astype(np.float64))
         return cache[level]
 
-    lvl = max(p, 1.0 - p)
-    if lvl >= TAIL_TAU_LEVEL:
-        return max(ind(p), ind(TAIL_TAU_LEVEL if p > 0.5 else 1.0 - TAIL_TAU_LEVEL))
     if "log" not in cache:
         cache["log"] = _tau(np.log(x))
+    if max(p, 1.0 - p) >= TAIL_TAU_LEVEL:
+        level = TAIL_TAU_LEVEL if p > 0.5 else 1.0 - TAIL_TAU_LEVEL
+        return max(ind(p), ind(level), TAIL_TAU_SHARE * cache["log"])
     return max(cache["log"], ind(p))
 
 
