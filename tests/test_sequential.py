@@ -14,7 +14,7 @@ import pytest
 from abtui.stats import seqdecide as sd
 from abtui.stats import sequential as sq
 from abtui.stats.distributions import norm_ppf
-from abtui.stats.synthetic import ArmTruth, synthetic_table
+from tests.synthetic import ArmTruth, synthetic_table
 
 
 def test_zeta_and_boundaries_grow_like_an_iterated_logarithm():
