@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from abtui.metrics import catalogue as cat
 from abtui.metrics.tails import MIN_TAIL, TAIL_Q, tail_min_n
 
 IMPROVED = "IMPROVED"
@@ -261,18 +262,8 @@ def pct_words(x: float) -> str:
 
 # ----------------------------------------------------------------------- the rows' names
 
-LATENCY_KEYS = tuple(
-    f"{m}.{s}"
-    for m in ("ttft", "ttft_user", "tpot", "itl", "e2e")
-    for s in ("mean", "p50", "p90", "p95", "p99")
-)
-RATE_KEYS = (
-    "throughput.requests",
-    "throughput.output_tokens",
-    "goodput.requests",
-    "goodput.output_tokens",
-    "slo.attainment",
-)
-COST_KEYS = ("cost.per_mtok_output", "cost.per_mtok_good", "cost.per_1k_good_requests")
-METRIC_KEYS = LATENCY_KEYS + RATE_KEYS + COST_KEYS
+LATENCY_KEYS = cat.LATENCY_ROW_KEYS
+RATE_KEYS = cat.RATE_KEYS
+COST_KEYS = cat.COST_KEYS
+METRIC_KEYS = cat.ROW_KEYS
 """Every effect row a verdict can have (policy primary/guardrails name one of these)."""

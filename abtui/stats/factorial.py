@@ -59,6 +59,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from abtui.jsonable import json_ready
+from abtui.metrics import catalogue as cat
 from abtui.metrics.summary import summarize
 from abtui.stats import bootstrap as bs
 from abtui.stats import decide as dc
@@ -72,12 +74,11 @@ from abtui.stats.effects import (
 from abtui.stats.itl import itl_sketches
 from abtui.stats.multiple import benjamini_hochberg, holm
 from abtui.stats.rates import _COUNTS, COST_ROWS, RATE_ROWS, _blocks, _windows, windows_of
-from abtui.stats.rows import clean
 
 MIN_FACTORS, MAX_FACTORS = 2, 3
 # ITL is left out: it is per streamed chunk, and a speculative-decoding arm streams several
 # tokens a chunk (docs/methods.md §1), so its gaps are not comparable across the arms of an ablation
-LATENCY_METRICS = ("ttft", "ttft_user", "tpot", "e2e")
+LATENCY_METRICS = cat.PER_REQUEST_KEYS
 SEP = "+"
 BASE_NAME = "base"
 ANTAGONISTIC, SYNERGISTIC, INDEPENDENT = "ANTAGONISTIC", "SYNERGISTIC", "INDEPENDENT"
@@ -196,7 +197,7 @@ class Term:
     def to_dict(self) -> dict:
         from dataclasses import asdict
 
-        return clean(asdict(self))
+        return json_ready(asdict(self))
 
 
 def _term_row(key, stat, lib, term_name, order, centre, reps, widen, level, n, ell, n_eff) -> Term:

@@ -5,8 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-import numpy as np
-
+from abtui.jsonable import json_ready
 from abtui.stats.decide import INCONCLUSIVE, MIN_EFFECTIVE
 
 
@@ -39,19 +38,7 @@ class Effect:
     note: str = ""
 
     def to_dict(self) -> dict:
-        return clean(asdict(self))
-
-
-def clean(obj):
-    if isinstance(obj, dict):
-        return {k: clean(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [clean(v) for v in obj]
-    if isinstance(obj, float | np.floating):
-        return float(obj) if math.isfinite(obj) else None
-    if isinstance(obj, np.integer | np.bool_):
-        return obj.item()
-    return obj
+        return json_ready(asdict(self))
 
 
 def ratio_effect(b: float, a: float) -> float:

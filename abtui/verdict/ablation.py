@@ -43,10 +43,10 @@ from __future__ import annotations
 
 import math
 
+from abtui.jsonable import json_ready
 from abtui.quality import factorial as qf
 from abtui.stats import factorial as fx
 from abtui.stats.labels import label, pct
-from abtui.stats.rows import clean
 
 _TERM_FIELDS = (
     "term",
@@ -137,7 +137,7 @@ def summarize_factorial(
             1 for r in out_rows if r["key"] in first for i in r["interactions"] if i["finding"]
         )
         finds[at:at] = qual["findings"]
-    return clean(
+    return json_ready(
         {
             "factors": design.factors,
             "arms": [

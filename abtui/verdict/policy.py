@@ -40,6 +40,7 @@ import numpy as np
 from abtui import limits
 from abtui.cost import arm_cost, arm_prices
 from abtui.errors import SpecError
+from abtui.jsonable import json_ready
 from abtui.metrics import request as rm
 from abtui.metrics.keys import unique_ints
 from abtui.metrics.table import RequestTable
@@ -89,7 +90,7 @@ class PairVerdict:
     def to_dict(self) -> dict:
         d = {k: v for k, v in asdict(self).items() if k != "comparison"}
         d["comparison"] = self.comparison.to_dict()
-        return _finite(d)
+        return json_ready(d)
 
 
 @dataclass
@@ -116,19 +117,9 @@ class Verdict:
             "session": self.session,
             "pairs": [p.to_dict() for p in self.pairs],
             "ladder": [p.to_dict() for p in self.ladder],
-            "sweep": _finite(self.sweep) if self.sweep else None,
-            "factorial": _finite(self.factorial) if self.factorial else None,
+            "sweep": json_ready(self.sweep) if self.sweep else None,
+            "factorial": json_ready(self.factorial) if self.factorial else None,
         }
-
-
-def _finite(obj):
-    if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_finite(v) for v in obj]
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    return obj
 
 
 def resolve_policy(policy: dict | None) -> dict:
