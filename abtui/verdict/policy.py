@@ -45,6 +45,7 @@ from abtui.metrics import request as rm
 from abtui.metrics.keys import unique_ints
 from abtui.metrics.table import RequestTable
 from abtui.quality.gates import evaluate_quality
+from abtui.spec import PolicySpec
 from abtui.stats import decide as dc
 from abtui.stats import lagguard as lg
 from abtui.stats.classical import error_rate_higher_p
@@ -57,17 +58,6 @@ from abtui.verdict.comparable import length_finding, usage_finding
 GO, NO_GO, INCONCLUSIVE = "GO", "NO-GO", "INCONCLUSIVE"
 CALIBRATED = "CALIBRATED"  # an A/A session without a significant change (abtui.verdict.session)
 EXIT_CODES = {GO: 0, NO_GO: 3, INCONCLUSIVE: 4, CALIBRATED: 0}
-
-DEFAULT_POLICY = {
-    "primary": "e2e.p50",
-    "guardrails": ["ttft.p50", "ttft.p99", "tpot.p50", "tpot.p99", "e2e.p99"],
-    "alpha": dc.DEFAULT_ALPHA,
-    "delta": dc.DELTA_CENTRAL,
-    "delta_tail": dc.DELTA_TAIL,
-    "resamples": 10_000,
-    "seed": 0,
-    "noise_floor": None,
-}
 
 
 @dataclass
@@ -126,8 +116,8 @@ def resolve_policy(policy: dict | None) -> dict:
     """The default policy with ``policy``'s keys laid over it; its numbers inside the limit
     table (a session file's stored policy is checked as a spec's is: a crafted one cannot ask
     for 10¹¹ resamples)."""
-    out = dict(DEFAULT_POLICY)
-    out.update({k: v for k, v in (policy or {}).items() if k in DEFAULT_POLICY})
+    out = asdict(PolicySpec())  # the spec's defaults: one source
+    out.update({k: v for k, v in (policy or {}).items() if k in out})
     out["guardrails"] = list(out["guardrails"])
     for key in ("alpha", "delta", "delta_tail", "resamples", "seed"):
         try:
