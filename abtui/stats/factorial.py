@@ -368,7 +368,9 @@ def _rate_terms(design, windows, sums, slo, weights, level, usd, alternating, po
         exact = {x: float(getattr(sums[x], fld)) for x in arms}
         point[key] = exact
         log_reps[key], meta[key] = reps, (ell, widen, exact)
-        out += _terms_of(design, key, False, reps, exact, coef, widen, level, n, ell)
+        out += _terms_of(
+            design, key, cat.ROWS[key].lower_is_better, reps, exact, coef, widen, level, n, ell
+        )
     if usd:
         for key, rate_key, _fld in COST_ROWS:
             if not slo:
@@ -383,7 +385,9 @@ def _rate_terms(design, windows, sums, slo, weights, level, usd, alternating, po
             }
             point[key] = exact
             reps = {x: math.log(max(usd[x], 1e-300)) - log_reps[rate_key][x] for x in arms}
-            out += _terms_of(design, key, True, reps, exact, coef, widen, level, n, ell)
+            out += _terms_of(
+                design, key, cat.ROWS[key].lower_is_better, reps, exact, coef, widen, level, n, ell
+            )
     return out
 
 
