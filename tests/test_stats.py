@@ -25,6 +25,7 @@ from abtui.stats.classical import (
 )
 from abtui.stats.effects import compare
 from abtui.stats.multiple import benjamini_hochberg, holm
+from abtui.stats.reasons import Code
 from abtui.stats.synthetic import ArmTruth, synthetic_table
 from abtui.verdict.policy import apply_policy, resolve_policy
 
@@ -159,7 +160,7 @@ def test_decisions_follow_ci_and_delta():
     for r, lo, hi in ((0.1, 0.08, 0.12), (0.0, -0.01, 0.01)):
         d = dc.decide(r, lo, hi, 0.001, 0.02, lower_is_better=False, n=9)
         assert d.outcome == dc.INCONCLUSIVE and not d.significant and d.samples_needed == 20
-        assert d.note.startswith("too few samples: 9 paired (need ≥ 20")
+        assert d.code == Code.TOO_FEW_PAIRED
     d = dc.non_inferiority(0.0, -0.01, 0.01, 0.02, lower_is_better=True, n=500, paired=9)
     assert d.outcome == dc.INCONCLUSIVE and not d.significant
 
@@ -167,7 +168,7 @@ def test_decisions_follow_ci_and_delta():
 def test_p99_small_sample_rule_refuses_a_call_and_says_why():
     d = dc.decide(-0.5, -0.6, -0.4, 1e-6, 0.05, lower_is_better=True, n=500, stat="p99")
     assert d.outcome == dc.INCONCLUSIVE and not d.significant
-    assert "5 beyond it" in d.note and "n ≥ 1000" in d.note and d.samples_needed == 1000
+    assert d.code == Code.TOO_FEW_TAIL and d.samples_needed == 1000
     assert (
         dc.decide(-0.5, -0.6, -0.4, 1e-6, 0.05, lower_is_better=True, n=1000, stat="p99").outcome
         == dc.IMPROVED

@@ -56,6 +56,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
+from enum import StrEnum
 
 import numpy as np
 
@@ -81,7 +82,17 @@ MIN_FACTORS, MAX_FACTORS = 2, 3
 LATENCY_METRICS = cat.PER_REQUEST_KEYS
 SEP = "+"
 BASE_NAME = "base"
-ANTAGONISTIC, SYNERGISTIC, INDEPENDENT = "ANTAGONISTIC", "SYNERGISTIC", "INDEPENDENT"
+
+
+class Interplay(StrEnum):
+    """How two factors' effects combine (an interaction term's reading)."""
+
+    ANTAGONISTIC = "ANTAGONISTIC"
+    SYNERGISTIC = "SYNERGISTIC"
+    INDEPENDENT = "INDEPENDENT"
+
+
+ANTAGONISTIC, SYNERGISTIC, INDEPENDENT = Interplay
 INCONCLUSIVE = dc.INCONCLUSIVE
 _OUTCOME = {
     dc.IMPROVED: SYNERGISTIC,

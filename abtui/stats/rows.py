@@ -6,7 +6,8 @@ import math
 from dataclasses import asdict, dataclass
 
 from abtui.jsonable import json_ready
-from abtui.stats.decide import INCONCLUSIVE, MIN_EFFECTIVE
+from abtui.stats.decide import INCONCLUSIVE, MIN_EFFECTIVE, Outcome
+from abtui.stats.reasons import Reason
 
 
 @dataclass
@@ -32,10 +33,10 @@ class Effect:
     p_adj: float = math.nan
     family: str = "breakdown"  # "primary" (Holm) or "breakdown" (Benjamini–Hochberg)
     delta: float = math.nan
-    outcome: str = INCONCLUSIVE
+    outcome: Outcome = INCONCLUSIVE
     significant: bool = False
     samples_needed: int | None = None
-    note: str = ""
+    note: Reason | str = ""  # why it was not called (a Reason: words and a code)
 
     def to_dict(self) -> dict:
         return json_ready(asdict(self))

@@ -47,6 +47,7 @@ from abtui.jsonable import json_ready
 from abtui.quality import factorial as qf
 from abtui.stats import factorial as fx
 from abtui.stats.labels import label, pct
+from abtui.stats.reasons import Code, Reason
 
 _TERM_FIELDS = (
     "term",
@@ -232,7 +233,7 @@ def _quality(suites: list[dict], design: fx.Design, names: list[str], by_pair: d
     }
 
 
-def combination_reasons(fac: dict | None) -> tuple[list[str], list[str]]:
+def combination_reasons(fac: dict | None) -> tuple[list[Reason], list[Reason]]:
     """``(no_go, notes)`` of the factorial for the full combination's pair verdict: the
     combination worse than the best single factor, and each quality interaction beyond the
     margin, are NO-GO reasons; an undecided quality interaction is said (it does not block GO:
@@ -240,8 +241,9 @@ def combination_reasons(fac: dict | None) -> tuple[list[str], list[str]]:
     if not fac or fac.get("error"):
         return [], []
     q = fac.get("quality") or {}
-    no_go = ([fac["no_go"]] if fac.get("no_go") else []) + list(q.get("no_go") or [])
-    return no_go, list(q.get("undecided") or [])
+    no_go = [Reason(Code.COMBINATION_WORSE, fac["no_go"])] if fac.get("no_go") else []
+    no_go += [Reason(Code.INTERACTION, r) for r in q.get("no_go") or []]
+    return no_go, [Reason(Code.INTERACTION, r) for r in q.get("undecided") or []]
 
 
 def headline_keys(fac: dict, policy: dict) -> list[str]:
