@@ -9,6 +9,7 @@ import pytest
 
 from abtui.errors import SpecError, UsageError
 from abtui.stats import factorial
+from abtui.stats.reasons import Code
 from abtui.verdict.policy import NO_GO, evaluate
 from tests.synthetic import ArmTruth, shared_load, synthetic_table
 
@@ -127,7 +128,7 @@ def test_combination_worse_than_every_single_factor_is_no_go():
         {"ablation": {"factors": ["fp8", "spec"]}, "policy": POLICY},
     )
     combo = next(p for p in v.pairs if p.candidate == "fp8+spec")
-    assert combo.result == NO_GO and "worse than the best single factor" in combo.reasons[0]
+    assert combo.result == NO_GO and combo.reasons[0].code == Code.COMBINATION_WORSE
     assert v.result == NO_GO and v.factorial["no_go"] == combo.reasons[0]
 
 

@@ -21,6 +21,7 @@ from abtui.sim.engine import SimConfig
 from abtui.sim.process import SimProcess
 from abtui.stats.decide import DELTA_CENTRAL
 from abtui.stats.lagguard import load_kept
+from abtui.stats.reasons import Code, codes
 from abtui.store.reader import SessionReader
 
 
@@ -361,4 +362,4 @@ resamples = 1000
     assert v.result == "GO", v.pairs[0].reasons
     v = late("CASE WHEN item % 5 = 0 THEN 40 ELSE 2 END")  # P99 40 ms > half of a 33 ms gap
     assert v.result == "INCONCLUSIVE"
-    assert any("did not get the load asked for" in r for r in v.pairs[0].reasons)
+    assert Code.LOAD_NOT_KEPT in codes(v.pairs[0].reasons)

@@ -21,6 +21,7 @@ from abtui.report.factorial import html, markdown, quality_lines, text_lines
 from abtui.stats import factorial as stats_factorial
 from abtui.stats.classical import paired_difference_ci
 from abtui.stats.multiple import holm
+from abtui.stats.reasons import Code
 from abtui.verdict.policy import GO, NO_GO, evaluate
 
 COEF = np.array([1.0, -1.0, -1.0, 1.0])  # base, fp8, spec, fp8+spec
@@ -93,7 +94,7 @@ def test_combination_only_drop_is_antagonistic_and_no_go(drop_verdict):
     assert oc["lost"] >= 20 and oc["lost"] > 5 * oc["gained"] and oc["lost_items"]
     combo = next(p for p in v.pairs if p.candidate == "fp8+spec")
     assert combo.result == NO_GO
-    reason = next(r for r in combo.reasons if "accuracy interaction" in r)
+    reason = next(r for r in combo.reasons if r.code == Code.INTERACTION)
     assert reason.startswith("quality: niah accuracy interaction fp8×spec −") or "niah" in reason
     assert "beyond the −1 pp margin" in reason and "wrong only on fp8+spec" in reason
     assert any("niah accuracy" in f and "antagonistic" in f for f in v.factorial["findings"])
@@ -135,7 +136,8 @@ def test_interaction_alone_makes_the_combination_no_go():
     )
     combo = next(p for p in v.pairs if p.candidate == "fp8+spec")
     assert combo.quality["gates"][0]["state"] == "pass"
-    assert combo.result == NO_GO and "accuracy interaction fp8×spec" in combo.reasons[0]
+    assert combo.result == NO_GO and combo.reasons[0].code == Code.INTERACTION
+    assert "fp8×spec" in combo.reasons[0]
     inter = _suite(v, "niah")["interactions"][0]
     assert (
         inter["estimate"] == pytest.approx(-0.10, abs=0.04)
@@ -155,7 +157,7 @@ def test_undecided_interaction_is_said_with_the_items_that_would_decide():
     inter = _suite(v, "niah")["interactions"][0]
     assert inter["state"] == quality_factorial.UNDECIDED and inter["items_needed"] > 60
     combo = next(p for p in v.pairs if p.candidate == "fp8+spec")
-    said = [r for r in combo.reasons if "accuracy interaction" in r]
+    said = [r for r in combo.reasons if r.code == Code.INTERACTION]
     assert said and f"about {inter['items_needed']:,} items per suite would decide" in said[0]
     assert v.factorial["quality"]["undecided"] == said and not v.factorial["quality"]["no_go"]
     assert combo.result != GO  # (its own gate at 60 items is undecided too)

@@ -24,6 +24,7 @@ from abtui.stats.classical import (
 )
 from abtui.stats.effects import compare
 from abtui.stats.multiple import benjamini_hochberg, holm
+from abtui.stats.reasons import Code
 from abtui.verdict.policy import apply_policy, resolve_policy
 from tests.synthetic import ArmTruth, synthetic_table
 
@@ -161,7 +162,7 @@ def test_decisions_follow_ci_and_delta():
     for r, lo, hi in ((0.1, 0.08, 0.12), (0.0, -0.01, 0.01)):
         d = decide.decide(r, lo, hi, 0.001, 0.02, lower_is_better=False, n=9)
         assert d.outcome == decide.INCONCLUSIVE and not d.significant and d.samples_needed == 20
-        assert d.note.startswith("too few samples: 9 paired (need ≥ 20")
+        assert d.code == Code.TOO_FEW_PAIRED
     d = decide.non_inferiority(0.0, -0.01, 0.01, 0.02, lower_is_better=True, n=500, paired=9)
     assert d.outcome == decide.INCONCLUSIVE and not d.significant
 
@@ -169,7 +170,7 @@ def test_decisions_follow_ci_and_delta():
 def test_p99_small_sample_rule_refuses_a_call_and_says_why():
     d = decide.decide(-0.5, -0.6, -0.4, 1e-6, 0.05, lower_is_better=True, n=500, stat="p99")
     assert d.outcome == decide.INCONCLUSIVE and not d.significant
-    assert "5 beyond it" in d.note and "n ≥ 1000" in d.note and d.samples_needed == 1000
+    assert d.code == Code.TOO_FEW_TAIL and d.samples_needed == 1000
     assert (
         decide.decide(
             -0.5, -0.6, -0.4, 1e-6, 0.05, lower_is_better=True, n=1000, stat="p99"

@@ -9,7 +9,8 @@ import math
 import pytest
 
 from abtui.stats import decide
-from abtui.verdict.policy import GO, INCONCLUSIVE, NO_GO, evaluate
+from abtui.stats.reasons import Code, codes
+from abtui.verdict.policy import GO, INCONCLUSIVE, NO_GO, GuardState, evaluate
 from tests.synthetic import ArmTruth, synthetic_table
 
 ARMS = [{"name": "base"}, {"name": "cand"}, {"name": "cand2"}]
@@ -25,21 +26,21 @@ def _verdict(*truths, status="complete", spec=SPEC, n=400, **kw):
 def test_faster_candidate_is_go_and_says_why():
     v = _verdict(ArmTruth(), FASTER)
     assert v.result == GO and v.exit_code == 0
-    assert v.pairs[0].reasons[0].startswith("primary objective P50 E2E improved -")
+    assert v.pairs[0].reasons[0].code == Code.PRIMARY_IMPROVED
 
 
 def test_guardrail_regression_is_no_go_naming_the_metric_and_threshold():
     v = _verdict(ArmTruth(), ArmTruth(ttft_scale=1.3, tpot_scale=0.7))
     assert v.result == NO_GO and v.exit_code == 3
-    assert any(
-        "P50 TTFT regressed +" in r and "beyond the 2% guardrail" in r for r in v.pairs[0].reasons
-    )
+    assert Code.GUARDRAIL_REGRESSED in codes(v.pairs[0].reasons)
+    g = next(g for g in v.pairs[0].guardrails if g.key == "ttft.p50")
+    assert g.state == GuardState.REGRESSED and g.delta == 0.02
 
 
 def test_a_degraded_load_generator_cannot_be_go():
     v = _verdict(ArmTruth(), ArmTruth(ttft_scale=0.8, tpot_scale=0.8, lag_s=0.05))
     assert v.result == INCONCLUSIVE
-    assert any("load generator of cand fell behind" in r for r in v.pairs[0].reasons)
+    assert Code.LOAD_NOT_KEPT in codes(v.pairs[0].reasons)
     assert v.pairs[0].generator["cand"]["behind"] is True
 
 
@@ -47,19 +48,17 @@ def test_more_errors_cannot_be_go_and_significantly_more_is_no_go():
     slight = _verdict(
         ArmTruth(error_rate=0.0), ArmTruth(ttft_scale=0.8, tpot_scale=0.8, error_rate=0.015)
     )
-    assert slight.result == INCONCLUSIVE and any(
-        "errors rose" in r for r in slight.pairs[0].reasons
-    )
+    assert slight.result == INCONCLUSIVE and Code.ERRORS_ROSE in codes(slight.pairs[0].reasons)
     many = _verdict(
         ArmTruth(error_rate=0.0), ArmTruth(ttft_scale=0.8, tpot_scale=0.8, error_rate=0.1)
     )
-    assert many.result == NO_GO and any("errors rose" in r for r in many.pairs[0].reasons)
+    assert many.result == NO_GO and Code.ERRORS_ROSE in codes(many.pairs[0].reasons)
 
 
 def test_an_unfinished_session_cannot_be_go():
     v = _verdict(ArmTruth(), FASTER, status="interrupted")
     assert v.result == INCONCLUSIVE
-    assert any("the session is interrupted" in r for r in v.pairs[0].reasons)
+    assert Code.INCOMPLETE in codes(v.pairs[0].reasons)
 
 
 def test_several_candidates_get_a_ladder_and_the_worst_result():
@@ -208,14 +207,12 @@ def test_a_fast_candidate_with_undecidable_p99_guardrails_is_not_go():
     assert pair.comparison.get("e2e.p50").outcome == "IMPROVED"
     assert not any(pair.comparison.get(k).outcome == "REGRESSED" for k in ("ttft.p99", "e2e.p99"))
     assert v.result == INCONCLUSIVE and v.exit_code == 4
-    assert pair.reasons[0].endswith(", but:")
-    assert any(
-        r.startswith("guardrail P99 TTFT not shown non-inferior")
-        and "cannot be called below n = 1,000 per arm (has 500)" in r
-        for r in pair.reasons
-    )
-    states = {g["key"]: g["state"] for g in pair.guardrails}
-    assert states["ttft.p99"] == "undecided" and states["ttft.p50"] == "shown"
+    assert pair.reasons[0].code == Code.PRIMARY_IMPROVED_BUT
+    g = next(g for g in pair.guardrails if g.key == "ttft.p99")
+    assert g.reason in pair.reasons and g.reason.code == Code.GUARDRAIL_UNDECIDED
+    assert g.samples_needed == 1000  # the P99's small-sample minimum
+    states = {g.key: g.state for g in pair.guardrails}
+    assert states["ttft.p99"] == GuardState.UNDECIDED and states["ttft.p50"] == GuardState.SHOWN
 
 
 def test_a_fast_candidate_at_60_requests_per_arm_is_not_go():
@@ -226,7 +223,7 @@ def test_a_fast_candidate_at_60_requests_per_arm_is_not_go():
     )
     assert v.pairs[0].comparison.get("e2e.p50").outcome == "IMPROVED"
     assert v.result == INCONCLUSIVE
-    assert sum("not shown non-inferior" in r for r in v.pairs[0].reasons) == 3  # the three P99s
+    assert codes(v.pairs[0].reasons).count(Code.GUARDRAIL_UNDECIDED) == 3  # the three P99s
 
 
 def test_a_guardrail_whose_ci_reaches_past_delta_blocks_go_and_says_what_would_decide():
@@ -237,22 +234,25 @@ def test_a_guardrail_whose_ci_reaches_past_delta_blocks_go_and_says_what_would_d
     assert e.outcome == "INCONCLUSIVE" and e.hi > 0.05  # callable, but the CI reaches past +5 %
     assert v.pairs[0].comparison.get("e2e.p50").outcome == "IMPROVED"
     assert v.result == INCONCLUSIVE  # GO before: nothing REGRESSED
-    reason = next(r for r in v.pairs[0].reasons if "P99 TTFT not shown" in r)
-    assert "past δ 5%; about" in reason and "requests per arm would decide" in reason
-    g = next(g for g in v.pairs[0].guardrails if g["key"] == "ttft.p99")
-    assert g["samples_needed"] > 1200
+    g = next(g for g in v.pairs[0].guardrails if g.key == "ttft.p99")
+    assert g.state == GuardState.UNDECIDED and g.reason in v.pairs[0].reasons
+    assert g.bound > g.delta == 0.05  # its CI reaches past δ
+    assert g.samples_needed > 1200
 
 
 def test_go_names_each_guardrail_bound_and_an_unmeasured_guardrail_blocks_go():
     v = _verdict(ArmTruth(), FASTER)
     assert v.result == GO
-    assert v.pairs[0].reasons[1].startswith("every guardrail shown non-inferior")
-    assert "P50 TTFT ≤ -" in v.pairs[0].reasons[1]
+    assert v.pairs[0].reasons[1].code == Code.GUARDRAILS_SHOWN
+    assert all(g.state == GuardState.SHOWN for g in v.pairs[0].guardrails)
+    assert next(g for g in v.pairs[0].guardrails if g.key == "ttft.p50").bound < 0
     # goodput needs SLOs: a guardrail on it is not measured here, so GO is not possible
     spec = {"policy": dict(SPEC["policy"], guardrails=["ttft.p50", "goodput.requests"])}
     v = _verdict(ArmTruth(), FASTER, spec=spec)
     assert v.result == INCONCLUSIVE
-    assert "guardrail goodput (requests/s) was not measured in this session" in v.pairs[0].reasons
+    g = next(g for g in v.pairs[0].guardrails if g.key == "goodput.requests")
+    assert g.state == GuardState.MISSING and g.reason.code == Code.GUARDRAIL_MISSING
+    assert g.reason in v.pairs[0].reasons
 
 
 def test_quality_not_shown_non_inferior_turns_go_into_inconclusive():
@@ -272,7 +272,8 @@ def test_quality_not_shown_non_inferior_turns_go_into_inconclusive():
     few = _verdict(ArmTruth(), FASTER, quality=rows(40))  # no flip, but ±8.8 pp on 40 items
     assert few.result == INCONCLUSIVE
     assert any("underpowered: about 381 items would decide" in r for r in few.pairs[0].reasons)
-    assert few.pairs[0].reasons[0].startswith("primary objective P50 E2E improved")
+    assert Code.QUALITY_UNDECIDED in codes(few.pairs[0].reasons)
+    assert few.pairs[0].reasons[0].code == Code.PRIMARY_IMPROVED_BUT
     assert _verdict(ArmTruth(), FASTER, quality=rows(400)).result == GO
 
 
@@ -341,7 +342,7 @@ def test_a_strongly_autocorrelated_contrast_is_not_called():
     comp = evaluate(t, ARMS[:2], DEFAULT_GUARDS).pairs[0].comparison
     e = comp.get("e2e.p50")
     assert e.n_eff < decide.MIN_EFFECTIVE and e.outcome == "INCONCLUSIVE"
-    assert "strongly autocorrelated" in e.note and "no significance call" in e.note
+    assert e.note.code == Code.TOO_DEPENDENT
     assert e.samples_needed > 200 and not math.isfinite(e.p_adj)  # out of the Holm family
 
 
@@ -362,7 +363,7 @@ def test_alternation_blocks_a_per_arm_state_outlasts_are_not_called():
             e = comp.get(key)
             assert e.min_eff == decide.MIN_EFFECTIVE_UNWIDENED  # whole turns: not widened
             assert e.n_eff < e.min_eff and e.outcome == "INCONCLUSIVE", (seed, key)
-            assert "strongly autocorrelated" in e.note and not math.isfinite(e.p_adj)
+            assert e.note.code == Code.TOO_DEPENDENT and not math.isfinite(e.p_adj)
             beyond += e.lo > e.delta or e.hi < -e.delta
     assert beyond >= 6  # what the interval alone would have called (10 of 24 rows)
 
@@ -382,7 +383,7 @@ def test_slo_rows_of_a_strongly_autocorrelated_pair_are_not_called():
             e = comp.get(key)
             assert e.min_eff == decide.MIN_EFFECTIVE_UNWIDENED  # windows: not widened
             assert e.n_eff < e.min_eff and e.outcome == "INCONCLUSIVE", (seed, key)
-            assert "strongly autocorrelated" in e.note and not math.isfinite(e.p_adj)
+            assert e.note.code == Code.TOO_DEPENDENT and not math.isfinite(e.p_adj)
         e = comp.get("slo.attainment")
         beyond += e.lo > e.delta or e.hi < -e.delta
         assert math.isnan(comp.get("throughput.requests").n_eff)  # counts: not an SLO row
@@ -430,15 +431,15 @@ def test_a_lag_that_could_explain_the_gain_still_blocks_go():
     # TTFT guardrail cannot be vouched for — said with the figures
     v = _busy(0.9)
     assert v.result == INCONCLUSIVE
-    why = [r for r in v.pairs[0].reasons if "by enough to explain the result" in r]
-    assert len(why) == 1 and "P50 TTFT (the guardrail's CI bound" in why[0], v.pairs[0].reasons
+    assert codes(v.pairs[0].reasons).count(Code.LAG_EXPLAINS) == 1, v.pairs[0].reasons
+    assert v.pairs[0].generator["base"]["flattery"]["ttft.p50"] > 1.1  # the guardrail's bound
 
 
 def test_arrivals_late_by_more_than_half_a_gap_block_go_whatever_the_gain():
     v = _busy(0.6, stall_s=0.02)  # lag P99 ≈ 68 ms against a 33 ms gap and a 350 ms E2E
     assert v.result == INCONCLUSIVE
     assert not v.pairs[0].generator["base"]["load_kept"]
-    assert any("did not get the load asked for" in r for r in v.pairs[0].reasons)
+    assert Code.LOAD_NOT_KEPT in codes(v.pairs[0].reasons)
 
 
 def test_the_candidates_own_stalls_cannot_fake_a_gain():

@@ -44,6 +44,8 @@ from typing import Any
 import numpy as np
 
 from abtui.client.records import CANCELLED, E_OTHER, ERROR, OK
+from abtui.jsonable import json_ready
+from abtui.metrics import catalogue as cat
 from abtui.metrics import gaps
 from abtui.metrics import request as request_metrics
 from abtui.metrics.table import NA, RequestTable
@@ -52,7 +54,7 @@ from abtui.metrics.windows import SEGMENT_KEYS, completion_ns, segment_spans
 PERCENTILE_METHOD = "linear"
 LAG_P99_LIMIT_S = 0.010  # schedule lag P99 above this: the generator fell behind
 LAG_MAX_LIMIT_S = 0.100  # ... or any single request this late
-SLO_KEYS = ("ttft", "ttft_user", "tpot", "e2e", "itl")
+SLO_KEYS = (*cat.PER_REQUEST_KEYS, "itl")  # itl here: the request's largest gap
 _NAN_PASSES = frozenset({"tpot", "itl"})  # NaN = not applicable, not a miss
 
 
@@ -73,18 +75,12 @@ class Dist:
         v = v[np.isfinite(v)]
         if not len(v):
             return cls()
-        p50, p90, p95, p99 = np.percentile(v, [50, 90, 95, 99], method=PERCENTILE_METHOD)
+        p50, p90, p95, p99 = np.percentile(v, DIST_PERCENTILES, method=PERCENTILE_METHOD)
         return cls(len(v), float(v.mean()), float(p50), float(p90), float(p95), float(p99))
 
     def exact(self) -> dict[str, float]:
         """The figures :class:`abtui.stats.bootstrap.Sketch` calls exact: mean and percentiles."""
-        return {
-            "mean": self.mean,
-            "p50": self.p50,
-            "p90": self.p90,
-            "p95": self.p95,
-            "p99": self.p99,
-        }
+        return {s: getattr(self, s) for s in cat.STAT_KEYS}
 
     @classmethod
     def of_gaps(cls, scan: gaps.GapScan, groups: tuple[int, ...]) -> Dist:
@@ -98,7 +94,7 @@ class Dist:
         return cls(n, scan.mean_s(groups), p50, p90, p95, p99)
 
 
-DIST_PERCENTILES = (50, 90, 95, 99)
+DIST_PERCENTILES = tuple(round(100 * q) for q in cat.QUANTILES.values())  # 50, 90, 95, 99
 
 
 def itl_dist(t: RequestTable, rows=None) -> Dist:
@@ -145,7 +141,7 @@ class ArmSummary:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict for JSON (strict: NaN and ±inf become None)."""
-        return _nan_to_none(asdict(self))
+        return json_ready(asdict(self))
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ArmSummary:
@@ -161,16 +157,6 @@ class ArmSummary:
                 v = math.nan
             kw[f.name] = v
         return cls(**kw)
-
-
-def _nan_to_none(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {k: _nan_to_none(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_nan_to_none(v) for v in obj]
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    return obj
 
 
 def _rate(count: float, duration_s: float) -> float:
@@ -277,7 +263,7 @@ def summarize(
 
     ok = rows[is_ok]
     have = dists or {}
-    for name in ("ttft", "ttft_user", "tpot", "e2e"):
+    for name in cat.PER_REQUEST_KEYS:
         setattr(
             s,
             name,

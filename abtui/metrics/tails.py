@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import math
 
+from abtui.metrics.catalogue import TAIL_Q
+
+__all__ = ["MIN_TAIL", "TAIL_Q", "tail_min_n"]
+
 MIN_TAIL = 10
-TAIL_Q = {"p90": 0.90, "p95": 0.95, "p99": 0.99}
 
 
 def tail_min_n(stat: str) -> int:

@@ -41,6 +41,7 @@ import json
 import math
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 
 import numpy as np
 
@@ -50,7 +51,16 @@ from abtui.quality.score import lattice, score_interval, score_p
 from abtui.stats import decide as stats_decide
 from abtui.stats import factorial as stats_factorial
 
-FAIL, CLEAR, UNDECIDED = "fail", "clear", "undecided"
+
+class InteractionState(StrEnum):
+    """A quality interaction's state (a ``str``: the JSON holds these words)."""
+
+    FAIL = "fail"
+    CLEAR = "clear"
+    UNDECIDED = "undecided"
+
+
+FAIL, CLEAR, UNDECIDED = InteractionState
 MAX_NAMED = 8  # item ids named per direction of the combination-only flips
 
 

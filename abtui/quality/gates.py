@@ -27,13 +27,23 @@ wholly below zero) while its suite passed is a warning, not a gate.
 from __future__ import annotations
 
 import math
+from enum import StrEnum
 
 from abtui.quality.config import DEFAULT_MARGIN
 from abtui.quality.paired import LEVEL, QualityRow, paired
 from abtui.stats.classical import paired_difference_ci
 from abtui.stats.decide import MAX_SAMPLES_HINT
 
-PASS, FAIL, UNDECIDED = "pass", "fail", "inconclusive"
+
+class GateState(StrEnum):
+    """A quality gate's state (a ``str``: the verdict's JSON holds these words)."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    UNDECIDED = "inconclusive"
+
+
+PASS, FAIL, UNDECIDED = GateState
 MIN_ITEMS = 30  # fewer paired items never pass a suite, whatever the interval says
 
 

@@ -4,8 +4,7 @@ sections."""
 
 from __future__ import annotations
 
-import math
-
+from abtui.jsonable import json_ready
 from abtui.report.console import terminal_width
 from abtui.report.untrusted import inert
 from abtui.telemetry.diagnosis import ArmDiagnosis, diagnose, diagnosis_lines
@@ -33,17 +32,6 @@ def print_diagnosis(path, out, width: int | None = None) -> list[ArmDiagnosis]:
     return diags
 
 
-def _clean(x):
-    """JSON-ready: dataclasses and tuples unpacked, non-finite floats → None."""
-    if isinstance(x, float):
-        return x if math.isfinite(x) else None
-    if isinstance(x, dict):
-        return {k: _clean(v) for k, v in x.items()}
-    if isinstance(x, list | tuple):
-        return [_clean(v) for v in x]
-    return x
-
-
 def diagnosis_doc(path) -> list[dict]:
     """The diagnosis of the session at ``path`` as JSON-ready data (one dict per arm), with
     the printed lines under ``lines`` (what the md / html reports show)."""
@@ -54,7 +42,7 @@ def diagnosis_doc(path) -> list[dict]:
         item = dataclasses.asdict(d)
         item["roofline"] = [{**dataclasses.asdict(b), "label": b.label()} for b in d.roofline]
         item["lines"] = diagnosis_lines([d])[2:]  # without the title and the arm name
-        out.append(_clean(item))
+        out.append(json_ready(item))
     return out
 
 

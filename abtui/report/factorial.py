@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import textwrap
 
+from abtui.metrics.catalogue import is_latency
 from abtui.stats.labels import pct
 from abtui.verdict.ablation import headline_keys
 
@@ -25,7 +26,7 @@ def _p(x) -> str:
 def _value(key: str, v) -> str:
     if v is None:
         return "n/a"
-    if key.split(".")[0] in ("ttft", "ttft_user", "tpot", "itl", "e2e"):
+    if is_latency(key):
         return f"{v * 1e3:.1f} ms" if v < 10 else f"{v:.2f} s"
     return f"{v:,.3g}"
 

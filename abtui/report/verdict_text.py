@@ -14,9 +14,10 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from abtui.metrics.catalogue import is_latency
 from abtui.report.untrusted import InertConsole
 from abtui.stats.effects import Effect
-from abtui.stats.labels import label, pct
+from abtui.stats.labels import label, pct, short_label
 from abtui.verdict.policy import GO, NO_GO, PairVerdict
 from abtui.verdict.saved import SessionVerdict
 
@@ -41,7 +42,7 @@ def value(e: Effect, v: float) -> str:
     """A row's value in its natural unit (ms for latency)."""
     if v is None or not math.isfinite(v):
         return "n/a"
-    if e.metric in ("ttft", "ttft_user", "tpot", "itl", "e2e"):
+    if is_latency(e.metric):
         return f"{v * 1e3:,.2f} ms" if v < 10 else f"{v:,.2f} s"
     if e.key == "slo.attainment":
         return f"{v * 100:.1f}%"
@@ -107,30 +108,13 @@ def effect_table(pair: PairVerdict, policy: dict) -> Table:
 
 FULL_TABLE_WIDTH = 100  # narrower: the compact metrics table (short names, no δ and p columns)
 OUTCOME_STYLE = {"IMPROVED": "green", "REGRESSED": "bold red", "EQUIVALENT": "cyan"}
-SHORT_RATE = {  # metric names that fit a narrow table (the full names are in the report)
-    "throughput.requests": "req/s",
-    "throughput.output_tokens": "out tok/s",
-    "goodput.requests": "good req/s",
-    "goodput.output_tokens": "good tok/s",
-    "slo.attainment": "SLO met",
-    "cost.per_mtok_output": "$/Mtok out",
-    "cost.per_mtok_good": "$/Mtok good",
-    "cost.per_1k_good_requests": "$/1k good",
-}
-
-
-def short_label(key: str) -> str:
-    """``throughput.output_tokens`` → ``out tok/s``; ``ttft_user.p99`` → ``P99 TTFT(u)``."""
-    key, _, group = key.partition("@")
-    name = SHORT_RATE.get(key) or label(key).replace(" (user)", "(u)")
-    return f"{name} {group}" if group else name
 
 
 def short_value(e: Effect, v: float) -> str:
     """A row's value in at most ~8 characters: ``840.3ms``, ``1.343s``, ``1,419/s``."""
     if v is None or not math.isfinite(v):
         return "n/a"
-    if e.metric in ("ttft", "ttft_user", "tpot", "itl", "e2e"):
+    if is_latency(e.metric):
         if v >= 1:
             return f"{v:.3f}s" if v < 10 else f"{v:,.1f}s"
         return f"{v * 1e3:.1f}ms" if v >= 0.1 else f"{v * 1e3:.2f}ms"

@@ -12,6 +12,7 @@ from typing import Protocol
 
 from abtui.client.redact import Scrubber, scrub_url
 from abtui.metrics.live import GaugeHistory, LiveArm
+from abtui.stats.decide import DELTA_CENTRAL, DELTA_TAIL
 from abtui.workload.segments import Position
 
 
@@ -74,8 +75,8 @@ class RunInfo:
     arm_models: list[str]
     planned_per_arm: int
     load: str  # human description: "poisson 20 req/s", "closed loop, concurrency 8"
-    delta: float = 0.02  # the verdict's noise thresholds (policy.delta, policy.delta_tail):
-    delta_tail: float = 0.05  # the live strip marks a change within ±δ as ≈
+    delta: float = DELTA_CENTRAL  # the verdict's noise thresholds (policy.delta, delta_tail):
+    delta_tail: float = DELTA_TAIL  # the live strip marks a change within ±δ as ≈
 
     @property
     def fixed_rate(self) -> bool:

@@ -7,6 +7,8 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from abtui.quality.config import QualitySpec
+from abtui.stats.bootstrap import DEFAULT_RESAMPLES
+from abtui.stats.decide import DEFAULT_ALPHA, DELTA_CENTRAL, DELTA_TAIL
 
 APIS = ("completions", "chat")
 ARRIVALS = ("constant", "poisson", "gamma", "replay")
@@ -191,13 +193,13 @@ class PolicySpec:
     ``goodput.output_tokens``, ``cost.per_mtok_good``)."""
     guardrails: list = field(default_factory=lambda: list(DEFAULT_GUARDRAILS))
     """Effects that must not be REGRESSED (one regressed: NO-GO)."""
-    alpha: float = 0.05
+    alpha: float = DEFAULT_ALPHA
     """Significance level (Holm over primary + guardrails, Benjamini–Hochberg over the rest)."""
-    delta: float = 0.02
+    delta: float = DELTA_CENTRAL
     """Noise threshold δ for means, medians, throughput, goodput and cost (0.02 = 2%)."""
-    delta_tail: float = 0.05
+    delta_tail: float = DELTA_TAIL
     """Noise threshold δ for P90 / P95 / P99."""
-    resamples: int = 10_000
+    resamples: int = DEFAULT_RESAMPLES
     """Bootstrap resamples."""
     seed: int = 0
     """Seed of the bootstrap (same seed, same verdict)."""

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from abtui.metrics import catalogue as cat
 from abtui.metrics.gaps import TAIL_FRACTION, TAIL_FROM, linear_quantile
 from abtui.stats.crossing import crossings
 from abtui.stats.distributions import norm_ppf, t_ppf
@@ -44,8 +45,8 @@ DEFAULT_RESAMPLES = 10_000
 MAX_UNITS = 500
 N_BINS = 512
 EPS_S = 1e-6  # values are sketched as log(v + EPS_S): zero gaps are allowed
-STATS = ("mean", "p50", "p90", "p95", "p99")
-QUANTILES = {"p50": 0.50, "p90": 0.90, "p95": 0.95, "p99": 0.99}
+STATS = cat.STAT_KEYS
+QUANTILES = cat.QUANTILES
 GRID_TRIM_N = TAIL_FROM  # above this many values the grid spans the 10⁻⁵ … 1 − 10⁻⁵ quantiles
 GRID_TRIM = (TAIL_FRACTION, 1 - TAIL_FRACTION)  # (defined with the gap scan that keeps them)
 WEIGHT_ROWS_CELLS = 62_500  # (resample, unit) counted at once by circular_block_weights, and

@@ -23,14 +23,24 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from enum import StrEnum
 
+from abtui.metrics import catalogue as cat
 from abtui.metrics.tails import MIN_TAIL, TAIL_Q, tail_min_n
+from abtui.stats.reasons import Code, Reason
 
-IMPROVED = "IMPROVED"
-REGRESSED = "REGRESSED"
-EQUIVALENT = "EQUIVALENT"
-INCONCLUSIVE = "INCONCLUSIVE"
-OUTCOMES = (IMPROVED, REGRESSED, EQUIVALENT, INCONCLUSIVE)
+
+class Outcome(StrEnum):
+    """One row's call (a ``str``: the verdict's JSON holds the same words)."""
+
+    IMPROVED = "IMPROVED"
+    REGRESSED = "REGRESSED"
+    EQUIVALENT = "EQUIVALENT"
+    INCONCLUSIVE = "INCONCLUSIVE"
+
+
+IMPROVED, REGRESSED, EQUIVALENT, INCONCLUSIVE = Outcome
+OUTCOMES = tuple(Outcome)
 
 DEFAULT_ALPHA = 0.05
 DELTA_CENTRAL = 0.02  # means, medians, throughput, goodput
@@ -45,6 +55,7 @@ MIN_EFFECTIVE_UNWIDENED = 50  # ... a row whose interval cannot be widened for i
 # fare worse). From 20 units a call misses no more often than ~1.5 α, and 20 is the least a
 # dependent series must hold (MIN_EFFECTIVE): an independent one may not need less.
 MIN_PAIRED = MIN_EFFECTIVE
+NO_ESTIMATE = Reason(Code.NO_ESTIMATE, "no estimate (missing data in an arm)")
 
 
 def default_delta(stat: str) -> float:
@@ -54,10 +65,14 @@ def default_delta(stat: str) -> float:
 
 @dataclass
 class Decision:
-    outcome: str
+    outcome: Outcome
     significant: bool
     samples_needed: int | None  # per arm, when INCONCLUSIVE and estimable
-    note: str  # why, in words ("" when nothing to add)
+    note: Reason | str  # why, in words and a code ("" when nothing to add)
+
+    @property
+    def code(self) -> Code | None:
+        return getattr(self.note, "code", None)
 
 
 def samples_needed(n: int, r: float, lo: float, hi: float, delta: float) -> int | None:
@@ -107,14 +122,17 @@ def decide(
             INCONCLUSIVE,
             False,
             need_tail,
-            f"too few samples for {stat.upper()}: {beyond} beyond it (need ≥ {MIN_TAIL}, "
-            f"i.e. n ≥ {need_tail} per arm); no significance call",
+            Reason(
+                Code.TOO_FEW_TAIL,
+                f"too few samples for {stat.upper()}: {beyond} beyond it (need ≥ {MIN_TAIL}, "
+                f"i.e. n ≥ {need_tail} per arm); no significance call",
+            ),
         )
     dep = too_dependent(n, n_eff, min_eff)
     if dep is not None:
         return dep
     if not all(math.isfinite(v) for v in (r, lo, hi)):
-        return Decision(INCONCLUSIVE, False, None, "no estimate (missing data in an arm)")
+        return Decision(INCONCLUSIVE, False, None, NO_ESTIMATE)
     significant = p_adj is not None and math.isfinite(p_adj) and p_adj < alpha
     if significant and (hi < -delta or lo > delta):
         better = (hi < -delta) == lower_is_better
@@ -123,9 +141,12 @@ def decide(
         return Decision(EQUIVALENT, significant, None, "")
     need = samples_needed(n, r, lo, hi, delta)
     if need is None:
-        note = "the effect sits at the noise threshold δ; more samples will not settle it quickly"
+        note = Reason(
+            Code.AT_THRESHOLD,
+            "the effect sits at the noise threshold δ; more samples will not settle it quickly",
+        )
     else:
-        note = f"about {need:,} requests per arm would decide"
+        note = Reason(Code.UNDERPOWERED, f"about {need:,} requests per arm would decide")
     return Decision(INCONCLUSIVE, significant, need, note)
 
 
@@ -141,8 +162,11 @@ def too_few(n: int, paired: int | None = None, minimum: int = MIN_PAIRED) -> Dec
         INCONCLUSIVE,
         False,
         need,
-        f"too few samples: {units} paired (need ≥ {minimum} for the bootstrap interval to hold); "
-        f"no call, about {need:,} requests per arm would decide",
+        Reason(
+            Code.TOO_FEW_PAIRED,
+            f"too few samples: {units} paired (need ≥ {minimum} for the bootstrap interval to "
+            f"hold); no call, about {need:,} requests per arm would decide",
+        ),
     )
 
 
@@ -185,9 +209,12 @@ def too_dependent(n: int, n_eff: float | None, minimum: float = MIN_EFFECTIVE) -
         INCONCLUSIVE,
         False,
         need,
-        f"the paired series is strongly autocorrelated: about {n_eff:.0f} effectively "
-        f"independent samples (need ≥ {minimum:.0f}); no significance call, about {need:,} "
-        "requests per arm would decide",
+        Reason(
+            Code.TOO_DEPENDENT,
+            f"the paired series is strongly autocorrelated: about {n_eff:.0f} effectively "
+            f"independent samples (need ≥ {minimum:.0f}); no significance call, about {need:,} "
+            "requests per arm would decide",
+        ),
     )
 
 
@@ -225,13 +252,15 @@ def non_inferiority(
             INCONCLUSIVE,
             False,
             need_tail,
-            f"cannot be called below n = {need_tail:,} per arm (has {n:,})",
+            Reason(
+                Code.TOO_FEW_TAIL, f"cannot be called below n = {need_tail:,} per arm (has {n:,})"
+            ),
         )
     dep = too_dependent(n, n_eff, min_eff)
     if dep is not None:
         return dep
     if not all(math.isfinite(v) for v in (r, lo, hi)):
-        return Decision(INCONCLUSIVE, False, None, "no estimate (missing data in an arm)")
+        return Decision(INCONCLUSIVE, False, None, NO_ESTIMATE)
     worse = r if lower_is_better else -r  # the effect measured towards "worse"
     bound = hi if lower_is_better else -lo  # the CI's bound on the worse side
     if bound < delta:
@@ -241,8 +270,11 @@ def non_inferiority(
             INCONCLUSIVE,
             False,
             None,
-            f"its estimate is {pct_words(worse)} worse, at or past δ {delta:.0%}: "
-            "more samples will not show it non-inferior",
+            Reason(
+                Code.PAST_DELTA,
+                f"its estimate is {pct_words(worse)} worse, at or past δ {delta:.0%}: "
+                "more samples will not show it non-inferior",
+            ),
         )
     h, target = bound - worse, delta - worse
     need = int(min(MAX_SAMPLES_HINT, math.ceil(n * (h / target) ** 2))) if h > target else n
@@ -250,8 +282,11 @@ def non_inferiority(
         INCONCLUSIVE,
         False,
         need,
-        f"its CI reaches {pct_words(bound)} worse, past δ {delta:.0%}; "
-        f"about {need:,} requests per arm would decide",
+        Reason(
+            Code.CI_PAST_DELTA,
+            f"its CI reaches {pct_words(bound)} worse, past δ {delta:.0%}; "
+            f"about {need:,} requests per arm would decide",
+        ),
     )
 
 
@@ -261,18 +296,8 @@ def pct_words(x: float) -> str:
 
 # ----------------------------------------------------------------------- the rows' names
 
-LATENCY_KEYS = tuple(
-    f"{m}.{s}"
-    for m in ("ttft", "ttft_user", "tpot", "itl", "e2e")
-    for s in ("mean", "p50", "p90", "p95", "p99")
-)
-RATE_KEYS = (
-    "throughput.requests",
-    "throughput.output_tokens",
-    "goodput.requests",
-    "goodput.output_tokens",
-    "slo.attainment",
-)
-COST_KEYS = ("cost.per_mtok_output", "cost.per_mtok_good", "cost.per_1k_good_requests")
-METRIC_KEYS = LATENCY_KEYS + RATE_KEYS + COST_KEYS
+LATENCY_KEYS = cat.LATENCY_ROW_KEYS
+RATE_KEYS = cat.RATE_KEYS
+COST_KEYS = cat.COST_KEYS
+METRIC_KEYS = cat.ROW_KEYS
 """Every effect row a verdict can have (policy primary/guardrails name one of these)."""

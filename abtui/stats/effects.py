@@ -44,7 +44,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from abtui.metrics import request as request_metrics
+from abtui.jsonable import json_ready
+from abtui.metrics import catalogue as cat
 from abtui.metrics.keys import unique_ints
 from abtui.metrics.summary import ArmSummary, Dist, segment_ids, summarize
 from abtui.metrics.table import NA, RequestTable
@@ -53,12 +54,12 @@ from abtui.stats import bootstrap, decide
 from abtui.stats.classical import RankTest, mann_whitney, wilcoxon_log_ratio
 from abtui.stats.itl import itl_sketches
 from abtui.stats.rates import COST_ROWS, RATE_ROWS, rate_effects, windows_of
-from abtui.stats.rows import Effect, clean, ratio_effect
+from abtui.stats.rows import Effect, ratio_effect
 
 __all__ = ["COST_ROWS", "RATE_ROWS", "Comparison", "Effect", "compare"]
 
-LATENCY_METRICS = ("ttft", "ttft_user", "tpot", "itl", "e2e")
-RANK_TESTED = ("ttft", "ttft_user", "tpot", "e2e")
+LATENCY_METRICS = cat.LATENCY_KEYS
+RANK_TESTED = cat.PER_REQUEST_KEYS  # one value per request: ITL's gaps are not paired
 LIGHT_LOAD_IN_FLIGHT = 1.0
 RANK_MAX = 20_000
 BREAKDOWN_METRICS = ("ttft", "e2e")  # by input-length bucket, P50 (Benjamini–Hochberg family)
@@ -87,7 +88,7 @@ class Comparison:
         return self.by_key.get(key)
 
     def to_dict(self) -> dict:
-        return clean(
+        return json_ready(
             {
                 "a": self.a,
                 "b": self.b,
@@ -135,13 +136,7 @@ def _arm_values(t: RequestTable, ok: np.ndarray, metrics: tuple[str, ...]) -> di
     """Per metric: its values at the rows ``ok`` of ``t`` (positions), in that order, each
     computed once from the columns it reads (the table is not copied). ITL is not among them:
     it is per chunk gap (:mod:`abtui.stats.itl`, never held)."""
-    fn = {
-        "ttft": request_metrics.ttft_s,
-        "ttft_user": request_metrics.ttft_user_s,
-        "tpot": request_metrics.tpot_s,
-        "e2e": request_metrics.e2e_s,
-    }
-    return {m: fn[m](t, ok) for m in metrics if m != "itl"}
+    return {m: cat.per_request_values(t, m, ok) for m in metrics if m in cat.PER_REQUEST_KEYS}
 
 
 def compare(
@@ -548,13 +543,9 @@ def _column(t: RequestTable, name: str) -> np.ndarray:
 def _schedule_key(t: RequestTable) -> tuple[np.ndarray, np.ndarray]:
     """(schedule position, segment) of each row: positions ordered by (run, level, block, item);
     a segment is one (run, level, block), and no unit spans two segments."""
-    key = np.zeros(len(t), dtype=np.int64)
-    for col in (t.run, _column(t, "level"), _column(t, "block")):
-        col = np.asarray(col, dtype=np.int64)
-        key = key * (int(col.max(initial=0)) + 1) + col
-    segment = key.copy()
+    segment = segment_ids(t)
     item = np.asarray(t.item, dtype=np.int64)
-    return key * (int(item.max(initial=0)) + 1) + item, segment
+    return segment * (int(item.max(initial=0)) + 1) + item, segment
 
 
 def _levels(la: np.ndarray, lb: np.ndarray) -> list[int]:

@@ -56,9 +56,12 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
+from enum import StrEnum
 
 import numpy as np
 
+from abtui.jsonable import json_ready
+from abtui.metrics import catalogue as cat
 from abtui.metrics.summary import summarize
 from abtui.stats import bootstrap, decide
 from abtui.stats.effects import (
@@ -71,15 +74,24 @@ from abtui.stats.effects import (
 from abtui.stats.itl import itl_sketches
 from abtui.stats.multiple import benjamini_hochberg, holm
 from abtui.stats.rates import _COUNTS, COST_ROWS, RATE_ROWS, _blocks, _windows, windows_of
-from abtui.stats.rows import clean
 
 MIN_FACTORS, MAX_FACTORS = 2, 3
 # ITL is left out: it is per streamed chunk, and a speculative-decoding arm streams several
 # tokens a chunk (docs/methods.md §1), so its gaps are not comparable across the arms of an ablation
-LATENCY_METRICS = ("ttft", "ttft_user", "tpot", "e2e")
+LATENCY_METRICS = cat.PER_REQUEST_KEYS
 SEP = "+"
 BASE_NAME = "base"
-ANTAGONISTIC, SYNERGISTIC, INDEPENDENT = "ANTAGONISTIC", "SYNERGISTIC", "INDEPENDENT"
+
+
+class Interplay(StrEnum):
+    """How two factors' effects combine (an interaction term's reading)."""
+
+    ANTAGONISTIC = "ANTAGONISTIC"
+    SYNERGISTIC = "SYNERGISTIC"
+    INDEPENDENT = "INDEPENDENT"
+
+
+ANTAGONISTIC, SYNERGISTIC, INDEPENDENT = Interplay
 INCONCLUSIVE = decide.INCONCLUSIVE
 _OUTCOME = {
     decide.IMPROVED: SYNERGISTIC,
@@ -195,7 +207,7 @@ class Term:
     def to_dict(self) -> dict:
         from dataclasses import asdict
 
-        return clean(asdict(self))
+        return json_ready(asdict(self))
 
 
 def _term_row(key, stat, lib, term_name, order, centre, reps, widen, level, n, ell, n_eff) -> Term:
@@ -367,7 +379,9 @@ def _rate_terms(design, windows, sums, slo, weights, level, usd, alternating, po
         exact = {x: float(getattr(sums[x], fld)) for x in arms}
         point[key] = exact
         log_reps[key], meta[key] = reps, (ell, widen, exact)
-        out += _terms_of(design, key, False, reps, exact, coef, widen, level, n, ell)
+        out += _terms_of(
+            design, key, cat.ROWS[key].lower_is_better, reps, exact, coef, widen, level, n, ell
+        )
     if usd:
         for key, rate_key, _fld in COST_ROWS:
             if not slo:
@@ -382,7 +396,9 @@ def _rate_terms(design, windows, sums, slo, weights, level, usd, alternating, po
             }
             point[key] = exact
             reps = {x: math.log(max(usd[x], 1e-300)) - log_reps[rate_key][x] for x in arms}
-            out += _terms_of(design, key, True, reps, exact, coef, widen, level, n, ell)
+            out += _terms_of(
+                design, key, cat.ROWS[key].lower_is_better, reps, exact, coef, widen, level, n, ell
+            )
     return out
 
 

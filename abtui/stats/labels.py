@@ -5,27 +5,9 @@ from __future__ import annotations
 
 import math
 
+from abtui.metrics import catalogue as cat
 from abtui.stats import decide
 from abtui.stats.rows import Effect
-
-_METRIC_LABEL = {
-    "ttft": "TTFT",
-    "ttft_user": "TTFT (user)",
-    "tpot": "TPOT",
-    "itl": "ITL",
-    "e2e": "E2E",
-}
-_STAT_LABEL = {"mean": "mean", "p50": "P50", "p90": "P90", "p95": "P95", "p99": "P99"}
-_RATE_LABEL = {
-    "throughput.requests": "throughput (requests/s)",
-    "throughput.output_tokens": "throughput (output tok/s)",
-    "goodput.requests": "goodput (requests/s)",
-    "goodput.output_tokens": "goodput (output tok/s)",
-    "slo.attainment": "SLO attainment",
-    "cost.per_mtok_output": "$/Mtok output",
-    "cost.per_mtok_good": "$/Mtok good",
-    "cost.per_1k_good_requests": "$ per 1k good requests",
-}
 
 
 def label(key: str) -> str:
@@ -36,10 +18,24 @@ def label(key: str) -> str:
         return f"{label(key)} (input {group[2:].replace('-', '–')} tokens)"
     if group.startswith("level"):
         return f"{label(key)} (sweep level {group[5:]})"
-    if key in _RATE_LABEL:
-        return _RATE_LABEL[key]
+    if key in cat.ROWS:
+        return cat.ROWS[key].label
     metric, _, stat = key.partition(".")
-    return f"{_STAT_LABEL.get(stat, stat)} {_METRIC_LABEL.get(metric, metric)}"
+    m = cat.METRICS.get(metric)
+    return f"{cat.STAT_LABEL.get(stat, stat)} {m.label if m else metric}"
+
+
+def short_label(key: str) -> str:
+    """``throughput.output_tokens`` → ``out tok/s``; ``ttft_user.p99`` → ``P99 TTFT(u)``;
+    ``e2e.p50@in16-255`` → ``P50 E2E in16-255``: a name that fits a narrow table."""
+    key, _, group = key.partition("@")
+    if key in cat.ROWS:
+        name = cat.ROWS[key].short
+    else:
+        metric, _, stat = key.partition(".")
+        m = cat.METRICS.get(metric)
+        name = f"{cat.STAT_LABEL.get(stat, stat)} {m.short if m else metric}"
+    return f"{name} {group}" if group else name
 
 
 def pct(x: float) -> str:

@@ -36,20 +36,14 @@ import math
 
 import numpy as np
 
+from abtui.metrics import catalogue as cat
 from abtui.metrics import gaps
-from abtui.metrics import request as request_metrics
 from abtui.metrics.table import NA, RequestTable
 
 LOAD_GAP_FRACTION = 0.5  # lag P99 within half the mean inter-arrival gap: the load is kept
 _P = (0.0, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5)  # shares of longer stalls
-_QUANTILE = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99}
-_LATENCY = {
-    "ttft": request_metrics.ttft_s,
-    "ttft_user": request_metrics.ttft_user_s,
-    "e2e": request_metrics.e2e_s,
-    "tpot": request_metrics.tpot_s,
-    "itl": None,
-}
+_QUANTILE = cat.QUANTILES
+_LATENCY = {m.key: m.per_request for m in cat.LATENCY}  # ITL: None (per chunk gap)
 _RATES_UP = ("throughput.requests", "throughput.output_tokens")  # higher is better, ∝ 1/T
 _COST = ("cost.per_mtok_output",)  # lower is better, ∝ T
 

@@ -43,7 +43,10 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from abtui.jsonable import json_ready
+from abtui.metrics import catalogue as cat
 from abtui.metrics import request as request_metrics
+from abtui.metrics.summary import segment_ids
 from abtui.metrics.table import RequestTable
 from abtui.stats.decide import tail_min_n
 
@@ -54,9 +57,8 @@ AA_MIN_BLOCKS = 8  # block pairs --aa plays at least (runs × blocks)
 MIN_BLOCK_N = 10  # values per arm and block for a mean or median
 HETEROGENEITY_ALPHA = 0.05
 PERMUTATIONS = 200
-METRICS = ("ttft", "ttft_user", "tpot", "itl", "e2e")
-STATS = ("mean", "p50", "p90", "p95", "p99")
-_Q = {"p50": 0.50, "p90": 0.90, "p95": 0.95, "p99": 0.99}
+METRICS = cat.LATENCY_KEYS
+STATS = cat.STAT_KEYS
 
 
 def base_key(key: str) -> str:
@@ -94,29 +96,17 @@ class NoiseFloor:
             "method": self.method,
             "z": self.z,
             "blocks": self.blocks,
-            "rows": {k: _finite(asdict(r)) for k, r in self.rows.items()},
+            "rows": {k: json_ready(asdict(r)) for k, r in self.rows.items()},
             "left_out": dict(self.left_out),
             "notes": list(self.notes),
         }
-
-
-def _finite(d: dict) -> dict:
-    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in d.items()}
-
-
-def _segments(t: RequestTable) -> np.ndarray:
-    key = np.zeros(len(t), dtype=np.int64)
-    for col in (t.run, t.level, t.block):
-        col = np.asarray(col, dtype=np.int64)
-        key = key * (int(col.max(initial=0)) + 1) + col
-    return key
 
 
 def overlapped(t: RequestTable, a: int, b: int) -> bool:
     """Whether arms ``a`` and ``b`` had requests in flight at the same time in any segment
     (``parallel``: they did; ``alternate``: they took turns)."""
     sent = ~t.warmup & (t.status != "cancelled")
-    seg = _segments(t)
+    seg = segment_ids(t)
     done = np.where(t.valid("done_ns"), t.done_ns, t.dispatched_ns)
     for s in np.unique(seg[sent]):
         spans = []
@@ -137,13 +127,7 @@ def _values(ok: RequestTable, metric: str) -> tuple[np.ndarray, np.ndarray]:
     if metric == "itl":
         rows, v = request_metrics.chunk_gaps(ok)
     else:
-        fn = {
-            "ttft": request_metrics.ttft_s,
-            "ttft_user": request_metrics.ttft_user_s,
-            "tpot": request_metrics.tpot_s,
-            "e2e": request_metrics.e2e_s,
-        }
-        v, rows = fn[metric](ok), np.arange(len(ok))
+        v, rows = cat.per_request_values(ok, metric), np.arange(len(ok))
     keep = np.isfinite(v)
     return v[keep], rows[keep]
 
@@ -153,7 +137,7 @@ def _stat(v: np.ndarray, stat: str) -> float:
         return math.nan
     if stat == "mean":
         return float(v.mean())
-    return float(np.percentile(v, _Q[stat] * 100))
+    return float(np.percentile(v, cat.QUANTILES[stat] * 100))
 
 
 def _block_stats(xs: np.ndarray, labels: np.ndarray, k: int, stats: list[str]) -> np.ndarray:
@@ -170,7 +154,7 @@ def _block_stats(xs: np.ndarray, labels: np.ndarray, k: int, stats: list[str]) -
             sums = np.add.reduceat(v, start[has]) if has.any() else np.zeros(0)
             out[i, has] = sums / n[has]
             continue
-        pos = _Q[st] * (n[has] - 1)
+        pos = cat.QUANTILES[st] * (n[has] - 1)
         lo = np.floor(pos).astype(np.int64)
         hi = np.minimum(lo + 1, n[has] - 1)
         a, b = v[start[has] + lo], v[start[has] + hi]
@@ -214,7 +198,7 @@ def measure(table: RequestTable, a: int = 0, b: int = 1, *, seed: int = 0) -> No
         )
         return nf
     ok = t.select(t.ok)
-    seg = _segments(ok)
+    seg = segment_ids(ok)
     segs = [
         int(s) for s in np.unique(seg) if all(((seg == s) & (ok.arm == x)).any() for x in (a, b))
     ]

@@ -41,6 +41,7 @@ import math
 
 import numpy as np
 
+from abtui.metrics import catalogue as cat
 from abtui.metrics import request as request_metrics
 from abtui.metrics.keys import unique_ints
 from abtui.metrics.summary import segment_ids, slo_met
@@ -221,7 +222,7 @@ def rate_effects(
         reps = replicates[key] = bootstrap.expand(reps, ratio_effect(b_val, a_val), widen)
         ells[key] = ell
         n_eff = slo_n_eff if needs_slo else math.nan
-        out.append(_rate_row(key, False, a_val, b_val, sa, sb, reps, ell, level, n_eff))
+        out.append(_rate_row(key, a_val, b_val, sa, sb, reps, ell, level, n_eff))
     if prices:
         from abtui.cost import arm_cost
 
@@ -233,20 +234,18 @@ def rate_effects(
                 reps = (prices[1] / prices[0]) / (1.0 + replicates[rate_key]) - 1.0
             a_val, b_val = getattr(ca, fld), getattr(cb, fld)
             n_eff = slo_n_eff if rate_key.startswith("goodput.") else math.nan
-            out.append(
-                _rate_row(key, True, a_val, b_val, sa, sb, reps, ells[rate_key], level, n_eff)
-            )
+            out.append(_rate_row(key, a_val, b_val, sa, sb, reps, ells[rate_key], level, n_eff))
     return out
 
 
-def _rate_row(key, lower_is_better, a_val, b_val, sa, sb, reps, ell, level, n_eff) -> Effect:
+def _rate_row(key, a_val, b_val, sa, sb, reps, ell, level, n_eff) -> Effect:
     lo, hi = bootstrap.percentile_ci(reps, level)
     metric, stat = key.split(".")
     return Effect(
         key=key,
         metric=metric,
         stat=stat,
-        lower_is_better=lower_is_better,
+        lower_is_better=cat.ROWS[key].lower_is_better,
         a=a_val,
         b=b_val,
         n_a=sa.sent,

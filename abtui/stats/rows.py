@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-import numpy as np
-
-from abtui.stats.decide import INCONCLUSIVE, MIN_EFFECTIVE
+from abtui.jsonable import json_ready
+from abtui.stats.decide import INCONCLUSIVE, MIN_EFFECTIVE, Outcome
+from abtui.stats.reasons import Reason
 
 
 @dataclass
@@ -33,25 +33,13 @@ class Effect:
     p_adj: float = math.nan
     family: str = "breakdown"  # "primary" (Holm) or "breakdown" (Benjamini–Hochberg)
     delta: float = math.nan
-    outcome: str = INCONCLUSIVE
+    outcome: Outcome = INCONCLUSIVE
     significant: bool = False
     samples_needed: int | None = None
-    note: str = ""
+    note: Reason | str = ""  # why it was not called (a Reason: words and a code)
 
     def to_dict(self) -> dict:
-        return clean(asdict(self))
-
-
-def clean(obj):
-    if isinstance(obj, dict):
-        return {k: clean(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [clean(v) for v in obj]
-    if isinstance(obj, float | np.floating):
-        return float(obj) if math.isfinite(obj) else None
-    if isinstance(obj, np.integer | np.bool_):
-        return obj.item()
-    return obj
+        return json_ready(asdict(self))
 
 
 def ratio_effect(b: float, a: float) -> float:

@@ -281,9 +281,14 @@ def paired_series(table, a: int, b: int, metrics: tuple[str, ...] = ("ttft", "tp
     """Per metric, the values of arms ``a`` and ``b`` on the items both arms sent (warm-up
     left out), aligned and in schedule order (run, level, block, item); NaN where a request
     did not succeed. ``table`` is a :class:`abtui.metrics.table.RequestTable`."""
-    from abtui.metrics import request as rm
+    from abtui.metrics import request as request_metrics
 
-    fn = {"ttft": rm.ttft_s, "ttft_user": rm.ttft_user_s, "tpot": rm.tpot_s, "e2e": rm.e2e_s}
+    fn = {
+        "ttft": request_metrics.ttft_s,
+        "ttft_user": request_metrics.ttft_user_s,
+        "tpot": request_metrics.tpot_s,
+        "e2e": request_metrics.e2e_s,
+    }
     sent = ~table.warmup & (table.ok | (table.status == "error"))
     key = np.zeros(len(table), dtype=np.int64)
     for col in (table.run, table.level, table.block, table.item):

@@ -22,15 +22,23 @@ Conventions:
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 SCHEMA_VERSION = 1
 
-# meta["status"] values.
-RUNNING = "running"
-COMPLETE = "complete"
-INTERRUPTED = "interrupted"
-FAILED = "failed"
-WRITE_FAILED = "write_failed"  # the file itself could not be written (disk full, I/O error)
-STATUSES = (RUNNING, COMPLETE, INTERRUPTED, FAILED, WRITE_FAILED)
+
+class Status(StrEnum):
+    """``meta["status"]``: how far the session got (a ``str``: stored as these words)."""
+
+    RUNNING = "running"
+    COMPLETE = "complete"
+    INTERRUPTED = "interrupted"
+    FAILED = "failed"
+    WRITE_FAILED = "write_failed"  # the file itself could not be written (disk full, I/O error)
+
+
+RUNNING, COMPLETE, INTERRUPTED, FAILED, WRITE_FAILED = Status
+STATUSES = tuple(s.value for s in Status)  # plain strings, for messages that list them
 
 # Columns of ``requests`` in table order (the writer inserts them by name).
 REQUEST_COLUMNS = (

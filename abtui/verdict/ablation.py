@@ -43,10 +43,11 @@ from __future__ import annotations
 
 import math
 
+from abtui.jsonable import json_ready
 from abtui.quality import factorial as quality_factorial
 from abtui.stats import factorial as stats_factorial
 from abtui.stats.labels import label, pct
-from abtui.stats.rows import clean
+from abtui.stats.reasons import Code, Reason
 
 _TERM_FIELDS = (
     "term",
@@ -139,7 +140,7 @@ def summarize_factorial(
             1 for r in out_rows if r["key"] in first for i in r["interactions"] if i["finding"]
         )
         finds[at:at] = qual["findings"]
-    return clean(
+    return json_ready(
         {
             "factors": design.factors,
             "arms": [
@@ -238,7 +239,7 @@ def _quality(
     }
 
 
-def combination_reasons(fac: dict | None) -> tuple[list[str], list[str]]:
+def combination_reasons(fac: dict | None) -> tuple[list[Reason], list[Reason]]:
     """``(no_go, notes)`` of the factorial for the full combination's pair verdict: the
     combination worse than the best single factor, and each quality interaction beyond the
     margin, are NO-GO reasons; an undecided quality interaction is said (it does not block GO:
@@ -246,8 +247,9 @@ def combination_reasons(fac: dict | None) -> tuple[list[str], list[str]]:
     if not fac or fac.get("error"):
         return [], []
     q = fac.get("quality") or {}
-    no_go = ([fac["no_go"]] if fac.get("no_go") else []) + list(q.get("no_go") or [])
-    return no_go, list(q.get("undecided") or [])
+    no_go = [Reason(Code.COMBINATION_WORSE, fac["no_go"])] if fac.get("no_go") else []
+    no_go += [Reason(Code.INTERACTION, r) for r in q.get("no_go") or []]
+    return no_go, [Reason(Code.INTERACTION, r) for r in q.get("undecided") or []]
 
 
 def headline_keys(fac: dict, policy: dict) -> list[str]:

@@ -29,6 +29,7 @@ from abtui.metrics.table import NA, RequestTable
 from abtui.stats import decide
 from abtui.stats.effects import Comparison
 from abtui.stats.labels import describe, pct
+from abtui.stats.reasons import Code, Reason
 
 MAX_TOKENS_PER_CHUNK = 16
 USAGE_SHARE = 0.01
@@ -36,6 +37,12 @@ LENGTH_CHECK = "output_tokens.mean"
 # rows whose value grows with the tokens generated (keys before any "@" breakdown)
 LENGTH_BOUND = ("e2e.", "throughput.", "goodput.", "slo.", "cost.")
 USAGE_BOUND = ("tpot.", "throughput.output_tokens", "goodput.output_tokens", "cost.per_mtok")
+
+
+LENGTHS_DIFFER = Reason(Code.NOT_COMPARABLE, "not comparable: the arms' output lengths differ")
+USAGE_UNCARRIED = Reason(
+    Code.NOT_COMPARABLE, "not comparable: usage counts the stream did not carry"
+)
 
 
 def _bound(key: str, prefixes: tuple[str, ...]) -> bool:
@@ -67,18 +74,15 @@ def length_finding(comp: Comparison, policy: dict, names: tuple[str, str]) -> di
     a, b = names
     shorter = "shorter" if check.ratio < 0 else "longer"
     per_token = [describe(e) for k in ("tpot.p50", "itl.p50") if (e := comp.get(k)) is not None]
-    reason = (
+    reason = Reason(
+        Code.OUTPUT_LENGTHS_DIFFER,
         f"the arms generated different output lengths for the same items: {b}'s outputs are "
         f"{pct(check.ratio)} [{pct(check.lo)}, {pct(check.hi)}] {shorter} than {a}'s (mean "
         f"{check.b:.1f} vs {check.a:.1f} tokens), beyond what sampling explains; E2E, "
         "throughput, goodput and cost compare different work and are not called, and this run "
-        "cannot be GO" + (f" (per token: {'; '.join(per_token)})" if per_token else "")
+        "cannot be GO" + (f" (per token: {'; '.join(per_token)})" if per_token else ""),
     )
-    rows = {
-        e.key: "not comparable: the arms' output lengths differ"
-        for e in comp.effects
-        if _bound(e.key, LENGTH_BOUND)
-    }
+    rows = {e.key: LENGTHS_DIFFER for e in comp.effects if _bound(e.key, LENGTH_BOUND)}
     return {
         "kind": "output_lengths",
         "reason": reason,
@@ -123,22 +127,19 @@ def usage_finding(table: RequestTable, comp: Comparison, names: list[str]) -> di
         for name, v in per_arm.items()
     )
     blocks = worst > USAGE_SHARE
-    reason = (
+    reason = Reason(
+        Code.USAGE_OVERCOUNTS,
         f"the server's usage counts more output tokens than the stream carried, over "
         f"{MAX_TOKENS_PER_CHUNK} a chunk — {said}: TPOT and the token rates from those "
         "counts are not measurements"
-    )
-    reason += (
-        "; they are not called, and this run cannot be GO"
-        if blocks
-        else f" (under {USAGE_SHARE:.0%} of responses: noted, not blocking)"
+        + (
+            "; they are not called, and this run cannot be GO"
+            if blocks
+            else f" (under {USAGE_SHARE:.0%} of responses: noted, not blocking)"
+        ),
     )
     rows = (
-        {
-            e.key: "not comparable: usage counts the stream did not carry"
-            for e in comp.effects
-            if _bound(e.key, USAGE_BOUND)
-        }
+        {e.key: USAGE_UNCARRIED for e in comp.effects if _bound(e.key, USAGE_BOUND)}
         if blocks
         else {}
     )

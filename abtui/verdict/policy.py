@@ -34,38 +34,82 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
+from enum import StrEnum
 
 import numpy as np
 
 from abtui import limits
 from abtui.cost import arm_cost, arm_prices
 from abtui.errors import SpecError
+from abtui.jsonable import json_ready
 from abtui.metrics import request as request_metrics
 from abtui.metrics.keys import unique_ints
 from abtui.metrics.table import RequestTable
 from abtui.quality.gates import evaluate_quality
+from abtui.spec import PolicySpec
 from abtui.stats import decide, lagguard
 from abtui.stats.classical import error_rate_higher_p
 from abtui.stats.effects import Comparison, compare
 from abtui.stats.labels import describe, label, pct
 from abtui.stats.multiple import benjamini_hochberg, holm
+from abtui.stats.reasons import Code, Reason
 from abtui.stats.sweep import sweep_summary
+from abtui.store.schema import COMPLETE
 from abtui.verdict.comparable import length_finding, usage_finding
 
-GO, NO_GO, INCONCLUSIVE = "GO", "NO-GO", "INCONCLUSIVE"
-CALIBRATED = "CALIBRATED"  # an A/A session without a significant change (abtui.verdict.saved)
+
+class Result(StrEnum):
+    """A pair's or a session's verdict (a ``str``: the JSON holds the same words)."""
+
+    GO = "GO"
+    NO_GO = "NO-GO"
+    INCONCLUSIVE = "INCONCLUSIVE"
+    CALIBRATED = "CALIBRATED"  # an A/A session without a significant change (verdict.session)
+
+
+GO, NO_GO, INCONCLUSIVE, CALIBRATED = Result
 EXIT_CODES = {GO: 0, NO_GO: 3, INCONCLUSIVE: 4, CALIBRATED: 0}
 
-DEFAULT_POLICY = {
-    "primary": "e2e.p50",
-    "guardrails": ["ttft.p50", "ttft.p99", "tpot.p50", "tpot.p99", "e2e.p99"],
-    "alpha": decide.DEFAULT_ALPHA,
-    "delta": decide.DELTA_CENTRAL,
-    "delta_tail": decide.DELTA_TAIL,
-    "resamples": 10_000,
-    "seed": 0,
-    "noise_floor": None,
-}
+
+class GuardState(StrEnum):
+    """Where a guardrail stands (:func:`guardrail_checks`)."""
+
+    SHOWN = "shown"  # shown non-inferior
+    REGRESSED = "regressed"  # its outcome is REGRESSED: NO-GO
+    UNDECIDED = "undecided"  # neither: GO is not possible, the reason says what would decide
+    MISSING = "missing"  # not measured in this session
+
+
+@dataclass(frozen=True, slots=True)
+class Guardrail:
+    """One guardrail's non-inferiority check."""
+
+    key: str
+    state: GuardState
+    delta: float | None  # its δ (None: not measured)
+    bound: float | None  # its CI's bound on the worse side
+    samples_needed: int | None  # per arm, when undecided and estimable
+    reason: Reason  # why it is not shown (said when it blocks GO)
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorRates:
+    """The pair's error rates and whether B's is significantly higher."""
+
+    rate_a: float
+    rate_b: float
+    p_higher: float  # one-sided Fisher exact
+
+
+@dataclass(frozen=True, slots=True)
+class PairOutcome:
+    """What the policy makes of one pair's comparison (:func:`_pair_result`)."""
+
+    result: Result
+    reasons: list[Reason]
+    errors: ErrorRates
+    generator: dict  # per arm name: the load generator's figures (lagguard)
+    guardrails: list[Guardrail]
 
 
 @dataclass
@@ -74,26 +118,26 @@ class PairVerdict:
     candidate: str
     a: int
     b: int
-    result: str
-    reasons: list[str]
+    result: Result
+    reasons: list[Reason]
     comparison: Comparison
-    errors: dict
+    errors: ErrorRates
     generator: dict
     cost: dict | None = None
     quality: dict | None = None  # abtui.quality.gates.evaluate_quality, when quality was measured
-    guardrails: list[dict] | None = None  # guardrail_checks: each guardrail's non-inferiority
+    guardrails: list[Guardrail] | None = None  # guardrail_checks: each one's non-inferiority
     # what makes the pair's speed rows not compare like with like (abtui.verdict.comparable)
     findings: list[dict] | None = None
 
     def to_dict(self) -> dict:
         d = {k: v for k, v in asdict(self).items() if k != "comparison"}
         d["comparison"] = self.comparison.to_dict()
-        return _finite(d)
+        return json_ready(d)
 
 
 @dataclass
 class Verdict:
-    result: str
+    result: Result
     pairs: list[PairVerdict]
     ladder: list[PairVerdict]
     policy: dict
@@ -115,27 +159,17 @@ class Verdict:
             "session": self.session,
             "pairs": [p.to_dict() for p in self.pairs],
             "ladder": [p.to_dict() for p in self.ladder],
-            "sweep": _finite(self.sweep) if self.sweep else None,
-            "factorial": _finite(self.factorial) if self.factorial else None,
+            "sweep": json_ready(self.sweep) if self.sweep else None,
+            "factorial": json_ready(self.factorial) if self.factorial else None,
         }
-
-
-def _finite(obj):
-    if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_finite(v) for v in obj]
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    return obj
 
 
 def resolve_policy(policy: dict | None) -> dict:
     """The default policy with ``policy``'s keys laid over it; its numbers inside the limit
     table (a session file's stored policy is checked as a spec's is: a crafted one cannot ask
     for 10¹¹ resamples)."""
-    out = dict(DEFAULT_POLICY)
-    out.update({k: v for k, v in (policy or {}).items() if k in DEFAULT_POLICY})
+    out = asdict(PolicySpec())  # the spec's defaults: one source
+    out.update({k: v for k, v in (policy or {}).items() if k in out})
     out["guardrails"] = list(out["guardrails"])
     for key in ("alpha", "delta", "delta_tail", "resamples", "seed"):
         try:
@@ -201,7 +235,7 @@ def apply_policy(
 
 def guardrail_checks(
     comp: Comparison, policy: dict, not_comparable: dict[str, str] | None = None
-) -> list[dict]:
+) -> list[Guardrail]:
     """Each guardrail (other than the primary) and whether it was **shown non-inferior**
     (:func:`abtui.stats.decide.non_inferiority`): ``state`` is ``shown``, ``regressed`` (its
     outcome is REGRESSED: NO-GO), ``undecided`` (neither: GO is not possible, the reason says
@@ -215,14 +249,17 @@ def guardrail_checks(
         e = comp.get(key)
         if e is None:
             out.append(
-                {
-                    "key": key,
-                    "state": "missing",
-                    "delta": None,
-                    "bound": None,
-                    "samples_needed": None,
-                    "reason": f"guardrail {label(key)} was not measured in this session",
-                }
+                Guardrail(
+                    key,
+                    GuardState.MISSING,
+                    None,
+                    None,
+                    None,
+                    Reason(
+                        Code.GUARDRAIL_MISSING,
+                        f"guardrail {label(key)} was not measured in this session",
+                    ),
+                )
             )
             continue
         d = decide.non_inferiority(
@@ -238,32 +275,31 @@ def guardrail_checks(
             paired=e.paired,
         )
         if e.outcome == decide.REGRESSED:
-            state = "regressed"
+            state = GuardState.REGRESSED
         elif key in not_comparable:
-            state, d = (
-                "undecided",
-                decide.Decision(decide.INCONCLUSIVE, False, None, not_comparable[key]),
-            )
+            state = GuardState.UNDECIDED
+            d = decide.Decision(decide.INCONCLUSIVE, False, None, not_comparable[key])
         else:
-            state = "shown" if d.significant else "undecided"
+            state = GuardState.SHOWN if d.significant else GuardState.UNDECIDED
         out.append(
-            {
-                "key": key,
-                "state": state,
-                "delta": e.delta,
-                "bound": e.hi if e.lower_is_better else e.lo,
-                "samples_needed": d.samples_needed,
-                "reason": (
+            Guardrail(
+                key,
+                state,
+                e.delta,
+                e.hi if e.lower_is_better else e.lo,
+                d.samples_needed,
+                Reason(
+                    Code.GUARDRAIL_UNDECIDED,
                     f"guardrail {label(key)} not shown non-inferior: {pct(e.ratio)} "
-                    f"[{pct(e.lo)}, {pct(e.hi)}]; {d.note}"
+                    f"[{pct(e.lo)}, {pct(e.hi)}]; {d.note}",
                 ),
-            }
+            )
         )
     return out
 
 
-def _bound_words(g: dict, lower_is_better: bool) -> str:
-    return f"{label(g['key'])} {'≤' if lower_is_better else '≥'} {pct(g['bound'])}"
+def _bound_words(g: Guardrail, lower_is_better: bool) -> str:
+    return f"{label(g.key)} {'≤' if lower_is_better else '≥'} {pct(g.bound)}"
 
 
 def _generator_checks(
@@ -271,13 +307,13 @@ def _generator_checks(
     comp: Comparison,
     policy: dict,
     names: list[str],
-    guards: list[dict],
+    guards: list[Guardrail],
     machine_note: str | None,
-) -> tuple[list[str], dict]:
+) -> tuple[list[Reason], dict]:
     """The generator rule (:mod:`abtui.stats.lagguard`): per arm, was the offered load kept; for
     the baseline of the pair, could its stalls have produced the primary's gain or a guardrail's
     non-inferiority. Returns the reasons that forbid GO and the figures per arm."""
-    blockers: list[str] = []
+    blockers: list[Reason] = []
     generator: dict[str, dict] = {}
     delta = policy["delta"]
     measured = {}
@@ -295,9 +331,12 @@ def _generator_checks(
         }
         if not kept:
             blockers.append(
-                f"the load generator of {names[arm]} fell behind its schedule: "
-                f"{lagguard.load_words(s.lag_p99_s, gap, s.e2e.p50, delta)}; this run "
-                "cannot be GO"
+                Reason(
+                    Code.LOAD_NOT_KEPT,
+                    f"the load generator of {names[arm]} fell behind its schedule: "
+                    f"{lagguard.load_words(s.lag_p99_s, gap, s.e2e.p50, delta)}; this run "
+                    "cannot be GO",
+                )
             )
     sa, name_a = comp.summaries[0], names[comp.a]
     m = measured[comp.a]
@@ -305,7 +344,7 @@ def _generator_checks(
     ok = None  # the baseline's ok rows (positions), found only when a row is to be bounded
     lagged = f"lag P99 {sa.lag_p99_s * 1e3:.1f} ms, max {sa.lag_max_s * 1e3:.1f} ms"
     checks = [(policy["primary"], "primary")] + [
-        (g["key"], "guardrail") for g in guards if g["state"] == "shown"
+        (g.key, "guardrail") for g in guards if g.state == GuardState.SHOWN
     ]
     unbounded, explained = [], []
     shared: dict = {}  # what the rows' bounds share (lagguard.flattery)
@@ -362,19 +401,26 @@ def _generator_checks(
             )
     if explained:
         blockers.append(
-            f"the load generator of {name_a} fell behind its schedule ({lagged}) by enough to "
-            "explain the result: its stalls may have made it look slower by up to "
-            + ", ".join(explained)
-            + "; this run cannot be GO"
+            Reason(
+                Code.LAG_EXPLAINS,
+                f"the load generator of {name_a} fell behind its schedule ({lagged}) by enough "
+                "to explain the result: its stalls may have made it look slower by up to "
+                + ", ".join(explained)
+                + "; this run cannot be GO",
+            )
         )
     if unbounded and sa.generator_behind:  # rows not bounded: the fixed limits, as before
         blockers.append(
-            f"the load generator of {name_a} fell behind its schedule ({lagged}): its latencies "
-            f"include client-side delay, and {', '.join(label(k) for k in unbounded)} cannot be "
-            "bounded for it, so this run cannot be GO"
+            Reason(
+                Code.LAG_UNBOUNDED,
+                f"the load generator of {name_a} fell behind its schedule ({lagged}): its "
+                f"latencies include client-side delay, and "
+                f"{', '.join(label(k) for k in unbounded)} cannot be bounded for it, so this "
+                "run cannot be GO",
+            )
         )
     if blockers and machine_note:
-        blockers.append(machine_note)
+        blockers.append(Reason(Code.MACHINE_BUSY, machine_note))
     return blockers, generator
 
 
@@ -391,65 +437,105 @@ def _pair_result(
     machine_note: str | None = None,
     lost: list[str] | None = None,
     findings: list[dict] | None = None,
-) -> tuple[str, list[str], dict, dict, list[dict]]:
+) -> PairOutcome:
     sa, sb = comp.summaries
     alpha = policy["alpha"]
-    blockers: list[str] = []  # cannot be GO
-    no_go: list[str] = []
+    blockers: list[Reason] = []  # cannot be GO
+    no_go: list[Reason] = []
     rate_a = sa.n_errors / sa.sent if sa.sent else math.nan
     rate_b = sb.n_errors / sb.sent if sb.sent else math.nan
     p_err = error_rate_higher_p(sa.n_errors, sa.sent, sb.n_errors, sb.sent)
-    errors = {"rate_a": rate_a, "rate_b": rate_b, "p_higher": p_err}
+    errors = ErrorRates(rate_a, rate_b, p_err)
     if sb.sent and sa.sent and rate_b > rate_a:
-        text = f"errors rose: {rate_b:.1%} of requests vs {rate_a:.1%} (one-sided Fisher p = {p_err:.3g})"
+        text = Reason(
+            Code.ERRORS_ROSE,
+            f"errors rose: {rate_b:.1%} of requests vs {rate_a:.1%} "
+            f"(one-sided Fisher p = {p_err:.3g})",
+        )
         (no_go if p_err < alpha else blockers).append(text)
-    if status != "complete":
-        blockers.append(f"the session is {status}: the planned workload was not completed")
+    if status != COMPLETE:
+        blockers.append(
+            Reason(
+                Code.INCOMPLETE,
+                f"the session is {status}: the planned workload was not completed",
+            )
+        )
     for why in lost or []:  # a Ray node died under a generator (abtui.runner.ray.fleet)
-        blockers.append(f"a load generator was lost: {why}; this run cannot be GO")
+        blockers.append(
+            Reason(Code.GENERATOR_LOST, f"a load generator was lost: {why}; this run cannot be GO")
+        )
     not_comparable: dict[str, str] = {}
-    notes: list[str] = []  # said, not blocking
+    notes: list[Reason] = []  # said, not blocking
     for f in findings or []:
         not_comparable.update(f["notes"])
-        (blockers if f.get("blocks", True) else notes).append(f["reason"])
+        (blockers if f.get("blocks", True) else notes).append(f["reason"])  # a Reason
     guards = guardrail_checks(comp, policy, not_comparable)
     lag_blockers, generator = _generator_checks(table, comp, policy, names, guards, machine_note)
     blockers += lag_blockers
     for g in guards:
-        if g["state"] == "regressed":
-            no_go.append(f"{describe(comp.get(g['key']))}, beyond the {g['delta']:.0%} guardrail")
-        elif g["state"] != "shown":
-            blockers.append(g["reason"])
+        if g.state == GuardState.REGRESSED:
+            no_go.append(
+                Reason(
+                    Code.GUARDRAIL_REGRESSED,
+                    f"{describe(comp.get(g.key))}, beyond the {g.delta:.0%} guardrail",
+                )
+            )
+        elif g.state != GuardState.SHOWN:
+            blockers.append(g.reason)
     prim = comp.get(policy["primary"])
     if prim is None:
         blockers.append(
-            f"the primary objective {label(policy['primary'])} was not measured "
-            "(set SLOs for goodput, a GPU price for cost)"
+            Reason(
+                Code.PRIMARY_MISSING,
+                f"the primary objective {label(policy['primary'])} was not measured "
+                "(set SLOs for goodput, a GPU price for cost)",
+            )
         )
     elif prim.outcome == decide.REGRESSED:
-        no_go.append(f"primary objective {describe(prim)}, beyond δ {prim.delta:.0%}")
+        no_go.append(
+            Reason(
+                Code.PRIMARY_REGRESSED,
+                f"primary objective {describe(prim)}, beyond δ {prim.delta:.0%}",
+            )
+        )
     if no_go:
-        return NO_GO, no_go + blockers + notes, errors, generator, guards
+        return PairOutcome(NO_GO, no_go + blockers + notes, errors, generator, guards)
     if prim is not None and prim.outcome == decide.IMPROVED and not blockers:
-        reasons = [f"primary objective {describe(prim)}, beyond δ {prim.delta:.0%}"]
+        reasons = [
+            Reason(
+                Code.PRIMARY_IMPROVED,
+                f"primary objective {describe(prim)}, beyond δ {prim.delta:.0%}",
+            )
+        ]
         if guards:
             reasons.append(
-                "every guardrail shown non-inferior (its CI's worse bound inside δ): "
-                + ", ".join(_bound_words(g, comp.get(g["key"]).lower_is_better) for g in guards)
+                Reason(
+                    Code.GUARDRAILS_SHOWN,
+                    "every guardrail shown non-inferior (its CI's worse bound inside δ): "
+                    + ", ".join(_bound_words(g, comp.get(g.key).lower_is_better) for g in guards),
+                )
             )
-        return GO, reasons + notes, errors, generator, guards
-    reasons = list(blockers)
-    if prim is not None:
-        if prim.outcome == decide.IMPROVED:
-            reasons.insert(0, f"primary objective {describe(prim)}, but:")
-        elif prim.outcome == decide.EQUIVALENT:
-            reasons.insert(
-                0, f"primary objective {describe(prim)}: within ±{prim.delta:.0%}, nothing to gain"
+        return PairOutcome(GO, reasons + notes, errors, generator, guards)
+    reasons = _primary_words(prim) + blockers + notes
+    return PairOutcome(INCONCLUSIVE, reasons, errors, generator, guards)
+
+
+def _primary_words(prim) -> list[Reason]:
+    """What an INCONCLUSIVE pair says first about its primary objective (nothing when it was
+    not measured: a blocker says so)."""
+    if prim is None:
+        return []
+    if prim.outcome == decide.IMPROVED:
+        return [Reason(Code.PRIMARY_IMPROVED_BUT, f"primary objective {describe(prim)}, but:")]
+    if prim.outcome == decide.EQUIVALENT:
+        return [
+            Reason(
+                Code.PRIMARY_EQUIVALENT,
+                f"primary objective {describe(prim)}: within ±{prim.delta:.0%}, nothing to gain",
             )
-        else:
-            more = f" ({prim.note})" if prim.note else ""
-            reasons.insert(0, f"primary objective {describe(prim)}{more}")
-    return INCONCLUSIVE, reasons + notes, errors, generator, guards
+        ]
+    more = f" ({prim.note})" if prim.note else ""
+    return [Reason(Code.PRIMARY_UNDECIDED, f"primary objective {describe(prim)}{more}")]
 
 
 def evaluate(
@@ -457,7 +543,7 @@ def evaluate(
     arms: list[dict],
     spec: dict,
     *,
-    status: str = "complete",
+    status: str = COMPLETE,
     policy: dict | None = None,
     noise_floor: dict[str, float] | None = None,
     session: dict | None = None,
@@ -496,16 +582,17 @@ def evaluate(
         ]
         not_comparable = {k: v for f in findings for k, v in f["notes"].items()}
         apply_policy(comp, pol, noise_floor, not_comparable)
-        result, reasons, errors, generator, guards = _pair_result(
-            comp, pol, status, names, table, machine_note, lost, findings
-        )
+        out = _pair_result(comp, pol, status, names, table, machine_note, lost, findings)
+        result, reasons = out.result, out.reasons
         qual = evaluate_quality(quality or [], a, b, spec.get("quality"))
         if qual and qual["no_go"]:  # a quality gate failed: NO-GO whatever the latencies say
-            result, reasons = NO_GO, qual["no_go"] + reasons
+            result = NO_GO
+            reasons = [Reason(Code.QUALITY_NO_GO, r) for r in qual["no_go"]] + reasons
         elif qual and qual["undecided"]:  # quality not shown non-inferior: cannot be GO
             if result == GO:
-                result, reasons = INCONCLUSIVE, [reasons[0].rstrip(":") + ", but:"] + reasons[1:]
-            reasons = reasons + qual["undecided"]
+                but = Reason(Code.PRIMARY_IMPROVED_BUT, reasons[0].rstrip(":") + ", but:")
+                result, reasons = INCONCLUSIVE, [but] + reasons[1:]
+            reasons = reasons + [Reason(Code.QUALITY_UNDECIDED, r) for r in qual["undecided"]]
         cost = None
         if prices:
             cost = {
@@ -521,11 +608,11 @@ def evaluate(
             result,
             reasons,
             comp,
-            errors,
-            generator,
+            out.errors,
+            out.generator,
             cost,
             qual,
-            guards,
+            out.guardrails,
             stored or None,
         )
 

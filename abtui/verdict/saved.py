@@ -36,6 +36,7 @@ from abtui.runner.machine import machine_words
 from abtui.stats import decide
 from abtui.stats import noise_floor as nfm
 from abtui.stats.labels import describe
+from abtui.stats.reasons import Code, Reason
 from abtui.store.reader import SessionReader
 from abtui.store.verdicts import append_verdict
 from abtui.verdict.policy import CALIBRATED, INCONCLUSIVE, Verdict, evaluate
@@ -233,16 +234,27 @@ def session_verdict(
         ]
         if changed:
             verdict.result = INCONCLUSIVE
-            reasons = [f"the baseline differs from itself: {describe(e)}" for e in changed[:5]]
-            reasons.append("the setup is not stable enough to compare endpoints at this size")
+            reasons = [
+                Reason(Code.AA_CHANGED, f"the baseline differs from itself: {describe(e)}")
+                for e in changed[:5]
+            ]
+            reasons.append(
+                Reason(
+                    Code.AA_UNSTABLE,
+                    "the setup is not stable enough to compare endpoints at this size",
+                )
+            )
         else:
             verdict.result = CALIBRATED
-            reasons = ["no significant difference between identical arms; noise floor stored"]
+            floor = "noise floor stored"
             if not measured:
-                reasons = [
-                    "no significant difference between identical arms; no noise floor: "
-                    + "; ".join(nf.notes[:1] or ["no row could be measured"])
-                ]
+                floor = "no noise floor: " + "; ".join(nf.notes[:1] or ["no row could be measured"])
+            reasons = [
+                Reason(
+                    Code.AA_CALIBRATED,
+                    f"no significant difference between identical arms; {floor}",
+                )
+            ]
         for p in verdict.pairs:
             p.result, p.reasons = verdict.result, reasons
     sv = SessionVerdict(verdict, path, arms, spec, meta, aa, measured, None, detail)

@@ -21,6 +21,7 @@ from textual.screen import Screen
 from textual.widgets import Footer
 
 from abtui.metrics.live import deltas, shared_range
+from abtui.metrics.summary import LAG_MAX_LIMIT_S
 from abtui.runner.health import BEHIND_NOTE_S
 from abtui.runner.observer import RunInfo
 from abtui.tui import keys
@@ -88,7 +89,7 @@ def header_text(
     segment says the level's load), the 'abtui' mark, the session name cut, the state's
     detail, the segment's load, 'req', the name cut shorter, then gone; only then is the line
     cut with '…'."""
-    late = lag_s >= 0.1
+    late = lag_s > LAG_MAX_LIMIT_S  # the summary's generator_behind rule on the largest lag
     behind = behind_s > BEHIND_NOTE_S
 
     def parts(k: int) -> list[tuple[str, str]]:  # k: how hard it is squeezed (0: not at all)
