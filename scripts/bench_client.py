@@ -8,7 +8,7 @@ Endpoint (abtui's simulator) pinned to one core, client to the other, loopback o
       send times, at 64 streams (TTFT 50 ms, ITL 10 ms) and 256 streams (ITL 20 ms);
   (c) time from `abtui run` to the first request reaching the endpoint, and peak memory
       (main process + load generators);
-  (d) the first wave (issue 19.1): the load generator's own loop (warm-up of 2, then a closed
+  (d) the first wave: the load generator's own loop (warm-up of 2, then a closed
       loop at 64 and 256 streams, 2 waves), TTFT error of the first wave (the requests sent at
       t0) and of the later one, against the endpoint's log — with the connections opened before
       t0 (the default) and, ``--preconnect off``, without (as abtui did before). Run it with an

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""How well the factorial interaction is calibrated (issue 20): coverage and false flags.
+"""How well the factorial interaction is calibrated: coverage and false flags.
 
 Each cell builds ``--repeats`` synthetic 2×2 sessions (:func:`tests.synthetic.synthetic_table`,
 ``--n`` requests per arm, TTFT and TPOT log-normal σ = 0.25 per arm, plus a load every arm sees:

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""How well the accuracy interaction of a 2×2 factorial is calibrated (issue 20): coverage,
+"""How well the accuracy interaction of a 2×2 factorial is calibrated: coverage,
 false flags and power of the score interval (:mod:`abtui.quality.factorial`), next to a
 cluster bootstrap of the same per-item contrasts.
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The driver's ingest with the load generators as Ray actors vs local processes (issue 21).
+"""The driver's ingest with the load generators as Ray actors vs local processes.
 
 (a) ingest: ``abtui run`` (the real driver, a child process of this script) against abtui's
     zero-delay simulator, closed loop (64 streams per arm, ``--seconds`` of load), 256-token

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The simulator's own ceilings (issue 4): it must never be what limits a benchmark.
+"""The simulator's own ceilings: it must never be what limits a benchmark.
 
   (a) serve: a sim pinned to one core streams 256-token answers to 64 concurrent streams
       driven by abtui's fast client pinned to the other core; the batching engine

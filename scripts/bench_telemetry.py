@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What telemetry costs (issue 8): the sampler's CPU share at 1 Hz, and its effect on the ITL
+"""What telemetry costs: the sampler's CPU share at 1 Hz, and its effect on the ITL
 the client measures. Everything on 127.0.0.1; the figures are medians of repeats.
 
 1. **Scrape cost.** A simulated H100 (``h100:llama-3-8b:bf16``) serves vLLM-named ``/metrics``

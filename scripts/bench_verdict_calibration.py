@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""How often the verdict is wrong (issue 24): A/A false calls, power and quality gates.
+"""How often the verdict is wrong: A/A false calls, power and quality gates.
 
 Each cell builds ``--repeats`` synthetic sessions with a known truth and counts how often
 :func:`abtui.verdict.policy.evaluate` (default policy: primary ``e2e.p50``; guardrails TTFT/TPOT
@@ -624,7 +624,7 @@ def main(argv: list[str] | None = None) -> None:
         "wall_s": wall,
         "command": " ".join(sys.argv if argv is None else ["bench_verdict_calibration.py", *argv]),
     }
-    print("## Verdict calibration (issue 24)\n")
+    print("## Verdict calibration\n")
     print(
         f"- machine: {meta['machine']}\n- versions: {meta['versions']}\n- code measured: "
         f"{meta['code']}\n- command: `{meta['command']}`"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The simulated DCGM gauges against the roofline arithmetic, as a scraper sees them (issue 19.3).
+"""The simulated DCGM gauges against the roofline arithmetic, as a scraper sees them.
 
 A simulated endpoint (``--preset``, default h100:llama-3-8b:bf16, time scale 1) runs in a child
 process; this process drives a workload over loopback and scrapes ``/metrics`` every
@@ -47,7 +47,7 @@ GAUGES = {
     "tensor": "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
     "sm": "DCGM_FI_PROF_SM_ACTIVE",
 }
-# the gauges' averaging window (0 before issue 19.3: they showed the step in flight)
+# the gauges' averaging window (0: the step in flight)
 GAUGE_WINDOW_S = getattr(gpu_model, "GAUGE_WINDOW_S", 0.0)
 VERBOSE = False  # --verbose: every reading
 BUDGET = 8192  # the engine's default max_batched_tokens

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Did a change move any number of a verdict? Dump whole verdict documents, then compare two
-dumps leaf by leaf (how issue 19.2's changes were checked: docs/reliability.md).
+dumps leaf by leaf (docs/reliability.md).
 
     PYTHONPATH=/path/to/before python scripts/verdict_diff.py dump before.json S1.duckdb S2.duckdb
     PYTHONPATH=/path/to/after  python scripts/verdict_diff.py dump after.json S1.duckdb S2.duckdb

@@ -62,7 +62,7 @@ def test_calibration_script_smallest_run(tmp_path, capsys):
             with_slo = c["cell"] in ("slo", "slopower")
             want = set(mod.ROWS) if with_slo else set(mod.ROWS) - slo_rows
             assert set(c["rows"]) == want, c["cell"]
-    # the alternating A/A: rates over each arm's own turns (before issue 24 the baseline's span
+    # the alternating A/A: rates over each arm's own turns (had the baseline's span
     # covered every turn and the candidate's two fewer: +14.3 % = 16/14 - 1 with 8 blocks)
     alt = next(c for c in cells if c["cell"] == "alt" and c["scenario"] == "iid")
     assert abs(alt["rows"]["throughput.requests"]["ratio_median"]) < 0.01
@@ -71,7 +71,7 @@ def test_calibration_script_smallest_run(tmp_path, capsys):
 
 
 def test_calibration_script_busy_client_cells(tmp_path, capsys):
-    """The busy-client cells (issue 19.5): a baseline lag P99 near 3.4 × the mean stall."""
+    """The busy-client cells: a baseline lag P99 near 3.4 × the mean stall."""
     mod = _script()
     out = tmp_path / "b.json"
     mod.main(

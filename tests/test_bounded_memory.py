@@ -1,4 +1,4 @@
-"""The main process's live state does not grow with the number of requests (issue 10, soak).
+"""The main process's live state does not grow with the number of requests.
 
 Each test feeds N requests, then 4N more, through one component and compares its size: the
 session writer's DuckDB memory (its cache of blocks already written was the soak's growth),
@@ -235,7 +235,7 @@ def test_resample_weights_are_the_same_counted_in_slices(monkeypatch):
             assert (got == reference(n_units, ell, 3001, np.random.default_rng(4))).all()
 
 
-# -- the verdict's ITL: read from the file, never held (issue 19.2) -----------------------------
+# -- the verdict's ITL: read from the file, never held -----------------------------
 
 _ITL_CHILD = r"""
 import json, sys, tracemalloc
@@ -435,7 +435,7 @@ def test_a_verdict_holds_under_350_bytes_per_request(tmp_path):
     requests per arm, 4 chunks each: what each further request costs. The table is ~190 bytes
     a request (~150 resident: zero columns are untouched pages, traced whole here); compare
     held ~290 more at once, reading 262,144 rows per query a slice that grew with them:
-    ~480 in all before issue 19.2's second step, ~290 after (docs/reliability.md)."""
+    ~290 in all (docs/reliability.md)."""
     from pathlib import Path
 
     script = Path(__file__).parent.parent / "scripts" / "synthetic_session.py"

@@ -1,4 +1,4 @@
-"""Errors a user trips on say what went wrong once (issue 37, item 10): a flag typo gets one
+"""Errors a user trips on say what went wrong once: a flag typo gets one
 ``abtui run:`` prefix (it printed ``abtui: abtui: unrecognized arguments``), the closest flag
 and the subcommand's help; a session file cut short says it is damaged, names the user's
 file (not abtui's private copy) and does not send anyone to check permissions."""

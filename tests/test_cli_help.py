@@ -112,7 +112,7 @@ def test_each_default_is_said_once(path, parser):
 
 
 def test_run_help_defaults_are_the_specs(capsys):
-    """What issue 22 found: ``(default 200) (default: None)``; and the numbers are the spec's."""
+    """Help that said a default twice: ``(default 200) (default: None)``; and the numbers are the spec's."""
     from abtui.spec.model import LoadSpec, RequestSpec, WorkloadSpec
 
     with pytest.raises(SystemExit):

@@ -1,4 +1,4 @@
-"""Printed output fits its terminal (issue 23, item 5): the summary, diagnosis and verdict
+"""Printed output fits its terminal: the summary, diagnosis and verdict
 printed after the TUI exits follow the terminal's width (a 128-column table wrapped mid-word at
 80), and headless progress lines are at most 100 characters and never print ``n/ams``."""
 

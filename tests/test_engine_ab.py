@@ -1,4 +1,4 @@
-"""Real optimisations on llama.cpp's llama-server, through ``abtui run`` (issue 18): continuous
+"""Real optimisations on llama.cpp's llama-server, through ``abtui run``: continuous
 batching, KV-cache quantisation, speculative decoding, weight quantisation. Each test runs one
 A/B of :data:`abtui.engine.experiments.EXPERIMENTS` and checks the verdict and what the server
 itself reported. Figures from these same runs are in docs/engine.md (scripts/engine_ab.py

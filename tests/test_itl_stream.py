@@ -1,4 +1,4 @@
-"""ITL read from a stream of chunks is numpy's ITL on every gap (issue 19.2).
+"""ITL read from a stream of chunks is numpy's ITL on every gap.
 
 The verdict and the summary no longer hold every chunk gap: :mod:`abtui.metrics.gaps` streams
 them (from a table's chunk arrays or from the session file) and finds exact order statistics in

@@ -1,4 +1,4 @@
-"""No wait without a word, and no work done twice (issue 37, item 4): quitting the TUI after a
+"""No wait without a word, and no work done twice: quitting the TUI after a
 run prints the verdict the TUI computed (it computed it again, 15–49 s after the demo's `q`);
 `report -o` checks its path before the verdict (a missing folder failed after 20 s); computing
 a verdict says so on stderr."""

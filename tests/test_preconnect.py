@@ -1,4 +1,4 @@
-"""Connections opened before t0 (issue 19.1): the load generator's loop, the fast and httpx
+"""Connections opened before t0: the load generator's loop, the fast and httpx
 clients and the simulator, in one process over loopback; the server counts the connections it
 accepts, and when."""
 
@@ -134,8 +134,8 @@ def measured(results: _Results) -> list[RequestRecord]:
 
 def test_closed_loop_opens_its_connections_before_t0(monkeypatch):
     """At concurrency 16 the pool holds 16 open connections before t0 (the warm-up opened 2);
-    the segment opens none, and no measured request has a connect phase. Before issue 19.1 the
-    server had 2 connections at t0 and 14 were opened in the first wave."""
+    the segment opens none, and no measured request has a connect phase. Without it the server
+    would have 2 connections at t0 and open 14 in the first wave."""
     seg = Segment(_items(48), "closed", 16)
     results, accepts = run_generator(monkeypatch, {"segments": [seg]})
     recs = measured(results)

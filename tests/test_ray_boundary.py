@@ -1,4 +1,4 @@
-"""Without ``--ray`` nothing of Ray is imported (issue 21): not by the core's modules, not by a
+"""Without ``--ray`` nothing of Ray is imported: not by the core's modules, not by a
 whole local run, its summary and its verdict. Runs with or without Ray installed."""
 
 from __future__ import annotations

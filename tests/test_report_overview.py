@@ -1,4 +1,4 @@
-"""HTML and Markdown reports open with what a team decides from (issue 23, item 8): a degraded
+"""HTML and Markdown reports open with what a team decides from: a degraded
 session says DEGRADED before anything else, then summary cards (verdict, primary Δ with its CI,
 cost, quality) and the run's metadata (date, duration, abtui version, host, endpoints and
 models, workload shape, request counts, arrival process, SLOs, policy)."""

@@ -1,5 +1,4 @@
-"""The HTML report's plots and reading order, and what λ* is worth in every format (issue 23,
-item 9). Sessions are real store files (``SessionWriter``) of seeded records with a real
+"""The HTML report's plots and reading order, and what λ* is worth in every format. Sessions are real store files (``SessionWriter``) of seeded records with a real
 verdict; the HTML is parsed with ``html.parser`` as a browser would read it: the cards, the
 metadata, each ``<svg class="plot">`` and the series drawn in it, the legend's place, the ticks.
 """

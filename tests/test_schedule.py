@@ -1,4 +1,4 @@
-"""The session's schedule made twice (issue 19.2, abtui.runner.schedule): streamed into the file
+"""The session's schedule made twice (abtui.runner.schedule): streamed into the file
 and kept light in the main process, made whole again by each load generator from the spec.
 
 The generators must send exactly the items the session file records, in the same segments;

@@ -1,4 +1,4 @@
-"""The simulated DCGM gauges obey the roofline (issue 19.3), as a scraper of /metrics sees them.
+"""The simulated DCGM gauges obey the roofline, as a scraper of /metrics sees them.
 
 Each regime runs the batching engine behind a real server on loopback and reads
 ``DCGM_FI_PROF_*`` from ``/metrics``; the expected values are the roofline arithmetic

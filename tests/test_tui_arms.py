@@ -1,4 +1,4 @@
-"""Live panes with 4–8 arms (issue 20) and the compare view (issue 23, item 7), driven with
+"""Live panes with 4–8 arms and the compare view, driven with
 run_test() at 80×24 and 160×48, asserting on what is on screen: the baseline keeps the first
 column, the candidates come a page at a time beside it (``]`` / ``[``), each page's panes fit
 unwrapped and row-aligned, the strip names the page's candidates against the baseline, and

@@ -1,5 +1,5 @@
 """At 80×24 every arm's live pane fits: no row wraps, no pane grows its own scrollbar, and the
-arms stay row-aligned (issue 23, item 1). The order in which a short pane condenses is
+arms stay row-aligned. The order in which a short pane condenses is
 :data:`abtui.tui.widgets.pane.CONDENSE_ORDER`, tested here row by row."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Gauges with a history (issue 23, item 7): the runner keeps each gauge's recent readings
+"""Gauges with a history: the runner keeps each gauge's recent readings
 (bounded), ``abtui open`` rebuilds them from the stored series (up to the playhead; the measured
 run at the end state), and the panes draw them on a fixed scale — as rows at 160×48, as a short
 utilisation history on the GPU line at 80×24."""

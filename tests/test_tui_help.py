@@ -1,4 +1,4 @@
-"""Per-screen help (issue 23, item 6): ``?`` lists the keys of the screen it is pressed on (and
+"""Per-screen help: ``?`` lists the keys of the screen it is pressed on (and
 the few of everywhere), never another screen's; every key a screen binds is in its list."""
 
 from __future__ import annotations

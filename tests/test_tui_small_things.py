@@ -1,4 +1,4 @@
-"""Small things a user trips on (issue 37, item 9), at 80×24: the verdict's footer offers the
+"""Small things a user trips on, at 80×24: the verdict's footer offers the
 ablation key only for a session with an ablation, and the help's palette line promises no
 start-screen command on a session's screens."""
 

@@ -1,4 +1,4 @@
-"""The start screen's actions (issue 23, item 6), driven with run_test() at 80×24 on real session
+"""The start screen's actions, driven with run_test() at 80×24 on real session
 files: a degraded session says so, requests are per arm, ``/`` filters the list, ``x`` deletes
 only after ``y`` (and only a session file of the folder), ``c`` twice compares two sessions
 (the core's :func:`abtui.report.compare.compare_sessions`), the help lists this screen's keys,

@@ -1,4 +1,4 @@
-"""The live ✓/✗ strip does not mislead (issue 23, item 3): a minimum sample before a figure,
+"""The live ✓/✗ strip does not mislead: a minimum sample before a figure,
 an "≈" band within ±δ, the estimator said plainly (binned, provisional), and once the verdict
 is computed the strip shows the verdict's figures; a replay of a finished session is never
 called provisional."""

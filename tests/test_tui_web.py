@@ -1,4 +1,4 @@
-"""``abtui open SESSION --web`` behind a tunnel (issue 23, item 10): with ``--public-url`` the
+"""``abtui open SESSION --web`` behind a tunnel: with ``--public-url`` the
 served page names its scripts, styles and websocket by the address the browser opened, not by
 127.0.0.1:PORT; and a report exported from the verdict screen (``h``) reaches the browser as a
 download. The server runs for real (textual-serve on loopback) and is browsed with aiohttp, as

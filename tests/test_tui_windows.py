@@ -1,4 +1,4 @@
-"""The live view agrees with the verdict (issue 37, item 2), at 80×24: every rate says its
+"""The live view agrees with the verdict, at 80×24: every rate says its
 window (``10s`` while running, ``run`` for the verdict's whole-run figures), throughput under
 an open-loop rate — which the design fixes — is never marked ✓/✗, and once the verdict is in,
 the panes and the compare view show its figures, not last-10-second rates beside a strip that

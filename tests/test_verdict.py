@@ -405,7 +405,7 @@ def test_a_load_both_arms_share_cancels_in_the_contrast_and_is_called():
     assert e.n_eff >= decide.MIN_EFFECTIVE and e.outcome == "IMPROVED"
 
 
-# The generator rule in proportion (issue 19.5, abtui.stats.lagguard). A busy client at 30 req/s
+# The generator rule in proportion (abtui.stats.lagguard). A busy client at 30 req/s
 # with a 350 ms E2E (TTFT 50 ms, TPOT 20 ms): lag P99 ≈ 11 ms, max ≈ 22 ms in both arms, and the
 # same stalls delay the reads of the first and last token.
 BUSY = {"ttft_s": 0.05, "tpot_s": 0.02, "stall_s": 0.0032}

@@ -1,4 +1,4 @@
-"""Every non-decision shows its reason wherever its row is shown (issue 37, item 3): the TUI's
+"""Every non-decision shows its reason wherever its row is shown: the TUI's
 verdict screen at 80×24 and the terminal verdict gave the reason of an INCONCLUSIVE row only for
 the primary and the guardrails, so throughput, goodput and SLO attainment rows said
 INCONCLUSIVE with their CI beyond δ and no word why (the Markdown and HTML reports had it)."""

@@ -1,5 +1,5 @@
 """The verdict's shortcuts give the numbers of the straightforward computations they replaced
-(issue 19.2: memory and CPU of a large verdict). Each is held to a reference written the way
+(for the memory and CPU of a large verdict). Each is held to a reference written the way
 the code read before, on inputs that reach its edges; and the whole verdict of a session file
 reads the chunks twice, not three times."""
 

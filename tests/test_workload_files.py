@@ -201,7 +201,7 @@ def test_synth_writes_the_shape_asked_for_and_inspect_measures_it(tmp_path, caps
     assert main(["workload", "synth", "-o", str(a), "--prefix-tokens", "5"]) == 2
 
 
-# --- real dumps (issue 19.4): unusable entries left out and counted, malformed ones named ---
+# --- real dumps: unusable entries left out and counted, malformed ones named ---
 
 
 def _conv(cid: str, *turns: tuple[str, object]) -> dict:

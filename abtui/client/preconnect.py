@@ -1,5 +1,5 @@
 """Connections opened before a run's ``t0``, so that the first wave of measured requests goes out
-on open connections instead of opening them all in one burst at ``t0`` (issue 19.1).
+on open connections instead of opening them all in one burst at ``t0``.
 
 :func:`fill` makes ``n`` connections of a target's pool open and idle on the fast client
 (:mod:`abtui.client.fast`). The load generator (:mod:`abtui.runner.generator`) calls it after

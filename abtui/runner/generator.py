@@ -6,7 +6,7 @@ channels only: a result queue of :mod:`abtui.runner.messages` (``Ready``, ``Batc
 records, ``SegmentDone``, ``Done``, ``Fatal``) and a pipe on which it receives the common start
 time ``t0`` of each segment.
 
-Connections are opened before each ``t0`` (issue 19.1; on the fast client, the default — not on
+Connections are opened before each ``t0`` (on the fast client, the default — not on
 the httpx path, :mod:`abtui.client.preconnect` says why): after the warm-up and after each
 segment, the pool is filled to what the next segment needs (:mod:`abtui.runner.pool`), kept
 filled while the generator waits for its ``t0`` (a server may close idle connections: llama-server

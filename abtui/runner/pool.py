@@ -1,4 +1,4 @@
-"""How many connections a segment needs open at its ``t0`` (issue 19.1), so that its first wave
+"""How many connections a segment needs open at its ``t0``, so that its first wave
 goes out on connections opened beforehand (:mod:`abtui.client.preconnect`).
 
 - Closed loop: its concurrency (this generator's share of it), or fewer when the segment has

@@ -1,14 +1,14 @@
 """The session's schedule, made from its spec twice: light in the main process, whole in each
-load generator (issue 19.2).
+load generator.
 
-A 100,000-request run used to build every item (prompt and all) in the main process, write them
-to the session file and pickle them into each generator's start arguments: ~300 MB before a
-request was sent, most of it prompts the main process never reads again. Now:
+Built whole in the main process, written to the file and pickled into each generator's start
+arguments, a 100,000-request run's items would hold ~300 MB before a request was sent, most of
+it prompts the main process never reads again (docs/reliability.md). Instead:
 
 - The main process **streams** the measured items into the session file a batch at a time
   (:func:`session_schedule` with a ``sink``) and keeps of each only what the schedule needs
   (:class:`~abtui.workload.segments.Offsets`: each item's index and offset, 16 bytes). Its
-  memory no longer grows with the prompts' length, and by 16 bytes a request with their count.
+  memory does not grow with the prompts' length, and by 16 bytes a request with their count.
 - Each local generator **rebuilds** the same items from the same spec and seed
   (:class:`Recipe`, resolved by :func:`rebuild` in the generator process before it starts) and
   checks them against the main process's fingerprint of every item's content: a workload file

@@ -251,7 +251,7 @@ def circular_block_weights(
 def wdot(weights: np.ndarray, v: np.ndarray) -> np.ndarray:
     """``weights @ v`` in float64 for integer ``weights`` (:func:`circular_block_weights`),
     :data:`RESAMPLE_ROWS` rows at a time: only a block is ever cast to float (the whole
-    10,000 × 500 matrix in float64 was 40 MB). Counts (whole ``v ≥ 0``) whose every partial
+    10,000 × 500 matrix in float64 would be 40 MB). Counts (whole ``v ≥ 0``) whose every partial
     sum stays below 2**24 are multiplied in float32, which is then exact: the same numbers,
     faster."""
     exact32 = bool(

@@ -24,7 +24,7 @@ Phase split of request time (shares of queue + prefill + decode), labelled by wh
 - **client**: no server figures — TTFT (queueing, prefill and the network together) vs decode
   (first to last token) of the measured requests. Queueing cannot be separated here.
 
-The connect phase (issue 19.1): how many connections each arm's generators opened before the
+The connect phase: how many connections each arm's generators opened before the
 ``t0`` of its segments (``meta.connections``) and how many measured requests still had to open
 one during the run, with their mean and largest connect time (``requests.connect_ns``: kept out
 of TTFT, E2E and the split above, inside TTFT (user)). Not shown for a session written before

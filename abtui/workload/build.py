@@ -66,8 +66,8 @@ def build_items(
 class LevelItems:
     """The items :func:`build_items` returns, made one at a time as they are iterated: their
     number (``len``) is known, and any error in the spec or the file raised, before the first is
-    made. A session streams them into its file this way, never holding every prompt at once
-    (issue 19.2); iterating twice makes the same items again."""
+    made. A session streams them into its file this way, never holding every prompt at once;
+    iterating twice makes the same items again."""
 
     def __init__(
         self, spec, rate: float | None, *, first_index: int = 0, seed_offset: int = 0
