@@ -81,9 +81,8 @@ class Experiment:
     factors: tuple[str, ...] = ()  # a 2^k factorial: baseline "base", the rest in `more`
     more: tuple[ServerSetup, ...] = ()  # the factorial's other arms, named by combination
     primary: str = "e2e.p50"
-    ctx: int = 1024  # per slot
-    # abtui sizes haystacks in ~words; the tiny vocabulary spends ~4.6 tokens on each (byte
-    # fallback), so a "1k" haystack is ~4,700 of its tokens: ctx must hold that
+    ctx: int = 1024  # per slot: a quality run needs room for its longest haystack
+    # the longest haystack, in the endpoint's own tokens (measured by the quality probe)
     quality_max_length: int = 1024
     quality_per_cell: int = 1
     quality_budget_s: float = 600.0
@@ -450,6 +449,18 @@ def is_real(model: str) -> bool:
     return model.partition("@")[0] in REAL_MODELS
 
 
+def unscored_quality(session: Path, name: str) -> list[str]:
+    """A problem line when any quality item was not scored (a timeout, a refused request): an
+    item lost is a hole in the quality table, whatever its cause."""
+    from abtui.store.reader import SessionReader
+
+    with SessionReader(session) as rd:
+        failed = [r for r in rd.quality() if r["correct"] is None]
+    if not failed:
+        return []
+    return [f"{name}: {len(failed)} quality items failed, e.g. {str(failed[0]['detail'])[:300]}"]
+
+
 def _cpus() -> list[int]:
     return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
 
@@ -537,13 +548,9 @@ def run_experiment(
         from abtui.quality.logprobs import compare
         from abtui.store.reader import SessionReader
 
+        res.problems += unscored_quality(session, name)
         with SessionReader(session) as rd:
             raw = rd.meta().get("quality_logprobs") or {}
-            failed = [r for r in rd.quality() if r["correct"] is None]
-        if failed:  # an item lost is a hole in the quality table, whatever its cause
-            res.problems.append(
-                f"{name}: {len(failed)} quality items failed, e.g. {str(failed[0]['detail'])[:300]}"
-            )
         a, b = raw.get(exp.baseline.name) or {}, raw.get(exp.candidate.name) or {}
         if a.get("supported") and b.get("supported"):
             res.logprobs = compare(a["sequences"], b["sequences"])

@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from abtui.engine.experiments import Experiment, arm_setups, spec_text
+from abtui.engine.experiments import Experiment, arm_setups, spec_text, unscored_quality
 from abtui.engine.vllm_server import VllmServer
 from abtui.telemetry.promtext import parse as parse_prom
 
@@ -161,6 +161,8 @@ def run_vllm_experiment(
     report = json.loads(out.read_text())
     startup = {k: s.startup_s for k, s in servers.items() if s.startup_s is not None}
     res = VllmResult(exp.key, session, rc, report, before, after, startup, time.monotonic() - t0)
+    if exp.quality:
+        res.problems += unscored_quality(session, name)
     if rc not in (0, 3, 4):
         res.problems.append(f"{name}: abtui run exited with code {rc}")
     for a in report.get("summaries", {}).values():
