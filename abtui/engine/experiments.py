@@ -119,6 +119,24 @@ KNOB_QUALITY = {
     "quality_budget_s": 3600.0,
 }
 
+# the knobs of "PPL flat, retrieval dropped?" on SmolLM2: (key, what, candidate arm)
+KNOB_BASE = ServerSetup("base", "smollm2", flash_attn="on")
+KNOBS = (
+    ("kv-q8", "KV-cache q8_0", ServerSetup("kv-q8_0", "smollm2", flash_attn="on", kv_type="q8_0")),
+    (
+        "kv-v4",
+        "KV cache: K q8_0, V q4_0",
+        ServerSetup("k-q8_0-v-q4_0", "smollm2", flash_attn="on", kv_type="q8_0/q4_0"),
+    ),
+    ("kv-q4", "KV-cache q4_0", ServerSetup("kv-q4_0", "smollm2", flash_attn="on", kv_type="q4_0")),
+    (
+        "w-q3k",
+        "weights requantised to Q3_K_M",
+        ServerSetup("Q3_K_M", "smollm2@Q3_K_M", flash_attn="on"),
+    ),
+    ("w-q2k", "weights requantised to Q2_K", ServerSetup("Q2_K", "smollm2@Q2_K", flash_attn="on")),
+)
+
 EXPERIMENTS: dict[str, Experiment] = {
     e.key: e
     for e in (
@@ -251,7 +269,7 @@ EXPERIMENTS: dict[str, Experiment] = {
             Experiment(
                 key,
                 f"{what} on a real model (baseline: Q4_1 weights, f16 KV, flash attention)",
-                ServerSetup("base", "smollm2", flash_attn="on"),
+                KNOB_BASE,
                 cand,
                 "alternate",
                 "the arms take turns on the whole machine: neither pays for the other",
@@ -266,28 +284,29 @@ EXPERIMENTS: dict[str, Experiment] = {
                 blocks=2,
                 **(KNOB_QUALITY if cand.kv_type else {**KNOB_QUALITY, "quality_max_length": 1024}),
             )
-            for key, what, cand in (
-                (
-                    "kv-q8",
-                    "KV-cache q8_0",
-                    ServerSetup("kv-q8_0", "smollm2", flash_attn="on", kv_type="q8_0"),
-                ),
-                (
-                    "kv-v4",
-                    "KV cache: K q8_0, V q4_0",
-                    ServerSetup("k-q8_0-v-q4_0", "smollm2", flash_attn="on", kv_type="q8_0/q4_0"),
-                ),
-                (
-                    "w-q3k",
-                    "weights requantised to Q3_K_M",
-                    ServerSetup("Q3_K_M", "smollm2@Q3_K_M", flash_attn="on"),
-                ),
-                (
-                    "w-q2k",
-                    "weights requantised to Q2_K",
-                    ServerSetup("Q2_K", "smollm2@Q2_K", flash_attn="on"),
-                ),
-            )
+            for key, what, cand in KNOBS
+            if key != "kv-q4"
+        ),
+        # every knob at once against one baseline: one pair per knob, the baseline's items
+        # answered once, and the six servers answer their items side by side
+        Experiment(
+            "knobs",
+            "every knob of KNOBS against one baseline (Q4_1 weights, f16 KV, flash attention)",
+            KNOB_BASE,
+            KNOBS[-1][2],
+            "alternate",
+            "the arms take turns on the whole machine: no arm pays for another",
+            requests=8,
+            input_tokens=200,
+            output_tokens=32,
+            concurrency=1,
+            api="chat",
+            task="story",
+            ppl=True,
+            ctx=4096,
+            blocks=2,
+            more=tuple(cand for _, _, cand in KNOBS[:-1]),
+            **KNOB_QUALITY,
         ),
         Experiment(
             "weights",
@@ -315,27 +334,40 @@ class ExperimentResult:
     wall_s: float
     problems: list[str] = field(default_factory=list)
     logprobs: dict | None = None  # quality.logprobs.compare(): candidate vs baseline
-    ppl: PerplexityComparison | None = None  # llama-perplexity: candidate against baseline
+    # llama-perplexity, each candidate arm against the baseline, by arm name
+    ppls: dict[str, PerplexityComparison] = field(default_factory=dict)
 
     @property
     def pair(self) -> dict:
         return self.report["pairs"][0]
 
-    def flat_ppl_warning(self) -> str | None:
+    @property
+    def ppl(self) -> PerplexityComparison | None:
+        """llama-perplexity: the (last) candidate against the baseline."""
+        return self.ppls.get(EXPERIMENTS[self.key].candidate.name)
+
+    def pair_of(self, candidate: str) -> dict:
+        """The pair of the baseline and ``candidate`` (an experiment with several candidates
+        has one pair each)."""
+        return next(p for p in self.report["pairs"] if p["candidate"] == candidate)
+
+    def flat_ppl_warning(self, candidate: str | None = None) -> str | None:
         """abtui's "PPL flat, but accuracy dropped" warning with llama-perplexity's figures in
         place of the endpoint PPL that llama-server cannot give (None: no warning, or no PPL or
         quality section)."""
         from abtui.quality.ppl import flat_ppl_warning
 
-        q = self.pair.get("quality")
-        if self.ppl is None or not q:
+        base = EXPERIMENTS[self.key].baseline.name
+        cand = candidate or EXPERIMENTS[self.key].candidate.name
+        c = self.ppls.get(cand)
+        q = self.pair_of(cand).get("quality")
+        if c is None or not q:
             return None
-        exp = EXPERIMENTS[self.key]
         ppl = {
-            exp.baseline.name: {"supported": True, "ppl": self.ppl.base.ppl},
-            exp.candidate.name: {"supported": True, "ppl": self.ppl.cand.ppl},
+            base: {"supported": True, "ppl": c.base.ppl},
+            cand: {"supported": True, "ppl": c.cand.ppl},
         }
-        return flat_ppl_warning(ppl, exp.baseline.name, exp.candidate.name, q)
+        return flat_ppl_warning(ppl, base, cand, q)
 
     def effect(self, key: str, level: int | None = None) -> dict | None:
         """One row of the pair's comparison (``e2e.p50``…); ``level``: that sweep level's
@@ -533,17 +565,23 @@ def run_experiment(
             s.close()
     res = ExperimentResult(exp.key, session, rc, report, counters, time.monotonic() - t0)
     if exp.ppl:  # after the servers stopped: the tool has the machine to itself
-        b, c = exp.baseline, exp.candidate
-        res.ppl = compare_ppl(
-            models[b.model],
-            models[c.model],
-            base_args=b.cache_args(),
-            cand_args=c.cache_args(),
-            threads=threads,
-        )
-        for p in (res.ppl.base, res.ppl.cand):
-            print(f"engine: {' '.join(p.argv[1:])}: PPL {p.ppl:.4f} in {p.seconds:.1f} s", file=log)
-        print(f"engine: {res.ppl.line()}", file=log)
+        b = exp.baseline
+        for role, c in arm_setups(exp):
+            if role == "baseline":
+                continue
+            cmp = res.ppls[c.name] = compare_ppl(
+                models[b.model],
+                models[c.model],
+                base_args=b.cache_args(),
+                cand_args=c.cache_args(),
+                threads=threads,
+            )
+            for p in (cmp.base, cmp.cand):
+                print(
+                    f"engine: {' '.join(p.argv[1:])}: PPL {p.ppl:.4f} in {p.seconds:.1f} s",
+                    file=log,
+                )
+            print(f"engine: {c.name}: {cmp.line()}", file=log)
     if exp.quality:
         from abtui.quality.logprobs import compare
         from abtui.store.reader import SessionReader

@@ -65,6 +65,31 @@ PREFIX_CACHING = Experiment(
 )
 
 
+# "PPL flat, retrieval dropped?" on vLLM: its fp8 KV cache (the CPU build has it on x86 with
+# AVX-512 or AMX) against the model's own dtype, with the quality suites up to 2k haystacks
+KV_FP8 = Experiment(
+    "kv-fp8",
+    "vLLM KV cache: the model's dtype (BF16) vs fp8",
+    VllmSetup("kv-auto"),  # type: ignore[arg-type]
+    VllmSetup("kv-fp8", extra_args=("--kv-cache-dtype", "fp8")),  # type: ignore[arg-type]
+    "alternate",
+    "the arms take turns on the whole machine: neither pays for the other",
+    requests=8,
+    input_tokens=200,
+    output_tokens=32,
+    concurrency=1,
+    blocks=2,
+    api="chat",
+    task="story",
+    quality=("niah", "keys", "exact"),
+    quality_max_length=2048,
+    quality_per_cell=2,
+    quality_budget_s=3600.0,
+)
+
+VLLM_EXPERIMENTS = {e.key: e for e in (PREFIX_CACHING, KV_FP8)}
+
+
 @dataclass(slots=True)
 class VllmResult:
     key: str
