@@ -3,11 +3,14 @@
 
     python scripts/engine_ab.py [--requests 24] [--output-tokens 32] [--repeat 3] [--model-seed 0]
     python scripts/engine_ab.py --experiments [batching,kv-quant,spec-decode,weights]
+    python scripts/engine_ab.py --experiments knobs [--quality-per-cell N] [--quality-max-length T]
 
 Needs llama-server (``abtui engine build``) and the engine extra (``pip install -e '.[engine]'``).
 ``--experiments`` runs each A/B of :mod:`abtui.engine.experiments` through ``abtui run`` and
 prints one Markdown table (verdicts, Δ with 95% CIs, the servers' own queue and acceptance
-counters, abtui's TTFT next to the server's prompt time), then each pair's reasons.
+counters, abtui's TTFT next to the server's prompt time); for the A/Bs with ``llama-perplexity``
+one row per candidate (PPL, KL divergence, right answers per quality suite and length, the
+verdict); then each pair's reasons.
 Without it: builds the tiny seeded GGUF models,
 serves each with one llama.cpp thread (FP32 pinned to the first core, the candidate to the
 second, where there are two), runs two ``abtui run`` sessions per repeat, checks them against

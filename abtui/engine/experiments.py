@@ -11,9 +11,10 @@ factorial has more arms), run headless through abtui's normal path (spec file â†
 - SmolLM2-135M-Instruct (``abtui engine fetch smollm2``) through its chat template, with
   prompts a real model answers (``workload.task``): ``ngram-repeat`` / ``ngram-story`` (n-gram
   speculative decoding on an input-grounded and an open workload), ``parallel`` (``-np 1`` â†’ 4
-  over a concurrency sweep), ``kv-q4`` / ``kv-q8`` (KV cache), ``w-q3k`` / ``w-q2k`` (weights
-  requantised), the last four with the quality suites and ``llama-perplexity``
-  (:mod:`abtui.engine.perplexity`).
+  over a concurrency sweep), ``kv-q4`` / ``kv-q8`` / ``kv-v4`` (KV cache), ``w-q3k`` / ``w-q2k``
+  (weights requantised), the last five with the quality suites and ``llama-perplexity``
+  (:mod:`abtui.engine.perplexity`), and ``knobs``: those five as candidates of one session
+  against one baseline.
 
 Each server is scraped through its ``/metrics`` (``metrics_url``), and its counters and CPU time
 are also read directly before and after the run (:mod:`abtui.engine.counters`), so the result
