@@ -3,11 +3,14 @@
 
     python scripts/engine_ab.py [--requests 24] [--output-tokens 32] [--repeat 3] [--model-seed 0]
     python scripts/engine_ab.py --experiments [batching,kv-quant,spec-decode,weights]
+    python scripts/engine_ab.py --experiments knobs [--quality-per-cell N] [--quality-max-length T]
 
 Needs llama-server (``abtui engine build``) and the engine extra (``pip install -e '.[engine]'``).
 ``--experiments`` runs each A/B of :mod:`abtui.engine.experiments` through ``abtui run`` and
 prints one Markdown table (verdicts, Δ with 95% CIs, the servers' own queue and acceptance
-counters, abtui's TTFT next to the server's prompt time), then each pair's reasons.
+counters, abtui's TTFT next to the server's prompt time); for the A/Bs with ``llama-perplexity``
+one row per candidate (PPL, KL divergence, right answers per quality suite and length, the
+verdict); then each pair's reasons.
 Without it: builds the tiny seeded GGUF models,
 serves each with one llama.cpp thread (FP32 pinned to the first core, the candidate to the
 second, where there are two), runs two ``abtui run`` sessions per repeat, checks them against
@@ -229,7 +232,7 @@ def experiments(
 ) -> int:
     import dataclasses
 
-    from abtui.engine.experiment_table import factorial_lines, table_rows
+    from abtui.engine.experiment_table import factorial_lines, quality_cell, table_rows
     from abtui.engine.experiments import EXPERIMENTS, is_real, models_for, run_experiment
 
     load_before = _load()
@@ -247,47 +250,52 @@ def experiments(
             exp = dataclasses.replace(EXPERIMENTS[k], **(over or {}))
             res = run_experiment(exp, base / k, models=models, log=sys.stderr, requests=requests)
             results.append(res)
-            if not EXPERIMENTS[k].factors:
+            if not EXPERIMENTS[k].more:  # one pair: its latency row(s)
                 rows += table_rows(res)
     print(
         f"machine   {cpu_model()}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}"
     )
     print(f"load avg  before {load_before}, after {_load()} (1/5/15 min)")
     print()
-    cols = list(rows[0])
-    print("| " + " | ".join(cols) + " |")
-    print("|" + "---|" * len(cols))
-    for r in rows:
-        print("| " + " | ".join(r[c] for c in cols) + " |")
-    print()
-    knobs = [r for r in results if r.ppl]
+    if rows:
+        cols = list(rows[0])
+        print("| " + " | ".join(cols) + " |")
+        print("|" + "---|" * len(cols))
+        for r in rows:
+            print("| " + " | ".join(r[c] for c in cols) + " |")
+        print()
+    knobs = [r for r in results if r.ppls]
     if knobs:
         print(
             "| A/B | knob | PPL | PPL ratio ± 1 s.e. | mean KLD (nats) | same top token | "
-            "quality: accuracy baseline → candidate (Δ, gate) |"
+            "quality: right answers baseline → candidate (Δ, gate; per length) | verdict |"
         )
-        print("|---|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|---|")
         for r in knobs:
-            c, exp = r.ppl, EXPERIMENTS[r.key]
-            print(
-                f"| {r.key} | {exp.candidate.name} | {c.base.ppl:.2f} → {c.cand.ppl:.2f} | "
-                f"×{c.ratio:.4f} ± {c.ratio_err:.4f} | {c.kld:.4f} | {c.same_top:.1%} | "
-                f"{quality_cell(r.pair.get('quality'))} |"
-            )
+            for arm, c in r.ppls.items():
+                pair = r.pair_of(arm)
+                print(
+                    f"| {r.key} | {arm} | {c.base.ppl:.2f} → {c.cand.ppl:.2f} | "
+                    f"×{c.ratio:.4f} ± {c.ratio_err:.4f} | {c.kld:.4f} | {c.same_top:.1%} | "
+                    f"{quality_cell(pair.get('quality'))} | {pair['result']} |"
+                )
         print()
     for res in results:
         exp = EXPERIMENTS[res.key]
-        print(
-            f"{res.key} ({exp.title}; {exp.schedule}: {exp.why}): {res.pair['result']} in "
-            f"{res.wall_s:.0f} s"
-        )
-        for line in factorial_lines(res) if exp.factors else res.pair["reasons"]:
-            print(f"  - {line}")
-        if res.ppl:
-            print(f"  llama-perplexity: {res.ppl.line()}")
-            print(f"    {' '.join(res.ppl.cand.argv)}")
-            if warn := res.flat_ppl_warning():
-                print(f"  WARNING: {warn}")
+        for pair in res.report["pairs"]:
+            print(
+                f"{res.key} ({exp.title}; {exp.schedule}: {exp.why}): {pair['candidate']}: "
+                f"{pair['result']} in {res.wall_s:.0f} s"
+            )
+            for line in factorial_lines(res) if exp.factors else pair["reasons"]:
+                print(f"  - {line}")
+            if c := res.ppls.get(pair["candidate"]):
+                print(f"  llama-perplexity: {c.line()}")
+                print(f"    {' '.join(c.cand.argv)}")
+                if warn := res.flat_ppl_warning(pair["candidate"]):
+                    print(f"  WARNING: {warn}")
+            if exp.factors:
+                break
         if res.logprobs:
             c = res.logprobs
             print(
@@ -297,25 +305,6 @@ def experiments(
         for p in res.problems:
             print(f"  PROBLEM: {p}")
     return 1 if any(r.problems for r in results) else 0
-
-
-def quality_cell(q: dict | None) -> str:
-    """Each suite's accuracy on both arms, overall and per bucket (length), and its gate."""
-    if not q:
-        return "—"
-    gates = {g["suite"]: g["state"] for g in q.get("gates", [])}
-    out = []
-    for s in q.get("suites", []):
-        per = ", ".join(
-            f"{b['bucket']} {b['acc_a']:.0%} → {b['acc_b']:.0%}"
-            for b in q.get("buckets", [])
-            if b["suite"] == s["suite"]
-        )
-        out.append(
-            f"{s['suite']} {s['acc_a']:.0%} → {s['acc_b']:.0%} ({s['delta'] * 100:+.1f} "
-            f"pp, {gates.get(s['suite'], '?')}; {per})"
-        )
-    return "; ".join(out) or "—"
 
 
 if __name__ == "__main__":

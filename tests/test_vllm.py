@@ -14,6 +14,8 @@ Marked ``vllm``: skips without vLLM unless ``ABTUI_REQUIRE_VLLM=1`` (``.ci/run``
 
 from __future__ import annotations
 
+import dataclasses
+
 import httpx
 import pytest
 from engine_fixtures import hf_model, require_vllm
@@ -27,6 +29,7 @@ from abtui.engine.vllm_ab import (
     started,
 )
 from abtui.quality import logprobs, ppl
+from abtui.store.reader import SessionReader
 from abtui.telemetry.engines import RULES, extract
 from abtui.telemetry.promtext import parse as parse_prom
 
@@ -159,3 +162,32 @@ def test_prefix_caching_ab_through_abtui_run(servers, tmp_path):
     for arm in (BASE, CAND):
         s = res.report["summaries"][arm]
         assert s["ok"] == s["sent"] == PREFIX_CACHING.requests
+
+
+def test_quality_verdicts_on_vllm_with_prefix_caching_off_and_on(servers, tmp_path):
+    """A second, small A/B on the same two servers (4 requests per arm) with the quality suites
+    at their shortest length (one 1k haystack per suite; 3 + 2 + 8 items per arm): real
+    verdicts, not blind ones — the baseline scores ≥ 80 % on each, every item is scored (none
+    lost to a timeout), nothing is left out of the plan, and the caching server, which reuses
+    the haystacks' shared blocks, answers as well as the one that recomputes them. (A separate
+    run: the quality items' prompts would blur the prefix-cache counters of the A/B above.)"""
+    exp = dataclasses.replace(
+        PREFIX_CACHING,
+        requests=4,
+        blocks=2,
+        quality=("niah", "keys", "exact"),
+        quality_max_length=1024,
+        quality_per_cell=1,
+    )
+    res = run_vllm_experiment(exp, tmp_path, servers)
+    assert res.problems == [], res.problems  # every request ok, every quality item scored
+    q = res.pair["quality"]
+    assert {g["suite"] for g in q["gates"]} == {"niah", "keys", "exact"}
+    assert not any(g["blind"] for g in q["gates"]), q["undecided"]
+    for s in q["suites"]:  # one length each: the shortest (exact is one short bucket)
+        assert s["acc_a"] >= 0.8 and s["n"] >= 2, s
+        assert s["acc_b"] >= 0.8, s  # the reused KV blocks give the same greedy answers
+    with SessionReader(res.session) as rd:
+        plan, rows = rd.meta()["quality_plan"], rd.quality()
+    assert plan["api"] == "chat" and plan["lengths"] == [1024] and not plan["left_out"], plan
+    assert len(rows) == 2 * (3 + 2 + 8) and all(r["correct"] is not None for r in rows)

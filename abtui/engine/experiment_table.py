@@ -46,6 +46,30 @@ def ppl_cell(res: ExperimentResult) -> str:
     )
 
 
+def _right(row: dict, arm: str) -> str:
+    """``5/6``: the items an arm got right of the row's pairs."""
+    return f"{round(row[f'acc_{arm}'] * row['n'])}/{row['n']}"
+
+
+def quality_cell(q: dict | None) -> str:
+    """Each suite's right answers on both arms, overall and per bucket (length), and its gate."""
+    if not q:
+        return "—"
+    gates = {g["suite"]: g["state"] for g in q.get("gates", [])}
+    out = []
+    for s in q.get("suites", []):
+        per = ", ".join(
+            f"{b['bucket']} {_right(b, 'a')} → {_right(b, 'b')}"
+            for b in q.get("buckets", [])
+            if b["suite"] == s["suite"]
+        )
+        out.append(
+            f"{s['suite']} {_right(s, 'a')} → {_right(s, 'b')} ({s['delta'] * 100:+.1f} pp, "
+            f"{gates.get(s['suite'], '?')}{'; ' + per if per else ''})"
+        )
+    return "; ".join(out) or "—"
+
+
 def table_rows(res: ExperimentResult) -> list[dict[str, str]]:
     """One row per level (a sweep) or one row: the figures docs/engine.md tabulates."""
     exp = EXPERIMENTS[res.key]

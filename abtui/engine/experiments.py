@@ -11,9 +11,10 @@ factorial has more arms), run headless through abtui's normal path (spec file �
 - SmolLM2-135M-Instruct (``abtui engine fetch smollm2``) through its chat template, with
   prompts a real model answers (``workload.task``): ``ngram-repeat`` / ``ngram-story`` (n-gram
   speculative decoding on an input-grounded and an open workload), ``parallel`` (``-np 1`` → 4
-  over a concurrency sweep), ``kv-q4`` / ``kv-q8`` (KV cache), ``w-q3k`` / ``w-q2k`` (weights
-  requantised), the last four with the quality suites and ``llama-perplexity``
-  (:mod:`abtui.engine.perplexity`).
+  over a concurrency sweep), ``kv-q4`` / ``kv-q8`` / ``kv-v4`` (KV cache), ``w-q3k`` / ``w-q2k``
+  (weights requantised), the last five with the quality suites and ``llama-perplexity``
+  (:mod:`abtui.engine.perplexity`), and ``knobs``: those five as candidates of one session
+  against one baseline.
 
 Each server is scraped through its ``/metrics`` (``metrics_url``), and its counters and CPU time
 are also read directly before and after the run (:mod:`abtui.engine.counters`), so the result
@@ -81,9 +82,8 @@ class Experiment:
     factors: tuple[str, ...] = ()  # a 2^k factorial: baseline "base", the rest in `more`
     more: tuple[ServerSetup, ...] = ()  # the factorial's other arms, named by combination
     primary: str = "e2e.p50"
-    ctx: int = 1024  # per slot
-    # abtui sizes haystacks in ~words; the tiny vocabulary spends ~4.6 tokens on each (byte
-    # fallback), so a "1k" haystack is ~4,700 of its tokens: ctx must hold that
+    ctx: int = 1024  # per slot: a quality run needs room for its longest haystack
+    # the longest haystack, in the endpoint's own tokens (measured by the quality probe)
     quality_max_length: int = 1024
     quality_per_cell: int = 1
     quality_budget_s: float = 600.0
@@ -119,6 +119,24 @@ KNOB_QUALITY = {
     "quality_per_cell": 2,
     "quality_budget_s": 3600.0,
 }
+
+# the knobs of "PPL flat, retrieval dropped?" on SmolLM2: (key, what, candidate arm)
+KNOB_BASE = ServerSetup("base", "smollm2", flash_attn="on")
+KNOBS = (
+    ("kv-q8", "KV-cache q8_0", ServerSetup("kv-q8_0", "smollm2", flash_attn="on", kv_type="q8_0")),
+    (
+        "kv-v4",
+        "KV cache: K q8_0, V q4_0",
+        ServerSetup("k-q8_0-v-q4_0", "smollm2", flash_attn="on", kv_type="q8_0/q4_0"),
+    ),
+    ("kv-q4", "KV-cache q4_0", ServerSetup("kv-q4_0", "smollm2", flash_attn="on", kv_type="q4_0")),
+    (
+        "w-q3k",
+        "weights requantised to Q3_K_M",
+        ServerSetup("Q3_K_M", "smollm2@Q3_K_M", flash_attn="on"),
+    ),
+    ("w-q2k", "weights requantised to Q2_K", ServerSetup("Q2_K", "smollm2@Q2_K", flash_attn="on")),
+)
 
 EXPERIMENTS: dict[str, Experiment] = {
     e.key: e
@@ -252,7 +270,7 @@ EXPERIMENTS: dict[str, Experiment] = {
             Experiment(
                 key,
                 f"{what} on a real model (baseline: Q4_1 weights, f16 KV, flash attention)",
-                ServerSetup("base", "smollm2", flash_attn="on"),
+                KNOB_BASE,
                 cand,
                 "alternate",
                 "the arms take turns on the whole machine: neither pays for the other",
@@ -267,28 +285,29 @@ EXPERIMENTS: dict[str, Experiment] = {
                 blocks=2,
                 **(KNOB_QUALITY if cand.kv_type else {**KNOB_QUALITY, "quality_max_length": 1024}),
             )
-            for key, what, cand in (
-                (
-                    "kv-q8",
-                    "KV-cache q8_0",
-                    ServerSetup("kv-q8_0", "smollm2", flash_attn="on", kv_type="q8_0"),
-                ),
-                (
-                    "kv-v4",
-                    "KV cache: K q8_0, V q4_0",
-                    ServerSetup("k-q8_0-v-q4_0", "smollm2", flash_attn="on", kv_type="q8_0/q4_0"),
-                ),
-                (
-                    "w-q3k",
-                    "weights requantised to Q3_K_M",
-                    ServerSetup("Q3_K_M", "smollm2@Q3_K_M", flash_attn="on"),
-                ),
-                (
-                    "w-q2k",
-                    "weights requantised to Q2_K",
-                    ServerSetup("Q2_K", "smollm2@Q2_K", flash_attn="on"),
-                ),
-            )
+            for key, what, cand in KNOBS
+            if key != "kv-q4"
+        ),
+        # every knob at once against one baseline: one pair per knob, the baseline's items
+        # answered once, and the six servers answer their items side by side
+        Experiment(
+            "knobs",
+            "every knob of KNOBS against one baseline (Q4_1 weights, f16 KV, flash attention)",
+            KNOB_BASE,
+            KNOBS[-1][2],
+            "alternate",
+            "the arms take turns on the whole machine: no arm pays for another",
+            requests=8,
+            input_tokens=200,
+            output_tokens=32,
+            concurrency=1,
+            api="chat",
+            task="story",
+            ppl=True,
+            ctx=4096,
+            blocks=2,
+            more=tuple(cand for _, _, cand in KNOBS[:-1]),
+            **KNOB_QUALITY,
         ),
         Experiment(
             "weights",
@@ -316,27 +335,40 @@ class ExperimentResult:
     wall_s: float
     problems: list[str] = field(default_factory=list)
     logprobs: dict | None = None  # quality.logprobs.compare(): candidate vs baseline
-    ppl: PerplexityComparison | None = None  # llama-perplexity: candidate against baseline
+    # llama-perplexity, each candidate arm against the baseline, by arm name
+    ppls: dict[str, PerplexityComparison] = field(default_factory=dict)
 
     @property
     def pair(self) -> dict:
         return self.report["pairs"][0]
 
-    def flat_ppl_warning(self) -> str | None:
+    @property
+    def ppl(self) -> PerplexityComparison | None:
+        """llama-perplexity: the (last) candidate against the baseline."""
+        return self.ppls.get(EXPERIMENTS[self.key].candidate.name)
+
+    def pair_of(self, candidate: str) -> dict:
+        """The pair of the baseline and ``candidate`` (an experiment with several candidates
+        has one pair each)."""
+        return next(p for p in self.report["pairs"] if p["candidate"] == candidate)
+
+    def flat_ppl_warning(self, candidate: str | None = None) -> str | None:
         """abtui's "PPL flat, but accuracy dropped" warning with llama-perplexity's figures in
         place of the endpoint PPL that llama-server cannot give (None: no warning, or no PPL or
         quality section)."""
         from abtui.quality.ppl import flat_ppl_warning
 
-        q = self.pair.get("quality")
-        if self.ppl is None or not q:
+        base = EXPERIMENTS[self.key].baseline.name
+        cand = candidate or EXPERIMENTS[self.key].candidate.name
+        c = self.ppls.get(cand)
+        q = self.pair_of(cand).get("quality")
+        if c is None or not q:
             return None
-        exp = EXPERIMENTS[self.key]
         ppl = {
-            exp.baseline.name: {"supported": True, "ppl": self.ppl.base.ppl},
-            exp.candidate.name: {"supported": True, "ppl": self.ppl.cand.ppl},
+            base: {"supported": True, "ppl": c.base.ppl},
+            cand: {"supported": True, "ppl": c.cand.ppl},
         }
-        return flat_ppl_warning(ppl, exp.baseline.name, exp.candidate.name, q)
+        return flat_ppl_warning(ppl, base, cand, q)
 
     def effect(self, key: str, level: int | None = None) -> dict | None:
         """One row of the pair's comparison (``e2e.p50``…); ``level``: that sweep level's
@@ -450,6 +482,18 @@ def is_real(model: str) -> bool:
     return model.partition("@")[0] in REAL_MODELS
 
 
+def unscored_quality(session: Path, name: str) -> list[str]:
+    """A problem line when any quality item was not scored (a timeout, a refused request): an
+    item lost is a hole in the quality table, whatever its cause."""
+    from abtui.store.reader import SessionReader
+
+    with SessionReader(session) as rd:
+        failed = [r for r in rd.quality() if r["correct"] is None]
+    if not failed:
+        return []
+    return [f"{name}: {len(failed)} quality items failed, e.g. {str(failed[0]['detail'])[:300]}"]
+
+
 def _cpus() -> list[int]:
     return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
 
@@ -522,28 +566,30 @@ def run_experiment(
             s.close()
     res = ExperimentResult(exp.key, session, rc, report, counters, time.monotonic() - t0)
     if exp.ppl:  # after the servers stopped: the tool has the machine to itself
-        b, c = exp.baseline, exp.candidate
-        res.ppl = compare_ppl(
-            models[b.model],
-            models[c.model],
-            base_args=b.cache_args(),
-            cand_args=c.cache_args(),
-            threads=threads,
-        )
-        for p in (res.ppl.base, res.ppl.cand):
-            print(f"engine: {' '.join(p.argv[1:])}: PPL {p.ppl:.4f} in {p.seconds:.1f} s", file=log)
-        print(f"engine: {res.ppl.line()}", file=log)
+        b = exp.baseline
+        for role, c in arm_setups(exp):
+            if role == "baseline":
+                continue
+            cmp = res.ppls[c.name] = compare_ppl(
+                models[b.model],
+                models[c.model],
+                base_args=b.cache_args(),
+                cand_args=c.cache_args(),
+                threads=threads,
+            )
+            for p in (cmp.base, cmp.cand):
+                print(
+                    f"engine: {' '.join(p.argv[1:])}: PPL {p.ppl:.4f} in {p.seconds:.1f} s",
+                    file=log,
+                )
+            print(f"engine: {c.name}: {cmp.line()}", file=log)
     if exp.quality:
         from abtui.quality.logprobs import compare
         from abtui.store.reader import SessionReader
 
+        res.problems += unscored_quality(session, name)
         with SessionReader(session) as rd:
             raw = rd.meta().get("quality_logprobs") or {}
-            failed = [r for r in rd.quality() if r["correct"] is None]
-        if failed:  # an item lost is a hole in the quality table, whatever its cause
-            res.problems.append(
-                f"{name}: {len(failed)} quality items failed, e.g. {str(failed[0]['detail'])[:300]}"
-            )
         a, b = raw.get(exp.baseline.name) or {}, raw.get(exp.candidate.name) or {}
         if a.get("supported") and b.get("supported"):
             res.logprobs = compare(a["sequences"], b["sequences"])

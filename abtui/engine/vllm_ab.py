@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from abtui.engine.experiments import Experiment, arm_setups, spec_text
+from abtui.engine.experiments import Experiment, arm_setups, spec_text, unscored_quality
 from abtui.engine.vllm_server import VllmServer
 from abtui.telemetry.promtext import parse as parse_prom
 
@@ -63,6 +63,31 @@ PREFIX_CACHING = Experiment(
     prefix_groups=1,
     prefix_tokens=512,
 )
+
+
+# "PPL flat, retrieval dropped?" on vLLM: its fp8 KV cache (the CPU build has it on x86 with
+# AVX-512 or AMX) against the model's own dtype, with the quality suites up to 2k haystacks
+KV_FP8 = Experiment(
+    "kv-fp8",
+    "vLLM KV cache: the model's dtype (BF16) vs fp8",
+    VllmSetup("kv-auto"),  # type: ignore[arg-type]
+    VllmSetup("kv-fp8", extra_args=("--kv-cache-dtype", "fp8")),  # type: ignore[arg-type]
+    "alternate",
+    "the arms take turns on the whole machine: neither pays for the other",
+    requests=8,
+    input_tokens=200,
+    output_tokens=32,
+    concurrency=1,
+    blocks=2,
+    api="chat",
+    task="story",
+    quality=("niah", "keys", "exact"),
+    quality_max_length=2048,
+    quality_per_cell=2,
+    quality_budget_s=3600.0,
+)
+
+VLLM_EXPERIMENTS = {e.key: e for e in (PREFIX_CACHING, KV_FP8)}
 
 
 @dataclass(slots=True)
@@ -161,6 +186,8 @@ def run_vllm_experiment(
     report = json.loads(out.read_text())
     startup = {k: s.startup_s for k, s in servers.items() if s.startup_s is not None}
     res = VllmResult(exp.key, session, rc, report, before, after, startup, time.monotonic() - t0)
+    if exp.quality:
+        res.problems += unscored_quality(session, name)
     if rc not in (0, 3, 4):
         res.problems.append(f"{name}: abtui run exited with code {rc}")
     for a in report.get("summaries", {}).values():
