@@ -100,7 +100,7 @@ def test_the_start_list_tells_two_demos_apart(tmp_path):
         return lines
 
     lines = asyncio.run(drive())
-    rows = [ln for ln in lines if ("101733" in ln or "101500" in ln) and "/" not in ln]
+    rows = [ln for ln in lines if ln.lstrip().startswith("demo")]  # the list's rows, not the detail
     assert len(rows) == 2 and rows[0] != rows[1], rows
     assert "101733" in rows[0] and "101500" in rows[1], rows  # the newest first
 
