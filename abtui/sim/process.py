@@ -47,7 +47,7 @@ class SimProcess:
         config: SimConfig | None = None,
         *,
         cpu: int | None = None,
-        startup_timeout: float = 10.0,
+        startup_timeout: float = 30.0,  # a loaded 2-core box has taken over 10 s to import
         stop_timeout: float = 5.0,
         **fields: Any,
     ) -> None:
