@@ -7,7 +7,7 @@ sums in the same order) to the same statistic, and take the normal tail and Fish
 hypergeometric tail from :mod:`abtui.stats.distributions`, correctly rounded; only the small
 samples for which scipy uses an exact distribution that is not reproduced here (Mann–Whitney
 with an arm of ≤ 8 values and no ties; Wilcoxon with ≤ 13 pairs and ties or zeros, a
-permutation test) call scipy. ``tests/test_classical_scipy.py`` holds each to scipy's.
+permutation test) call scipy. ``tests/calibration/test_distributions.py`` holds each to scipy's.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ quantile at a whole number of degrees of freedom (the expanded percentile interv
 :func:`abtui.stats.bootstrap.expansion`), and a hypergeometric tail (the one-sided Fisher test
 of error rates). Each is computed here in decimal arithmetic to 40 or more significant digits
 and rounded to a float once, so the result is the correctly rounded value: scipy's own where
-scipy's is correctly rounded (``tests/test_distributions.py`` holds them to scipy's).
+scipy's is correctly rounded (``tests/calibration/test_distributions.py`` holds them to scipy's).
 
 - :func:`norm_sf` ``Q(x) = P(Z > x)``: the Maclaurin series of ``erf`` (alternating; the
   working precision grows with ``x²`` to absorb its cancellation); 0 beyond ``x = 39``, where

@@ -22,6 +22,9 @@ from abtui.stats.decide import DELTA_CENTRAL
 from abtui.stats.lagguard import load_kept
 from abtui.store.reader import SessionReader
 
+# serial: schedule lag of healthy and starved generators
+pytestmark = pytest.mark.serial
+
 
 @pytest.fixture(scope="module")
 def sims():
