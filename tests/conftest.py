@@ -1,13 +1,18 @@
 """Suite-wide collection rules.
 
-Some modules assert on wall-clock gaps of a few milliseconds: client timestamps against a
-scripted server's sleeps, the generator's schedule lag, TTFT against a configured delay, the
-session writer's commit interval under SIGKILL. Those are marked ``serial``: the whole modules
-below, and single tests elsewhere with ``@pytest.mark.serial`` (test_sim's TTFT/ITL timing,
-test_sim_preset's live decode pace). ``.ci/run`` runs the
-rest of the suite on two pytest-xdist workers (``-m "not serial"``), then the ``serial`` ones
-alone (``-m serial``), so that a second worker's CPU load never lands in those measurements.
-A plain ``pytest`` run still runs everything, in one process.
+The suite is in five folders: ``unit/`` (functions and files, no server), ``integration/`` (real
+processes and servers over loopback: the client, the simulator, whole runs, Ray), ``tui/`` (the
+Textual app through ``run_test()``), ``engine/`` (llama.cpp's llama-server and vLLM on real and
+tiny models), ``calibration/`` (the statistics against known truth, Monte-Carlo).
+
+Markers say how a test must run. ``serial``: it asserts on wall-clock gaps of a few milliseconds
+(client timestamps against a scripted server's sleeps, the generator's schedule lag, TTFT
+against a configured delay, the writer's commit interval under SIGKILL), a module's
+``pytestmark`` or a single test's mark says so. ``.ci/run`` runs the rest on two pytest-xdist
+workers (``-m "not serial"``), then the ``serial`` ones alone (``-m serial``), so that a second
+worker's CPU load never lands in those measurements. ``slow``: a Monte-Carlo calibration of
+20 s or more; ``pytest -m "not slow"`` is the quick set (README). A plain ``pytest`` runs
+everything, in one process.
 
 Tests marked ``vllm`` need vLLM (the ``vllm`` extra): they skip without it, unless
 ``ABTUI_REQUIRE_VLLM=1`` (``.ci/run``) makes that a failure (:func:`pytest_runtest_setup`).
@@ -19,24 +24,6 @@ Tests marked ``vllm`` need vLLM (the ``vllm`` extra): they skip without it, unle
 from __future__ import annotations
 
 import pytest
-
-SERIAL_MODULES = frozenset(
-    {
-        "test_client_streams.py",  # chunk gaps of 4–35 ms against a scripted server's sleeps
-        "test_durability.py",  # what a SIGKILL loses: the 0.5 s commit interval
-        "test_generator_health.py",  # schedule lag of healthy and starved generators
-        "test_ray.py",  # a 3-node Ray cluster on the 2 cores; the local and Ray runs' effects agree
-        "test_run_e2e.py",  # TTFT within 10 ms of the configured delay; lag under 10 ms
-        "test_verdict_e2e.py",  # GO needs a generator that kept its schedule
-        "test_workload_run.py",  # replay lag; a closed loop's duration cut
-    }
-)
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if item.path.name in SERIAL_MODULES:
-            item.add_marker(pytest.mark.serial)
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

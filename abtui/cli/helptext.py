@@ -2,7 +2,7 @@
 
 Every option says its default once, in its own help (``(default 200)``), never through
 argparse's ``ArgumentDefaultsHelpFormatter``, which appends a second one. Every command ends on
-two or three examples (``tests/test_cli_help.py`` parses each of them).
+two or three examples (``tests/unit/test_cli_help.py`` parses each of them).
 """
 
 from __future__ import annotations

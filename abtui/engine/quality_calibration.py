@@ -2,7 +2,7 @@
 and length, and the time each item took against the time :mod:`abtui.quality.sizing` expected.
 
 ``scripts/quality_calibration.py`` prints it for SmolLM2 and Gemma 3 (docs/methods.md §4 has
-the tables); ``tests/test_quality_real.py`` checks SmolLM2's baseline floor at the shortest
+the tables); ``tests/engine/test_quality_real.py`` checks SmolLM2's baseline floor at the shortest
 length. The items go the way ``abtui run`` sends them: the endpoint is probed and timed first
 (path chosen by ``quality.api``, ``auto`` by default), the items are built for the measured
 tokenizer and sent one at a time, greedy, through the run's own client and scorers.

@@ -18,7 +18,7 @@ arrays or, for a table read back without its chunks, from the session file
 - :func:`linear_quantile`: numpy's ``method="linear"`` (``np.percentile`` / ``np.quantile``,
   the definition :mod:`abtui.metrics.summary` states) from order statistics, with numpy's own
   index and interpolation arithmetic, so the result is the same float as numpy's on the full
-  array (``tests/test_bounded_memory.py`` checks it bit for bit).
+  array (``tests/unit/test_bounded_memory.py`` checks it bit for bit).
 
 Gaps are int64 nanoseconds (``t_j − t_{j−1}``, exact); in seconds they are ``gap_ns / 1e9``,
 the same float :func:`abtui.metrics.request.chunk_gaps` gives. The mean is exact:

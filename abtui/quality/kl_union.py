@@ -41,7 +41,7 @@ minimum. Two cases cover every optimum:
 
 Degenerate lists (an arm's listed mass ≥ 1 − :data:`REST_FLOOR` from rounding, a zero
 probability, no feasible point) fall back to the intersection bound, always valid. The result
-is ``max(intersection, minimum)``. ``tests/test_quality_logprobs.py`` checks it against a
+is ``max(intersection, minimum)``. ``tests/unit/test_quality_logprobs.py`` checks it against a
 general solver and, by property, between the intersection bound and the true KL.
 """
 

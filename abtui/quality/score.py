@@ -13,7 +13,7 @@ under the constraint ``Σ p_v v = d``,
 and the interval is ``{d : |T(d)| ≤ z}``. This is Tango's (1998) interval for paired proportions
 (:func:`abtui.stats.classical.paired_difference_ci`, the quality gates' interval) generalised
 from the three values −1, 0, 1 to any lattice: on those three values it gives Tango's interval
-exactly (tests/test_quality_factorial.py checks it). It keeps Tango's two virtues here: it has
+exactly (tests/unit/test_quality_factorial.py checks it). It keeps Tango's two virtues here: it has
 width when every item's contrast is 0 (a lossless factor such as speculative decoding makes
 most contrasts 0, where a bootstrap or a t interval collapses to [0, 0]), and the variance is
 taken under the null, not from the few non-zero items.

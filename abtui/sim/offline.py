@@ -3,7 +3,7 @@
 The same step code as the live server (:meth:`BatchEngine._plan_step` and ``_end_step``), driven
 by a loop that jumps the engine clock from step end to step end (and over idle gaps to the next
 arrival). Without speculative decoding the per-request bookkeeping is skipped: a heap of
-finishing steps replaces it, so a step costs O(changes) (``tests/test_sim_physics.py`` checks
+finishing steps replaces it, so a step costs O(changes) (``tests/unit/test_sim_physics.py`` checks
 both paths agree). ``scripts/bench_sim.py`` times 10,000 requests.
 """
 

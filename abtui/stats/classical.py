@@ -7,7 +7,7 @@ same order) to the same statistic, and take the normal tail and Fisher's hyperge
 from :mod:`abtui.stats.distributions` (floats within a few ulps of the exact value); only the
 small samples for which scipy uses an exact distribution that is not reproduced here
 (Mann–Whitney with an arm of ≤ 8 values and no ties; Wilcoxon with ≤ 13 pairs and ties or
-zeros, a permutation test) call scipy. ``tests/test_distributions.py`` holds each to scipy's.
+zeros, a permutation test) call scipy. ``tests/calibration/test_distributions.py`` holds each to scipy's.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ the verdict of 10⁶ requests per arm spent ~0.8 s of its 5 s in the full produc
 Exact: the counts are whole numbers whose every partial sum the caller's dtype holds exactly
 (float32 below 2**24), so a count is the same whichever columns it is multiplied out with, and
 ``j``, the count before it and the count at it are those of the full product
-(``tests/test_stats.py`` checks them against it).
+(``tests/calibration/test_stats.py`` checks them against it).
 """
 
 from __future__ import annotations

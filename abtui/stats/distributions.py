@@ -5,7 +5,7 @@ alone 26 MB and 0.3 s); a verdict needs only the normal quantile and upper tail,
 quantile at a whole number of degrees of freedom (the expanded percentile interval,
 :func:`abtui.stats.bootstrap.expansion`), and a hypergeometric tail (the one-sided Fisher test
 of error rates). Each is a few lines of floats here, within a few ulps of the exact value
-(``tests/test_distributions.py`` holds them to exact references and to scipy's):
+(``tests/calibration/test_distributions.py`` holds them to exact references and to scipy's):
 
 - :func:`norm_sf` ``Q(x) = erfc(x/√2)/2``, with the rounding of ``x/√2`` corrected to first
   order (without it ``Q`` loses ~``x²`` ulps far in the tail, as scipy's ``ndtr`` does).

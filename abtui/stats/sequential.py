@@ -5,7 +5,7 @@ A *confidence sequence* (CS) at level ``1 − α`` is a sequence of intervals ``
 with ``P(∃ t: θ ∉ C_t) ≤ α``: a run may look after every request, stop when it likes, and the
 interval it stops on still covers with ``1 − α``. A fixed-n interval recomputed at every look
 does not (an A/A looked at every 20 pairs up to 1,000 misses Δ = 0 in 35 % of streams,
-``tests/test_sequential.py``).
+``tests/calibration/test_sequential.py``).
 
 Two boundaries of Howard, Ramdas, McAuliffe & Sekhon (2021, "Time-uniform, nonparametric,
 nonasymptotic confidence sequences"), written from the paper's formulas:

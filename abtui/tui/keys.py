@@ -1,7 +1,7 @@
 """The keys of each screen, for its help overlay (``?``): each screen lists its own keys and the
 few that work everywhere, never another screen's (a list of every screen's keys would
 have the start screen's help talk about replay speeds). A screen's ``HELP`` names its
-list; ``tests/test_tui_help.py`` checks that every key a screen binds is in its list."""
+list; ``tests/tui/test_tui_help.py`` checks that every key a screen binds is in its list."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ also behind the reports' console), so a string from outside can neither move the
 the terminal's title nor clear the screen, whichever screen shows it and however it got there.
 Strings are never parsed as markup: :class:`Static` has markup off, and :class:`DataTable`
 takes a ``str`` cell as plain text. Every screen imports these instead of Textual's own
-(``tests/test_architecture.py`` checks it).
+(``tests/unit/test_architecture.py`` checks it).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "check_commit_subjects.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "check_commit_subjects.py"
 
 
 def _load():

@@ -21,6 +21,9 @@ from abtui.sim.process import SimProcess
 from abtui.stats.reasons import Code
 from abtui.store.reader import SessionReader
 
+# serial: a 3-node Ray cluster on the 2 cores; the local and Ray runs' effects agree
+pytestmark = pytest.mark.serial
+
 if os.environ.get("ABTUI_REQUIRE_RAY") == "1":
     import ray  # noqa: F401 - must be there: fail, never skip
 else:

@@ -438,6 +438,6 @@ def test_a_verdict_holds_under_350_bytes_per_request(tmp_path):
     ~290 in all (docs/reliability.md)."""
     from pathlib import Path
 
-    script = Path(__file__).parent.parent / "scripts" / "synthetic_session.py"
+    script = Path(__file__).parents[2] / "scripts" / "synthetic_session.py"
     got = _peak_of(_SLOPE_CHILD, script, tmp_path)
     assert got["per_request"] < 350, got

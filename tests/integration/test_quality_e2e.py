@@ -104,7 +104,7 @@ def test_degraded_long_context_candidate_fails_the_quality_gate(tmp_path, capsys
     assert plan["tokens_per_word"] == 1.0 and plan["cost"]["b"] >= 0
     assert any(m.startswith(f"{n_items} items per arm, chat (every arm") for m in events)
     # the simulator's (simulated) logprobs: int4 weights raise the fixed text's perplexity
-    # (tests/test_quality_logprobs.py checks these lines, and the unsupported case, in detail)
+    # (tests/unit/test_quality_logprobs.py checks these lines, and the unsupported case, in detail)
     assert q["ppl"]["cand"]["ppl"] > q["ppl"]["base"]["ppl"]
     assert "logprob agreement on base's greedy continuation" in out
     # the headless summary and the reports show the quality section

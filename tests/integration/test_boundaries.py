@@ -1,6 +1,6 @@
 """The core never loads the UI at run time, checked in a fresh interpreter. That no module outside
 abtui/tui imports Textual at all, even inside a function, is an import contract
-(pyproject.toml [tool.importlinter], checked by lint-imports and tests/test_architecture.py)."""
+(pyproject.toml [tool.importlinter], checked by lint-imports and tests/unit/test_architecture.py)."""
 
 import pkgutil
 import subprocess
@@ -15,7 +15,7 @@ def _core_modules() -> list[str]:
         if m.name.startswith("abtui.tui") or m.name.endswith("__main__"):
             continue  # the UI itself; entry points that run on import
         if m.name == "abtui.runner.ray.actor":
-            continue  # the Ray actor class: needs Ray (the `ray` extra); tests/test_ray_boundary.py
+            continue  # the Ray actor class: needs Ray (the `ray` extra); tests/integration/test_ray_boundary.py
         mods.append(m.name)
     return mods
 

@@ -12,7 +12,7 @@ from abtui.telemetry.engines import extract, throttled
 from abtui.telemetry.promtext import parse, parse_line
 from abtui.telemetry.scraper import PromScraper, metrics_url_for
 
-FIX = Path(__file__).parent / "fixtures" / "prom"
+FIX = Path(__file__).parents[1] / "fixtures" / "prom"
 
 
 def _fixture(name: str) -> str:

@@ -216,6 +216,7 @@ def _aa_calls(n, reps, resamples, **truth):
     return raw / reps, fam / reps
 
 
+@pytest.mark.slow
 def test_aa_false_positive_rate_is_at_most_alpha():
     raw, family = _aa_calls(n=200, reps=200, resamples=400)
     assert raw <= FP_BOUND
@@ -223,6 +224,7 @@ def test_aa_false_positive_rate_is_at_most_alpha():
     assert raw > 0.0  # the test can see a false positive at all
 
 
+@pytest.mark.slow
 def test_ten_percent_tpot_shift_is_called_with_high_power_at_the_recommended_size():
     """docs/methods.md §3: 500 requests per arm (P99 calls need ≥ 1000). Per-request TPOT spread here is
     log-normal σ = 0.25 (a wide spread); δ is the default 2%."""
@@ -242,6 +244,7 @@ def test_ten_percent_tpot_shift_is_called_with_high_power_at_the_recommended_siz
         assert v / reps >= 0.9, k
 
 
+@pytest.mark.slow
 def test_autocorrelated_series_fools_iid_bootstrap_but_not_block_bootstrap():
     """Two arms with identical truth whose latencies drift (AR(1), φ = 0.9, as under load)."""
     rejections = {"iid": 0, "block": 0}
@@ -347,6 +350,7 @@ def test_block_shortfall_is_the_variance_the_blocks_cannot_see():
     )
 
 
+@pytest.mark.slow
 def test_a_dependent_aa_interval_covers_the_truth():
     """A/A, each arm's latency its own AR(1) ρ = 0.9, 500 requests per arm (≈ 26 effectively
     independent pairs). The circular block bootstrap alone misses the truth (Δ = 0) about twice

@@ -24,6 +24,9 @@ from abtui.stats.lagguard import load_kept
 from abtui.stats.reasons import Code, codes
 from abtui.store.reader import SessionReader
 
+# serial: schedule lag of healthy and starved generators
+pytestmark = pytest.mark.serial
+
 
 @pytest.fixture(scope="module")
 def sims():

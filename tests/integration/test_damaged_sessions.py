@@ -193,8 +193,8 @@ def test_report_never_writes_the_file(tmp_path, capsys):
     )
     proc = subprocess.run(
         [sys.executable, "-c", code],
-        cwd=Path(__file__).parents[1],
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])},
+        cwd=Path(__file__).parents[2],
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])},
     )
     assert proc.returncode == -signal.SIGKILL
     assert Path(str(killed) + ".wal").exists()  # the kill left its rows in the WAL

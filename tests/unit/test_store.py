@@ -23,7 +23,7 @@ from abtui.store.reader import SessionReader
 from abtui.store.schema import SCHEMA_VERSION
 from abtui.store.writer import SessionWriter
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SECRET = "sk-THIS-IS-A-SECRET-0123456789"
 
 

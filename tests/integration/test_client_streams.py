@@ -24,6 +24,9 @@ from abtui.client.records import RequestRecord
 from abtui.client.sse import SSEParser
 from abtui.client.stream import Target, build_body, make_client, stream_request
 
+# serial: chunk gaps of 4–35 ms against a scripted server's sleeps
+pytestmark = pytest.mark.serial
+
 MS = 1_000_000  # ns
 
 

@@ -1,4 +1,4 @@
-"""Durability beyond `tests/test_run_e2e.py` (which checks Ctrl-C / SIGTERM / SIGKILL of `abtui
+"""Durability beyond `tests/integration/test_run_e2e.py` (which checks Ctrl-C / SIGTERM / SIGKILL of `abtui
 run` and its load generators): how much a SIGKILL loses, measured against what the endpoints
 served; every report format of a killed session; and the simulated endpoints `abtui demo`
 starts itself never outliving it, whichever way it dies."""
@@ -21,7 +21,11 @@ from abtui.sim.process import SimProcess
 from abtui.store.listing import read_row
 from abtui.store.reader import SessionReader, never_closed
 
-pytestmark = pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc")
+# serial: what a SIGKILL loses: the 0.5 s commit interval
+pytestmark = [
+    pytest.mark.serial,
+    pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc"),
+]
 RATE = 40  # req/s per arm
 # The writer commits every 0.5 s (abtui/store/writer.py), so a SIGKILL loses at most about the
 # last half second; the issue's bound is one second (figures: docs/reliability.md).

@@ -242,7 +242,7 @@ def test_gpu_check_script_prints_every_field_or_na(install):
     import io
     from pathlib import Path
 
-    path = Path(__file__).parent.parent / "scripts" / "gpu_check.py"
+    path = Path(__file__).parents[2] / "scripts" / "gpu_check.py"
     spec = importlib.util.spec_from_file_location("gpu_check", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

@@ -32,7 +32,7 @@ from abtui.profile.writer import (
     write_nsys_sqlite,
 )
 
-FIXTURES = Path(__file__).parent / "fixtures" / "profile"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "profile"
 PREFILL = "execute_context_1(512)_generation_0(0)"
 DECODE = "execute_context_0(0)_generation_4(4)"
 

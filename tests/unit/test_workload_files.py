@@ -15,7 +15,7 @@ from abtui.workload.importers import import_trace
 from abtui.workload.inspect import prefix_share, workload_stats
 from abtui.workload.jsonl import read_workload, write_jsonl
 
-FIX = Path(__file__).parent / "fixtures" / "traces"
+FIX = Path(__file__).parents[1] / "fixtures" / "traces"
 
 # format, file, where the bad row is, rows kept with --skip-bad
 CASES = [

@@ -19,6 +19,9 @@ from abtui.sim.engine import SimConfig
 from abtui.sim.process import SimProcess
 from abtui.store.reader import SessionReader
 
+# serial: TTFT within 10 ms of the configured delay; lag under 10 ms
+pytestmark = pytest.mark.serial
+
 # Configured delays of the two endpoints (ms).
 A_TTFT, A_ITL = 40.0, 8.0
 B_TTFT, B_ITL = 30.0, 6.0

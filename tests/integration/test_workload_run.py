@@ -12,6 +12,9 @@ from abtui.sim.process import SimProcess
 from abtui.store.reader import SessionReader
 from abtui.workload.jsonl import write_jsonl
 
+# serial: replay lag; a closed loop's duration cut
+pytestmark = pytest.mark.serial
+
 # Dispatch must track the schedule: the generator's measured lag (dispatched − scheduled) at
 # P90 of the 40 replayed items. scripts/bench_loadgen.py measures what the generator sustains;
 # this is a loose bound for a loaded 2-core CI box at 40 req/s, far below what a broken schedule

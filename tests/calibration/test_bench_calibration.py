@@ -9,7 +9,7 @@ from pathlib import Path
 
 def _script():
     """scripts/bench_verdict_calibration.py as a module (scripts/ is not a package)."""
-    path = Path(__file__).parent.parent / "scripts" / "bench_verdict_calibration.py"
+    path = Path(__file__).parents[2] / "scripts" / "bench_verdict_calibration.py"
     spec = importlib.util.spec_from_file_location("bench_verdict_calibration", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

@@ -1,4 +1,4 @@
-"""API keys never leave the request (the session file's own scrubbing is in tests/test_store.py):
+"""API keys never leave the request (the session file's own scrubbing is in tests/unit/test_store.py):
 an arm's key comes from the environment (`api_key_env`), reaches the endpoint, and is found
 nowhere else — not in the run's output, the session file (any table), or any report — even
 when the endpoint echoes it back in error messages and generated text, as some proxies do."""

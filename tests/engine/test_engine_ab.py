@@ -170,7 +170,7 @@ def test_ngram_speculation_drafts_from_the_input_not_from_open_generation(tmp_pa
 def test_kv_q4_on_a_real_model_with_quality_suites_it_answers(tmp_path, smollm2_gguf):
     """KV f16 → q4_0 on SmolLM2 with the keys and exact suites at their shortest length: real
     quality verdicts, not blind ones — the baseline scores ≥ 80 % on every suite used (the
-    floor tests/test_quality_real.py holds the suites to), every item is scored, q4_0 moves the
+    floor tests/engine/test_quality_real.py holds the suites to), every item is scored, q4_0 moves the
     token distribution, and llama-server's endpoint PPL is said to be unavailable, not made up.
     Small (one 1k haystack; 1,280-token slots, so the sizing's timing probe is 640 tokens, not
     1,024); docs/engine.md has the full-size run."""

@@ -151,7 +151,7 @@ def _documented_commands():
     import re
     from pathlib import Path
 
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     for doc in [root / "README.md", *sorted((root / "docs").glob("*.md"))]:
         lines, fenced, i = doc.read_text(encoding="utf-8").splitlines(), False, 0
         while i < len(lines):

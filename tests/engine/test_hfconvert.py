@@ -1,7 +1,7 @@
 """``abtui engine fetch MODEL --hf`` and :mod:`abtui.engine.hfconvert` without converting: the
 marker that makes a second call instant (and a changed GGUF convert again), bad input, and the
 messages when the ``vllm`` extra is missing or its unusable wheels are installed. The real
-conversion (transformers, ~30-50 s) runs in tests/test_vllm.py, where vLLM serves its output."""
+conversion (transformers, ~30-50 s) runs in tests/engine/test_vllm.py, where vLLM serves its output."""
 
 from __future__ import annotations
 

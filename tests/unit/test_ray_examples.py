@@ -18,7 +18,7 @@ import abtui
 from abtui.cli import build_parser
 from abtui.spec.model import RaySpec
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 JOB = ROOT / "examples" / "kuberay-abtui.yaml"
 CLUSTER = ROOT / "examples" / "kuberay-raycluster.yaml"
 ARMS = 2  # the examples' specs are an A/B: one baseline, one candidate

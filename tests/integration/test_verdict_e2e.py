@@ -15,6 +15,9 @@ from abtui.sim.faults import FaultConfig
 from abtui.sim.process import SimProcess
 from abtui.store.reader import SessionReader
 
+# serial: GO needs a generator that kept its schedule
+pytestmark = pytest.mark.serial
+
 BASE = dict(ttft_ms=20.0, itl_ms=2.0, jitter_ms=1.0)
 
 

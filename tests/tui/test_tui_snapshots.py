@@ -1,6 +1,6 @@
 """Text snapshots of the live panes at 80×24 and 160×48 with fixed data (seeded samples, fixed
 telemetry), so a layout change shows up as a diff. Regenerate after an intended change with
-``ABTUI_UPDATE_SNAPSHOTS=1 .venv/bin/python -m pytest tests/test_tui_snapshots.py``."""
+``ABTUI_UPDATE_SNAPSHOTS=1 .venv/bin/python -m pytest tests/tui/test_tui_snapshots.py``."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from abtui.tui.messages import RunProgress
 from abtui.tui.observer import arm_state
 from abtui.tui.screens.live import LiveScreen
 
-SNAP = Path(__file__).parent / "snapshots"
+SNAP = Path(__file__).parents[1] / "snapshots"
 
 
 def fixed_arm(name: str, seed: int, ttft_s: float, tpot_s: float, telemetry: dict) -> ArmProgress:

@@ -5,7 +5,7 @@ For every fault: the run goes on to its end, every request is accounted for (ok 
 class = sent), errors count against SLO attainment and goodput, the summary and the verdict show
 each arm's error rate, and a candidate that is faster but fails more is never GO. Plus an
 endpoint killed and restarted in the middle of a run (connection refused, then back).
-(`tests/test_sim_faults.py` checks each fault's error class request by request.)
+(`tests/integration/test_sim_faults.py` checks each fault's error class request by request.)
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 # The team's notes outside the repository, by name (spelled in pieces so this file does not
 # cite them itself).
 _METHODS, _DESIGN, _STYLE = "METH" + "ODS", "DES" + "IGN", "STY" + "LE"

@@ -21,7 +21,7 @@ from abtui.sim.gpu_model import GAUGE_WINDOW_S, SimulatedGpu
 from abtui.sim.preset_cli import PresetOptions
 from abtui.sim.presets import parse_preset
 from abtui.sim.server import start_server
-from tests.test_sim_metrics import parse_prometheus, value
+from tests.integration.test_sim_metrics import parse_prometheus, value
 
 PRESET = "h100:llama-3-8b:bf16"
 P = parse_preset(PRESET)
