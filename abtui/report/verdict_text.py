@@ -64,6 +64,13 @@ def role_of(key: str, policy: dict) -> str:
     return "guardrail" if key in policy["guardrails"] else ""
 
 
+def policy_first(effects: list[Effect], policy: dict) -> list[Effect]:
+    """``effects`` with the primary first, then the guardrails in the policy's order, then the
+    rest as they came: what the verdict rests on is read first."""
+    rank = {k: i for i, k in enumerate([policy["primary"], *policy["guardrails"]])}
+    return sorted(effects, key=lambda e: rank.get(e.key, len(rank)))  # stable: the rest keep order
+
+
 def rows_of(pair: PairVerdict, policy: dict) -> list[Effect]:
     keys = [policy["primary"], *policy["guardrails"], *SHOWN]
     seen, out = set(), []
