@@ -105,7 +105,8 @@ def print_session_verdict(
     from abtui.report.verdict_text import print_verdict
     from abtui.verdict.saved import session_verdict
 
-    computing(path)
-    sv = session_verdict(path, cost=cost or {}, policy=policy or {}, store=store)
+    sv = session_verdict(
+        path, cost=cost or {}, policy=policy or {}, store=store, computing=lambda: computing(path)
+    )
     print_verdict(sv, sys.stdout)
     return sv

@@ -338,3 +338,49 @@ def test_html_metrics_table_reads_primary_first_one_line_a_row(session, tmp_path
     assert "table.metrics td,table.metrics th{white-space:nowrap}" in text
     widths = [max(len(r["cells"][i]) for r in table) for i in range(len(header))]
     assert sum(7.5 * w + 15 for w in widths) <= 1200, widths
+
+
+def test_report_reuses_the_verdict_the_run_stored_and_writes_nothing(session, tmp_path, capsys):
+    """`abtui report` (and `open`) read the verdict the run stored when it was computed under
+    the same policy by the same code, instead of computing it again (15–43 s on a demo
+    session); the reports are those of a fresh computation but for the verdict's time. A
+    different policy is computed, said on stderr; the file is never written."""
+    import shutil
+
+    import duckdb
+
+    fresh = tmp_path / "fresh" / session.name  # the same session, its stored verdict removed
+    fresh.parent.mkdir()
+    shutil.copy(session, fresh)
+    with duckdb.connect(str(fresh)) as con:
+        con.execute("DELETE FROM verdicts")
+
+    def report(path, fmt, *extra):
+        out = tmp_path / f"{path.parent.name}-{fmt}-{len(extra)}.{fmt}"
+        rc = main(["report", str(path), "--format", fmt, "-o", str(out), *extra])
+        err = capsys.readouterr().err
+        return rc, out.read_text(encoding="utf-8"), err
+
+    with SessionReader(session) as rd:
+        rows = rd.verdicts()
+    assert rows and rows[-1]["result"]["code_version"]
+    created = rows[-1]["result"]["created"]
+    for fmt in ("md", "html", "json"):
+        rc, reused, err = report(session, fmt)
+        assert "computing the verdict" not in err, err  # nothing to wait for
+        rc2, computed, err2 = report(fresh, fmt)
+        assert "computing the verdict" in err2  # nothing stored: computed, and said
+        assert rc == rc2
+        computed = computed.replace(str(fresh), str(session))
+        if fmt == "json":
+            a, b = json.loads(reused), json.loads(computed)
+            assert a.pop("created") == created and b.pop("created") != created
+            assert a == b
+        else:
+            assert reused.replace(created, "") == computed.replace(created, "")
+    _, other, err = report(session, "md", "--primary", "ttft.p50")  # another question
+    assert "computing the verdict" in err and "| P50 TTFT (primary) |" in other
+    with SessionReader(session) as rd:
+        assert rd.verdicts() == rows  # a read path stores nothing
+    with SessionReader(fresh) as rd:
+        assert rd.verdicts() == []

@@ -249,8 +249,7 @@ def write_report(path: Path, fmt: str, output: str | None, *, cost=None, policy=
 
     if output:
         check_output(output)  # before the verdict's seconds, not after them
-    computing(path)
-    sv = session_verdict(path, cost=cost, policy=policy)
+    sv = session_verdict(path, cost=cost, policy=policy, computing=lambda: computing(path))
     doc = report_data(sv)
     if fmt == "json":
         text = json.dumps(doc, indent=2, allow_nan=False, default=str)
