@@ -179,11 +179,7 @@ def quality_note(path, baseline: str, candidate: str) -> str | None:
     )
     if small and lp and all(x.get("supported") for x in lp.values()):
         tail += "; the logprob agreement line shows the small shift the task scores cannot"
-    return (
-        f"demo: the simulator's quality faces (abtui/sim/quality_face.py) expect {b} vs {a}: "
-        + "; ".join(parts)
-        + tail
-    )
+    return f"demo: the simulator's model of quality expects {b} vs {a}: " + "; ".join(parts) + tail
 
 
 def intro(opts: DemoOptions, spec, shape) -> str:
@@ -229,6 +225,7 @@ def run_demo(opts: DemoOptions, run_and_report, note_to=None):
     stdout, under the verdict it printed)."""
     import sys
 
+    from abtui.report.console import say
     from abtui.sim.process import SimProcess
     from abtui.workload.synthetic import ChatShape, chat_items
 
@@ -247,7 +244,7 @@ def run_demo(opts: DemoOptions, run_and_report, note_to=None):
             shape.output_median,
             dists=shape.dists(),
         )
-        print(intro(opts, spec, shape), file=sys.stderr)
+        say(intro(opts, spec, shape), sys.stderr)
         rc = run_and_report(spec, items)
     if opts.quality and note_to is not None:
         from abtui.runner.session import session_path
@@ -255,5 +252,5 @@ def run_demo(opts: DemoOptions, run_and_report, note_to=None):
         path = session_path(spec)[1]
         note = path.exists() and quality_note(path, opts.baseline_preset, opts.candidate_preset)
         if note:
-            print(note, file=note_to)
+            say(note, note_to)
     return rc

@@ -90,7 +90,9 @@ def report_run(result, gate: bool = True, verdict=None) -> int:
     rc = 130 if result.status == "interrupted" else sv.exit_code if gate else 0
     if rc != sv.exit_code:  # the verdict's last line named its own code: say which one counts
         why = "the run was interrupted" if rc == 130 else "the demo does not gate on its verdict"
-        print(f"exit code {rc}: {why} (the verdict's own would be {sv.exit_code})")
+        from abtui.report.console import say
+
+        say(f"exit code {rc}: {why} (the verdict's own would be {sv.exit_code})", sys.stdout)
     return rc
 
 
@@ -103,7 +105,8 @@ def print_session_verdict(
     from abtui.report.verdict_text import print_verdict
     from abtui.verdict.saved import session_verdict
 
-    computing(path)
-    sv = session_verdict(path, cost=cost or {}, policy=policy or {}, store=store)
+    sv = session_verdict(
+        path, cost=cost or {}, policy=policy or {}, store=store, computing=lambda: computing(path)
+    )
     print_verdict(sv, sys.stdout)
     return sv

@@ -176,6 +176,10 @@ def cmd_open(args) -> int:
         )
     from abtui.tui.app import AbtuiApp
 
+    if web_driver:
+        from abtui.tui.web import die_with_server
+
+        die_with_server()
     app = AbtuiApp(session=Path(args.session))
     with reading(args.session):
         app.run()

@@ -49,6 +49,22 @@ def terminal_width(out: TextIO, default: int | None = None) -> int | None:
     return shutil.get_terminal_size((default or 80, 24)).columns if tty else default
 
 
+def say(text: str, out: TextIO, width: int | None = None) -> None:
+    """``text`` on ``out``, inert, each paragraph wrapped at word boundaries to ``width`` (default:
+    the terminal's when ``out`` is one: a terminal wraps a long line mid-word, "can" / "didate"),
+    its later lines indented by two; a file or pipe gets it whole."""
+    import textwrap
+
+    width = width or terminal_width(out)
+    text = inert(text)
+    if width:
+        text = "\n".join(
+            textwrap.fill(p, width, subsequent_indent="  ", break_on_hyphens=False) if p else p
+            for p in text.split("\n")
+        )
+    print(text, file=out, flush=True)
+
+
 class HeadlessObserver:
     """Prints a progress line every couple of seconds to ``out`` (stderr by default)."""
 

@@ -29,6 +29,7 @@ from abtui.report.verdict_text import (
     floor_method,
     floor_rows,
     p_text,
+    policy_first,
     role_of,
     sweep_cells,
     sweep_line,
@@ -85,7 +86,7 @@ def to_markdown(sv: SessionVerdict, doc: dict) -> str:
             f"| metric | {e_(pair.baseline)} | {e_(pair.candidate)} | Δ | 95% CI | δ | p (adj) | outcome | note |",
             "|---|--:|--:|--:|--:|--:|--:|---|---|",
         ]
-        for e in pair.comparison.effects:
+        for e in policy_first(pair.comparison.effects, v.policy):
             role = role_of(e.key, v.policy)
             role = f" ({role})" if role else ""
             lines.append(
@@ -248,8 +249,7 @@ def write_report(path: Path, fmt: str, output: str | None, *, cost=None, policy=
 
     if output:
         check_output(output)  # before the verdict's seconds, not after them
-    computing(path)
-    sv = session_verdict(path, cost=cost, policy=policy)
+    sv = session_verdict(path, cost=cost, policy=policy, computing=lambda: computing(path))
     doc = report_data(sv)
     if fmt == "json":
         text = json.dumps(doc, indent=2, allow_nan=False, default=str)

@@ -20,6 +20,7 @@ from abtui.report.verdict_text import (
     SWEEP_COLUMNS,
     error_rates_line,
     p_text,
+    policy_first,
     role_of,
     sweep_cells,
     sweep_line,
@@ -46,6 +47,8 @@ th{background:#f6f8fa}.imp{color:#1a7f37;font-weight:600}.reg{color:#cf222e;font
 table.meta td{text-align:left}
 .plots svg{border:1px solid #eaeef2;border-radius:6px;background:#fff}
 .lambda{font-weight:600}
+table.metrics td,table.metrics th{white-space:nowrap}
+ol.notes{font-size:12px;color:#656d76;margin:-.6em 0 1.2em;padding-left:2em}
 """
 
 
@@ -107,24 +110,10 @@ def to_html(sv: SessionVerdict, doc: dict) -> str:
         h += [f"<li>{esc(r)}</li>" for r in pair.reasons]
         h.append(f"<li>{esc(error_rates_line(pair))}</li></ul>")
     h.append(plots)
-    for pair in v.pairs + v.ladder:
+    for i, pair in enumerate(v.pairs + v.ladder):
         kind = "ladder step" if pair in v.ladder else "candidate"
-        h.append(
-            f"<h2>Metrics: {esc(pair.candidate)} vs {esc(pair.baseline)} ({kind})</h2>"
-            "<table><tr><th>metric</th><th>role</th>"
-            f"<th>{esc(pair.baseline)}</th><th>{esc(pair.candidate)}</th><th>Δ</th><th>95% CI</th>"
-            "<th>δ</th><th>p (adj)</th><th>outcome</th><th>note</th></tr>"
-        )
-        for e in pair.comparison.effects:
-            role = role_of(e.key, v.policy)
-            h.append(
-                f"<tr><td>{esc(label(e.key))}</td><td>{role}</td><td>{esc(value(e, e.a))}</td>"
-                f"<td>{esc(value(e, e.b))}</td><td>{pct(e.ratio)}</td><td>[{pct(e.lo)}, {pct(e.hi)}]</td>"
-                f"<td>±{e.delta:.0%}</td><td>{p_text(e.p_adj)}</td>"
-                f'<td class="{_OUTCOME_CLASS.get(e.outcome, "")}">{e.outcome}</td>'
-                f'<td class="muted">{esc(e.note)}</td></tr>'
-            )
-        h.append("</table>")
+        h.append(f"<h2>Metrics: {esc(pair.candidate)} vs {esc(pair.baseline)} ({kind})</h2>")
+        h.append(_metrics_table(pair, v.policy, i))
         from abtui.report.quality import html as quality_html
         from abtui.report.quality import mode_info
 
@@ -211,6 +200,35 @@ def to_html(sv: SessionVerdict, doc: dict) -> str:
     h.append(_html_floor(doc))
     h.append(f'<p class="muted">{esc(policy_line(doc))}</p></body></html>')
     return "\n".join(h)
+
+
+def _metrics_table(pair, policy: dict, tag: int) -> str:
+    """One pair's metrics, one line each: the primary and guardrails first, each note a
+    numbered footnote under the table (rows with the same note share its number)."""
+    h = [
+        '<table class="metrics"><tr><th>metric</th><th>role</th>'
+        f"<th>{esc(pair.baseline)}</th><th>{esc(pair.candidate)}</th><th>Δ</th><th>95% CI</th>"
+        "<th>δ</th><th>p (adj)</th><th>outcome</th></tr>"
+    ]
+    notes: dict[str, int] = {}
+    for e in policy_first(pair.comparison.effects, policy):
+        mark = ""
+        if e.note:
+            n = notes.setdefault(e.note, len(notes) + 1)
+            mark = f'<sup><a href="#n{tag}-{n}">{n}</a></sup>'
+        h.append(
+            f"<tr><td>{esc(label(e.key))}{mark}</td><td>{role_of(e.key, policy)}</td>"
+            f"<td>{esc(value(e, e.a))}</td><td>{esc(value(e, e.b))}</td><td>{pct(e.ratio)}</td>"
+            f"<td>[{pct(e.lo)}, {pct(e.hi)}]</td><td>±{e.delta:.0%}</td>"
+            f"<td>{p_text(e.p_adj)}</td>"
+            f'<td class="{_OUTCOME_CLASS.get(e.outcome, "")}">{e.outcome}</td></tr>'
+        )
+    h.append("</table>")
+    if notes:
+        h.append('<ol class="notes">')
+        h += [f'<li id="n{tag}-{n}">{esc(note)}</li>' for note, n in notes.items()]
+        h.append("</ol>")
+    return "".join(h)
 
 
 def _html_floor(doc: dict) -> str:

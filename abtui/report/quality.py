@@ -10,8 +10,15 @@ from __future__ import annotations
 import math
 from html import escape as html_escape
 
+from rich.cells import cell_len
+from rich.console import Group
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
 from abtui.quality.gates import pp
 from abtui.quality.ppl import ppl_line
+from abtui.report.untrusted import printable
 
 COLUMNS = (
     "suite",
@@ -230,3 +237,73 @@ def html(qual: dict | None, mode: dict | None = None) -> str:
     h.append("</table>")
     h += [f'<p class="muted">{html_escape(n)}</p>' for n in notes(qual)]
     return "".join(h)
+
+
+# The quality table's columns (indices into abtui.report.quality.COLUMNS) left out one group at
+# a time while the table is wider than the screen: flip rate, p, n, the accuracies, the CI.
+# Suite, length, Δacc and the gate's word stay.
+QUALITY_LEFT_OUT = ((8,), (7,), (2,), (3, 4), (6,))
+GATE_STYLE = {"pass": "green", "FAIL": "bold red"}
+
+
+def _width(head: tuple[str, ...], cells: list[list[str]], keep: list[int]) -> int:
+    """The width rich gives a table of the columns ``keep`` laid out as :func:`quality_table`
+    does (one space each side of a cell, none at the outer edges)."""
+    return sum(max(cell_len(r[i]) for r in [head, *cells]) for i in keep) + 2 * (len(keep) - 1)
+
+
+def fitted_table(
+    qual: dict, mode: dict | None, width: int, extra: int = 0, elsewhere: str | None = None
+) -> Group:
+    """The pair's quality section for ``width`` columns: a title, the quality mode, the table,
+    and the notes (sentences, wrapped). The report's table (abtui.report.quality.rows) where it
+    fits; narrower, its short cells (``short_rows``; the gates' margins in the caption), less
+    the columns of QUALITY_LEFT_OUT in turn until it fits, so that no row wraps at 80 columns.
+    The caption says what was left out and from what width it shows (``extra``: the screen's
+    columns beside the table, to state that width as the terminal's) or, for printed text (no
+    terminal to widen), ``elsewhere``: where the full table is."""
+    cells = [[printable(c) for c in r] for r in rows(qual)]
+    head, every = COLUMNS, list(range(len(COLUMNS)))
+    full = _width(head, cells, every)
+    caption = []
+    if full <= width:
+        keep = every
+    else:
+        cells = [[printable(c) for c in r] for r in short_rows(qual)]
+        head, keep, gone = SHORT_COLUMNS, every, []
+        for group in QUALITY_LEFT_OUT:
+            if _width(head, cells, keep) <= width:
+                break
+            keep = [i for i in keep if i not in group]
+            gone.append(group)
+        back, shown = [], list(keep)  # the columns come back in the reverse order
+        for group in reversed(gone):
+            shown = sorted(shown + list(group))
+            back.append(
+                f"{' and '.join(head[i] for i in group)} from {_width(head, cells, shown) + extra}"
+            )
+        caption = [
+            gate_rule(qual),
+            "p: McNemar's, Holm-adjusted" if 7 in keep else None,
+        ]
+        if elsewhere:  # printed: the columns left out are named, and where they are
+            names = ", ".join(head[i] for g in gone for i in g)
+            caption.append(f"left out: {names}; every column: {elsewhere}" if gone else None)
+        else:
+            caption.append(f"left out: {', '.join(back)} columns wide" if back else None)
+            caption.append(f"the report's full table from {full + extra} columns")
+    t = Table(show_header=True, header_style="bold", box=None, pad_edge=False, padding=(0, 1))
+    for i in keep:
+        t.add_column(escape(head[i]), no_wrap=True, justify="left" if i in (0, 1, 9) else "right")
+    for r in cells:
+        gate = Text(r[9], GATE_STYLE.get(r[9].split(" ")[0], ""))
+        t.add_row(*[gate if i == 9 else Text(r[i]) for i in keep])
+    if caption:
+        t.caption, t.caption_justify = " · ".join(x for x in caption if x), "left"
+    parts = [Text("quality (paired items, greedy)", "bold")]
+    if line := mode_line(mode):
+        parts.append(Text(line, "dim"))
+    parts.append(t)
+    if said := notes(qual):
+        parts.append(Text("\n".join(printable(n) for n in said)))
+    return Group(*parts)

@@ -64,6 +64,13 @@ def role_of(key: str, policy: dict) -> str:
     return "guardrail" if key in policy["guardrails"] else ""
 
 
+def policy_first(effects: list[Effect], policy: dict) -> list[Effect]:
+    """``effects`` with the primary first, then the guardrails in the policy's order, then the
+    rest as they came: what the verdict rests on is read first."""
+    rank = {k: i for i, k in enumerate([policy["primary"], *policy["guardrails"]])}
+    return sorted(effects, key=lambda e: rank.get(e.key, len(rank)))  # stable: the rest keep order
+
+
 def rows_of(pair: PairVerdict, policy: dict) -> list[Effect]:
     keys = [policy["primary"], *policy["guardrails"], *SHOWN]
     seen, out = set(), []
@@ -137,11 +144,15 @@ def _ci(e: Effect) -> str:
     return f"[{short_pct(e.lo, '')},{short_pct(e.hi, '')}]"
 
 
-def metrics_table(pair: PairVerdict, policy: dict, width: int, extra: int = 0) -> Table:
+def metrics_table(
+    pair: PairVerdict, policy: dict, width: int, extra: int = 0, elsewhere: str | None = None
+) -> Table:
     """The pair's metrics table for ``width`` columns: the full one (A, B, Δ, CI, δ, p, outcome)
     from FULL_TABLE_WIDTH; narrower, short metric names, the role as one letter, the CI without
     ``%`` signs, and no δ or p columns, so that no row wraps at 80 columns. The outcome is always
-    a word (legible without colour)."""
+    a word (legible without colour). The caption says from what terminal width δ and p show
+    (``extra``: the screen's columns beside the table) or, for printed text (no terminal to
+    widen), ``elsewhere``: where they are."""
     if width >= FULL_TABLE_WIDTH:
         return effect_table(pair, policy)
     t = Table(show_header=True, header_style="bold", box=None, pad_edge=False, padding=(0, 1))
@@ -163,9 +174,8 @@ def metrics_table(pair: PairVerdict, policy: dict, width: int, extra: int = 0) -
             _ci(e),
             Text(e.outcome, OUTCOME_STYLE.get(e.outcome, "yellow")),
         )
-    t.caption = (  # ``extra``: the screen's columns beside the table, to say the terminal's width
-        f"r: P primary, G guardrail · δ and p (adj) from {FULL_TABLE_WIDTH + extra} columns wide"
-    )
+    where = f", p: {elsewhere}" if elsewhere else f" and p (adj) from {FULL_TABLE_WIDTH + extra}"
+    t.caption = f"r: P primary, G guardrail · δ{where}" + ("" if elsewhere else " columns wide")
     t.caption_justify = "left"
     return t
 
@@ -315,6 +325,44 @@ def floor_left_out(detail: dict | None) -> list[str]:
     return out + list(detail.get("notes") or [])
 
 
+PRINTED_ELSEWHERE = "`abtui report --format md`"  # printed text: no terminal to widen
+
+
+def hanging(prefix: str, text: str, width: int, indent: str | None = None) -> Text:
+    """``prefix`` then ``text`` (plain, not markup) wrapped at word boundaries to ``width``, its
+    later lines under its first (``indent``: under that much instead), never at column 1."""
+    import textwrap
+
+    indent = " " * len(prefix) if indent is None else indent
+    return Text(
+        textwrap.fill(
+            text,
+            max(width, len(indent) + 20),
+            initial_indent=prefix,
+            subsequent_indent=indent,
+            break_on_hyphens=False,
+        ),
+        no_wrap=True,
+    )
+
+
+def _print_quality(console, pair: PairVerdict, meta: dict, width: int | None) -> None:
+    """The pair's quality section: the fixed-width lines when they fit ``width`` (None: a file
+    or pipe, any width), else the table fitted to it, the columns it leaves out named (no line
+    wraps at 80 columns)."""
+    from rich.padding import Padding
+
+    from abtui.report.quality import console_lines, fitted_table, mode_info
+
+    lines = console_lines(pair.quality, mode_info(meta))
+    if width is None or all(len(line) <= width for line in lines):
+        for line in lines:
+            console.print(escape(line))
+        return
+    table = fitted_table(pair.quality, mode_info(meta), width - 4, elsewhere=PRINTED_ELSEWHERE)
+    console.print(Padding(table, (0, 0, 0, 4)))
+
+
 def print_verdict(sv: SessionVerdict, out: TextIO, width: int | None = None) -> None:
     """The verdict in ``width`` columns (default: the terminal's when ``out`` is one, else 130):
     narrower than :data:`FULL_TABLE_WIDTH`, the compact metrics table the verdict screen shows,
@@ -322,6 +370,7 @@ def print_verdict(sv: SessionVerdict, out: TextIO, width: int | None = None) -> 
     from abtui.report.console import terminal_width
 
     v = sv.verdict
+    fit = width is not None or terminal_width(out) is not None  # a terminal, or a set width
     width = width or terminal_width(out, 130)
     console = InertConsole(file=out, width=width, highlight=False)
     pol = v.policy
@@ -338,16 +387,13 @@ def print_verdict(sv: SessionVerdict, out: TextIO, width: int | None = None) -> 
             f"[{_COLOR.get(pair.result, 'yellow')}]{pair.result}[/]"
         )
         for r in pair.reasons:
-            console.print(f"  - {escape(r)}")
-        console.print("  " + escape(error_rates_line(pair)))
-        console.print(metrics_table(pair, pol, width))
-        from abtui.report.quality import console_lines, mode_info
-
-        for line in console_lines(pair.quality, mode_info(sv.meta)):
-            console.print(escape(line))
+            console.print(hanging("  - ", r, width))
+        console.print(hanging("  ", error_rates_line(pair), width))
+        console.print(metrics_table(pair, pol, width, elsewhere=PRINTED_ELSEWHERE))
+        _print_quality(console, pair, sv.meta, width if fit else None)
         for e in rows_of(pair, pol):  # every shown row's reason, not only the guardrails'
             if e.note:
-                console.print(f"  {label(e.key)}: {escape(e.note)}")
+                console.print(hanging("  ", f"{label(e.key)}: {e.note}", width, "    "))
         if pair.cost:
             parts = [
                 f"{escape(n)} ${c['usd_per_mtok_good'] or math.inf:,.3f}/Mtok good, "

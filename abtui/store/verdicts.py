@@ -39,9 +39,11 @@ def append_verdict(path: str | os.PathLike, policy: dict, result: dict) -> bool:
             old.pop("created", None)
             if last[0] == _dump(policy) and _dump(old) == _dump(body):
                 return True
+        # the result keeps its keys' order (arms, rows, rank tests): a reader reuses it as it is
+        ordered = json.dumps(result, default=str, allow_nan=False)
         con.execute(
             "INSERT INTO verdicts VALUES (?, ?, ?)",
-            [datetime.now(UTC).isoformat(), _dump(policy), _dump(result)],
+            [datetime.now(UTC).isoformat(), _dump(policy), ordered],
         )
         return True
     except duckdb.Error:

@@ -20,12 +20,18 @@ server; it is never logged (aiohttp's access log is off) nor written to the sess
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hmac
 import io
 import logging
+import os
 import secrets
 import shlex
+import signal
 import sys
+import threading
+import time
 from pathlib import Path
 from urllib.parse import urlencode, urlsplit
 
@@ -155,13 +161,61 @@ def _refuse(what: str):
     return web.Response(status=403, text=f"{FORBIDDEN} ({what})")
 
 
+QUIT_GRACE_S = 3.0  # an app asked to quit gets this long, then SIGTERM, then as long, SIGKILL
+
+
+def app_service_class():
+    """textual-serve's ``AppService`` made to leave no process behind: the app runs without a
+    shell in between (signals reach it), and :meth:`stop` asks it to quit, then terminates it,
+    then kills it, each after :data:`QUIT_GRACE_S`: a dropped connection, a busy or blocked
+    app (nothing reads its output once the websocket is gone) all end with the process."""
+    from textual_serve.app_service import AppService
+
+    class AppProcess(AppService):
+        async def _open_app_process(self, width: int = 80, height: int = 24):
+            self.command = "exec " + self.command.removeprefix("exec ")
+            return await super()._open_app_process(width, height)
+
+        async def on_data(self, payload: bytes) -> None:
+            with contextlib.suppress(ConnectionError, RuntimeError):  # keep reading the app
+                await super().on_data(payload)
+
+        async def stop(self) -> None:
+            process, task = self._process, self._task
+            if process is None:
+                return
+            if task is not None and process.returncode is None:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(self.send_meta({"type": "quit"}), QUIT_GRACE_S)
+            for end in (None, process.terminate, process.kill):
+                if end is not None and process.returncode is None:
+                    with contextlib.suppress(ProcessLookupError):
+                        end()
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(process.wait(), QUIT_GRACE_S)
+                if process.returncode is not None:
+                    break
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+            self._task = None
+
+    return AppProcess
+
+
 def guarded_server(command: str, port: int, title: str, public: str, token: str):
-    """A textual-serve :class:`Server` that answers only what :class:`Guard` lets through."""
+    """A textual-serve :class:`Server` that answers only what :class:`Guard` lets through, and
+    whose app processes end with their websocket and with the server."""
+    from aiohttp import web
     from textual_serve.server import Server
 
     guard = Guard(port, public, token)
+    app_process = app_service_class()
 
     class GuardedServer(Server):
+        live: set = set()  # (websocket, app) pairs being served
+
         async def _make_app(self):
             app = await super()._make_app()
             app.middlewares.append(guard.middleware())
@@ -172,7 +226,62 @@ def guarded_server(command: str, port: int, title: str, public: str, token: str)
             # aiohttp logs each request line, query included: the first one holds the token
             logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
 
+        async def handle_websocket(self, request):
+            def query(name: str, default: int) -> int:
+                value = request.query.get(name, "")
+                return int(value) if value.isdigit() and 0 < int(value) < 10_000 else default
+
+            websocket = web.WebSocketResponse(heartbeat=15)
+            await websocket.prepare(request)
+            app = app_process(
+                self.command,
+                write_bytes=websocket.send_bytes,
+                write_str=websocket.send_str,
+                close=websocket.close,
+                download_manager=self.download_manager,
+                debug=self.debug,
+            )
+            pair = (websocket, app)
+            self.live.add(pair)
+            try:
+                await app.start(query("width", 80), query("height", 24))
+                await self._process_messages(websocket, app)
+            except (asyncio.CancelledError, ConnectionError):
+                pass
+            except Exception as error:  # a bad message from the page: this app ends, not all
+                logging.getLogger("abtui.web").warning("websocket ended: %r", error)
+            finally:
+                self.live.discard(pair)
+                await asyncio.shield(app.stop())
+                with contextlib.suppress(Exception):
+                    await websocket.close()
+            return websocket
+
+        async def on_shutdown(self, app) -> None:
+            # SIGTERM or Ctrl-C: every app ends now, not after aiohttp's 60 s grace
+            live, self.live = list(self.live), set()
+            await asyncio.gather(*(a.stop() for _, a in live), return_exceptions=True)
+            for websocket, _ in live:
+                with contextlib.suppress(Exception):
+                    await websocket.close()
+
     return GuardedServer(command, host="127.0.0.1", port=port, title=title, public_url=public)
+
+
+def die_with_server(poll_s: float = 0.5) -> None:
+    """In an app that textual-serve started: when the server goes (killed, so it could not
+    stop the app), the app goes too, instead of redrawing for no one. Its parent changing
+    is the sign; SIGTERM lets Textual restore and exit, a hard exit follows if it cannot."""
+    server = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == server:
+            time.sleep(poll_s)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(QUIT_GRACE_S)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="abtui-die-with-server", daemon=True).start()
 
 
 def serve_web(session: Path, port: int, url: str | None = None) -> int:

@@ -70,6 +70,10 @@ class SessionVerdict:
             d["noise_floor"] = self.noise_floor
         if self.noise_floor_detail is not None:
             d["noise_floor_detail"] = self.noise_floor_detail
+        from abtui.verdict.stored import code_version, reason_codes
+
+        d["code_version"] = code_version()  # what computed it (a read path reuses only its own)
+        d["reason_codes"] = reason_codes(self.verdict)
         return d
 
 
@@ -178,26 +182,43 @@ def session_verdict(
     policy: dict | None = None,
     noise_floor_path: str | Path | None = None,
     store: bool = False,
+    computing=None,
 ) -> SessionVerdict:
     """Evaluate the session at ``path``; with ``store`` (the run that wrote the file, right
     after it: ``abtui run``, the TUI's run), append the result to its ``verdicts`` table. A read
-    path (``abtui report``, ``abtui open``) never writes: docs/session-file.md says why.
+    path (``abtui report``, ``abtui open``) never writes: docs/session-file.md says why; it
+    reuses the verdict the run stored when that answers the same question
+    (:func:`abtui.verdict.stored.reusable`), else computes it, calling ``computing()`` first
+    (to say so: seconds to a minute).
 
     ``cost``: ``{"gpu_price": …, "gpus": …}`` for every arm; ``policy``: fields of ``[policy]``."""
+    from abtui.verdict.stored import reusable, verdict_from_dict
+
     path = Path(path)
     with SessionReader(path) as rd:
         meta = rd.meta()
         arms = rd.arms()
         table = rd.request_table()
         quality = rd.quality()
+        rows = rd.verdicts() if not store else []
     if not arms:
         raise StoreError(f"{path} has no arms: the run failed before it started")
     spec = _apply_overrides(meta.get("spec") or {}, cost, policy)
     pol = spec.get("policy") or {}
+    status = meta.get("status") or "running"
+    again = None
+    overridden = any(v is not None for v in (cost or {}).values())  # cost rows to compute
+    if not (store or overridden or noise_floor_path or pol.get("noise_floor") or is_aa(arms)):
+        again = reusable(rows, pol, status)
+    if again is not None:
+        verdict = verdict_from_dict(again, table, spec.get("slo") or {})
+        verdict.session["path"] = str(path)  # where the file is now
+        return SessionVerdict(verdict, path, arms, spec, meta, False, None, None)
+    if computing is not None:
+        computing()
     floor_path = noise_floor_path or pol.get("noise_floor")
     floor_doc = load_noise_floor_doc(floor_path) if floor_path else None
     floor = nfm.values_of(floor_doc) if floor_doc else None
-    status = meta.get("status") or "running"
     aa = is_aa(arms)
     session = {
         "name": meta.get("session_name", path.stem),

@@ -79,7 +79,8 @@ def test_demo_runs_end_to_end_and_fp8_decodes_faster(tmp_path, capsys):
     assert len(quality) == 2 * len({r["item"] for r in quality}) >= 2 * 24
     assert "quality (paired items, greedy):" in cap.out and "niah   all" in cap.out
     note = cap.out.splitlines()[-1]
-    assert note.startswith("demo: the simulator's quality faces") and "niah -0.3 pp" in note
+    assert note.startswith("demo: the simulator's model of quality") and "niah -0.3 pp" in note
+    assert ".py" not in note  # a user is not sent to read a source file
     assert "less than one flip" in note and "logprob agreement line shows" in note
     # where fp8's small shift does show: the simulated logprobs (top-1 below 100%, KL > 0)
     top1 = re.search(

@@ -73,8 +73,8 @@ def test_q_after_a_tui_run_prints_the_tuis_verdict_without_computing_it_again(
 
 
 def test_report_checks_its_output_path_before_the_verdict(tmp_path, counted, capsys):
-    path = write_session(tmp_path, "s", n=40)
-    counted.clear()  # write_session's own (stored) verdict
+    path = write_session(tmp_path, "s", n=40, verdict=False)  # none stored: computed
+    counted.clear()
     for bad in (tmp_path / "missing" / "x.html", tmp_path):
         rc = main(["report", str(path), "--format", "html", "-o", str(bad)])
         err = capsys.readouterr().err
@@ -88,10 +88,14 @@ def test_report_checks_its_output_path_before_the_verdict(tmp_path, counted, cap
 
 
 def test_report_says_it_computes_the_verdict(tmp_path, capsys):
-    path = write_session(tmp_path, "t", n=40)
+    path = write_session(tmp_path, "t", n=40, verdict=False)  # none stored: computed
     assert main(["report", str(path)]) in (0, 3, 4)
     cap = capsys.readouterr()
     assert "computing the verdict of t.duckdb" in cap.err and "Verdict:" in cap.out
+    stored = write_session(tmp_path, "u", n=40)  # the run's verdict stored: read back, no wait
+    assert main(["report", str(stored)]) in (0, 3, 4)
+    cap = capsys.readouterr()
+    assert "computing the verdict" not in cap.err and "Verdict:" in cap.out
 
 
 def test_the_command_line_runs_blas_on_one_thread_unless_told():

@@ -3,7 +3,10 @@ faces differ (int4 weights + fp8 KV degrade long-context retrieval) or are ident
 
 from __future__ import annotations
 
+import io
 import json
+
+from rich.console import Console
 
 from abtui.cli import main
 from abtui.report.export import write_report
@@ -135,7 +138,11 @@ def _tui_verdict_text(path) -> str:
                 isinstance(app.screen, VerdictScreen) and app.screen.query("#banner")
             ):  # pushed before its widgets mount: wait for them
                 await pilot.pause(0.1)
-            texts = [str(app.screen.query_one("#banner").render())]
+            banner = io.StringIO()  # the banner's renderable (reasons as bullets), as text
+            Console(file=banner, width=160, color_system=None).print(
+                app.screen.query_one("#banner").content
+            )
+            texts = [banner.getvalue()]
             chart = app.screen.query_one("#quality-0")  # the quality table, as the screen shows it
             app.screen.query_one("VerticalScroll").scroll_to_widget(chart, animate=False, top=True)
             await pilot.pause()

@@ -256,3 +256,108 @@ def test_open_web_answers_only_its_user(tmp_path):
     assert not any(
         token.encode() in p.read_bytes() for p in tmp_path.iterdir() if p.is_file() and p != log
     )
+
+
+def _children(pid: int) -> set[int]:
+    """Every live process below ``pid`` (Linux /proc), zombies left out."""
+    found, frontier = set(), {pid}
+    while frontier:
+        parents, frontier = frontier, set()
+        for stat in os.scandir("/proc"):
+            if not stat.name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{stat.name}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if fields[0] != "Z" and int(fields[1]) in parents:
+                frontier.add(int(stat.name))
+        found |= frontier
+    return found
+
+
+def _alive(pids: set[int]) -> set[int]:
+    alive = set()
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] != "Z":
+                    alive.add(pid)
+        except OSError:
+            pass
+    return alive
+
+
+def _wait_gone(pids: set[int], seconds: float) -> set[int]:
+    deadline = time.monotonic() + seconds
+    while _alive(pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return _alive(pids)
+
+
+async def _app_running(http, proc, port: int, log, wait_for_frame: bool):
+    """A websocket to the server on ``port`` and the app processes below it once one runs
+    (and, if asked, has drawn its first frame)."""
+    url = f"http://127.0.0.1:{port}"
+    token = await wait_until_served(http, proc, port, log)
+    async with http.get(f"{url}/?token={token}") as r:
+        assert r.status == 200
+    ws = await http.ws_connect(url + "/ws?width=80&height=24", origin=url)
+    deadline = time.monotonic() + 30
+    while not (apps := _children(proc.pid)) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    if wait_for_frame:
+        await asyncio.wait_for(ws.receive(), 60)
+    return ws, apps
+
+
+def _browse_then(proc, port: int, log, wait_for_frame: bool, then) -> set[int]:
+    """Opens the app in a fresh client, calls ``then(ws)`` with it, returns its processes."""
+
+    async def go() -> set[int]:
+        async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
+            ws, apps = await _app_running(http, proc, port, log, wait_for_frame)
+            then(ws)
+            await asyncio.sleep(0)
+            return apps
+
+    return asyncio.run(go())
+
+
+def _drop(ws) -> None:
+    ws._response.connection.transport.abort()  # the tab closed: no close frame
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_open_web_children_die_with_their_connection_and_the_server(tmp_path):
+    """A browser that drops its websocket while the app starts, or once it runs, leaves no
+    app process behind (one once redrew at ~40 % CPU for minutes, outliving the server); a
+    server stopped with SIGTERM, or killed outright, takes every app process with it."""
+    _need_web()
+    session = write_session(tmp_path, "dropped", n=60)
+    servers, seen = [], set()
+    try:
+        port, log = _free_port(), tmp_path / "web-1.txt"
+        servers.append(proc := start_web(session, port, log))
+        for wait_for_frame in (False, False, True):
+            seen |= (apps := _browse_then(proc, port, log, wait_for_frame, _drop))
+            assert apps, "the websocket started no app process"
+            assert not _wait_gone(apps, 15), "an app outlived its dropped connection"
+        seen |= (apps := _browse_then(proc, port, log, True, lambda ws: proc.terminate()))
+        assert apps
+        assert proc.wait(timeout=15) is not None  # SIGTERM is obeyed, apps running or not
+        assert not _wait_gone(apps, 5), "an app outlived the server (SIGTERM)"
+
+        port, log = _free_port(), tmp_path / "web-2.txt"
+        servers.append(proc := start_web(session, port, log))
+        seen |= (apps := _browse_then(proc, port, log, True, lambda ws: proc.kill()))
+        assert apps
+        assert not _wait_gone(apps, 10), "an app outlived its killed server"
+    finally:
+        for proc in servers:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(timeout=30)
+        for pid in _alive(seen):  # a failed check leaves none behind
+            os.kill(pid, 9)

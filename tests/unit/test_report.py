@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from html.parser import HTMLParser
 
 import pytest
 
@@ -14,6 +15,7 @@ from abtui.metrics.summary import ArmSummary
 from abtui.report.export import config_diff, md_escape
 from abtui.sim.engine import SimConfig
 from abtui.sim.process import SimProcess
+from abtui.stats.labels import label
 from abtui.store.reader import SessionReader
 
 EVIL_MODEL = '<script>alert("model")</script>&amp;'
@@ -255,3 +257,130 @@ def test_a_session_without_quality_states_no_mode(session, tmp_path, capsys):
     main(["report", str(session)])
     assert "quality mode" not in capsys.readouterr().out
     assert "quality_mode" not in json.loads(_report(session, "json", tmp_path, capsys)[1])
+
+
+class _Tables(HTMLParser):
+    """The rows (cells' text) of every ``table.metrics`` and the items of every ``ol.notes``,
+    with the footnote links in each row."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tables, self.notes, self.ids = [], [], {}
+        self._in, self._cell, self._row, self._li = None, None, None, None
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "table":
+            self._in = "metrics" if a.get("class") == "metrics" else None
+            if self._in:
+                self.tables.append([])
+        elif tag == "tr" and self._in:
+            self._row = {"cells": [], "links": []}
+            self.tables[-1].append(self._row)
+        elif tag in ("td", "th") and self._row is not None:
+            self._cell = ""
+        elif tag == "a" and self._row is not None and a.get("href", "").startswith("#"):
+            self._row["links"].append(a["href"][1:])
+        elif tag == "ol" and a.get("class") == "notes":
+            self._in = "notes"
+        elif tag == "li" and self._in == "notes":
+            self._li = [a.get("id"), ""]
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self._cell is not None:
+            self._row["cells"].append(self._cell)
+            self._cell = None
+        elif tag == "tr":
+            self._row = None
+        elif tag == "li" and self._li is not None:
+            self.ids[self._li[0]] = self._li[1]
+            self.notes.append(self._li[1])
+            self._li = None
+        elif tag in ("table", "ol"):
+            self._in = None
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell += data
+        if self._li is not None:
+            self._li[1] += data
+
+
+def test_html_metrics_table_reads_primary_first_one_line_a_row(session, tmp_path, capsys):
+    """The metrics table: the primary, then the guardrails, then the rest; no note column
+    (notes are numbered footnotes under the table, each row linking to its own); cells never
+    wrap, and the widest row fits the page's 1,200 px at 13 px (~7.5 px a character)."""
+    _, text = _report(session, "html", tmp_path, capsys)
+    _, js = _report(session, "json", tmp_path, capsys)
+    doc = json.loads(js)
+    parsed = _Tables()
+    parsed.feed(text)
+    (table,) = parsed.tables
+    header, rows = table[0]["cells"], table[1:]
+    assert "note" not in header and header[:2] == ["metric", "role"]
+    roles = [r["cells"][1] for r in rows]
+    n_guard = len(doc["policy"]["guardrails"])
+    assert roles[0] == "primary" and roles[1 : 1 + n_guard] == ["guardrail"] * n_guard, roles
+    assert "primary" not in roles[1:] and "guardrail" not in roles[1 + n_guard :]
+    effects = {label(e["key"]): e for e in doc["pairs"][0]["comparison"]["effects"]}
+    assert len(rows) == len(effects)
+    noted = 0
+    for r in rows:
+        name = r["cells"][0].rstrip("0123456789")
+        note = effects[name]["note"]
+        if note:
+            noted += 1
+            (link,) = r["links"]
+            assert parsed.ids[link] == note, (name, note)
+        else:
+            assert not r["links"], name
+    assert noted and len(parsed.notes) == len(set(parsed.notes)) <= noted
+    assert "table.metrics td,table.metrics th{white-space:nowrap}" in text
+    widths = [max(len(r["cells"][i]) for r in table) for i in range(len(header))]
+    assert sum(7.5 * w + 15 for w in widths) <= 1200, widths
+
+
+def test_report_reuses_the_verdict_the_run_stored_and_writes_nothing(session, tmp_path, capsys):
+    """`abtui report` (and `open`) read the verdict the run stored when it was computed under
+    the same policy by the same code, instead of computing it again (15–43 s on a demo
+    session); the reports are those of a fresh computation but for the verdict's time. A
+    different policy is computed, said on stderr; the file is never written."""
+    import shutil
+
+    import duckdb
+
+    fresh = tmp_path / "fresh" / session.name  # the same session, its stored verdict removed
+    fresh.parent.mkdir()
+    shutil.copy(session, fresh)
+    with duckdb.connect(str(fresh)) as con:
+        con.execute("DELETE FROM verdicts")
+
+    def report(path, fmt, *extra):
+        out = tmp_path / f"{path.parent.name}-{fmt}-{len(extra)}.{fmt}"
+        rc = main(["report", str(path), "--format", fmt, "-o", str(out), *extra])
+        err = capsys.readouterr().err
+        return rc, out.read_text(encoding="utf-8"), err
+
+    with SessionReader(session) as rd:
+        rows = rd.verdicts()
+    assert rows and rows[-1]["result"]["code_version"]
+    created = rows[-1]["result"]["created"]
+    for fmt in ("md", "html", "json"):
+        rc, reused, err = report(session, fmt)
+        assert "computing the verdict" not in err, err  # nothing to wait for
+        rc2, computed, err2 = report(fresh, fmt)
+        assert "computing the verdict" in err2  # nothing stored: computed, and said
+        assert rc == rc2
+        computed = computed.replace(str(fresh), str(session))
+        if fmt == "json":
+            a, b = json.loads(reused), json.loads(computed)
+            assert a.pop("created") == created and b.pop("created") != created
+            assert a == b
+        else:
+            assert reused.replace(created, "") == computed.replace(created, "")
+    _, other, err = report(session, "md", "--primary", "ttft.p50")  # another question
+    assert "computing the verdict" in err and "| P50 TTFT (primary) |" in other
+    with SessionReader(session) as rd:
+        assert rd.verdicts() == rows  # a read path stores nothing
+    with SessionReader(fresh) as rd:
+        assert rd.verdicts() == []

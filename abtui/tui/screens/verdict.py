@@ -7,9 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from rich.cells import cell_len
 from rich.console import Group
-from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -52,67 +50,10 @@ def load_verdict(path, store: bool = False) -> VerdictData:
     return VerdictData(sv, report_data(sv), diagnosis_lines(diagnose(path)))
 
 
-# The quality table's columns (indices into abtui.report.quality.COLUMNS) left out one group at
-# a time while the table is wider than the screen: flip rate, p, n, the accuracies, the CI.
-# Suite, length, Δacc and the gate's word stay.
-QUALITY_LEFT_OUT = ((8,), (7,), (2,), (3, 4), (6,))
-GATE_STYLE = {"pass": "green", "FAIL": "bold red"}
-
-
-def _width(head: tuple[str, ...], cells: list[list[str]], keep: list[int]) -> int:
-    """The width rich gives a table of the columns ``keep`` laid out as :func:`quality_table`
-    does (one space each side of a cell, none at the outer edges)."""
-    return sum(max(cell_len(r[i]) for r in [head, *cells]) for i in keep) + 2 * (len(keep) - 1)
-
-
-def quality_table(qual: dict, mode: dict | None, width: int, extra: int = 0) -> Group:
-    """The pair's quality section for ``width`` columns: a title, the quality mode, the table,
-    and the notes (sentences, wrapped). The report's table (abtui.report.quality.rows) where it
-    fits; narrower, its short cells (``short_rows``; the gates' margins in the caption), less
-    the columns of QUALITY_LEFT_OUT in turn until it fits, so that no row wraps at 80 columns.
-    The caption says what was left out and from what width it shows (``extra``: the screen's
-    columns beside the table, to state that width as the terminal's)."""
-    cells = [[printable(c) for c in r] for r in quality_report.rows(qual)]
-    head, every = quality_report.COLUMNS, list(range(len(quality_report.COLUMNS)))
-    full = _width(head, cells, every)
-    caption = []
-    if full <= width:
-        keep = every
-    else:
-        cells = [[printable(c) for c in r] for r in quality_report.short_rows(qual)]
-        head, keep, gone = quality_report.SHORT_COLUMNS, every, []
-        for group in QUALITY_LEFT_OUT:
-            if _width(head, cells, keep) <= width:
-                break
-            keep = [i for i in keep if i not in group]
-            gone.append(group)
-        back, shown = [], list(keep)  # the columns come back in the reverse order
-        for group in reversed(gone):
-            shown = sorted(shown + list(group))
-            back.append(
-                f"{' and '.join(head[i] for i in group)} from {_width(head, cells, shown) + extra}"
-            )
-        caption = [
-            quality_report.gate_rule(qual),
-            "p: McNemar's, Holm-adjusted" if 7 in keep else None,
-        ]
-        caption.append(f"left out: {', '.join(back)} columns wide" if back else None)
-        caption.append(f"the report's full table from {full + extra} columns")
-    t = Table(show_header=True, header_style="bold", box=None, pad_edge=False, padding=(0, 1))
-    for i in keep:
-        t.add_column(escape(head[i]), no_wrap=True, justify="left" if i in (0, 1, 9) else "right")
-    for r in cells:
-        gate = Text(r[9], GATE_STYLE.get(r[9].split(" ")[0], ""))
-        t.add_row(*[gate if i == 9 else Text(r[i]) for i in keep])
-    if caption:
-        t.caption, t.caption_justify = " · ".join(x for x in caption if x), "left"
-    parts = [Text("quality (paired items, greedy)", "bold")]
-    if line := quality_report.mode_line(mode):
-        parts.append(Text(line, "dim"))
-    parts.append(t)
-    if notes := quality_report.notes(qual):
-        parts.append(Text("\n".join(printable(n) for n in notes)))
-    return Group(*parts)
+def quality_table(qual: dict, mode: dict | None, width: int, extra: int = 0):
+    """The pair's quality section fitted to ``width`` columns (``extra``: the screen's columns
+    beside it, to name terminal widths): :func:`abtui.report.quality.fitted_table`."""
+    return quality_report.fitted_table(qual, mode, width, extra)
 
 
 def health_text(meta: dict) -> Text:
@@ -134,7 +75,18 @@ def health_text(meta: dict) -> Text:
     return t
 
 
-def _banner(d: VerdictData) -> Text:
+def bullets(lines: list[str], prefix: str = "  - ") -> Table:
+    """``lines`` as bullets, each wrapped under its own first word (a hanging indent: a reason
+    longer than the screen does not run back to column 1)."""
+    t = Table.grid(padding=0)
+    t.add_column(no_wrap=True, width=len(prefix))
+    t.add_column(ratio=1, overflow="fold")
+    for line in lines:
+        t.add_row(prefix, Text(line))
+    return t
+
+
+def _banner(d: VerdictData) -> Group:
     v = d.sv.verdict
     t = Text()
     title = "A/A calibration" if d.sv.aa else "Verdict"
@@ -148,13 +100,15 @@ def _banner(d: VerdictData) -> Text:
     if d.sv.meta.get("degraded"):
         t.append(f"  {DEGRADED_TAG}", "bold red")
     t.append_text(health_text(d.sv.meta))
+    parts: list = [t]
     for pair in v.pairs:
-        t.append(f"\n{pair.candidate} vs {pair.baseline}: {pair.result}", "bold")
-        for r in pair.reasons:
-            t.append(f"\n  - {r}")
+        parts.append(Text(f"{pair.candidate} vs {pair.baseline}: {pair.result}", "bold"))
+        parts.append(bullets(pair.reasons))
     if not v.pairs:
-        t.append("\nnothing to compare: the baseline or every candidate has no measured request")
-    return t
+        parts.append(
+            Text("nothing to compare: the baseline or every candidate has no measured request")
+        )
+    return Group(*parts)
 
 
 def _slo_cost(d: VerdictData) -> Text:
