@@ -126,6 +126,20 @@ def test_trace_agrees_with_the_roofline_and_bounds_fp8(tmp_path, capsys):
     assert fp8["per_step_us"] == pytest.approx(_expected(b, FP8)["decode"]["per_step_us"], rel=0.02)
 
 
+async def _unwritable(folder) -> tuple:
+    cfg = SimConfig(port=0, preset=PresetOptions(BF16), profiler=ProfilerConfig(str(folder)))
+    sim = await start_server(cfg)
+    try:
+        async with httpx.AsyncClient(trust_env=False, base_url=sim.url[:-3]) as c:
+            start = (await c.post("/start_profile")).status_code
+            stop = await c.post("/stop_profile")
+            bad = (await c.post("/start_profile", content=b'{"max_iterations": -1}')).status_code
+            again = (await c.post("/start_profile")).status_code
+            return start, stop.status_code, stop.json()["error"]["message"], bad, again
+    finally:
+        await sim.close()
+
+
 def test_profiler_routes_and_options(tmp_path):
     async def run() -> tuple[int, int]:
         sim = await start_server(SimConfig(port=0, preset=PresetOptions(BF16)))
@@ -140,6 +154,10 @@ def test_profiler_routes_and_options(tmp_path):
             await sim.close()
 
     assert asyncio.run(run()) == (404, 404)  # no --profiler-config: no route, as on vLLM
+    (tmp_path / "file").write_text("")
+    got = asyncio.run(_unwritable(tmp_path / "file" / "traces"))
+    assert got[0] == 200 and got[1] == 500 and "cannot write the trace" in got[2]
+    assert got[3:] == (400, 200)  # a bad body; then the failed stop left it stopped
     text = json.dumps({"profiler": "torch", "torch_profiler_dir": str(tmp_path), "x": 1})
     cfg = parse_profiler_config(text)
     assert cfg.torch_profiler_dir == str(tmp_path) and cfg.use_gzip and not cfg.detailed
