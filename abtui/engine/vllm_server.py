@@ -30,6 +30,7 @@ children (its engine core and worker) die with it.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import signal
 import subprocess
@@ -78,6 +79,21 @@ def _cpus() -> list[int]:
     if hasattr(os, "sched_getaffinity"):
         return sorted(os.sched_getaffinity(0))
     return list(range(os.cpu_count() or 1))
+
+
+def profiler_args(folder: Path, detailed: bool = True) -> tuple[str, ...]:
+    """vLLM 0.32's ``--profiler-config`` for a torch profiler that writes its trace into
+    ``folder`` on ``POST /stop_profile`` (idle until ``/start_profile``). No Python stacks and no
+    front-end process trace: both only make the trace bigger and the stop slower; with
+    ``detailed`` the step annotations carry the KV lengths (``sk``, ``sqsk``)."""
+    cfg = {
+        "profiler": "torch",
+        "torch_profiler_dir": str(Path(folder).resolve()),
+        "torch_profiler_with_stack": False,
+        "ignore_frontend": True,
+        "detailed_trace_annotation": detailed,
+    }
+    return ("--profiler-config", json.dumps(cfg))
 
 
 class VllmServer:

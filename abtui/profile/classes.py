@@ -96,6 +96,7 @@ BUILTIN: tuple[tuple[str, tuple[str, ...]], ...] = (
             r"xformers",
             r"paged",
             r"_and_cache",
+            r"kv_cache_update",  # vLLM's custom op around the KV-cache write
             rf"{_W}(?:mha|mla|gqa){_E}",
             r"_fwd_kernel",
         ),

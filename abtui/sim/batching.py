@@ -49,6 +49,7 @@ from abtui.sim.engine_options import KV_POLICIES, EngineOptions
 from abtui.sim.engine_stats import EngineStats, Histogram, RequestTiming
 from abtui.sim.gpu_model import SimulatedGpu
 from abtui.sim.presets import Preset
+from abtui.sim.profiler import StepRecord, step_label
 
 __all__ = ["KV_POLICIES", "BatchEngine", "EngineOptions", "EngineStats", "Histogram"]
 
@@ -147,6 +148,7 @@ class BatchEngine:
         self._timer: asyncio.TimerHandle | asyncio.Handle | None = None
         self._plan: tuple[list[tuple[_Seq, int]], float] | None = None
         self._spec_rng = random.Random(o.seed)
+        self.profiler = None  # a StepProfiler while /start_profile is on: told of each step
 
     # -- live driver ---------------------------------------------------------------------------
 
@@ -314,9 +316,41 @@ class BatchEngine:
         if self._k and n_dec:
             t += self._k * (self.options.draft_fraction * kernels + self.options.draft_pass_s)
         self._plan = (chunks, t)
+        if self.profiler is not None:
+            comm = self._comm0 + self._comm1 * tokens
+            parts = (kv_bytes, flops, pairs, t_mem > t_cmp, comm, running)
+            self._profile_step(chunks, n_dec, k1, parts)
         d = t * self._scale
         self.gpu.plan(self.now, d, (nbytes, flops, t, kernels))  # times: simulated seconds
         return d
+
+    def _profile_step(self, chunks, n_dec: int, k1: int, parts: tuple) -> None:
+        """Tell the profiler of the step just planned, its time split as :meth:`_plan_step`
+        adds it up: kernel time divided by the bound resource (bytes or FLOPs)."""
+        kv_bytes, flops, pairs, memory_bound, comm, running = parts
+        if memory_bound:
+            gemm, attention = self._w_bytes * self._inv_bw, kv_bytes * self._inv_bw
+        else:
+            attention = self._fl_pair * pairs * self._inv_fl
+            gemm = flops * self._inv_fl - attention
+        draft = gaps = 0.0
+        if self._k and n_dec:
+            draft = self._k * self.options.draft_fraction * (gemm + attention)
+            gaps = self._k * self.options.draft_pass_s
+        cached = [(seq.done_prompt, n) for seq, n in chunks]
+        label = step_label(cached, n_dec, k1, self._sum_ctx, self.profiler.config.detailed)
+        self.profiler.record(
+            StepRecord(
+                self.now,
+                label,
+                gemm,
+                attention,
+                comm,
+                draft,
+                self._over1 * running,
+                self._over0 + gaps,
+            )
+        )
 
     def _end_step(self) -> None:
         """Apply the planned step at its end (``self.now``): progress, tokens, finishes."""

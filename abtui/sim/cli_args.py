@@ -7,6 +7,7 @@ import argparse
 from abtui.sim.engine import SimConfig
 from abtui.sim.faults import add_fault_arguments, faults_from_args
 from abtui.sim.preset_cli import add_preset_arguments, preset_from_args
+from abtui.sim.profiler import parse_profiler_config
 
 _D = SimConfig()
 
@@ -83,6 +84,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="logprobs and echo on non-streamed completions (simulated); off: none, like "
         "llama.cpp's server (default %(default)s)",
     )
+    g.add_argument(
+        "--profiler-config",
+        metavar="JSON",
+        default=None,
+        help='as vLLM\'s: \'{"profiler": "torch", "torch_profiler_dir": "/abs/dir"}\' serves '
+        "POST /start_profile and /stop_profile, which write a torch profiler trace of the "
+        "batching engine's steps to that folder (needs --preset)",
+    )
     add_fault_arguments(parser)
     add_preset_arguments(parser)
 
@@ -104,6 +113,7 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
         faults=faults_from_args(args),
         preset=preset_from_args(args),
         logprobs=getattr(args, "logprobs", "on") == "on",
+        profiler=_profiler(getattr(args, "profiler_config", None)),
     )
     config.validate()
     return config
@@ -139,4 +149,10 @@ def config_to_argv(config: SimConfig) -> list[str]:
         argv += ["--logprobs", "off"]
     if config.preset is not None:
         argv += config.preset.to_argv()
+    if config.profiler is not None:
+        argv += ["--profiler-config", config.profiler.to_json()]
     return argv + config.faults.to_argv()
+
+
+def _profiler(text: str | None):
+    return None if text is None else parse_profiler_config(text)

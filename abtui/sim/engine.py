@@ -53,6 +53,7 @@ class SimConfig:
     faults: FaultConfig = field(default_factory=FaultConfig)  # injected faults (off by default)
     preset: Any = None  # PresetOptions (abtui.sim.preset_cli): the batching engine; None = fixed
     logprobs: bool = True  # serve logprobs/echo on non-streamed completions (abtui.sim.logprobs)
+    profiler: Any = None  # ProfilerConfig (abtui.sim.profiler): /start_profile; None = no route
 
     def validate(self) -> None:
         """Raise :class:`~abtui.errors.UsageError` naming the option with a bad value."""
@@ -87,6 +88,11 @@ class SimConfig:
         self.faults.validate()
         if self.preset is not None:
             self.preset.validate()
+        if self.profiler is not None and self.preset is None:
+            raise UsageError(
+                "--profiler-config needs --preset: the trace is the batching engine's steps",
+                "give e.g. --preset h100:llama-3-8b:bf16",
+            )
 
 
 @dataclass(slots=True)

@@ -31,6 +31,7 @@ from abtui.sim.api import BadRequest, Formatter, error_body, models_body, parse_
 from abtui.sim.engine import Engine, FixedDelayEngine, SimConfig, SimRequest
 from abtui.sim.faults import make_faults
 from abtui.sim.logprobs import LogprobFace
+from abtui.sim.profiler import StepProfiler
 from abtui.sim.prom import CONTENT_TYPE as PROM_CONTENT_TYPE
 from abtui.sim.prom import metrics_text
 from abtui.sim.quality_face import QualityFace, variant_of
@@ -40,6 +41,7 @@ MAX_BODY = 64 * 1024 * 1024
 MAX_WRITE = 64 * 1024  # coalesce due chunks up to about this many bytes per write
 _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed"}
 _REASONS |= {411: "Length Required", 413: "Payload Too Large", 431: "Headers Too Large"}
+_REASONS |= {500: "Internal Server Error"}
 _perf_ns = time.perf_counter_ns
 _DEFAULT_MODEL = SimConfig().model
 
@@ -94,6 +96,7 @@ class SimServer:
         self.quality = QualityFace(config.seed, variant_of(getattr(engine, "preset", None)))
         self.logprobs = LogprobFace(config.seed, self.quality.variant, config.logprobs)
         self._server: asyncio.AbstractServer | None = None
+        self.profiler: StepProfiler | None = None  # with --profiler-config: /start_profile
         # loop.time() at perf_counter_ns() == 0, to turn deadlines into call_at times
         self._offset = loop.time() - _perf_ns() / 1e9
 
@@ -147,6 +150,8 @@ async def start_server(config: SimConfig, engine: Engine | None = None) -> SimSe
         ) from None
     sim._server = server
     sim.port = server.sockets[0].getsockname()[1]
+    if config.profiler is not None:
+        sim.profiler = StepProfiler(config.profiler, engine, f"sim-{sim.port}")
     return sim
 
 
@@ -331,6 +336,10 @@ class _Connection(asyncio.Protocol):
             meta["quality_face"] = self.sim.quality.describe()
             body = models_body(self.sim.config.model, self.sim.created, meta)
             return self._send(200, body, head_only=method == "HEAD")
+        if path in ("/start_profile", "/stop_profile") and self.sim.profiler is not None:
+            if method != "POST":
+                return self._fail(405, f"use POST for {path}")
+            return self._profile(path == "/start_profile", body)
         if path == "/metrics":
             if method not in ("GET", "HEAD"):
                 return self._fail(405, f"use GET for {path}")
@@ -343,8 +352,37 @@ class _Connection(asyncio.Protocol):
         self._fail(
             404,
             f"no route for {method} {path}; the sim serves /v1/completions, "
-            "/v1/chat/completions, /v1/models, /metrics and /health",
+            "/v1/chat/completions, /v1/models, /metrics and /health (and /start_profile, "
+            "/stop_profile with --profiler-config)",
         )
+
+    def _profile(self, start: bool, body: bytes) -> None:
+        """``/start_profile`` (optionally ``{"max_iterations": N}``, as vLLM takes it) or
+        ``/stop_profile``, which writes the trace and answers its path."""
+        prof = self.sim.profiler
+        assert prof is not None
+        if start:
+            if prof.active:
+                return self._fail(400, "the profiler is already running; POST /stop_profile")
+            try:
+                doc = json.loads(body) if body.strip() else {}
+            except ValueError:
+                doc = None
+            limit = doc.get("max_iterations") if isinstance(doc, dict) else -1
+            if limit is not None and (
+                isinstance(limit, bool) or not isinstance(limit, int) or limit < 0
+            ):
+                return self._fail(400, 'the body must be {} or {"max_iterations": N >= 0}')
+            prof.max_steps = limit
+            prof.start(self.sim.engine.now)
+            return self._send(200, b"{}")
+        if not prof.active:
+            return self._fail(400, "the profiler is not running; POST /start_profile first")
+        try:
+            path = prof.stop()
+        except OSError as exc:
+            return self._fail(500, f"cannot write the trace: {exc.strerror or exc}")
+        return self._send(200, json.dumps({"trace": str(path)}).encode())
 
     def _send(
         self,

@@ -15,6 +15,7 @@ Marked ``vllm``: skips without vLLM unless ``ABTUI_REQUIRE_VLLM=1`` (``.ci/run``
 from __future__ import annotations
 
 import dataclasses
+import time
 
 import httpx
 import pytest
@@ -28,6 +29,9 @@ from abtui.engine.vllm_ab import (
     servers_for,
     started,
 )
+from abtui.engine.vllm_server import profiler_args
+from abtui.profile.analyse import analyse
+from abtui.profile.read import read_trace
 from abtui.quality import logprobs, ppl
 from abtui.store.reader import SessionReader
 from abtui.telemetry.engines import RULES, extract
@@ -56,10 +60,18 @@ def model_dir():
 
 
 @pytest.fixture(scope="module")
-def servers(model_dir, tmp_path_factory):
+def profile_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("vllm-profile")
+
+
+@pytest.fixture(scope="module")
+def servers(model_dir, tmp_path_factory, profile_dir):
     folder = tmp_path_factory.mktemp("vllm")
-    with started(servers_for(PREFIX_CACHING, model_dir, folder)) as srv:
-        yield srv
+    srv = servers_for(PREFIX_CACHING, model_dir, folder)
+    # the baseline also serves /start_profile: idle until asked (a counter per step)
+    srv[BASE].extra_args += profiler_args(profile_dir)
+    with started(srv) as s:
+        yield s
 
 
 def _complete(srv, prompt: str, **kw) -> dict:
@@ -191,3 +203,37 @@ def test_quality_verdicts_on_vllm_with_prefix_caching_off_and_on(servers, tmp_pa
         plan, rows = rd.meta()["quality_plan"], rd.quality()
     assert plan["api"] == "chat" and plan["lengths"] == [1024] and not plan["left_out"], plan
     assert len(rows) == 2 * (3 + 2 + 8) and all(r["correct"] is not None for r in rows)
+
+
+def test_a_real_vllm_trace_splits_into_steps_phases_and_classes(servers, profile_dir):
+    """A short profiling window on the baseline (prefix caching off): two requests of 4
+    tokens between /start_profile and /stop_profile; abtui reads the torch trace vLLM wrote:
+    one prefill step per prompt (its tokens as the usage says) and one decode step per later
+    token, the detailed annotations' KV lengths, and GEMM the largest class of both phases."""
+    srv = servers[BASE]
+    with httpx.Client(base_url=srv.base, trust_env=False, timeout=300) as c:
+        assert c.post("/start_profile").status_code == 200
+        usage = [
+            _complete(srv, f"Profile {i}: " + "the quick brown fox " * (8 + 8 * i))["usage"]
+            for i in range(2)
+        ]
+        assert c.post("/stop_profile").status_code == 200
+    deadline = time.monotonic() + 60
+    while not (found := sorted(profile_dir.glob("*.pt.trace.json*"))):
+        assert time.monotonic() < deadline, "no trace file in the profiler's folder"
+        time.sleep(0.5)
+    [path] = found
+    trace = read_trace(path)
+    assert trace.format == "chrome" and trace.side == "host"
+    prefill = [s for s in trace.steps if s.phase == "prefill"]
+    decode = [s for s in trace.steps if s.phase == "decode"]
+    assert [s.counts.context_tokens for s in prefill] == [u["prompt_tokens"] for u in usage]
+    assert [s.counts.context_seq_len for s in prefill] == [u["prompt_tokens"] for u in usage]
+    assert len(decode) == sum(u["completion_tokens"] - 1 for u in usage) == 6
+    p0 = usage[0]["prompt_tokens"]
+    assert [s.counts.generation_seq_len for s in decode[:3]] == [p0 + 1, p0 + 2, p0 + 3]
+    prof = analyse(trace)
+    for phase in ("prefill", "decode"):
+        busy = prof.phases[phase].busy_us
+        assert busy["gemm"] > 0 and max(busy, key=busy.get) == "gemm", (phase, busy)
+        assert busy.get("attention", 0) > 0, (phase, busy)

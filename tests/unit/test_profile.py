@@ -269,6 +269,11 @@ def test_ncu_thousands_separators(tmp_path):
         # vLLM's CPU build (its _C ops, as torch.profiler names them)
         ("_C::cpu_attention_with_kv_cache", "attention"),
         ("_C::cpu_attn_reshape_and_cache", "attention"),
+        ("vllm::unified_kv_cache_update", "attention"),
+        # the simulator's (abtui.sim.profiler)
+        ("cutlass_scaled_mm_sm90_fp8_e4m3", "gemm"),
+        ("marlin_gemm_int4", "gemm"),
+        ("topk_topp_sampling_kernel", "sampling"),
         ("_C::weight_packed_linear", "gemm"),
         ("_C::rms_norm", "norm_elementwise"),
         ("_C::silu_and_mul", "norm_elementwise"),
