@@ -266,3 +266,35 @@ def test_turn_messages_are_copied_not_shared():
     assert c.messages(0) == [{"role": "user", "content": "a"}]
     with pytest.raises(IndexError):
         c.messages(1)
+
+
+def test_cli_writes_conversations_and_refuses_bad_input(tmp_path, capsys):
+    from abtui.cli import main
+
+    sg = _write(tmp_path, "sg.json", SHAREGPT, as_lines=False)
+    out = tmp_path / "out.jsonl"
+    assert main(["workload", "conversations", "sharegpt", str(sg), "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "2 conversations, 4 turns" in err and f"1 {NO_TURN} left out" in err
+    back, _ = read_conversations(out)
+    assert [c.n_turns for c in back] == [3, 1]
+    assert back[0].messages(2) == sharegpt_conversations(sg)[0][0].messages(2)
+
+    syn = tmp_path / "syn.jsonl"
+    argv = ["workload", "conversations", "synthetic", "-o", str(syn), "--conversations", "30"]
+    assert main([*argv, "--think", "2:0.5", "--turns", "3"]) == 0
+    assert len(read_conversations(syn)[0]) == 30
+    assert main([*argv, "--think", "2:0"]) == 2  # argparse: a CV of 0 is refused
+    assert "think time" in capsys.readouterr().err
+
+    mc = _write(tmp_path, "mc.jsonl", _mooncake_rows())
+    assert main(["workload", "conversations", "mooncake", str(mc), "-o", str(out)]) == 0
+    rows = _mooncake_rows()
+    rows[3]["output_length"] = "many"
+    bad = _write(tmp_path, "bad.jsonl", rows)
+    out2 = tmp_path / "never.jsonl"
+    assert main(["workload", "conversations", "mooncake", str(bad), "-o", str(out2)]) == 2
+    assert f"{bad}:4: output_length must be a number" in capsys.readouterr().err
+    assert not out2.exists()
+    assert main(["workload", "conversations", "sharegpt", "-o", str(out2)]) == 2
+    assert "needs the trace file" in capsys.readouterr().err
