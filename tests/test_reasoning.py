@@ -136,3 +136,21 @@ def test_file_without_the_columns_reads_first_token_as_first_output(tmp_path):
         t = r.request_table()
     np.testing.assert_array_equal(t.first_output_ns, t.first_token_ns)
     assert (t.reasoning_tokens == NA).all()
+
+
+def test_verdict_shows_ttfo_and_takes_it_as_primary(tmp_path):
+    from abtui.report.verdict_text import effect_table
+    from abtui.verdict.policy import evaluate
+
+    arms = [{"name": "a"}, {"name": "b"}]
+    think = RequestTable.from_records(asyncio.run(_send(3, "fast", n=8)))
+    v = evaluate(think, arms, {"policy": {"resamples": 200}})
+    out = io.StringIO()
+    Console(file=out, width=200).print(effect_table(v.pairs[0], v.policy))
+    assert "P50 TTFO" in out.getvalue() and "P99 TTFO" in out.getvalue()
+    plain = RequestTable.from_records(asyncio.run(_send(0, "fast", n=8)))
+    v = evaluate(plain, arms, {"policy": {"resamples": 200}})
+    assert v.pairs[0].comparison.get("ttfo.p50") is None  # the same as TTFT: not repeated
+    v = evaluate(plain, arms, {"policy": {"resamples": 200, "primary": "ttfo.p50"}})
+    prim = v.pairs[0].comparison.get("ttfo.p50")
+    assert prim is not None and prim.a == v.pairs[0].comparison.get("ttft.p50").a
