@@ -692,6 +692,25 @@ def test_odd_usage_and_logprobs_values_do_not_raise():
         assert (rec.n_output, rec.token_source) == (1, records.TOKENS_CHUNKS)
 
 
+@pytest.mark.parametrize("details", [[1], {"reasoning_tokens": "9"}, {"reasoning_tokens": -1}])
+def test_odd_reasoning_details_fall_back_to_the_count(details):
+    """A broken ``completion_tokens_details`` is not stored as if measured: the reasoning
+    chunks counted stand instead."""
+    usage = {"prompt_tokens": 2, "completion_tokens": 3, "completion_tokens_details": details}
+    script = [
+        SSE_HEAD,
+        sse(chat(None, reasoning_content="x")),
+        sse(chat(None, reasoning_content="y", tool_calls=[])),  # an empty list is no call
+        sse(chat("z", finish="stop")),
+        sse({"choices": [], "usage": usage}),
+        DONE,
+        END,
+    ]
+    rec, _ = serve_one(script)
+    assert rec.status == records.OK and rec.n_output == 3
+    assert rec.reasoning_tokens == 2 and rec.first_output_ns == rec.chunk_ns[2]
+
+
 LLAMACPP_TIMINGS = {  # llama-server's server_slot_stats::to_json(), with a draft model
     "cache_n": 0,
     "prompt_n": 5,
