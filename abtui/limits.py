@@ -120,7 +120,7 @@ LIMITS: dict[str, Limit] = {
     "request.timeout_s": _num(0, MAX_WAIT_S, _WHY_WAIT, "s", low_open=True),
     "request.read_timeout_s": _num(0, MAX_WAIT_S, _WHY_WAIT, "s", low_open=True),
     "request.connect_timeout_s": _num(0, MAX_WAIT_S, _WHY_WAIT, "s", low_open=True),
-    # [slo]: every key (ttft, tpot, itl, e2e, ttft_user)
+    # [slo]: every key (ttft, tpot, itl, e2e, ttft_user, ttfo)
     "slo": _num(
         0, MAX_WAIT_S, "a per-request target of more than a day is no target", "s", low_open=True
     ),
@@ -167,6 +167,9 @@ LIMITS: dict[str, Limit] = {
     "item.max_tokens": _int(1, MAX_TOKENS, _WHY_TOKENS),
     "item.block_tokens": _int(1, MAX_TOKENS, _WHY_TOKENS),
     "item.prefix_id": _int(0, MAX_SEED, "a 64-bit block id"),
+    # a conversation line (abtui.workload.conversations)
+    "conversation.turns": _int(1, 10_000, "turns of one conversation; an agent's run of tools"),
+    "conversation.think_s": _num(0, MAX_WAIT_S, _WHY_WAIT, "s"),
     # a trace row, before it is a workload line
     "trace.timestamp_s": _num(0, MAX_EPOCH_S, "seconds since 1970 up to the year 9999", "s"),
     "trace.timestamp_ms": _num(

@@ -175,6 +175,7 @@ _TIME_COLUMNS = (
     "done_ns",
     "first_token_ns",
     "last_token_ns",
+    "first_output_ns",
 )
 
 

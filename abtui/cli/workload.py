@@ -1,4 +1,5 @@
-"""``abtui workload import|inspect`` and the workload flags of ``abtui run``."""
+"""``abtui workload import|inspect|synth|conversations`` and the workload flags of
+``abtui run``."""
 
 from __future__ import annotations
 
@@ -291,7 +292,122 @@ def add_workload_parser(sub) -> None:
         help="seed of prompts and arrivals (default %(default)s)",
     )
     syn.set_defaults(func=cmd_synth)
+    _add_conversations_parser(wsub)
     p.set_defaults(func=lambda args: (p.print_help(), 0)[1])
+
+
+def _add_conversations_parser(wsub) -> None:
+    con = wsub.add_parser(
+        "conversations",
+        help="whole conversations (ShareGPT, Mooncake sessions, synthetic) as abtui JSONL",
+        description="Write conversations, one per line: turns with their messages, answer "
+        "lengths, think times and recorded answers (docs/guide.md, Conversations). Entries with "
+        "nothing to replay are left out and counted; a malformed one stops it, named by file and "
+        "line, unless --skip-bad.",
+        epilog=examples(
+            "abtui workload conversations sharegpt sg.json -o conv.jsonl --rate 2 --think 5:1",
+            "abtui workload conversations mooncake trace.jsonl -o mc.jsonl",
+            "abtui workload conversations synthetic -o syn.jsonl --conversations 200 --turns 6",
+        ),
+    )
+    con.add_argument("format", choices=("sharegpt", "mooncake", "synthetic"), help="the source")
+    con.add_argument("file", nargs="?", help="the trace file (not for synthetic)")
+    con.add_argument("-o", "--output", required=True, metavar="FILE", help="the file to write")
+    con.add_argument(
+        "--think",
+        type=_think,
+        default=None,
+        metavar="MEAN[:CV]",
+        help="think time before each later turn, seconds, gamma (default 5:1; ShareGPT and "
+        "synthetic: a trace's own times win)",
+    )
+    con.add_argument(
+        "--rate",
+        type=bounded("load.rate"),
+        metavar="R",
+        help="conversations started per second, Poisson (ShareGPT: default all at 0; synthetic: 1)",
+    )
+    con.add_argument(
+        "--conversations",
+        type=bounded("workload.requests"),
+        default=100,
+        metavar="N",
+        help="synthetic: how many (default %(default)s)",
+    )
+    con.add_argument(
+        "--turns",
+        type=bounded("conversation.turns"),
+        default=4,
+        metavar="N",
+        help="synthetic: median turns per conversation (default %(default)s)",
+    )
+    con.add_argument(
+        "--system-tokens",
+        type=bounded("workload.prefix_tokens"),
+        default=256,
+        metavar="N",
+        help="synthetic: tokens of the system prompt all share (default %(default)s)",
+    )
+    con.add_argument(
+        "--seed", type=bounded("workload.seed"), default=0, help="seed (default %(default)s)"
+    )
+    con.add_argument("--skip-bad", action="store_true", help="skip and count malformed lines")
+    con.set_defaults(func=cmd_conversations)
+
+
+def _think(text: str):
+    from abtui.workload.conversation_import import ThinkTime
+
+    mean, _, cv = text.partition(":")
+    try:
+        t = ThinkTime(float(mean), float(cv) if cv else 1.0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected MEAN[:CV] in seconds, got {text!r}") from None
+    if not (0 <= t.mean_s <= 86_400 and 0 < t.cv <= 100):
+        raise argparse.ArgumentTypeError(
+            f"think time {text!r}: MEAN from 0 to 86,400 s, CV above 0 and at most 100"
+        )
+    return t
+
+
+def cmd_conversations(args) -> int:
+    from abtui.errors import UsageError
+    from abtui.workload import conversation_import as ci
+    from abtui.workload.conversations import write_conversations
+
+    think = args.think or ci.ThinkTime()
+    left = {}
+    if args.format == "synthetic":
+        if args.file:
+            raise UsageError("synthetic conversations read no file", "drop the file argument")
+        shape = ci.ConversationShape(
+            turns_median=args.turns,
+            turns_range=(1, max(20, 4 * args.turns)),
+            system_tokens=args.system_tokens,
+            think=think,
+            rate=args.rate or 1.0,
+        )
+        convs = ci.synthetic_conversations(args.conversations, args.seed, shape)
+        stats = None
+    elif not args.file:
+        raise UsageError(f"{args.format} needs the trace file", "give FILE after the format")
+    elif args.format == "sharegpt":
+        convs, stats, left = ci.sharegpt_conversations(
+            args.file, think=think, rate=args.rate, seed=args.seed, skip_bad=args.skip_bad
+        )
+    else:
+        convs, stats, left = ci.mooncake_conversations(
+            args.file, seed=args.seed, skip_bad=args.skip_bad
+        )
+    n = write_conversations(args.output, convs)
+    turns = sum(c.n_turns for c in convs)
+    msg = f"{args.output}: {n} conversations, {turns} turns ({args.format})"
+    if stats is not None and stats.skipped:
+        msg += f"; {stats.skipped} bad lines skipped: " + "; ".join(stats.examples)
+    if left:
+        msg += "; " + "; ".join(f"{k} {why} left out" for why, k in left.items())
+    print(inert(msg), file=sys.stderr)
+    return 0
 
 
 def cmd_import(args) -> int:

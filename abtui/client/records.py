@@ -55,6 +55,14 @@ class RequestRecord:
     # character). They count as output tokens when the server sends no usage; they do not
     # move TTFT or ITL, since the user saw nothing.
     empty_token_chunks: int = 0
+    # The first chunk of the answer itself (``content``, ``text`` or ``tool_calls``), as against
+    # the first of any kind: a reasoning model streams its thinking (``reasoning_content`` /
+    # ``reasoning``) first. None when no answer chunk came (the stream ended while thinking).
+    first_output_ns: int | None = None
+    # Reasoning tokens: the server's ``usage.completion_tokens_details.reasoning_tokens``, else
+    # those of the reasoning-only chunks counted; None when neither says there were any.
+    reasoning_tokens: int | None = None
+    reasoning_chunk_tokens: int = 0  # tokens of the chunks that carried reasoning and no answer
     status: str = OK  # OK / ERROR / CANCELLED
     http_status: int | None = None
     error_class: str | None = None

@@ -7,8 +7,11 @@
 they read the bytes, so that both record the same facts for the same stream.
 
 A chunk is *token-bearing* if it carries non-empty ``text`` / ``delta.content`` /
-``delta.reasoning_content`` / ``delta.tool_calls``; the chat role prelude, comments,
-finish-only chunks and the trailing usage-only chunk are not, so they never move TTFT or E2E.
+``delta.reasoning_content`` / ``delta.reasoning`` / ``delta.tool_calls``; the chat role prelude,
+comments, finish-only chunks and the trailing usage-only chunk are not, so they never move TTFT
+or E2E. Of those, a chunk with ``text``, ``content`` or ``tool_calls`` is part of the *answer*
+(its first one is ``first_output_ns``: TTFO); one with only reasoning is thinking, its tokens
+counted apart (``reasoning_chunk_tokens``).
 """
 
 from __future__ import annotations
@@ -88,6 +91,16 @@ def _count(v: object) -> int | None:
     return None
 
 
+def _reasoning_tokens(usage: dict | None, counted: int) -> int | None:
+    """A request's reasoning tokens: the server's ``usage.completion_tokens_details
+    .reasoning_tokens`` (OpenAI, vLLM), else the reasoning chunks' tokens counted, None when
+    neither shows any."""
+    details = usage.get("completion_tokens_details") if usage else None
+    if isinstance(details, dict) and (n := _count(details.get("reasoning_tokens"))) is not None:
+        return n
+    return counted or None
+
+
 _NO_TIMINGS = object()
 
 
@@ -159,11 +172,11 @@ class StreamState:
                 if not isinstance(delta, dict):
                     return "chunk 'delta' is not an object"
                 text = delta.get("content")
-                tokens = bool(text) or bool(
-                    delta.get("reasoning_content")
-                    or delta.get("reasoning")
-                    or delta.get("tool_calls")
+                answer = bool(text) or bool(delta.get("tool_calls"))
+                thinking = not answer and bool(
+                    delta.get("reasoning_content") or delta.get("reasoning")
                 )
+                tokens = answer or thinking
                 is_token_chunk = "content" in delta and "role" not in delta
                 lp = ch.get("logprobs")
                 n = (
@@ -173,7 +186,8 @@ class StreamState:
                 )
             else:
                 text = ch.get("text")
-                tokens = bool(text)
+                tokens = answer = bool(text)
+                thinking = False
                 is_token_chunk = text is not None
                 lp = ch.get("logprobs")
                 n = (
@@ -184,6 +198,10 @@ class StreamState:
             if tokens:
                 rec.chunk_ns.append(t)
                 rec.chunk_tokens.append(n or 1)
+                if thinking:
+                    rec.reasoning_chunk_tokens += n or 1
+                elif rec.first_output_ns is None:
+                    rec.first_output_ns = t
                 if self.store_text and text:
                     self._keep_text(text if isinstance(text, str) else str(text)[:MAX_TEXT_CHARS])
             elif is_token_chunk and fr is None:
@@ -248,6 +266,7 @@ class StreamState:
             rec.n_output = sum(rec.chunk_tokens) + rec.empty_token_chunks
             rec.n_input = item.n_input
             rec.token_source = records.TOKENS_CHUNKS
+        rec.reasoning_tokens = _reasoning_tokens(u, rec.reasoning_chunk_tokens)
         if self.store_text:
             rec.text = "".join(self.texts)
         rec.cut_events, rec.cut_bytes = self.parser.cut_events, self.parser.cut_bytes

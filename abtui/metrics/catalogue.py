@@ -55,6 +55,7 @@ class Row:
 LATENCY = (
     Metric("ttft", "TTFT", "TTFT", "s", True, request_metrics.ttft_s),
     Metric("ttft_user", "TTFT (user)", "TTFT(u)", "s", True, request_metrics.ttft_user_s),
+    Metric("ttfo", "TTFO", "TTFO", "s", True, request_metrics.ttfo_s),
     Metric("tpot", "TPOT", "TPOT", "s", True, request_metrics.tpot_s),
     Metric("itl", "ITL", "ITL", "s", True, None),
     Metric("e2e", "E2E", "E2E", "s", True, request_metrics.e2e_s),
@@ -80,7 +81,7 @@ COSTS = (
 )
 
 METRICS = {m.key: m for m in LATENCY}
-LATENCY_KEYS = tuple(METRICS)  # ttft, ttft_user, tpot, itl, e2e
+LATENCY_KEYS = tuple(METRICS)  # ttft, ttft_user, ttfo, tpot, itl, e2e
 PER_REQUEST_KEYS = tuple(m.key for m in LATENCY if m.per_request is not None)  # not ITL
 STAT_KEYS = tuple(s.key for s in STATS)  # mean, p50, p90, p95, p99
 QUANTILES = {s.key: s.q for s in STATS if s.q is not None}  # p50 … p99 → 0.50 … 0.99
@@ -106,3 +107,25 @@ def per_request_values(t: RequestTable, metric: str, rows: np.ndarray | None = N
     if fn is None:
         raise ValueError(f"{metric} is not one value per request")
     return fn(t, rows)
+
+
+# Shown only where they differ from another metric: TTFO is TTFT unless some answer came after
+# reasoning (the first token of any kind is then not the first of the answer).
+ANSWER_KEYS = ("ttfo",)
+
+
+def has_reasoning(t: RequestTable) -> bool:
+    """Whether an ok request of ``t`` started its answer after another token (reasoning): only
+    then is TTFO not TTFT, row for row."""
+    ok = t.ok
+    return bool((t.first_output_ns[ok] != t.first_token_ns[ok]).any())
+
+
+def latency_keys(t: RequestTable, named: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The latency metrics a comparison of ``t`` shows: every one, but TTFO only when it differs
+    from TTFT (:func:`has_reasoning`) or a row of it is ``named`` (a policy's primary or
+    guardrail, ``ttfo.p99``)."""
+    asked = {k.partition(".")[0] for k in named}
+    if has_reasoning(t) or asked & set(ANSWER_KEYS):
+        return LATENCY_KEYS
+    return tuple(k for k in LATENCY_KEYS if k not in ANSWER_KEYS)

@@ -10,6 +10,8 @@ the columns the formula reads are indexed.
   that had to open one first (TCP + TLS; ``connect_ns``, 0 on a connection opened before
   ``t0``) starts its service view after it
 - ``TTFT = first_token − sent`` (service view)
+- ``TTFO = first_output − sent`` — the first chunk of the *answer* (``content``, ``text`` or
+  ``tool_calls``); a reasoning model's thinking chunks come before it (TTFT counts them)
 - ``TTFT_user = first_token − scheduled`` (includes client queueing and the connect phase:
   everything the user waited for)
 - ``E2E = last_token − sent`` — the last *token-bearing* chunk, not ``done``: the
@@ -60,6 +62,13 @@ def ttft_s(t: RequestTable, rows=None) -> np.ndarray:
     """Time to first token, service view: first token-bearing chunk − sent (the connect phase
     is not in it)."""
     return diff_s(_col(t, "first_token_ns", rows), sent_ns(t, rows))
+
+
+def ttfo_s(t: RequestTable, rows=None) -> np.ndarray:
+    """Time to first output token, service view: first chunk of the answer − sent. A reasoning
+    model's thinking comes first and is not in it; without reasoning it is TTFT. NaN when no
+    answer chunk came."""
+    return diff_s(_col(t, "first_output_ns", rows), sent_ns(t, rows))
 
 
 def ttft_user_s(t: RequestTable, rows=None) -> np.ndarray:
@@ -127,6 +136,7 @@ def itl_max_s(t: RequestTable, rows=None) -> np.ndarray:
 PER_REQUEST = {  # every per-request metric, keyed by the SLO names of abtui.metrics.summary
     "ttft": ttft_s,
     "ttft_user": ttft_user_s,
+    "ttfo": ttfo_s,
     "tpot": tpot_s,
     "e2e": e2e_s,
     "itl": itl_max_s,

@@ -21,10 +21,11 @@ Definitions used by :func:`summarize` (warm-up requests are always left out):
 - **Throughput**: ok requests / T, Σ n_output (ok) / T, Σ (n_input + n_output) (ok) / T; NULL
   token counts count as 0.
 - **SLOs** (``slo`` maps a key to a limit in seconds; keys :data:`SLO_KEYS`): ``"ttft"``,
-  ``"ttft_user"``, ``"tpot"``, ``"e2e"``, and ``"itl"`` = the request's *largest* gap between
-  token chunks (a stall the user sees). A request is *good* when it is ok and meets every
-  configured limit (``value <= limit``). A missing TTFT / TTFT_user / E2E (an ok request with no
-  token) is a miss; a missing TPOT (≤ 1 output token) or ITL (< 2 chunks) is not applicable and
+  ``"ttft_user"``, ``"ttfo"`` (to the answer's first token), ``"tpot"``, ``"e2e"``, and
+  ``"itl"`` = the request's *largest* gap between token chunks (a stall the user sees). A request
+  is *good* when it is ok and meets every configured limit (``value <= limit``). A missing TTFT /
+  TTFT_user / TTFO / E2E (an ok request with no token, or no answer after its reasoning) is a
+  miss; a missing TPOT (≤ 1 output token) or ITL (< 2 chunks) is not applicable and
   passes. Errors and timeouts are misses. ``slo_attainment = good / sent``; goodput = good / T
   (requests) and Σ n_output (good) / T (tokens).
 - **Load-generator health**: schedule lag (dispatched − scheduled) P50 / P99 / max over every
@@ -121,11 +122,13 @@ class ArmSummary:
     duration_s: float = math.nan
     ttft: Dist = field(default_factory=Dist)
     ttft_user: Dist = field(default_factory=Dist)
+    ttfo: Dist = field(default_factory=Dist)  # to the answer's first token (after reasoning)
     tpot: Dist = field(default_factory=Dist)
     itl: Dist = field(default_factory=Dist)
     e2e: Dist = field(default_factory=Dist)
     input_tokens: int = 0  # Σ n_input over ok requests
     output_tokens: int = 0  # Σ n_output over ok requests
+    reasoning_tokens: int = 0  # Σ reasoning tokens over ok requests that said (or streamed) any
     requests_per_s: float = math.nan
     output_tokens_per_s: float = math.nan
     total_tokens_per_s: float = math.nan
@@ -271,6 +274,7 @@ def summarize(
         )
     s.itl = have["itl"] if "itl" in have else itl_dist(table, ok)
     s.input_tokens, s.output_tokens = _sum(table.n_input[ok]), _sum(table.n_output[ok])
+    s.reasoning_tokens = _sum(table.reasoning_tokens[ok])
     s.requests_per_s = _rate(s.ok, T)
     s.output_tokens_per_s = _rate(s.output_tokens, T)
     s.total_tokens_per_s = _rate(s.input_tokens + s.output_tokens, T)

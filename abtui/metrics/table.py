@@ -10,7 +10,8 @@ A table read back from a session file usually has no chunk arrays (they are empt
 largest (ns), read in one pass (:mod:`abtui.metrics.gaps`: ITL without holding every chunk).
 
 NULL representation: integer columns that may be NULL (``first_byte_ns``, ``done_ns``,
-``first_token_ns``, ``last_token_ns``, ``n_input``, ``n_output``, ``http_status``) are plain
+``first_token_ns``, ``last_token_ns``, ``n_input``, ``n_output``, ``http_status``,
+``first_output_ns``, ``reasoning_tokens``) are plain
 ``int64`` arrays holding the sentinel :data:`NA` (the smallest int64) where the value is missing;
 ``table.valid("done_ns")`` is the mask of present values. Metric functions in
 :mod:`abtui.metrics.request` turn missing inputs into NaN seconds. String columns (``status``,
@@ -47,6 +48,8 @@ INT_COLUMNS = (
     "n_output",
     "http_status",
     "connect_ns",
+    "first_output_ns",
+    "reasoning_tokens",
 )
 NULLABLE_COLUMNS = (
     "first_byte_ns",
@@ -56,11 +59,16 @@ NULLABLE_COLUMNS = (
     "n_input",
     "n_output",
     "http_status",
+    "first_output_ns",
+    "reasoning_tokens",
 )
 STR_COLUMNS = ("status", "error_class", "token_source")
 SEGMENT_COLUMNS = ("level", "block")  # optional in from_columns (default 0)
 # optional in from_columns and the constructor (default 0): tables built before they existed
-OPTIONAL_COLUMNS = SEGMENT_COLUMNS + ("connect_ns",)
+# optional, defaulted otherwise: a table built before them took the first token of any kind for
+# the first of the answer, and knew no reasoning tokens
+ANSWER_COLUMNS = ("first_output_ns", "reasoning_tokens")
+OPTIONAL_COLUMNS = SEGMENT_COLUMNS + ("connect_ns",) + ANSWER_COLUMNS
 ROW_COLUMNS = INT_COLUMNS + ("warmup",) + STR_COLUMNS
 CHUNK_COLUMNS = ("chunk_req_idx", "chunk_t_ns", "chunk_n")
 ITL_COLUMNS = ("itl_n", "itl_sum_ns", "itl_max_ns")  # per request, when read without chunks
@@ -110,6 +118,10 @@ class RequestTable:
     # ns each request spent opening its connection (RequestRecord.connect_ns; 0 when it went
     # out on an open one, and in sessions written before the column existed)
     connect_ns: np.ndarray | None = None
+    # the first chunk of the answer (not reasoning; NA when none came: TTFO) and the reasoning
+    # tokens (NA when unknown); when not given, first_token_ns and NA
+    first_output_ns: np.ndarray | None = None
+    reasoning_tokens: np.ndarray | None = None
     # read without chunks (abtui.store.reader): where the chunks are, and per request the number
     # of gaps between its chunks, their sum and the largest (ns; NA with no gap)
     chunk_source: Any = None  # abtui.metrics.gaps.ChunkSource
@@ -118,6 +130,10 @@ class RequestTable:
     itl_max_ns: np.ndarray | None = None
 
     def __post_init__(self) -> None:
+        if self.first_output_ns is None:
+            self.first_output_ns = np.array(self.first_token_ns, dtype=np.int64)
+        if self.reasoning_tokens is None:
+            self.reasoning_tokens = np.full(len(self.req), NA, dtype=np.int64)
         for name in OPTIONAL_COLUMNS:
             if getattr(self, name) is None:
                 setattr(self, name, np.zeros(len(self.req), dtype=np.int64))
@@ -208,6 +224,8 @@ class RequestTable:
             n_output=_int_or_na([r.n_output for r in records], n),
             http_status=_int_or_na([r.http_status for r in records], n),
             connect_ns=np.fromiter((r.connect_ns for r in records), np.int64, n),
+            first_output_ns=_int_or_na([r.first_output_ns for r in records], n),
+            reasoning_tokens=_int_or_na([r.reasoning_tokens for r in records], n),
             status=_objects(r.status for r in records),
             error_class=_objects(r.error_class for r in records),
             token_source=_objects(r.token_source for r in records),

@@ -124,6 +124,7 @@ def _progress(a: ArmProgress) -> str:
 _DISTS = (
     ("TTFT", "ttft", "ms", 1e3),
     ("TTFT (user)", "ttft_user", "ms", 1e3),
+    ("TTFO", "ttfo", "ms", 1e3),  # shown where an answer came after reasoning
     ("TPOT", "tpot", "ms", 1e3),
     ("ITL", "itl", "ms", 1e3),
     ("E2E", "e2e", "s", 1.0),
@@ -145,6 +146,15 @@ def _ratio(b: float, a: float) -> str:
 
 def _slo_text(slo: dict[str, float]) -> str:
     return ", ".join(f"{k}≤{v * 1e3:g}ms" for k, v in slo.items())
+
+
+def _reasoned(sums: list[ArmSummary]) -> bool:
+    """Whether some arm streamed reasoning before its answers (TTFO is then not TTFT)."""
+    return any(
+        s.reasoning_tokens or (s.ttfo.n, s.ttfo.mean) != (s.ttft.n, s.ttft.mean)
+        for s in sums
+        if s.ttft.n
+    )
 
 
 def summary_table(names: list[str], sums: list[ArmSummary], slo: dict[str, float]) -> Table:
@@ -169,7 +179,10 @@ def summary_table(names: list[str], sums: list[ArmSummary], slo: dict[str, float
     t.add_row("", "errors", *errs, *[""] * (len(sums) - 1))
     if any(s.cancelled for s in sums):
         t.add_row("", "cancelled", *[str(s.cancelled) for s in sums], *[""] * (len(sums) - 1))
+    thinking = _reasoned(sums)
     for label, key, unit, scale in _DISTS:
+        if key == "ttfo" and not thinking:
+            continue  # the same as TTFT, row for row
         for i, (stat_label, stat) in enumerate(_STATS):
             vals = [getattr(getattr(s, key), stat) for s in sums]
             row(
@@ -182,6 +195,8 @@ def summary_table(names: list[str], sums: list[ArmSummary], slo: dict[str, float
     row("throughput", "requests/s", [s.requests_per_s for s in sums], digits=2)
     row("", "output tok/s", [s.output_tokens_per_s for s in sums], digits=0)
     row("", "total tok/s", [s.total_tokens_per_s for s in sums], digits=0)
+    if thinking:
+        row("reasoning", "tokens", [s.reasoning_tokens for s in sums], digits=0)
     if slo:
         row(f"SLO {_slo_text(slo)}", "attainment %", [s.slo_attainment for s in sums], 100.0)
         row("", "goodput req/s", [s.goodput_requests_per_s for s in sums], digits=2)

@@ -23,9 +23,11 @@ from abtui.verdict.saved import SessionVerdict
 
 _COLOR = {GO: "green", NO_GO: "red", "CALIBRATED": "green"}
 _OUTCOME_COLOR = {"IMPROVED": "green", "REGRESSED": "red", "EQUIVALENT": "cyan"}
-SHOWN = (  # rows shown besides primary and guardrails
+SHOWN = (  # rows shown besides primary and guardrails (where the comparison has them)
     "ttft.p50",
     "ttft.p99",
+    "ttfo.p50",  # only after reasoning (abtui.metrics.catalogue.latency_keys)
+    "ttfo.p99",
     "tpot.p50",
     "tpot.p99",
     "itl.p99",

@@ -137,20 +137,43 @@ def _logprob_options(obj: dict) -> tuple[int | None, bool]:
     return k, echo
 
 
-def _usage(prompt_tokens: int, completion_tokens: int) -> str:
+def _usage(prompt_tokens: int, completion_tokens: int, reasoning: int | None = None) -> str:
+    details = (
+        ""
+        if reasoning is None
+        else f',"completion_tokens_details":{{"reasoning_tokens":{reasoning}}}'
+    )
     return (
         f'{{"prompt_tokens":{prompt_tokens},"completion_tokens":{completion_tokens},'
-        f'"total_tokens":{prompt_tokens + completion_tokens}}}'
+        f'"total_tokens":{prompt_tokens + completion_tokens}{details}}}'
     )
 
 
 class Formatter:
     """Builds the response bodies of one request (SSE events as ``str``)."""
 
-    __slots__ = ("_head", "_pre", "_mid", "_end", "_req", "_id", "_model", "_created")
+    __slots__ = (
+        "_head",
+        "_pre",
+        "_pre_r",
+        "_mid",
+        "_end",
+        "_req",
+        "_id",
+        "_model",
+        "_created",
+        "_think",
+        "_thought",
+    )
 
-    def __init__(self, req: SimRequest, *, model: str, resp_id: str, created: int) -> None:
+    def __init__(
+        self, req: SimRequest, *, model: str, resp_id: str, created: int, reasoning: int = 0
+    ) -> None:
+        """``reasoning``: a chat stream's first tokens that are reasoning, not answer (a
+        chunk that starts among them is reasoning)."""
         self._req = req
+        self._think = reasoning if req.chat else 0
+        self._thought = 0  # reasoning tokens sent so far
         self._id = resp_id
         self._model = json.dumps(model)
         self._created = created
@@ -161,9 +184,10 @@ class Formatter:
         )
         if req.chat:
             self._pre = self._head + '[{"index":0,"delta":{"content":"'
+            self._pre_r = self._head + '[{"index":0,"delta":{"reasoning_content":"'
             tail = '"},"logprobs":null,"finish_reason":'
         else:
-            self._pre = self._head + '[{"index":0,"text":"'
+            self._pre = self._pre_r = self._head + '[{"index":0,"text":"'
             tail = '","logprobs":null,"finish_reason":'
         self._mid = tail + "null}]}\n\n"
         self._end = tail + f'"{req.finish_reason}"}}]}}\n\n'
@@ -177,14 +201,21 @@ class Formatter:
             '"logprobs":null,"finish_reason":null}]}\n\n'
         )
 
-    def token_event(self, text: str, last: bool) -> str:
+    def token_event(self, text: str, last: bool, at: int = 0, n: int = 1) -> str:
+        """The event of ``n`` tokens ``text``, the first of them the ``at``-th of the response:
+        reasoning while ``at`` is under the request's reasoning tokens."""
+        if at < self._think:
+            self._thought += n
+            return self._pre_r + text + (self._end if last else self._mid)
         return self._pre + text + (self._end if last else self._mid)
 
     def tail(self, completion_tokens: int) -> str:
         """Everything after the last token chunk: the usage chunk if asked, then [DONE]."""
         out = ""
         if self._req.include_usage:
-            out = self._head + '[],"usage":' + _usage(self._req.prompt_tokens, completion_tokens)
+            reasoning = self._thought if self._think else None
+            out = self._head + '[],"usage":'
+            out += _usage(self._req.prompt_tokens, completion_tokens, reasoning)
             out += "}\n\n"
         return out + "data: [DONE]\n\n"
 

@@ -53,6 +53,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="tokens per streamed chunk; >1 emulates speculative decoding (default %(default)s)",
     )
     g.add_argument(
+        "--reasoning-tokens",
+        type=int,
+        default=_D.reasoning_tokens,
+        metavar="N",
+        help="a reasoning model: each chat stream's first N tokens are reasoning_content "
+        "deltas, then the answer (default %(default)s)",
+    )
+    g.add_argument(
         "--default-max-tokens",
         type=int,
         default=_D.default_max_tokens,
@@ -114,6 +122,7 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
         preset=preset_from_args(args),
         logprobs=getattr(args, "logprobs", "on") == "on",
         profiler=_profiler(getattr(args, "profiler_config", None)),
+        reasoning_tokens=getattr(args, "reasoning_tokens", 0),
     )
     config.validate()
     return config
@@ -147,6 +156,8 @@ def config_to_argv(config: SimConfig) -> list[str]:
         argv.append("--no-usage")
     if not config.logprobs:
         argv += ["--logprobs", "off"]
+    if config.reasoning_tokens:
+        argv += ["--reasoning-tokens", str(config.reasoning_tokens)]
     if config.preset is not None:
         argv += config.preset.to_argv()
     if config.profiler is not None:

@@ -54,6 +54,9 @@ class SimConfig:
     preset: Any = None  # PresetOptions (abtui.sim.preset_cli): the batching engine; None = fixed
     logprobs: bool = True  # serve logprobs/echo on non-streamed completions (abtui.sim.logprobs)
     profiler: Any = None  # ProfilerConfig (abtui.sim.profiler): /start_profile; None = no route
+    # a reasoning model: a chat stream's first N tokens are ``delta.reasoning_content`` (part of
+    # max_tokens, counted in usage.completion_tokens_details.reasoning_tokens), then the answer
+    reasoning_tokens: int = 0
 
     def validate(self) -> None:
         """Raise :class:`~abtui.errors.UsageError` naming the option with a bad value."""
@@ -74,6 +77,7 @@ class SimConfig:
             ("--port", self.port, 0),
             ("--tokens-per-chunk", self.tokens_per_chunk, 1),
             ("--default-max-tokens", self.default_max_tokens, 1),
+            ("--reasoning-tokens", self.reasoning_tokens, 0),
         ):
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise bad(option, value, f"an integer >= {low}")

@@ -424,6 +424,7 @@ class _Connection(asyncio.Protocol):
             model=sim.config.model,
             resp_id=f"{prefix}-{sim.tag}{req.req_id}",
             created=int(time.time()),
+            reasoning=sim.config.reasoning_tokens,
         )
         self.req, self.busy = req, True
         self.text = sim.logprobs.text_source(req, sim.quality.text_source(req))
@@ -510,10 +511,10 @@ class _Connection(asyncio.Protocol):
         pushed, self.pending = self.pending, []
         for i, n in enumerate(pushed):
             text = self.text(self.tokens, n)
-            self.tokens += n
+            at, self.tokens = self.tokens, self.tokens + n
             last = self.pending_last and i == len(pushed) - 1
             if req.stream:
-                parts.append(fmt.token_event(text, last))
+                parts.append(fmt.token_event(text, last, at, n))
                 counts.append(n)
             else:
                 self.texts.append(text)
@@ -530,11 +531,11 @@ class _Connection(asyncio.Protocol):
         while True:
             n = max(0, min(self.next[1], req.max_tokens - self.tokens))  # type: ignore[index]
             text = self.text(self.tokens, n)
-            self.tokens += n
+            at, self.tokens = self.tokens, self.tokens + n
             nxt = None if self.tokens >= req.max_tokens else next(self.it, None)  # type: ignore[arg-type]
             last = nxt is None
             if req.stream:
-                event = fmt.token_event(text, last)
+                event = fmt.token_event(text, last, at, n)
                 parts.append(event)
                 counts.append(n)
                 size += len(event)

@@ -149,18 +149,21 @@ def compare(
     seed: int = 0,
     level: float = 0.95,
     prices: tuple[float, float] | None = None,
-    metrics: tuple[str, ...] = LATENCY_METRICS,
+    metrics: tuple[str, ...] | None = None,
     block_len: int | None = None,
     shortfall: bool = True,
 ) -> Comparison:
     """Effects of arm ``b`` against arm ``a`` (warm-up rows are left out).
 
     ``prices`` = (USD/hour of A, USD/hour of B) adds the cost rows (:data:`COST_ROWS`).
-    ``metrics`` limits the latency metrics; ``block_len`` overrides the block-length rule (1 =
+    ``metrics`` limits the latency metrics (default :func:`abtui.metrics.catalogue.latency_keys`:
+    every one, TTFO only where it differs from TTFT); ``block_len`` overrides the block-length rule (1 =
     the i.i.d. bootstrap; for validation); ``shortfall=False`` leaves parallel latency rows
     unwidened by :func:`abtui.stats.bootstrap.block_shortfall` (for validation)."""
     keep = ((table.arm == a) | (table.arm == b)) & ~table.warmup
     t = table if keep.all() else table.select(keep)
+    if metrics is None:
+        metrics = cat.latency_keys(t)
     key, segment = _schedule_key(t)
     alternating = len(unique_ints(_column(t, "block"))) > 1
     # the paired contrast's own units (items in schedule order, at most MAX_UNITS): its block

@@ -251,13 +251,17 @@ def estimate(
     seed: int = 0,
     level: float = 0.95,
     usd: list[float] | None = None,
-    metrics: tuple[str, ...] = LATENCY_METRICS,
+    metrics: tuple[str, ...] | None = None,
 ) -> tuple[list[Term], dict]:
     """Every term of every metric row (module docstring) and the arms' point values
-    ``{key: {arm: value}}``. ``usd``: USD/hour per arm index, for the cost rows."""
+    ``{key: {arm: value}}``. ``usd``: USD/hour per arm index, for the cost rows. ``metrics``
+    (default :data:`LATENCY_METRICS`, TTFO only where it is not TTFT)."""
     arms = sorted(design.arm_of.values())
     keep = np.isin(table.arm, arms) & ~table.warmup
     t = table if keep.all() else table.select(keep)
+    if metrics is None:
+        shown = cat.latency_keys(t)
+        metrics = tuple(k for k in LATENCY_METRICS if k in shown)
     key, segment = _schedule_key(t)
     alternating = len(np.unique(_column(t, "block"))) > 1
     if alternating:

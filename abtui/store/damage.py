@@ -50,7 +50,9 @@ def times(col, path: str | os.PathLike | None, what: str) -> np.ndarray:
 
 MAX_JSON_DEPTH = 64  # a stored JSON value nests a few levels; far deeper is damage (or a bomb)
 # columns a file of an older abtui may lack (each reader defaults them), and a table
-_OPTIONAL = {("requests", "level"), ("requests", "block"), ("requests", "connect_ns")}
+_OPTIONAL = {
+    ("requests", c) for c in ("level", "block", "connect_ns", "first_output_ns", "reasoning_tokens")
+}
 _OPTIONAL_TABLES = {"server_timings"}
 # JSON types of the meta values the code reads (a key may be absent)
 _META_TYPES: dict[str, type | tuple[type, ...]] = {
@@ -99,6 +101,7 @@ _NS_COLUMNS = (
     "first_token_ns",
     "last_token_ns",
     "connect_ns",
+    "first_output_ns",
 )
 
 

@@ -62,7 +62,11 @@ def read_rows(con: duckdb.DuckDBPyConnection, include_warmup: bool) -> dict[str,
     }
     select, params = [], []
     for c in INT_COLUMNS:
-        if c not in have:
+        if c == "first_output_ns" and c not in have:  # a file before it: the first token
+            select.append(f"COALESCE(first_token_ns, {NA}) AS {c}")
+        elif c in NULLABLE_COLUMNS and c not in have:  # reasoning_tokens: unknown
+            select.append(f"{NA} AS {c}")
+        elif c not in have:
             select.append(f"0 AS {c}")  # a column newer than the file (level, block)
         elif c in NULLABLE_COLUMNS:
             select.append(f"COALESCE({c}, {NA}) AS {c}")

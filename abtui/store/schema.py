@@ -17,6 +17,11 @@ Conventions:
   without it reads as 0 everywhere (those sessions counted any connect time inside TTFT, as
   abtui then did), and an older abtui reads columns by name and ignores it, so the version
   stays 1 (docs/session-file.md).
+- ``requests.first_output_ns`` (the first chunk of the answer, not of the reasoning: TTFO; NULL
+  when none came) and ``requests.reasoning_tokens`` (NULL when unknown) came after, appended
+  the same way: a file without them reads ``first_output_ns`` as ``first_token_ns`` (those
+  sessions took a reasoning stream's first thinking token for its first token) and
+  ``reasoning_tokens`` as NULL; the version stays 1.
 - Bump ``SCHEMA_VERSION`` on any incompatible change; readers refuse newer versions.
 """
 
@@ -67,6 +72,8 @@ REQUEST_COLUMNS = (
     "finish_reason",
     "text",
     "connect_ns",
+    "first_output_ns",
+    "reasoning_tokens",
 )
 
 # Columns of ``server_timings``: the request, llama.cpp's fields (abtui.client.records
@@ -147,7 +154,9 @@ DDL = (
         token_source VARCHAR,
         finish_reason VARCHAR,
         text VARCHAR,
-        connect_ns BIGINT
+        connect_ns BIGINT,
+        first_output_ns BIGINT,
+        reasoning_tokens BIGINT
     )""",
     """CREATE TABLE IF NOT EXISTS chunks (
         req BIGINT,

@@ -43,6 +43,7 @@ from abtui.cost import arm_cost, arm_prices
 from abtui.errors import SpecError
 from abtui.jsonable import json_ready
 from abtui.metrics import request as request_metrics
+from abtui.metrics.catalogue import latency_keys
 from abtui.metrics.keys import unique_ints
 from abtui.metrics.table import RequestTable
 from abtui.quality.gates import evaluate_quality
@@ -571,6 +572,7 @@ def evaluate(
             resamples=int(pol["resamples"]),
             seed=int(pol["seed"]),
             prices=(usd[a], usd[b]) if usd else None,
+            metrics=latency_keys(table, (pol["primary"], *pol["guardrails"])),
         )
         findings = [
             f

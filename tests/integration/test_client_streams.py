@@ -414,6 +414,59 @@ def test_reasoning_and_tool_call_deltas_are_tokens():
     assert rec.finish_reason == "tool_calls"
     assert (rec.n_output, rec.token_source) == (6, records.TOKENS_CHUNKS)
     assert rec.chunk_ns[0] - rec.first_byte_ns >= 35 * MS
+    # the answer starts at the first tool-call delta, after three reasoning chunks
+    assert rec.first_output_ns == rec.chunk_ns[3]
+    assert (rec.reasoning_chunk_tokens, rec.reasoning_tokens) == (3, 3)
+
+
+def test_first_output_token_comes_after_the_reasoning():
+    """TTFO: the first answer chunk, a measured 40 ms after the first thinking one; the
+    reasoning tokens as usage details say (not as counted)."""
+    usage = {
+        "prompt_tokens": 3,
+        "completion_tokens": 5,
+        "total_tokens": 8,
+        "completion_tokens_details": {"reasoning_tokens": 4},
+    }
+    script = [
+        SSE_HEAD,
+        sse(chat("", role="assistant")),
+        sse(chat(None, reasoning_content="Let me")),
+        tokens_seen(1),
+        0.04,
+        sse(chat(None, reasoning_content=" think")),
+        sse(chat("42")),
+        sse(chat(None, finish="stop")),
+        sse({"id": "c", "choices": [], "usage": usage}),
+        DONE,
+        END,
+    ]
+    rec, _ = serve_one(script)
+    assert_ok_timing(rec)
+    assert len(rec.chunk_ns) == 3 and rec.first_output_ns == rec.chunk_ns[2]
+    assert rec.first_output_ns - rec.chunk_ns[0] >= 35 * MS
+    assert (rec.reasoning_chunk_tokens, rec.reasoning_tokens) == (2, 4)
+    assert rec.text == "42" and (rec.n_output, rec.token_source) == (5, records.TOKENS_USAGE)
+
+
+def test_no_answer_after_reasoning_has_no_first_output():
+    """A stream cut by max_tokens while thinking: a first token, no first output token."""
+    script = [
+        SSE_HEAD,
+        sse(chat(None, reasoning="a")),
+        sse(chat(None, reasoning="b", finish="length")),
+        DONE,
+        END,
+    ]
+    rec, _ = serve_one(script)
+    assert_ok_timing(rec)
+    assert rec.first_output_ns is None and rec.reasoning_tokens == 2
+
+
+def test_plain_streams_first_output_is_first_token():
+    script = [SSE_HEAD, sse(comp("a")), sse(comp("b", finish="stop")), DONE, END]
+    rec, _ = serve_one(script, api="completions")
+    assert rec.first_output_ns == rec.chunk_ns[0] and rec.reasoning_tokens is None
 
 
 def test_logprobs_count_tokens_per_chunk():
@@ -637,6 +690,25 @@ def test_odd_usage_and_logprobs_values_do_not_raise():
         assert rec.status == records.OK, rec.error_message
         assert rec.chunk_tokens == [1]
         assert (rec.n_output, rec.token_source) == (1, records.TOKENS_CHUNKS)
+
+
+@pytest.mark.parametrize("details", [[1], {"reasoning_tokens": "9"}, {"reasoning_tokens": -1}])
+def test_odd_reasoning_details_fall_back_to_the_count(details):
+    """A broken ``completion_tokens_details`` is not stored as if measured: the reasoning
+    chunks counted stand instead."""
+    usage = {"prompt_tokens": 2, "completion_tokens": 3, "completion_tokens_details": details}
+    script = [
+        SSE_HEAD,
+        sse(chat(None, reasoning_content="x")),
+        sse(chat(None, reasoning_content="y", tool_calls=[])),  # an empty list is no call
+        sse(chat("z", finish="stop")),
+        sse({"choices": [], "usage": usage}),
+        DONE,
+        END,
+    ]
+    rec, _ = serve_one(script)
+    assert rec.status == records.OK and rec.n_output == 3
+    assert rec.reasoning_tokens == 2 and rec.first_output_ns == rec.chunk_ns[2]
 
 
 LLAMACPP_TIMINGS = {  # llama-server's server_slot_stats::to_json(), with a draft model
