@@ -92,6 +92,12 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         help=f"warm-up requests per arm, stored and left out of every figure (default {_L.warmup})",
     )
     g.add_argument(
+        "--until-decided",
+        action="store_true",
+        help="stop as soon as the anytime-valid verdict is decided (GO, NO-GO, or no gain "
+        "possible); --requests / --duration are then the budget (docs/verdict.md §11)",
+    )
+    g.add_argument(
         "--seed",
         type=bounded("workload.seed"),
         help=f"workload and schedule seed (default {_W.seed})",
@@ -392,6 +398,8 @@ def _apply_settings(spec, args) -> None:
     """SLOs, the request timeout, the store, cost and policy flags."""
     from abtui.spec import parse_duration, parse_slo_string
 
+    if getattr(args, "until_decided", False):
+        spec.load.until_decided = True
     if args.slo:
         spec.slo = parse_slo_string(args.slo)
     if args.timeout:

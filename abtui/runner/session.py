@@ -59,6 +59,7 @@ from abtui.runner.schedule import (
     segments_of,
     session_schedule,
 )
+from abtui.runner.until import UntilDecided, status_line
 from abtui.spec import Spec
 from abtui.store.schema import WRITE_FAILED
 from abtui.store.writer import SessionWriter
@@ -68,6 +69,7 @@ from abtui.workload.segments import Conductor, level_sources, shard
 
 _now = time.perf_counter_ns
 PROGRESS_INTERVAL_S = 0.5
+SEQ_SAY_EVERY_S = 15.0  # --until-decided: the anytime-valid status line at most this often
 START_DELAY_S = 0.1  # between "all generators ready" and t0
 READY_TIMEOUT_S = 120.0  # warm-up must finish within this
 RAY_START_DELAY_S = 0.25  # a remote call to every actor must arrive before t0
@@ -299,6 +301,10 @@ class SessionRun:
         self.done: set[int] = set()
         self.fatal: dict[int, str] = {}
         self.gen_stats: dict[int, GeneratorStats] = {}
+        # --until-decided: the anytime-valid verdict looked at as pairs come (abtui.runner.until)
+        self.until = UntilDecided(spec, self.planned) if spec.load.until_decided else None
+        self.decided = False  # the sequential verdict stopped the run
+        self._said_at = 0.0  # last sequential status line shown
 
     def snap(self) -> Snapshot:
         seg = self.conductor.position() if self.conductor is not None else None
@@ -482,6 +488,7 @@ class SessionRun:
             if msg is None:
                 self._reap_silent()
             self._check_stop()
+            self._maybe_look()
             telemetry.drain_into(self.hub, self.writer, self.live.arms)
             if self.qi is not None:
                 self.qi.store(self.writer)
@@ -510,6 +517,8 @@ class SessionRun:
         self.delivery.on_batch(msg.wid, len(msg.records), msg.stats, _now())
         self.writer.add_records(msg.records, store_text=self.spec.store.text)
         self.live.add(self.worker_arm[msg.wid], msg.records, msg.stats)
+        if self.until is not None:
+            self.until.add(msg.records)
 
     def _on_segment_done(self, msg: SegmentDone) -> None:
         self.conductor.on_segment_done(msg.wid, msg.segment)
@@ -542,7 +551,7 @@ class SessionRun:
     def _start_segment(self, n: int) -> None:
         """Send the next segment's ``t0`` once every generator is ready for it."""
         conductor = self.conductor
-        if self.interrupts.count or not conductor.due(self.ready, self.done, n):
+        if self.interrupts.count or self.decided or not conductor.due(self.ready, self.done, n):
             return
         conductor.start_next(self.pipes, self.ready, self.done, _now())
         self.machine.start()
@@ -571,6 +580,31 @@ class SessionRun:
             self.phase = "stopping"
             self.writer.event("interrupted", "stop requested (signal)")
             self.obs.message("stopping: cancelling in-flight requests, keeping what was measured")
+
+    def _maybe_look(self) -> None:
+        """--until-decided: look at the pairs so far when a look is due; stop the run, as a
+        stop request does, once the verdict is decided."""
+        u = self.until
+        if u is None or self.decided or self.interrupts.count or self.phase != "measuring":
+            return
+        if not u.due():
+            return
+        try:
+            v = u.look()
+        except (ArithmeticError, ValueError) as e:  # a look must never end the run
+            self.writer.event("sequential_error", f"look failed: {e!r}")
+            return
+        line = status_line(v, u.remaining_s())
+        if v.stop:
+            self.decided = True
+            u.stop_reason = "decided"
+            self.phase = "stopping"
+            self.interrupts.stop.set()  # the generators cancel what is in flight and end
+            self.writer.event("decided", line)
+            self.obs.message(f"stopping: {line}")
+        elif time.monotonic() - self._said_at >= SEQ_SAY_EVERY_S:
+            self._said_at = time.monotonic()
+            self.obs.message(line)
 
     def _progress(self) -> None:
         behind = self.delivery.current(self.worker_arm, _now())  # the live header's backlog
@@ -602,6 +636,7 @@ class SessionRun:
             self.phase = "quality"  # after the load test, never timed with it (abtui.quality.run)
             obs.progress(self.snap())
             run_quality(spec, self.targets, writer, obs, stop=lambda: self.interrupts.count > 0)
+        self._store_sequential()
         if self.interrupts.count:
             self.status = "interrupted"
         elif self.fatal:
@@ -609,6 +644,20 @@ class SessionRun:
         else:
             self.status = "complete"
         self.phase = "done"
+
+    def _store_sequential(self) -> None:
+        """--until-decided: the verdict where the run stopped, else one last look over every
+        pair (valid at any stopping time), stored as the ``sequential`` meta key."""
+        u = self.until
+        if u is None:
+            return
+        if not self.decided:
+            u.stop_reason = "interrupted" if self.interrupts.count else "budget"
+            if self.fatal:
+                u.stop_reason = "failed"
+            v = u.look()
+            self.obs.message(status_line(v, u.remaining_s()))
+        self.writer.write_meta(sequential=u.to_dict())
 
     def _close(self) -> None:
         """Whatever happened: the generators stopped, telemetry and the file closed."""
