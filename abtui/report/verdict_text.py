@@ -357,6 +357,10 @@ def print_verdict(sv: SessionVerdict, out: TextIO, width: int | None = None) -> 
             console.print(f"  - {escape(r)}")
         console.print("  " + escape(error_rates_line(pair)))
         console.print(metrics_table(pair, pol, width))
+        from abtui.report.sequential import row_lines
+
+        for line in row_lines(sv.meta.get("sequential")):  # a run --until-decided
+            console.print(escape(line))
         from abtui.report.quality import console_lines, mode_info
 
         for line in console_lines(pair.quality, mode_info(sv.meta)):

@@ -34,7 +34,9 @@ _FN = {"ttft": rm.ttft_s, "ttft_user": rm.ttft_user_s, "tpot": rm.tpot_s, "e2e":
 
 def design_of(spec: Spec) -> sd.Design:
     """The sequential design from the spec's policy: its primary, guardrails, α, and δ per
-    row (``delta_tail`` for P90…P99, ``delta`` for the rest)."""
+    row (``delta_tail`` for P90…P99, ``delta`` for the rest). A primary shown unable to
+    improve by δ (NO-GAIN) does not stop the run: a regression beyond δ would show later as
+    NO-GO, and NO-GAIN first would hide it."""
     pol = spec.policy
     keys = [pol.primary, *pol.guardrails]
     deltas = {
@@ -42,7 +44,11 @@ def design_of(spec: Spec) -> sd.Design:
         for k in keys
     }
     return sd.Design(
-        primary=pol.primary, guardrails=tuple(pol.guardrails), alpha=pol.alpha, deltas=deltas
+        primary=pol.primary,
+        guardrails=tuple(pol.guardrails),
+        alpha=pol.alpha,
+        deltas=deltas,
+        stop_on_no_gain=False,  # a run stops on GO or NO-GO only; else it spends its budget
     )
 
 
