@@ -7,7 +7,7 @@ records: those go to the file), so a look costs a concatenation and one
 geometrically: one when at least :data:`LOOK_MIN_PAIRS` and :data:`LOOK_GROWTH` of the pairs
 so far are new, and :data:`LOOK_MIN_S` after the last. The confidence sequences are valid at
 every look whatever the spacing, so the spacing only trades the main process's time (a look
-over 5,000 pairs takes tens of ms) against how late a decision is seen (at most 10 % more
+over 5,000 pairs takes about 10 ms) against how late a decision is seen (at most 10 % more
 pairs than needed, or a second).
 """
 
