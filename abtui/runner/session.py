@@ -305,6 +305,7 @@ class SessionRun:
         self.until = UntilDecided(spec, self.planned) if spec.load.until_decided else None
         self.decided = False  # the sequential verdict stopped the run
         self._said_at = 0.0  # last sequential status line shown
+        self.seq_line: str | None = None  # the anytime-valid status at the last look
 
     def snap(self) -> Snapshot:
         seg = self.conductor.position() if self.conductor is not None else None
@@ -313,6 +314,7 @@ class SessionRun:
             arms=self.live.arms,
             phase=self.phase,
             segment=seg,
+            sequential=self.seq_line,
         )
 
     def _result(self) -> SessionResult:
@@ -594,7 +596,7 @@ class SessionRun:
         except (ArithmeticError, ValueError) as e:  # a look must never end the run
             self.writer.event("sequential_error", f"look failed: {e!r}")
             return
-        line = status_line(v, u.remaining_s())
+        line = self.seq_line = status_line(v, u.remaining_s())
         if v.stop:
             self.decided = True
             u.stop_reason = "decided"
@@ -656,7 +658,8 @@ class SessionRun:
             if self.fatal:
                 u.stop_reason = "failed"
             v = u.look()
-            self.obs.message(status_line(v, u.remaining_s()))
+            self.seq_line = status_line(v, u.remaining_s())
+            self.obs.message(self.seq_line)
         self.writer.write_meta(sequential=u.to_dict())
 
     def _close(self) -> None:
