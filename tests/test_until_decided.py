@@ -181,3 +181,22 @@ def test_a_stop_request_gives_the_anytime_valid_verdict_so_far(tmp_path):
     assert sv.result == "INCONCLUSIVE"  # identical arms: never GO, whenever it stops
     assert sv.verdict.pairs[0].reasons[0].startswith("anytime-valid verdict (stopped early")
     assert sv.to_dict()["sequential"]["pairs"] == seq["pairs"]
+
+
+def test_a_budget_too_small_for_the_tails_is_said():
+    from abtui.runner.until import UntilDecided
+
+    note = UntilDecided(Spec(), 200).budget_note()  # default guardrails: P99s
+    assert note and "ttft.p99" in note and "cannot end GO" in note and "--requests 1000" in note
+    assert UntilDecided(Spec(), 2000).budget_note() is None
+
+
+def test_the_command_line_budget_defaults_to_room_for_the_tails():
+    from abtui.cli import build_parser
+    from abtui.cli.run import UNTIL_DECIDED_REQUESTS, apply_flags
+
+    urls = ["--baseline", "http://127.0.0.1:9/v1", "--candidate", "http://127.0.0.1:10/v1"]
+    args = build_parser().parse_args(["run", *urls, "--rate", "5", "--until-decided"])
+    assert apply_flags(Spec(), args).workload.requests == UNTIL_DECIDED_REQUESTS
+    args = build_parser().parse_args(["run", *urls, "--until-decided", "--requests", "300"])
+    assert apply_flags(Spec(), args).workload.requests == 300

@@ -414,6 +414,10 @@ class SessionRun:
             )
         )
         context.report(writer, self.obs)
+        note = self.until.budget_note() if self.until is not None else None
+        if note:
+            writer.event("sequential_budget", note)
+            self.obs.message(note)
         return True
 
     # -- 3. launch ------------------------------------------------------------------------

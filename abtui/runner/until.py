@@ -22,6 +22,7 @@ from abtui.client import records
 from abtui.client.records import RequestRecord
 from abtui.metrics import request as rm
 from abtui.metrics.table import RequestTable
+from abtui.metrics.tails import tail_min_n
 from abtui.spec import Spec
 from abtui.stats import seqdecide as sd
 
@@ -87,6 +88,20 @@ class UntilDecided:
         self._ok.append(np.asarray(t.ok, bool))
         for m in METRICS:
             self._vals[m].append(_FN[m](t))
+
+    def budget_note(self) -> str | None:
+        """What the budget cannot decide: a tail row needs about ``tail_min_n`` pairs before
+        its interval can be bounded (None: the budget leaves room for every row)."""
+        need = {k: tail_min_n(k.partition(".")[2]) for k, _ in self.monitor.design.rows()}
+        short = [k for k, n in need.items() if n > self.budget_pairs]
+        if not short:
+            return None
+        most = max(need[k] for k in short)
+        return (
+            f"note: a budget of {self.budget_pairs:,} pairs cannot decide {', '.join(short)} "
+            f"(about {most:,} pairs needed), so it cannot end GO; give --requests {most} or "
+            "more, or guardrails without tails"
+        )
 
     def due(self) -> bool:
         if not self._arm:
