@@ -87,6 +87,20 @@ def test_clearly_faster_candidate_stops_early_with_go(tmp_path, capsys):
     assert s["stopped_at"] == seq["stopped_at"] and s["looks"][-1]["decision"] == "GO"
     assert {"method", "alpha", "rows", "budget_pairs"} <= set(s)
     assert doc["pairs"][0]["reasons"][0].startswith("anytime-valid verdict (stopped when")
+    assert main(["report", str(path), "--format", "html"]) == 0
+    html = capsys.readouterr().out
+    assert "anytime-valid intervals" in html and "P50 E2E (primary)" in html
+
+
+def test_clearly_slower_candidate_stops_early_with_no_go(tmp_path, capsys):
+    budget = 1500
+    with SimProcess(SimConfig(seed=1, **FAST)) as a, SimProcess(SimConfig(seed=2, **BASE)) as b:
+        rc, out, err = _run(_spec(tmp_path, "slow", a.url, b.url, budget), capsys)
+    assert rc == 3, out
+    assert "stopping: decided NO-GO" in err and "Verdict: NO-GO" in out
+    with SessionReader(tmp_path / "slow.duckdb") as rd:
+        seq = rd.meta()["sequential"]
+    assert seq["decision"] == "NO-GO" and seq["stopped_at"] < budget // 2
 
 
 def test_identical_candidate_spends_its_budget_inconclusive(tmp_path, capsys):
