@@ -57,6 +57,13 @@ def would_decide(seq: dict) -> str | None:
         return None
     rem = seq.get("remaining_s")
     at = f", about {_minutes(rem)} at this run's pace" if rem is not None else ""
+    rows = seq.get("rows") or [{}]
+    prim = rows[0]
+    if prim.get("more") == more and "NO-GAIN" in str(prim.get("note")):
+        return (
+            f"about {more:,} more pairs per arm would show that {label(str(prim.get('key')))} "
+            f"cannot improve by δ (nothing to gain; still not GO){at}"
+        )
     return f"about {more:,} more pairs per arm would decide at the current effects{at}"
 
 
