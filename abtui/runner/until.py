@@ -64,6 +64,7 @@ class UntilDecided:
         self._arm: list[np.ndarray] = []
         self._ok: list[np.ndarray] = []
         self._vals: dict[str, list[np.ndarray]] = {m: [] for m in METRICS}
+        self._rows = 0  # measured records kept, both arms
         self._looked_pairs = 0
         self._looked_at = 0.0
         self._t0: float | None = None  # first measured record seen
@@ -84,6 +85,7 @@ class UntilDecided:
         t = RequestTable.from_records(recs)
         key = np.array([(r.run, r.level, r.block, r.item) for r in recs], dtype=np.int64)
         self._keys.append(key)
+        self._rows += len(recs)
         self._arm.append(np.asarray(t.arm, np.int64))
         self._ok.append(np.asarray(t.ok, bool))
         for m in METRICS:
@@ -104,9 +106,7 @@ class UntilDecided:
         )
 
     def due(self) -> bool:
-        if not self._arm:
-            return False
-        new = sum(len(a) for a in self._arm) / 2 - self._looked_pairs  # about: both arms' rows
+        new = self._rows / 2 - self._looked_pairs  # about: both arms' rows
         enough = new >= max(LOOK_MIN_PAIRS, LOOK_GROWTH * self._looked_pairs)
         return enough and time.monotonic() - self._looked_at >= LOOK_MIN_S
 
@@ -119,6 +119,9 @@ class UntilDecided:
         key = np.concatenate(self._keys)
         arm = np.concatenate(self._arm)
         ok = np.concatenate(self._ok)
+        self._keys, self._arm, self._ok = [key], [arm], [ok]  # one array each from now on
+        vals = {m: np.concatenate(self._vals[m]) for m in METRICS}
+        self._vals = {m: [v] for m, v in vals.items()}
         flat = np.zeros(len(key), np.int64)
         for c in range(4):
             col = key[:, c]
@@ -128,7 +131,7 @@ class UntilDecided:
         ra, rb = ia_rows[ia], ib_rows[ib]
         out = {}
         for m in METRICS:
-            v = np.concatenate(self._vals[m])
+            v = vals[m]
             va, vb = v[ra].astype(float), v[rb].astype(float)
             va[~ok[ra]] = np.nan
             vb[~ok[rb]] = np.nan
