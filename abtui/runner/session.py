@@ -631,6 +631,7 @@ class SessionRun:
         writer.write_meta(connections=per_arm_connections(stats, self.worker_arm, self.names))
         for p in self.procs:
             p.join(timeout=5)
+        self._store_sequential()  # the load's end; the quality suites come after it
         if self.qi is not None:  # the rest of the interleaved items; rows answered are kept
             if self.fatal:
                 self.qi.close()
@@ -642,7 +643,6 @@ class SessionRun:
             self.phase = "quality"  # after the load test, never timed with it (abtui.quality.run)
             obs.progress(self.snap())
             run_quality(spec, self.targets, writer, obs, stop=lambda: self.interrupts.count > 0)
-        self._store_sequential()
         if self.interrupts.count:
             self.status = "interrupted"
         elif self.fatal:
@@ -661,9 +661,13 @@ class SessionRun:
             u.stop_reason = "interrupted" if self.interrupts.count else "budget"
             if self.fatal:
                 u.stop_reason = "failed"
-            v = u.look()
-            self.seq_line = status_line(v, u.remaining_s())
-            self.obs.message(self.seq_line)
+            try:
+                v = u.look()
+            except (ArithmeticError, ValueError) as e:  # the file keeps the looks so far
+                self.writer.event("sequential_error", f"last look failed: {e!r}")
+            else:
+                self.seq_line = status_line(v, u.remaining_s())
+                self.obs.message(self.seq_line)
         self.writer.write_meta(sequential=u.to_dict())
 
     def _close(self) -> None:

@@ -68,6 +68,7 @@ class UntilDecided:
         self._looked_pairs = 0
         self._looked_at = 0.0
         self._t0: float | None = None  # first measured record seen
+        self._rate = math.nan  # pairs per second at the last look
         self.pairs_seen = 0  # pairs at the last look
         self.look_s = 0.0  # time spent looking, all looks together
         self.stop_reason: str | None = None  # decided / budget / interrupted
@@ -145,12 +146,13 @@ class UntilDecided:
         self._looked_pairs = v.pairs
         self._looked_at = time.monotonic()
         self.pairs_seen = v.pairs
+        if self._t0 is not None and v.pairs:  # the pace while measuring, not after it
+            self._rate = v.pairs / max(self._looked_at - self._t0, 1e-3)
         return v
 
     def pairs_per_s(self) -> float:
-        if self._t0 is None or not self.pairs_seen:
-            return math.nan
-        return self.pairs_seen / max(time.monotonic() - self._t0, 1e-3)
+        """Pairs completed per second, measured at the last look (NaN before one)."""
+        return self._rate
 
     def remaining_s(self) -> float | None:
         last = self.monitor.last

@@ -71,7 +71,7 @@ def _minutes(s: float) -> str:
     return f"{s:.0f} s" if s < 90 else f"{s / 60:.0f} min"
 
 
-def _others(pair, policy: dict, meta: dict) -> tuple[list[str], list[str]]:
+def _others(pair, seq: dict, policy: dict, meta: dict) -> tuple[list[str], list[str]]:
     """(NO-GO reasons, GO blockers) of the pair that the sequential rule does not cover."""
     no_go: list[str] = []
     block: list[str] = []
@@ -84,16 +84,53 @@ def _others(pair, policy: dict, meta: dict) -> tuple[list[str], list[str]]:
     no_go += list(q.get("no_go") or [])
     block += list(q.get("undecided") or [])
     block += [f["reason"] for f in pair.findings or [] if f.get("blocks", True)]
-    behind = [
-        n for n, g in (pair.generator or {}).items() if isinstance(g, dict) and g.get("behind")
-    ]
-    if behind:
-        block.append(f"the load generator of {', '.join(behind)} fell behind its schedule")
+    block += _generator_blockers(pair, seq)
     if (meta.get("ray") or {}).get("lost"):
         block.append("a load generator was lost")
     if meta.get("status") == "failed":
         block.append("the session failed")
     return no_go, block
+
+
+def _generator_blockers(pair, seq: dict) -> list[str]:
+    """The generator rule (docs/verdict.md §7) on the anytime-valid bounds: an arm whose
+    generator did not keep the offered load forbids GO; so do the baseline's stalls when they
+    could explain a row's bound (its flattery ``f``: the candidate's ratio may be up to ``f``
+    times higher), or when the baseline fell behind and a row's flattery is not known."""
+    gen = pair.generator or {}
+    out = [
+        f"the load generator of {name} fell behind its schedule: it did not keep the offered "
+        "load; this run cannot be GO"
+        for name, g in gen.items()
+        if isinstance(g, dict) and g.get("load_kept") is False
+    ]
+    base = gen.get(pair.baseline) if isinstance(gen.get(pair.baseline), dict) else {}
+    flattery = base.get("flattery") or {}
+    explained, unknown = [], []
+    for r in seq.get("rows") or []:
+        if r.get("state") not in ("IMPROVED", "SHOWN") or r.get("hi") is None:
+            continue
+        f = flattery.get(r["key"])
+        if f is None:
+            unknown.append(r["key"])
+            continue
+        limit = -r["delta"] if r["state"] == "IMPROVED" else r["delta"]
+        moved = (1.0 + r["hi"]) * f - 1.0
+        if f > 1.0 and moved >= limit:
+            explained.append(f"{label(r['key'])} (bound {r['hi']:+.1%} would be {moved:+.1%})")
+    if explained:
+        out.append(
+            f"the load generator of {pair.baseline} fell behind by enough to explain "
+            + ", ".join(explained)
+            + "; this run cannot be GO"
+        )
+    if unknown and base.get("behind"):
+        out.append(
+            f"the load generator of {pair.baseline} fell behind its schedule and "
+            f"{', '.join(label(k) for k in unknown)} cannot be bounded for it; this run "
+            "cannot be GO"
+        )
+    return out
 
 
 def apply_sequential(verdict: Verdict, seq: dict, meta: dict) -> None:
@@ -121,7 +158,7 @@ def apply_sequential(verdict: Verdict, seq: dict, meta: dict) -> None:
 
 def _apply_pair(pair, seq: dict, policy: dict, meta: dict) -> None:
     decision = seq.get("decision")
-    no_go, block = _others(pair, policy, meta)
+    no_go, block = _others(pair, seq, policy, meta)
     fixed = f"fixed-n view (descriptive, not valid after optional stopping): {pair.result}"
     reasons = [headline(seq)]
     if decision == SEQ_NO_GO or no_go:
