@@ -214,3 +214,72 @@ def test_the_command_line_budget_defaults_to_room_for_the_tails():
     assert apply_flags(Spec(), args).workload.requests == UNTIL_DECIDED_REQUESTS
     args = build_parser().parse_args(["run", *urls, "--until-decided", "--requests", "300"])
     assert apply_flags(Spec(), args).workload.requests == 300
+
+
+def _pair(**kw):
+    from types import SimpleNamespace
+
+    base = dict(
+        baseline="base",
+        candidate="cand",
+        result="GO",
+        reasons=["fixed"],
+        errors={"rate_a": 0.0, "rate_b": 0.0, "p_higher": 1.0},
+        quality=None,
+        findings=None,
+        generator={"base": {"load_kept": True, "flattery": {}}, "cand": {"load_kept": True}},
+    )
+    return SimpleNamespace(**{**base, **kw})
+
+
+def _seq(decision="GO", hi=-0.30):
+    rows = [
+        {"key": "e2e.p50", "state": "IMPROVED", "hi": hi, "delta": 0.02},
+        {"key": "ttft.p50", "state": "SHOWN", "hi": -0.2, "delta": 0.02},
+    ]
+    return {
+        "decision": decision,
+        "reason": "r",
+        "primary": "e2e.p50",
+        "guardrails": ["ttft.p50"],
+        "alpha": 0.05,
+        "pairs": 120,
+        "looks": [{"pairs": 120, "decision": decision}],
+        "stop_reason": "decided",
+        "budget_pairs": 1000,
+        "rows": rows,
+        "more": None,
+    }
+
+
+def test_the_sequential_verdict_keeps_the_checks_it_does_not_make():
+    from types import SimpleNamespace
+
+    from abtui.verdict.sequential import apply_sequential
+
+    def verdict(pair):
+        pol = {"primary": "e2e.p50", "guardrails": ["ttft.p50"], "alpha": 0.05}
+        return SimpleNamespace(pairs=[pair], policy=pol, result="?")
+
+    v = verdict(_pair())
+    apply_sequential(v, _seq(), {"status": "complete"})
+    assert v.result == "GO" and v.pairs[0].reasons[-1].startswith("fixed-n view")
+    v = verdict(_pair(errors={"rate_a": 0.0, "rate_b": 0.2, "p_higher": 1e-6}))
+    apply_sequential(v, _seq(), {})
+    assert v.result == "NO-GO" and any("errors rose" in r for r in v.pairs[0].reasons)
+    v = verdict(_pair(quality={"no_go": [], "undecided": ["gsm8k not shown non-inferior"]}))
+    apply_sequential(v, _seq(), {})
+    assert v.result == "INCONCLUSIVE"
+    # the baseline's stalls could have flattered the primary by 50 %: its bound would be +5 %
+    gen = {"base": {"load_kept": True, "flattery": {"e2e.p50": 1.5, "ttft.p50": 1.0}}}
+    v = verdict(_pair(generator=gen))
+    apply_sequential(v, _seq(), {})
+    assert v.result == "INCONCLUSIVE" and "explain P50 E2E" in " ".join(v.pairs[0].reasons)
+    v = verdict(_pair(result="NO-GO"))  # the fixed-n view does not decide
+    apply_sequential(v, _seq(decision="UNDECIDED"), {})
+    assert v.result == "INCONCLUSIVE"
+    v = verdict(_pair())  # a report with another primary keeps the fixed verdict, says so
+    v.policy["primary"] = "ttft.p50"
+    apply_sequential(v, _seq(), {})
+    assert v.result == "?"
+    assert "policy here differs" in v.pairs[0].reasons[-1]
