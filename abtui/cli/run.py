@@ -33,6 +33,11 @@ _W, _L, _R, _S, _C, _P, _RAY = (
 )  # the defaults the help states
 
 
+# --until-decided with no budget given: room for the default P99 guardrails (~1,000 pairs
+# before they can be bounded) and for a 10 % effect under moderate dependence
+UNTIL_DECIDED_REQUESTS = 2_000
+
+
 def add_run_options(p: argparse.ArgumentParser) -> None:
     """``abtui run``'s options, in groups in the order a user needs them: what to compare, how
     hard and how long, what to send, what counts as good, where it goes; then quality, the
@@ -90,6 +95,13 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         type=bounded("load.warmup"),
         metavar="N",
         help=f"warm-up requests per arm, stored and left out of every figure (default {_L.warmup})",
+    )
+    g.add_argument(
+        "--until-decided",
+        action="store_true",
+        help="stop as soon as the anytime-valid verdict is decided (GO or NO-GO); --requests "
+        f"/ --duration are then the budget ({UNTIL_DECIDED_REQUESTS:,} requests per arm "
+        "when neither they nor a spec file or --workload set one; docs/verdict.md §11)",
     )
     g.add_argument(
         "--seed",
@@ -392,6 +404,11 @@ def _apply_settings(spec, args) -> None:
     """SLOs, the request timeout, the store, cost and policy flags."""
     from abtui.spec import parse_duration, parse_slo_string
 
+    if getattr(args, "until_decided", False):
+        spec.load.until_decided = True
+        given = (args.spec, args.requests, args.duration, args.workload)
+        if all(x is None for x in given):  # P99 guardrails cannot be bounded below ~1,000
+            spec.workload.requests = UNTIL_DECIDED_REQUESTS
     if args.slo:
         spec.slo = parse_slo_string(args.slo)
     if args.timeout:

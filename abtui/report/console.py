@@ -300,6 +300,16 @@ def print_session_summary(
         console.print(
             f"\n[yellow]note:[/] the session is {status}: figures cover what was measured."
         )
+    seq = meta.get("sequential")
+    if isinstance(seq, dict):  # a run --until-decided: why it ended where it did
+        from abtui.verdict.sequential import STOPPED
+
+        how = STOPPED.get(seq.get("stop_reason") or "", "ended")
+        console.print(
+            f"\nuntil decided: {how} at {seq.get('pairs') or 0:,} pairs per arm "
+            f"(budget {seq.get('budget_pairs') or 0:,}; {len(seq.get('looks') or [])} looks): "
+            f"{term(str(seq.get('decision')))}"
+        )
     if any(s.generator_behind for s in sums):
         console.print(
             "[yellow]warning:[/] the load generator fell behind its schedule "

@@ -82,6 +82,11 @@ def to_markdown(sv: SessionVerdict, doc: dict) -> str:
         kind = "ladder step" if pair in v.ladder else "candidate"
         lines += [f"## {e_(pair.candidate)} vs {e_(pair.baseline)} ({kind}): {pair.result}", ""]
         lines += [f"- {e_(r)}" for r in pair.reasons] + [""]
+        from abtui.report.sequential import row_lines
+
+        if pair in v.pairs:  # a run --until-decided: its anytime-valid rows
+            seq_rows = row_lines(sv.meta.get("sequential"))
+            lines += [e_(x.strip()) + "  " for x in seq_rows] + ([""] if seq_rows else [])
         lines += [
             f"| metric | {e_(pair.baseline)} | {e_(pair.candidate)} | Δ | 95% CI | δ | p (adj) | outcome | note |",
             "|---|--:|--:|--:|--:|--:|--:|---|---|",

@@ -109,6 +109,14 @@ def to_html(sv: SessionVerdict, doc: dict) -> str:
         )
         h += [f"<li>{esc(r)}</li>" for r in pair.reasons]
         h.append(f"<li>{esc(error_rates_line(pair))}</li></ul>")
+        if pair in v.pairs:  # a run --until-decided: its anytime-valid rows
+            from abtui.report.sequential import row_lines
+
+            rows = row_lines(sv.meta.get("sequential"))
+            if rows:
+                h.append(f"<p>{esc(rows[0].strip())}</p><ul>")
+                h += [f"<li>{esc(x.strip())}</li>" for x in rows[1:]]
+                h.append("</ul>")
     h.append(plots)
     for i, pair in enumerate(v.pairs + v.ladder):
         kind = "ladder step" if pair in v.ladder else "candidate"

@@ -392,6 +392,10 @@ def print_verdict(sv: SessionVerdict, out: TextIO, width: int | None = None) -> 
             console.print(hanging("  - ", r, width))
         console.print(hanging("  ", error_rates_line(pair), width))
         console.print(metrics_table(pair, pol, width, elsewhere=PRINTED_ELSEWHERE))
+        from abtui.report.sequential import row_lines
+
+        for line in row_lines(sv.meta.get("sequential")):  # a run --until-decided
+            console.print(hanging("  ", line, width))
         _print_quality(console, pair, sv.meta, width if fit else None)
         for e in rows_of(pair, pol):  # every shown row's reason, not only the guardrails'
             if e.note:

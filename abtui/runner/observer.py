@@ -64,6 +64,9 @@ class Snapshot:
     """The segment being played: sweep level, run, alternate block and whose turn
     (``segment.label()``: "level 3/5 · 8 req/s"); None for a plain single-level run, before
     the first segment and after the last."""
+    sequential: str | None = None
+    """``--until-decided``: the anytime-valid verdict at the last look, in one line (what is
+    decided, what is left, the expected remaining time); None otherwise."""
 
 
 @dataclass

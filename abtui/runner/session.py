@@ -59,6 +59,7 @@ from abtui.runner.schedule import (
     segments_of,
     session_schedule,
 )
+from abtui.runner.until import UntilDecided, status_line
 from abtui.spec import Spec
 from abtui.store.schema import WRITE_FAILED
 from abtui.store.writer import SessionWriter
@@ -68,6 +69,7 @@ from abtui.workload.segments import Conductor, level_sources, shard
 
 _now = time.perf_counter_ns
 PROGRESS_INTERVAL_S = 0.5
+SEQ_SAY_EVERY_S = 15.0  # --until-decided: the anytime-valid status line at most this often
 START_DELAY_S = 0.1  # between "all generators ready" and t0
 READY_TIMEOUT_S = 120.0  # warm-up must finish within this
 RAY_START_DELAY_S = 0.25  # a remote call to every actor must arrive before t0
@@ -299,6 +301,11 @@ class SessionRun:
         self.done: set[int] = set()
         self.fatal: dict[int, str] = {}
         self.gen_stats: dict[int, GeneratorStats] = {}
+        # --until-decided: the anytime-valid verdict looked at as pairs come (abtui.runner.until)
+        self.until = UntilDecided(spec, self.planned) if spec.load.until_decided else None
+        self.decided = False  # the sequential verdict stopped the run
+        self._said_at = 0.0  # last sequential status line shown
+        self.seq_line: str | None = None  # the anytime-valid status at the last look
 
     def snap(self) -> Snapshot:
         seg = self.conductor.position() if self.conductor is not None else None
@@ -307,6 +314,7 @@ class SessionRun:
             arms=self.live.arms,
             phase=self.phase,
             segment=seg,
+            sequential=self.seq_line,
         )
 
     def _result(self) -> SessionResult:
@@ -406,6 +414,10 @@ class SessionRun:
             )
         )
         context.report(writer, self.obs)
+        note = self.until.budget_note() if self.until is not None else None
+        if note:
+            writer.event("sequential_budget", note)
+            self.obs.message(note)
         return True
 
     # -- 3. launch ------------------------------------------------------------------------
@@ -482,6 +494,7 @@ class SessionRun:
             if msg is None:
                 self._reap_silent()
             self._check_stop()
+            self._maybe_look()
             telemetry.drain_into(self.hub, self.writer, self.live.arms)
             if self.qi is not None:
                 self.qi.store(self.writer)
@@ -510,6 +523,8 @@ class SessionRun:
         self.delivery.on_batch(msg.wid, len(msg.records), msg.stats, _now())
         self.writer.add_records(msg.records, store_text=self.spec.store.text)
         self.live.add(self.worker_arm[msg.wid], msg.records, msg.stats)
+        if self.until is not None:
+            self.until.add(msg.records)
 
     def _on_segment_done(self, msg: SegmentDone) -> None:
         self.conductor.on_segment_done(msg.wid, msg.segment)
@@ -542,7 +557,7 @@ class SessionRun:
     def _start_segment(self, n: int) -> None:
         """Send the next segment's ``t0`` once every generator is ready for it."""
         conductor = self.conductor
-        if self.interrupts.count or not conductor.due(self.ready, self.done, n):
+        if self.interrupts.count or self.decided or not conductor.due(self.ready, self.done, n):
             return
         conductor.start_next(self.pipes, self.ready, self.done, _now())
         self.machine.start()
@@ -572,6 +587,31 @@ class SessionRun:
             self.writer.event("interrupted", "stop requested (signal)")
             self.obs.message("stopping: cancelling in-flight requests, keeping what was measured")
 
+    def _maybe_look(self) -> None:
+        """--until-decided: look at the pairs so far when a look is due; stop the run, as a
+        stop request does, once the verdict is decided."""
+        u = self.until
+        if u is None or self.decided or self.interrupts.count or self.phase != "measuring":
+            return
+        if not u.due():
+            return
+        try:
+            v = u.look()
+        except (ArithmeticError, ValueError) as e:  # a look must never end the run
+            self.writer.event("sequential_error", f"look failed: {e!r}")
+            return
+        line = self.seq_line = status_line(v, u.remaining_s())
+        if v.stop:
+            self.decided = True
+            u.stop_reason = "decided"
+            self.phase = "stopping"
+            self.interrupts.stop.set()  # the generators cancel what is in flight and end
+            self.writer.event("decided", line)
+            self.obs.message(f"stopping: {line}")
+        elif time.monotonic() - self._said_at >= SEQ_SAY_EVERY_S:
+            self._said_at = time.monotonic()
+            self.obs.message(line)
+
     def _progress(self) -> None:
         behind = self.delivery.current(self.worker_arm, _now())  # the live header's backlog
         for i, ap in enumerate(self.live.arms):
@@ -591,6 +631,7 @@ class SessionRun:
         writer.write_meta(connections=per_arm_connections(stats, self.worker_arm, self.names))
         for p in self.procs:
             p.join(timeout=5)
+        self._store_sequential()  # the load's end; the quality suites come after it
         if self.qi is not None:  # the rest of the interleaved items; rows answered are kept
             if self.fatal:
                 self.qi.close()
@@ -609,6 +650,25 @@ class SessionRun:
         else:
             self.status = "complete"
         self.phase = "done"
+
+    def _store_sequential(self) -> None:
+        """--until-decided: the verdict where the run stopped, else one last look over every
+        pair (valid at any stopping time), stored as the ``sequential`` meta key."""
+        u = self.until
+        if u is None:
+            return
+        if not self.decided:
+            u.stop_reason = "interrupted" if self.interrupts.count else "budget"
+            if self.fatal:
+                u.stop_reason = "failed"
+            try:
+                v = u.look()
+            except (ArithmeticError, ValueError) as e:  # the file keeps the looks so far
+                self.writer.event("sequential_error", f"last look failed: {e!r}")
+            else:
+                self.seq_line = status_line(v, u.remaining_s())
+                self.obs.message(self.seq_line)
+        self.writer.write_meta(sequential=u.to_dict())
 
     def _close(self) -> None:
         """Whatever happened: the generators stopped, telemetry and the file closed."""

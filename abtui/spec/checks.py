@@ -96,6 +96,7 @@ def validate(spec: Spec, source: str = "spec") -> Spec:
         raise SpecError(
             f"{source}: ray.placement must be 'spread' or 'pack', got {spec.ray.placement!r}"
         )
+    _validate_until_decided(spec, source)
     if spec.name is not None and not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*$", spec.name):
         raise SpecError(
             f"{source}: name {spec.name!r} must be letters, digits, '.', '_' or '-'",
@@ -143,6 +144,34 @@ def _validate_ablation(spec: Spec, source: str) -> None:
         raise SpecError(
             f"{source}: ablation: {why}",
             f"the arms must be {', '.join(want)} (the baseline first: every factor off)",
+        )
+
+
+def _validate_until_decided(spec: Spec, source: str) -> None:
+    """``load.until_decided``: one candidate, one load level, and rows that have an
+    anytime-valid interval (abtui.stats.seqdecide)."""
+    if not spec.load.until_decided:
+        return
+    from abtui.stats.seqdecide import supported
+
+    hint = "run with a fixed --requests / --duration instead (drop --until-decided)"
+    if len(spec.arms) != 2:
+        raise SpecError(
+            f"{source}: load.until_decided compares one candidate with the baseline; "
+            f"got {len(spec.arms)} arms",
+            hint,
+        )
+    if spec.load.sweep_rate or spec.load.sweep_concurrency:
+        raise SpecError(f"{source}: load.until_decided does not apply to a sweep", hint)
+    pol = spec.policy
+    bad = [k for k in [pol.primary, *pol.guardrails] if not supported(k)]
+    if bad:
+        raise SpecError(
+            f"{source}: load.until_decided decides latency rows only (ttft, ttft_user, tpot, "
+            f"e2e: mean, p50, p90, p95, p99); not {', '.join(bad)}",
+            "set policy.primary / policy.guardrails to latency rows, or "
+            + hint[0].lower()
+            + hint[1:],
         )
 
 

@@ -122,6 +122,9 @@ class LoadSpec:
     """Closed loop: requests kept in flight per arm. With ``rate``: a cap on in-flight requests."""
     warmup: int = 2
     """Warm-up requests per arm before the measured schedule; stored, excluded from results."""
+    until_decided: bool = False
+    """Stop as soon as the anytime-valid verdict is decided (GO, NO-GO, or no gain possible on
+    the primary); ``requests`` / ``duration`` are then the budget (docs/verdict.md §11)."""
 
 
 @dataclass

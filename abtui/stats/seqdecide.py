@@ -266,6 +266,16 @@ def evaluate_sequential(series: dict[str, tuple[np.ndarray, np.ndarray]], design
     return SeqVerdict(decision, stop, reason, rows, pairs, more, design.alpha)
 
 
+SEQ_METRICS = ("ttft", "ttft_user", "tpot", "e2e")
+
+
+def supported(key: str) -> bool:
+    """Whether ``key`` (``metric.stat``) has an anytime-valid row: a per-request latency's
+    mean or P50…P99."""
+    metric, _, stat = key.partition(".")
+    return metric in SEQ_METRICS and (stat == "mean" or stat in QUANTILES)
+
+
 def remaining_seconds(more: int | None, pairs_per_second: float) -> float | None:
     """The wall time ``more`` pairs take at the run's current pace (None when unknown)."""
     if more is None or not pairs_per_second > 0:

@@ -132,7 +132,14 @@ class Interval:
     @property
     def ratio(self) -> tuple[float, float, float]:
         """(effect, lo, hi) as ratio − 1."""
-        return tuple(math.expm1(x) if math.isfinite(x) else x for x in (self.est, self.lo, self.hi))
+        return tuple(_expm1(x) for x in (self.est, self.lo, self.hi))
+
+
+def _expm1(x: float) -> float:
+    """``exp(x) − 1``, ``+inf`` past what a float holds (a bound far out on the log scale)."""
+    if not math.isfinite(x) or x > 700.0:
+        return math.inf if x > 0 else x
+    return math.expm1(x)
 
 
 def _tau(x: np.ndarray) -> float:

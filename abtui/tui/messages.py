@@ -26,13 +26,19 @@ class ArmState:
 
 class RunProgress(Message):
     def __init__(
-        self, elapsed_s: float, phase: str, arms: list[ArmState], segment: Position | None = None
+        self,
+        elapsed_s: float,
+        phase: str,
+        arms: list[ArmState],
+        segment: Position | None = None,
+        sequential: str | None = None,
     ) -> None:
         super().__init__()
         self.elapsed_s = elapsed_s
         self.phase = phase
         self.arms = arms
         self.segment = segment  # sweep level, run, block and turn; None: a plain run
+        self.sequential = sequential  # --until-decided: the anytime-valid status, one line
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, RunProgress)

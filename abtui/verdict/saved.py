@@ -40,6 +40,7 @@ from abtui.stats.reasons import Code, Reason
 from abtui.store.reader import SessionReader
 from abtui.store.verdicts import append_verdict
 from abtui.verdict.policy import CALIBRATED, INCONCLUSIVE, Verdict, evaluate
+from abtui.verdict.sequential import apply_sequential
 
 
 @dataclass
@@ -70,6 +71,8 @@ class SessionVerdict:
             d["noise_floor"] = self.noise_floor
         if self.noise_floor_detail is not None:
             d["noise_floor_detail"] = self.noise_floor_detail
+        if isinstance(self.meta.get("sequential"), dict):  # a run --until-decided
+            d["sequential"] = self.meta["sequential"]
         from abtui.verdict.stored import code_version, reason_codes
 
         d["code_version"] = code_version()  # what computed it (a read path reuses only its own)
@@ -241,6 +244,9 @@ def session_verdict(
         machine_note=machine_words(health.get("machine") if isinstance(health, dict) else None),
     )
     attach_ppl(verdict, meta)  # perplexity per arm, when the quality suites measured it
+    seq = meta.get("sequential")
+    if isinstance(seq, dict) and not is_aa(arms):  # --until-decided: the anytime-valid verdict
+        apply_sequential(verdict, seq, meta)
     if floor_doc is not None:  # how the floor that raised δ was measured, for the reports
         verdict.policy["noise_floor_detail"] = floor_doc
     measured = detail = None

@@ -273,3 +273,25 @@ def arms_screen(n: int) -> LiveScreen:
         "poisson 20 req/s",
     )
     return LiveScreen(info, RunProgress(9.0, "measuring", [arm_state(a) for a in arms]))
+
+
+def test_live_screen_shows_the_anytime_valid_status():
+    """--until-decided: each look's status line (decided or not, what is left, how long)
+    becomes the screen's note."""
+    line = "anytime-valid at 240 pairs: undecided: ttft.p99; about 760 more pairs (~19 s)"
+
+    async def drive() -> str:
+        app = AbtuiApp()
+        async with app.run_test(size=(160, 48)) as pilot:
+            screen = fixed_screen()
+            await app.push_screen(screen)
+            await pilot.pause()
+            msg = screen._initial[0]
+            msg.sequential = line
+            screen.show_progress(msg)
+            await pilot.pause()
+            text = "\n".join(s.text.rstrip() for s in app.screen._compositor.render_strips())
+            await pilot.press("q")
+        return text
+
+    assert "about 760 more pairs (~19 s)" in asyncio.run(drive())

@@ -250,6 +250,7 @@ class LiveScreen(Screen):
         self.last: RunProgress | None = None
         self.verdict_pairs = None  # the verdict's PairVerdicts, once computed (set_verdict)
         self._status: str | None = None
+        self._seq_shown: str | None = None  # --until-decided: the status line in the note
         self._initial = (initial, status)  # a stored session's figures (abtui open)
         self.page = 0
         self.shown: list[int] = list(range(len(info.arm_names)))  # the arms on screen
@@ -328,6 +329,9 @@ class LiveScreen(Screen):
     def show_progress(self, msg: RunProgress, status: str | None = None) -> None:
         self.last = msg
         self._status = status
+        if msg.sequential and msg.sequential != self._seq_shown:  # a new look: its status
+            self._seq_shown = msg.sequential
+            self.note(msg.sequential)
         done = sum(a.progress.done for a in msg.arms)
         planned = sum(a.progress.planned for a in msg.arms)
         lag = max((a.progress.schedule_lag_max_s for a in msg.arms), default=0.0)
