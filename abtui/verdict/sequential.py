@@ -75,8 +75,8 @@ def _others(pair, seq: dict, policy: dict, meta: dict) -> tuple[list[str], list[
     """(NO-GO reasons, GO blockers) of the pair that the sequential rule does not cover."""
     no_go: list[str] = []
     block: list[str] = []
-    err = pair.errors or {}
-    ra, rb, p = err.get("rate_a"), err.get("rate_b"), err.get("p_higher")
+    err = pair.errors
+    ra, rb, p = (getattr(err, k, None) for k in ("rate_a", "rate_b", "p_higher"))
     if ra is not None and rb is not None and p is not None and rb > ra:
         text = f"errors rose: {rb:.1%} of requests vs {ra:.1%} (one-sided Fisher p = {p:.3g})"
         (no_go if p < policy.get("alpha", 0.05) else block).append(text)

@@ -16,6 +16,7 @@ from abtui.sim.process import SimProcess
 from abtui.spec import Spec, validate
 from abtui.spec.model import ArmSpec
 from abtui.store.reader import SessionReader
+from abtui.verdict.policy import ErrorRates
 
 BASE = dict(ttft_ms=20.0, itl_ms=2.0, jitter_ms=1.0)
 FAST = dict(ttft_ms=12.0, itl_ms=1.2, jitter_ms=1.0)
@@ -224,7 +225,7 @@ def _pair(**kw):
         candidate="cand",
         result="GO",
         reasons=["fixed"],
-        errors={"rate_a": 0.0, "rate_b": 0.0, "p_higher": 1.0},
+        errors=ErrorRates(rate_a=0.0, rate_b=0.0, p_higher=1.0),
         quality=None,
         findings=None,
         generator={"base": {"load_kept": True, "flattery": {}}, "cand": {"load_kept": True}},
@@ -264,7 +265,7 @@ def test_the_sequential_verdict_keeps_the_checks_it_does_not_make():
     v = verdict(_pair())
     apply_sequential(v, _seq(), {"status": "complete"})
     assert v.result == "GO" and v.pairs[0].reasons[-1].startswith("fixed-n view")
-    v = verdict(_pair(errors={"rate_a": 0.0, "rate_b": 0.2, "p_higher": 1e-6}))
+    v = verdict(_pair(errors=ErrorRates(rate_a=0.0, rate_b=0.2, p_higher=1e-6)))
     apply_sequential(v, _seq(), {})
     assert v.result == "NO-GO" and any("errors rose" in r for r in v.pairs[0].reasons)
     v = verdict(_pair(quality={"no_go": [], "undecided": ["gsm8k not shown non-inferior"]}))
