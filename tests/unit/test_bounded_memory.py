@@ -348,7 +348,7 @@ sv = session_verdict(sys.argv[1], store=False)
 p = sv.verdict.pairs[0]
 print(json.dumps({"loaded": sorted(m for m in ("scipy.stats", "scipy.special") if m in sys.modules),
                   "tests": sorted({t.test for t in p.comparison.rank_tests.values()}),
-                  "p_errors": p.errors["p_higher"],
+                  "p_errors": p.errors.p_higher,
                   "widened": any(e.hi != e.lo for e in p.comparison.effects)}))
 """
 
