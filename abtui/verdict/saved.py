@@ -195,7 +195,7 @@ def session_verdict(
     (to say so: seconds to a minute).
 
     ``cost``: ``{"gpu_price": …, "gpus": …}`` for every arm; ``policy``: fields of ``[policy]``."""
-    from abtui.verdict.stored import reusable, verdict_from_dict
+    from abtui.verdict.stored import data_fingerprint, reusable, verdict_from_dict
 
     path = Path(path)
     with SessionReader(path) as rd:
@@ -212,7 +212,7 @@ def session_verdict(
     again = None
     overridden = any(v is not None for v in (cost or {}).values())  # cost rows to compute
     if not (store or overridden or noise_floor_path or pol.get("noise_floor") or is_aa(arms)):
-        again = reusable(rows, pol, status)
+        again = reusable(rows, pol, status, data_fingerprint(table))
     if again is not None:
         verdict = verdict_from_dict(again, table, spec.get("slo") or {})
         verdict.session["path"] = str(path)  # where the file is now
@@ -286,5 +286,7 @@ def session_verdict(
             p.result, p.reasons = verdict.result, reasons
     sv = SessionVerdict(verdict, path, arms, spec, meta, aa, measured, None, detail)
     if store:
-        sv.stored = append_verdict(path, verdict.policy, sv.to_dict())
+        doc = sv.to_dict()
+        doc["data"] = data_fingerprint(table)  # a read path reuses it only for these requests
+        sv.stored = append_verdict(path, verdict.policy, doc)
     return sv

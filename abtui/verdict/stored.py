@@ -15,8 +15,11 @@ per-arm summaries (recomputed from the requests: exact figures, no resampling).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+
+import numpy as np
 
 from abtui import __version__
 from abtui.metrics.summary import summarize
@@ -142,15 +145,55 @@ def verdict_from_dict(d: dict, table, slo: dict) -> Verdict:
     )
 
 
-def reusable(rows: list[dict], policy: dict, status: str) -> dict | None:
+def data_fingerprint(table) -> str:
+    """A digest of what a verdict is computed from: every request's arm, item, times, token
+    counts and outcome (a file whose requests were edited after its run gets a new verdict)."""
+    h = hashlib.blake2b(digest_size=16)
+    for name in _FINGERPRINTED:
+        col = getattr(table, name, None)
+        if col is None:
+            h.update(b"-")
+        elif col.dtype == object:
+            h.update("\x00".join(map(str, col.tolist())).encode("utf-8", "surrogatepass"))
+        else:
+            h.update(np.ascontiguousarray(col).tobytes())
+        h.update(name.encode())
+    return h.hexdigest()
+
+
+_FINGERPRINTED = (
+    "arm",
+    "item",
+    "run",
+    "warmup",
+    "scheduled_ns",
+    "dispatched_ns",
+    "first_byte_ns",
+    "first_token_ns",
+    "last_token_ns",
+    "done_ns",
+    "n_input",
+    "n_output",
+    "n_chunks",
+    "status",
+    "error_class",
+    "chunk_t_ns",
+    "chunk_n",
+)
+
+
+def reusable(rows: list[dict], policy: dict, status: str, data: str | None = None) -> dict | None:
     """The latest stored result of ``rows`` (``SessionReader.verdicts``) when it was computed
     under ``policy`` (resolved here as the verdict resolves it), for a session in ``status``,
-    by this :func:`code_version`; else None."""
+    by this :func:`code_version`, from the same requests (``data``: :func:`data_fingerprint`
+    of the table read now); else None."""
     if not rows:
         return None
     last = max(rows, key=lambda r: str(r.get("created") or ""))
     result = last.get("result")
     if not isinstance(result, dict) or result.get("code_version") != code_version():
+        return None
+    if data is not None and result.get("data") != data:
         return None
     if result.get("aa") or "noise_floor_values" in (last.get("policy") or {}):
         return None

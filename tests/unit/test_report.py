@@ -384,3 +384,36 @@ def test_report_reuses_the_verdict_the_run_stored_and_writes_nothing(session, tm
         assert rd.verdicts() == rows  # a read path stores nothing
     with SessionReader(fresh) as rd:
         assert rd.verdicts() == []
+
+
+def test_a_stored_verdict_is_not_reused_for_edited_requests(session, tmp_path, capsys):
+    """The run's stored verdict answers for the requests it was computed from: a copy of the
+    file whose requests were edited afterwards (a later tool, a hand) gets its verdict computed
+    again from what the file now holds, never the stale one."""
+    import shutil
+
+    import duckdb
+
+    edited = tmp_path / "edited" / session.name
+    edited.parent.mkdir()
+    shutil.copy(session, edited)
+    with duckdb.connect(str(edited)) as con:
+        con.execute("UPDATE requests SET last_token_ns = last_token_ns + 1000000 WHERE arm = 1")
+    assert main(["report", str(session), "--format", "json", "-o", str(tmp_path / "a.json")]) in (
+        0,
+        3,
+        4,
+    )
+    assert "computing the verdict" not in capsys.readouterr().err  # unedited: reused
+    assert main(["report", str(edited), "--format", "json", "-o", str(tmp_path / "b.json")]) in (
+        0,
+        3,
+        4,
+    )
+    assert "computing the verdict" in capsys.readouterr().err  # edited: computed again
+    a = json.loads((tmp_path / "a.json").read_text())
+    b = json.loads((tmp_path / "b.json").read_text())
+    e2e = lambda d: next(  # noqa: E731
+        e for e in d["pairs"][0]["comparison"]["effects"] if e["key"] == "e2e.p50"
+    )
+    assert e2e(b)["b"] > e2e(a)["b"]  # the candidate's E2E now 1 ms longer per request
