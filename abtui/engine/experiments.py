@@ -138,6 +138,28 @@ KNOBS = (
     ("w-q2k", "weights requantised to Q2_K", ServerSetup("Q2_K", "smollm2@Q2_K", flash_attn="on")),
 )
 
+
+def _ngram(key: str, task: str, what: str) -> Experiment:
+    """n-gram speculation on SmolLM2 through its chat template, on one workload ``task``: the
+    same two servers, so that the workloads alone differ."""
+    return Experiment(
+        key,
+        f"n-gram speculative decoding (ngram-simple, no draft model): {what}",
+        ServerSetup("plain", "smollm2"),
+        ServerSetup("ngram", "smollm2", spec=NGRAM),
+        "alternate",
+        "the arms take turns on the whole machine: neither pays for the other",
+        requests=32,
+        input_tokens=80,
+        output_tokens=128,
+        concurrency=1,
+        primary="tpot.p50",
+        api="chat",
+        task=task,
+        ignore_eos=False,
+    )
+
+
 EXPERIMENTS: dict[str, Experiment] = {
     e.key: e
     for e in (
@@ -201,38 +223,8 @@ EXPERIMENTS: dict[str, Experiment] = {
             ),
         ),
         # a real model (SmolLM2-135M-Instruct, Q4_1) through its chat template
-        Experiment(
-            "ngram-repeat",
-            "n-gram speculative decoding (ngram-simple, no draft model): repeat a given paragraph",
-            ServerSetup("plain", "smollm2"),
-            ServerSetup("ngram", "smollm2", spec=NGRAM),
-            "alternate",
-            "the arms take turns on the whole machine: neither pays for the other",
-            requests=32,
-            input_tokens=80,
-            output_tokens=128,
-            concurrency=1,
-            primary="tpot.p50",
-            api="chat",
-            task="repeat",
-            ignore_eos=False,
-        ),
-        Experiment(
-            "ngram-story",
-            "n-gram speculative decoding (ngram-simple, no draft model): write a short story",
-            ServerSetup("plain", "smollm2"),
-            ServerSetup("ngram", "smollm2", spec=NGRAM),
-            "alternate",
-            "the arms take turns on the whole machine: neither pays for the other",
-            requests=32,
-            input_tokens=80,
-            output_tokens=128,
-            concurrency=1,
-            primary="tpot.p50",
-            api="chat",
-            task="story",
-            ignore_eos=False,
-        ),
+        _ngram("ngram-repeat", "repeat", "repeat a given paragraph"),
+        _ngram("ngram-story", "story", "write a short story"),
         Experiment(
             "parallel",
             "continuous batching on a real model: --parallel 1 vs 4, concurrency 1 → 2 → 4",
