@@ -24,6 +24,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO, Self
 
 import httpx
 
@@ -77,7 +78,86 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-class LlamaCppServer:
+class ServedProcess:
+    """What the two engine servers share: a log file, the wait for ``/health`` and the context
+    manager. A subclass sets ``proc``, ``base`` and ``_log`` in its ``start`` and says its
+    ``label`` and how it stops."""
+
+    startup_timeout: float
+
+    @property
+    def label(self) -> str:
+        return "the server"
+
+    def start(self) -> Self:
+        raise NotImplementedError
+
+    proc: subprocess.Popen | None
+    base: str
+    _log: IO[str] | None
+
+    def _open_log(self, path: Path | None) -> None:
+        if path is not None:
+            self._log = open(path, "w+", encoding="utf-8", errors="replace")  # noqa: SIM115
+        else:
+            self._log = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
+
+    def _wait_healthy(self, argv: list[str], deadline: float, poll_s: float, tail: int) -> None:
+        """Return when ``/health`` answers 200; close and raise when the process exits first
+        (with its log's end) or ``deadline`` (monotonic) passes (with ``tail`` characters of
+        it)."""
+        assert self.proc is not None
+        with httpx.Client(trust_env=False, timeout=2.0) as c:
+            while True:
+                if self.proc.poll() is not None:
+                    log = self.log_text()[-3000:]
+                    rc = self.proc.returncode
+                    self.close()
+                    raise EngineError(
+                        f"{self.label} exited with code {rc}: {log}",
+                        f"run it by hand to see why: {' '.join(argv)}",
+                    )
+                try:
+                    if c.get(self.base + "/health").status_code == 200:
+                        return
+                except httpx.HTTPError:
+                    pass
+                if time.monotonic() > deadline:
+                    log = self.log_text()[-tail:] if tail else ""
+                    self.close()
+                    raise EngineError(
+                        f"{self.label} did not become healthy within "
+                        f"{self.startup_timeout:g} s" + (f": {log}" if log else ""),
+                        f"run it by hand: {' '.join(argv)}",
+                    )
+                time.sleep(poll_s)
+
+    def log_text(self) -> str:
+        if self._log is None:
+            return ""
+        self._log.flush()
+        self._log.seek(0)
+        text = self._log.read()
+        self._log.seek(0, os.SEEK_END)
+        return text
+
+    def stop(self) -> int | None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self.stop()
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class LlamaCppServer(ServedProcess):
     """Start ``llama-server`` for ``model``; stop it on exit.
 
     ``parallel`` is the slot count (``-np``): how many sequences it batches together.
@@ -171,6 +251,10 @@ class LlamaCppServer:
     def pid(self) -> int | None:
         return self.proc.pid if self.proc is not None else None
 
+    @property
+    def label(self) -> str:
+        return f"llama-server for {self.model.name}"
+
     def start(self) -> LlamaCppServer:
         for p in (self.model, self.draft):
             if p is not None and not p.exists():
@@ -182,10 +266,7 @@ class LlamaCppServer:
         self.base = f"http://127.0.0.1:{self.port}"
         self.url = self.base + "/v1"
         argv = self.argv()
-        if self.log_path is not None:
-            self._log = open(self.log_path, "w+", encoding="utf-8", errors="replace")  # noqa: SIM115
-        else:
-            self._log = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
+        self._open_log(self.log_path)
         parent, cpus = os.getpid(), self.cpus
         self.proc = subprocess.Popen(
             argv,
@@ -194,40 +275,8 @@ class LlamaCppServer:
             stderr=subprocess.STDOUT,
             preexec_fn=(lambda: _pin(parent, cpus)) if os.name == "posix" else None,
         )
-        deadline = time.monotonic() + self.startup_timeout
-        with httpx.Client(trust_env=False, timeout=2.0) as c:
-            while True:
-                if self.proc.poll() is not None:
-                    log = self.log_text()[-3000:]
-                    rc = self.proc.returncode
-                    self.close()
-                    raise EngineError(
-                        f"llama-server for {self.model.name} exited with code {rc}: {log}",
-                        f"run it by hand to see why: {' '.join(argv)}",
-                    )
-                try:
-                    if c.get(self.base + "/health").status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                if time.monotonic() > deadline:
-                    self.close()
-                    raise EngineError(
-                        f"llama-server for {self.model.name} did not become healthy within "
-                        f"{self.startup_timeout:g} s",
-                        f"run it by hand: {' '.join(argv)}",
-                    )
-                time.sleep(0.05)
+        self._wait_healthy(argv, time.monotonic() + self.startup_timeout, 0.05, 0)
         return self
-
-    def log_text(self) -> str:
-        if self._log is None:
-            return ""
-        self._log.flush()
-        self._log.seek(0)
-        text = self._log.read()
-        self._log.seek(0, os.SEEK_END)
-        return text
 
     def timings(self) -> list[ServerTiming]:
         """The server's own timing of every request it finished so far (from its log)."""
@@ -272,18 +321,6 @@ class LlamaCppServer:
                     proc.wait()
             rc = proc.returncode
         return rc
-
-    def close(self) -> None:
-        self.stop()
-        if self._log is not None:
-            self._log.close()
-            self._log = None
-
-    def __enter__(self) -> LlamaCppServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def _pin(parent: int, cpus: tuple[int, ...] | None) -> None:  # pragma: no cover - in the child

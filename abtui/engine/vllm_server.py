@@ -35,7 +35,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -43,7 +42,7 @@ import httpx
 
 from abtui.childproc import child_setup
 from abtui.engine.hfconvert import INSTALL_HINT, unusable_wheels
-from abtui.engine.server import free_port
+from abtui.engine.server import ServedProcess, free_port
 from abtui.engine.tinymodel import EngineError
 
 ENTRY = "vllm.entrypoints.openai.api_server"
@@ -96,7 +95,7 @@ def profiler_args(folder: Path, detailed: bool = True) -> tuple[str, ...]:
     return ("--profiler-config", json.dumps(cfg))
 
 
-class VllmServer:
+class VllmServer(ServedProcess):
     """Start vLLM's OpenAI server for the Hugging Face directory ``model``; stop it on exit.
 
     ``name`` is the served model name. ``prefix_caching``: True/False pass
@@ -204,6 +203,10 @@ class VllmServer:
     def pid(self) -> int | None:
         return self.proc.pid if self.proc is not None else None
 
+    @property
+    def label(self) -> str:
+        return f"vLLM for {self.model.name}"
+
     def start(self) -> VllmServer:
         if not (self.model / "config.json").is_file():
             raise EngineError(
@@ -223,10 +226,7 @@ class VllmServer:
                 f"cannot make vLLM's cache folder {self.cache_dir}: {e.strerror or e}",
                 "set XDG_CACHE_HOME to a folder you can write to",
             ) from None
-        if self.log_path is not None:
-            self._log = open(self.log_path, "w+", encoding="utf-8", errors="replace")  # noqa: SIM115
-        else:
-            self._log = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
+        self._open_log(self.log_path)
         parent = os.getpid()
         t0 = time.monotonic()
         try:
@@ -245,42 +245,9 @@ class VllmServer:
                 f"cannot run {self.python}: {e.strerror or e}",
                 "give the interpreter that has vLLM installed",
             ) from None
-        deadline = t0 + self.startup_timeout
-        with httpx.Client(trust_env=False, timeout=2.0) as c:
-            while True:
-                if self.proc.poll() is not None:
-                    log = self.log_text()[-3000:]
-                    rc = self.proc.returncode
-                    self.close()
-                    raise EngineError(
-                        f"vLLM for {self.model.name} exited with code {rc}: {log}",
-                        f"run it by hand to see why: {' '.join(argv)}",
-                    )
-                try:
-                    if c.get(self.base + "/health").status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                if time.monotonic() > deadline:
-                    log = self.log_text()[-1500:]
-                    self.close()
-                    raise EngineError(
-                        f"vLLM for {self.model.name} did not become healthy within "
-                        f"{self.startup_timeout:g} s: {log}",
-                        f"run it by hand: {' '.join(argv)}",
-                    )
-                time.sleep(0.25)
+        self._wait_healthy(argv, t0 + self.startup_timeout, 0.25, 1500)
         self.startup_s = time.monotonic() - t0
         return self
-
-    def log_text(self) -> str:
-        if self._log is None:
-            return ""
-        self._log.flush()
-        self._log.seek(0)
-        text = self._log.read()
-        self._log.seek(0, os.SEEK_END)
-        return text
 
     def metrics_text(self) -> str:
         """The server's ``/metrics`` now (Prometheus text)."""
@@ -303,18 +270,6 @@ class VllmServer:
             _signal_group(proc, signal.SIGKILL)  # any child the server left behind
             rc = proc.returncode
         return rc
-
-    def close(self) -> None:
-        self.stop()
-        if self._log is not None:
-            self._log.close()
-            self._log = None
-
-    def __enter__(self) -> VllmServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def _signal_group(proc: subprocess.Popen, sig: int) -> None:

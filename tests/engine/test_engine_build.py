@@ -120,3 +120,27 @@ def test_models_into_a_folder_that_cannot_be_written_is_a_message_not_a_tracebac
     err = capsys.readouterr().err
     assert "cannot write the models into /proc/abtui-no-such-folder" in err
     assert "Traceback" not in err
+
+
+def test_a_server_that_exits_or_never_answers_is_named_with_its_log(tmp_path):
+    """The start-up wait both engine servers share: a process that exits is reported with its
+    exit code and log, one that never answers /health with the time it was given; neither is
+    left running."""
+    from abtui.engine.server import LlamaCppServer
+    from abtui.engine.tinymodel import EngineError
+
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    dies = _exe(tmp_path / "dies", "echo 'bad model file' >&2; exit 3")
+    srv = LlamaCppServer(model, binary=dies)
+    with pytest.raises(
+        EngineError, match=r"llama-server for m.gguf exited with code 3: .*bad model"
+    ):
+        srv.start()
+    assert srv.proc.poll() == 3 and srv._log is None  # closed: log released
+
+    mute = _exe(tmp_path / "mute", "echo loading; exec sleep 30")
+    srv = LlamaCppServer(model, binary=mute, startup_timeout=0.3)
+    with pytest.raises(EngineError, match=r"did not become healthy within 0.3 s"):
+        srv.start()
+    assert srv.proc.poll() is not None  # stopped, not left behind
