@@ -180,3 +180,4 @@ def test_live_pane_shows_the_responses_hit_rate():
     assert line == "vllm run 3 · KV 40% · cache 75%"
     assert engine_line({}, 38, hit).plain == "prefix cache 75%"
     assert "cache" not in engine_line({"vllm:running": 3.0}, 38).plain
+    assert "cache" not in engine_line({"vllm:running": 3.0}, 38, 0.0).plain  # none hit

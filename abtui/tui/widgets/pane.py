@@ -174,8 +174,10 @@ def engine_line(
     telemetry: dict[str, float], width: int = 200, cache_hit: float | None = None
 ) -> Text:
     """The server's own queue: running / waiting requests and KV-cache use, when scraped; and
-    ``cache_hit``, the prefix-cache hit rate the responses said, when they did."""
-    cache = [] if cache_hit is None else [("prefix cache", "cache", f"{cache_hit:.0%}")]
+    ``cache_hit``, the prefix-cache hit rate the responses said, once one said it hit (a
+    server that reports 0 cached tokens on every request, like the simulator behind unique
+    prompts, shows nothing more)."""
+    cache = [("prefix cache", "cache", f"{cache_hit:.0%}")] if cache_hit else []
     for eng in ("vllm", "sglang", "tgi", "llamacpp"):
         got = {k.split(":", 1)[1]: v for k, v in telemetry.items() if k.startswith(eng + ":")}
         parts = [
