@@ -337,12 +337,19 @@ def _cached_share(s: _Series) -> tuple[float | None, str | None]:
     computed = s.total("prompt_tokens", "llamacpp")
     if cached is not None and computed is not None and cached + computed > 0:
         return cached / (cached + computed), "llamacpp prompt_tokens_cached"
-    cached, prompt = s.total("prompt_cached_tokens", "vllm"), s.total("prompt_tokens", "vllm")
-    if cached is not None and prompt:
-        return cached / prompt, "vllm prompt_tokens_cached"
+    for eng in ("vllm", "sglang"):
+        cached, prompt = s.total("prompt_cached_tokens", eng), s.total("prompt_tokens", eng)
+        if cached is not None and prompt:
+            return (
+                cached / prompt,
+                f"{eng} {'cached_tokens' if eng == 'sglang' else 'prompt_tokens_cached'}",
+            )
     hits, queries = s.total("prefix_cache_hits", "vllm"), s.total("prefix_cache_queries", "vllm")
     if hits is not None and queries:
         return hits / queries, "vllm prefix_cache_hits/queries"
+    rate = s.gauge("cache_hit_rate", "sglang")
+    if rate is not None:
+        return rate[0], "sglang cache_hit_rate gauge, mean"
     return None, None
 
 
