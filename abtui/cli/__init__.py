@@ -268,6 +268,7 @@ def _add_run(sub) -> None:
 
 def _add_demo(sub) -> None:
     from abtui.demo import DemoOptions
+    from abtui.demo_prefix import SCENARIOS
 
     _d = DemoOptions()
     d = sub.add_parser(
@@ -278,8 +279,8 @@ def _add_demo(sub) -> None:
         "and no server of yours. Exit code 0 whatever the verdict (it is not a gate).",
         epilog=examples(
             "abtui demo",
-            "abtui demo --headless --requests 200 --time-scale 4   # quicker, printed",
             "abtui demo --ablation                  # a 2×2: int4 weights × speculative decoding",
+            "abtui demo --scenario prefix-caching --headless   # prefix caching off vs on",
         ),
     )
     g = d.add_argument_group("what is simulated")
@@ -301,6 +302,14 @@ def _add_demo(sub) -> None:
         help="a 2×2 factorial instead: int4 weights × speculative decoding on four "
         "simulated H100s, closed loop (docs/ablation.md); --rate and the presets "
         "are not used",
+    )
+    g.add_argument(
+        "--scenario",
+        choices=SCENARIOS,
+        default=SCENARIOS[0],
+        help="precision: the baseline preset against the candidate preset on a chat-like "
+        "workload; prefix-caching: the baseline preset with prefix caching off against on, "
+        "on chat requests behind a few shared system prompts (default %(default)s)",
     )
     g.add_argument(
         "--time-scale",

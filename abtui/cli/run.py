@@ -518,6 +518,28 @@ def cmd_demo(args) -> int:
             ),
         )
 
+    scenario = getattr(args, "scenario", "precision")
+    if scenario == "prefix-caching":
+        from abtui.demo_prefix import PrefixDemo, run_prefix_demo
+
+        if args.ablation:
+            raise UsageError("--ablation and --scenario prefix-caching are two demos", "pick one")
+        prefix = PrefixDemo(
+            preset=args.baseline_preset,
+            requests=args.requests,
+            rate=args.rate,
+            time_scale=args.time_scale,
+            max_num_seqs=DemoOptions().max_num_seqs,
+            seed=args.seed,
+            name=args.name,
+            sessions_dir=args.sessions_dir,
+        )
+        return run_prefix_demo(
+            prefix,
+            lambda spec, items: run_and_report(
+                spec, "", overwrite=False, items=items, gate=False, tui=use_tui(args)
+            ),
+        )
     opts = DemoOptions(
         baseline_preset=args.baseline_preset,
         candidate_preset=args.candidate_preset,

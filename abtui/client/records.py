@@ -63,6 +63,10 @@ class RequestRecord:
     # those of the reasoning-only chunks counted; None when neither says there were any.
     reasoning_tokens: int | None = None
     reasoning_chunk_tokens: int = 0  # tokens of the chunks that carried reasoning and no answer
+    # Prompt tokens the server served from its prefix cache: ``usage.prompt_tokens_details
+    # .cached_tokens`` (OpenAI, vLLM, SGLang, the simulator); None when the usage does not say.
+    # llama.cpp's equivalent is its ``timings.cache_n`` (``timings`` below).
+    cached_tokens: int | None = None
     status: str = OK  # OK / ERROR / CANCELLED
     http_status: int | None = None
     error_class: str | None = None

@@ -101,6 +101,13 @@ def _reasoning_tokens(usage: dict | None, counted: int) -> int | None:
     return counted or None
 
 
+def _cached_tokens(usage: dict | None) -> int | None:
+    """``usage.prompt_tokens_details.cached_tokens``: the prompt tokens served from the server's
+    prefix cache (None when absent or not a count)."""
+    details = usage.get("prompt_tokens_details") if usage else None
+    return _count(details.get("cached_tokens")) if isinstance(details, dict) else None
+
+
 _NO_TIMINGS = object()
 
 
@@ -267,6 +274,7 @@ class StreamState:
             rec.n_input = item.n_input
             rec.token_source = records.TOKENS_CHUNKS
         rec.reasoning_tokens = _reasoning_tokens(u, rec.reasoning_chunk_tokens)
+        rec.cached_tokens = _cached_tokens(u)
         if self.store_text:
             rec.text = "".join(self.texts)
         rec.cut_events, rec.cut_bytes = self.parser.cut_events, self.parser.cut_bytes

@@ -135,6 +135,9 @@ class ArmView:
     ttft_mean_s: float
     decode_mean_s: float
     lag_mean_s: float  # the client's wait before the service: schedule lag + connect phase
+    # prompt tokens served from the server's prefix cache / prompt tokens, over the responses
+    # that said (usage.prompt_tokens_details.cached_tokens); None while none did
+    cache_hit: float | None = None
 
 
 def service_times(r: RequestRecord) -> tuple[float, float, float] | None:
@@ -163,6 +166,8 @@ class LiveArm:
     _sum_lag: float = 0.0
     _n_ok: int = 0
     _t0_ns: int | None = None
+    _cached: int = 0  # prompt tokens the responses said came from the prefix cache
+    _cache_prompt: int = 0  # prompt tokens of those responses
 
     def add(self, r: RequestRecord) -> tuple[float, float, float] | None:
         """Count a finished record; returns its :func:`service_times` when it counted them."""
@@ -178,6 +183,9 @@ class LiveArm:
         self.ttft.add(ttft)
         self.tpot.add(tpot)
         self._n_ok += 1
+        if r.cached_tokens is not None and r.n_input:
+            self._cached += r.cached_tokens
+            self._cache_prompt += r.n_input
         self._sum_ttft += ttft
         self._sum_decode += e2e - ttft
         # wait + TTFT = TTFT (user): the connect phase is the client's wait, not the service's
@@ -223,6 +231,7 @@ class LiveArm:
             ttft_mean_s=self._sum_ttft / n,
             decode_mean_s=self._sum_decode / n,
             lag_mean_s=self._sum_lag / n,
+            cache_hit=self._cached / self._cache_prompt if self._cache_prompt else None,
         )
 
 

@@ -46,6 +46,53 @@ def diagnosis_doc(path) -> list[dict]:
     return out
 
 
+def prefix_cache_doc(diagnosis: list[dict]) -> dict:
+    """The report's ``prefix_cache`` key: per arm, the hit rate from its responses (overall and
+    per turn, with its source and the TTFT split by cached share) and from its server's
+    counters, out of the diagnosis data (:func:`diagnosis_doc`)."""
+    from abtui.telemetry.prefix_cache import CACHED_SHARE
+
+    arms = {}
+    for d in diagnosis:
+        pc = d.get("prefix_cache") or {}
+        turns = [
+            {
+                **t,
+                "hit_rate": t["cached_tokens"] / t["prompt_tokens"] if t["prompt_tokens"] else None,
+            }
+            for t in pc.get("turns") or []
+        ]
+        arms[d["name"]] = {
+            "responses": {
+                "source": pc.get("source"),
+                "requests": pc.get("requests", 0),
+                "measured": pc.get("measured", 0),
+                "prompt_tokens": pc.get("prompt_tokens", 0),
+                "cached_tokens": pc.get("cached_tokens", 0),
+                "hit_rate": pc.get("hit_rate"),
+                "turns": turns,
+                "ttft_p50_s": {
+                    "cached": pc.get("ttft_cached_p50_s"),
+                    "uncached": pc.get("ttft_uncached_p50_s"),
+                    "n_cached": pc.get("n_cached", 0),
+                    "n_uncached": pc.get("n_uncached", 0),
+                },
+            },
+            "server": {
+                "hit_rate": d.get("prompt_cached_share"),
+                "source": d.get("prompt_cached_source"),
+            },
+        }
+    return {
+        "cached_share_threshold": CACHED_SHARE,
+        "note": "hit rate = cached / prompt tokens of the measured responses that said "
+        "(usage.prompt_tokens_details.cached_tokens, else llama.cpp timings.cache_n); "
+        "server: the engine's counters in the measured windows; TTFT split at "
+        f"{CACHED_SHARE:.0%} of the prompt cached",
+        "arms": arms,
+    }
+
+
 def diagnosis_markdown(doc: dict, escape) -> list[str]:
     """The report's "Diagnosis" section from ``doc["diagnosis"]`` (``escape``: md escaping)."""
     diags = doc.get("diagnosis") or []

@@ -70,9 +70,10 @@ def report_data(sv: SessionVerdict) -> dict:
         sweep = doc["sweep"] = {**doc["sweep"]}
         sweep["capacity"] = capacity_detail(sweep)
         sweep["points"] = [{**p, "level_number": p["level"] + 1} for p in sweep["points"]]
-    from abtui.report.diagnosis import diagnosis_doc
+    from abtui.report.diagnosis import diagnosis_doc, prefix_cache_doc
 
     doc["diagnosis"] = diagnosis_doc(sv.path)
+    doc["prefix_cache"] = prefix_cache_doc(doc["diagnosis"])
     return doc
 
 

@@ -137,12 +137,21 @@ def _logprob_options(obj: dict) -> tuple[int | None, bool]:
     return k, echo
 
 
-def _usage(prompt_tokens: int, completion_tokens: int, reasoning: int | None = None) -> str:
+def _usage(
+    prompt_tokens: int,
+    completion_tokens: int,
+    reasoning: int | None = None,
+    cached: int | None = None,
+) -> str:
+    """The usage object; ``cached``: ``prompt_tokens_details.cached_tokens`` (vLLM's and
+    OpenAI's name), from an engine that models a prefix cache."""
     details = (
         ""
         if reasoning is None
         else f',"completion_tokens_details":{{"reasoning_tokens":{reasoning}}}'
     )
+    if cached is not None:
+        details += f',"prompt_tokens_details":{{"cached_tokens":{cached}}}'
     return (
         f'{{"prompt_tokens":{prompt_tokens},"completion_tokens":{completion_tokens},'
         f'"total_tokens":{prompt_tokens + completion_tokens}{details}}}'
@@ -209,18 +218,19 @@ class Formatter:
             return self._pre_r + text + (self._end if last else self._mid)
         return self._pre + text + (self._end if last else self._mid)
 
-    def tail(self, completion_tokens: int) -> str:
-        """Everything after the last token chunk: the usage chunk if asked, then [DONE]."""
+    def tail(self, completion_tokens: int, cached: int | None = None) -> str:
+        """Everything after the last token chunk: the usage chunk if asked, then [DONE]
+        (``cached``: the prompt tokens served from the prefix cache, None: not modelled)."""
         out = ""
         if self._req.include_usage:
             reasoning = self._thought if self._think else None
             out = self._head + '[],"usage":'
-            out += _usage(self._req.prompt_tokens, completion_tokens, reasoning)
+            out += _usage(self._req.prompt_tokens, completion_tokens, reasoning, cached)
             out += "}\n\n"
         return out + "data: [DONE]\n\n"
 
-    def full(self, text: str, completion_tokens: int) -> bytes:
-        """The non-streaming response body."""
+    def full(self, text: str, completion_tokens: int, cached: int | None = None) -> bytes:
+        """The non-streaming response body (``cached`` as in :meth:`tail`)."""
         if self._req.chat:
             obj = "chat.completion"
             choice = (
@@ -238,5 +248,5 @@ class Formatter:
         return (
             f'{{"id":"{self._id}","object":"{obj}","created":{self._created},'
             f'"model":{self._model},"choices":[{choice}],'
-            f'"usage":{_usage(self._req.prompt_tokens, completion_tokens)}}}'
+            f'"usage":{_usage(self._req.prompt_tokens, completion_tokens, None, cached)}}}'
         ).encode()

@@ -48,6 +48,7 @@ from abtui.hardware import roofline
 from abtui.sim.engine_options import KV_POLICIES, EngineOptions
 from abtui.sim.engine_stats import EngineStats, Histogram, RequestTiming
 from abtui.sim.gpu_model import SimulatedGpu
+from abtui.sim.prefix_cache import PrefixCache
 from abtui.sim.presets import Preset
 from abtui.sim.profiler import StepRecord, step_label
 
@@ -77,6 +78,9 @@ class _Seq:
         "rng",
         "cancelled",
         "timing",
+        "blocks",
+        "cached",
+        "acquired",
     )
 
     def __init__(self, sid: int, prompt: int, max_tokens: int, arrival: float) -> None:
@@ -91,6 +95,10 @@ class _Seq:
         self.rng: random.Random | None = None
         self.cancelled = False
         self.timing: RequestTiming | None = None
+        self.blocks: tuple[int, ...] | None = None  # chained hashes of its prompt's full blocks
+        self.cached = -1  # prompt tokens found in the prefix cache at its first admission (-1:
+        # not looked up: not admitted yet, or no block hashes given)
+        self.acquired = 0  # leading blocks of ``blocks`` it holds in the prefix cache
 
 
 class BatchEngine:
@@ -149,6 +157,8 @@ class BatchEngine:
         self._plan: tuple[list[tuple[_Seq, int]], float] | None = None
         self._spec_rng = random.Random(o.seed)
         self.profiler = None  # a StepProfiler while /start_profile is on: told of each step
+        # vLLM's automatic prefix caching over the prompts' blocks; None when switched off
+        self.prefix_cache = PrefixCache() if o.prefix_caching else None
 
     # -- live driver ---------------------------------------------------------------------------
 
@@ -173,10 +183,22 @@ class BatchEngine:
             )
         return None
 
-    def submit(self, prompt_tokens: int, max_tokens: int, sink: Sink, arrival: float) -> _Seq:
-        """Queue a request arriving at ``arrival`` (engine clock); ``sink`` gets its tokens."""
+    def submit(
+        self,
+        prompt_tokens: int,
+        max_tokens: int,
+        sink: Sink,
+        arrival: float,
+        blocks: tuple[int, ...] | None = None,
+    ) -> _Seq:
+        """Queue a request arriving at ``arrival`` (engine clock); ``sink`` gets its tokens;
+        ``blocks``: its prompt's block hashes (:func:`abtui.sim.prefix_cache.block_hashes`),
+        looked up in the prefix cache at admission (its ``cached`` tokens then say how many
+        were found)."""
         seq = self._new_seq(prompt_tokens, max_tokens, arrival)
         seq.sink = sink
+        if self.prefix_cache is not None:
+            seq.blocks = blocks
         self._waiting.append(seq)
         if not self._busy and self._timer is None and self._loop is not None:
             self._timer = self._loop.call_soon(self._kick)
@@ -201,8 +223,15 @@ class BatchEngine:
             self._sum_ctx -= seq.prompt + seq.generated
         elif seq.state == "prefill":
             self._prefilling.remove(seq)
+        self._free(seq)
+
+    def _free(self, seq: _Seq) -> None:
+        """Free ``seq``'s KV: its reservation, and its hold on cached prefix blocks."""
         self._kv_used -= seq.held
         seq.held = 0
+        if seq.acquired:
+            self.prefix_cache.release(seq.blocks[: seq.acquired])  # type: ignore[union-attr,index]
+            seq.acquired = 0
 
     def _kick(self) -> None:
         self._timer = None
@@ -295,9 +324,15 @@ class BatchEngine:
                 seq.t_admit = self.now
             self._prefilling.append(seq)
             running += 1
-            n = min(seq.target, budget)
+            if seq.blocks is not None:  # (given only while the prefix cache is on)
+                self._cached_prefix(seq)
+            n = min(seq.target - seq.done_prompt, budget)
             chunks.append((seq, n))
             budget -= n
+        if self.prefix_cache is not None:  # cached blocks nobody holds live in the free KV
+            self.prefix_cache.fit(
+                (self.kv_capacity - self._kv_used) // self.prefix_cache.block_size
+            )
         if tokens == 0 and not chunks:
             return None
         for seq, n in chunks:
@@ -323,6 +358,19 @@ class BatchEngine:
         d = t * self._scale
         self.gpu.plan(self.now, d, (nbytes, flops, t, kernels))  # times: simulated seconds
         return d
+
+    def _cached_prefix(self, seq: _Seq) -> None:
+        """An admitted request's prompt blocks found in the prefix cache: held, and their
+        prefill skipped (counted as a query and hits at its first admission only)."""
+        cache = self.prefix_cache
+        first = seq.cached < 0
+        n = cache.lookup(seq.blocks, seq.prompt, count=first)  # type: ignore[union-attr]
+        cache.acquire(seq.blocks[:n])  # type: ignore[union-attr]
+        seq.acquired = n
+        seq.done_prompt = n * cache.block_size  # type: ignore[union-attr]
+        if first:
+            seq.cached = seq.done_prompt
+            self._s.prompt_tokens_total += seq.cached  # every prompt token counts, as vLLM's
 
     def _profile_step(self, chunks, n_dec: int, k1: int, parts: tuple) -> None:
         """Tell the profiler of the step just planned, its time split as :meth:`_plan_step`
@@ -432,6 +480,9 @@ class BatchEngine:
         if seq.done_prompt < seq.target:
             return
         self._prefilling.remove(seq)
+        if seq.blocks and seq.acquired < len(seq.blocks):  # its computed blocks are cached now
+            self.prefix_cache.acquire(seq.blocks[seq.acquired :])  # type: ignore[union-attr]
+            seq.acquired = len(seq.blocks)
         if seq.t_first < 0:
             seq.t_first = now
         seq.generated += 1
@@ -445,8 +496,7 @@ class BatchEngine:
             sink(1, last)
         if last:
             seq.state = "done"
-            self._kv_used -= seq.held
-            seq.held = 0
+            self._free(seq)
             self._record(seq, now)
         else:
             seq.state = "decode"
@@ -505,6 +555,7 @@ class BatchEngine:
             "kv_capacity_tokens": self.kv_capacity,
             "max_model_len": p.model.max_context,
             "time_scale": self.options.time_scale,
+            "prefix_caching": self.prefix_cache is not None,
         }
 
     # -- stats ---------------------------------------------------------------------------------
@@ -516,8 +567,12 @@ class BatchEngine:
             now = self._loop.time() if self._loop is not None else self.now
         s = self._s
         busy = self._busy or (self._loop is None and bool(self._decoding or self._prefilling))
+        cache = self.prefix_cache
         return replace(
             s,
+            prefix_caching=cache is not None,
+            prefix_cache_queries_total=cache.queries if cache is not None else 0,
+            prefix_cache_hits_total=cache.hits if cache is not None else 0,
             running=len(self._decoding) + len(self._prefilling),
             waiting=len(self._waiting),
             kv_usage=self._kv_used / self.kv_capacity,

@@ -24,6 +24,7 @@ class EngineOptions:
     draft_fraction: float = 0.05  # draft model cost relative to the target's kernel time
     draft_pass_s: float = 50e-6  # fixed cost of one draft pass
     kv_policy: str = "reserve"  # "reserve": prompt + max_tokens at admission; "grow": vLLM's
+    prefix_caching: bool = True  # reuse cached prompt blocks (abtui.sim.prefix_cache), as vLLM
 
     def validate(self) -> None:
         def bad(flag: str, value: object, what: str) -> UsageError:

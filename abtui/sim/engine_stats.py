@@ -144,6 +144,9 @@ class EngineStats:
     spec_drafts_total: int = 0  # speculative verify passes (one per decoding request per step)
     spec_draft_tokens_total: int = 0  # draft tokens proposed
     spec_accepted_tokens_total: int = 0  # draft tokens accepted
+    prefix_caching: bool = False  # the engine models a prefix cache (abtui.sim.prefix_cache)
+    prefix_cache_queries_total: int = 0  # prompt tokens looked up in it
+    prefix_cache_hits_total: int = 0  # prompt tokens found there
     # completed requests' phase times, seconds of the endpoint's clock
     queue_s: Histogram = _hist(REQUEST_LATENCY_BUCKETS)  # arrival -> admitted to the batch
     prefill_s: Histogram = _hist(REQUEST_LATENCY_BUCKETS)  # admitted -> first token

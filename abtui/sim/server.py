@@ -31,6 +31,7 @@ from abtui.sim.api import BadRequest, Formatter, error_body, models_body, parse_
 from abtui.sim.engine import Engine, FixedDelayEngine, SimConfig, SimRequest
 from abtui.sim.faults import make_faults
 from abtui.sim.logprobs import LogprobFace
+from abtui.sim.prefix_cache import block_hashes
 from abtui.sim.profiler import StepProfiler
 from abtui.sim.prom import CONTENT_TYPE as PROM_CONTENT_TYPE
 from abtui.sim.prom import metrics_text
@@ -443,8 +444,10 @@ class _Connection(asyncio.Protocol):
             self.t.write(head + _frame(prelude) if prelude else head)  # type: ignore[union-attr]
         if hasattr(sim.engine, "submit"):  # a push engine: tokens come at its step ends
             self.pending, self.pending_last = [], False
+            cache = getattr(sim.engine, "prefix_cache", None)
+            blocks = None if cache is None else block_hashes(req.prompt.split(), cache.block_size)
             self.handle = sim.engine.submit(
-                req.prompt_tokens, req.max_tokens, self._push, sim.when(req.arrival_ns)
+                req.prompt_tokens, req.max_tokens, self._push, sim.when(req.arrival_ns), blocks
             )
             return
         self.it = sim.engine.schedule(req)
@@ -562,14 +565,23 @@ class _Connection(asyncio.Protocol):
                 return None
             data = _frame(sse.encode())
             if last:
-                data += _frame(fmt.tail(req.usage_claim or self.tokens).encode()) + b"0\r\n\r\n"
+                tail = fmt.tail(req.usage_claim or self.tokens, self._cached())
+                data += _frame(tail.encode()) + b"0\r\n\r\n"
             sent = _perf_ns()
             t.write(data)
         else:
             sent = _perf_ns()
             if last:
-                self._send(200, fmt.full("".join(self.texts), self.tokens))
+                self._send(200, fmt.full("".join(self.texts), self.tokens, self._cached()))
         return sent
+
+    def _cached(self) -> int | None:
+        """The prompt tokens the batching engine found in its prefix cache (0 with the cache
+        off: it computed them all); None from an engine that models no KV cache."""
+        handle = self.handle
+        if handle is None or not hasattr(handle, "cached"):
+            return None
+        return max(0, handle.cached)
 
     def _log_sent(self, req: SimRequest, counts: list[int], sent: int, last: bool) -> None:
         """The chunk log's lines of one write: a line per event, or one for a whole response."""

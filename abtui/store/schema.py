@@ -22,6 +22,9 @@ Conventions:
   the same way: a file without them reads ``first_output_ns`` as ``first_token_ns`` (those
   sessions took a reasoning stream's first thinking token for its first token) and
   ``reasoning_tokens`` as NULL; the version stays 1.
+- ``requests.cached_tokens`` (the prompt tokens the server said it served from its prefix cache,
+  ``usage.prompt_tokens_details.cached_tokens``; NULL when it did not say) came after, appended
+  the same way: a file without it reads it as NULL; the version stays 1.
 - Bump ``SCHEMA_VERSION`` on any incompatible change; readers refuse newer versions.
 """
 
@@ -74,6 +77,7 @@ REQUEST_COLUMNS = (
     "connect_ns",
     "first_output_ns",
     "reasoning_tokens",
+    "cached_tokens",
 )
 
 # Columns of ``server_timings``: the request, llama.cpp's fields (abtui.client.records
@@ -156,7 +160,8 @@ DDL = (
         text VARCHAR,
         connect_ns BIGINT,
         first_output_ns BIGINT,
-        reasoning_tokens BIGINT
+        reasoning_tokens BIGINT,
+        cached_tokens BIGINT
     )""",
     """CREATE TABLE IF NOT EXISTS chunks (
         req BIGINT,

@@ -12,7 +12,9 @@ there is no roofline (nothing is guessed). Formulas: :mod:`abtui.hardware.roofli
   The step time is TPOT, or with speculative decoding (vLLM's counters) TPOT × tokens per step
   (1 + accepted / drafts), the step then running k + 1 query tokens per sequence.
 - **prefill**: one prompt of the mean length P in the server's mean prefill time (else the
-  client's TTFT, which adds queueing and the network: MBU/MFU then lower bounds).
+  client's TTFT, which adds queueing and the network: MBU/MFU then lower bounds); with a prefix
+  cache, the share h of prompt tokens it served (the responses' figure, else the server's
+  counters) is read from the KV cache, not computed: P·(1 − h) tokens after P·h cached.
 
 The bound (memory or compute) is the roofline's at that point (peak figures, no overheads), and
 the floor is the roofline's time there: the TPOT floor for decode, the TTFT floor for prefill.
@@ -39,6 +41,7 @@ class PhaseBound:
     batch: float
     context: float
     basis: str  # where the measured time came from
+    cached: float = 0.0  # prefill: mean prompt tokens served from the prefix cache
 
     def label(self) -> str:
         key = self.mbu if self.bound == "memory" else self.mfu
@@ -48,6 +51,7 @@ class PhaseBound:
             f"batch {self.batch:.1f}, context {self.context:.0f}"
             if self.phase == "decode"
             else f"prompt {self.context:.0f}"
+            + (f", {self.cached:.0f} of it cached" if self.cached >= 0.5 else "")
         )
         return (
             f"{self.phase}: {self.bound}-bound, {name} {key:.0%} ({other}; "
@@ -110,24 +114,22 @@ def arm_bounds(arm: dict, d) -> list[PhaseBound]:
     if not t_pre and d.client is not None:
         t_pre, basis = d.client.mean_s.get("prefill"), "client TTFT"
     if t_pre and t_pre > 0:
-        n = max(1, round(p))
-        out.append(
-            _bound(
-                "prefill",
-                gpu,
-                model,
-                wdt,
-                kvdt,
-                tp,
-                mm,
-                roofline.prefill_shape(n),
-                t_pre,
-                1.0,
-                p,
-                basis,
-            )
-        )
+        hit = _cached_share(d)
+        n, cached = max(1, round(p * (1 - hit))), round(p * hit)
+        shape = roofline.prefill_shape(n, cached)
+        bound = _bound("prefill", gpu, model, wdt, kvdt, tp, mm, shape, t_pre, 1.0, p, basis)
+        bound.cached = float(cached)
+        out.append(bound)
     return out
+
+
+def _cached_share(d) -> float:
+    """The share of prompt tokens the arm's prefix cache served (0 when nothing says)."""
+    pc = getattr(d, "prefix_cache", None)
+    if pc is not None and pc.hit_rate is not None:
+        return min(1.0, max(0.0, pc.hit_rate))
+    share = getattr(d, "prompt_cached_share", None)
+    return min(1.0, max(0.0, share)) if share is not None else 0.0
 
 
 def _bound(phase, gpu, model, wdt, kvdt, tp, mm, shape, measured, b, c, basis) -> PhaseBound:

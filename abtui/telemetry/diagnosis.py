@@ -32,7 +32,9 @@ abtui recorded it.
 
 Also: KV-cache usage, running / waiting requests (mean, max), preemptions and spec-decode
 acceptance (accepted / drafted tokens) in the window; llama.cpp's mean batch (busy slots per
-decode call) and share of prompt tokens served from its cache; the GPU (local NVML or a DCGM exporter):
+decode call); the prefix cache's hit rate from the responses (per turn, with TTFT split by the
+cached share) and from the server's counters, and reasoning vs answer TPOT
+(:mod:`~abtui.telemetry.prefix_cache`); the GPU (local NVML or a DCGM exporter):
 power, energy and J per output token, memory, DRAM bandwidth and SM activity, busy time, clocks,
 temperature, throttling. Anything not measured is ``None`` (shown as n/a), never 0.
 """
@@ -47,6 +49,14 @@ import numpy as np
 from abtui.metrics.windows import MeasuredWindows
 from abtui.store.reader import SessionReader
 from abtui.telemetry.engines import ENGINES
+from abtui.telemetry.prefix_cache import (
+    ArmCache,
+    ArmReasoning,
+    cache_line,
+    prefix_cache_figures,
+    reasoning_figures,
+    reasoning_line,
+)
 from abtui.telemetry.server_timings import TimingCheck, timing_checks, timing_lines
 
 
@@ -108,6 +118,10 @@ class ArmDiagnosis:
     batch_mean: float | None = None  # llama.cpp: busy slots per decode call in the window
     slots_total: int | None = None  # llama.cpp: its --parallel, from /props
     prompt_cached_share: float | None = None  # prompt tokens reused from the engine's cache
+    prompt_cached_source: str | None = None  # the counters it came from
+    # the prefix cache as the responses said (abtui.telemetry.prefix_cache), per turn
+    prefix_cache: ArmCache | None = None
+    reasoning: ArmReasoning | None = None  # reasoning and answer TPOT, where there was reasoning
     # the connect phase: None for a session written before it was recorded
     connect: dict | None = None  # measured, connected (opened one), mean_s, max_s, share
     preconnected: dict | None = None  # meta.connections of this arm (abtui.runner.pool)
@@ -241,6 +255,8 @@ def diagnose(path) -> list[ArmDiagnosis]:
         }
         connects = _connects(rd)
         checks = timing_checks(rd)
+        caches = prefix_cache_figures(rd, [a["arm"] for a in arms])
+        reasoning = reasoning_figures(rd, [a["arm"] for a in arms])
         tokens = dict(
             rd.query(
                 "SELECT arm, coalesce(sum(n_output), 0) FROM requests WHERE NOT warmup GROUP BY arm"
@@ -301,7 +317,8 @@ def diagnose(path) -> list[ArmDiagnosis]:
         d.batch_mean = busy / decodes if busy is not None and decodes else None
         slots = s.gauge("slots_total")
         d.slots_total = int(slots[1]) if slots else None
-        d.prompt_cached_share = _cached_share(s)
+        d.prompt_cached_share, d.prompt_cached_source = _cached_share(s)
+        d.prefix_cache, d.reasoning = caches.get(i), reasoning.get(i)
         d.gpu = _gpu(s, d.output_tokens)
         if i < len(spec_arms):
             from abtui.telemetry.bottleneck import arm_bounds
@@ -311,19 +328,29 @@ def diagnose(path) -> list[ArmDiagnosis]:
     return out
 
 
-def _cached_share(s: _Series) -> float | None:
-    """The share of prompt tokens served from the engine's prefix cache: llama.cpp counts the
-    computed tokens apart from the cached ones, vLLM counts every prompt token (and, before
-    ``prompt_tokens_cached``, only its cache's queries and hits)."""
+def _cached_share(s: _Series) -> tuple[float | None, str | None]:
+    """The share of prompt tokens served from the engine's prefix cache, and the counters it
+    came from: llama.cpp counts the computed tokens apart from the cached ones, vLLM counts
+    every prompt token (and, before ``prompt_tokens_cached``, only its cache's queries and
+    hits)."""
     cached = s.total("prompt_cached_tokens", "llamacpp")
     computed = s.total("prompt_tokens", "llamacpp")
     if cached is not None and computed is not None and cached + computed > 0:
-        return cached / (cached + computed)
-    cached, prompt = s.total("prompt_cached_tokens", "vllm"), s.total("prompt_tokens", "vllm")
-    if cached is not None and prompt:
-        return cached / prompt
+        return cached / (cached + computed), "llamacpp prompt_tokens_cached"
+    for eng in ("vllm", "sglang"):
+        cached, prompt = s.total("prompt_cached_tokens", eng), s.total("prompt_tokens", eng)
+        if cached is not None and prompt:
+            return (
+                cached / prompt,
+                f"{eng} {'cached_tokens' if eng == 'sglang' else 'prompt_tokens_cached'}",
+            )
     hits, queries = s.total("prefix_cache_hits", "vllm"), s.total("prefix_cache_queries", "vllm")
-    return hits / queries if hits is not None and queries else None
+    if hits is not None and queries:
+        return hits / queries, "vllm prefix_cache_hits/queries"
+    rate = s.gauge("cache_hit_rate", "sglang")
+    if rate is not None:
+        return rate[0], "sglang cache_hit_rate gauge, mean"
+    return None, None
 
 
 def _connects(rd) -> dict[int, dict]:
@@ -418,6 +445,10 @@ def diagnosis_lines(diags: list[ArmDiagnosis]) -> list[str]:
         if conn:
             lines.append(conn)
         lines += timing_lines(d.timings, d.spec_acceptance)
+        cache = cache_line(
+            d.prefix_cache or ArmCache(), d.prompt_cached_share, d.prompt_cached_source
+        )
+        lines += [x for x in (cache, reasoning_line(d.reasoning)) if x]
         if d.server is None and d.scrapes_ok == 0:
             why = f"{d.scrapes_failed} scrapes failed" if d.scrapes_failed else "not scraped"
             lines.append(f"    server metrics: none ({why})")
@@ -433,8 +464,6 @@ def diagnosis_lines(diags: list[ArmDiagnosis]) -> list[str]:
         if d.batch_mean is not None:
             of = f" of {d.slots_total}" if d.slots_total else ""
             srv.append(f"batch {d.batch_mean:.2f}{of} busy slots/decode")
-        if d.prompt_cached_share is not None:
-            srv.append(f"prompt cache {d.prompt_cached_share:.0%}")
         if d.spec_acceptance is not None and d.timings is None:  # else in the timings line
             srv.append(f"spec acceptance {d.spec_acceptance:.0%}")
         if d.spec_tokens_per_step is not None:

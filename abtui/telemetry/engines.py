@@ -21,9 +21,11 @@ ttft_s, tpot_s, e2e_s
 prefill_batch_s,       TGI: forward-pass time of prefill / decode *batches* (histograms; a batch
 decode_batch_s         serves many requests, so these are server busy time, not request time)
 prompt_cached_tokens   prompt tokens reused from the cache, not computed (counter; llama.cpp's
-                       ``prompt_tokens`` counts only the computed ones, vLLM's every one)
+                       ``prompt_tokens`` counts only the computed ones, vLLM's every one;
+                       SGLang's ``cached_tokens_total``)
 prefix_cache_queries,  vLLM: prompt tokens looked up in its prefix cache, and those found
 prefix_cache_hits      (counters)
+cache_hit_rate         SGLang: its radix cache's hit rate (gauge, 0..1)
 prefill_busy_s         llama.cpp: seconds its prompt batches took (counter: server busy time)
 decode_request_s       llama.cpp: per-request generation seconds (first to last token), summed
                        over the requests that finished (counter)
@@ -129,6 +131,9 @@ RULES: tuple[Rule, ...] = (
     _r("kv_usage", "sglang", "sglang:token_usage", reduce="mean"),
     _r("spec_accept_length", "sglang", "sglang:spec_accept_length", reduce="mean"),
     _r("prompt_tokens", "sglang", "sglang:prompt_tokens_total", _C),
+    # prompt tokens served from its radix cache (summed over cache_source device/host/storage)
+    _r("prompt_cached_tokens", "sglang", "sglang:cached_tokens_total", _C),
+    _r("cache_hit_rate", "sglang", "sglang:cache_hit_rate", reduce="mean"),
     _r("generation_tokens", "sglang", "sglang:generation_tokens_total", _C),
     _r("requests_finished", "sglang", "sglang:num_requests_total", _C),
     _r("queue_s", "sglang", "sglang:queue_time_seconds", _H),

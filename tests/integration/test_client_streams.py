@@ -711,6 +711,30 @@ def test_odd_reasoning_details_fall_back_to_the_count(details):
     assert rec.reasoning_tokens == 2 and rec.first_output_ns == rec.chunk_ns[2]
 
 
+@pytest.mark.parametrize(
+    ("details", "want"),
+    [
+        ({"cached_tokens": 7}, 7),
+        ([7], None),
+        ({"cached_tokens": "7"}, None),
+        ({"cached_tokens": -1}, None),
+    ],
+)
+def test_cached_tokens_from_the_usage(details, want):
+    """``usage.prompt_tokens_details.cached_tokens`` is stored when it is a count, else None."""
+    usage = {"prompt_tokens": 9, "completion_tokens": 1, "prompt_tokens_details": details}
+    script = [
+        SSE_HEAD,
+        sse(chat("a", finish="stop")),
+        sse({"choices": [], "usage": usage}),
+        DONE,
+        END,
+    ]
+    rec, _ = serve_one(script)
+    assert rec.status == records.OK and rec.n_input == 9
+    assert rec.cached_tokens == want
+
+
 LLAMACPP_TIMINGS = {  # llama-server's server_slot_stats::to_json(), with a draft model
     "cache_n": 0,
     "prompt_n": 5,

@@ -157,3 +157,19 @@ def test_verdict_shows_ttfo_and_takes_it_as_primary(tmp_path):
     v = evaluate(plain, arms, {"policy": {"resamples": 200, "primary": "ttfo.p50"}})
     prim = v.pairs[0].comparison.get("ttfo.p50")
     assert prim is not None and prim.a == v.pairs[0].comparison.get("ttft.p50").a
+
+
+def test_diagnosis_splits_reasoning_and_answer_tpot(tmp_path):
+    from abtui.telemetry.diagnosis import diagnose, diagnosis_lines
+
+    recs = asyncio.run(_send(3, "fast", n=8))
+    diags = diagnose(_session(tmp_path, recs))
+    r = diags[0].reasoning
+    assert r.requests == 4 and (r.reasoning_tokens_mean, r.answer_tokens_mean) == (3, 5)
+    # 6 ms between tokens: the three reasoning tokens span three gaps to the first answer
+    # chunk, the answer four gaps over its five tokens (a late read can only shorten a gap)
+    assert 0 < r.tpot_reasoning_p50_s <= 0.012 and 0 < r.tpot_answer_p50_s <= 0.012
+    assert r.thinking_p50_s == pytest.approx(3 * r.tpot_reasoning_p50_s)
+    text = "\n".join(diagnosis_lines(diags))
+    assert "reasoning: 4 responses, 3 reasoning + 5 answer tokens (means); TPOT P50" in text
+    assert diags[0].prefix_cache.source is None  # the fixed-delay sim says nothing cached

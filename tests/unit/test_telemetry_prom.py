@@ -164,6 +164,7 @@ def test_sglang_names():
     assert ex.gauges["waiting"] == ("sglang", 2826.0)
     assert ex.gauges["kv_usage"] == ("sglang", 0.28)
     assert ex.gauges["spec_accept_length"] == ("sglang", 2.6)
+    assert ex.gauges["cache_hit_rate"] == ("sglang", 0.007507552643049313)
     assert ex.cumulative["generation_tokens"] == ("sglang", 7.557572e06)
     assert ex.cumulative["tpot_s.count"][1] == 7557572.0
 

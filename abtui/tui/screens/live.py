@@ -409,7 +409,7 @@ class LiveScreen(Screen):
         pane.query_one(".gpu", Chart).show(lambda w: gpu_line(p.telemetry, w, util))
         if plan.history:
             pane.query_one(".gauges", Chart).show(lambda w: gauge_rows(p.telemetry, hist, w))
-        pane.query_one(".engine", Chart).show(lambda w: engine_line(p.telemetry, w))
+        pane.query_one(".engine", Chart).show(lambda w: engine_line(p.telemetry, w, v.cache_hit))
         bar = plan.phase_bar
         pane.query_one(".phase", Chart).show(
             lambda w: phase_bar(v.ttft_mean_s, v.decode_mean_s, v.lag_mean_s, w, bar)

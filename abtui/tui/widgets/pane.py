@@ -170,8 +170,14 @@ def _gpu_line(telemetry: dict[str, float], width: int, spark: tuple[str, str] = 
     return fit([Text("no GPU telemetry", "dim")], width)
 
 
-def engine_line(telemetry: dict[str, float], width: int = 200) -> Text:
-    """The server's own queue: running / waiting requests and KV-cache use, when scraped."""
+def engine_line(
+    telemetry: dict[str, float], width: int = 200, cache_hit: float | None = None
+) -> Text:
+    """The server's own queue: running / waiting requests and KV-cache use, when scraped; and
+    ``cache_hit``, the prefix-cache hit rate the responses said, once one said it hit (a
+    server that reports 0 cached tokens on every request, like the simulator behind unique
+    prompts, shows nothing more)."""
+    cache = [("prefix cache", "cache", f"{cache_hit:.0%}")] if cache_hit else []
     for eng in ("vllm", "sglang", "tgi", "llamacpp"):
         got = {k.split(":", 1)[1]: v for k, v in telemetry.items() if k.startswith(eng + ":")}
         parts = [
@@ -182,8 +188,8 @@ def engine_line(telemetry: dict[str, float], width: int = 200) -> Text:
                 ("kv_usage", "KV", "KV", lambda v: f"{v:.0%}"),
             )
             if k in got and math.isfinite(got[k])
-        ]
-        if parts:
+        ] + cache
+        if len(parts) > len(cache):
             return fit(
                 [
                     Text.assemble(
@@ -195,6 +201,8 @@ def engine_line(telemetry: dict[str, float], width: int = 200) -> Text:
                 ],
                 width,
             )
+    if cache:
+        return fit([Text(f"prefix cache {cache[0][2]}"), Text(f"cache {cache[0][2]}")], width)
     return fit(
         [Text("server queue: not scraped", "dim"), Text("server: not scraped", "dim")], width
     )
