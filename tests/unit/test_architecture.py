@@ -143,3 +143,12 @@ def test_code_is_formatted():
 def test_every_function_reads_on_one_screen():
     out = _ruff("check", "--select", "C901", "--output-format", "concise", "abtui")
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+
+
+def test_test_modules_have_distinct_names():
+    """The test folders have no ``__init__.py``, so pytest imports each module by its file name:
+    two folders with the same name stop the whole collection ("import file mismatch")."""
+    seen: dict[str, list[str]] = defaultdict(list)
+    for p in (ROOT.parent / "tests").rglob("test_*.py"):
+        seen[p.name].append(str(p.parent.name))
+    assert {n: d for n, d in seen.items() if len(d) > 1} == {}
