@@ -51,7 +51,16 @@ def times(col, path: str | os.PathLike | None, what: str) -> np.ndarray:
 MAX_JSON_DEPTH = 64  # a stored JSON value nests a few levels; far deeper is damage (or a bomb)
 # columns a file of an older abtui may lack (each reader defaults them), and a table
 _OPTIONAL = {
-    ("requests", c) for c in ("level", "block", "connect_ns", "first_output_ns", "reasoning_tokens")
+    ("requests", c)
+    for c in (
+        "level",
+        "block",
+        "connect_ns",
+        "first_output_ns",
+        "reasoning_tokens",
+        "conversation_id",
+        "turn",
+    )
 }
 _OPTIONAL_TABLES = {"server_timings"}
 # JSON types of the meta values the code reads (a key may be absent)

@@ -22,6 +22,9 @@ Conventions:
   the same way: a file without them reads ``first_output_ns`` as ``first_token_ns`` (those
   sessions took a reasoning stream's first thinking token for its first token) and
   ``reasoning_tokens`` as NULL; the version stays 1.
+- ``requests.conversation_id`` and ``requests.turn`` (the conversation a request is a turn of
+  and the turn's index, NULL for a request on its own) came after, appended the same way: a
+  file without them reads both as NULL; the version stays 1.
 - Bump ``SCHEMA_VERSION`` on any incompatible change; readers refuse newer versions.
 """
 
@@ -74,6 +77,8 @@ REQUEST_COLUMNS = (
     "connect_ns",
     "first_output_ns",
     "reasoning_tokens",
+    "conversation_id",
+    "turn",
 )
 
 # Columns of ``server_timings``: the request, llama.cpp's fields (abtui.client.records
@@ -156,7 +161,9 @@ DDL = (
         text VARCHAR,
         connect_ns BIGINT,
         first_output_ns BIGINT,
-        reasoning_tokens BIGINT
+        reasoning_tokens BIGINT,
+        conversation_id VARCHAR,
+        turn INTEGER
     )""",
     """CREATE TABLE IF NOT EXISTS chunks (
         req BIGINT,
