@@ -279,18 +279,36 @@ def test_recorded_history_custom_header_and_a_failed_turn(tmp_path):
     assert all(r[8] == "ok" for k, r in rows.items() if k[1] != "c1" or k[0] == 0)
 
 
+def _check_turn_times(rows: dict) -> None:
+    for arm in (0, 1):
+        for c in range(N_CONV):
+            for k in range(1, N_TURNS):
+                prev, cur = rows[arm, f"c{c}", k - 1], rows[arm, f"c{c}", k]
+                assert cur[4] == prev[6] + int(THINK[k] * 1e9)
+
+
 def test_closed_loop_keeps_n_conversations_under_way(tmp_path):
     with RecordingServer("a", delay_s=0.01) as a, RecordingServer("b", delay_s=0.01) as b:
         rc = _run_recorded(tmp_path, a, b, "closed", "--concurrency", "1")
     assert rc in (0, 3, 4)
     rows = {(r[0], r[1], r[2]): r for r in _rows(tmp_path / "closed.duckdb")}
     assert len(rows) == 2 * N_CONV * N_TURNS and {r[8] for r in rows.values()} == {"ok"}
+    _check_turn_times(rows)
     for arm in (0, 1):
         for c in range(1, N_CONV):  # one at a time: the next starts when the last turn ended
             assert rows[arm, f"c{c}", 0][4] >= rows[arm, f"c{c - 1}", N_TURNS - 1][6]
-            for k in range(1, N_TURNS):
-                prev, cur = rows[arm, f"c{c}", k - 1], rows[arm, f"c{c}", k]
-                assert cur[4] == prev[6] + int(THINK[k] * 1e9)
+
+
+def test_two_generators_per_arm_each_play_whole_conversations(tmp_path):
+    with RecordingServer("a") as a, RecordingServer("b") as b:
+        rc = _run_recorded(tmp_path, a, b, "gen2", "--generators", "2")
+    assert rc in (0, 3, 4)
+    rows = {(r[0], r[1], r[2]): r for r in _rows(tmp_path / "gen2.duckdb")}
+    assert len(rows) == 2 * N_CONV * N_TURNS and {r[8] for r in rows.values()} == {"ok"}
+    _check_turn_times(rows)
+    for server in (a, b):
+        for reqs in server.turns().values():
+            assert len(reqs) == N_TURNS and len({r["port"] for r in reqs}) == 1
 
 
 def test_no_session_header(tmp_path):

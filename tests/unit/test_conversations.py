@@ -421,3 +421,12 @@ def test_a_run_plays_the_first_requests_turns_at_each_conversations_arrival(tmp_
     assert [(it.id, it.arrival_s) for it in build_items(validate(spec_from_dict(data)), 4.0)] == [
         ("a.0", 0.0)
     ]
+
+
+def test_generators_share_whole_conversations():
+    from abtui.workload.segments import Segment, shard
+
+    items = turn_items(_two_turns() + _two_turns()[:1])  # a, b, a again: 2 + 1 + 2 turns
+    seg = Segment(items, "open", None)
+    shares = [[it.index for it in shard([seg], g, 2)[0].items] for g in (0, 1)]
+    assert shares == [[0, 1, 3, 4], [2]]
