@@ -311,6 +311,45 @@ def test_two_generators_per_arm_each_play_whole_conversations(tmp_path):
             assert len(reqs) == N_TURNS and len({r["port"] for r in reqs}) == 1
 
 
+def test_a_sharegpt_dump_replays_whole_conversations(tmp_path):
+    """From a ShareGPT dump through the importer to the endpoint: every human turn an answer
+    follows is sent, in order, carrying the dump's earlier answers."""
+    dump = [
+        {
+            "id": f"s{c}",
+            "conversations": [
+                x
+                for k in range(3)
+                for x in (
+                    {"from": "human", "value": f"question {c}.{k}"},
+                    {"from": "gpt", "value": f"answer {c}.{k}"},
+                )
+            ],
+        }
+        for c in range(2)
+    ]
+    src, conv = tmp_path / "sg.json", tmp_path / "sg_conv.jsonl"
+    src.write_text(json.dumps(dump))
+    argv = ["workload", "conversations", "sharegpt", str(src), "-o", str(conv)]
+    assert main([*argv, "--think", "0.02:0.5", "--rate", "20"]) == 0
+    with RecordingServer("a") as a, RecordingServer("b") as b:
+        rc = main(
+            ["run", _spec(tmp_path, a, b), "--conversations", str(conv), "--api", "chat"]
+            + ["--name", "sg", "--sessions-dir", str(tmp_path), "--headless", "--warmup", "0"]
+        )
+    assert rc in (0, 3, 4)
+    for server in (a, b):
+        turns = server.turns()
+        assert sorted(turns) == ["s0", "s1"]
+        for cid, reqs in turns.items():
+            c = cid[1:]
+            assert [[m["content"] for m in r["body"]["messages"]] for r in reqs] == [
+                [x for j in range(k) for x in (f"question {c}.{j}", f"answer {c}.{j}")]
+                + [f"question {c}.{k}"]
+                for k in range(3)
+            ]
+
+
 def test_no_session_header(tmp_path):
     with RecordingServer("a") as a, RecordingServer("b") as b:
         rc = _run_recorded(tmp_path, a, b, "nohdr", "--session-header", "", "--requests", "3")
