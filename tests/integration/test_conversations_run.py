@@ -104,9 +104,14 @@ class RecordingServer:
     (session header value, user messages) is in ``fail``."""
 
     def __init__(
-        self, name: str, fail: set[tuple[str, int]] | None = None, delay_s: float = 0.04
+        self,
+        name: str,
+        fail: set[tuple[str, int]] | None = None,
+        delay_s: float = 0.04,
+        header: str = "x-session-id",
     ) -> None:
         self.name = name
+        self.header = header  # the session header, lower case
         self.delay_s = delay_s  # before each answer: the conversations' turns overlap
         self.fail = fail or set()
         self.seen: list[dict] = []
@@ -145,7 +150,7 @@ class RecordingServer:
                     n_user = sum(m["role"] == "user" for m in body["messages"])
                     self.seen.append({"port": port, "headers": hdrs, "body": body})
                     await asyncio.sleep(self.delay_s)
-                    if (hdrs.get("x-session-id"), n_user) in self.fail:
+                    if (hdrs.get(self.header), n_user) in self.fail:
                         writer.write(_response(500, "application/json", '{"error":"down"}'))
                     else:
                         text = f"answer from {self.name} {len(self.seen)}"
@@ -174,7 +179,7 @@ class RecordingServer:
         """The measured chat requests by conversation, in the order they came."""
         out: dict[str, list[dict]] = {}
         for s in self.seen:
-            sid = s["headers"].get("x-session-id")
+            sid = s["headers"].get(self.header)
             if sid is not None:
                 out.setdefault(sid, []).append(s)
         return out
@@ -259,10 +264,29 @@ def test_session_header_one_connection_and_own_history(tmp_path):
             assert said == [texts[arm, cid, k] for k in range(N_TURNS - 1)]
 
 
+def test_own_history_without_stored_text(tmp_path):
+    """--no-store-text keeps the answers out of the file, not out of the next turn."""
+    with RecordingServer("a", delay_s=0) as a, RecordingServer("b", delay_s=0) as b:
+        rc = _run_recorded(tmp_path, a, b, "notext", "--history", "own", "--no-store-text")
+    assert rc in (0, 3, 4)
+    for server in (a, b):
+        for reqs in server.turns().values():
+            said = [m["content"] for m in reqs[-1]["body"]["messages"] if m["role"] == "assistant"]
+            assert len(said) == N_TURNS - 1
+            assert all(x.startswith(f"answer from {server.name} ") for x in said)
+    with duckdb.connect(str(tmp_path / "notext.duckdb"), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM requests WHERE text IS NOT NULL").fetchone() == (
+            0,
+        )
+
+
 def test_recorded_history_custom_header_and_a_failed_turn(tmp_path):
     # on arm b, conversation c1's turn 1 fails: its turn 2 is skipped there, sent on arm a
-    with RecordingServer("a") as a, RecordingServer("b", fail={("c1", 2)}) as b:
-        rc = _run_recorded(tmp_path, a, b, "rec", "--session-header", "X-Session-ID")
+    with (
+        RecordingServer("a", header="x-conv") as a,
+        RecordingServer("b", fail={("c1", 2)}, header="x-conv") as b,
+    ):
+        rc = _run_recorded(tmp_path, a, b, "rec", "--session-header", "X-Conv")
     assert rc in (0, 3, 4)
     for server in (a, b):
         for cid, reqs in server.turns().items():
@@ -270,6 +294,7 @@ def test_recorded_history_custom_header_and_a_failed_turn(tmp_path):
             for k, r in enumerate(reqs):
                 said = [m["content"] for m in r["body"]["messages"] if m["role"] == "assistant"]
                 assert said == [f"rec{c}.{j}" for j in range(k)]  # the file's answers
+    assert not any("x-session-id" in r["headers"] for r in a.seen + b.seen)
     assert len(a.turns()["c1"]) == N_TURNS
     assert len(b.turns()["c1"]) == 2  # turn 2 never reached b
     rows = {(r[0], r[1], r[2]): r for r in _rows(tmp_path / "rec.duckdb")}
