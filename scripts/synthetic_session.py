@@ -92,7 +92,7 @@ def write_session(
         t = _by_id(t, 2 * t.item + t.arm)
         rows = {}
         for c in REQUEST_COLUMNS:
-            if c in ("error_message", "finish_reason", "text"):
+            if c in ("error_message", "finish_reason", "text", "conversation_id"):
                 rows[c] = np.full(len(t), None, dtype=object)
                 continue
             col = getattr(t, c)

@@ -64,6 +64,23 @@ def add_run_workload_options(g, w, ld) -> None:
         help="replay a workload file (abtui JSONL; `abtui workload import` writes one)",
     )
     g.add_argument(
+        "--conversations",
+        metavar="FILE",
+        help="replay a conversation file turn by turn (`abtui workload conversations` writes "
+        "one; needs --api chat): turn k goes when turn k-1's answer completed plus think time",
+    )
+    g.add_argument(
+        "--history",
+        choices=("recorded", "own"),
+        help="the history a conversation's turn carries: the file's answers (recorded, the "
+        "default: the arms send the same prompts) or the arm's own answers (own)",
+    )
+    g.add_argument(
+        "--session-header",
+        metavar="NAME",
+        help='the header naming a turn\'s conversation (default X-Session-ID; "" sends none)',
+    )
+    g.add_argument(
         "--speedup",
         type=bounded("load.speedup"),
         metavar="X",
@@ -140,6 +157,9 @@ def apply_run_workload_options(spec, args) -> None:
     w, ld = spec.workload, spec.load
     for flag, obj, attr in (
         ("workload", w, "file"),
+        ("conversations", w, "conversations"),
+        ("history", w, "history"),
+        ("session_header", spec.request, "session_header"),
         ("input_dist", w, "input_dist"),
         ("output_dist", w, "output_dist"),
         ("prefix_groups", w, "prefix_groups"),
@@ -159,7 +179,8 @@ def apply_run_workload_options(spec, args) -> None:
             setattr(obj, attr, v)
     if getattr(args, "skip_bad", False):
         w.skip_bad = True
-    if args.workload and args.rate is not None and ld.arrival == "replay" and args.arrival is None:
+    from_file = args.workload or getattr(args, "conversations", None)
+    if from_file and args.rate is not None and ld.arrival == "replay" and args.arrival is None:
         ld.arrival = "poisson"  # a spec's replay, overridden by --rate
 
 

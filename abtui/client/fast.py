@@ -297,6 +297,13 @@ def pool_key(target: Target) -> tuple:
     return (u.scheme, u.hostname, port, target.insecure, target.ca_bundle)
 
 
+def affinity_key(target: Target) -> tuple:
+    """The pool a request's connection goes back to: its conversation's own (so the next turn
+    takes the same connection), else the endpoint's."""
+    key = pool_key(target)
+    return key if target.affinity is None else (*key, target.affinity)
+
+
 class FastClient:
     """A pool of keep-alive connections per (scheme, host, port); one per event loop.
 
@@ -306,6 +313,7 @@ class FastClient:
     def __init__(self, max_idle_per_host: int = 4096) -> None:
         self._idle: dict[tuple, list[_Conn]] = {}
         self._all: set[_Conn] = set()
+        self._ended: set[tuple] = set()  # conversations' pools whose conversation is over
         self.max_idle = max_idle_per_host
         self.opened = 0
 
@@ -350,7 +358,25 @@ class FastClient:
             self._all.discard(c)
         return None
 
+    def _acquire_for(self, key: tuple, home: tuple) -> _Conn | None:
+        """An idle connection for a request of pool ``key``: the one its conversation used last
+        (``home``), else any of the pool's."""
+        conn = self._acquire_idle(home) if home != key else None
+        return conn or self._acquire_idle(key)
+
+    def end_affinity(self, target: Target) -> None:
+        """A conversation is over: its kept connection goes back to the endpoint's pool."""
+        home = affinity_key(target)
+        key = pool_key(target)
+        if home == key:
+            return
+        self._ended.add(home)  # one still finishing its body is released there later
+        for conn in self._idle.pop(home, []):
+            self._release(key, conn, not conn.closed)
+
     def _release(self, key: tuple, conn: _Conn, reusable: bool) -> None:
+        if key in self._ended:
+            key = key[:-1]  # the conversation is over: back to the endpoint's pool
         conn.exchange = None
         if reusable and not conn.closed:
             idle = self._idle.setdefault(key, [])
@@ -375,6 +401,8 @@ class FastClient:
         trouble; cancellation marks ``rec`` cancelled and propagates)."""
         u = urlsplit(target.url)
         key = pool_key(target)  # connections are pooled per endpoint and TLS settings
+        home = affinity_key(target)  # where the connection goes back to after the request
+        self._ended.discard(home)  # (the same conversation again: another run)
         path = u.path + (f"?{u.query}" if u.query else "")
         payload = request_bytes(path, u.netloc, target.headers, body)
         st = StreamState(rec, store_text)
@@ -387,7 +415,7 @@ class FastClient:
                     # the retry goes on a new connection: the pool's other idle ones were idle
                     # as long and are as likely closed (llama-server closes any idle for 5 s;
                     # seen: 1 request in 256 lost when the retry took a second stale one)
-                    conn = self._acquire_idle(key) if attempt == 0 else None
+                    conn = self._acquire_for(key, home) if attempt == 0 else None
                     reused = conn is not None
                     if conn is None:
                         conn = await self._connect_for(rec, key, target)
@@ -400,7 +428,7 @@ class FastClient:
                         reused and not ex.got_bytes and rec.error_class == records.E_DISCONNECTED
                     )
                     if attempt == 0 and stale:
-                        self._release(key, conn, False)
+                        self._release(home, conn, False)
                         rec.status, rec.error_class = records.OK, None
                         rec.error_message, rec.done_ns = None, None
                         st = StreamState(rec, store_text)
@@ -421,7 +449,7 @@ class FastClient:
             raise
         finally:
             if conn is not None:
-                self._hand_back(key, conn, ex, rec, target)
+                self._hand_back(home, conn, ex, rec, target)
             st.finish(item)
         return rec
 

@@ -34,6 +34,14 @@ class Item:
     expected: str | None = None  # expected answer (quality suites)
     suite: str | None = None
     tags: list[str] = field(default_factory=list)
+    # a turn of a conversation (abtui.workload.conversations): sent when the previous turn's
+    # answer completed on the same arm plus ``think_s``; ``arrival_s`` is the conversation's
+    conversation: str | None = None  # the conversation's id (None: a request on its own)
+    turn: int = 0  # the turn's index in its conversation
+    think_s: float = 0.0  # wait after the previous turn's answer (turn 0: none)
+    # how many of the last ``messages`` are the turn's own (the rest is the recorded history,
+    # replaced by the arm's own answers under ``history = "own"``); 0: the prompt is whole
+    turn_messages: int = 0
 
     def chat_messages(self) -> list[dict]:
         if self.messages is not None:

@@ -21,6 +21,9 @@ E_HTTP = "http"  # non-2xx status, or an error object inside the stream
 E_MALFORMED = "malformed"  # the body is not a valid SSE / JSON stream
 E_DISCONNECTED = "disconnected"  # the server closed the stream before it finished
 E_CANCELLED = "cancelled"  # abtui stopped the request (Ctrl-C, end of run)
+# a conversation's turn not sent because an earlier turn of it failed on this arm (status
+# CANCELLED: never sent, so neither an error nor a latency sample)
+E_SKIPPED = "skipped"
 E_OTHER = "other"  # anything else; the message says what
 
 # Where token counts came from (``RequestRecord.token_source``).
@@ -88,6 +91,9 @@ class RequestRecord:
     cut_events: int = 0
     cut_bytes: int = 0
     cut_text: int = 0
+    # the conversation this request is a turn of, and the turn's index (None: not a turn)
+    conversation_id: str | None = None
+    turn: int | None = None
 
 
 # llama-server's ``timings`` (tools/server/server-common.cpp, ``server_slot_stats::to_json``):

@@ -51,6 +51,9 @@ class Target:
     read_timeout_s: float = 120.0  # longest silence between two reads
     insecure: bool = False  # https without certificate checks (--insecure; abtui.client.tls)
     ca_bundle: str | None = None  # a private CA's PEM file, trusted on top of the system's
+    # a conversation's id: the fast client sends its turns on one connection where it can
+    # (FastClient.stream); None: any pooled connection
+    affinity: str | None = None
 
     @property
     def tls(self) -> ssl.SSLContext:

@@ -11,7 +11,7 @@ largest (ns), read in one pass (:mod:`abtui.metrics.gaps`: ITL without holding e
 
 NULL representation: integer columns that may be NULL (``first_byte_ns``, ``done_ns``,
 ``first_token_ns``, ``last_token_ns``, ``n_input``, ``n_output``, ``http_status``,
-``first_output_ns``, ``reasoning_tokens``, ``cached_tokens``) are plain
+``first_output_ns``, ``reasoning_tokens``, ``cached_tokens``, ``turn``) are plain
 ``int64`` arrays holding the sentinel :data:`NA` (the smallest int64) where the value is missing;
 ``table.valid("done_ns")`` is the mask of present values. Metric functions in
 :mod:`abtui.metrics.request` turn missing inputs into NaN seconds. String columns (``status``,
@@ -51,6 +51,7 @@ INT_COLUMNS = (
     "first_output_ns",
     "reasoning_tokens",
     "cached_tokens",
+    "turn",
 )
 NULLABLE_COLUMNS = (
     "first_byte_ns",
@@ -63,6 +64,7 @@ NULLABLE_COLUMNS = (
     "first_output_ns",
     "reasoning_tokens",
     "cached_tokens",
+    "turn",
 )
 STR_COLUMNS = ("status", "error_class", "token_source")
 SEGMENT_COLUMNS = ("level", "block")  # optional in from_columns (default 0)
@@ -72,7 +74,7 @@ SEGMENT_COLUMNS = ("level", "block")  # optional in from_columns (default 0)
 ANSWER_COLUMNS = ("first_output_ns", "reasoning_tokens")
 # optional, NA otherwise: the prompt tokens the server served from its prefix cache
 CACHE_COLUMNS = ("cached_tokens",)
-OPTIONAL_COLUMNS = SEGMENT_COLUMNS + ("connect_ns",) + ANSWER_COLUMNS + CACHE_COLUMNS
+OPTIONAL_COLUMNS = SEGMENT_COLUMNS + ("connect_ns",) + ANSWER_COLUMNS + CACHE_COLUMNS + ("turn",)
 ROW_COLUMNS = INT_COLUMNS + ("warmup",) + STR_COLUMNS
 CHUNK_COLUMNS = ("chunk_req_idx", "chunk_t_ns", "chunk_n")
 ITL_COLUMNS = ("itl_n", "itl_sum_ns", "itl_max_ns")  # per request, when read without chunks
@@ -128,6 +130,8 @@ class RequestTable:
     reasoning_tokens: np.ndarray | None = None
     # the prompt tokens the server said it served from its prefix cache (NA when it did not say)
     cached_tokens: np.ndarray | None = None
+    # a conversation's turn index (NA: the request is no turn of a conversation)
+    turn: np.ndarray | None = None
     # read without chunks (abtui.store.reader): where the chunks are, and per request the number
     # of gaps between its chunks, their sum and the largest (ns; NA with no gap)
     chunk_source: Any = None  # abtui.metrics.gaps.ChunkSource
@@ -142,6 +146,8 @@ class RequestTable:
             self.reasoning_tokens = np.full(len(self.req), NA, dtype=np.int64)
         if self.cached_tokens is None:
             self.cached_tokens = np.full(len(self.req), NA, dtype=np.int64)
+        if self.turn is None:
+            self.turn = np.full(len(self.req), NA, dtype=np.int64)
         for name in OPTIONAL_COLUMNS:
             if getattr(self, name) is None:
                 setattr(self, name, np.zeros(len(self.req), dtype=np.int64))
@@ -235,6 +241,7 @@ class RequestTable:
             first_output_ns=_int_or_na([r.first_output_ns for r in records], n),
             reasoning_tokens=_int_or_na([r.reasoning_tokens for r in records], n),
             cached_tokens=_int_or_na([r.cached_tokens for r in records], n),
+            turn=_int_or_na([r.turn for r in records], n),
             status=_objects(r.status for r in records),
             error_class=_objects(r.error_class for r in records),
             token_source=_objects(r.token_source for r in records),

@@ -70,13 +70,16 @@ class WorkloadShape:
     seed: object = None
     prefix_groups: int = 0
     task: str | None = None
+    history: str | None = None  # a conversation file's: "recorded" | "own" (None: no file)
 
     def parts(self) -> list[str]:
         """The sentence's clauses, in reading order."""
         out = []
         if self.task:
             out.append(f"task {self.task}")
-        if self.source != "synthetic":
+        if self.history is not None:
+            out.append(f"conversations {self.source} ({self.history} history)")
+        elif self.source != "synthetic":
             out.append(f"file {self.source}")
         sent = f"sent {self.prompt.describe()} tokens" if self.prompt else "none measured"
         if self.input_dist:
@@ -124,7 +127,11 @@ def workload_shape(spec: dict, table: RequestTable) -> WorkloadShape:
     wl = (spec or {}).get("workload") or {}
     measured = table.select(~table.warmup) if len(table) else table
     ok = measured.select(measured.ok) if len(measured) else measured
-    if wl.get("file"):
+    history = None
+    if wl.get("conversations"):  # its turns' lengths are the file's: no distribution applies
+        source, din, dout = str(wl["conversations"]), None, None
+        history = str(wl.get("history") or "recorded")
+    elif wl.get("file"):
         source, din, dout = str(wl["file"]), wl.get("input_dist"), wl.get("output_dist")
     else:
         source = "synthetic"
@@ -143,4 +150,5 @@ def workload_shape(spec: dict, table: RequestTable) -> WorkloadShape:
         seed=wl.get("seed"),
         prefix_groups=int(wl.get("prefix_groups") or 0),
         task=wl.get("task"),
+        history=history,
     )

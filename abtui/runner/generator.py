@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from abtui.client import preconnect
 from abtui.client.fast import FastClient, fast_stream_request, pool_key
 from abtui.client.items import Item
-from abtui.client.records import RequestRecord
+from abtui.client.records import CANCELLED, OK, RequestRecord
 from abtui.client.redact import Scrubber, redact, secrets_of
 from abtui.client.stream import Target, build_body, make_client, stream_request
 from abtui.runner.messages import (
@@ -41,6 +41,7 @@ from abtui.runner.messages import (
     SegmentDone,
 )
 from abtui.runner.pool import Pace, connections_needed, open_file_limit
+from abtui.runner.turns import conversations_of, session_target, skipped
 
 _now = time.perf_counter_ns
 FLUSH_INTERVAL_S = 0.05  # how often finished records are shipped to the main process
@@ -67,6 +68,8 @@ class ArmPlan:
     # a schedule.Recipe: the generator makes its segments and warm-up items itself from the
     # spec (abtui.runner.schedule), instead of receiving them pickled (items, segments unused)
     recipe: object | None = None
+    history: str = "recorded"  # a conversation's history: "recorded" | "own" (the arm's answers)
+    session_header: str | None = None  # a conversation's turns carry its id in this header
 
     @property
     def wid(self) -> int:
@@ -134,6 +137,7 @@ class _Generator:
         t = plan.target  # its key, URL user info and secret params: never stored
         self.scrubber = Scrubber(secrets_of(t.headers, [t.base_url], [t.params]))
         self.tasks: set[asyncio.Task] = set()
+        self.conversations: set[asyncio.Task] = set()  # tasks each playing one conversation
         self.stopping = False
         self.lag_max_ns = 0
         self.in_flight_max = 0  # most requests in flight at once (measured ones)
@@ -183,31 +187,53 @@ class _Generator:
             self._ship()
             if not self.stopping and self.stop_event.is_set():
                 self.stopping = True
-                for t in list(self.tasks):
+                for t in [*self.conversations, *self.tasks]:
                     t.cancel()
 
-    async def _one(self, rec: RequestRecord, item: Item, body: bytes, sem) -> None:
+    async def _one(
+        self, rec: RequestRecord, item: Item, body: bytes, sem, target: Target | None, seen
+    ) -> None:
         self.active += 1
         self.in_flight_max = max(self.in_flight_max, self.active)
+        store_text = self.plan.store_text or seen is not None
         try:
             await self._send(
-                self.client, self.plan.target, item, body, rec, store_text=self.plan.store_text
+                self.client, target or self.plan.target, item, body, rec, store_text=store_text
             )
         except asyncio.CancelledError:
             pass  # rec is marked cancelled by the client
         finally:
             self.active -= 1
+            if seen is not None:  # the answer, for the conversation's next turns
+                seen(rec.text or "")
+                if not self.plan.store_text:
+                    rec.text = None
             if self.scrubber:  # a server may echo the key back: it is never stored
                 redact(rec, self.scrubber)
             self.outbox.append(rec)
             if sem is not None:
                 sem.release()
 
-    def _spawn(self, rec: RequestRecord, item: Item, body: bytes, sem=None) -> asyncio.Task:
-        task = asyncio.create_task(self._one(rec, item, body, sem))
+    def _spawn(
+        self,
+        rec: RequestRecord,
+        item: Item,
+        body: bytes,
+        sem=None,
+        target: Target | None = None,
+        seen=None,
+    ) -> asyncio.Task:
+        """Send ``item`` (``target``: the arm's unless given); ``seen(text)``: called with the
+        answer before the record is shipped."""
+        task = asyncio.create_task(self._one(rec, item, body, sem, target, seen))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
         return task
+
+    async def _drain(self) -> None:
+        """Wait for the conversations under way and the requests in flight."""
+        while self.conversations or self.tasks:
+            await asyncio.gather(*self.conversations, *self.tasks, return_exceptions=True)
 
     # -- phases ---------------------------------------------------------------
     async def run(self) -> None:
@@ -231,8 +257,7 @@ class _Generator:
                 await self._fill_for(0)
                 self.results.put(Ready(plan.wid, self._stats()))
                 await self._segments()
-                if self.tasks:
-                    await asyncio.gather(*self.tasks, return_exceptions=True)
+                await self._drain()
             finally:
                 pump.cancel()
                 self._ship()
@@ -299,12 +324,12 @@ class _Generator:
                 self.in_flight_max = self.active  # warm-up does not count
             if seg.arms is None or plan.arm in seg.arms:
                 self.seg = seg
+                turns = bool(seg.items) and seg.items[0].conversation is not None
                 if seg.mode == "open":
-                    await self._open_loop(t0)
+                    await (self._open_conversations(t0) if turns else self._open_loop(t0))
                 else:
-                    await self._closed_loop(t0)
-                if self.tasks:  # drained before the segment counts as done
-                    await asyncio.gather(*self.tasks, return_exceptions=True)
+                    await (self._closed_conversations(t0) if turns else self._closed_loop(t0))
+                await self._drain()  # drained before the segment counts as done
             self._ship()
             await self._fill_for(k + 1)  # the next one's connections, before reporting done
             self.results.put(SegmentDone(plan.wid, k, self._stats()))
@@ -371,3 +396,88 @@ class _Generator:
                     return
 
         await asyncio.gather(*(worker() for _ in range(seg.concurrency or 1)))
+
+    # -- conversations (abtui.runner.turns) ------------------------------------------------
+    def _start_conversation(self, turns: list[Item], sched: int, sem, end: int | None = None):
+        task = asyncio.create_task(self._conversation(turns, sched, sem, end))
+        self.conversations.add(task)
+        task.add_done_callback(self.conversations.discard)
+        return task
+
+    async def _open_conversations(self, t0: int) -> None:
+        """Start each conversation at ``t0 + arrival`` (the same instants for every arm); its
+        turns follow one another on this arm (:meth:`_conversation`)."""
+        seg = self.seg
+        sem = asyncio.Semaphore(seg.concurrency) if seg.concurrency else None
+        for turns in conversations_of(seg.items):
+            sched = t0 + int(turns[0].arrival_s * 1e9)
+            await _sleep_until(sched)
+            if self.stopping:
+                return
+            self._start_conversation(turns, sched, sem)
+
+    async def _closed_conversations(self, t0: int | None = None) -> None:
+        """Keep ``concurrency`` conversations under way; a worker starts its next one when its
+        last turn completed."""
+        seg = self.seg
+        queue = iter(conversations_of(seg.items))
+        end = t0 + int(seg.duration_s * 1e9) if seg.duration_s and t0 is not None else None
+
+        async def worker() -> None:
+            for turns in queue:
+                if self.stopping or (end is not None and _now() >= end):
+                    return
+                try:
+                    await asyncio.shield(self._start_conversation(turns, _now(), None, end))
+                except asyncio.CancelledError:
+                    return
+
+        await asyncio.gather(*(worker() for _ in range(seg.concurrency or 1)))
+
+    async def _conversation(self, turns: list[Item], sched: int, sem, end: int | None) -> None:
+        """Send ``turns`` one after another: turn k at turn k − 1's completion plus its think
+        time; after a failed turn the rest are recorded as skipped, not sent. Under ``history =
+        "own"`` each turn carries this arm's earlier answers."""
+        from abtui.workload.conversations import own_history_messages
+
+        plan = self.plan
+        target = session_target(plan.target, turns[0].conversation, plan.session_header)
+        own = plan.history == "own"
+        said: list[tuple[Item, str]] = []
+        done = sched  # when the previous turn's answer completed
+        try:
+            for k, item in enumerate(turns):
+                sent = item
+                if own and k:
+                    sent = dataclasses.replace(item, messages=own_history_messages(said, item))
+                body = build_body(target, sent)  # built before its time comes
+                if k:
+                    sched = done + int(item.think_s * 1e9)
+                    await _sleep_until(sched)
+                if self.stopping or (end is not None and _now() >= end):
+                    return
+                if sem is not None:
+                    await sem.acquire()
+                    if self.stopping:
+                        return
+                rec = self._record(item, sched)
+                rec.conversation_id, rec.turn = item.conversation, item.turn
+                self.lag_max_ns = max(self.lag_max_ns, _now() - sched)
+
+                def seen(text: str, item=item) -> None:
+                    said.append((item, text))
+
+                await self._spawn(rec, sent, body, sem, target, seen if own else None)
+                if rec.status == CANCELLED or self.stopping:
+                    return
+                if rec.status != OK:
+                    t = rec.done_ns or _now()
+                    for later in turns[k + 1 :]:
+                        r = self._record(later, t)
+                        r.conversation_id, r.turn = later.conversation, later.turn
+                        self.outbox.append(skipped(r, item.turn, t))
+                    return
+                done = rec.done_ns or _now()
+        finally:
+            if plan.http != "httpx":
+                self.client.end_affinity(target)

@@ -121,6 +121,10 @@ def _digest(h, it: Item) -> None:
                 it.expected,
                 it.suite,
                 it.tags,
+                it.conversation,
+                it.turn,
+                it.think_s,
+                it.turn_messages,
             )
         ).encode()
     )

@@ -135,7 +135,8 @@ def describe_load(spec: Spec) -> str:
 def _describe_level(spec: Spec) -> str:
     ld = spec.load
     if ld.arrival == "replay":
-        return f"replay of {spec.workload.file} at {ld.speedup:g}× speed"
+        w = spec.workload
+        return f"replay of {w.file or w.conversations} at {ld.speedup:g}× speed"
     if ld.rate is None:
         return f"closed loop, concurrency {ld.concurrency}"
     cap = f", at most {ld.concurrency} in flight" if ld.concurrency else ""
@@ -436,6 +437,8 @@ class SessionRun:
                 concurrency=concurrency,
                 store_text=spec.store.text,
                 http=spec.request.http,
+                history=spec.workload.history,
+                session_header=spec.request.session_header or None,
                 cpu=cpus[w % len(cpus)] if cpus else None,
                 segments=None if self.rebuild else shard(self.segments, w % n_gen, n_gen),
                 worker=w,

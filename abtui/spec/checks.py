@@ -63,13 +63,14 @@ def validate(spec: Spec, source: str = "spec") -> Spec:
                 f"{source}: arm {a.name!r}: api must be one of {', '.join(APIS)}, got {a.api!r}"
             )
     w, ld = spec.workload, spec.load
-    if w.requests is None and w.file is None and ld.duration_s is None:
+    from_file = w.file is not None or w.conversations is not None
+    if w.requests is None and not from_file and ld.duration_s is None:
         w.requests = 200
     sweep = ld.sweep_rate or ld.sweep_concurrency
     if (
         ld.rate is None
         and ld.concurrency is None
-        and not (w.file or sweep or ld.arrival == "replay")
+        and not (from_file or sweep or ld.arrival == "replay")
     ):
         raise SpecError(
             f"{source}: set load.rate (open loop, requests/s) or load.concurrency (closed loop)",

@@ -73,7 +73,16 @@ class WorkloadSpec:
     """A workload file in abtui's JSONL format (``abtui workload import`` writes it from traces);
     ``requests`` then takes the first N of its items (default: all)."""
     skip_bad: bool = False
-    """Skip (and count) malformed lines of ``file`` instead of stopping at the first one."""
+    """Skip (and count) malformed lines of ``file`` or ``conversations`` instead of stopping at the
+    first one."""
+    conversations: str | None = None
+    """A conversation file (``abtui workload conversations`` writes one): each conversation
+    starts at its arrival and sends its turns one after another, turn k when turn k − 1's answer
+    completed on the same arm plus its think time (docs/guide.md, Conversations). Instead of
+    ``file``; ``requests`` then takes the first whole conversations of at most that many turns."""
+    history: str = "recorded"
+    """The earlier answers a conversation's turn carries: ``recorded`` (the file's: both arms
+    send the same prompts) or ``own`` (the arm's own answers: the arms' prompts diverge)."""
     input_dist: str | None = None
     """Prompt lengths: ``fixed:N``, ``uniform:LO:HI``, ``normal:MEAN:SD``, ``lognormal:MEDIAN:SIGMA``
     or ``trace:FILE`` (sampled from a workload file); default ``fixed:<input_tokens>``."""
@@ -145,6 +154,9 @@ class RequestSpec:
     """Connect timeout, seconds."""
     http: str = "fast"
     """Streaming client: ``fast`` (abtui's asyncio hot path, the default) or ``httpx``."""
+    session_header: str = "X-Session-ID"
+    """A conversation's turns carry this header with the conversation's id, so that a
+    multi-replica arm's router sends them to one replica (``""``: no header)."""
 
 
 @dataclass

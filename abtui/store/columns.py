@@ -43,6 +43,7 @@ def record_columns(
     rows["error_message"] = objects([r.error_message for r in records])
     rows["finish_reason"] = objects([r.finish_reason for r in records])
     rows["text"] = objects(texts)
+    rows["conversation_id"] = objects([r.conversation_id for r in records])
     starts = np.cumsum(t.n_chunks) - t.n_chunks
     chunks = {
         "req": rows["req"][t.chunk_req_idx],

@@ -59,6 +59,8 @@ _OPTIONAL = {
         "first_output_ns",
         "reasoning_tokens",
         "cached_tokens",
+        "conversation_id",
+        "turn",
     )
 }
 _OPTIONAL_TABLES = {"server_timings"}

@@ -25,6 +25,9 @@ Conventions:
 - ``requests.cached_tokens`` (the prompt tokens the server said it served from its prefix cache,
   ``usage.prompt_tokens_details.cached_tokens``; NULL when it did not say) came after, appended
   the same way: a file without it reads it as NULL; the version stays 1.
+- ``requests.conversation_id`` and ``requests.turn`` (the conversation a request is a turn of
+  and the turn's index, NULL for a request on its own) came after, appended the same way: a
+  file without them reads both as NULL; the version stays 1.
 - Bump ``SCHEMA_VERSION`` on any incompatible change; readers refuse newer versions.
 """
 
@@ -78,6 +81,8 @@ REQUEST_COLUMNS = (
     "first_output_ns",
     "reasoning_tokens",
     "cached_tokens",
+    "conversation_id",
+    "turn",
 )
 
 # Columns of ``server_timings``: the request, llama.cpp's fields (abtui.client.records
@@ -161,7 +166,9 @@ DDL = (
         connect_ns BIGINT,
         first_output_ns BIGINT,
         reasoning_tokens BIGINT,
-        cached_tokens BIGINT
+        cached_tokens BIGINT,
+        conversation_id VARCHAR,
+        turn INTEGER
     )""",
     """CREATE TABLE IF NOT EXISTS chunks (
         req BIGINT,

@@ -6,6 +6,7 @@ same spec and seed give the same items and offsets for every arm and every rerun
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterator
 from functools import lru_cache
@@ -39,6 +40,35 @@ def file_items(spec) -> tuple[list[Item], str]:
     return _read_file(
         w.file, st.st_size, st.st_mtime_ns, w.skip_bad, w.output_tokens, w.seed, w.requests
     )
+
+
+def conversation_items(spec) -> tuple[list[Item], int]:
+    """The turns of ``workload.conversations`` as items (the first ``requests`` of them: the
+    last conversation may be cut short) and how many conversations they belong to. The caller
+    must not change them (cached as :func:`file_items`)."""
+    w = spec.workload
+    try:
+        st = os.stat(w.conversations)
+    except OSError as e:
+        raise WorkloadError(
+            f"cannot read conversation file {w.conversations}: {e.strerror or e}"
+        ) from None
+    return _read_conversations(
+        w.conversations, st.st_size, st.st_mtime_ns, w.skip_bad, w.seed, w.requests
+    )
+
+
+@lru_cache(maxsize=1)
+def _read_conversations(path, _size, _mtime, skip_bad, seed, limit) -> tuple[list[Item], int]:
+    from abtui.workload.conversations import read_conversations, turn_items
+
+    convs, _ = read_conversations(path, skip_bad=skip_bad)
+    for c in convs:
+        c.seed = seed
+    items = turn_items(convs, seed)
+    if limit is not None:
+        items = items[:limit]
+    return items, len({it.conversation for it in items})
 
 
 @lru_cache(maxsize=1)  # a run builds its items more than once (warm-up, levels): one read
@@ -76,7 +106,11 @@ class LevelItems:
 
         w, ld = spec.workload, spec.load
         seed = w.seed + seed_offset
-        if w.file:
+        if w.conversations:
+            base, _ = conversation_items(spec)
+            offsets = _conversation_offsets(base, rate, ld, seed)
+            self._base, self._first = base, first_index
+        elif w.file:
             base, _ = file_items(spec)
             if ld.arrival == "replay":
                 offsets = [it.arrival_s / ld.speedup for it in base]
@@ -131,15 +165,21 @@ class LevelItems:
         if self._base is None:
             return self._shaped.item(k)
         it = self._base[k]
-        return Item(
-            index=self._first + k,
-            id=it.id,
-            arrival_s=self._offsets[k],
-            prompt=it.prompt,
-            messages=it.messages,
-            max_tokens=it.max_tokens,
-            n_input=it.n_input,
-            expected=it.expected,
-            suite=it.suite,
-            tags=list(it.tags),
+        return dataclasses.replace(
+            it, index=self._first + k, arrival_s=self._offsets[k], tags=list(it.tags)
         )
+
+
+def _conversation_offsets(turns: list[Item], rate: float | None, ld, seed: int) -> list[float]:
+    """Each turn's offset: its conversation's arrival, from the file (``replay``, divided by
+    ``speedup``) or drawn from the arrival process at ``rate``, one arrival per conversation."""
+    starts: list[int] = [k for k, it in enumerate(turns) if k == 0 or it.turn == 0]
+    if ld.arrival == "replay":
+        firsts = [turns[k].arrival_s / ld.speedup for k in starts]
+    else:
+        firsts = schedule(len(starts), rate, ld.arrival, ld.burstiness, seed)
+    out: list[float] = []
+    for j, k in enumerate(starts):
+        end = starts[j + 1] if j + 1 < len(starts) else len(turns)
+        out += [firsts[j]] * (end - k)
+    return out

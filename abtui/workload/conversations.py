@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from abtui import limits
+from abtui.client.items import Item
 from abtui.errors import WorkloadError
 from abtui.workload import importers_io
 from abtui.workload.importers_io import _Bad
@@ -277,3 +278,49 @@ def write_conversations(path: str | Path, convs: Iterable[Conversation]) -> int:
     from abtui.workload.jsonl import write_jsonl
 
     return write_jsonl(path, (conversation_record(c) for c in convs))
+
+
+# ---------------------------------------------------------------- turns as workload items
+
+
+def turn_items(convs: Iterable[Conversation], seed: int = 0) -> list[Item]:
+    """Every turn of ``convs`` as one workload item, conversation after conversation, turn
+    after turn: its prompt with the recorded history (``messages``), the conversation's arrival
+    (``arrival_s``), its id, turn index and think time. A turn is the unit the arms are paired
+    on. ``turn_messages`` says how many of the prompt's last messages are the turn's own, so a
+    generator can put the arm's own answers in their place (``history = "own"``)."""
+    synth = PromptSynth(seed)  # one for the workload: equal blocks, equal text everywhere
+    out: list[Item] = []
+    for c in convs:
+        for k, t in enumerate(c.turns):
+            own = len(c.own_messages(k, synth)) if c.cumulative else 0
+            out.append(
+                Item(
+                    index=len(out),
+                    id=f"{c.id}.{k}",
+                    arrival_s=c.arrival_s,
+                    messages=c.messages(k, synth=synth),
+                    max_tokens=t.max_tokens,
+                    n_input=t.input_tokens,
+                    conversation=c.id,
+                    turn=k,
+                    think_s=t.think_s,
+                    turn_messages=own,
+                )
+            )
+    return out
+
+
+def own_history_messages(prev: list[tuple[Item, str]], item: Item) -> list[dict]:
+    """The messages ``item`` (a turn) sends under ``history = "own"``: each earlier turn's own
+    messages followed by the answer this arm gave to it (``prev``: the earlier turns and those
+    answers, in order), then the turn's own. A turn whose prompt is whole (not cumulative:
+    Mooncake) is sent as it is."""
+    if not item.turn_messages or item.messages is None:
+        return item.chat_messages()
+    out: list[dict] = []
+    for it, said in prev:
+        if it.messages is not None and it.turn_messages:
+            out += it.messages[-it.turn_messages :]
+        out.append({"role": "assistant", "content": said})
+    return out + item.messages[-item.turn_messages :]

@@ -147,7 +147,9 @@ def plan_segments(
 
 def shard(segments: list[Segment], g: int, n: int) -> list[Segment]:
     """Generator process ``g`` of ``n`` serving one arm: every n-th item of each segment (the
-    same instants as with one process) and its share of any concurrency."""
+    same instants as with one process) and its share of any concurrency; every n-th whole
+    conversation where the items are conversations' turns (a conversation's turns follow one
+    another's answers, so they stay in one process)."""
     import dataclasses
 
     if n == 1:
@@ -157,7 +159,20 @@ def shard(segments: list[Segment], g: int, n: int) -> list[Segment]:
         conc = None
         if s.concurrency:
             conc = s.concurrency // n + (1 if g < s.concurrency % n else 0)
-        out.append(dataclasses.replace(s, items=s.items[g::n], concurrency=conc))
+        out.append(dataclasses.replace(s, items=_share(s.items, g, n), concurrency=conc))
+    return out
+
+
+def _share(items, g: int, n: int):
+    """Generator ``g`` of ``n``'s share of a segment's items (:func:`shard`)."""
+    if not len(items) or getattr(items[0], "conversation", None) is None:
+        return items[g::n]
+    out, j = [], -1
+    for k, it in enumerate(items):
+        if k == 0 or it.turn == 0 or it.conversation != items[k - 1].conversation:
+            j += 1  # the next conversation
+        if j % n == g:
+            out.append(it)
     return out
 
 

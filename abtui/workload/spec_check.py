@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 from abtui.errors import SpecError
@@ -37,11 +38,13 @@ def check_workload(spec, source: str) -> None:
                 f"{source}: workload.task makes its own prompts: it takes no "
                 "workload.file or shared prefixes"
             )
+    _check_conversations(spec, source)
     _check_load_shape(spec, source)
-    if w.file is not None and ld.rate is None and ld.concurrency is None:
+    from_file = w.file is not None or w.conversations is not None
+    if from_file and ld.rate is None and ld.concurrency is None:
         ld.arrival = "replay"  # a file and no load given: its own timestamps
     if ld.arrival == "replay":
-        if w.file is None:
+        if not from_file:
             raise SpecError(
                 f"{source}: load.arrival = 'replay' replays a workload file's timestamps",
                 "give --workload FILE",
@@ -51,6 +54,57 @@ def check_workload(spec, source: str) -> None:
                 f"{source}: load.rate and arrival = 'replay' exclude each other",
                 "replay follows the file's timestamps; --speedup scales them",
             )
+
+
+# an HTTP header name (RFC 9110 token): nothing that could end the header or start another
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+
+
+def _check_conversations(spec, source: str) -> None:
+    """``workload.conversations``, ``workload.history`` and ``request.session_header``."""
+    from abtui.workload.conversations import HISTORIES
+
+    w, ld = spec.workload, spec.load
+    if w.history not in HISTORIES:
+        raise SpecError(
+            f"{source}: workload.history must be one of {', '.join(HISTORIES)}, got {w.history!r}"
+        )
+    header = spec.request.session_header
+    if header and not _HEADER_NAME.fullmatch(header):
+        raise SpecError(
+            f"{source}: request.session_header {header!r} is not an HTTP header name",
+            'e.g. "X-Session-ID"; "" sends none',
+        )
+    if w.conversations is None:
+        if w.history != "recorded":
+            raise SpecError(
+                f"{source}: workload.history applies to a conversation file",
+                "give --conversations FILE",
+            )
+        return
+    if not Path(w.conversations).is_file():
+        raise SpecError(
+            f"{source}: workload.conversations {w.conversations!r} does not exist",
+            "write one with `abtui workload conversations`",
+        )
+    if w.file is not None or w.task is not None or w.prefix_groups:
+        raise SpecError(
+            f"{source}: workload.conversations is the whole workload: it takes no "
+            "workload.file, task or shared prefixes"
+        )
+    not_chat = [a.name for a in spec.arms if (a.api or spec.request.api) != "chat"]
+    if not_chat:
+        raise SpecError(
+            f"{source}: a conversation is sent as chat messages; arm(s) "
+            f"{', '.join(not_chat)} use the completions API",
+            'set request.api = "chat" (--api chat)',
+        )
+    if ld.schedule != "parallel":
+        raise SpecError(
+            f"{source}: conversations are played with load.schedule = 'parallel' (a "
+            "conversation's turns follow one another's answers: they cannot be cut into blocks)",
+            "drop --schedule alternate",
+        )
 
 
 def _check_load_shape(spec, source: str) -> None:
@@ -78,7 +132,8 @@ def _check_load_shape(spec, source: str) -> None:
     if ld.duration_s is not None:
         if not ld.duration_s > 0:
             raise SpecError(f"{source}: load.duration must be > 0")
-        if closed and spec.workload.requests is None and spec.workload.file is None:
+        w = spec.workload
+        if closed and w.requests is None and w.file is None and w.conversations is None:
             raise SpecError(
                 f"{source}: a closed-loop run with a duration needs a request count",
                 "give --requests N as well (the most it may send)",

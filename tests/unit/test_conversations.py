@@ -8,7 +8,10 @@ import statistics
 
 import pytest
 
+from abtui.client.items import Item
+from abtui.client.stream import Target
 from abtui.errors import UsageError, WorkloadError
+from abtui.runner.turns import conversations_of, session_target
 from abtui.workload.conversation_import import (
     NO_TURN,
     UNANSWERED,
@@ -21,7 +24,9 @@ from abtui.workload.conversation_import import (
 from abtui.workload.conversations import (
     Conversation,
     Turn,
+    own_history_messages,
     read_conversations,
+    turn_items,
     write_conversations,
 )
 from abtui.workload.jsonl import PromptSynth
@@ -298,3 +303,130 @@ def test_cli_writes_conversations_and_refuses_bad_input(tmp_path, capsys):
     assert not out2.exists()
     assert main(["workload", "conversations", "sharegpt", "-o", str(out2)]) == 2
     assert "needs the trace file" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- turns as items, for a run
+
+
+def _two_turns() -> list[Conversation]:
+    sys_user = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]
+    return [
+        Conversation(
+            id="a",
+            arrival_s=0.5,
+            turns=[
+                Turn(messages=sys_user, max_tokens=5, answer="hello"),
+                Turn(messages=[{"role": "user", "content": "more"}], max_tokens=7, think_s=2.0),
+            ],
+        ),
+        Conversation(
+            id="b\r\nX-Evil: 1",
+            arrival_s=1.0,
+            turns=[Turn(messages=[{"role": "user", "content": "q"}], max_tokens=3)],
+        ),
+    ]
+
+
+def test_turn_items_carry_the_recorded_history_and_the_conversation():
+    items = turn_items(_two_turns())
+    assert [(it.index, it.id, it.conversation, it.turn) for it in items] == [
+        (0, "a.0", "a", 0),
+        (1, "a.1", "a", 1),
+        (2, "b\r\nX-Evil: 1.0", "b\r\nX-Evil: 1", 0),
+    ]
+    assert [it.arrival_s for it in items] == [0.5, 0.5, 1.0]  # the conversation's arrival
+    assert items[1].think_s == 2.0 and items[1].max_tokens == 7
+    assert [m["content"] for m in items[1].messages] == ["be brief", "hi", "hello", "more"]
+    assert [it.turn_messages for it in items] == [2, 1, 1]
+    assert [len(g) for g in conversations_of(items)] == [2, 1]
+
+
+def test_own_history_puts_the_arms_answers_in_place_of_the_recorded_ones():
+    items = turn_items(_two_turns())
+    msgs = own_history_messages([(items[0], "my own answer")], items[1])
+    assert msgs == [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "my own answer"},
+        {"role": "user", "content": "more"},
+    ]
+    assert own_history_messages([], items[0]) == items[0].messages
+    whole = Item(index=0, id="m", messages=[{"role": "user", "content": "x"}], turn=1)
+    assert own_history_messages([(items[0], "ignored")], whole) == whole.messages  # Mooncake
+
+
+def test_session_target_names_the_conversation_in_one_header_line():
+    t = Target(base_url="http://h/v1", model="m", api="chat", headers={"Authorization": "k"})
+    s = session_target(t, "b\r\nX-Evil: 1", "X-Session-ID")
+    assert s.headers["X-Session-ID"] == "b%0D%0AX-Evil:%201"
+    assert s.affinity == "b\r\nX-Evil: 1" and s.headers["Authorization"] == "k"
+    assert t.headers == {"Authorization": "k"}  # the arm's own target is unchanged
+    assert session_target(t, "c", None).headers == t.headers
+
+
+@pytest.mark.parametrize(
+    "change, needle",
+    [
+        ({"request": {"api": "completions"}}, "is sent as chat messages"),
+        ({"request": {"session_header": "X Bad:"}}, "is not an HTTP header name"),
+        ({"workload": {"history": "mine"}}, "workload.history must be one of"),
+        ({"load": {"schedule": "alternate", "concurrency": 2}}, "load.schedule = 'parallel'"),
+        ({"workload": {"file": "conv.jsonl"}}, "takes no workload.file"),
+    ],
+)
+def test_a_conversation_spec_is_checked(tmp_path, change, needle):
+    from abtui.errors import SpecError
+    from abtui.spec import spec_from_dict, validate
+
+    path = tmp_path / "conv.jsonl"
+    write_conversations(path, _two_turns())
+    data = {
+        "arms": [{"name": "a", "url": "http://h/v1"}, {"name": "b", "url": "http://h2/v1"}],
+        "workload": {"conversations": str(path)},
+        "request": {"api": "chat"},
+    }
+    assert validate(spec_from_dict(json.loads(json.dumps(data)))).load.arrival == "replay"
+    for section, fields in change.items():
+        data.setdefault(section, {}).update(
+            {k: str(path) if v == "conv.jsonl" else v for k, v in fields.items()}
+        )
+    with pytest.raises(SpecError) as e:
+        validate(spec_from_dict(data))
+    assert needle in str(e.value)
+
+
+def test_a_run_plays_the_first_requests_turns_at_each_conversations_arrival(tmp_path):
+    from abtui.spec import spec_from_dict, validate
+    from abtui.workload.build import build_items
+
+    path = tmp_path / "conv.jsonl"
+    write_conversations(path, _two_turns())
+    data = {
+        "arms": [{"name": "a", "url": "http://h/v1"}, {"name": "b", "url": "http://h2/v1"}],
+        "workload": {"conversations": str(path)},
+        "request": {"api": "chat"},
+        "load": {"speedup": 2.0},
+    }
+    items = build_items(validate(spec_from_dict(data)), None)
+    assert [(it.id, it.arrival_s) for it in items] == [
+        ("a.0", 0.25),
+        ("a.1", 0.25),
+        (
+            "b\r\nX-Evil: 1.0",
+            0.5,
+        ),
+    ]
+    data["workload"]["requests"] = 1  # the last conversation is cut short
+    data["load"] = {"rate": 4.0, "arrival": "constant"}
+    assert [(it.id, it.arrival_s) for it in build_items(validate(spec_from_dict(data)), 4.0)] == [
+        ("a.0", 0.0)
+    ]
+
+
+def test_generators_share_whole_conversations():
+    from abtui.workload.segments import Segment, shard
+
+    items = turn_items(_two_turns() + _two_turns()[:1])  # a, b, a again: 2 + 1 + 2 turns
+    seg = Segment(items, "open", None)
+    shares = [[it.index for it in shard([seg], g, 2)[0].items] for g in (0, 1)]
+    assert shares == [[0, 1, 3, 4], [2]]
