@@ -6,8 +6,8 @@ simulator: ``requests.cached_tokens``) or, from llama.cpp, ``timings.cache_n``
 (``server_timings.cache_n``, with ``prompt_n`` the tokens it computed). One figure per request;
 the usage's where there is one, else llama.cpp's, and the arm's ``source`` says which (``mixed``
 when both were used). The hit rate is cached / prompt tokens over the measured (ok, not warm-up)
-requests that said, overall and per turn of a conversation (the session's ``turn`` column,
-on ``requests`` or on ``items``; a session without one is all turn 0). TTFT (service view:
+requests that said, overall and per turn of a conversation (the session's ``requests.turn``;
+a request on its own is turn 0). TTFT (service view:
 dispatch to first token, less the connect phase) is split by each request's cached share: the
 median of the requests with at least :data:`CACHED_SHARE` of their prompt cached against the
 median of the rest. The server's own counters (vLLM ``prefix_cache_hits`` / ``queries``,
@@ -71,12 +71,10 @@ class ArmReasoning:
 
 
 def _turn_sql(rd) -> tuple[str, str]:
-    """(expression, join) giving each request's turn: ``requests.turn``, else ``items.turn``,
-    else 0 (a session of single requests)."""
+    """(expression, join) giving each request's turn: ``requests.turn``, else 0 (a request on
+    its own, or a file written before conversations were replayed)."""
     if "turn" in rd.columns("requests"):
         return "COALESCE(r.turn, 0)", ""
-    if "turn" in rd.columns("items"):
-        return "COALESCE(i.turn, 0)", " LEFT JOIN items i ON i.item = r.item"
     return "0", ""
 
 

@@ -1,11 +1,10 @@
 """Prefix-cache figures from real session files (abtui.telemetry.prefix_cache): the responses'
-usage figure or llama.cpp's timings.cache_n, per turn when the file has a ``turn`` column (on
-requests or on items) and turn 0 without one, the TTFT split by cached share, and SGLang's
+usage figure or llama.cpp's timings.cache_n, per turn of a conversation (the ``turn`` the run
+stored) and turn 0 in a session of single requests, the TTFT split by cached share, and SGLang's
 counters in the diagnosis."""
 
 from __future__ import annotations
 
-import duckdb
 import pytest
 
 from abtui.client.items import Item
@@ -37,7 +36,7 @@ def _record(arm: int, k: int, ttft_ms: float, **kw) -> RequestRecord:
     )
 
 
-def _session(tmp_path, telemetry: str | None = None):
+def _session(tmp_path, telemetry: str | None = None, turns: bool = True):
     """Arm 0 (llama.cpp: timings only): turn k % 2, 40 prompt tokens, cache_n 0 on turn 0 and
     30 on turn 1; arm 1 (usage): 100 prompt tokens, cached 0 / 90 likewise, TTFT 40 / 10 ms."""
     path = tmp_path / "s.duckdb"
@@ -48,8 +47,11 @@ def _session(tmp_path, telemetry: str | None = None):
     for k in range(6):
         hot = k % 2 == 1
         timings = {"cache_n": 30 if hot else 0, "prompt_n": 10 if hot else 40}
-        recs.append(_record(0, k, 20, n_input=40, timings=timings))
-        recs.append(_record(1, k, 10 if hot else 40, n_input=100, cached_tokens=90 if hot else 0))
+        conv = {"turn": k % 2, "conversation_id": f"c{k // 2}"} if turns else {}
+        recs.append(_record(0, k, 20, n_input=40, timings=timings, **conv))
+        recs.append(
+            _record(1, k, 10 if hot else 40, n_input=100, cached_tokens=90 if hot else 0, **conv)
+        )
     w.add_records(recs)
     if telemetry:
         sc = PromScraper(1, "http://127.0.0.1:1/metrics")
@@ -59,20 +61,9 @@ def _session(tmp_path, telemetry: str | None = None):
     return path
 
 
-def _turns(path, table: str) -> None:
-    """Add the conversation columns as another part of abtui writes them: turn = item % 2."""
-    con = duckdb.connect(str(path))
-    con.execute(f"ALTER TABLE {table} ADD COLUMN conversation_id VARCHAR")
-    con.execute(f"ALTER TABLE {table} ADD COLUMN turn INTEGER")
-    con.execute(f"UPDATE {table} SET turn = item % 2, conversation_id = 'c' || (item // 2)")
-    con.close()
-
-
-@pytest.mark.parametrize("table", [None, "requests", "items"])
-def test_hit_rates_by_source_and_turn(tmp_path, table):
-    path = _session(tmp_path)
-    if table:
-        _turns(path, table)
+@pytest.mark.parametrize("turns", [False, True])
+def test_hit_rates_by_source_and_turn(tmp_path, turns):
+    path = _session(tmp_path, turns=turns)
     with SessionReader(path) as rd:
         figs = prefix_cache_figures(rd, [0, 1])
     llama, vllm = figs[0], figs[1]
@@ -83,7 +74,7 @@ def test_hit_rates_by_source_and_turn(tmp_path, table):
     # TTFT split at half the prompt cached: 10 ms for the three hits, 40 ms for the rest
     assert (vllm.n_cached, vllm.n_uncached) == (3, 3)
     assert (vllm.ttft_cached_p50_s, vllm.ttft_uncached_p50_s) == pytest.approx((0.01, 0.04))
-    if table is None:  # no turn column: all turn 0
+    if not turns:  # single requests: all turn 0
         assert [(t.turn, t.requests, t.hit_rate) for t in vllm.turns] == [(0, 6, 0.45)]
     else:
         assert [(t.turn, t.requests, t.hit_rate) for t in vllm.turns] == [
