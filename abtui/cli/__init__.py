@@ -145,6 +145,9 @@ def cmd_report(args) -> int:
             from abtui.report.diagnosis import print_diagnosis
 
             print_diagnosis(Path(args.session), sys.stdout)
+            from abtui.report.profile import print_profile
+
+            print_profile(Path(args.session), sys.stdout)
             from abtui.headless import print_session_verdict
 
             return print_session_verdict(Path(args.session), cost, policy).exit_code

@@ -178,6 +178,9 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         choices=("spread", "pack"),
         help=f"place the generators over the nodes, or pack them (default {_RAY.placement})",
     )
+    from abtui.cli.profile import add_run_profile_options
+
+    add_run_profile_options(p)
     g = p.add_argument_group("factorial ablation (docs/ablation.md)")
     g.add_argument(
         "--factor",
@@ -329,6 +332,10 @@ def apply_flags(spec, args):
     if args.concurrency is not None:
         spec.load.concurrency = args.concurrency
     _apply_settings(spec, args)
+    if hasattr(args, "profile_trace"):
+        from abtui.cli.profile import apply_run_profile_options
+
+        apply_run_profile_options(spec, args)
     if getattr(args, "aa", False):
         note = _aa_schedule(spec)
         if note:

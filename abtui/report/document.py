@@ -73,6 +73,11 @@ def report_data(sv: SessionVerdict) -> dict:
     from abtui.report.diagnosis import diagnosis_doc
 
     doc["diagnosis"] = diagnosis_doc(sv.path)
+    from abtui.report.profile import profile_doc
+
+    profile = profile_doc(sv.path)  # abtui run --profile: the stored analysis
+    if profile is not None:
+        doc["profile"] = profile
     return doc
 
 

@@ -1,0 +1,69 @@
+"""The session's profile (``abtui run --profile``: :mod:`abtui.profile.stored`) as the reports
+show it: printed after a run, the JSON ``profile`` key, the Markdown section and the HTML one
+with a stacked bar per arm and phase. Everything comes from the session file: the traces are
+not needed."""
+
+from __future__ import annotations
+
+from abtui.jsonable import json_ready
+from abtui.profile.stored import phase_bars, profile_lines
+from abtui.report.untrusted import inert
+from abtui.store.reader import SessionReader
+
+
+def profile_doc(path) -> dict | None:
+    """The stored profile of the session at ``path`` with its window, the requests the window
+    left out per arm (``excluded``) and the lines the reports print; None without one."""
+    with SessionReader(path) as rd:
+        meta = rd.meta()
+        doc, window = meta.get("profile"), meta.get("profile_window")
+        if not isinstance(doc, dict) and not isinstance(window, dict):
+            return None
+        counts = rd.profiled_counts()
+        names = {a["arm"]: a["name"] for a in rd.arms()}
+    doc = dict(doc) if isinstance(doc, dict) else {}
+    window = window if isinstance(window, dict) else None
+    excluded = {names.get(k, str(k)): n for k, n in counts.items()}
+    doc["window"] = window
+    doc["excluded"] = excluded
+    doc["lines"] = profile_lines(doc, window, excluded)
+    return json_ready(doc)
+
+
+def print_profile(path, out) -> None:
+    doc = profile_doc(path)
+    if doc and doc["lines"]:
+        print("", file=out)
+        for line in doc["lines"]:
+            print(inert(line), file=out)
+
+
+def profile_markdown(doc: dict, escape) -> list[str]:
+    p = doc.get("profile")
+    if not p or not p.get("lines"):
+        return []
+    lines = ["## Profile: where each server's time went", ""]
+    head, *rest = p["lines"]
+    lines += [escape(head), ""]
+    lines += [f"- {escape(x.strip())}" for x in rest] + [""]
+    return lines
+
+
+def profile_html(doc: dict, escape) -> str:
+    from abtui.report.svg import stacked_bars
+
+    p = doc.get("profile")
+    if not p or not p.get("lines"):
+        return ""
+    head, *rest = p["lines"]
+    h = ["<h2>Profile: where each server's time went</h2>", f"<p>{escape(head)}</p>"]
+    bars = phase_bars(p)
+    if bars:
+        rows = [(f"{arm} · {phase}", parts) for arm, phase, parts in bars]
+        h.append(
+            stacked_bars(
+                "profile-bars", "Share of each phase's time, per class (idle: launch gaps)", rows
+            )
+        )
+    h.append("<ul>" + "".join(f"<li>{escape(x.strip())}</li>" for x in rest) + "</ul>")
+    return "".join(h)
