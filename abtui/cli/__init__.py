@@ -338,6 +338,12 @@ def _add_demo(sub) -> None:
         action="store_true",
         help="skip the quality suites (niah, keys) after the load test",
     )
+    g.add_argument(
+        "--profile",
+        action="store_true",
+        help="each simulator profiles a window of the load: class shares per phase, the "
+        "Amdahl bound of FP8's GEMM gain (docs/profile.md)",
+    )
     g = d.add_argument_group("session")
     g.add_argument("--headless", action="store_true", help="print the summary (no TUI)")
     g.add_argument("--name", help="session name (default demo-<timestamp>)")

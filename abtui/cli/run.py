@@ -510,6 +510,9 @@ def cmd_demo(args) -> int:
     if args.ablation:
         from abtui.demo_ablation import AblationOptions, run_ablation_demo
 
+        if args.profile:
+            raise UsageError("--profile goes with the A/B demo, not --ablation")
+
         opts = AblationOptions(
             requests=args.requests,
             time_scale=args.time_scale,
@@ -535,6 +538,7 @@ def cmd_demo(args) -> int:
         name=args.name,
         sessions_dir=args.sessions_dir,
         quality=not args.no_quality,
+        profile=args.profile,
     )
     return run_demo(
         opts,

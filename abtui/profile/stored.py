@@ -210,7 +210,11 @@ def _diff_lines(doc: dict, labels: dict) -> list[str]:
     return out
 
 
-def _amdahl_lines(doc: dict, labels: dict) -> list[str]:
+# the latency figure each phase's time sets: what the verdict measured beside the bound
+PHASE_METRICS = {"decode": "tpot.p50", "prefill": "ttft.p50"}
+
+
+def _amdahl_lines(doc: dict, labels: dict, latency: dict | None = None) -> list[str]:
     out = []
     targeted = " + ".join(labels.get(c, c) for c in doc.get("optimises") or [])
     base = (doc.get("arms") or [{}])[0].get("name", "the baseline")
@@ -225,9 +229,15 @@ def _amdahl_lines(doc: dict, labels: dict) -> list[str]:
                 f"{'∞' if free is None else render.times(free)} if free, "
                 f"{render.times(x['bound_at_factor'])} if {x['factor']:g}× faster"
             )
+            who = block.get("candidate")
             if x.get("measured") is not None:
-                who = block.get("candidate") or "measured"
-                text += f"; {render.one_line(who, 32)} measured {render.times(x['measured'])}"
+                text += (
+                    f"; {render.one_line(who or '', 32)} measured {render.times(x['measured'])}"
+                    " / step"
+                )
+            seen = ((latency or {}).get(who) or {}).get(x["phase"])
+            if seen is not None:
+                text += f", {seen[0]} {_change(seen[1])}"
             out.append(text)
             if x.get("exceeds_bound"):
                 out.append(
@@ -257,10 +267,15 @@ def _roofline_lines(doc: dict) -> list[str]:
 
 
 def profile_lines(
-    doc: dict | None, window: dict | None = None, excluded: dict[str, int] | None = None
+    doc: dict | None,
+    window: dict | None = None,
+    excluded: dict[str, int] | None = None,
+    latency: dict[str, dict[str, tuple[str, float]]] | None = None,
 ) -> list[str]:
     """The profile block the headless output, the verdict screen and the Markdown report
-    show (names as in the trace: the caller makes them inert); [] without a profile."""
+    show (names as in the trace: the caller makes them inert); [] without a profile.
+    ``latency``: per candidate and phase, the verdict's (label, change) of the metric the
+    phase sets (:data:`PHASE_METRICS`), shown beside the Amdahl bound."""
     if not doc and not window:
         return []
     labels = (doc or {}).get("classes") or {}
@@ -277,5 +292,6 @@ def profile_lines(
             if phase in phases and phases[phase].get("share_of_time"):
                 out.append(_phase_line(a["name"], phase, phases[phase], labels))
     if doc:
-        out += _diff_lines(doc, labels) + _amdahl_lines(doc, labels) + _roofline_lines(doc)
+        out += _diff_lines(doc, labels) + _amdahl_lines(doc, labels, latency)
+        out += _roofline_lines(doc)
     return out

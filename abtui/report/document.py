@@ -75,7 +75,7 @@ def report_data(sv: SessionVerdict) -> dict:
     doc["diagnosis"] = diagnosis_doc(sv.path)
     from abtui.report.profile import profile_doc
 
-    profile = profile_doc(sv.path)  # abtui run --profile: the stored analysis
+    profile = profile_doc(sv.path, doc.get("pairs"))  # abtui run --profile
     if profile is not None:
         doc["profile"] = profile
     return doc

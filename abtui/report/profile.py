@@ -6,14 +6,29 @@ not needed."""
 from __future__ import annotations
 
 from abtui.jsonable import json_ready
-from abtui.profile.stored import phase_bars, profile_lines
+from abtui.profile.stored import PHASE_METRICS, phase_bars, profile_lines
 from abtui.report.untrusted import inert
 from abtui.store.reader import SessionReader
 
 
-def profile_doc(path) -> dict | None:
+def _latency(pairs: list[dict] | None) -> dict[str, dict[str, tuple[str, float]]]:
+    """Per candidate and phase, the verdict's change of the metric the phase sets."""
+    from abtui.stats.labels import label
+
+    out: dict[str, dict[str, tuple[str, float]]] = {}
+    for p in pairs or []:
+        effects = {e["key"]: e for e in (p.get("comparison") or {}).get("effects") or []}
+        for phase, key in PHASE_METRICS.items():
+            e = effects.get(key)
+            if e is not None and e.get("ratio") is not None:
+                out.setdefault(p["candidate"], {})[phase] = (label(key), e["ratio"])
+    return out
+
+
+def profile_doc(path, pairs: list[dict] | None = None) -> dict | None:
     """The stored profile of the session at ``path`` with its window, the requests the window
-    left out per arm (``excluded``) and the lines the reports print; None without one."""
+    left out per arm (``excluded``) and the lines the reports print; None without one.
+    ``pairs``: the verdict's (its latency changes go beside the Amdahl bounds)."""
     with SessionReader(path) as rd:
         meta = rd.meta()
         doc, window = meta.get("profile"), meta.get("profile_window")
@@ -26,7 +41,7 @@ def profile_doc(path) -> dict | None:
     excluded = {names.get(k, str(k)): n for k, n in counts.items()}
     doc["window"] = window
     doc["excluded"] = excluded
-    doc["lines"] = profile_lines(doc, window, excluded)
+    doc["lines"] = profile_lines(doc, window, excluded, _latency(pairs))
     return json_ready(doc)
 
 
