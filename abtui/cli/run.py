@@ -528,10 +528,15 @@ def cmd_demo(args) -> int:
             ),
         )
 
+    from abtui.demo import PROFILE_REQUESTS
+
+    requests = args.requests
+    if args.profile and requests == DemoOptions().requests:  # room for the window's requests
+        requests = PROFILE_REQUESTS
     opts = DemoOptions(
         baseline_preset=args.baseline_preset,
         candidate_preset=args.candidate_preset,
-        requests=args.requests,
+        requests=requests,
         rate=args.rate,
         time_scale=args.time_scale,
         seed=args.seed,

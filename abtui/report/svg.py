@@ -464,7 +464,8 @@ def stacked_bars(
     ]
     for i, (label, parts) in enumerate(rows):
         y = top + i * (bar_h + gap)
-        out.append(f'<text x="4" y="{y + 13}">{esc(label)}</text>')
+        short = label if len(label) <= 28 else label[:27] + "…"
+        out.append(f'<text x="4" y="{y + 13}">{esc(short)}</text>')
         x = float(label_w)
         for key, name, share in parts:
             w = max(0.0, share) * plot_w

@@ -153,3 +153,35 @@ def test_a_bad_profile_section_names_the_field(tmp_path):
     f.write_text(head + '[profile.classes]\nmoe = ["topk"]\n[profile]\noptimises = ["moe"]\n')
     spec = validate(load_spec(f)[0], str(f))
     assert spec.profile.enabled and spec.profile.optimises == ["moe"]
+
+
+def test_a_server_without_the_routes_is_named_and_the_other_arm_profiled(tmp_path, capsys):
+    """The baseline profiles into a folder named by --profile-trace; the candidate was started
+    without --profiler-config (404): its error is stored and said, the run goes on, and only
+    the baseline's window leaves items out."""
+    folder = tmp_path / "traces"
+    prof = ProfilerConfig(str(folder), detailed=True)
+    cfg_a = SimConfig(preset=PresetOptions(BF16, time_scale=8.0), profiler=prof)
+    cfg_b = SimConfig(preset=PresetOptions(FP8, time_scale=8.0))
+    with SimProcess(cfg_a) as a, SimProcess(cfg_b) as b:
+        argv = ["run", "--headless", "--baseline", a.url, "--candidate", b.url, "--rate", "30"]
+        argv += ["--requests", "60", "--input-tokens", "128", "--output-tokens", "32"]
+        argv += ["--profile-after", "0.3s", "--profile-for", "0.5s", "--profile-steps", "100"]
+        argv += ["--profile-trace", f"baseline={folder}", "--optimises", "gemm,attention"]
+        argv += ["--name", "half", "--sessions-dir", str(tmp_path / "s")]
+        assert main(argv) in (0, 3, 4)
+    out = capsys.readouterr().out
+    assert "POST /start_profile: HTTP 404" in out and "--profiler-config" in out
+    with SessionReader(tmp_path / "s" / "half.duckdb") as rd:
+        meta = rd.meta()
+        excluded = rd.profiled_counts()
+    base, cand = meta["profile_window"]["arms"]
+    assert base["start_ns"] and base["error"] is None
+    assert cand["start_ns"] is None and "404" in cand["error"]
+    assert excluded[0] == excluded[1] > 0  # the baseline's window, both arms' items
+    doc = meta["profile"]
+    assert doc["arms"][0]["traces"][0].startswith(str(folder))
+    assert doc["arms"][0]["profile"]["phases"]["decode"]["steps"] <= 100
+    assert "404" in doc["arms"][1]["error"] and doc["diff"] == []
+    [block] = doc["amdahl"]  # the bound alone, on the baseline's profile
+    assert block["candidate"] is None and block["lines"][0]["classes"] == ["gemm", "attention"]
