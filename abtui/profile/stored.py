@@ -165,7 +165,8 @@ def _phase_line(name: str, phase: str, ph: dict, labels: dict) -> str:
     ranked = sorted(shares.items(), key=lambda kv: -kv[1])
     parts = [f"{labels.get(c, c)} {_pct(v)}" for c, v in ranked if v >= 0.005]
     steps = ph.get("steps") or 0
-    when = f" ({steps} steps, {render.duration(ph.get('per_step_us'))} / step)" if steps else ""
+    per = render.duration(ph.get("per_step_us"))
+    when = f" ({steps} step{'s' * (steps != 1)}, {per} / step)" if steps else ""
     return f"  {render.one_line(name, 32)} {phase}{when}: " + ", ".join(parts)
 
 

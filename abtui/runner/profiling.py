@@ -209,6 +209,7 @@ class ProfileWindow:
             if a.error:
                 writer.event("profile", a.error, arm=a.arm)
                 self.say(f"profile: {a.name}: {a.error}")
+        self.say("profile: reading the traces…")
         traces = [self._traces(a) for a in self.arms]
         table = table_from_dict(self.pr.classes, "profile.classes")
         doc = analyse_session(traces, table, tuple(self.pr.optimises), self.pr.factor)
