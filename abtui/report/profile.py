@@ -82,3 +82,23 @@ def profile_html(doc: dict, escape) -> str:
         )
     h.append("<ul>" + "".join(f"<li>{escape(x.strip())}</li>" for x in rest) + "</ul>")
     return "".join(h)
+
+
+def excluded_line(path, meta: dict) -> str | None:
+    """The verdict's word on a profiling window: how many requests it left out of the
+    latency figures, per arm (None: no window, or nothing in it)."""
+    if not isinstance(meta.get("profile_window"), dict):
+        return None
+    try:
+        with SessionReader(path) as rd:
+            counts = rd.profiled_counts()
+            names = {a["arm"]: a["name"] for a in rd.arms()}
+    except (OSError, ValueError):  # the file moved since the verdict was read
+        return None
+    if not counts:
+        return None
+    each = ", ".join(f"{names.get(k, k)} {n}" for k, n in sorted(counts.items()))
+    return (
+        f"profiling: the requests that ran while the servers profiled ({each}) were slowed by "
+        "it and are left out of these figures (docs/profile.md)"
+    )

@@ -112,6 +112,8 @@ def test_reports_show_the_profile_without_the_traces(profiled, capsys):
     main(["report", str(path)])
     printed = capsys.readouterr().out
     assert "Profile: a window of" in printed and "left out of the latency figures" in printed
+    n = doc["excluded"]["bf16"]
+    assert f"ran while the servers profiled (bf16 {n}, fp8 {n}) were slowed" in printed
 
 
 def test_the_verdict_screen_shows_the_profile_at_80x24(profiled):
