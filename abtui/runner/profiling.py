@@ -103,7 +103,7 @@ class ProfileWindow:
 
     def _start_one(self, a: _Arm) -> None:
         body = {}
-        if self.pr.steps:  # SGLang's num_steps; vLLM's (and the simulator's) max_iterations
+        if self.pr.steps:  # SGLang's key and vLLM's (0.32 takes overrides; both ignore others)
             body = {"num_steps": self.pr.steps, "max_iterations": self.pr.steps}
         a.started_wall = time.time()
         a.start_ns = _now()

@@ -357,7 +357,8 @@ class _Connection(asyncio.Protocol):
         )
 
     def _profile(self, start: bool, body: bytes) -> None:
-        """``/start_profile`` (optionally ``{"max_iterations": N}``, as vLLM takes it) or
+        """``/start_profile`` (optionally ``{"max_iterations": N}``, as vLLM takes it, or SGLang's
+        ``{"num_steps": N}``) or
         ``/stop_profile``, which writes the trace and answers its path."""
         prof = self.sim.profiler
         assert prof is not None
@@ -368,11 +369,16 @@ class _Connection(asyncio.Protocol):
                 doc = json.loads(body) if body.strip() else {}
             except ValueError:
                 doc = None
-            limit = doc.get("max_iterations") if isinstance(doc, dict) else -1
+            # vLLM's key, else SGLang's
+            limit = (
+                (doc.get("max_iterations", doc.get("num_steps"))) if isinstance(doc, dict) else -1
+            )
             if limit is not None and (
                 isinstance(limit, bool) or not isinstance(limit, int) or limit < 0
             ):
-                return self._fail(400, 'the body must be {} or {"max_iterations": N >= 0}')
+                return self._fail(
+                    400, 'the body must be {}, {"max_iterations": N >= 0} or {"num_steps": N}'
+                )
             prof.max_steps = limit
             prof.start(self.sim.engine.now)
             return self._send(200, b"{}")
