@@ -17,6 +17,7 @@ stored as the ``profile`` meta key, so the reports need the traces no more.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -102,12 +103,15 @@ class ProfileWindow:
         return None
 
     def _start_one(self, a: _Arm) -> None:
-        body = {}
-        if self.pr.steps:  # SGLang's key and vLLM's (0.32 takes overrides; both ignore others)
-            body = {"num_steps": self.pr.steps, "max_iterations": self.pr.steps}
+        # vLLM 0.32 takes overrides (profile_prefix names its trace files, so that servers
+        # sharing a folder are told apart; max_iterations), SGLang num_steps; each ignores
+        # the others' keys
+        body: dict = {"profile_prefix": prefix_of(a.name)}
+        if self.pr.steps:
+            body |= {"num_steps": self.pr.steps, "max_iterations": self.pr.steps}
         a.started_wall = time.time()
         a.start_ns = _now()
-        r = self._call(a, "start_profile", body or None)
+        r = self._call(a, "start_profile", body)
         if r is not None and r.status_code >= 300:
             a.error = f"POST /start_profile: {_said(r)}"
             if r.status_code == 404:
@@ -246,7 +250,7 @@ class ProfileWindow:
             return out
         deadline = time.monotonic() + self.pr.wait_s
         while True:
-            found = _find(places, a.started_wall)
+            found = _find(places, a.started_wall, prefix_of(a.name))
             if found or time.monotonic() >= deadline:
                 break
             time.sleep(0.5)
@@ -257,9 +261,22 @@ class ProfileWindow:
         return out
 
 
-def _find(places: list[Path], since: float) -> list[Path]:
+def prefix_of(arm: str) -> str:
+    """The trace-file prefix abtui asks an arm's server for (vLLM's ``profile_prefix``: 1-128
+    ASCII letters, digits, ``.``, ``_``, ``-``, a letter or digit first)."""
+    return "abtui_" + re.sub(r"[^A-Za-z0-9._-]", "-", arm)[:100]
+
+
+def _find(places: list[Path], since: float, prefix: str = "") -> list[Path]:
     """The trace files at ``places``: a file as it is; in a folder, those written since
-    ``since`` (one per rank), in name order."""
+    ``since`` (one per rank), in name order; those named with ``prefix`` when there are any
+    (a folder several servers write to)."""
+    found = _new_files(places, since)
+    mine = [p for p in found if prefix and p.name.startswith((f"{prefix}_", f"{prefix}-"))]
+    return mine or found
+
+
+def _new_files(places: list[Path], since: float) -> list[Path]:
     out: list[Path] = []
     for p in places:
         if p.is_file():

@@ -31,7 +31,7 @@ from abtui.sim.api import BadRequest, Formatter, error_body, models_body, parse_
 from abtui.sim.engine import Engine, FixedDelayEngine, SimConfig, SimRequest
 from abtui.sim.faults import make_faults
 from abtui.sim.logprobs import LogprobFace
-from abtui.sim.profiler import StepProfiler
+from abtui.sim.profiler import PREFIX, StepProfiler
 from abtui.sim.prom import CONTENT_TYPE as PROM_CONTENT_TYPE
 from abtui.sim.prom import metrics_text
 from abtui.sim.quality_face import QualityFace, variant_of
@@ -379,7 +379,10 @@ class _Connection(asyncio.Protocol):
                 return self._fail(
                     400, 'the body must be {}, {"max_iterations": N >= 0} or {"num_steps": N}'
                 )
-            prof.max_steps = limit
+            prefix = doc.get("profile_prefix") if isinstance(doc, dict) else None
+            if prefix is not None and not (isinstance(prefix, str) and PREFIX.fullmatch(prefix)):
+                return self._fail(400, "profile_prefix: 1-128 letters, digits, '.', '_', '-'")
+            prof.max_steps, prof.prefix = limit, prefix
             prof.start(self.sim.engine.now)
             return self._send(200, b"{}")
         if not prof.active:

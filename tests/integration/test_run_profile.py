@@ -71,6 +71,8 @@ def test_the_session_keeps_the_window_and_the_profile(profiled):
     assert doc["optimises"] == ["gemm"]
     for arm in doc["arms"]:
         assert arm["error"] is None and len(arm["traces"]) == 1
+        # named as abtui asked (vLLM's profile_prefix), in the arm's own folder
+        assert arm["traces"][0].startswith(str(tmp / "traces" / arm["name"] / "abtui_"))
         phases = arm["profile"]["phases"]
         assert phases["decode"]["steps"] > 20
         for name, ph in phases.items():
