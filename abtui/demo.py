@@ -40,6 +40,14 @@ QUALITY_PER_CELL = 5  # haystacks per context length: 30 keys and 45 niah items 
 # items with no flipped answer), so the demo gates at 15 pp and says so; a real run sizes its
 # suites for the margin it needs (the verdict prints how many items would decide).
 QUALITY_MARGIN = 0.15
+# --profile: the window, in the modelled GPU's seconds (divided by the time scale): after the
+# first arrivals have filled the batch, and long enough for a few hundred decode steps
+PROFILE_AFTER_S = 10.0
+PROFILE_FOR_S = 3.0
+PROFILE_STEPS = 500  # a trace of more takes the simulator seconds more to write, stalling it
+# --profile at the default request count: the window's requests (~100 per arm) are left out
+# of the latency figures, and a P99 guardrail needs 1,000 left
+PROFILE_REQUESTS = 1250
 
 
 @dataclass(slots=True)
@@ -56,6 +64,7 @@ class DemoOptions:
     slo_ttft_s: float = 0.2
     slo_tpot_s: float = 0.01
     quality: bool = True  # the niah and keys suites after the load test
+    profile: bool = False  # each simulator profiles a window of the load (docs/profile.md)
 
 
 def arm_names(baseline: str, candidate: str) -> tuple[str, str]:
@@ -69,13 +78,16 @@ def arm_names(baseline: str, candidate: str) -> tuple[str, str]:
     return baseline, candidate
 
 
-def _sim_config(flag: str, preset: str, opts: DemoOptions):
+def _sim_config(flag: str, preset: str, opts: DemoOptions, traces: str | None = None):
     from abtui.sim.engine import SimConfig
     from abtui.sim.preset_cli import PresetOptions
+    from abtui.sim.profiler import ProfilerConfig
 
     # the same seed on both arms: identical text, and paired quality-face draws
     po = PresetOptions(preset, time_scale=opts.time_scale, max_num_seqs=opts.max_num_seqs)
-    cfg = SimConfig(port=0, seed=opts.seed, preset=po)
+    # --profile: vLLM's --profiler-config, with the step annotations that carry the KV lengths
+    prof = ProfilerConfig(traces, detailed=True) if traces else None
+    cfg = SimConfig(port=0, seed=opts.seed, preset=po, profiler=prof)
     try:
         cfg.validate()
     except UsageError as exc:
@@ -136,6 +148,12 @@ def build_spec(
     }
     if opts.sessions_dir:
         spec.store.dir = opts.sessions_dir
+    if opts.profile:  # a window of the load; FP8 weights target the GEMMs
+        spec.profile.enabled = True
+        spec.profile.after_s = PROFILE_AFTER_S / opts.time_scale
+        spec.profile.duration_s = PROFILE_FOR_S / opts.time_scale
+        spec.profile.steps = PROFILE_STEPS
+        spec.profile.optimises = ["gemm"]
     if opts.quality:
         spec.quality.suites = list(QUALITY_SUITES)
         spec.quality.per_cell = QUALITY_PER_CELL
@@ -209,6 +227,12 @@ def intro(opts: DemoOptions, spec, shape) -> str:
         f"  workload: {opts.requests} chat-like requests per arm ({enough}), "
         f"{describe_load(spec)}, {lengths}",
     ]
+    if opts.profile:
+        lines.append(
+            f"  profile: each simulator profiles {PROFILE_FOR_S:g} s of the load, "
+            f"{PROFILE_AFTER_S:g} s in (at most {PROFILE_STEPS} steps; modelled seconds), for an "
+            "optimisation of GEMM/GEMV; the window's requests are left out of the latency figures"
+        )
     if opts.quality:
         lines.append(
             f"  quality: {', '.join(QUALITY_SUITES)} after the load test, gated at "
@@ -233,8 +257,11 @@ def run_demo(opts: DemoOptions, run_and_report, note_to=None):
         raise UsageError(f"--time-scale {opts.time_scale:g} is invalid", "give a factor > 0")
     shape = replace(ChatShape(), cv=1.0)  # Poisson: what the summary's load line says
     items = chat_items(opts.requests, opts.rate, opts.seed, shape)
-    base_cfg = _sim_config("--baseline-preset", opts.baseline_preset, opts)
-    cand_cfg = _sim_config("--candidate-preset", opts.candidate_preset, opts)
+    if opts.profile and not opts.name:  # the traces' folder is named after the session
+        opts = replace(opts, name=datetime.now().strftime("demo-%Y%m%d-%H%M%S"))
+    traces = _trace_dirs(opts)
+    base_cfg = _sim_config("--baseline-preset", opts.baseline_preset, opts, traces[0])
+    cand_cfg = _sim_config("--candidate-preset", opts.candidate_preset, opts, traces[1])
     with SimProcess(base_cfg) as a, SimProcess(cand_cfg) as b:
         spec = build_spec(
             opts,
@@ -246,11 +273,74 @@ def run_demo(opts: DemoOptions, run_and_report, note_to=None):
         )
         say(intro(opts, spec, shape), sys.stderr)
         rc = run_and_report(spec, items)
-    if opts.quality and note_to is not None:
+    if note_to is not None and (opts.quality or opts.profile):
         from abtui.runner.session import session_path
 
         path = session_path(spec)[1]
-        note = path.exists() and quality_note(path, opts.baseline_preset, opts.candidate_preset)
+        if opts.profile and path.exists():
+            for line in profile_note(path, opts.baseline_preset, opts.candidate_preset):
+                say(line, note_to)
+        note = (
+            opts.quality
+            and path.exists()
+            and quality_note(path, opts.baseline_preset, opts.candidate_preset)
+        )
         if note:
             say(note, note_to)
     return rc
+
+
+def _trace_dirs(opts: DemoOptions) -> tuple[str | None, str | None]:
+    """Where each simulator writes its traces with ``--profile``: beside the session file,
+    ``<sessions>/<name>.traces/<arm>``."""
+    if not opts.profile:
+        return None, None
+    from pathlib import Path
+
+    from abtui.spec.model import StoreSpec
+
+    root = Path(opts.sessions_dir or StoreSpec().dir).resolve() / f"{opts.name}.traces"
+    a, b = arm_names(opts.baseline_preset, opts.candidate_preset)
+    return str(root / a), str(root / b)
+
+
+def profile_note(path, baseline: str, candidate: str) -> list[str]:
+    """The profile the run stored beside what the simulator's roofline predicts for the same
+    steps (:func:`abtui.sim.profile_check.expected_shares`): per arm and phase, GEMM/GEMV's and
+    the gaps' shares of the time and the time per step."""
+    from abtui.errors import AbtuiError
+    from abtui.profile.render import duration
+    from abtui.sim.profile_check import expected_shares
+    from abtui.store.reader import SessionReader
+
+    with SessionReader(path) as rd:
+        doc = rd.meta().get("profile") or {}
+    presets = dict(zip(arm_names(baseline, candidate), (baseline, candidate), strict=True))
+    out, worst = [], 0.0
+    for arm in doc.get("arms") or []:
+        phases = (arm.get("profile") or {}).get("phases") or {}
+        if not arm.get("traces") or arm["name"] not in presets:
+            continue
+        try:
+            want = expected_shares(arm["traces"][0], presets[arm["name"]])
+        except (AbtuiError, OSError):  # the traces were moved away since
+            continue
+        for phase in ("prefill", "decode", "mixed"):
+            got, exp = (phases.get(phase) or {}).get("share_of_time"), want.get(phase)
+            if not got or not exp:
+                continue
+            g, i = got.get("gemm", 0.0), got.get("idle", 0.0)
+            worst = max(worst, abs(g - exp["gemm"]), abs(i - exp["idle"]))
+            out.append(
+                f"  {arm['name']} {phase}: GEMM/GEMV {100 * g:.1f} % (roofline "
+                f"{100 * exp['gemm']:.1f} %), gaps {100 * i:.1f} % ({100 * exp['idle']:.1f} %), "
+                f"{duration(phases[phase].get('per_step_us'))} / step "
+                f"({duration(exp['per_step_us'])})"
+            )
+    if not out:
+        return []
+    head = (
+        "demo: the profile against the simulator's roofline of the same steps (share of each "
+        f"phase's time; the roofline's in brackets): within {100 * worst:.2f} points"
+    )
+    return [head, *out]

@@ -76,6 +76,9 @@ def report_run(result, gate: bool = True, verdict=None) -> int:
 
     print_session_summary(result.path, sys.stdout)
     print_diagnosis(result.path, sys.stdout)
+    from abtui.report.profile import print_profile
+
+    print_profile(result.path, sys.stdout)
     if result.status not in ("complete", "interrupted"):
         return 1
     if verdict is not None and Path(verdict.path) == Path(result.path):

@@ -161,6 +161,16 @@ LIMITS: dict[str, Limit] = {
     "ray.clock_warn_ms": _num(
         0, 60_000, "a node clock known to ± a minute says nothing", "ms", low_open=True
     ),
+    # [profile]
+    "profile.after_s": _num(0, MAX_WAIT_S, "the window's opening into the measured phase", "s"),
+    "profile.duration_s": _num(
+        0, MAX_WAIT_S, "the profiling window; a profile of a day is gigabytes", "s", low_open=True
+    ),
+    "profile.steps": _int(1, 1_000_000, "engine steps one profile records"),
+    "profile.factor": _num(
+        1, 1e6, "how many times faster the targeted classes get (1: no change)", low_open=True
+    ),
+    "profile.wait_s": _num(0, MAX_WAIT_S, "the wait for a trace file to appear", "s"),
     # a workload line (abtui JSONL) and what the importers write into one
     "item.arrival_s": _num(0, MAX_SPAN_S, _WHY_SPAN, "s"),
     "item.input_tokens": _int(1, MAX_TOKENS, _WHY_TOKENS),

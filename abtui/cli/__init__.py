@@ -145,6 +145,9 @@ def cmd_report(args) -> int:
             from abtui.report.diagnosis import print_diagnosis
 
             print_diagnosis(Path(args.session), sys.stdout)
+            from abtui.report.profile import print_profile
+
+            print_profile(Path(args.session), sys.stdout)
             from abtui.headless import print_session_verdict
 
             return print_session_verdict(Path(args.session), cost, policy).exit_code
@@ -343,6 +346,12 @@ def _add_demo(sub) -> None:
         "--no-quality",
         action="store_true",
         help="skip the quality suites (niah, keys) after the load test",
+    )
+    g.add_argument(
+        "--profile",
+        action="store_true",
+        help="each simulator profiles a window of the load: class shares per phase, the "
+        "Amdahl bound of FP8's GEMM gain (docs/profile.md)",
     )
     g = d.add_argument_group("session")
     g.add_argument("--headless", action="store_true", help="print the summary (no TUI)")

@@ -250,3 +250,77 @@ def cmd_profile_show(args) -> int:
         out += ["", *render.roofline_text(p, checks, setup)]
     sys.stdout.write(inert("\n".join(out).rstrip("\n") + "\n"))
     return 0
+
+
+def add_run_profile_options(p) -> None:
+    """``abtui run``'s profiling options (the spec's ``[profile]``; docs/profile.md)."""
+    g = p.add_argument_group(
+        "profile: where each server's time goes (docs/profile.md)",
+        "each arm's server profiles a window of the measured phase (POST /start_profile, "
+        "/stop_profile: vLLM with --profiler-config, SGLang, abtui sim serve); its requests are "
+        "left out of the latency figures",
+    )
+    g.add_argument("--profile", action="store_true", help="profile a window of each arm")
+    g.add_argument(
+        "--profile-after",
+        metavar="DURATION",
+        help="open the window this long after the measured phase starts (default 1s)",
+    )
+    g.add_argument("--profile-for", metavar="DURATION", help="the window's length (default 5s)")
+    g.add_argument(
+        "--profile-steps",
+        type=positive_int,
+        metavar="N",
+        help="at most N engine steps recorded (sent to servers that take it)",
+    )
+    g.add_argument(
+        "--profile-dir",
+        metavar="DIR",
+        help="where the servers write traces (DIR/ARM or DIR): the files new since the window",
+    )
+    g.add_argument(
+        "--profile-trace",
+        action="append",
+        default=[],
+        metavar="ARM=PATH",
+        help="where ARM's trace appears on this machine (a file or a folder), for a server "
+        "that does not share the filesystem",
+    )
+    g.add_argument(
+        "--optimises",
+        metavar="CLASS,…",
+        help="the classes the candidate's optimisation targets (gemm, attention, …): the "
+        "Amdahl bound per phase",
+    )
+
+
+def apply_run_profile_options(spec, args) -> None:
+    """The profiling flags over the spec's ``[profile]`` (checked by ``abtui.spec.validate``)."""
+    from abtui.spec import parse_duration
+
+    pr = spec.profile
+    given = [
+        args.profile_after,
+        args.profile_for,
+        args.profile_steps,
+        args.profile_dir,
+        args.optimises,
+        *args.profile_trace,
+    ]
+    if args.profile or any(x is not None for x in given):
+        pr.enabled = True
+    if args.profile_after is not None:
+        pr.after_s = parse_duration(args.profile_after, "--profile-after")
+    if args.profile_for is not None:
+        pr.duration_s = parse_duration(args.profile_for, "--profile-for")
+    if args.profile_steps is not None:
+        pr.steps = args.profile_steps
+    if args.profile_dir is not None:
+        pr.dir = args.profile_dir
+    if args.optimises is not None:
+        pr.optimises = [c.strip() for c in args.optimises.split(",") if c.strip()]
+    for item in args.profile_trace:
+        m = _ARM.fullmatch(item)
+        if not m:
+            raise UsageError(f"--profile-trace {item}: expected ARM=PATH")
+        pr.traces[m.group(1)] = m.group(2)

@@ -178,6 +178,9 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         choices=("spread", "pack"),
         help=f"place the generators over the nodes, or pack them (default {_RAY.placement})",
     )
+    from abtui.cli.profile import add_run_profile_options
+
+    add_run_profile_options(p)
     g = p.add_argument_group("factorial ablation (docs/ablation.md)")
     g.add_argument(
         "--factor",
@@ -329,6 +332,10 @@ def apply_flags(spec, args):
     if args.concurrency is not None:
         spec.load.concurrency = args.concurrency
     _apply_settings(spec, args)
+    if hasattr(args, "profile_trace"):
+        from abtui.cli.profile import apply_run_profile_options
+
+        apply_run_profile_options(spec, args)
     if getattr(args, "aa", False):
         note = _aa_schedule(spec)
         if note:
@@ -500,8 +507,13 @@ def cmd_demo(args) -> int:
     ``--ablation`` four, a 2×2 factorial (abtui.demo_ablation)."""
     from abtui.demo import DemoOptions, run_demo
 
+    if args.ablation and getattr(args, "scenario", "precision") != "precision":
+        raise UsageError("--ablation and --scenario are two demos", "pick one")
     if args.ablation:
         from abtui.demo_ablation import AblationOptions, run_ablation_demo
+
+        if args.profile:
+            raise UsageError("--profile goes with the A/B demo, not --ablation")
 
         opts = AblationOptions(
             requests=args.requests,
@@ -522,8 +534,11 @@ def cmd_demo(args) -> int:
     if scenario == "prefix-caching":
         from abtui.demo_prefix import PrefixDemo, run_prefix_demo
 
-        if args.ablation:
-            raise UsageError("--ablation and --scenario prefix-caching are two demos", "pick one")
+        if args.profile:
+            raise UsageError(
+                "--profile goes with the precision demo (its FP8 candidate's Amdahl line)",
+                "drop --profile, or --scenario",
+            )
         prefix = PrefixDemo(
             preset=args.baseline_preset,
             requests=args.requests,
@@ -540,16 +555,22 @@ def cmd_demo(args) -> int:
                 spec, "", overwrite=False, items=items, gate=False, tui=use_tui(args)
             ),
         )
+    from abtui.demo import PROFILE_REQUESTS
+
+    requests = args.requests
+    if args.profile and requests == DemoOptions().requests:  # room for the window's requests
+        requests = PROFILE_REQUESTS
     opts = DemoOptions(
         baseline_preset=args.baseline_preset,
         candidate_preset=args.candidate_preset,
-        requests=args.requests,
+        requests=requests,
         rate=args.rate,
         time_scale=args.time_scale,
         seed=args.seed,
         name=args.name,
         sessions_dir=args.sessions_dir,
         quality=not args.no_quality,
+        profile=args.profile,
     )
     return run_demo(
         opts,

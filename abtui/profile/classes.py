@@ -257,14 +257,20 @@ def load_class_table(path: str | Path) -> ClassTable:
             f"{p}: no [profile.classes] table",
             'e.g. [profile.classes] then gemm = ["my_fp4_kernel"]',
         )
+    return table_from_dict(classes, f"{p}: profile.classes")
+
+
+def table_from_dict(classes: dict, where: str) -> ClassTable:
+    """The class table of a ``[profile.classes]`` table already read (class → patterns),
+    checked: ``where`` names it in every message."""
     extra: dict[str, list[str]] = {}
     for key, patterns in classes.items():
-        where = f"{p}: profile.classes.{key}"
-        if not _NAME.fullmatch(key) or key == IDLE:
+        at = f"{where}.{key}"
+        if not isinstance(key, str) or not _NAME.fullmatch(key) or key == IDLE:
             raise ProfileError(
-                f"{where}: a class name is lower-case letters, digits and _ (not 'idle')"
+                f"{at}: a class name is lower-case letters, digits and _ (not 'idle')"
             )
         if not isinstance(patterns, list) or not all(isinstance(x, str) for x in patterns):
-            raise ProfileError(f"{where}: give a list of patterns (strings)")
+            raise ProfileError(f"{at}: give a list of patterns (strings)")
         extra[key] = patterns
-    return class_table(extra, f"{p}: profile.classes")
+    return class_table(extra, where)

@@ -74,6 +74,11 @@ def report_data(sv: SessionVerdict) -> dict:
 
     doc["diagnosis"] = diagnosis_doc(sv.path)
     doc["prefix_cache"] = prefix_cache_doc(doc["diagnosis"])
+    from abtui.report.profile import profile_doc
+
+    profile = profile_doc(sv.path, doc.get("pairs"))  # abtui run --profile
+    if profile is not None:
+        doc["profile"] = profile
     return doc
 
 

@@ -165,6 +165,9 @@ def to_markdown(sv: SessionVerdict, doc: dict) -> str:
     from abtui.report.diagnosis import diagnosis_markdown
 
     lines += diagnosis_markdown(doc, e_)
+    from abtui.report.profile import profile_markdown
+
+    lines += profile_markdown(doc, e_)
     lines += _md_floor(doc)
     lines += [policy_line(doc), ""]
     return "\n".join(lines)

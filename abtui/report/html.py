@@ -205,6 +205,9 @@ def to_html(sv: SessionVerdict, doc: dict) -> str:
     from abtui.report.diagnosis import diagnosis_html
 
     h.append(diagnosis_html(doc, esc))
+    from abtui.report.profile import profile_html
+
+    h.append(profile_html(doc, esc))
     h.append(_html_floor(doc))
     h.append(f'<p class="muted">{esc(policy_line(doc))}</p></body></html>')
     return "\n".join(h)

@@ -418,3 +418,71 @@ def no_data(plot_id: str, title: str, why: str, width: int = 440) -> str:
         f'font-weight="600">{esc(title)}</text><text x="{width / 2:.0f}" y="45" '
         f'text-anchor="middle" font-size="11" fill="#656d76">{esc(why)}</text></svg>'
     )
+
+
+# a colour per operator class (not per arm): the stacked bars of the profile section
+CLASS_COLOURS = {
+    "gemm": "#0072B2",
+    "attention": "#E69F00",
+    "norm_elementwise": "#009E73",
+    "sampling": "#CC79A7",
+    "communication": "#56B4E9",
+    "memcpy": "#8c6d31",
+    "other": "#999999",
+    "idle": "#d0d7de",
+}
+_MORE = ("#332288", "#117733", "#88CCEE", "#AA4499", "#44AA99", "#999933")
+
+
+def stacked_bars(
+    plot_id: str,
+    title: str,
+    rows: list[tuple[str, list[tuple[str, str, float]]]],
+    width: int = 640,
+) -> str:
+    """Horizontal bars of shares adding to 1, one per ``(label, [(key, name, share)])``: a
+    segment per key, coloured by :data:`CLASS_COLOURS` (others in turn), its percentage
+    inside when it fits; the legend under the bars."""
+    label_w, bar_h, gap, top = 170, 18, 8, 26
+    keys: dict[str, str] = {}
+    for _, parts in rows:
+        for key, name, _ in parts:
+            keys.setdefault(key, name)
+    colour = {}
+    extra = iter(_MORE * 4)
+    for key in keys:
+        colour[key] = CLASS_COLOURS.get(key) or next(extra, "#777777")
+    plot_w = width - label_w - 10
+    legend_y = top + len(rows) * (bar_h + gap) + 8
+    per_row = max(1, plot_w // 150)
+    height = legend_y + ((len(keys) + per_row - 1) // per_row) * 18 + 6
+    out = [
+        f'<svg id="{esc(plot_id)}" xmlns="http://www.w3.org/2000/svg" width="{width}" '
+        f'height="{height}" viewBox="0 0 {width} {height}" role="img" '
+        f'aria-label="{esc(title)}" font-family="sans-serif" font-size="11">',
+        f'<text x="4" y="15" font-size="13" font-weight="bold">{esc(title)}</text>',
+    ]
+    for i, (label, parts) in enumerate(rows):
+        y = top + i * (bar_h + gap)
+        short = label if len(label) <= 28 else label[:27] + "…"
+        out.append(f'<text x="4" y="{y + 13}">{esc(short)}</text>')
+        x = float(label_w)
+        for key, name, share in parts:
+            w = max(0.0, share) * plot_w
+            out.append(
+                f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{bar_h}" '
+                f'fill="{colour[key]}"><title>{esc(name)} {100 * share:.1f} %</title></rect>'
+            )
+            if w >= 34:
+                ink = "#000" if key in ("idle", "other") else "#fff"
+                out.append(
+                    f'<text x="{x + 3:.1f}" y="{y + 13}" fill="{ink}">{100 * share:.0f}%</text>'
+                )
+            x += w
+    for k, (key, name) in enumerate(keys.items()):
+        lx = label_w + (k % per_row) * 150
+        ly = legend_y + (k // per_row) * 18
+        out.append(f'<rect x="{lx}" y="{ly}" width="12" height="12" fill="{colour[key]}"/>')
+        out.append(f'<text x="{lx + 16}" y="{ly + 10}">{esc(name)}</text>')
+    out.append("</svg>")
+    return "".join(out)

@@ -383,6 +383,9 @@ def print_verdict(sv: SessionVerdict, out: TextIO, width: int | None = None) -> 
         console.print(
             "  nothing to compare: the baseline or every candidate has no measured request"
         )
+    from abtui.report.profile import excluded_line
+
+    profiled = excluded_line(sv.path, sv.meta)  # a run --profile: its window's requests
     for pair in v.pairs:
         console.print(
             f"\n[bold]{escape(pair.candidate)}[/] vs [bold]{escape(pair.baseline)}[/]: "
@@ -391,6 +394,8 @@ def print_verdict(sv: SessionVerdict, out: TextIO, width: int | None = None) -> 
         for r in pair.reasons:
             console.print(hanging("  - ", r, width))
         console.print(hanging("  ", error_rates_line(pair), width))
+        if profiled:
+            console.print(hanging("  ", profiled, width))
         console.print(metrics_table(pair, pol, width, elsewhere=PRINTED_ELSEWHERE))
         from abtui.report.sequential import row_lines
 

@@ -52,6 +52,7 @@ from abtui.runner.observer import (
     Snapshot,
 )
 from abtui.runner.pool import per_arm_connections
+from abtui.runner.profiling import ProfileWindow
 from abtui.runner.schedule import (
     Recipe,
     open_loop,
@@ -307,6 +308,8 @@ class SessionRun:
         self.decided = False  # the sequential verdict stopped the run
         self._said_at = 0.0  # last sequential status line shown
         self.seq_line: str | None = None  # the anytime-valid status at the last look
+        # --profile: each arm's server profiles a window of the measured phase
+        self.profiling = ProfileWindow.of(spec, self.targets, self.obs.message)
 
     def snap(self) -> Snapshot:
         seg = self.conductor.position() if self.conductor is not None else None
@@ -498,6 +501,9 @@ class SessionRun:
                 self._reap_silent()
             self._check_stop()
             self._maybe_look()
+            if self.profiling is not None:
+                stopping = bool(self.interrupts.count or self.decided)
+                self.profiling.tick(self.conductor, _now(), stopping)
             telemetry.drain_into(self.hub, self.writer, self.live.arms)
             if self.qi is not None:
                 self.qi.store(self.writer)
@@ -625,6 +631,8 @@ class SessionRun:
     def _finish(self) -> None:
         spec, writer, obs = self.spec, self.writer, self.obs
         self.conductor.close(_now())
+        if self.profiling is not None:  # the window closed, the traces analysed and stored
+            self.profiling.finish(writer)
         self.live.cuts.store(writer, self.names, obs)
         if self.fleet is not None:
             self.fleet.resync()
@@ -683,6 +691,8 @@ class SessionRun:
             self.fleet.close()
         if self.qi is not None:
             self.qi.close()
+        if self.profiling is not None:  # no server left profiling
+            self.profiling.close()
         writer = self.writer
         telemetry.finish(self.hub, None if writer.closed else writer)  # closed: a write failed
         writer.close(status=self.status)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -116,6 +117,9 @@ class StepRecord:
         return self.gemm + self.attention + self.comm + self.draft + self.sampling + self.gaps
 
 
+PREFIX = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")  # vLLM's rule for profile_prefix
+
+
 def step_label(chunks: list[tuple[int, int]], n_dec: int, k1: int, sum_ctx: int, detailed: bool):
     """vLLM's step annotation: ``chunks`` are the prefill chunks' (cached, new) tokens; the
     ``n_dec`` decoding requests run ``k1`` query tokens each over ``sum_ctx`` context tokens."""
@@ -145,6 +149,7 @@ class StepProfiler:
         self.active = False
         self.dropped = 0  # steps past the limit
         self.max_steps: int | None = None  # /start_profile's max_iterations (None: the config's)
+        self.prefix: str | None = None  # /start_profile's profile_prefix: the file's name
         self._t0 = 0.0
 
     @property
@@ -170,7 +175,8 @@ class StepProfiler:
         folder = Path(self.config.torch_profiler_dir)
         folder.mkdir(parents=True, exist_ok=True)
         suffix = ".pt.trace.json.gz" if self.config.use_gzip else ".pt.trace.json"
-        path = folder / f"{self.name}_rank0.{time.time_ns() // 1_000_000}{suffix}"
+        name = self.prefix or self.name
+        path = folder / f"{name}_rank0.{time.time_ns() // 1_000_000}{suffix}"
         write_chrome(path, self.trace())
         self.steps = []
         return path

@@ -32,7 +32,7 @@ from abtui.sim.engine import Engine, FixedDelayEngine, SimConfig, SimRequest
 from abtui.sim.faults import make_faults
 from abtui.sim.logprobs import LogprobFace
 from abtui.sim.prefix_cache import block_hashes
-from abtui.sim.profiler import StepProfiler
+from abtui.sim.profiler import PREFIX, StepProfiler
 from abtui.sim.prom import CONTENT_TYPE as PROM_CONTENT_TYPE
 from abtui.sim.prom import metrics_text
 from abtui.sim.quality_face import QualityFace, variant_of
@@ -358,7 +358,8 @@ class _Connection(asyncio.Protocol):
         )
 
     def _profile(self, start: bool, body: bytes) -> None:
-        """``/start_profile`` (optionally ``{"max_iterations": N}``, as vLLM takes it) or
+        """``/start_profile`` (optionally ``{"max_iterations": N}``, as vLLM takes it, or SGLang's
+        ``{"num_steps": N}``) or
         ``/stop_profile``, which writes the trace and answers its path."""
         prof = self.sim.profiler
         assert prof is not None
@@ -369,12 +370,20 @@ class _Connection(asyncio.Protocol):
                 doc = json.loads(body) if body.strip() else {}
             except ValueError:
                 doc = None
-            limit = doc.get("max_iterations") if isinstance(doc, dict) else -1
+            # vLLM's key, else SGLang's
+            limit = (
+                (doc.get("max_iterations", doc.get("num_steps"))) if isinstance(doc, dict) else -1
+            )
             if limit is not None and (
                 isinstance(limit, bool) or not isinstance(limit, int) or limit < 0
             ):
-                return self._fail(400, 'the body must be {} or {"max_iterations": N >= 0}')
-            prof.max_steps = limit
+                return self._fail(
+                    400, 'the body must be {}, {"max_iterations": N >= 0} or {"num_steps": N}'
+                )
+            prefix = doc.get("profile_prefix") if isinstance(doc, dict) else None
+            if prefix is not None and not (isinstance(prefix, str) and PREFIX.fullmatch(prefix)):
+                return self._fail(400, "profile_prefix: 1-128 letters, digits, '.', '_', '-'")
+            prof.max_steps, prof.prefix = limit, prefix
             prof.start(self.sim.engine.now)
             return self._send(200, b"{}")
         if not prof.active:

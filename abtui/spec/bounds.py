@@ -47,7 +47,8 @@ def _check(field: str, value, name: str, source: str) -> None:
 
 def check_bounds(spec, source: str) -> None:
     """Every numeric field of ``spec`` inside its row of the limit table (module docstring)."""
-    for section in ("workload", "load", "request", "telemetry", "cost", "policy", "quality", "ray"):
+    sections = ("workload", "load", "request", "telemetry", "cost", "policy", "quality", "ray")
+    for section in (*sections, "profile"):
         obj = getattr(spec, section)
         for f in dataclasses.fields(obj):
             row = field_limit(section, f.name)

@@ -98,6 +98,7 @@ def validate(spec: Spec, source: str = "spec") -> Spec:
             f"{source}: ray.placement must be 'spread' or 'pack', got {spec.ray.placement!r}"
         )
     _validate_until_decided(spec, source)
+    _validate_profile(spec, source)
     if spec.name is not None and not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*$", spec.name):
         raise SpecError(
             f"{source}: name {spec.name!r} must be letters, digits, '.', '_' or '-'",
@@ -146,6 +147,34 @@ def _validate_ablation(spec: Spec, source: str) -> None:
             f"{source}: ablation: {why}",
             f"the arms must be {', '.join(want)} (the baseline first: every factor off)",
         )
+
+
+def _validate_profile(spec: Spec, source: str) -> None:
+    """``[profile]``: the window, the class table and the classes an optimisation targets, the
+    arms the trace paths name."""
+    from abtui.errors import AbtuiError
+    from abtui.profile.classes import table_from_dict
+
+    pr = spec.profile
+    where = f"{source}: profile"
+    try:
+        table = table_from_dict(pr.classes, f"{where}.classes")
+    except AbtuiError as e:
+        raise SpecError(e.message, e.hint) from None
+    unknown = [c for c in pr.optimises if c not in table.order]
+    if unknown:
+        raise SpecError(
+            f"{where}.optimises: unknown class {', '.join(map(repr, unknown))}",
+            f"the classes: {', '.join(table.order)}",
+        )
+    names = {a.name for a in spec.arms}
+    for arm, path in pr.traces.items():
+        if arm not in names:
+            raise SpecError(
+                f"{where}.traces: no arm named {arm!r}", f"the arms: {', '.join(sorted(names))}"
+            )
+        if not isinstance(path, str) or not path:
+            raise SpecError(f"{where}.traces.{arm}: give a path (a file or a folder)")
 
 
 def _validate_until_decided(spec: Spec, source: str) -> None:

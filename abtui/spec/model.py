@@ -232,6 +232,36 @@ class AblationSpec:
 
 
 @dataclass
+class ProfileSpec:
+    enabled: bool = False
+    """Ask each arm's server to profile a window of the measured phase (``--profile``; a
+    ``[profile]`` table turns it on unless it says ``enabled = false``): ``POST /start_profile``
+    and ``/stop_profile`` as vLLM, SGLang and ``abtui sim serve`` serve them (docs/profile.md)."""
+    after_s: float = 1.0
+    """The window opens this long after the measured phase starts (warm-up done)."""
+    duration_s: float = 5.0
+    """The window's length (it closes earlier if the load ends first)."""
+    steps: int | None = None
+    """At most this many engine steps recorded: sent in ``/start_profile``'s body
+    (``num_steps``, ``max_iterations``) to servers that take it."""
+    optimises: list = field(default_factory=list)
+    """The classes the candidate's optimisation targets (``gemm``, ``attention``, …): the
+    Amdahl bound on what it can gain, per phase."""
+    factor: float = 2.0
+    """The bound also for the targeted classes this many times faster."""
+    dir: str | None = None
+    """The folder the servers write traces to, when they share this machine's filesystem:
+    ``DIR/<arm>`` (else ``DIR``), the trace files new since the window opened."""
+    traces: dict = field(default_factory=dict)
+    """Per arm, where its trace appears on this machine (a file or a folder): for a server
+    that does not share the filesystem (``--profile-trace ARM=PATH``)."""
+    wait_s: float = 30.0
+    """How long to wait after ``/stop_profile`` for an arm's trace file to appear."""
+    classes: dict = field(default_factory=dict)
+    """``[profile.classes]``: class → name patterns, checked before the built-in table."""
+
+
+@dataclass
 class Spec:
     name: str | None = None
     """Session name; the file is ``<store.dir>/<name>.duckdb``. Default: a timestamp."""
@@ -248,6 +278,7 @@ class Spec:
     quality: QualitySpec = field(default_factory=QualitySpec)
     ablation: AblationSpec = field(default_factory=AblationSpec)
     ray: RaySpec = field(default_factory=RaySpec)
+    profile: ProfileSpec = field(default_factory=ProfileSpec)
 
     @property
     def baseline(self) -> ArmSpec:

@@ -20,6 +20,7 @@ from abtui.spec.model import (
     CostSpec,
     LoadSpec,
     PolicySpec,
+    ProfileSpec,
     RaySpec,
     RequestSpec,
     Spec,
@@ -149,12 +150,21 @@ def _coerce(value: Any, typ: str, where: str) -> Any:
     raise SpecError(f"{where} must be {wanted}, got {type(value).__name__} {value!r}")
 
 
-_DURATION_FIELDS = {"timeout_s", "read_timeout_s", "connect_timeout_s", "duration_s"}
+_DURATION_FIELDS = {
+    "timeout_s",
+    "read_timeout_s",
+    "connect_timeout_s",
+    "duration_s",
+    "after_s",
+    "wait_s",
+}
 _ALIASES = {
     "duration": "duration_s",
     "timeout": "timeout_s",
     "read_timeout": "read_timeout_s",
     "connect_timeout": "connect_timeout_s",
+    "after": "after_s",
+    "wait": "wait_s",
 }
 
 
@@ -228,6 +238,7 @@ _SECTIONS = {
     "quality": QualitySpec,
     "ablation": AblationSpec,
     "ray": RaySpec,
+    "profile": ProfileSpec,
 }
 
 
@@ -260,6 +271,8 @@ def spec_from_dict(data: dict, source: str = "spec") -> Spec:
             _check_slo_keys(spec.slo, f"{source}: slo")
         elif key in _SECTIONS:
             setattr(spec, key, _fill(_SECTIONS[key], value, f"{source}: {key}", key))
+            if key == "profile" and "enabled" not in value:  # the table asks for a profile
+                spec.profile.enabled = True
         else:
             raise SpecError(
                 f"{source}: unknown key {key!r}",

@@ -29,6 +29,7 @@ from abtui.metrics.keys import unique_ints
 from abtui.metrics.table import INT_COLUMNS, NA, NULLABLE_COLUMNS, STR_COLUMNS, RequestTable
 from abtui.store.chunks import FileChunks, Opener, Unordered
 from abtui.store.damage import times
+from abtui.store.profiled import outside_sql
 
 ROW_SLICE = 1 << 15  # requests per query (1 << 18 held ~50 MB more while reading, no faster)
 CHUNK_SLICE = 250_000  # chunk_columns reads the chunks of this many at a time (its peak)
@@ -50,6 +51,8 @@ def read_rows(con: duckdb.DuckDBPyConnection, include_warmup: bool) -> dict[str,
     }
     end = int(con.execute("SELECT COALESCE(max(rowid), -1) + 1 FROM requests").fetchone()[0])
     where = "rowid < ?" + ("" if include_warmup else " AND NOT warmup")  # rows a writer adds
+    if not include_warmup:  # the items a profiling window slowed, as warm-up is
+        where += outside_sql(con)
     n = con.execute(f"SELECT count(*) FROM requests WHERE {where}", [end]).fetchone()[0]
     words = {
         c: [

@@ -47,7 +47,14 @@ def load_verdict(path, store: bool = False) -> VerdictData:
     from abtui.verdict.saved import session_verdict
 
     sv = session_verdict(path, store=store)
-    return VerdictData(sv, report_data(sv), diagnosis_lines(diagnose(path)))
+    doc = report_data(sv)
+    lines = diagnosis_lines(diagnose(path))
+    profile = (doc.get("profile") or {}).get("lines") or []  # abtui run --profile
+    if profile:
+        from abtui.report.untrusted import inert
+
+        lines += ["", *(inert(x) for x in profile)]
+    return VerdictData(sv, doc, lines)
 
 
 def quality_table(qual: dict, mode: dict | None, width: int, extra: int = 0):
