@@ -72,3 +72,14 @@ def test_prefix_caching_demo_headless(tmp_path, capsys):
     md = tmp_path / "r.md"
     main(["report", str(path), "--format", "md", "-o", str(md)])
     assert "prefix cache: hit" in md.read_text()
+
+
+@pytest.mark.parametrize(
+    ("flag", "said"),
+    [("--ablation", "two demos"), ("--profile", "goes with the precision demo")],
+)
+def test_a_second_demo_flag_with_the_scenario_is_refused(tmp_path, capsys, flag, said):
+    argv = ["demo", "--scenario", "prefix-caching", flag, "--sessions-dir", str(tmp_path)]
+    assert main([*argv, "--headless"]) == 2
+    assert said in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())  # nothing started, nothing written
