@@ -120,7 +120,7 @@ LIMITS: dict[str, Limit] = {
     "request.timeout_s": _num(0, MAX_WAIT_S, _WHY_WAIT, "s", low_open=True),
     "request.read_timeout_s": _num(0, MAX_WAIT_S, _WHY_WAIT, "s", low_open=True),
     "request.connect_timeout_s": _num(0, MAX_WAIT_S, _WHY_WAIT, "s", low_open=True),
-    # [slo]: every key (ttft, tpot, itl, e2e, ttft_user, ttfo)
+    # [slo]: every key (ttft, tpot, itl, e2e, ttft_user, ttfo, tpot_reasoning, tpot_answer)
     "slo": _num(
         0, MAX_WAIT_S, "a per-request target of more than a day is no target", "s", low_open=True
     ),

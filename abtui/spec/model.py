@@ -227,7 +227,8 @@ class Spec:
     workload: WorkloadSpec = field(default_factory=WorkloadSpec)
     load: LoadSpec = field(default_factory=LoadSpec)
     slo: dict[str, float] = field(default_factory=dict)
-    """Per-request SLOs in seconds: ttft, ttft_user, ttfo, tpot, itl (largest gap), e2e."""
+    """Per-request SLOs in seconds: ttft, ttft_user, ttfo, tpot, tpot_reasoning, tpot_answer,
+    itl (largest gap), e2e."""
     request: RequestSpec = field(default_factory=RequestSpec)
     store: StoreSpec = field(default_factory=StoreSpec)
     cost: CostSpec = field(default_factory=CostSpec)
