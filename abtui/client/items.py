@@ -34,10 +34,18 @@ class Item:
     expected: str | None = None  # expected answer (quality suites)
     suite: str | None = None
     tags: list[str] = field(default_factory=list)
+    # the images it sends (abtui.client.images.describe of each, in order): made ones carry
+    # their "seed" and are made again for the body; a workload file's are in ``messages``
+    images: list[dict] | None = None
 
     def chat_messages(self) -> list[dict]:
         if self.messages is not None:
             return self.messages
+        if self.images:  # made images, after the text (made now: never held with the item)
+            from abtui.client.images import made_parts
+
+            text = {"type": "text", "text": self.prompt or ""}
+            return [{"role": "user", "content": [text, *made_parts(self.images)]}]
         return [{"role": "user", "content": self.prompt or ""}]
 
 

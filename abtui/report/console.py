@@ -244,6 +244,7 @@ def print_session_summary(
         meta = rd.meta()
         arms = rd.arms()
         table = rd.request_table()
+        images = rd.item_images()
         spec = meta.get("spec") or {}
         slo = spec.get("slo") or {}
         sums = [summarize(table, a["arm"], slo) for a in arms]
@@ -263,7 +264,7 @@ def print_session_summary(
     console.print(
         f"load: {term(meta.get('load', '?'))}; {term(wl.get('requests', '?'))} requests per arm"
     )
-    console.print(f"workload: {term(workload_shape(spec, table).describe())}")
+    console.print(f"workload: {term(workload_shape(spec, table, images).describe())}")
     from abtui.report.quality import mode_info
 
     qmode = mode_info(meta)

@@ -122,6 +122,7 @@ def _digest(h, it: Item) -> None:
                 it.suite,
                 it.tags,
             )
+            + ((it.images,) if it.images else ())
         ).encode()
     )
 

@@ -25,6 +25,10 @@ Conventions:
 - ``requests.cached_tokens`` (the prompt tokens the server said it served from its prefix cache,
   ``usage.prompt_tokens_details.cached_tokens``; NULL when it did not say) came after, appended
   the same way: a file without it reads it as NULL; the version stays 1.
+- ``items.images`` (JSON: per image its format, width, height, bytes and digest, and a made
+  image's seed; NULL when the item sends none) came after, appended the same way: a file without
+  it reads as no images; the version stays 1. The image bytes are not stored: the stored
+  ``messages`` carry a stand-in for each data URL (:func:`abtui.client.images.elide`).
 - Bump ``SCHEMA_VERSION`` on any incompatible change; readers refuse newer versions.
 """
 
@@ -105,6 +109,7 @@ ITEM_COLUMNS = (
     "expected",
     "suite",
     "tags",
+    "images",
 )
 
 DDL = (
@@ -131,7 +136,8 @@ DDL = (
         n_input INTEGER,
         expected VARCHAR,
         suite VARCHAR,
-        tags VARCHAR
+        tags VARCHAR,
+        images VARCHAR
     )""",
     """CREATE TABLE IF NOT EXISTS requests (
         req BIGINT,

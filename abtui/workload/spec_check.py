@@ -37,6 +37,7 @@ def check_workload(spec, source: str) -> None:
                 f"{source}: workload.task makes its own prompts: it takes no "
                 "workload.file or shared prefixes"
             )
+    _check_images(spec, source)
     _check_load_shape(spec, source)
     if w.file is not None and ld.rate is None and ld.concurrency is None:
         ld.arrival = "replay"  # a file and no load given: its own timestamps
@@ -51,6 +52,38 @@ def check_workload(spec, source: str) -> None:
                 f"{source}: load.rate and arrival = 'replay' exclude each other",
                 "replay follows the file's timestamps; --speedup scales them",
             )
+
+
+def _check_images(spec, source: str) -> None:
+    """Made images: a synthetic workload's, in chat messages, of sizes that parse."""
+    from abtui.client.images import parse_sizes
+
+    w = spec.workload
+    try:
+        parse_sizes(w.image_size)
+    except ValueError as e:
+        raise SpecError(
+            f"{source}: workload.image_size: {e}", "e.g. 512x512 or 256x256,1024x768"
+        ) from None
+    if not w.images_per_request:
+        return
+    if w.file is not None:
+        raise SpecError(
+            f"{source}: workload.images_per_request makes images for synthetic prompts",
+            "a workload file carries its images in its messages (image_url content parts)",
+        )
+    check_chat_images(spec, source)
+
+
+def check_chat_images(spec, source: str) -> None:
+    """Images go in chat messages: every arm must use the chat API."""
+    apis = {a.api or spec.request.api for a in spec.arms} or {spec.request.api}
+    if apis != {"chat"}:
+        raise SpecError(
+            f"{source}: images are sent in chat messages; the API is "
+            f"{' / '.join(sorted(map(str, apis)))}",
+            "give --api chat",
+        )
 
 
 def _check_load_shape(spec, source: str) -> None:
