@@ -169,6 +169,9 @@ def test_made_images_are_sent_stored_and_shown(sims, tmp_path, capsys):
         stored = rd.item_images()
     ok = t.ok & ~t.warmup
     assert ok.sum() == 24 and len(stored) == 12
+    warm = [it for it in items.values() if "warmup" in it.tags]
+    assert warm and all(len(it.images) == 2 for it in warm)  # the vision path warms too
+    ok = t.ok  # the warm-up's prompt tokens are its images' too
     sizes = set()
     for i, n_in in zip(t.item[ok], t.n_input[ok], strict=True):
         pics = items[int(i)].images
