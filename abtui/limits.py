@@ -82,6 +82,7 @@ LIMITS: dict[str, Limit] = {
     "workload.seed": _int(0, MAX_SEED, _WHY_SEED),
     "workload.prefix_groups": _int(0, MAX_REQUESTS, "no more groups than requests"),
     "workload.prefix_tokens": _int(0, MAX_TOKENS, _WHY_TOKENS),
+    "workload.images_per_request": _int(0, 64, "more images than a vision model takes at once"),
     # an --input-dist / --output-dist: a length (fixed, uniform's ends, a mean, a median) and
     # a spread; the lengths drawn are rounded and clipped into 1..MAX_TOKENS
     "workload.length": _num(1, MAX_TOKENS, _WHY_TOKENS),
@@ -120,7 +121,7 @@ LIMITS: dict[str, Limit] = {
     "request.timeout_s": _num(0, MAX_WAIT_S, _WHY_WAIT, "s", low_open=True),
     "request.read_timeout_s": _num(0, MAX_WAIT_S, _WHY_WAIT, "s", low_open=True),
     "request.connect_timeout_s": _num(0, MAX_WAIT_S, _WHY_WAIT, "s", low_open=True),
-    # [slo]: every key (ttft, tpot, itl, e2e, ttft_user, ttfo)
+    # [slo]: every key (ttft, tpot, itl, e2e, ttft_user, ttfo, tpot_reasoning, tpot_answer)
     "slo": _num(
         0, MAX_WAIT_S, "a per-request target of more than a day is no target", "s", low_open=True
     ),

@@ -40,6 +40,7 @@ class ArmTruth:
     # last token (inflating TTFT and E2E as a starved event loop does): lag P99 ≈ 3.4 × stall_s
     n_output: int | None = None  # this arm's output length (default: the table's n_output)
     usage_tokens: int | None = None  # what its usage claims instead of the chunks it streamed
+    reasoning: int = 0  # its first tokens that are thinking (the answer starts after them)
 
 
 def busy_stalls(rng: np.random.Generator, n: int, mean_s: float) -> np.ndarray:
@@ -156,6 +157,9 @@ def synthetic_table(
             "error_class": np.array([None, "http"], dtype=object)[err.astype(np.int64)],
             "token_source": np.full(n, "usage", dtype=object),
         }
+        if any(a.reasoning for a in arms):  # the answer's first chunk, the thinking's tokens
+            parts["first_output_ns"] = np.where(err, na, times[:, truth.reasoning])
+            parts["reasoning_tokens"] = np.full(n, truth.reasoning or na)
         for k, v in parts.items():
             cols.setdefault(k, []).append(np.asarray(v))
         ok_rows = np.flatnonzero(~err)

@@ -205,7 +205,8 @@ def add_verdict_options(g) -> None:
         "--primary",
         metavar="METRIC",
         help=f"primary objective (default {_P.primary}): METRIC.STAT with METRIC one of "
-        "ttft, ttft_user, ttfo, tpot, itl, e2e and STAT one of mean, p50, p90, p95, p99; "
+        "ttft, ttft_user, ttfo, tpot, tpot_reasoning, tpot_answer, itl, e2e and STAT one of "
+        "mean, p50, p90, p95, p99; "
         "or " + ", ".join(RATE_KEYS + COST_KEYS),
     )
     g.add_argument(

@@ -59,6 +59,18 @@ def add_run_workload_options(g, w, ld) -> None:
         help=f"tokens of each group's prefix (default {w.prefix_tokens})",
     )
     g.add_argument(
+        "--images-per-request",
+        type=bounded("workload.images_per_request"),
+        metavar="N",
+        help="images made locally and sent with each prompt (PNG data URLs; needs --api chat; "
+        f"default {w.images_per_request})",
+    )
+    g.add_argument(
+        "--image-size",
+        metavar="WxH[,WxH…]",
+        help=f"their pixel size, or several, drawn per image (default {w.image_size})",
+    )
+    g.add_argument(
         "--workload",
         metavar="FILE",
         help="replay a workload file (abtui JSONL; `abtui workload import` writes one)",
@@ -164,6 +176,8 @@ def apply_run_workload_options(spec, args) -> None:
         ("output_dist", w, "output_dist"),
         ("prefix_groups", w, "prefix_groups"),
         ("prefix_tokens", w, "prefix_tokens"),
+        ("images_per_request", w, "images_per_request"),
+        ("image_size", w, "image_size"),
         ("burstiness", ld, "burstiness"),
         ("speedup", ld, "speedup"),
         ("sweep_rate", ld, "sweep_rate"),

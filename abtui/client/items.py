@@ -42,10 +42,18 @@ class Item:
     # how many of the last ``messages`` are the turn's own (the rest is the recorded history,
     # replaced by the arm's own answers under ``history = "own"``); 0: the prompt is whole
     turn_messages: int = 0
+    # the images it sends (abtui.client.images.describe of each, in order): made ones carry
+    # their "seed" and are made again for the body; a workload file's are in ``messages``
+    images: list[dict] | None = None
 
     def chat_messages(self) -> list[dict]:
         if self.messages is not None:
             return self.messages
+        if self.images:  # made images, after the text (made now: never held with the item)
+            from abtui.client.images import made_parts
+
+            text = {"type": "text", "text": self.prompt or ""}
+            return [{"role": "user", "content": [text, *made_parts(self.images)]}]
         return [{"role": "user", "content": self.prompt or ""}]
 
 

@@ -57,6 +57,15 @@ LATENCY = (
     Metric("ttft_user", "TTFT (user)", "TTFT(u)", "s", True, request_metrics.ttft_user_s),
     Metric("ttfo", "TTFO", "TTFO", "s", True, request_metrics.ttfo_s),
     Metric("tpot", "TPOT", "TPOT", "s", True, request_metrics.tpot_s),
+    Metric(
+        "tpot_reasoning",
+        "TPOT (reasoning)",
+        "TPOT(r)",
+        "s",
+        True,
+        request_metrics.tpot_reasoning_s,
+    ),
+    Metric("tpot_answer", "TPOT (answer)", "TPOT(a)", "s", True, request_metrics.tpot_answer_s),
     Metric("itl", "ITL", "ITL", "s", True, None),
     Metric("e2e", "E2E", "E2E", "s", True, request_metrics.e2e_s),
 )
@@ -81,7 +90,7 @@ COSTS = (
 )
 
 METRICS = {m.key: m for m in LATENCY}
-LATENCY_KEYS = tuple(METRICS)  # ttft, ttft_user, ttfo, tpot, itl, e2e
+LATENCY_KEYS = tuple(METRICS)  # ttft, ttft_user, ttfo, tpot, tpot_reasoning/answer, itl, e2e
 PER_REQUEST_KEYS = tuple(m.key for m in LATENCY if m.per_request is not None)  # not ITL
 STAT_KEYS = tuple(s.key for s in STATS)  # mean, p50, p90, p95, p99
 QUANTILES = {s.key: s.q for s in STATS if s.q is not None}  # p50 … p99 → 0.50 … 0.99
@@ -109,9 +118,10 @@ def per_request_values(t: RequestTable, metric: str, rows: np.ndarray | None = N
     return fn(t, rows)
 
 
-# Shown only where they differ from another metric: TTFO is TTFT unless some answer came after
-# reasoning (the first token of any kind is then not the first of the answer).
-ANSWER_KEYS = ("ttfo",)
+# Shown only where reasoning made them differ from another metric: TTFO is TTFT and answer TPOT
+# is TPOT unless some answer came after reasoning (the first token of any kind is then not the
+# first of the answer); reasoning TPOT has no value without reasoning.
+ANSWER_KEYS = ("ttfo", "tpot_reasoning", "tpot_answer")
 
 
 def has_reasoning(t: RequestTable) -> bool:
@@ -122,10 +132,11 @@ def has_reasoning(t: RequestTable) -> bool:
 
 
 def latency_keys(t: RequestTable, named: tuple[str, ...] = ()) -> tuple[str, ...]:
-    """The latency metrics a comparison of ``t`` shows: every one, but TTFO only when it differs
-    from TTFT (:func:`has_reasoning`) or a row of it is ``named`` (a policy's primary or
-    guardrail, ``ttfo.p99``)."""
+    """The latency metrics a comparison of ``t`` shows: every one, but TTFO and the reasoning
+    and answer TPOT only when some answer came after reasoning (:func:`has_reasoning`) or a row
+    of one is ``named`` (a policy's primary or guardrail, ``ttfo.p99``). A comparison leaves
+    out those of them that have no value in an arm (:func:`abtui.stats.effects.compare`)."""
     asked = {k.partition(".")[0] for k in named}
-    if has_reasoning(t) or asked & set(ANSWER_KEYS):
+    if has_reasoning(t):
         return LATENCY_KEYS
-    return tuple(k for k in LATENCY_KEYS if k not in ANSWER_KEYS)
+    return tuple(k for k in LATENCY_KEYS if k not in ANSWER_KEYS or k in asked)

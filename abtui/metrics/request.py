@@ -18,6 +18,11 @@ the columns the formula reads are indexed.
   trailing usage-only chunk and ``[DONE]`` must not move E2E
 - ``connect = connect_ns`` (its own phase, shown in the diagnosis)
 - ``TPOT = (E2E − TTFT) / (n_output − 1)`` for ``n_output > 1``, NaN otherwise
+- ``TPOT_reasoning = (first_output − first_token) / reasoning`` — the thinking's pace: its
+  ``reasoning`` tokens span that many steps to the answer's first chunk (a stream that ended
+  while thinking: ``(last_token − first_token) / (reasoning − 1)``); NaN without reasoning
+- ``TPOT_answer = (last_token − first_output) / (answer − 1)``, ``answer = n_output −
+  reasoning`` (reasoning unknown: 0, so TPOT where nothing was thought) for ``answer > 1``
 - ``ITL`` = gaps between consecutive token-bearing chunks of one request (per chunk)
 - ``schedule lag = dispatched − scheduled`` (load-generator health)
 """
@@ -92,6 +97,34 @@ def tpot_s(t: RequestTable, rows=None) -> np.ndarray:
     return out
 
 
+def tpot_reasoning_s(t: RequestTable, rows=None) -> np.ndarray:
+    """Time per reasoning token: (first answer chunk − first chunk) / reasoning tokens, for
+    requests that reasoned; one that ended while still thinking (no answer chunk): (last −
+    first chunk) / (reasoning − 1). NaN without reasoning tokens."""
+    think = _col(t, "reasoning_tokens", rows)
+    first, out_first = _col(t, "first_token_ns", rows), _col(t, "first_output_ns", rows)
+    answered = out_first != NA
+    span = diff_s(np.where(answered, out_first, _col(t, "last_token_ns", rows)), first)
+    steps = np.where(answered, think, think - 1)
+    out = np.full(len(think), np.nan)
+    some = (think != NA) & (think > 0) & (steps > 0)
+    out[some] = span[some] / steps[some]
+    return out
+
+
+def tpot_answer_s(t: RequestTable, rows=None) -> np.ndarray:
+    """Time per answer token after the answer's first: (last chunk − first answer chunk) /
+    (answer tokens − 1), answer tokens = n_output − reasoning tokens (unknown reasoning: 0),
+    for more than one. Without reasoning it is TPOT."""
+    n, think = _col(t, "n_output", rows), _col(t, "reasoning_tokens", rows)
+    answer = n - np.where(think != NA, think, 0)
+    decode = diff_s(_col(t, "last_token_ns", rows), _col(t, "first_output_ns", rows))
+    out = np.full(len(n), np.nan)
+    multi = (n != NA) & (answer > 1)
+    out[multi] = decode[multi] / (answer[multi] - 1)
+    return out
+
+
 def schedule_lag_s(t: RequestTable, rows=None) -> np.ndarray:
     """How late the generator sent each request: dispatched − scheduled."""
     return diff_s(_col(t, "dispatched_ns", rows), _col(t, "scheduled_ns", rows))
@@ -138,6 +171,8 @@ PER_REQUEST = {  # every per-request metric, keyed by the SLO names of abtui.met
     "ttft_user": ttft_user_s,
     "ttfo": ttfo_s,
     "tpot": tpot_s,
+    "tpot_reasoning": tpot_reasoning_s,
+    "tpot_answer": tpot_answer_s,
     "e2e": e2e_s,
     "itl": itl_max_s,
     "schedule_lag": schedule_lag_s,

@@ -5,13 +5,13 @@ Definitions used by :func:`summarize` (warm-up requests are always left out):
 - **Outcomes.** ``sent`` = ok + error requests. Cancelled requests (abtui stopped them: Ctrl-C,
   end of run) are counted in ``cancelled`` but are *not* sent: they say nothing about the
   endpoint. ``errors`` counts error requests by error class (``"other"`` when unset).
-- **Latency distributions** (TTFT, TTFT_user, TPOT, E2E per request; ITL per chunk gap, pooled)
-  are over *ok* requests only, NaN values dropped. Percentiles are
-  ``numpy.percentile(..., method="linear")`` (numpy's default, linear interpolation between the
-  two closest ranks, the common choice). All in seconds. ITL's are read from the chunks in
-  passes that never hold them (:mod:`abtui.metrics.gaps`: the same floats numpy gives on
-  every gap), and its mean is exact (Σ gap ns / n, where numpy's float sum may differ in the
-  last bits).
+- **Latency distributions** (TTFT, TTFT_user, TTFO, TPOT, reasoning and answer TPOT, E2E per
+  request; ITL per chunk gap, pooled) are over *ok* requests only, NaN values dropped.
+  Percentiles are ``numpy.percentile(..., method="linear")`` (numpy's default, linear
+  interpolation between the two closest ranks, the common choice). All in seconds. ITL's are
+  read from the chunks in passes that never hold them (:mod:`abtui.metrics.gaps`: the same
+  floats numpy gives on every gap), and its mean is exact (Σ gap ns / n, where numpy's float
+  sum may differ in the last bits).
 - **Duration** ``T`` = the arm's own active time: the sum, over the segments it played
   (segment = one ``(run, level, block)``), of first dispatch → last completion of its ok + error
   requests in that segment, where a request completes at ``done_ns`` (else its last token, else
@@ -21,11 +21,12 @@ Definitions used by :func:`summarize` (warm-up requests are always left out):
 - **Throughput**: ok requests / T, Σ n_output (ok) / T, Σ (n_input + n_output) (ok) / T; NULL
   token counts count as 0.
 - **SLOs** (``slo`` maps a key to a limit in seconds; keys :data:`SLO_KEYS`): ``"ttft"``,
-  ``"ttft_user"``, ``"ttfo"`` (to the answer's first token), ``"tpot"``, ``"e2e"``, and
-  ``"itl"`` = the request's *largest* gap between token chunks (a stall the user sees). A request
-  is *good* when it is ok and meets every configured limit (``value <= limit``). A missing TTFT /
-  TTFT_user / TTFO / E2E (an ok request with no token, or no answer after its reasoning) is a
-  miss; a missing TPOT (≤ 1 output token) or ITL (< 2 chunks) is not applicable and
+  ``"ttft_user"``, ``"ttfo"`` (to the answer's first token), ``"tpot"``, ``"tpot_reasoning"``,
+  ``"tpot_answer"``, ``"e2e"``, and ``"itl"`` = the request's *largest* gap between token chunks
+  (a stall the user sees). A request is *good* when it is ok and meets every configured limit
+  (``value <= limit``). A missing TTFT / TTFT_user / TTFO / E2E (an ok request with no token,
+  or no answer after its reasoning) is a miss; a missing TPOT (≤ 1 output token), reasoning TPOT
+  (no reasoning), answer TPOT (≤ 1 answer token) or ITL (< 2 chunks) is not applicable and
   passes. Errors and timeouts are misses. ``slo_attainment = good / sent``; goodput = good / T
   (requests) and Σ n_output (good) / T (tokens).
 - **Load-generator health**: schedule lag (dispatched − scheduled) P50 / P99 / max over every
@@ -56,7 +57,8 @@ PERCENTILE_METHOD = "linear"
 LAG_P99_LIMIT_S = 0.010  # schedule lag P99 above this: the generator fell behind
 LAG_MAX_LIMIT_S = 0.100  # ... or any single request this late
 SLO_KEYS = (*cat.PER_REQUEST_KEYS, "itl")  # itl here: the request's largest gap
-_NAN_PASSES = frozenset({"tpot", "itl"})  # NaN = not applicable, not a miss
+# NaN = not applicable, not a miss
+_NAN_PASSES = frozenset({"tpot", "tpot_reasoning", "tpot_answer", "itl"})
 
 
 @dataclass
@@ -124,6 +126,10 @@ class ArmSummary:
     ttft_user: Dist = field(default_factory=Dist)
     ttfo: Dist = field(default_factory=Dist)  # to the answer's first token (after reasoning)
     tpot: Dist = field(default_factory=Dist)
+    # after reasoning: the thinking's and the answer's time per token (to_dict leaves both out
+    # for an arm without reasoning TPOT: the answer's is then TPOT)
+    tpot_reasoning: Dist = field(default_factory=Dist)
+    tpot_answer: Dist = field(default_factory=Dist)
     itl: Dist = field(default_factory=Dist)
     e2e: Dist = field(default_factory=Dist)
     input_tokens: int = 0  # Σ n_input over ok requests
@@ -144,7 +150,10 @@ class ArmSummary:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict for JSON (strict: NaN and ±inf become None)."""
-        return json_ready(asdict(self))
+        d = asdict(self)
+        if not self.tpot_reasoning.n:
+            del d["tpot_reasoning"], d["tpot_answer"]
+        return json_ready(d)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ArmSummary:

@@ -1,6 +1,7 @@
 """The workload a session sent, in one sentence: what the spec asked for (a file, or length
 distributions with their parameters) next to what was measured on the measured requests (min,
-median and P99 of prompt tokens, and of output tokens on the ok ones).
+median and P99 of prompt tokens, and of output tokens on the ok ones), and the images its
+prompts carried (how many, of which pixel sizes, their median bytes).
 
 Every output that states the workload — the headless summary, the Markdown, HTML and JSON
 reports, the TUI's verdict screen — takes it from :func:`workload_shape`, so none can say
@@ -58,6 +59,43 @@ def dist_words(text: str | None) -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class Images:
+    """The images the measured prompts carried: how many prompts had any (of how many), the
+    images in all, how many of each pixel size (most first) and their median bytes."""
+
+    prompts: int
+    of: int
+    count: int
+    sizes: tuple[tuple[str, int], ...]
+    median_bytes: float
+
+    def describe(self) -> str:
+        sizes = ", ".join(f"{s} ×{n:,}" for s, n in self.sizes[:4])
+        more = f" and {len(self.sizes) - 4} more sizes" if len(self.sizes) > 4 else ""
+        return (
+            f"images {self.count:,} in {self.prompts:,} of {self.of:,} prompts ({sizes}{more}; "
+            f"median {self.median_bytes / 1e3:,.0f} kB)"
+        )
+
+
+def images_of(per_item: list[list[dict] | None]) -> Images | None:
+    """The :class:`Images` of the measured items' stored images (None when none had any)."""
+    sizes: dict[str, int] = {}
+    nbytes = []
+    prompts = 0
+    for imgs in per_item:
+        prompts += bool(imgs)
+        for d in imgs or ():
+            key = f"{d.get('width')}x{d.get('height')}"
+            sizes[key] = sizes.get(key, 0) + 1
+            nbytes.append(d.get("bytes") or 0)
+    if not nbytes:
+        return None
+    ranked = tuple(sorted(sizes.items(), key=lambda kv: (-kv[1], kv[0])))
+    return Images(prompts, len(per_item), len(nbytes), ranked, float(np.median(nbytes)))
+
+
+@dataclass(frozen=True, slots=True)
 class WorkloadShape:
     """What was asked for (``source``: a file or ``synthetic``; the two distributions as the
     spec's grammar) and what was measured (``prompt``, ``output``: None without data)."""
@@ -71,6 +109,8 @@ class WorkloadShape:
     prefix_groups: int = 0
     task: str | None = None
     history: str | None = None  # a conversation file's: "recorded" | "own" (None: no file)
+    images: Images | None = None  # what the measured prompts carried (None: no image)
+    images_asked: str | None = None  # the spec's made images: "2 × 512x512"
 
     def parts(self) -> list[str]:
         """The sentence's clauses, in reading order."""
@@ -95,6 +135,11 @@ class WorkloadShape:
             out.append(f"max_tokens {dist_words(self.output_dist)}, {got}")
         else:
             out.append(f"outputs {got}")
+        if self.images is not None:
+            asked = f" ({self.images_asked} asked)" if self.images_asked else ""
+            out.append(self.images.describe() + asked)
+        elif self.images_asked:
+            out.append(f"images {self.images_asked} per prompt asked, none stored")
         if self.prefix_groups:
             out.append(f"{self.prefix_groups} shared-prefix groups")
         if self.seed is not None:
@@ -106,6 +151,9 @@ class WorkloadShape:
 
     def to_dict(self) -> dict:
         d = asdict(self)
+        for k in ("images", "images_asked"):  # left out where there were none (older outputs)
+            if d[k] is None:
+                del d[k]
         d["text"] = self.describe()
         return d
 
@@ -120,10 +168,13 @@ def _one_per_item(table: RequestTable) -> np.ndarray:
     return table.n_input[np.sort(first)]
 
 
-def workload_shape(spec: dict, table: RequestTable) -> WorkloadShape:
+def workload_shape(
+    spec: dict, table: RequestTable, images: list[list[dict] | None] | None = None
+) -> WorkloadShape:
     """The workload of a stored ``spec`` (its ``workload`` section) and the measured
     (non-warm-up) requests of ``table``: prompts once per item, outputs of every arm's ok
-    requests together."""
+    requests together; ``images``: the stored images of each measured item
+    (:meth:`abtui.store.reader.SessionReader.item_images`)."""
     wl = (spec or {}).get("workload") or {}
     measured = table.select(~table.warmup) if len(table) else table
     ok = measured.select(measured.ok) if len(measured) else measured
@@ -151,4 +202,10 @@ def workload_shape(spec: dict, table: RequestTable) -> WorkloadShape:
         prefix_groups=int(wl.get("prefix_groups") or 0),
         task=wl.get("task"),
         history=history,
+        images=images_of(images or []),
+        images_asked=(
+            f"{wl['images_per_request']} × {wl.get('image_size')}"
+            if wl.get("images_per_request")
+            else None
+        ),
     )

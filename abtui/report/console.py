@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from abtui.errors import UsageError
+from abtui.metrics import catalogue as cat
 from abtui.metrics.summary import ArmSummary, summarize
 from abtui.metrics.workload import workload_shape
 from abtui.report.health import DEGRADED_TAG, DEGRADED_WHY, stored_health
@@ -126,6 +127,8 @@ _DISTS = (
     ("TTFT (user)", "ttft_user", "ms", 1e3),
     ("TTFO", "ttfo", "ms", 1e3),  # shown where an answer came after reasoning
     ("TPOT", "tpot", "ms", 1e3),
+    ("TPOT reasoning", "tpot_reasoning", "ms", 1e3),  # these two likewise
+    ("TPOT answer", "tpot_answer", "ms", 1e3),
     ("ITL", "itl", "ms", 1e3),
     ("E2E", "e2e", "s", 1.0),
 )
@@ -181,8 +184,8 @@ def summary_table(names: list[str], sums: list[ArmSummary], slo: dict[str, float
         t.add_row("", "cancelled", *[str(s.cancelled) for s in sums], *[""] * (len(sums) - 1))
     thinking = _reasoned(sums)
     for label, key, unit, scale in _DISTS:
-        if key == "ttfo" and not thinking:
-            continue  # the same as TTFT, row for row
+        if key in cat.ANSWER_KEYS and not (thinking and any(getattr(s, key).n for s in sums)):
+            continue  # the same as TTFT or TPOT, row for row, or no value
         for i, (stat_label, stat) in enumerate(_STATS):
             vals = [getattr(getattr(s, key), stat) for s in sums]
             row(
@@ -241,6 +244,7 @@ def print_session_summary(
         meta = rd.meta()
         arms = rd.arms()
         table = rd.request_table()
+        images = rd.item_images()
         spec = meta.get("spec") or {}
         slo = spec.get("slo") or {}
         sums = [summarize(table, a["arm"], slo) for a in arms]
@@ -260,7 +264,7 @@ def print_session_summary(
     console.print(
         f"load: {term(meta.get('load', '?'))}; {term(wl.get('requests', '?'))} requests per arm"
     )
-    console.print(f"workload: {term(workload_shape(spec, table).describe())}")
+    console.print(f"workload: {term(workload_shape(spec, table, images).describe())}")
     from abtui.report.quality import mode_info
 
     qmode = mode_info(meta)

@@ -44,6 +44,7 @@ def report_data(sv: SessionVerdict) -> dict:
     """Everything a report shows, as JSON-ready data (also the ``--format json`` document)."""
     with SessionReader(sv.path) as rd:
         table = rd.request_table()
+        images = rd.item_images()
     slo = sv.spec.get("slo") or {}
     doc = sv.to_dict()
     doc["arms"] = [
@@ -52,7 +53,7 @@ def report_data(sv: SessionVerdict) -> dict:
     ]
     doc["summaries"] = {a["name"]: summarize(table, a["arm"], slo).to_dict() for a in sv.arms}
     doc["slo"] = slo
-    doc["workload"] = workload_shape(sv.spec, table).to_dict()  # what was sent, measured
+    doc["workload"] = workload_shape(sv.spec, table, images).to_dict()  # what was sent, measured
     doc["config_diff"] = [{"setting": k, "values": v} for k, v in config_diff(sv.arms, sv.spec)]
     doc["status"] = sv.meta.get("status")
     from abtui.report.quality import mode_info, mode_line

@@ -30,6 +30,8 @@ SHOWN = (  # rows shown besides primary and guardrails (where the comparison has
     "ttfo.p99",
     "tpot.p50",
     "tpot.p99",
+    "tpot_reasoning.p50",  # likewise
+    "tpot_answer.p50",
     "itl.p99",
     "e2e.p50",
     "e2e.p99",

@@ -86,7 +86,7 @@ def warmup_items(spec: Spec, first_index: int) -> list[Item]:
         def prompt(k: int) -> str:
             return f"warmup {k} " + synthetic_prompt(max(1, w.input_tokens - 2), rng)
 
-    return [
+    items = [
         Item(
             index=first_index + k,
             id=f"warmup{k}",
@@ -97,6 +97,14 @@ def warmup_items(spec: Spec, first_index: int) -> list[Item]:
         )
         for k in range(ld.warmup)
     ]
+    if w.images_per_request and not w.file:  # the server's vision path warms too
+        from abtui.client.images import made_images, parse_sizes
+
+        for it in items:
+            it.images = made_images(
+                w.seed + 1_000_003, it.index, w.images_per_request, parse_sizes(w.image_size)
+            )
+    return items
 
 
 def _text_len(it: Item) -> int:
@@ -126,6 +134,7 @@ def _digest(h, it: Item) -> None:
                 it.think_s,
                 it.turn_messages,
             )
+            + ((it.images,) if it.images else ())
         ).encode()
     )
 

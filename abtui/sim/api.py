@@ -14,6 +14,7 @@ import json
 from typing import Any
 
 from abtui.sim.engine import SimRequest, count_prompt_tokens
+from abtui.sim.vision import image_words
 
 
 class BadRequest(Exception):
@@ -67,18 +68,39 @@ def _prompt_of(obj: dict) -> tuple[str, int]:
     return prompt, count_prompt_tokens(prompt)
 
 
-def _messages_of(obj: dict) -> tuple[str, int]:
-    """(prompt text, prompt tokens) of a /v1/chat/completions body."""
+def _image_words(content: Any, i: int) -> list[list[str]]:
+    """The words of each image part of message ``i``'s ``content`` (abtui.sim.vision)."""
+    out = []
+    for j, p in enumerate(content if isinstance(content, list) else ()):
+        if isinstance(p, dict) and p.get("type") == "image_url":
+            iu = p.get("image_url")
+            url = iu.get("url") if isinstance(iu, dict) else iu  # (a bare string: older clients)
+            try:
+                out.append(image_words(url, f"messages[{i}].content[{j}].image_url.url"))
+            except ValueError as e:
+                raise BadRequest(str(e)) from None
+    return out
+
+
+def _messages_of(obj: dict) -> tuple[str, int, int, int]:
+    """(prompt text, prompt tokens, images, their vision tokens) of a /v1/chat/completions
+    body: an image is its vision tokens' words after the message's text."""
     messages = obj.get("messages")
     if not isinstance(messages, list) or not messages:
         raise BadRequest("'messages' must be a non-empty list of message objects")
     texts = []
+    images = image_tokens = 0
     for i, m in enumerate(messages):
         if not isinstance(m, dict):
             raise BadRequest(f"'messages[{i}]' must be an object with 'role' and 'content'")
-        texts.append(_text_of_content(m.get("content")))
+        content = m.get("content")
+        text = _text_of_content(content)
+        for words in _image_words(content, i):
+            images, image_tokens = images + 1, image_tokens + len(words)
+            text += " " + " ".join(words)
+        texts.append(text)
     text = "\n".join(texts)
-    return text, count_prompt_tokens(text)
+    return text, count_prompt_tokens(text), images, image_tokens
 
 
 def parse_request(
@@ -91,7 +113,10 @@ def parse_request(
         raise BadRequest(f"request body is not valid JSON: {exc}") from None
     if not isinstance(obj, dict):
         raise BadRequest("request body must be a JSON object")
-    prompt, prompt_tokens = _messages_of(obj) if chat else _prompt_of(obj)
+    if chat:
+        prompt, prompt_tokens, images, image_tokens = _messages_of(obj)
+    else:
+        (prompt, prompt_tokens), images, image_tokens = _prompt_of(obj), 0, 0
     max_tokens = obj.get("max_tokens")
     if max_tokens is None and chat:
         max_tokens = obj.get("max_completion_tokens")
@@ -122,6 +147,8 @@ def parse_request(
         ignore_eos=obj.get("ignore_eos") is True,
         logprobs=logprobs,
         echo=echo,
+        images=images,
+        image_tokens=image_tokens,
     )
 
 

@@ -16,8 +16,9 @@ and how many tokens the chunk carries (more than one emulates speculative decodi
 - the server calls ``close()`` on the iterator when the request ends, finished or not (the
   client went away), so a generator-based engine can free the request's slot in ``finally``.
 
-:class:`FixedDelayEngine` is the simple model: first chunk at ``arrival + ttft``, then one every
-``itl``, with optional seeded uniform jitter. The text is independent of the engine: see
+:class:`FixedDelayEngine` is the simple model: first chunk at ``arrival + ttft`` (plus
+``vision_us_per_token`` per vision token of the prompt's images), then one every ``itl``, with
+optional seeded uniform jitter. The text is independent of the engine: see
 :func:`text_base` and :func:`words`.
 """
 
@@ -57,6 +58,10 @@ class SimConfig:
     # a reasoning model: a chat stream's first N tokens are ``delta.reasoning_content`` (part of
     # max_tokens, counted in usage.completion_tokens_details.reasoning_tokens), then the answer
     reasoning_tokens: int = 0
+    # the fixed-delay engine's charge for a prompt's images: their vision tokens
+    # (abtui.sim.vision) delay the first chunk by this much each (the encoder and the prefill
+    # of the image tokens); the batching engine prefills them as prompt tokens instead
+    vision_us_per_token: float = 25.0
 
     def validate(self) -> None:
         """Raise :class:`~abtui.errors.UsageError` naming the option with a bad value."""
@@ -73,6 +78,9 @@ class SimConfig:
                 raise bad(option, value, "a number of milliseconds")
             if not math.isfinite(value) or value < 0:
                 raise bad(option, value, "a finite number of milliseconds >= 0")
+        us = self.vision_us_per_token
+        if isinstance(us, bool) or not isinstance(us, int | float) or not 0 <= us < math.inf:
+            raise bad("--vision-us-per-token", us, "a finite number of microseconds >= 0")
         for option, value, low in (
             ("--port", self.port, 0),
             ("--tokens-per-chunk", self.tokens_per_chunk, 1),
@@ -118,6 +126,9 @@ class SimRequest:
     logprobs: int | None = None  # /v1/completions "logprobs": top-k asked (None: not asked)
     echo: bool = False  # /v1/completions "echo": the prompt's tokens first
     scored: Any = None  # abtui.sim.logprobs.Scored when served with logprobs/echo
+    # the prompt's images: how many, and their vision tokens (part of prompt_tokens)
+    images: int = 0
+    image_tokens: int = 0
     usage_claim: int | None = None  # completion tokens the usage says (a fault), else the real
 
 
@@ -140,6 +151,7 @@ class FixedDelayEngine:
         self._jitter_ns = round(config.jitter_ms * 1e6)
         self._per_chunk = config.tokens_per_chunk
         self._seed = config.seed
+        self._vision_ns = config.vision_us_per_token * 1e3
         # what /metrics can honestly say of a fixed-delay endpoint (tokens count when planned)
         self._running = self._prompt_total = self._generated_total = self._finished = 0
 
@@ -147,7 +159,7 @@ class FixedDelayEngine:
         jitter = self._jitter_ns
         rng = random.Random(f"{self._seed}:{req.req_id}") if jitter else None
         t = req.arrival_ns
-        delay = self._ttft_ns
+        delay = self._ttft_ns + round(req.image_tokens * self._vision_ns)
         left = req.max_tokens
         self._running += 1
         self._prompt_total += req.prompt_tokens

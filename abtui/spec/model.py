@@ -96,6 +96,12 @@ class WorkloadSpec:
     """Prompts a real instruct model answers instead of common words (abtui.workload.tasks):
     ``repeat`` (copy a paragraph of ``input_tokens`` words: input-grounded) or ``story`` (write
     a short story: open generation). Use with ``request.api = "chat"`` for chat models."""
+    images_per_request: int = 0
+    """Images made locally and sent with each synthetic prompt (chat content parts with PNG
+    data URLs, :mod:`abtui.client.images`); needs ``request.api = "chat"``."""
+    image_size: str = "512x512"
+    """Their pixel size, ``WIDTHxHEIGHT``, or several separated by commas, each image drawing
+    one of them (seeded): ``"256x256,512x512,1024x768"``."""
 
 
 @dataclass
@@ -269,7 +275,8 @@ class Spec:
     workload: WorkloadSpec = field(default_factory=WorkloadSpec)
     load: LoadSpec = field(default_factory=LoadSpec)
     slo: dict[str, float] = field(default_factory=dict)
-    """Per-request SLOs in seconds: ttft, ttft_user, ttfo, tpot, itl (largest gap), e2e."""
+    """Per-request SLOs in seconds: ttft, ttft_user, ttfo, tpot, tpot_reasoning, tpot_answer,
+    itl (largest gap), e2e."""
     request: RequestSpec = field(default_factory=RequestSpec)
     store: StoreSpec = field(default_factory=StoreSpec)
     cost: CostSpec = field(default_factory=CostSpec)

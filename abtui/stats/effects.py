@@ -3,7 +3,8 @@
 Rows (``key`` = ``metric.stat``):
 
 - latency, lower is better: ``ttft``, ``ttft_user``, ``tpot``, ``e2e`` (per ok request) and
-  ``itl`` (per chunk gap, pooled) at ``mean``, ``p50``, ``p90``, ``p95``, ``p99``;
+  ``itl`` (per chunk gap, pooled) at ``mean``, ``p50``, ``p90``, ``p95``, ``p99``; after
+  reasoning also ``ttfo``, ``tpot_reasoning`` and ``tpot_answer`` (where both arms have values);
 - rates, higher is better: ``throughput.requests``, ``throughput.output_tokens`` and, with SLOs,
   ``goodput.requests``, ``goodput.output_tokens``, ``slo.attainment``;
 - breakdowns by input length (``ttft.p50@in512-1023``, ``e2e.p50@in…``): the pooled quartiles
@@ -157,9 +158,10 @@ def compare(
 
     ``prices`` = (USD/hour of A, USD/hour of B) adds the cost rows (:data:`COST_ROWS`).
     ``metrics`` limits the latency metrics (default :func:`abtui.metrics.catalogue.latency_keys`:
-    every one, TTFO only where it differs from TTFT); ``block_len`` overrides the block-length rule (1 =
-    the i.i.d. bootstrap; for validation); ``shortfall=False`` leaves parallel latency rows
-    unwidened by :func:`abtui.stats.bootstrap.block_shortfall` (for validation)."""
+    every one, TTFO and reasoning/answer TPOT only after reasoning); ``block_len`` overrides the
+    block-length rule (1 = the i.i.d. bootstrap; for validation); ``shortfall=False`` leaves
+    parallel latency rows unwidened by :func:`abtui.stats.bootstrap.block_shortfall` (for
+    validation)."""
     keep = ((table.arm == a) | (table.arm == b)) & ~table.warmup
     t = table if keep.all() else table.select(keep)
     if metrics is None:
@@ -219,6 +221,13 @@ def compare(
             good[x][ok_mask[x][arm_rows[x]]] = windows[x]["good"]
         del ok
     del seg, done
+    # a metric only reasoning gives values (abtui.metrics.catalogue.ANSWER_KEYS) is no row where
+    # an arm has none: there is nothing to compare
+    metrics = tuple(
+        m
+        for m in metrics
+        if m not in cat.ANSWER_KEYS or all(np.isfinite(values[x][m]).any() for x in (a, b))
+    )
     # each latency distribution once: the summaries' and the sketches' exact figures
     dists = {x: {m: Dist.of(values[x][m]) for m in values[x]} for x in (a, b)}
     if itl:

@@ -62,7 +62,7 @@ _OPTIONAL = {
         "conversation_id",
         "turn",
     )
-}
+} | {("items", "images")}
 _OPTIONAL_TABLES = {"server_timings"}
 # JSON types of the meta values the code reads (a key may be absent)
 _META_TYPES: dict[str, type | tuple[type, ...]] = {

@@ -282,7 +282,8 @@ class SessionReader:
         return out
 
     def items(self) -> list[Item]:
-        cols = ", ".join(ITEM_COLUMNS)
+        have = self.columns("items")  # an older file lacks the newer columns
+        cols = ", ".join(c if c in have else f"NULL AS {c}" for c in ITEM_COLUMNS)
         rows = self._con.execute(f"SELECT {cols} FROM items ORDER BY item").fetchall()
         return [
             Item(
@@ -298,6 +299,7 @@ class SessionReader:
                 tags=[]
                 if tags in (None, "[]")
                 else self._json(tags, f"items: the tags of item {i}"),
+                images=None if images is None else self._json(images, f"items: images of {i}"),
             )
             for (
                 i,
@@ -310,8 +312,21 @@ class SessionReader:
                 expected,
                 suite,
                 tags,
+                images,
             ) in rows
         ]
+
+    def item_images(self) -> list[list[dict] | None]:
+        """Per measured item (not warm-up), in order: the images it sent (``items.images``:
+        format, width, height, bytes, digest), None for none; ``[]`` for a file written
+        before the column."""
+        if "images" not in self.columns("items"):
+            return []
+        rows = self._con.execute(
+            "SELECT item, images FROM items WHERE tags IS NULL OR tags NOT LIKE '%\"warmup\"%' "
+            "ORDER BY item"
+        ).fetchall()
+        return [None if v is None else self._json(v, f"items: images of {i}") for i, v in rows]
 
     def columns(self, table: str) -> set[str]:
         """The columns ``table`` has in this file (an older file lacks the newer ones)."""

@@ -28,6 +28,10 @@ Conventions:
 - ``requests.conversation_id`` and ``requests.turn`` (the conversation a request is a turn of
   and the turn's index, NULL for a request on its own) came after, appended the same way: a
   file without them reads both as NULL; the version stays 1.
+- ``items.images`` (JSON: per image its format, width, height, bytes and digest, and a made
+  image's seed; NULL when the item sends none) came after, appended the same way: a file without
+  it reads as no images; the version stays 1. The image bytes are not stored: the stored
+  ``messages`` carry a stand-in for each data URL (:func:`abtui.client.images.elide`).
 - Bump ``SCHEMA_VERSION`` on any incompatible change; readers refuse newer versions.
 """
 
@@ -110,6 +114,7 @@ ITEM_COLUMNS = (
     "expected",
     "suite",
     "tags",
+    "images",
 )
 
 DDL = (
@@ -136,7 +141,8 @@ DDL = (
         n_input INTEGER,
         expected VARCHAR,
         suite VARCHAR,
-        tags VARCHAR
+        tags VARCHAR,
+        images VARCHAR
     )""",
     """CREATE TABLE IF NOT EXISTS requests (
         req BIGINT,

@@ -40,6 +40,7 @@ import duckdb
 import numpy as np
 
 from abtui import __version__
+from abtui.client.images import elide
 from abtui.client.items import Item
 from abtui.client.records import RequestRecord
 from abtui.client.redact import Scrubber, scrub_url
@@ -204,14 +205,18 @@ class SessionWriter:
             "id": objects([it.id for it in items]),
             "arrival_s": np.fromiter((it.arrival_s for it in items), np.float64, len(items)),
             "prompt": objects([it.prompt for it in items]),
-            "messages": objects(
-                [None if it.messages is None else dumps(it.messages) for it in items]
+            "messages": objects(  # an image's data URL is not stored, only what it was
+                [
+                    None if it.messages is None else dumps(elide(it.messages, it.images))
+                    for it in items
+                ]
             ),
             "max_tokens": nullable([it.max_tokens for it in items], np.int32),
             "n_input": nullable([it.n_input for it in items], np.int32),
             "expected": objects([it.expected for it in items]),
             "suite": objects([it.suite for it in items]),
             "tags": objects([dumps(list(it.tags or [])) for it in items]),
+            "images": objects([dumps(it.images) if it.images else None for it in items]),
         }
         cols = ", ".join(ITEM_COLUMNS)
         sql = f"INSERT INTO items ({cols}) SELECT {cols} FROM item_df"

@@ -112,6 +112,10 @@ class LevelItems:
             self._base, self._first = base, first_index
         elif w.file:
             base, _ = file_items(spec)
+            if any(it.images for it in base):
+                from abtui.workload.spec_check import check_chat_images
+
+                check_chat_images(spec, f"workload file {w.file}")
             if ld.arrival == "replay":
                 offsets = [it.arrival_s / ld.speedup for it in base]
             else:
@@ -146,6 +150,11 @@ class LevelItems:
                 task=w.task,
             )
         self._offsets = offsets
+        self._images = None  # made images per item: (seed, count, sizes)
+        if w.images_per_request and not w.file:
+            from abtui.client.images import parse_sizes
+
+            self._images = (seed, w.images_per_request, parse_sizes(w.image_size))
         self._keep: range | list[int] = range(len(offsets))
         dur = ld.duration_s
         if dur is not None and (rate is not None or ld.arrival == "replay"):
@@ -163,7 +172,13 @@ class LevelItems:
 
     def _item(self, k: int) -> Item:
         if self._base is None:
-            return self._shaped.item(k)
+            it = self._shaped.item(k)
+            if self._images is not None:
+                from abtui.client.images import made_images
+
+                seed, count, sizes = self._images
+                it.images = made_images(seed, it.index, count, sizes)
+            return it
         it = self._base[k]
         return dataclasses.replace(
             it, index=self._first + k, arrival_s=self._offsets[k], tags=list(it.tags)

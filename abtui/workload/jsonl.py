@@ -10,6 +10,11 @@ Fields of a line (docs/guide.md, "Workloads"):
   server's prefix cache behaves as it did in production (Mooncake traces),
 - ``max_tokens`` (default: the run's ``--output-tokens``), ``expected``, ``suite``, ``tags``.
 
+A message's ``content`` may be a list of OpenAI content parts; an ``image_url`` part must carry
+a ``data:image/…;base64,…`` URL of a PNG, JPEG, GIF or WebP image (checked as the line is read:
+a bad one stops the read with the field that holds it; its format, pixel size and bytes go with
+the item, :attr:`abtui.client.items.Item.images`).
+
 A bad line (not JSON, not UTF-8, a bad field) stops the read with ``FILE:LINE: what is wrong``;
 with ``skip_bad`` it is skipped and counted (:class:`ReadStats`), never dropped silently. The
 file is read a line at a time (:func:`read_workload`), never whole.
@@ -141,6 +146,7 @@ def _parse(rec: object, line: int, default_max_tokens: int) -> tuple[Item, list[
         and all(isinstance(m, dict) and isinstance(m.get("role"), str) for m in messages)
     ):
         raise ValueError("messages must be a non-empty list of {role, content} objects")
+    images = _images(messages)
     prefix = rec.get("prefix_ids", [])
     if not isinstance(prefix, list) or not all(
         isinstance(b, int) and not isinstance(b, bool) for b in prefix
@@ -170,8 +176,31 @@ def _parse(rec: object, line: int, default_max_tokens: int) -> tuple[Item, list[
         expected=rec.get("expected"),
         suite=rec.get("suite"),
         tags=list(tags),
+        images=images,
     )
     return item, list(prefix), block
+
+
+def _images(messages: list[dict] | None) -> list[dict] | None:
+    """The :func:`abtui.client.images.describe` of every image part of ``messages`` (None
+    without any); ValueError names the field of one that is not a data URL of an image."""
+    from abtui.client.images import NotAnImage, decode_data_url, describe
+
+    out = []
+    for i, m in enumerate(messages or ()):
+        content = m.get("content")
+        for j, p in enumerate(content if isinstance(content, list) else ()):
+            if not (isinstance(p, dict) and p.get("type") == "image_url"):
+                continue
+            where = f"messages[{i}].content[{j}].image_url"
+            iu = p.get("image_url")
+            if not isinstance(iu, dict) or "url" not in iu:
+                raise ValueError(f"{where} must be an object with a 'url'")
+            try:
+                out.append(describe(decode_data_url(iu["url"])))
+            except NotAnImage as e:
+                raise ValueError(f"{where}.url: {e}") from None
+    return out or None
 
 
 def _lines(fh, p: Path) -> Iterator[tuple[int, bytes]]:

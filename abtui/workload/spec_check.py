@@ -39,6 +39,7 @@ def check_workload(spec, source: str) -> None:
                 "workload.file or shared prefixes"
             )
     _check_conversations(spec, source)
+    _check_images(spec, source)
     _check_load_shape(spec, source)
     from_file = w.file is not None or w.conversations is not None
     if from_file and ld.rate is None and ld.concurrency is None:
@@ -104,6 +105,38 @@ def _check_conversations(spec, source: str) -> None:
             f"{source}: conversations are played with load.schedule = 'parallel' (a "
             "conversation's turns follow one another's answers: they cannot be cut into blocks)",
             "drop --schedule alternate",
+        )
+
+
+def _check_images(spec, source: str) -> None:
+    """Made images: a synthetic workload's, in chat messages, of sizes that parse."""
+    from abtui.client.images import parse_sizes
+
+    w = spec.workload
+    try:
+        parse_sizes(w.image_size)
+    except ValueError as e:
+        raise SpecError(
+            f"{source}: workload.image_size: {e}", "e.g. 512x512 or 256x256,1024x768"
+        ) from None
+    if not w.images_per_request:
+        return
+    if w.file is not None or w.conversations is not None:
+        raise SpecError(
+            f"{source}: workload.images_per_request makes images for synthetic prompts",
+            "a workload file carries its images in its messages (image_url content parts)",
+        )
+    check_chat_images(spec, source)
+
+
+def check_chat_images(spec, source: str) -> None:
+    """Images go in chat messages: every arm must use the chat API."""
+    apis = {a.api or spec.request.api for a in spec.arms} or {spec.request.api}
+    if apis != {"chat"}:
+        raise SpecError(
+            f"{source}: images are sent in chat messages; the API is "
+            f"{' / '.join(sorted(map(str, apis)))}",
+            "give --api chat",
         )
 
 

@@ -23,6 +23,8 @@ from abtui.client.items import Item
 from abtui.client.records import RequestRecord
 from abtui.client.sse import SSEParser
 from abtui.client.stream import Target, build_body, make_client, stream_request
+from abtui.metrics import request as rm
+from abtui.metrics.table import RequestTable
 
 # serial: chunk gaps of 4–35 ms against a scripted server's sleeps
 pytestmark = pytest.mark.serial
@@ -417,6 +419,43 @@ def test_reasoning_and_tool_call_deltas_are_tokens():
     # the answer starts at the first tool-call delta, after three reasoning chunks
     assert rec.first_output_ns == rec.chunk_ns[3]
     assert (rec.reasoning_chunk_tokens, rec.reasoning_tokens) == (3, 3)
+
+
+@pytest.mark.parametrize("answer", ["content", "tool_calls"])
+def test_a_tool_call_answer_is_timed_as_content(answer):
+    """An agent's turn that answers with a tool call: its deltas are the answer, timed as
+    content would be (TTFO at the first, answer TPOT over them, reasoning TPOT before)."""
+    usage = {
+        "prompt_tokens": 3,
+        "completion_tokens": 5,
+        "completion_tokens_details": {"reasoning_tokens": 2},
+    }
+
+    def part(i: int) -> dict:
+        if answer == "content":
+            return chat(f"w{i} ")
+        call = {"index": 0, "function": {"arguments": f'"a{i}"'}}
+        if i == 0:
+            call.update(id="c1", type="function", function={"name": "f", "arguments": ""})
+        return chat(None, tool_calls=[call])
+
+    script = [SSE_HEAD, sse(chat("", role="assistant"))]
+    thinking = [chat(None, reasoning_content="hm"), chat(None, reasoning_content="m")]
+    for i, ev in enumerate(thinking + [part(0), part(1), part(2)]):
+        if i:
+            script += [tokens_seen(i), 0.03]  # 30 ms between every two token chunks
+        script.append(sse(ev))
+    script += [sse(chat(None, finish="tool_calls")), sse({"choices": [], "usage": usage})]
+    rec, _ = serve_one(script + [DONE, END])
+    assert_ok_timing(rec)
+    assert len(rec.chunk_ns) == 5 and rec.first_output_ns == rec.chunk_ns[2]
+    assert (rec.n_output, rec.reasoning_tokens) == (5, 2)
+    t = RequestTable.from_records([rec])
+    ttft, ttfo = rm.ttft_s(t)[0], rm.ttfo_s(t)[0]
+    # the server sleeps only once the client has the chunk before: each gap is >= 30 ms
+    assert ttfo - ttft >= 0.06
+    assert rm.tpot_reasoning_s(t)[0] >= 0.03 and rm.tpot_answer_s(t)[0] >= 0.03
+    assert rm.tpot_answer_s(t)[0] == pytest.approx((rec.chunk_ns[4] - rec.chunk_ns[2]) / 2e9)
 
 
 def test_first_output_token_comes_after_the_reasoning():

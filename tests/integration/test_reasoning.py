@@ -173,3 +173,109 @@ def test_diagnosis_splits_reasoning_and_answer_tpot(tmp_path):
     text = "\n".join(diagnosis_lines(diags))
     assert "reasoning: 4 responses, 3 reasoning + 5 answer tokens (means); TPOT P50" in text
     assert diags[0].prefix_cache.source is None  # the fixed-delay sim says nothing cached
+
+
+def test_reasoning_and_answer_tpot_from_the_timestamps(tmp_path):
+    """Per request: the thinking's pace over its reasoning tokens up to the first answer
+    chunk, the answer's over its own tokens after its first; rows in the comparison and the
+    console table, a summary that keeps them."""
+    recs = asyncio.run(_send(3, "fast", n=8))
+    with SessionReader(_session(tmp_path, recs)) as r:
+        t = r.request_table()
+    first, out, last = (
+        getattr(t, c) / 1e9 for c in ("first_token_ns", "first_output_ns", "last_token_ns")
+    )
+    np.testing.assert_allclose(rm.tpot_reasoning_s(t), (out - first) / 3)
+    np.testing.assert_allclose(rm.tpot_answer_s(t), (last - out) / 4)  # 8 tokens, 3 thought
+    # 6 ms a token; a read that took several events at once can only shorten a span
+    assert 0 < np.median(rm.tpot_reasoning_s(t)) <= 0.012
+    assert 0 < np.median(rm.tpot_answer_s(t)) <= 0.012
+    comp = compare(t, 0, 1, resamples=200)
+    keys = {e.key for e in comp.effects}
+    assert {"tpot_reasoning.p50", "tpot_answer.p99", "ttfo.mean"} <= keys
+    s = comp.summaries[0]
+    assert s.tpot_reasoning.n == s.tpot_answer.n == 4
+    assert type(s).from_dict(s.to_dict()).tpot_answer.p50 == s.tpot_answer.p50
+    text = io.StringIO()
+    Console(file=text, width=160).print(summary_table(["a", "b"], list(comp.summaries), {}))
+    assert "TPOT reasoning (ms)" in text.getvalue() and "TPOT answer (ms)" in text.getvalue()
+
+
+def test_no_reasoning_no_reasoning_rows(tmp_path):
+    """A plain stream: no reasoning TPOT (no value), answer TPOT is TPOT and is not repeated;
+    the summary's document does not gain the two."""
+    recs = asyncio.run(_send(0, "fast", n=6))
+    with SessionReader(_session(tmp_path, recs)) as r:
+        t = r.request_table()
+    assert np.isnan(rm.tpot_reasoning_s(t)).all()
+    np.testing.assert_allclose(rm.tpot_answer_s(t), rm.tpot_s(t))
+    comp = compare(t, 0, 1, resamples=200)
+    assert not any(e.metric.startswith("tpot_") for e in comp.effects)
+    assert "tpot_reasoning" not in comp.summaries[0].to_dict()
+    assert "tpot_answer" not in comp.summaries[0].to_dict()
+    # named: the answer's row is TPOT's; the reasoning's has no value in either arm: left out
+    comp = compare(t, 0, 1, resamples=200, metrics=cat.latency_keys(t, ("tpot_answer.p50",)))
+    assert comp.get("tpot_answer.p50").a == comp.get("tpot.p50").a
+    comp = compare(t, 0, 1, resamples=200, metrics=cat.latency_keys(t, ("tpot_reasoning.p50",)))
+    assert comp.get("tpot_reasoning.p50") is None
+
+
+def test_reasoning_tpot_as_primary_and_slo():
+    from abtui.metrics.summary import slo_met
+    from abtui.verdict.policy import evaluate
+
+    arms = [{"name": "a"}, {"name": "b"}]
+    think = RequestTable.from_records(asyncio.run(_send(3, "fast", n=8)))
+    pol = {"resamples": 200, "primary": "tpot_answer.p50", "guardrails": ["tpot_reasoning.p99"]}
+    v = evaluate(think, arms, {"policy": pol})
+    comp = v.pairs[0].comparison
+    assert comp.get("tpot_answer.p50").family == "primary"
+    assert not any(g.state == "missing" for g in v.pairs[0].guardrails)
+    plain = RequestTable.from_records(asyncio.run(_send(0, "fast", n=8)))
+    v = evaluate(plain, arms, {"policy": dict(pol, primary="tpot_reasoning.p50")})
+    assert v.pairs[0].result == "INCONCLUSIVE"
+    assert any("was not measured" in r for r in v.pairs[0].reasons)
+    # an SLO on them: no reasoning (or one answer token) is not applicable, so it passes
+    assert slo_met(plain, {"tpot_reasoning": 1e-9}).all()
+    assert not slo_met(think, {"tpot_reasoning": 1e-9}).any()
+
+
+@pytest.fixture(scope="module")
+def thinking_sims():
+    from abtui.sim.process import SimProcess
+
+    with (
+        SimProcess(SimConfig(ttft_ms=10.0, itl_ms=5.0, reasoning_tokens=6, seed=1)) as a,
+        SimProcess(SimConfig(ttft_ms=10.0, itl_ms=4.0, reasoning_tokens=6, seed=2)) as b,
+    ):
+        yield a, b
+
+
+@pytest.mark.parametrize("api", ["chat", "completions"])
+def test_headless_run_has_reasoning_rows_only_after_reasoning(thinking_sims, tmp_path, api):
+    """``abtui run`` against two reasoning sims: over chat the verdict and the stored verdict
+    have reasoning and answer TPOT rows (and the printed table); over completions the same
+    sims stream no reasoning, and no such row appears."""
+    import contextlib
+
+    from abtui.cli import main
+    from abtui.verdict.saved import session_verdict
+
+    a, b = thinking_sims
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        main(
+            ["run", "--baseline", a.url, "--candidate", b.url, "--api", api]
+            + ["--requests", "16", "--rate", "40", "--input-tokens", "16"]
+            + ["--output-tokens", "16", "--warmup", "1", "--headless", "--name", api]
+            + ["--sessions-dir", str(tmp_path)]
+        )
+    doc = session_verdict(tmp_path / f"{api}.duckdb").to_dict()  # as stored
+    keys = {e["key"] for e in doc["pairs"][0]["comparison"]["effects"]}
+    reasoned = {"tpot_reasoning.p50", "tpot_answer.p50", "ttfo.p50"}
+    if api == "chat":
+        assert reasoned <= keys
+        assert "TPOT reasoning (ms)" in out.getvalue() and "P50 TPOT (answer)" in out.getvalue()
+    else:
+        assert not reasoned & keys and "TPOT" in out.getvalue()
+        assert "reasoning" not in out.getvalue().lower()

@@ -18,9 +18,11 @@ POLICY = {"policy": {"resamples": 300, "guardrails": ["ttft.p50", "tpot.p50"]}}
 
 
 def test_every_row_a_comparison_makes_is_named_by_the_catalogue():
-    t = synthetic_table(300, [ArmTruth(), ArmTruth(ttft_scale=0.9)], seed=2, vary_input=True)
-    # every latency asked for: TTFO is left out by default where it is TTFT (no reasoning)
+    # reasoning: TTFO and the reasoning and answer TPOT have values (where they are shown)
+    truths = [ArmTruth(reasoning=4), ArmTruth(ttft_scale=0.9, reasoning=4)]
+    t = synthetic_table(300, truths, seed=2, vary_input=True)
     every = cat.LATENCY_KEYS
+    assert cat.latency_keys(t) == every
     comp = compare(t, 0, 1, {"e2e": 0.5}, resamples=200, prices=(2.0, 2.0), metrics=every)
     keys = {e.key.partition("@")[0] for e in comp.effects}
     assert keys == set(cat.ROW_KEYS)  # every row, and nothing the catalogue does not name

@@ -171,7 +171,7 @@ def test_run_help_says_each_default_once_and_lists_the_valid_keys(capsys):
     assert "(default: None)" not in out and "(default 200) (default" not in out
     assert "one of the two is needed" in out and "examples:" in out
     flat = " ".join(out.split())
-    assert "keys: ttft, ttft_user, ttfo, tpot, e2e, itl" in flat
+    assert "keys: ttft, ttft_user, ttfo, tpot, tpot_reasoning, tpot_answer, e2e, itl" in flat
     assert "STAT one of mean, p50, p90, p95, p99" in flat and "cost.per_mtok_good" in flat
 
 
