@@ -263,3 +263,13 @@ def test_sim_option_round_trips():
     assert "--vision-us-per-token" not in config_to_argv(SimConfig())
     with pytest.raises(Exception, match="--vision-us-per-token"):
         SimConfig(vision_us_per_token=-1.0).validate()
+
+
+def test_made_images_with_a_conversation_file_are_refused(sims, tmp_path, capsys):
+    conv = tmp_path / "c.jsonl"
+    turn = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+    conv.write_text(json.dumps({"id": "c1", "arrival_s": 0.0, "turns": [turn]}) + "\n")
+    extra = ("--conversations", str(conv), "--images-per-request", "1")
+    assert _run(sims, tmp_path, "conv", *extra) == 2
+    err = capsys.readouterr().err
+    assert "images_per_request makes images for synthetic prompts" in err
