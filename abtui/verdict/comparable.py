@@ -22,6 +22,8 @@ with the finding as their note, out of their Holm/BH family):
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from abtui.client.records import TOKENS_USAGE
@@ -30,6 +32,9 @@ from abtui.stats import decide
 from abtui.stats.effects import Comparison
 from abtui.stats.labels import describe, pct
 from abtui.stats.reasons import Code, Reason
+
+if TYPE_CHECKING:
+    from abtui.verdict.policy import Policy
 
 MAX_TOKENS_PER_CHUNK = 16
 USAGE_SHARE = 0.01
@@ -49,7 +54,7 @@ def _bound(key: str, prefixes: tuple[str, ...]) -> bool:
     return key.partition("@")[0].startswith(prefixes)
 
 
-def length_finding(comp: Comparison, policy: dict, names: tuple[str, str]) -> dict | None:
+def length_finding(comp: Comparison, policy: Policy, names: tuple[str, str]) -> dict | None:
     """The output-length check of ``comp`` called at the policy's α and δ; a finding dict
     (reason, rows not comparable, the check's figures) when the lengths differ, else None."""
     check = next((e for e in comp.checks if e.key == LENGTH_CHECK), None)
@@ -60,15 +65,15 @@ def length_finding(comp: Comparison, policy: dict, names: tuple[str, str]) -> di
         check.lo,
         check.hi,
         check.p,
-        policy["delta"],
+        policy.delta,
         lower_is_better=True,
         n=min(check.n_a, check.n_b),
         stat="mean",
-        alpha=policy["alpha"],
+        alpha=policy.alpha,
         paired=check.paired,
     )
     check.outcome, check.significant, check.note = d.outcome, d.significant, d.note
-    check.delta = policy["delta"]
+    check.delta = policy.delta
     if d.outcome not in (decide.IMPROVED, decide.REGRESSED):
         return None
     a, b = names

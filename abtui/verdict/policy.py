@@ -32,7 +32,7 @@ INCONCLUSIVE. Exit codes: :data:`EXIT_CODES`.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import UTC, datetime
 from enum import StrEnum
 
@@ -70,6 +70,38 @@ class Result(StrEnum):
 
 GO, NO_GO, INCONCLUSIVE, CALIBRATED = Result
 EXIT_CODES = {GO: 0, NO_GO: 3, INCONCLUSIVE: 4, CALIBRATED: 0}
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """The verdict's policy, resolved (:func:`resolve_policy`): the spec's ``[policy]``
+    (:class:`abtui.spec.PolicySpec`) over its defaults, its numbers checked. The JSON documents
+    hold :meth:`to_dict`."""
+
+    primary: str
+    guardrails: tuple[str, ...]
+    alpha: float
+    delta: float
+    delta_tail: float
+    resamples: int
+    seed: int
+    noise_floor: str | None = None  # the A/A session that raises δ, as named
+    noise_floor_values: dict[str, float] | None = None  # its floor per row, when one raised δ
+    noise_floor_detail: dict | None = None  # how that floor was measured (for the reports)
+
+    def to_dict(self) -> dict:
+        """The JSON form: the spec's fields (guardrails a list), then the floor's values and
+        detail when there are any."""
+        d = {f: getattr(self, f) for f in _SPEC_FIELDS}
+        d["guardrails"] = list(self.guardrails)
+        if self.noise_floor_values is not None:
+            d["noise_floor_values"] = self.noise_floor_values
+        if self.noise_floor_detail is not None:
+            d["noise_floor_detail"] = self.noise_floor_detail
+        return d
+
+
+_SPEC_FIELDS = tuple(f.name for f in fields(PolicySpec))
 
 
 class GuardState(StrEnum):
@@ -141,7 +173,7 @@ class Verdict:
     result: Result
     pairs: list[PairVerdict]
     ladder: list[PairVerdict]
-    policy: dict
+    policy: Policy
     session: dict
     created: str = field(default_factory=lambda: datetime.now(UTC).isoformat())
     sweep: dict | None = None  # abtui.stats.sweep.sweep_summary, with two or more load levels
@@ -156,7 +188,7 @@ class Verdict:
             "result": self.result,
             "exit_code": self.exit_code,
             "created": self.created,
-            "policy": self.policy,
+            "policy": self.policy.to_dict(),
             "session": self.session,
             "pairs": [p.to_dict() for p in self.pairs],
             "ladder": [p.to_dict() for p in self.ladder],
@@ -165,24 +197,24 @@ class Verdict:
         }
 
 
-def resolve_policy(policy: dict | None) -> dict:
+def resolve_policy(policy: dict | None) -> Policy:
     """The default policy with ``policy``'s keys laid over it; its numbers inside the limit
     table (a session file's stored policy is checked as a spec's is: a crafted one cannot ask
     for 10¹¹ resamples)."""
     out = asdict(PolicySpec())  # the spec's defaults: one source
     out.update({k: v for k, v in (policy or {}).items() if k in out})
-    out["guardrails"] = list(out["guardrails"])
+    out["guardrails"] = tuple(out["guardrails"])
     for key in ("alpha", "delta", "delta_tail", "resamples", "seed"):
         try:
             out[key] = limits.check(f"policy.{key}", out[key])
         except limits.OutOfRange as e:
             raise SpecError(f"the verdict's policy: {e}") from None
-    return out
+    return Policy(**out)
 
 
 def apply_policy(
     comp: Comparison,
-    policy: dict,
+    policy: Policy,
     noise_floor: dict[str, float] | None = None,
     not_comparable: dict[str, str] | None = None,
 ) -> None:
@@ -190,12 +222,12 @@ def apply_policy(
     ``not_comparable`` (key → why: :mod:`abtui.verdict.comparable`) are not called: outside
     their family, INCONCLUSIVE, the reason their note."""
     not_comparable = not_comparable or {}
-    primary_keys = {policy["primary"], *policy["guardrails"]}
-    alpha = policy["alpha"]
+    primary_keys = {policy.primary, *policy.guardrails}
+    alpha = policy.alpha
     n_min = {e.key: min(e.n_a, e.n_b) for e in comp.effects}
     callable_rows = []
     for e in comp.effects:
-        base = policy["delta_tail"] if e.stat in decide.TAIL_Q else policy["delta"]
+        base = policy.delta_tail if e.stat in decide.TAIL_Q else policy.delta
         e.delta = max(base, (noise_floor or {}).get(e.key.partition("@")[0], 0.0))  # @…: base row
         e.family = "primary" if e.key in primary_keys else "breakdown"
         if (
@@ -235,7 +267,7 @@ def apply_policy(
 
 
 def guardrail_checks(
-    comp: Comparison, policy: dict, not_comparable: dict[str, str] | None = None
+    comp: Comparison, policy: Policy, not_comparable: dict[str, str] | None = None
 ) -> list[Guardrail]:
     """Each guardrail (other than the primary) and whether it was **shown non-inferior**
     (:func:`abtui.stats.decide.non_inferiority`): ``state`` is ``shown``, ``regressed`` (its
@@ -244,8 +276,8 @@ def guardrail_checks(
     in this session)."""
     out = []
     not_comparable = not_comparable or {}
-    for key in dict.fromkeys(policy["guardrails"]):
-        if key == policy["primary"]:
+    for key in dict.fromkeys(policy.guardrails):
+        if key == policy.primary:
             continue
         e = comp.get(key)
         if e is None:
@@ -306,7 +338,7 @@ def _bound_words(g: Guardrail, lower_is_better: bool) -> str:
 def _generator_checks(
     table: RequestTable,
     comp: Comparison,
-    policy: dict,
+    policy: Policy,
     names: list[str],
     guards: list[Guardrail],
     machine_note: str | None,
@@ -316,7 +348,7 @@ def _generator_checks(
     non-inferiority. Returns the reasons that forbid GO and the figures per arm."""
     blockers: list[Reason] = []
     generator: dict[str, dict] = {}
-    delta = policy["delta"]
+    delta = policy.delta
     measured = {}
     for s, arm in zip(comp.summaries, (comp.a, comp.b), strict=True):
         measured[arm] = (table.arm == arm) & ~table.warmup
@@ -344,7 +376,7 @@ def _generator_checks(
     lag = request_metrics.diff_s(table.dispatched_ns[m], table.scheduled_ns[m])
     ok = None  # the baseline's ok rows (positions), found only when a row is to be bounded
     lagged = f"lag P99 {sa.lag_p99_s * 1e3:.1f} ms, max {sa.lag_max_s * 1e3:.1f} ms"
-    checks = [(policy["primary"], "primary")] + [
+    checks = [(policy.primary, "primary")] + [
         (g.key, "guardrail") for g in guards if g.state == GuardState.SHOWN
     ]
     unbounded, explained = [], []
@@ -374,7 +406,7 @@ def _generator_checks(
                 lower_is_better=e.lower_is_better,
                 n=n,
                 stat=e.stat,
-                alpha=policy["alpha"],
+                alpha=policy.alpha,
                 n_eff=e.n_eff,
                 min_eff=e.min_eff,
                 paired=e.paired,
@@ -431,7 +463,7 @@ def _times(f: float) -> str:
 
 def _pair_result(
     comp: Comparison,
-    policy: dict,
+    policy: Policy,
     status: str,
     names: list[str],
     table: RequestTable,
@@ -440,7 +472,7 @@ def _pair_result(
     findings: list[dict] | None = None,
 ) -> PairOutcome:
     sa, sb = comp.summaries
-    alpha = policy["alpha"]
+    alpha = policy.alpha
     blockers: list[Reason] = []  # cannot be GO
     no_go: list[Reason] = []
     rate_a = sa.n_errors / sa.sent if sa.sent else math.nan
@@ -483,12 +515,12 @@ def _pair_result(
             )
         elif g.state != GuardState.SHOWN:
             blockers.append(g.reason)
-    prim = comp.get(policy["primary"])
+    prim = comp.get(policy.primary)
     if prim is None:
         blockers.append(
             Reason(
                 Code.PRIMARY_MISSING,
-                f"the primary objective {label(policy['primary'])} was not measured "
+                f"the primary objective {label(policy.primary)} was not measured "
                 "(set SLOs for goodput, a GPU price for cost)",
             )
         )
@@ -569,10 +601,10 @@ def evaluate(
             a,
             b,
             slo,
-            resamples=int(pol["resamples"]),
-            seed=int(pol["seed"]),
+            resamples=int(pol.resamples),
+            seed=int(pol.seed),
             prices=(usd[a], usd[b]) if usd else None,
-            metrics=latency_keys(table, (pol["primary"], *pol["guardrails"])),
+            metrics=latency_keys(table, (pol.primary, *pol.guardrails)),
         )
         findings = [
             f
@@ -661,16 +693,15 @@ def evaluate(
         overall = GO
     else:
         overall = INCONCLUSIVE
-    pol_out = dict(pol)
     if noise_floor:
-        pol_out["noise_floor_values"] = noise_floor
+        pol = replace(pol, noise_floor_values=noise_floor)
     arm_rows = [dict(a, arm=i) for i, a in enumerate(arms)]
     sweep = sweep_summary(table, arm_rows, slo, levels, prices)
     return Verdict(
         overall,
         pairs,
         ladder,
-        pol_out,
+        pol,
         dict(session or {}, status=status),
         sweep=sweep,
         factorial=factorial,

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from dataclasses import replace
 
 import numpy as np
 
@@ -32,6 +33,7 @@ from abtui.verdict.policy import (
     Guardrail,
     GuardState,
     PairVerdict,
+    Policy,
     Result,
     Verdict,
     resolve_policy,
@@ -129,6 +131,12 @@ def _pair(d: dict, codes: dict[str, str], table, slo: dict) -> PairVerdict:
     )
 
 
+def _policy(d: dict) -> Policy:
+    """A stored :meth:`Policy.to_dict`, with its noise floor's values and detail."""
+    floor = {k: d.get(k) for k in ("noise_floor_values", "noise_floor_detail")}
+    return replace(resolve_policy(d), **floor)
+
+
 def verdict_from_dict(d: dict, table, slo: dict) -> Verdict:
     """The :class:`Verdict` a stored result (``SessionVerdict.to_dict``) describes, its pairs'
     summaries recomputed from ``table`` (the session's requests) with ``slo``."""
@@ -137,7 +145,7 @@ def verdict_from_dict(d: dict, table, slo: dict) -> Verdict:
         Result(d["result"]),
         [_pair(p, codes, table, slo) for p in d["pairs"]],
         [_pair(p, codes, table, slo) for p in d["ladder"]],
-        d["policy"],
+        _policy(d["policy"]),
         d["session"],
         d["created"],
         d.get("sweep"),
@@ -198,7 +206,7 @@ def reusable(rows: list[dict], policy: dict, status: str, data: str | None = Non
     if result.get("aa") or "noise_floor_values" in (last.get("policy") or {}):
         return None
     try:
-        want = json.loads(json.dumps(resolve_policy(policy), default=str, sort_keys=True))
+        want = json.loads(json.dumps(resolve_policy(policy).to_dict(), default=str, sort_keys=True))
     except Exception:  # noqa: BLE001 (a policy the verdict refuses is computed, and said there)
         return None
     if last.get("policy") != want or (result.get("session") or {}).get("status") != status:
