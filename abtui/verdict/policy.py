@@ -53,7 +53,7 @@ from abtui.stats.classical import error_rate_higher_p
 from abtui.stats.effects import Comparison, compare
 from abtui.stats.labels import describe, label, pct
 from abtui.stats.multiple import benjamini_hochberg, holm
-from abtui.stats.reasons import Code, Reason
+from abtui.stats.reasons import Code, Reason, code_of, codes
 from abtui.stats.sweep import sweep_summary
 from abtui.store.schema import COMPLETE
 from abtui.verdict.comparable import length_finding, usage_finding
@@ -163,7 +163,16 @@ class PairVerdict:
     findings: list[dict] | None = None
 
     def to_dict(self) -> dict:
-        d = {k: v for k, v in asdict(self).items() if k != "comparison"}
+        """The JSON pair: each reason's code beside the words (``reason_codes``, one per
+        reason, null for one without; ``reason_code`` in each guardrail and finding)."""
+        d: dict = {}
+        for k, v in asdict(self).items():
+            if k != "comparison":
+                d[k] = v
+            if k == "reasons":
+                d["reason_codes"] = codes(self.reasons)
+        for g in (d["guardrails"] or []) + (d["findings"] or []):
+            g["reason_code"] = code_of(g.get("reason"))
         d["comparison"] = self.comparison.to_dict()
         return json_ready(d)
 

@@ -73,10 +73,9 @@ class SessionVerdict:
             d["noise_floor_detail"] = self.noise_floor_detail
         if isinstance(self.meta.get("sequential"), dict):  # a run --until-decided
             d["sequential"] = self.meta["sequential"]
-        from abtui.verdict.stored import code_version, reason_codes
+        from abtui.verdict.stored import code_version
 
         d["code_version"] = code_version()  # what computed it (a read path reuses only its own)
-        d["reason_codes"] = reason_codes(self.verdict)
         return d
 
 
