@@ -26,6 +26,7 @@ from abtui.runner.machine import machine_words
 from abtui.runner.messages import GeneratorStats
 from abtui.stats.decide import DELTA_CENTRAL
 from abtui.stats.lagguard import LOAD_GAP_FRACTION, load_kept, load_words
+from abtui.stats.reasons import Code, Reason, codes
 
 CPU_SHARE_WARN = 0.9  # a generator busier than this cannot keep up for long
 BEHIND_NOTE_S = 1.0  # the main process read records later than this: a note in the summary
@@ -112,8 +113,9 @@ class Delivery:
 def generator_health(
     con, names: list[str], stats: dict[int, dict], machine: dict | None = None
 ) -> dict:
-    """``{"arms": {name: figures}, "degraded": bool, "reasons": [...], "notes": [...],
-    "machine": figures or None}``."""
+    """``{"arms": {name: figures}, "degraded": bool, "reasons": [...], "reason_codes": [...],
+    "notes": [...], "note_codes": [...], "machine": figures or None}``: each reason and note a
+    :class:`~abtui.stats.reasons.Reason`, its code also beside it for the JSON."""
     gaps = dict(
         con.execute(  # the mean inter-arrival gap within each segment, as lagguard's
             "SELECT arm, sum(span) / nullif(sum(n - 1), 0) FROM (SELECT arm, count(*) AS n, "
@@ -134,8 +136,8 @@ def generator_health(
         "WHERE NOT warmup AND dispatched_ns > 0) GROUP BY arm ORDER BY arm"
     ).fetchall()
     arms: dict[str, dict] = {}
-    reasons: list[str] = []
-    notes: list[str] = []
+    reasons: list[Reason] = []
+    notes: list[Reason] = []
     for arm, p50, p99, mx, n in rows:
         st = stats.get(arm, {})
         wall = st.get("measure_wall_s") or 0.0
@@ -157,32 +159,42 @@ def generator_health(
         gap, e2e50 = arms[name]["gap_s"], arms[name]["e2e_p50_s"]
         lagged = f"{name}: schedule lag P99 {p99 * 1e3:.1f} ms, max {mx * 1e3:.1f} ms"
         if not load_kept(p99, gap, e2e50, DELTA_CENTRAL):
-            reasons.append(f"{lagged}: {load_words(p99, gap, e2e50, DELTA_CENTRAL)}")
+            why = f"{lagged}: {load_words(p99, gap, e2e50, DELTA_CENTRAL)}"
+            reasons.append(Reason(Code.LOAD_NOT_KEPT, why))
         elif p99 > LAG_P99_LIMIT_S or mx > LAG_MAX_LIMIT_S:
             notes.append(
-                f"{lagged} (past the fixed {LAG_P99_LIMIT_S * 1e3:g} / {LAG_MAX_LIMIT_S * 1e3:g} "
-                f"ms limits), but within {LOAD_GAP_FRACTION:g} of the {gap * 1e3:.1f} ms "
-                f"inter-arrival gap or δ {DELTA_CENTRAL:.0%} of the {e2e50 * 1e3:.0f} ms median "
-                "E2E: the load was kept; the verdict judges whether the lag could explain each "
-                "call"
+                Reason(
+                    Code.LAG_PAST_LIMITS,
+                    f"{lagged} (past the fixed {LAG_P99_LIMIT_S * 1e3:g} / "
+                    f"{LAG_MAX_LIMIT_S * 1e3:g} ms limits), but within {LOAD_GAP_FRACTION:g} of "
+                    f"the {gap * 1e3:.1f} ms inter-arrival gap or δ {DELTA_CENTRAL:.0%} of the "
+                    f"{e2e50 * 1e3:.0f} ms median E2E: the load was kept; the verdict judges "
+                    "whether the lag could explain each call",
+                )
             )
         if share is not None and share > CPU_SHARE_WARN:
-            notes.append(f"{name}: its load generator used {100 * share:.0f}% of a core")
+            busy = f"{name}: its load generator used {100 * share:.0f}% of a core"
+            notes.append(Reason(Code.GENERATOR_BUSY, busy))
         behind = st.get("main_behind_max_s")
         if behind is not None and behind > BEHIND_NOTE_S:
             notes.append(
-                f"{name}: the main process read the generator's records up to {behind:.1f} s "
-                f"late ({st.get('records_waiting_max')} records waiting at most, held in the "
-                "generator's memory; the schedule is not affected)"
+                Reason(
+                    Code.MAIN_BEHIND,
+                    f"{name}: the main process read the generator's records up to {behind:.1f} "
+                    f"s late ({st.get('records_waiting_max')} records waiting at most, held in "
+                    "the generator's memory; the schedule is not affected)",
+                )
             )
     words = machine_words(machine)
-    if words and (reasons or any("schedule lag" in n for n in notes)):
-        notes.append(words)
+    if words and (reasons or Code.LAG_PAST_LIMITS in codes(notes)):
+        notes.append(Reason(Code.MACHINE_BUSY, words))
     return {
         "arms": arms,
         "degraded": bool(reasons),
         "reasons": reasons,
+        "reason_codes": codes(reasons),
         "notes": notes,
+        "note_codes": codes(notes),
         "machine": machine,
     }
 

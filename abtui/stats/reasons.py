@@ -53,6 +53,10 @@ class Code(StrEnum):
     AA_CHANGED = "aa_changed"  # an A/A session: the baseline differs from itself
     AA_UNSTABLE = "aa_unstable"
     AA_CALIBRATED = "aa_calibrated"
+    # the load generators' health (abtui.runner.health); LOAD_NOT_KEPT and MACHINE_BUSY too
+    LAG_PAST_LIMITS = "lag_past_limits"  # lag past the fixed limits, but the load was kept
+    GENERATOR_BUSY = "generator_busy"  # a generator used most of a core
+    MAIN_BEHIND = "main_behind"  # the main process read the generators' records late
 
 
 class Reason(str):
@@ -89,5 +93,5 @@ def read_reason(text, code) -> Reason | str:
         return text if isinstance(text, str) else ""
     try:
         return Reason(Code(code), text)
-    except ValueError:
+    except (ValueError, TypeError):  # not a code this version knows
         return text

@@ -456,3 +456,22 @@ def test_a_stored_verdict_is_not_reused_for_edited_requests(session, tmp_path, c
         e for e in d["pairs"][0]["comparison"]["effects"] if e["key"] == "e2e.p50"
     )
     assert e2e(b)["b"] > e2e(a)["b"]  # the candidate's E2E now 1 ms longer per request
+
+
+def test_stored_health_reads_its_codes_back():
+    """The generators' stored reasons and notes come back with the codes stored beside them; a
+    code this version does not know, or a codes list that does not match, leaves the words."""
+    from abtui.report.health import stored_health
+    from abtui.stats.reasons import Code, codes
+
+    h = {
+        "reasons": ["a: lag P99 2.1 s"],
+        "reason_codes": ["load_not_kept"],
+        "notes": ["b: read late", "c: odd"],
+        "note_codes": ["main_behind", "no_such_code"],
+    }
+    got = stored_health({"degraded": True, "generator_health": h})
+    assert got.reasons == h["reasons"] and codes(got.reasons) == [Code.LOAD_NOT_KEPT]
+    assert got.notes == h["notes"] and codes(got.notes) == [Code.MAIN_BEHIND, None]
+    got = stored_health({"generator_health": dict(h, reason_codes=[1, 2], note_codes="x")})
+    assert codes(got.reasons) == [None] and codes(got.notes) == [None, None]
