@@ -56,7 +56,7 @@ from abtui.stats.multiple import benjamini_hochberg, holm
 from abtui.stats.reasons import Code, Reason, code_of, codes
 from abtui.stats.sweep import sweep_summary
 from abtui.store.schema import COMPLETE
-from abtui.verdict.comparable import length_finding, usage_finding
+from abtui.verdict.comparable import Finding, length_finding, usage_finding
 
 
 class Result(StrEnum):
@@ -160,7 +160,7 @@ class PairVerdict:
     quality: dict | None = None  # abtui.quality.gates.evaluate_quality, when quality was measured
     guardrails: list[Guardrail] | None = None  # guardrail_checks: each one's non-inferiority
     # what makes the pair's speed rows not compare like with like (abtui.verdict.comparable)
-    findings: list[dict] | None = None
+    findings: list[Finding] | None = None
 
     def to_dict(self) -> dict:
         """The JSON pair: each reason's code beside the words (``reason_codes``, one per
@@ -171,8 +171,10 @@ class PairVerdict:
                 d[k] = v
             if k == "reasons":
                 d["reason_codes"] = codes(self.reasons)
-        for g in (d["guardrails"] or []) + (d["findings"] or []):
-            g["reason_code"] = code_of(g.get("reason"))
+        for g in d["guardrails"] or []:
+            g["reason_code"] = code_of(g["reason"])
+        if self.findings is not None:
+            d["findings"] = [f.to_dict() for f in self.findings]
         d["comparison"] = self.comparison.to_dict()
         return json_ready(d)
 
@@ -478,7 +480,7 @@ def _pair_result(
     table: RequestTable,
     machine_note: str | None = None,
     lost: list[str] | None = None,
-    findings: list[dict] | None = None,
+    findings: list[Finding] | None = None,
 ) -> PairOutcome:
     sa, sb = comp.summaries
     alpha = policy.alpha
@@ -509,8 +511,8 @@ def _pair_result(
     not_comparable: dict[str, str] = {}
     notes: list[Reason] = []  # said, not blocking
     for f in findings or []:
-        not_comparable.update(f["notes"])
-        (blockers if f.get("blocks", True) else notes).append(f["reason"])  # a Reason
+        not_comparable.update(f.notes)
+        (blockers if f.blocks else notes).append(f.reason)
     guards = guardrail_checks(comp, policy, not_comparable)
     lag_blockers, generator = _generator_checks(table, comp, policy, names, guards, machine_note)
     blockers += lag_blockers
@@ -623,7 +625,7 @@ def evaluate(
             )
             if f
         ]
-        not_comparable = {k: v for f in findings for k, v in f["notes"].items()}
+        not_comparable = {k: v for f in findings for k, v in f.notes.items()}
         apply_policy(comp, pol, noise_floor, not_comparable)
         out = _pair_result(comp, pol, status, names, table, machine_note, lost, findings)
         result, reasons = out.result, out.reasons
@@ -642,7 +644,6 @@ def evaluate(
                 names[x]: arm_cost(s, *prices[x]).to_dict()
                 for x, s in ((a, comp.summaries[0]), (b, comp.summaries[1]))
             }
-        stored = [{k: v for k, v in f.items() if k != "notes"} for f in findings]
         return PairVerdict(
             names[a],
             names[b],
@@ -656,7 +657,7 @@ def evaluate(
             cost,
             qual,
             out.guardrails,
-            stored or None,
+            findings or None,
         )
 
     present = set(unique_ints(table.arm).tolist())

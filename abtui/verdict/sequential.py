@@ -83,7 +83,7 @@ def _others(pair, seq: dict, policy: Policy, meta: dict) -> tuple[list[str], lis
     q = pair.quality or {}
     no_go += list(q.get("no_go") or [])
     block += list(q.get("undecided") or [])
-    block += [f["reason"] for f in pair.findings or [] if f.get("blocks", True)]
+    block += [f.reason for f in pair.findings or [] if f.blocks]
     block += _generator_blockers(pair, seq)
     if (meta.get("ray") or {}).get("lost"):
         block.append("a load generator was lost")

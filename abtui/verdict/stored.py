@@ -29,6 +29,7 @@ from abtui.stats.classical import RankTest
 from abtui.stats.decide import Outcome
 from abtui.stats.effects import Comparison, Effect
 from abtui.stats.reasons import read_reason
+from abtui.verdict.comparable import Finding
 from abtui.verdict.policy import (
     ErrorRates,
     Guardrail,
@@ -79,12 +80,6 @@ def _guardrail(d: dict) -> Guardrail:
     )
 
 
-def _finding(d: dict) -> dict:
-    d = dict(d)
-    d["reason"] = read_reason(d.get("reason"), d.pop("reason_code", None))
-    return d
-
-
 def _pair(d: dict, table, slo: dict) -> PairVerdict:
     c = d["comparison"]
     sums = (summarize(table, c["a"], slo), summarize(table, c["b"], slo))
@@ -115,7 +110,7 @@ def _pair(d: dict, table, slo: dict) -> PairVerdict:
         d.get("cost"),
         d.get("quality"),
         None if guards is None else [_guardrail(g) for g in guards],
-        None if findings is None else [_finding(f) for f in findings],
+        None if findings is None else [Finding.from_dict(f) for f in findings],
     )
 
 
