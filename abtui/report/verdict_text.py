@@ -428,8 +428,8 @@ def print_verdict(sv: SessionVerdict, out: TextIO, width: int | None = None) -> 
             f"\n[dim]policy: primary {label(pol.primary)}; α {pol.alpha:g} (Holm over primary + "
             f"guardrails, BH over the rest); δ {pol.delta:.0%} central / {pol.delta_tail:.0%} "
             f"tail{_raised(pol)}; "
-            f"{d['resamples']:,} circular-block bootstrap resamples over {d['units']} units "
-            f"(rank test: {d['rank_test']}); exit code {sv.exit_code}.[/]"
+            f"{d.resamples:,} circular-block bootstrap resamples over {d.units} units "
+            f"(rank test: {d.rank_test}); exit code {sv.exit_code}.[/]"
         )
     if sv.aa:
         rows = floor_rows(sv.noise_floor_detail)

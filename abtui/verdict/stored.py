@@ -27,7 +27,7 @@ from abtui import __version__
 from abtui.metrics.summary import summarize
 from abtui.stats.classical import RankTest
 from abtui.stats.decide import Outcome
-from abtui.stats.effects import Comparison, Effect
+from abtui.stats.effects import Comparison, ComparisonDesign, Effect
 from abtui.stats.reasons import read_reason
 from abtui.verdict.comparable import Finding
 from abtui.verdict.policy import (
@@ -88,7 +88,7 @@ def _pair(d: dict, table, slo: dict) -> PairVerdict:
         c["b"],
         [_effect(e) for e in c["effects"]],
         {k: _rank(v) for k, v in c["rank_tests"].items()},
-        c["design"],
+        ComparisonDesign.from_dict(c["design"]),
         sums,
         [_effect(e) for e in c.get("checks") or []],
     )
