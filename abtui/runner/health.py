@@ -20,6 +20,7 @@ grew.
 from __future__ import annotations
 
 import collections
+from dataclasses import dataclass
 
 from abtui.metrics.summary import LAG_MAX_LIMIT_S, LAG_P99_LIMIT_S
 from abtui.runner.machine import machine_words
@@ -110,12 +111,38 @@ class Delivery:
         return stats
 
 
+@dataclass(frozen=True, slots=True)
+class GeneratorHealth:
+    """The load generators' health over a session (:func:`generator_health`); stored in the
+    session's meta as :meth:`to_dict`."""
+
+    arms: dict[str, dict]  # per arm name: lag P50/P99/max, CPU share, in flight, gap, E2E …
+    reasons: list[Reason]  # why the session is degraded (an arm did not get its load)
+    notes: list[Reason]  # said, not degrading: lag past the fixed limits, a busy core …
+    machine: dict | None  # what the machine was doing (abtui.runner.machine)
+
+    @property
+    def degraded(self) -> bool:
+        return bool(self.reasons)
+
+    def to_dict(self) -> dict:
+        """The meta's ``generator_health``: each reason's and note's code beside its words."""
+        return {
+            "arms": self.arms,
+            "degraded": self.degraded,
+            "reasons": self.reasons,
+            "reason_codes": codes(self.reasons),
+            "notes": self.notes,
+            "note_codes": codes(self.notes),
+            "machine": self.machine,
+        }
+
+
 def generator_health(
     con, names: list[str], stats: dict[int, dict], machine: dict | None = None
-) -> dict:
-    """``{"arms": {name: figures}, "degraded": bool, "reasons": [...], "reason_codes": [...],
-    "notes": [...], "note_codes": [...], "machine": figures or None}``: each reason and note a
-    :class:`~abtui.stats.reasons.Reason`, its code also beside it for the JSON."""
+) -> GeneratorHealth:
+    """The health of each arm's load generators from the session's stored requests (``con``)
+    and the generators' own ``stats`` per arm (:func:`per_arm`)."""
     gaps = dict(
         con.execute(  # the mean inter-arrival gap within each segment, as lagguard's
             "SELECT arm, sum(span) / nullif(sum(n - 1), 0) FROM (SELECT arm, count(*) AS n, "
@@ -188,15 +215,7 @@ def generator_health(
     words = machine_words(machine)
     if words and (reasons or Code.LAG_PAST_LIMITS in codes(notes)):
         notes.append(Reason(Code.MACHINE_BUSY, words))
-    return {
-        "arms": arms,
-        "degraded": bool(reasons),
-        "reasons": reasons,
-        "reason_codes": codes(reasons),
-        "notes": notes,
-        "note_codes": codes(notes),
-        "machine": machine,
-    }
+    return GeneratorHealth(arms, reasons, notes, machine)
 
 
 def _num(x) -> float:
