@@ -48,7 +48,7 @@ from abtui.quality import factorial as quality_factorial
 from abtui.stats import factorial as stats_factorial
 from abtui.stats.labels import label, pct
 from abtui.stats.reasons import Code, Reason
-from abtui.verdict.policy import Policy
+from abtui.verdict.resolved import Policy
 
 _TERM_FIELDS = (
     "term",

@@ -35,7 +35,7 @@ from abtui.stats.labels import describe, pct
 from abtui.stats.reasons import Code, Reason, code_of, read_reason
 
 if TYPE_CHECKING:
-    from abtui.verdict.policy import Policy
+    from abtui.verdict.resolved import Policy
 
 MAX_TOKENS_PER_CHUNK = 16
 USAGE_SHARE = 0.01

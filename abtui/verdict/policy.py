@@ -32,22 +32,19 @@ INCONCLUSIVE. Exit codes: :data:`EXIT_CODES`.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from enum import StrEnum
 
 import numpy as np
 
-from abtui import limits
 from abtui.cost import arm_cost, arm_prices
-from abtui.errors import SpecError
 from abtui.jsonable import json_ready
 from abtui.metrics import request as request_metrics
 from abtui.metrics.catalogue import latency_keys
 from abtui.metrics.keys import unique_ints
 from abtui.metrics.table import RequestTable
 from abtui.quality.gates import evaluate_quality
-from abtui.spec import PolicySpec
 from abtui.stats import decide, lagguard
 from abtui.stats.classical import error_rate_higher_p
 from abtui.stats.effects import Comparison, compare
@@ -57,6 +54,7 @@ from abtui.stats.reasons import Code, Reason, code_of, codes
 from abtui.stats.sweep import sweep_summary
 from abtui.store.schema import COMPLETE
 from abtui.verdict.comparable import Finding, length_finding, usage_finding
+from abtui.verdict.resolved import Policy, resolve_policy
 
 
 class Result(StrEnum):
@@ -70,38 +68,6 @@ class Result(StrEnum):
 
 GO, NO_GO, INCONCLUSIVE, CALIBRATED = Result
 EXIT_CODES = {GO: 0, NO_GO: 3, INCONCLUSIVE: 4, CALIBRATED: 0}
-
-
-@dataclass(frozen=True, slots=True)
-class Policy:
-    """The verdict's policy, resolved (:func:`resolve_policy`): the spec's ``[policy]``
-    (:class:`abtui.spec.PolicySpec`) over its defaults, its numbers checked. The JSON documents
-    hold :meth:`to_dict`."""
-
-    primary: str
-    guardrails: tuple[str, ...]
-    alpha: float
-    delta: float
-    delta_tail: float
-    resamples: int
-    seed: int
-    noise_floor: str | None = None  # the A/A session that raises δ, as named
-    noise_floor_values: dict[str, float] | None = None  # its floor per row, when one raised δ
-    noise_floor_detail: dict | None = None  # how that floor was measured (for the reports)
-
-    def to_dict(self) -> dict:
-        """The JSON form: the spec's fields (guardrails a list), then the floor's values and
-        detail when there are any."""
-        d = {f: getattr(self, f) for f in _SPEC_FIELDS}
-        d["guardrails"] = list(self.guardrails)
-        if self.noise_floor_values is not None:
-            d["noise_floor_values"] = self.noise_floor_values
-        if self.noise_floor_detail is not None:
-            d["noise_floor_detail"] = self.noise_floor_detail
-        return d
-
-
-_SPEC_FIELDS = tuple(f.name for f in fields(PolicySpec))
 
 
 class GuardState(StrEnum):
@@ -206,21 +172,6 @@ class Verdict:
             "sweep": json_ready(self.sweep) if self.sweep else None,
             "factorial": json_ready(self.factorial) if self.factorial else None,
         }
-
-
-def resolve_policy(policy: dict | None) -> Policy:
-    """The default policy with ``policy``'s keys laid over it; its numbers inside the limit
-    table (a session file's stored policy is checked as a spec's is: a crafted one cannot ask
-    for 10¹¹ resamples)."""
-    out = asdict(PolicySpec())  # the spec's defaults: one source
-    out.update({k: v for k, v in (policy or {}).items() if k in out})
-    out["guardrails"] = tuple(out["guardrails"])
-    for key in ("alpha", "delta", "delta_tail", "resamples", "seed"):
-        try:
-            out[key] = limits.check(f"policy.{key}", out[key])
-        except limits.OutOfRange as e:
-            raise SpecError(f"the verdict's policy: {e}") from None
-    return Policy(**out)
 
 
 def apply_policy(
