@@ -138,7 +138,7 @@ def evaluate_quality(rows: list[dict], a: int, b: int, qspec: dict | None) -> di
     qspec = qspec or {}
     st = paired(rows, a, b)
     gates, no_go, undecided, warnings = [], [], [], []
-    for q in st["suites"]:
+    for q in st.suites:
         m = margin_of(qspec, q.suite)
         state = gate_state(q, m)
         is_blind = state == UNDECIDED and blind(q, m)
@@ -163,7 +163,7 @@ def evaluate_quality(rows: list[dict], a: int, b: int, qspec: dict | None) -> di
         )
         if state == FAIL:
             worst = min(
-                (x for x in st["buckets"] if x.suite == q.suite and math.isfinite(x.delta)),
+                (x for x in st.buckets if x.suite == q.suite and math.isfinite(x.delta)),
                 key=lambda x: x.delta,
                 default=None,
             )
@@ -191,7 +191,7 @@ def evaluate_quality(rows: list[dict], a: int, b: int, qspec: dict | None) -> di
             f"{head}: non-inferiority within −{m * 100:g} pp not shown ({why}); "
             f"underpowered: {more}"
         )
-    for suite, (n, err) in sorted(_unscored(rows, a, b, {q.suite for q in st["suites"]}).items()):
+    for suite, (n, err) in sorted(_unscored(rows, a, b, {q.suite for q in st.suites}).items()):
         gates.append(
             {
                 "suite": suite,
@@ -209,16 +209,16 @@ def evaluate_quality(rows: list[dict], a: int, b: int, qspec: dict | None) -> di
             f"first error: {err}): the suite cannot vouch for the candidate"
         )
     passed = {g["suite"] for g in gates if g["passed"]}
-    for x in st["buckets"]:
+    for x in st.buckets:
         if x.suite in passed and math.isfinite(x.hi) and x.hi < 0:
             warnings.append(
                 f"quality: {x.suite} passed overall, but dropped {pp(x.delta)} "
                 f"{_ci(x)} at {x.bucket}"
             )
     return {
-        "suites": [q.to_dict() for q in st["suites"]],
-        "buckets": [q.to_dict() for q in st["buckets"]],
-        "unpaired": st["unpaired"],
+        "suites": [q.to_dict() for q in st.suites],
+        "buckets": [q.to_dict() for q in st.buckets],
+        "unpaired": st.unpaired,
         "gates": gates,
         "no_go": no_go,
         "undecided": undecided,

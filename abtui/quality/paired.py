@@ -128,14 +128,23 @@ def _row(suite, bucket, ra, rb, cl) -> QualityRow:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class PairedQuality:
+    """The paired statistics of two arms' quality items (:func:`paired`)."""
+
+    suites: list[QualityRow]  # one per suite (bucket "all"), Holm-corrected among them
+    buckets: list[QualityRow]  # per length bucket, for suites with more than one
+    unpaired: int  # items left out: scored on one arm only
+
+
 def _bucket_key(bucket: str) -> tuple:
     digits = bucket.rstrip("k")
     return (0, int(digits)) if digits.isdigit() else (1, bucket)
 
 
-def paired(rows: list[dict], a: int, b: int) -> dict:
+def paired(rows: list[dict], a: int, b: int) -> PairedQuality:
     """The paired statistics of arms ``a`` and ``b`` from stored quality rows (``detail`` a dict
-    or its JSON). Returns ``{"suites": [...], "buckets": [...], "unpaired": n}``."""
+    or its JSON)."""
     import json
 
     by: dict[tuple[int, int], dict] = {}
@@ -168,4 +177,4 @@ def paired(rows: list[dict], a: int, b: int) -> dict:
     for fam in (suites, buckets):
         for q, p in zip(fam, holm([q.p for q in fam]), strict=True):
             q.p_holm = float(p)
-    return {"suites": suites, "buckets": buckets, "unpaired": unpaired}
+    return PairedQuality(suites, buckets, unpaired)

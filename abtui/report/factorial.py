@@ -9,6 +9,7 @@ import textwrap
 from abtui.metrics.catalogue import is_latency
 from abtui.stats.labels import pct
 from abtui.verdict.ablation import headline_keys
+from abtui.verdict.policy import Policy
 
 MAX_FINDINGS_TEXT = 3  # findings printed in the terminal; the reports carry every one
 
@@ -174,7 +175,7 @@ def combination_no_go(fac: dict) -> list[str]:
     return ([fac["no_go"]] if fac.get("no_go") else []) + list(q.get("no_go") or [])
 
 
-def text_lines(fac: dict | None, policy: dict, width: int = 100) -> list[str]:
+def text_lines(fac: dict | None, policy: Policy, width: int = 100) -> list[str]:
     """The terminal report's ablation section."""
     if not fac:
         return []
@@ -211,7 +212,7 @@ def text_lines(fac: dict | None, policy: dict, width: int = 100) -> list[str]:
     return out
 
 
-def markdown(fac: dict | None, policy: dict, e_) -> list[str]:
+def markdown(fac: dict | None, policy: Policy, e_) -> list[str]:
     if not fac:
         return []
     lines = ["## Factorial ablation", ""]
@@ -289,7 +290,7 @@ def _quality_markdown(fac: dict, e_) -> list[str]:
     return lines + [""]
 
 
-def html(fac: dict | None, policy: dict, esc) -> str:
+def html(fac: dict | None, policy: Policy, esc) -> str:
     if not fac:
         return ""
     if fac.get("error"):

@@ -28,6 +28,7 @@ from abtui.report.verdict_text import (
 )
 from abtui.stats.labels import label, pct
 from abtui.store.reader import SessionReader
+from abtui.verdict.policy import Policy
 from abtui.verdict.saved import SessionVerdict
 
 _RESULT_COLOR = {"GO": "#1a7f37", "NO-GO": "#cf222e", "CALIBRATED": "#1a7f37"}
@@ -213,7 +214,7 @@ def to_html(sv: SessionVerdict, doc: dict) -> str:
     return "\n".join(h)
 
 
-def _metrics_table(pair, policy: dict, tag: int) -> str:
+def _metrics_table(pair, policy: Policy, tag: int) -> str:
     """One pair's metrics, one line each: the primary and guardrails first, each note a
     numbered footnote under the table (rows with the same note share its number)."""
     h = [

@@ -33,9 +33,9 @@ def cards(sv: SessionVerdict, doc: dict) -> list[dict]:
         }
     ]
     pair = v.pairs[0] if v.pairs else None
-    e = pair.comparison.get(pol["primary"]) if pair else None
+    e = pair.comparison.get(pol.primary) if pair else None
     if e is None:
-        out.append({"title": "Primary Δ", "value": "n/a", "detail": label(pol["primary"])})
+        out.append({"title": "Primary Δ", "value": "n/a", "detail": label(pol.primary)})
     else:
         out.append(
             {
@@ -131,9 +131,9 @@ def metadata(sv: SessionVerdict, doc: dict) -> list[tuple[str, str]]:
     rows.append(
         (
             "policy",
-            f"primary {label(p['primary'])}; guardrails "
-            f"{', '.join(label(g) for g in p['guardrails']) or 'none'}; α {p['alpha']:g}; "
-            f"δ {p['delta']:.0%} / {p['delta_tail']:.0%} (tails)",
+            f"primary {label(p.primary)}; guardrails "
+            f"{', '.join(label(g) for g in p.guardrails) or 'none'}; α {p.alpha:g}; "
+            f"δ {p.delta:.0%} / {p.delta_tail:.0%} (tails)",
         )
     )
     if isinstance(meta.get("ray"), dict):  # a --ray run: its nodes, their clock offsets, losses

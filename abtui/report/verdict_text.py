@@ -18,7 +18,7 @@ from abtui.metrics.catalogue import is_latency
 from abtui.report.untrusted import InertConsole
 from abtui.stats.effects import Effect
 from abtui.stats.labels import label, pct, short_label
-from abtui.verdict.policy import GO, NO_GO, PairVerdict
+from abtui.verdict.policy import GO, NO_GO, PairVerdict, Policy
 from abtui.verdict.saved import SessionVerdict
 
 _COLOR = {GO: "green", NO_GO: "red", "CALIBRATED": "green"}
@@ -61,22 +61,22 @@ def p_text(p: float) -> str:
     return f"{p:.4f}" if p >= 1e-4 else "<0.0001"
 
 
-def role_of(key: str, policy: dict) -> str:
+def role_of(key: str, policy: Policy) -> str:
     """A metric's part in the verdict policy: ``primary``, ``guardrail`` or ``""``."""
-    if key == policy["primary"]:
+    if key == policy.primary:
         return "primary"
-    return "guardrail" if key in policy["guardrails"] else ""
+    return "guardrail" if key in policy.guardrails else ""
 
 
-def policy_first(effects: list[Effect], policy: dict) -> list[Effect]:
+def policy_first(effects: list[Effect], policy: Policy) -> list[Effect]:
     """``effects`` with the primary first, then the guardrails in the policy's order, then the
     rest as they came: what the verdict rests on is read first."""
-    rank = {k: i for i, k in enumerate([policy["primary"], *policy["guardrails"]])}
+    rank = {k: i for i, k in enumerate([policy.primary, *policy.guardrails])}
     return sorted(effects, key=lambda e: rank.get(e.key, len(rank)))  # stable: the rest keep order
 
 
-def rows_of(pair: PairVerdict, policy: dict) -> list[Effect]:
-    keys = [policy["primary"], *policy["guardrails"], *SHOWN]
+def rows_of(pair: PairVerdict, policy: Policy) -> list[Effect]:
+    keys = [policy.primary, *policy.guardrails, *SHOWN]
     seen, out = set(), []
     for k in keys:
         e = pair.comparison.get(k)
@@ -86,7 +86,7 @@ def rows_of(pair: PairVerdict, policy: dict) -> list[Effect]:
     return out
 
 
-def effect_table(pair: PairVerdict, policy: dict) -> Table:
+def effect_table(pair: PairVerdict, policy: Policy) -> Table:
     t = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
     for col, just in (
         ("metric", "left"),
@@ -149,7 +149,7 @@ def _ci(e: Effect) -> str:
 
 
 def metrics_table(
-    pair: PairVerdict, policy: dict, width: int, extra: int = 0, elsewhere: str | None = None
+    pair: PairVerdict, policy: Policy, width: int, extra: int = 0, elsewhere: str | None = None
 ) -> Table:
     """The pair's metrics table for ``width`` columns: the full one (A, B, Δ, CI, δ, p, outcome)
     from FULL_TABLE_WIDTH; narrower, short metric names, the role as one letter, the CI without
@@ -432,11 +432,11 @@ def print_verdict(sv: SessionVerdict, out: TextIO, width: int | None = None) -> 
     if v.pairs:
         d = v.pairs[0].comparison.design
         console.print(
-            f"\n[dim]policy: primary {label(pol['primary'])}; α {pol['alpha']:g} (Holm over primary + "
-            f"guardrails, BH over the rest); δ {pol['delta']:.0%} central / {pol['delta_tail']:.0%} "
+            f"\n[dim]policy: primary {label(pol.primary)}; α {pol.alpha:g} (Holm over primary + "
+            f"guardrails, BH over the rest); δ {pol.delta:.0%} central / {pol.delta_tail:.0%} "
             f"tail{_raised(pol)}; "
-            f"{d['resamples']:,} circular-block bootstrap resamples over {d['units']} units "
-            f"(rank test: {d['rank_test']}); exit code {sv.exit_code}.[/]"
+            f"{d.resamples:,} circular-block bootstrap resamples over {d.units} units "
+            f"(rank test: {d.rank_test}); exit code {sv.exit_code}.[/]"
         )
     if sv.aa:
         rows = floor_rows(sv.noise_floor_detail)
@@ -455,9 +455,9 @@ def print_verdict(sv: SessionVerdict, out: TextIO, width: int | None = None) -> 
         console.print("[yellow]note:[/] the verdict was not stored (the session file is in use).")
 
 
-def _raised(pol: dict) -> str:
+def _raised(pol: Policy) -> str:
     """`` raised by the A/A noise floor (how)`` when a floor was applied, else ""."""
-    if not pol.get("noise_floor_values"):
+    if not pol.noise_floor_values:
         return ""
-    how = floor_method(pol.get("noise_floor_detail"))
+    how = floor_method(pol.noise_floor_detail)
     return f" raised by the A/A noise floor ({how})" if how else " raised by the A/A noise floor"

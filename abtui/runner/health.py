@@ -20,12 +20,14 @@ grew.
 from __future__ import annotations
 
 import collections
+from dataclasses import dataclass
 
 from abtui.metrics.summary import LAG_MAX_LIMIT_S, LAG_P99_LIMIT_S
 from abtui.runner.machine import machine_words
 from abtui.runner.messages import GeneratorStats
 from abtui.stats.decide import DELTA_CENTRAL
 from abtui.stats.lagguard import LOAD_GAP_FRACTION, load_kept, load_words
+from abtui.stats.reasons import Code, Reason, codes
 
 CPU_SHARE_WARN = 0.9  # a generator busier than this cannot keep up for long
 BEHIND_NOTE_S = 1.0  # the main process read records later than this: a note in the summary
@@ -109,11 +111,38 @@ class Delivery:
         return stats
 
 
+@dataclass(frozen=True, slots=True)
+class GeneratorHealth:
+    """The load generators' health over a session (:func:`generator_health`); stored in the
+    session's meta as :meth:`to_dict`."""
+
+    arms: dict[str, dict]  # per arm name: lag P50/P99/max, CPU share, in flight, gap, E2E …
+    reasons: list[Reason]  # why the session is degraded (an arm did not get its load)
+    notes: list[Reason]  # said, not degrading: lag past the fixed limits, a busy core …
+    machine: dict | None  # what the machine was doing (abtui.runner.machine)
+
+    @property
+    def degraded(self) -> bool:
+        return bool(self.reasons)
+
+    def to_dict(self) -> dict:
+        """The meta's ``generator_health``: each reason's and note's code beside its words."""
+        return {
+            "arms": self.arms,
+            "degraded": self.degraded,
+            "reasons": self.reasons,
+            "reason_codes": codes(self.reasons),
+            "notes": self.notes,
+            "note_codes": codes(self.notes),
+            "machine": self.machine,
+        }
+
+
 def generator_health(
     con, names: list[str], stats: dict[int, dict], machine: dict | None = None
-) -> dict:
-    """``{"arms": {name: figures}, "degraded": bool, "reasons": [...], "notes": [...],
-    "machine": figures or None}``."""
+) -> GeneratorHealth:
+    """The health of each arm's load generators from the session's stored requests (``con``)
+    and the generators' own ``stats`` per arm (:func:`per_arm`)."""
     gaps = dict(
         con.execute(  # the mean inter-arrival gap within each segment, as lagguard's
             "SELECT arm, sum(span) / nullif(sum(n - 1), 0) FROM (SELECT arm, count(*) AS n, "
@@ -134,8 +163,8 @@ def generator_health(
         "WHERE NOT warmup AND dispatched_ns > 0) GROUP BY arm ORDER BY arm"
     ).fetchall()
     arms: dict[str, dict] = {}
-    reasons: list[str] = []
-    notes: list[str] = []
+    reasons: list[Reason] = []
+    notes: list[Reason] = []
     for arm, p50, p99, mx, n in rows:
         st = stats.get(arm, {})
         wall = st.get("measure_wall_s") or 0.0
@@ -157,34 +186,36 @@ def generator_health(
         gap, e2e50 = arms[name]["gap_s"], arms[name]["e2e_p50_s"]
         lagged = f"{name}: schedule lag P99 {p99 * 1e3:.1f} ms, max {mx * 1e3:.1f} ms"
         if not load_kept(p99, gap, e2e50, DELTA_CENTRAL):
-            reasons.append(f"{lagged}: {load_words(p99, gap, e2e50, DELTA_CENTRAL)}")
+            why = f"{lagged}: {load_words(p99, gap, e2e50, DELTA_CENTRAL)}"
+            reasons.append(Reason(Code.LOAD_NOT_KEPT, why))
         elif p99 > LAG_P99_LIMIT_S or mx > LAG_MAX_LIMIT_S:
             notes.append(
-                f"{lagged} (past the fixed {LAG_P99_LIMIT_S * 1e3:g} / {LAG_MAX_LIMIT_S * 1e3:g} "
-                f"ms limits), but within {LOAD_GAP_FRACTION:g} of the {gap * 1e3:.1f} ms "
-                f"inter-arrival gap or δ {DELTA_CENTRAL:.0%} of the {e2e50 * 1e3:.0f} ms median "
-                "E2E: the load was kept; the verdict judges whether the lag could explain each "
-                "call"
+                Reason(
+                    Code.LAG_PAST_LIMITS,
+                    f"{lagged} (past the fixed {LAG_P99_LIMIT_S * 1e3:g} / "
+                    f"{LAG_MAX_LIMIT_S * 1e3:g} ms limits), but within {LOAD_GAP_FRACTION:g} of "
+                    f"the {gap * 1e3:.1f} ms inter-arrival gap or δ {DELTA_CENTRAL:.0%} of the "
+                    f"{e2e50 * 1e3:.0f} ms median E2E: the load was kept; the verdict judges "
+                    "whether the lag could explain each call",
+                )
             )
         if share is not None and share > CPU_SHARE_WARN:
-            notes.append(f"{name}: its load generator used {100 * share:.0f}% of a core")
+            busy = f"{name}: its load generator used {100 * share:.0f}% of a core"
+            notes.append(Reason(Code.GENERATOR_BUSY, busy))
         behind = st.get("main_behind_max_s")
         if behind is not None and behind > BEHIND_NOTE_S:
             notes.append(
-                f"{name}: the main process read the generator's records up to {behind:.1f} s "
-                f"late ({st.get('records_waiting_max')} records waiting at most, held in the "
-                "generator's memory; the schedule is not affected)"
+                Reason(
+                    Code.MAIN_BEHIND,
+                    f"{name}: the main process read the generator's records up to {behind:.1f} "
+                    f"s late ({st.get('records_waiting_max')} records waiting at most, held in "
+                    "the generator's memory; the schedule is not affected)",
+                )
             )
     words = machine_words(machine)
-    if words and (reasons or any("schedule lag" in n for n in notes)):
-        notes.append(words)
-    return {
-        "arms": arms,
-        "degraded": bool(reasons),
-        "reasons": reasons,
-        "notes": notes,
-        "machine": machine,
-    }
+    if words and (reasons or Code.LAG_PAST_LIMITS in codes(notes)):
+        notes.append(Reason(Code.MACHINE_BUSY, words))
+    return GeneratorHealth(arms, reasons, notes, machine)
 
 
 def _num(x) -> float:

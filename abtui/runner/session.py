@@ -100,11 +100,11 @@ def _mark_health(
     gen_cpu = sum(st.get("measure_cpu_s", 0.0) for st in stats.values() if isinstance(st, dict))
     load = machine.result(gen_cpu) if machine is not None else None
     h = generator_health(writer.con, names, per_arm(stats, worker_arm), load)
-    writer.write_meta(generator_health=h, degraded=h["degraded"])
-    for r in h["reasons"]:
+    writer.write_meta(generator_health=h.to_dict(), degraded=h.degraded)
+    for r in h.reasons:
         writer.event("degraded", r)
         obs.message(f"DEGRADED: the load generator fell behind: {r}")
-    for note in h["notes"]:
+    for note in h.notes:
         obs.message(f"note: {note}")
 
 

@@ -57,7 +57,7 @@ from abtui.stats.itl import itl_sketches
 from abtui.stats.rates import COST_ROWS, RATE_ROWS, rate_effects, windows_of
 from abtui.stats.rows import Effect, ratio_effect
 
-__all__ = ["COST_ROWS", "RATE_ROWS", "Comparison", "Effect", "compare"]
+__all__ = ["COST_ROWS", "RATE_ROWS", "Comparison", "ComparisonDesign", "Effect", "compare"]
 
 LATENCY_METRICS = cat.LATENCY_KEYS
 RANK_TESTED = cat.PER_REQUEST_KEYS  # one value per request: ITL's gaps are not paired
@@ -65,6 +65,30 @@ LIGHT_LOAD_IN_FLIGHT = 1.0
 RANK_MAX = 20_000
 BREAKDOWN_METRICS = ("ttft", "e2e")  # by input-length bucket, P50 (Benjamini–Hochberg family)
 BUCKET_MIN = 50
+
+
+@dataclass(frozen=True, slots=True)
+class ComparisonDesign:
+    """How a comparison was computed: its units, their resampling, the rank test, the level."""
+
+    paired_units: bool
+    resampling: str  # "alternation blocks" or "circular blocks of items"
+    light_load: bool  # mean requests in flight ≤ LIGHT_LOAD_IN_FLIGHT in both arms
+    rank_test: str  # "wilcoxon" (light load) or "mann-whitney"
+    in_flight: tuple[float, float]  # mean requests in flight, per arm
+    units: int
+    unit_size: int  # items per unit
+    resamples: int
+    seed: int
+    ci_level: float
+    bins: int  # the bootstrap sketches' bins
+
+    def to_dict(self) -> dict:
+        return {f: getattr(self, f) for f in self.__slots__} | {"in_flight": list(self.in_flight)}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> ComparisonDesign:
+        return cls(**dict(d, in_flight=tuple(d["in_flight"])))
 
 
 @dataclass
@@ -75,7 +99,7 @@ class Comparison:
     b: int
     effects: list[Effect]
     rank_tests: dict[str, RankTest]
-    design: dict
+    design: ComparisonDesign
     summaries: tuple[ArmSummary, ArmSummary]
     # rows that are no metric of speed but say whether the speed rows compare like with like:
     # ``output_tokens.mean``, B's mean output length against A's over the same units
@@ -93,7 +117,7 @@ class Comparison:
             {
                 "a": self.a,
                 "b": self.b,
-                "design": self.design,
+                "design": self.design.to_dict(),
                 "effects": [e.to_dict() for e in self.effects],
                 "checks": [e.to_dict() for e in self.checks],
                 "rank_tests": {k: v.to_dict() for k, v in self.rank_tests.items()},
@@ -394,19 +418,19 @@ def compare(
         alternating=alternating,
         slo_n_eff=slo_n_eff,
     )
-    design = {
-        "paired_units": True,
-        "resampling": "alternation blocks" if alternating else "circular blocks of items",
-        "light_load": light,
-        "rank_test": "wilcoxon" if light else "mann-whitney",
-        "in_flight": [in_flight[a], in_flight[b]],
-        "units": n_units,
-        "unit_size": unit_size,
-        "resamples": resamples,
-        "seed": seed,
-        "ci_level": level,
-        "bins": bootstrap.N_BINS,
-    }
+    design = ComparisonDesign(
+        paired_units=True,
+        resampling="alternation blocks" if alternating else "circular blocks of items",
+        light_load=light,
+        rank_test="wilcoxon" if light else "mann-whitney",
+        in_flight=(in_flight[a], in_flight[b]),
+        units=n_units,
+        unit_size=unit_size,
+        resamples=resamples,
+        seed=seed,
+        ci_level=level,
+        bins=bootstrap.N_BINS,
+    )
     return Comparison(a, b, effects, rank_tests, design, sums, checks)
 
 

@@ -440,18 +440,20 @@ def interaction_outcome(outcome: str) -> str:
 
 
 def decide_terms(
-    terms: list[Term], policy: dict, noise_floor: dict | None = None, extra: list = ()
+    terms: list[Term], policy, noise_floor: dict | None = None, extra: list = ()
 ) -> None:
-    """δ, family, corrected p and outcome of every term (in place; module docstring).
+    """δ, family, corrected p and outcome of every term (in place; module docstring), under
+    ``policy`` (the verdict's resolved :class:`abtui.verdict.policy.Policy`: its primary,
+    guardrails, α, δ and tail δ).
 
     ``extra``: other members of the families, decided by their owners — the accuracy terms of
     :mod:`abtui.quality.factorial` (objects with ``family``, ``p``, ``callable``): they enter
     the correction of their family, and their ``p_adj`` is set here."""
-    primary = {policy["primary"], *policy["guardrails"]}
-    alpha = policy["alpha"]
+    primary = {policy.primary, *policy.guardrails}
+    alpha = policy.alpha
     callable_ = []
     for t in terms:
-        base = policy["delta_tail"] if t.stat in decide.TAIL_Q else policy["delta"]
+        base = policy.delta_tail if t.stat in decide.TAIL_Q else policy.delta
         t.delta = max(base, (noise_floor or {}).get(t.key, 0.0))
         kind = "main" if t.order == 1 else "interaction"
         t.family = kind if t.key in primary else f"{kind}-breakdown"

@@ -3,7 +3,9 @@ and a code for programs and tests.
 
 A :class:`Reason` is the sentence itself (a ``str``: reports print it, the verdict's JSON stores
 it, unchanged) and carries its :class:`Code`, so that a test or a script asks what was said by
-its code rather than by a phrase of the wording.
+its code rather than by a phrase of the wording. The JSON stores each code beside its sentence
+(``reason_codes``, ``reason_code``, ``note_code``: docs/verdict.md lists them), and
+:func:`read_reason` makes the pair a :class:`Reason` again.
 """
 
 from __future__ import annotations
@@ -51,6 +53,10 @@ class Code(StrEnum):
     AA_CHANGED = "aa_changed"  # an A/A session: the baseline differs from itself
     AA_UNSTABLE = "aa_unstable"
     AA_CALIBRATED = "aa_calibrated"
+    # the load generators' health (abtui.runner.health); LOAD_NOT_KEPT and MACHINE_BUSY too
+    LAG_PAST_LIMITS = "lag_past_limits"  # lag past the fixed limits, but the load was kept
+    GENERATOR_BUSY = "generator_busy"  # a generator used most of a core
+    MAIN_BEHIND = "main_behind"  # the main process read the generators' records late
 
 
 class Reason(str):
@@ -73,3 +79,19 @@ class Reason(str):
 def codes(reasons) -> list[Code | None]:
     """The code of each of ``reasons`` (None for a plain string)."""
     return [getattr(r, "code", None) for r in reasons]
+
+
+def code_of(reason) -> Code | None:
+    """The code of ``reason`` (None for a plain string or nothing)."""
+    return getattr(reason, "code", None)
+
+
+def read_reason(text, code) -> Reason | str:
+    """A reason read back from JSON: ``text`` with its ``code``; the text alone (a ``str``) when
+    the code is missing or one this version does not know."""
+    if not isinstance(text, str) or code is None:
+        return text if isinstance(text, str) else ""
+    try:
+        return Reason(Code(code), text)
+    except (ValueError, TypeError):  # not a code this version knows
+        return text

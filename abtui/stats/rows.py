@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass
 
 from abtui.jsonable import json_ready
 from abtui.stats.decide import INCONCLUSIVE, MIN_EFFECTIVE, Outcome
-from abtui.stats.reasons import Reason
+from abtui.stats.reasons import Reason, code_of
 
 
 @dataclass
@@ -39,7 +39,8 @@ class Effect:
     note: Reason | str = ""  # why it was not called (a Reason: words and a code)
 
     def to_dict(self) -> dict:
-        return json_ready(asdict(self))
+        """The JSON row: every field, and ``note_code`` (the note's code, or null)."""
+        return json_ready(dict(asdict(self), note_code=code_of(self.note)))
 
 
 def ratio_effect(b: float, a: float) -> float:

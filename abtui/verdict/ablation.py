@@ -48,6 +48,7 @@ from abtui.quality import factorial as quality_factorial
 from abtui.stats import factorial as stats_factorial
 from abtui.stats.labels import label, pct
 from abtui.stats.reasons import Code, Reason
+from abtui.verdict.resolved import Policy
 
 _TERM_FIELDS = (
     "term",
@@ -78,7 +79,7 @@ def summarize_factorial(
     names: list[str],
     design: stats_factorial.Design,
     spec: dict,
-    pol: dict,
+    pol: Policy,
     pairs: list,
     ladder: list,
     *,
@@ -92,8 +93,8 @@ def summarize_factorial(
         table,
         design,
         spec.get("slo") or {},
-        resamples=int(pol["resamples"]),
-        seed=int(pol["seed"]),
+        resamples=int(pol.resamples),
+        seed=int(pol.seed),
         usd=usd,
     )
     q_suites, q_terms = (
@@ -104,7 +105,7 @@ def summarize_factorial(
     for qt in q_terms:
         qt.family = quality_factorial.family_of(qt)
     stats_factorial.decide_terms(terms, pol, noise_floor, extra=q_terms)
-    quality_factorial.decide(q_terms, float(pol["alpha"]))
+    quality_factorial.decide(q_terms, float(pol.alpha))
     by_pair = {p.b: p for p in pairs}
     singles = design.singles()
     rows: dict[str, dict] = {}
@@ -131,9 +132,9 @@ def summarize_factorial(
         entry = {f: getattr(t, f) for f in _TERM_FIELDS}
         row["main" if t.order == 1 else "interactions"].append(entry)
     out_rows = list(rows.values())
-    no_go = stats_factorial.combination_worse(design, ladder, names, pol["primary"])
+    no_go = stats_factorial.combination_worse(design, ladder, names, pol.primary)
     qual = _quality(q_suites, design, names, by_pair) if q_suites else None
-    first = {pol["primary"], *pol["guardrails"]}
+    first = {pol.primary, *pol.guardrails}
     finds = findings(out_rows, design, names, first)
     if qual:  # after the primary's and guardrails' findings, before the breakdown rows'
         at = sum(
@@ -252,10 +253,10 @@ def combination_reasons(fac: dict | None) -> tuple[list[Reason], list[Reason]]:
     return no_go, [Reason(Code.INTERACTION, r) for r in q.get("undecided") or []]
 
 
-def headline_keys(fac: dict, policy: dict) -> list[str]:
+def headline_keys(fac: dict, policy: Policy) -> list[str]:
     """The rows a report shows first: the primary, then the guardrails, as measured."""
     present = {r["key"] for r in fac.get("rows") or []}
-    keys = [policy.get("primary"), *(policy.get("guardrails") or [])]
+    keys = [policy.primary, *policy.guardrails]
     return [k for k in dict.fromkeys(keys) if k in present]
 
 

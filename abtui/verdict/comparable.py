@@ -22,6 +22,9 @@ with the finding as their note, out of their Holm/BH family):
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from abtui.client.records import TOKENS_USAGE
@@ -29,7 +32,10 @@ from abtui.metrics.table import NA, RequestTable
 from abtui.stats import decide
 from abtui.stats.effects import Comparison
 from abtui.stats.labels import describe, pct
-from abtui.stats.reasons import Code, Reason
+from abtui.stats.reasons import Code, Reason, code_of, read_reason
+
+if TYPE_CHECKING:
+    from abtui.verdict.resolved import Policy
 
 MAX_TOKENS_PER_CHUNK = 16
 USAGE_SHARE = 0.01
@@ -45,13 +51,50 @@ USAGE_UNCARRIED = Reason(
 )
 
 
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """What makes a pair's speed rows not compare like with like (module docstring)."""
+
+    kind: str  # "output_lengths" or "usage_outruns_stream"
+    reason: Reason  # said among the pair's reasons
+    blocks: bool  # forbids GO, and its rows are not called
+    rows: tuple[str, ...]  # the rows not called, sorted
+    figures: dict  # the check's own figures: ratio, lo, hi, mean_a, mean_b | arms
+
+    @property
+    def notes(self) -> dict[str, Reason]:
+        """Each row not called → its note."""
+        return dict.fromkeys(self.rows, _ROW_NOTE.get(self.kind, ""))
+
+    def to_dict(self) -> dict:
+        return {
+            "kind": self.kind,
+            "reason": self.reason,
+            "reason_code": code_of(self.reason),
+            "blocks": self.blocks,
+            "rows": list(self.rows),
+            **self.figures,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Finding:
+        """A stored :meth:`to_dict` (``blocks`` absent: true)."""
+        figures = {k: v for k, v in d.items() if k not in _FINDING_KEYS}
+        reason = read_reason(d.get("reason"), d.get("reason_code"))
+        return cls(d.get("kind", ""), reason, d.get("blocks", True), tuple(d["rows"]), figures)
+
+
+_FINDING_KEYS = ("kind", "reason", "reason_code", "blocks", "rows")
+_ROW_NOTE = {"output_lengths": LENGTHS_DIFFER, "usage_outruns_stream": USAGE_UNCARRIED}
+
+
 def _bound(key: str, prefixes: tuple[str, ...]) -> bool:
     return key.partition("@")[0].startswith(prefixes)
 
 
-def length_finding(comp: Comparison, policy: dict, names: tuple[str, str]) -> dict | None:
-    """The output-length check of ``comp`` called at the policy's α and δ; a finding dict
-    (reason, rows not comparable, the check's figures) when the lengths differ, else None."""
+def length_finding(comp: Comparison, policy: Policy, names: tuple[str, str]) -> Finding | None:
+    """The output-length check of ``comp`` called at the policy's α and δ; a :class:`Finding`
+    when the lengths differ, else None."""
     check = next((e for e in comp.checks if e.key == LENGTH_CHECK), None)
     if check is None:
         return None
@@ -60,15 +103,15 @@ def length_finding(comp: Comparison, policy: dict, names: tuple[str, str]) -> di
         check.lo,
         check.hi,
         check.p,
-        policy["delta"],
+        policy.delta,
         lower_is_better=True,
         n=min(check.n_a, check.n_b),
         stat="mean",
-        alpha=policy["alpha"],
+        alpha=policy.alpha,
         paired=check.paired,
     )
     check.outcome, check.significant, check.note = d.outcome, d.significant, d.note
-    check.delta = policy["delta"]
+    check.delta = policy.delta
     if d.outcome not in (decide.IMPROVED, decide.REGRESSED):
         return None
     a, b = names
@@ -82,23 +125,20 @@ def length_finding(comp: Comparison, policy: dict, names: tuple[str, str]) -> di
         "throughput, goodput and cost compare different work and are not called, and this run "
         "cannot be GO" + (f" (per token: {'; '.join(per_token)})" if per_token else ""),
     )
-    rows = {e.key: LENGTHS_DIFFER for e in comp.effects if _bound(e.key, LENGTH_BOUND)}
-    return {
-        "kind": "output_lengths",
-        "reason": reason,
-        "rows": sorted(rows),
-        "notes": rows,
+    rows = sorted({e.key for e in comp.effects if _bound(e.key, LENGTH_BOUND)})
+    figures = {
         "ratio": check.ratio,
         "lo": check.lo,
         "hi": check.hi,
         "mean_a": check.a,
         "mean_b": check.b,
     }
+    return Finding("output_lengths", reason, True, tuple(rows), figures)
 
 
-def usage_finding(table: RequestTable, comp: Comparison, names: list[str]) -> dict | None:
+def usage_finding(table: RequestTable, comp: Comparison, names: list[str]) -> Finding | None:
     """Responses whose ``usage`` claims more tokens than their stream carried (module doc), per
-    arm of the pair; a finding dict when any arm has one, else None."""
+    arm of the pair; a :class:`Finding` when any arm has one, else None."""
     per_arm, worst = {}, 0.0
     for x in (comp.a, comp.b):
         m = (table.arm == x) & ~table.warmup & table.ok
@@ -138,16 +178,5 @@ def usage_finding(table: RequestTable, comp: Comparison, names: list[str]) -> di
             else f" (under {USAGE_SHARE:.0%} of responses: noted, not blocking)"
         ),
     )
-    rows = (
-        {e.key: USAGE_UNCARRIED for e in comp.effects if _bound(e.key, USAGE_BOUND)}
-        if blocks
-        else {}
-    )
-    return {
-        "kind": "usage_outruns_stream",
-        "reason": reason,
-        "blocks": blocks,
-        "rows": sorted(rows),
-        "notes": rows,
-        "arms": per_arm,
-    }
+    rows = sorted({e.key for e in comp.effects if _bound(e.key, USAGE_BOUND)}) if blocks else []
+    return Finding("usage_outruns_stream", reason, blocks, tuple(rows), {"arms": per_arm})

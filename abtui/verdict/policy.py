@@ -32,31 +32,29 @@ INCONCLUSIVE. Exit codes: :data:`EXIT_CODES`.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from enum import StrEnum
 
 import numpy as np
 
-from abtui import limits
 from abtui.cost import arm_cost, arm_prices
-from abtui.errors import SpecError
 from abtui.jsonable import json_ready
 from abtui.metrics import request as request_metrics
 from abtui.metrics.catalogue import latency_keys
 from abtui.metrics.keys import unique_ints
 from abtui.metrics.table import RequestTable
 from abtui.quality.gates import evaluate_quality
-from abtui.spec import PolicySpec
 from abtui.stats import decide, lagguard
 from abtui.stats.classical import error_rate_higher_p
 from abtui.stats.effects import Comparison, compare
 from abtui.stats.labels import describe, label, pct
 from abtui.stats.multiple import benjamini_hochberg, holm
-from abtui.stats.reasons import Code, Reason
+from abtui.stats.reasons import Code, Reason, code_of, codes
 from abtui.stats.sweep import sweep_summary
 from abtui.store.schema import COMPLETE
-from abtui.verdict.comparable import length_finding, usage_finding
+from abtui.verdict.comparable import Finding, length_finding, usage_finding
+from abtui.verdict.resolved import Policy, resolve_policy
 
 
 class Result(StrEnum):
@@ -128,10 +126,21 @@ class PairVerdict:
     quality: dict | None = None  # abtui.quality.gates.evaluate_quality, when quality was measured
     guardrails: list[Guardrail] | None = None  # guardrail_checks: each one's non-inferiority
     # what makes the pair's speed rows not compare like with like (abtui.verdict.comparable)
-    findings: list[dict] | None = None
+    findings: list[Finding] | None = None
 
     def to_dict(self) -> dict:
-        d = {k: v for k, v in asdict(self).items() if k != "comparison"}
+        """The JSON pair: each reason's code beside the words (``reason_codes``, one per
+        reason, null for one without; ``reason_code`` in each guardrail and finding)."""
+        d: dict = {}
+        for k, v in asdict(self).items():
+            if k != "comparison":
+                d[k] = v
+            if k == "reasons":
+                d["reason_codes"] = codes(self.reasons)
+        for g in d["guardrails"] or []:
+            g["reason_code"] = code_of(g["reason"])
+        if self.findings is not None:
+            d["findings"] = [f.to_dict() for f in self.findings]
         d["comparison"] = self.comparison.to_dict()
         return json_ready(d)
 
@@ -141,7 +150,7 @@ class Verdict:
     result: Result
     pairs: list[PairVerdict]
     ladder: list[PairVerdict]
-    policy: dict
+    policy: Policy
     session: dict
     created: str = field(default_factory=lambda: datetime.now(UTC).isoformat())
     sweep: dict | None = None  # abtui.stats.sweep.sweep_summary, with two or more load levels
@@ -156,7 +165,7 @@ class Verdict:
             "result": self.result,
             "exit_code": self.exit_code,
             "created": self.created,
-            "policy": self.policy,
+            "policy": self.policy.to_dict(),
             "session": self.session,
             "pairs": [p.to_dict() for p in self.pairs],
             "ladder": [p.to_dict() for p in self.ladder],
@@ -165,24 +174,9 @@ class Verdict:
         }
 
 
-def resolve_policy(policy: dict | None) -> dict:
-    """The default policy with ``policy``'s keys laid over it; its numbers inside the limit
-    table (a session file's stored policy is checked as a spec's is: a crafted one cannot ask
-    for 10¹¹ resamples)."""
-    out = asdict(PolicySpec())  # the spec's defaults: one source
-    out.update({k: v for k, v in (policy or {}).items() if k in out})
-    out["guardrails"] = list(out["guardrails"])
-    for key in ("alpha", "delta", "delta_tail", "resamples", "seed"):
-        try:
-            out[key] = limits.check(f"policy.{key}", out[key])
-        except limits.OutOfRange as e:
-            raise SpecError(f"the verdict's policy: {e}") from None
-    return out
-
-
 def apply_policy(
     comp: Comparison,
-    policy: dict,
+    policy: Policy,
     noise_floor: dict[str, float] | None = None,
     not_comparable: dict[str, str] | None = None,
 ) -> None:
@@ -190,12 +184,12 @@ def apply_policy(
     ``not_comparable`` (key → why: :mod:`abtui.verdict.comparable`) are not called: outside
     their family, INCONCLUSIVE, the reason their note."""
     not_comparable = not_comparable or {}
-    primary_keys = {policy["primary"], *policy["guardrails"]}
-    alpha = policy["alpha"]
+    primary_keys = {policy.primary, *policy.guardrails}
+    alpha = policy.alpha
     n_min = {e.key: min(e.n_a, e.n_b) for e in comp.effects}
     callable_rows = []
     for e in comp.effects:
-        base = policy["delta_tail"] if e.stat in decide.TAIL_Q else policy["delta"]
+        base = policy.delta_tail if e.stat in decide.TAIL_Q else policy.delta
         e.delta = max(base, (noise_floor or {}).get(e.key.partition("@")[0], 0.0))  # @…: base row
         e.family = "primary" if e.key in primary_keys else "breakdown"
         if (
@@ -235,7 +229,7 @@ def apply_policy(
 
 
 def guardrail_checks(
-    comp: Comparison, policy: dict, not_comparable: dict[str, str] | None = None
+    comp: Comparison, policy: Policy, not_comparable: dict[str, str] | None = None
 ) -> list[Guardrail]:
     """Each guardrail (other than the primary) and whether it was **shown non-inferior**
     (:func:`abtui.stats.decide.non_inferiority`): ``state`` is ``shown``, ``regressed`` (its
@@ -244,8 +238,8 @@ def guardrail_checks(
     in this session)."""
     out = []
     not_comparable = not_comparable or {}
-    for key in dict.fromkeys(policy["guardrails"]):
-        if key == policy["primary"]:
+    for key in dict.fromkeys(policy.guardrails):
+        if key == policy.primary:
             continue
         e = comp.get(key)
         if e is None:
@@ -306,7 +300,7 @@ def _bound_words(g: Guardrail, lower_is_better: bool) -> str:
 def _generator_checks(
     table: RequestTable,
     comp: Comparison,
-    policy: dict,
+    policy: Policy,
     names: list[str],
     guards: list[Guardrail],
     machine_note: str | None,
@@ -316,7 +310,7 @@ def _generator_checks(
     non-inferiority. Returns the reasons that forbid GO and the figures per arm."""
     blockers: list[Reason] = []
     generator: dict[str, dict] = {}
-    delta = policy["delta"]
+    delta = policy.delta
     measured = {}
     for s, arm in zip(comp.summaries, (comp.a, comp.b), strict=True):
         measured[arm] = (table.arm == arm) & ~table.warmup
@@ -344,7 +338,7 @@ def _generator_checks(
     lag = request_metrics.diff_s(table.dispatched_ns[m], table.scheduled_ns[m])
     ok = None  # the baseline's ok rows (positions), found only when a row is to be bounded
     lagged = f"lag P99 {sa.lag_p99_s * 1e3:.1f} ms, max {sa.lag_max_s * 1e3:.1f} ms"
-    checks = [(policy["primary"], "primary")] + [
+    checks = [(policy.primary, "primary")] + [
         (g.key, "guardrail") for g in guards if g.state == GuardState.SHOWN
     ]
     unbounded, explained = [], []
@@ -374,7 +368,7 @@ def _generator_checks(
                 lower_is_better=e.lower_is_better,
                 n=n,
                 stat=e.stat,
-                alpha=policy["alpha"],
+                alpha=policy.alpha,
                 n_eff=e.n_eff,
                 min_eff=e.min_eff,
                 paired=e.paired,
@@ -431,16 +425,16 @@ def _times(f: float) -> str:
 
 def _pair_result(
     comp: Comparison,
-    policy: dict,
+    policy: Policy,
     status: str,
     names: list[str],
     table: RequestTable,
     machine_note: str | None = None,
     lost: list[str] | None = None,
-    findings: list[dict] | None = None,
+    findings: list[Finding] | None = None,
 ) -> PairOutcome:
     sa, sb = comp.summaries
-    alpha = policy["alpha"]
+    alpha = policy.alpha
     blockers: list[Reason] = []  # cannot be GO
     no_go: list[Reason] = []
     rate_a = sa.n_errors / sa.sent if sa.sent else math.nan
@@ -468,8 +462,8 @@ def _pair_result(
     not_comparable: dict[str, str] = {}
     notes: list[Reason] = []  # said, not blocking
     for f in findings or []:
-        not_comparable.update(f["notes"])
-        (blockers if f.get("blocks", True) else notes).append(f["reason"])  # a Reason
+        not_comparable.update(f.notes)
+        (blockers if f.blocks else notes).append(f.reason)
     guards = guardrail_checks(comp, policy, not_comparable)
     lag_blockers, generator = _generator_checks(table, comp, policy, names, guards, machine_note)
     blockers += lag_blockers
@@ -483,12 +477,12 @@ def _pair_result(
             )
         elif g.state != GuardState.SHOWN:
             blockers.append(g.reason)
-    prim = comp.get(policy["primary"])
+    prim = comp.get(policy.primary)
     if prim is None:
         blockers.append(
             Reason(
                 Code.PRIMARY_MISSING,
-                f"the primary objective {label(policy['primary'])} was not measured "
+                f"the primary objective {label(policy.primary)} was not measured "
                 "(set SLOs for goodput, a GPU price for cost)",
             )
         )
@@ -569,10 +563,10 @@ def evaluate(
             a,
             b,
             slo,
-            resamples=int(pol["resamples"]),
-            seed=int(pol["seed"]),
+            resamples=int(pol.resamples),
+            seed=int(pol.seed),
             prices=(usd[a], usd[b]) if usd else None,
-            metrics=latency_keys(table, (pol["primary"], *pol["guardrails"])),
+            metrics=latency_keys(table, (pol.primary, *pol.guardrails)),
         )
         findings = [
             f
@@ -582,7 +576,7 @@ def evaluate(
             )
             if f
         ]
-        not_comparable = {k: v for f in findings for k, v in f["notes"].items()}
+        not_comparable = {k: v for f in findings for k, v in f.notes.items()}
         apply_policy(comp, pol, noise_floor, not_comparable)
         out = _pair_result(comp, pol, status, names, table, machine_note, lost, findings)
         result, reasons = out.result, out.reasons
@@ -601,7 +595,6 @@ def evaluate(
                 names[x]: arm_cost(s, *prices[x]).to_dict()
                 for x, s in ((a, comp.summaries[0]), (b, comp.summaries[1]))
             }
-        stored = [{k: v for k, v in f.items() if k != "notes"} for f in findings]
         return PairVerdict(
             names[a],
             names[b],
@@ -615,7 +608,7 @@ def evaluate(
             cost,
             qual,
             out.guardrails,
-            stored or None,
+            findings or None,
         )
 
     present = set(unique_ints(table.arm).tolist())
@@ -661,16 +654,15 @@ def evaluate(
         overall = GO
     else:
         overall = INCONCLUSIVE
-    pol_out = dict(pol)
     if noise_floor:
-        pol_out["noise_floor_values"] = noise_floor
+        pol = replace(pol, noise_floor_values=noise_floor)
     arm_rows = [dict(a, arm=i) for i, a in enumerate(arms)]
     sweep = sweep_summary(table, arm_rows, slo, levels, prices)
     return Verdict(
         overall,
         pairs,
         ladder,
-        pol_out,
+        pol,
         dict(session or {}, status=status),
         sweep=sweep,
         factorial=factorial,

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import copy
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from abtui.errors import StoreError, UsageError
@@ -73,10 +73,9 @@ class SessionVerdict:
             d["noise_floor_detail"] = self.noise_floor_detail
         if isinstance(self.meta.get("sequential"), dict):  # a run --until-decided
             d["sequential"] = self.meta["sequential"]
-        from abtui.verdict.stored import code_version, reason_codes
+        from abtui.verdict.stored import code_version
 
         d["code_version"] = code_version()  # what computed it (a read path reuses only its own)
-        d["reason_codes"] = reason_codes(self.verdict)
         return d
 
 
@@ -248,10 +247,10 @@ def session_verdict(
     if isinstance(seq, dict) and not is_aa(arms):  # --until-decided: the anytime-valid verdict
         apply_sequential(verdict, seq, meta)
     if floor_doc is not None:  # how the floor that raised δ was measured, for the reports
-        verdict.policy["noise_floor_detail"] = floor_doc
+        verdict.policy = replace(verdict.policy, noise_floor_detail=floor_doc)
     measured = detail = None
     if aa:
-        nf = nfm.measure_aa(table, len(arms), seed=int(verdict.policy.get("seed") or 0))
+        nf = nfm.measure_aa(table, len(arms), seed=int(verdict.policy.seed))
         measured, detail = nf.values(), nf.to_dict()
         changed = [
             e
@@ -288,5 +287,5 @@ def session_verdict(
     if store:
         doc = sv.to_dict()
         doc["data"] = data_fingerprint(table)  # a read path reuses it only for these requests
-        sv.stored = append_verdict(path, verdict.policy, doc)
+        sv.stored = append_verdict(path, verdict.policy.to_dict(), doc)
     return sv

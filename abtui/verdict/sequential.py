@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 
 from abtui.stats.labels import label
-from abtui.verdict.policy import GO, INCONCLUSIVE, NO_GO, Verdict
+from abtui.verdict.policy import GO, INCONCLUSIVE, NO_GO, Policy, Verdict
 
 SEQ_GO, SEQ_NO_GO, SEQ_NO_GAIN = "GO", "NO-GO", "NO-GAIN"
 STOPPED = {
@@ -26,15 +26,15 @@ STOPPED = {
 }
 
 
-def applies(seq: dict | None, policy: dict) -> bool:
+def applies(seq: dict | None, policy: Policy) -> bool:
     """Whether the stored sequential design is the one ``policy`` asks for (an override of the
     primary, guardrails or α at report time leaves the fixed verdict, with a note)."""
     if not isinstance(seq, dict) or "decision" not in seq:
         return False
     return (
-        seq.get("primary") == policy.get("primary")
-        and list(seq.get("guardrails") or []) == list(policy.get("guardrails") or [])
-        and math.isclose(float(seq.get("alpha") or 0), float(policy.get("alpha") or 0))
+        seq.get("primary") == policy.primary
+        and list(seq.get("guardrails") or []) == list(policy.guardrails)
+        and math.isclose(float(seq.get("alpha") or 0), float(policy.alpha))
     )
 
 
@@ -71,7 +71,7 @@ def _minutes(s: float) -> str:
     return f"{s:.0f} s" if s < 90 else f"{s / 60:.0f} min"
 
 
-def _others(pair, seq: dict, policy: dict, meta: dict) -> tuple[list[str], list[str]]:
+def _others(pair, seq: dict, policy: Policy, meta: dict) -> tuple[list[str], list[str]]:
     """(NO-GO reasons, GO blockers) of the pair that the sequential rule does not cover."""
     no_go: list[str] = []
     block: list[str] = []
@@ -79,11 +79,11 @@ def _others(pair, seq: dict, policy: dict, meta: dict) -> tuple[list[str], list[
     ra, rb, p = (getattr(err, k, None) for k in ("rate_a", "rate_b", "p_higher"))
     if ra is not None and rb is not None and p is not None and rb > ra:
         text = f"errors rose: {rb:.1%} of requests vs {ra:.1%} (one-sided Fisher p = {p:.3g})"
-        (no_go if p < policy.get("alpha", 0.05) else block).append(text)
+        (no_go if p < policy.alpha else block).append(text)
     q = pair.quality or {}
     no_go += list(q.get("no_go") or [])
     block += list(q.get("undecided") or [])
-    block += [f["reason"] for f in pair.findings or [] if f.get("blocks", True)]
+    block += [f.reason for f in pair.findings or [] if f.blocks]
     block += _generator_blockers(pair, seq)
     if (meta.get("ray") or {}).get("lost"):
         block.append("a load generator was lost")
@@ -156,7 +156,7 @@ def apply_sequential(verdict: Verdict, seq: dict, meta: dict) -> None:
         verdict.result = INCONCLUSIVE
 
 
-def _apply_pair(pair, seq: dict, policy: dict, meta: dict) -> None:
+def _apply_pair(pair, seq: dict, policy: Policy, meta: dict) -> None:
     decision = seq.get("decision")
     no_go, block = _others(pair, seq, policy, meta)
     fixed = f"fixed-n view (descriptive, not valid after optional stopping): {pair.result}"

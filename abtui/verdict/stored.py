@@ -9,8 +9,9 @@ resolved policy, the same session status, written by the same verdict code
 A/A session. Otherwise they compute it (and, being read paths, store nothing).
 
 The stored JSON loses what JSON cannot say: NaN (stored as ``null``, read back as NaN in the
-float fields), each reason's code (stored beside it as ``reason_codes``, text → code) and the
-per-arm summaries (recomputed from the requests: exact figures, no resampling).
+float fields) and the per-arm summaries (recomputed from the requests: exact figures, no
+resampling); each reason's code is stored beside its words (``reason_codes``, ``reason_code``,
+``note_code``) and read back into a :class:`~abtui.stats.reasons.Reason`.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from dataclasses import replace
 
 import numpy as np
 
@@ -25,19 +27,21 @@ from abtui import __version__
 from abtui.metrics.summary import summarize
 from abtui.stats.classical import RankTest
 from abtui.stats.decide import Outcome
-from abtui.stats.effects import Comparison, Effect
-from abtui.stats.reasons import Code, Reason
+from abtui.stats.effects import Comparison, ComparisonDesign, Effect
+from abtui.stats.reasons import read_reason
+from abtui.verdict.comparable import Finding
 from abtui.verdict.policy import (
     ErrorRates,
     Guardrail,
     GuardState,
     PairVerdict,
+    Policy,
     Result,
     Verdict,
     resolve_policy,
 )
 
-VERDICT_FORMAT = 1  # the stored verdict's layout; a change in how a verdict is computed bumps it
+VERDICT_FORMAT = 2  # the stored verdict's layout; a change in how a verdict is computed bumps it
 
 _EFFECT_FLOATS = ("a", "b", "ratio", "lo", "hi", "p", "n_eff", "min_eff", "p_adj", "delta")
 
@@ -47,39 +51,17 @@ def code_version() -> str:
     return f"abtui {__version__}, verdict format {VERDICT_FORMAT}"
 
 
-def reason_codes(verdict: Verdict) -> dict[str, str]:
-    """Every reason's text → its code: the pairs' reasons, their guardrails', the rows' notes."""
-    out: dict[str, str] = {}
-    for pair in verdict.pairs + verdict.ladder:
-        texts = [*pair.reasons, *(g.reason for g in pair.guardrails or [])]
-        texts += [e.note for e in pair.comparison.effects + pair.comparison.checks]
-        for r in texts:
-            if getattr(r, "code", None) is not None:
-                out[str(r)] = str(r.code)
-    return out
-
-
 def _nan(x) -> float:
     return math.nan if x is None else float(x)
 
 
-def _reason(text, codes: dict[str, str]) -> Reason | str:
-    if not text:
-        return text or ""
-    code = codes.get(text)
-    try:
-        return Reason(Code(code), text) if code else text
-    except ValueError:  # a code this version does not know
-        return text
-
-
-def _effect(d: dict, codes: dict[str, str]) -> Effect:
+def _effect(d: dict) -> Effect:
     d = dict(d)
     for k in _EFFECT_FLOATS:
         if k in d and d[k] is None:
             d[k] = math.nan
     d["outcome"] = Outcome(d["outcome"])
-    d["note"] = _reason(d.get("note"), codes)
+    d["note"] = read_reason(d.get("note"), d.pop("note_code", None))
     return Effect(**d)
 
 
@@ -87,57 +69,65 @@ def _rank(d: dict) -> RankTest:
     return RankTest(d["test"], d["n"], _nan(d["p"]), _nan(d["shift"]))
 
 
-def _guardrail(d: dict, codes: dict[str, str]) -> Guardrail:
+def _guardrail(d: dict) -> Guardrail:
     return Guardrail(
         d["key"],
         GuardState(d["state"]),
         d["delta"],
         d["bound"],
         d["samples_needed"],
-        _reason(d["reason"], codes),
+        read_reason(d["reason"], d.get("reason_code")),
     )
 
 
-def _pair(d: dict, codes: dict[str, str], table, slo: dict) -> PairVerdict:
+def _pair(d: dict, table, slo: dict) -> PairVerdict:
     c = d["comparison"]
     sums = (summarize(table, c["a"], slo), summarize(table, c["b"], slo))
     comp = Comparison(
         c["a"],
         c["b"],
-        [_effect(e, codes) for e in c["effects"]],
+        [_effect(e) for e in c["effects"]],
         {k: _rank(v) for k, v in c["rank_tests"].items()},
-        c["design"],
+        ComparisonDesign.from_dict(c["design"]),
         sums,
-        [_effect(e, codes) for e in c.get("checks") or []],
+        [_effect(e) for e in c.get("checks") or []],
     )
     err = d["errors"]
     guards = d.get("guardrails")
+    reasons = d["reasons"]
+    codes = d.get("reason_codes") or [None] * len(reasons)
+    findings = d.get("findings")
     return PairVerdict(
         d["baseline"],
         d["candidate"],
         d["a"],
         d["b"],
         Result(d["result"]),
-        [_reason(r, codes) for r in d["reasons"]],
+        [read_reason(r, c) for r, c in zip(reasons, codes, strict=True)],
         comp,
         ErrorRates(_nan(err["rate_a"]), _nan(err["rate_b"]), _nan(err["p_higher"])),
         d["generator"],
         d.get("cost"),
         d.get("quality"),
-        None if guards is None else [_guardrail(g, codes) for g in guards],
-        d.get("findings"),
+        None if guards is None else [_guardrail(g) for g in guards],
+        None if findings is None else [Finding.from_dict(f) for f in findings],
     )
+
+
+def _policy(d: dict) -> Policy:
+    """A stored :meth:`Policy.to_dict`, with its noise floor's values and detail."""
+    floor = {k: d.get(k) for k in ("noise_floor_values", "noise_floor_detail")}
+    return replace(resolve_policy(d), **floor)
 
 
 def verdict_from_dict(d: dict, table, slo: dict) -> Verdict:
     """The :class:`Verdict` a stored result (``SessionVerdict.to_dict``) describes, its pairs'
     summaries recomputed from ``table`` (the session's requests) with ``slo``."""
-    codes = d.get("reason_codes") or {}
     return Verdict(
         Result(d["result"]),
-        [_pair(p, codes, table, slo) for p in d["pairs"]],
-        [_pair(p, codes, table, slo) for p in d["ladder"]],
-        d["policy"],
+        [_pair(p, table, slo) for p in d["pairs"]],
+        [_pair(p, table, slo) for p in d["ladder"]],
+        _policy(d["policy"]),
         d["session"],
         d["created"],
         d.get("sweep"),
@@ -198,7 +188,7 @@ def reusable(rows: list[dict], policy: dict, status: str, data: str | None = Non
     if result.get("aa") or "noise_floor_values" in (last.get("policy") or {}):
         return None
     try:
-        want = json.loads(json.dumps(resolve_policy(policy), default=str, sort_keys=True))
+        want = json.loads(json.dumps(resolve_policy(policy).to_dict(), default=str, sort_keys=True))
     except Exception:  # noqa: BLE001 (a policy the verdict refuses is computed, and said there)
         return None
     if last.get("policy") != want or (result.get("session") or {}).get("status") != status:

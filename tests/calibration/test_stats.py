@@ -278,7 +278,7 @@ def test_block_length_follows_the_paired_contrast_not_a_shared_load():
     shared = shared_load(1000, seed=3, sigma=0.5, ar=0.95)
     t = synthetic_table(1000, [ArmTruth(), ArmTruth()], seed=3, rate=2.0, shared=shared)
     comp = compare(t, 0, 1, None, resamples=200, seed=3, metrics=("ttft", "tpot", "e2e"))
-    assert comp.design["in_flight"][0] < 1.0
+    assert comp.design.in_flight[0] < 1.0
     for key in ("ttft.p50", "tpot.p50", "e2e.p50", "e2e.mean"):
         assert comp.get(key).block_len <= 4, key  # each arm's own series: ≈ 30–60 units
     t = synthetic_table(1000, [ArmTruth(ar=0.9), ArmTruth(ar=0.9)], seed=3, rate=2.0)

@@ -5,6 +5,7 @@ a run that cannot decide spends its budget and ends INCONCLUSIVE."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -16,7 +17,7 @@ from abtui.sim.process import SimProcess
 from abtui.spec import Spec, validate
 from abtui.spec.model import ArmSpec
 from abtui.store.reader import SessionReader
-from abtui.verdict.policy import ErrorRates
+from abtui.verdict.policy import ErrorRates, resolve_policy
 
 BASE = dict(ttft_ms=20.0, itl_ms=2.0, jitter_ms=1.0)
 FAST = dict(ttft_ms=12.0, itl_ms=1.2, jitter_ms=1.0)
@@ -259,7 +260,7 @@ def test_the_sequential_verdict_keeps_the_checks_it_does_not_make():
     from abtui.verdict.sequential import apply_sequential
 
     def verdict(pair):
-        pol = {"primary": "e2e.p50", "guardrails": ["ttft.p50"], "alpha": 0.05}
+        pol = resolve_policy({"primary": "e2e.p50", "guardrails": ["ttft.p50"], "alpha": 0.05})
         return SimpleNamespace(pairs=[pair], policy=pol, result="?")
 
     v = verdict(_pair())
@@ -280,7 +281,7 @@ def test_the_sequential_verdict_keeps_the_checks_it_does_not_make():
     apply_sequential(v, _seq(decision="UNDECIDED"), {})
     assert v.result == "INCONCLUSIVE"
     v = verdict(_pair())  # a report with another primary keeps the fixed verdict, says so
-    v.policy["primary"] = "ttft.p50"
+    v.policy = replace(v.policy, primary="ttft.p50")
     apply_sequential(v, _seq(), {})
     assert v.result == "?"
     assert "policy here differs" in v.pairs[0].reasons[-1]

@@ -192,12 +192,14 @@ def test_live_header_shows_the_stall_of_a_real_run_then_clears(stalled_run):
 
 def test_verdict_shows_the_stored_backlog_note_as_the_report_does(stalled_run, capsys):
     from abtui.cli import main
+    from abtui.report.health import stored_health
+    from abtui.stats.reasons import Code, codes
     from abtui.store.reader import SessionReader
 
     path, _, _, banner = stalled_run
     with SessionReader(path) as rd:
-        notes = rd.meta()["generator_health"]["notes"]
-    assert any("read the generator's records up to" in n for n in notes), notes
+        notes = stored_health(rd.meta()).notes
+    assert Code.MAIN_BEHIND in codes(notes), notes
     assert main(["report", str(path)]) in (0, 3, 4)
     printed = [ln.strip() for ln in capsys.readouterr().out.splitlines() if ln.startswith("note:")]
     assert len(printed) == len(notes) >= 1

@@ -26,7 +26,7 @@ def data(tmp_path_factory):
 def _undecided(data):
     pair, pol = data.sv.verdict.pairs[0], data.sv.verdict.policy
     rows = [e for e in rows_of(pair, pol) if e.outcome == "INCONCLUSIVE"]
-    side = [e for e in rows if e.key not in (pol["primary"], *pol["guardrails"])]
+    side = [e for e in rows if e.key not in (pol.primary, *pol.guardrails)]
     assert side, "the fixture should leave a row beyond the guardrails undecided"
     assert all(e.note for e in rows)
     return rows

@@ -128,3 +128,14 @@ def test_the_docs_index_lists_every_page():
     listed = set(re.findall(r"\]\(([\w.-]+\.md)\)", index))
     pages = {p.name for p in (ROOT / "docs").glob("*.md")} - {"README.md"}
     assert pages <= listed, f"docs/README.md does not list {sorted(pages - listed)}"
+
+
+def test_every_reason_code_is_in_the_verdict_docs():
+    """docs/verdict.md's table of reason codes lists each :class:`abtui.stats.reasons.Code`
+    once, and nothing else: a JSON consumer reads what a code means there."""
+    from abtui.stats.reasons import Code
+
+    text = (ROOT / "docs" / "verdict.md").read_text(encoding="utf-8")
+    section = text.split("## 12. Reason codes", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `([a-z_]+)` \|", section, flags=re.M)
+    assert len(rows) == len(set(rows)) and set(rows) == {c.value for c in Code}

@@ -10,7 +10,7 @@ import pytest
 from abtui.errors import SpecError, UsageError
 from abtui.stats import factorial
 from abtui.stats.reasons import Code
-from abtui.verdict.policy import NO_GO, evaluate
+from abtui.verdict.policy import NO_GO, evaluate, resolve_policy
 from tests.synthetic import ArmTruth, shared_load, synthetic_table
 
 NAMES = ["base", "fp8", "spec", "fp8+spec"]
@@ -35,13 +35,15 @@ def _terms(table, metrics=("tpot",)):
     design, why = factorial.design_of(NAMES, ["fp8", "spec"])
     assert why is None
     terms, point = factorial.estimate(table, design, resamples=1000, seed=0, metrics=metrics)
-    pol = {
-        "primary": "tpot.p50",
-        "guardrails": ["tpot.p99"],
-        "alpha": 0.05,
-        "delta": 0.02,
-        "delta_tail": 0.05,
-    }
+    pol = resolve_policy(
+        {
+            "primary": "tpot.p50",
+            "guardrails": ["tpot.p99"],
+            "alpha": 0.05,
+            "delta": 0.02,
+            "delta_tail": 0.05,
+        }
+    )
     factorial.decide_terms(terms, pol)
     return {(t.key, t.term): t for t in terms}, point
 

@@ -230,8 +230,8 @@ def test_paired_table_delta_flip_rate_and_unpaired_items():
     a = [True] * 8 + [False, True, None]
     b = [True] * 6 + [False, False, True, False, True]
     st = paired(_rows(a, b), 0, 1)
-    q = st["suites"][0]
-    assert st["unpaired"] == 1 and q.n == 10
+    q = st.suites[0]
+    assert st.unpaired == 1 and q.n == 10
     assert (q.b, q.c) == (3, 1)  # items 6, 7, 9 lost; item 8 gained
     assert q.delta == pytest.approx(-0.2) and q.flip_rate == pytest.approx(0.4)
     assert q.acc_a == pytest.approx(0.9) and q.acc_b == pytest.approx(0.7)
@@ -242,7 +242,7 @@ def test_paired_table_delta_flip_rate_and_unpaired_items():
 def test_flat_accuracy_with_flips_is_seen():
     a = [True, False] * 10
     b = [False, True] * 10
-    q = paired(_rows(a, b), 0, 1)["suites"][0]
+    q = paired(_rows(a, b), 0, 1).suites[0]
     assert q.delta == 0 and q.flip_rate == 1.0
 
 
@@ -263,11 +263,11 @@ def test_buckets_and_holm_across_suites():
         dict(r, item=r["item"] + 100) for r in _rows([True] * 4, [True] * 4, suite="exact")
     ]
     st = paired(rows, 0, 1)
-    assert [q.suite for q in st["suites"]] == ["exact", "niah"]
-    assert [(q.bucket, q.b) for q in st["buckets"]] == [("1k", 0), ("16k", 5)]
-    ps = [q.p for q in st["suites"]]
-    assert max(q.p_holm for q in st["suites"]) == pytest.approx(min(1.0, max(ps)))
-    assert min(q.p_holm for q in st["suites"]) == pytest.approx(min(1.0, 2 * min(ps)))
+    assert [q.suite for q in st.suites] == ["exact", "niah"]
+    assert [(q.bucket, q.b) for q in st.buckets] == [("1k", 0), ("16k", 5)]
+    ps = [q.p for q in st.suites]
+    assert max(q.p_holm for q in st.suites) == pytest.approx(min(1.0, max(ps)))
+    assert min(q.p_holm for q in st.suites) == pytest.approx(min(1.0, 2 * min(ps)))
 
 
 def test_gate_fails_on_a_drop_and_passes_identical_arms():
@@ -361,7 +361,7 @@ def test_clusters_widen_the_score_interval_by_their_design_effect():
     a = [x <= 0 for x in flips]
     clustered = paired(_rows(a, b, clusters=[str(k // 5) for k in range(100)]), 0, 1)
     single = paired(_rows(a, b), 0, 1)
-    qc, qs = clustered["suites"][0], single["suites"][0]
+    qc, qs = clustered.suites[0], single.suites[0]
     assert qc.delta == qs.delta and (qc.hi - qc.lo) > 1.7 * (qs.hi - qs.lo)
 
 

@@ -386,6 +386,45 @@ def test_report_reuses_the_verdict_the_run_stored_and_writes_nothing(session, tm
         assert rd.verdicts() == []
 
 
+def test_the_stored_verdict_keeps_each_reasons_code(session, tmp_path):
+    """The JSON holds every reason's code beside its words (``reason_codes`` per pair,
+    ``reason_code`` per guardrail, ``note_code`` per row), and the verdict read back from the
+    file has the same codes as the one computed afresh, on the same texts."""
+    import shutil
+
+    import duckdb
+
+    from abtui.stats.reasons import Code, codes
+    from abtui.verdict.saved import session_verdict
+
+    fresh = tmp_path / session.name
+    shutil.copy(session, fresh)
+    with duckdb.connect(str(fresh)) as con:
+        con.execute("DELETE FROM verdicts")
+    with SessionReader(session) as rd:
+        doc = rd.verdicts()[-1]["result"]
+    for p in doc["pairs"]:
+        assert len(p["reason_codes"]) == len(p["reasons"])
+        assert all(Code(g["reason_code"]) for g in p["guardrails"])
+        notes = [(e["note"], e["note_code"]) for e in p["comparison"]["effects"]]
+        assert any(c for _, c in notes) and all(bool(t) == bool(c) for t, c in notes)
+
+    def coded(sv):
+        out = []
+        for p in sv.verdict.pairs:
+            out += [*zip(p.reasons, codes(p.reasons), strict=True)]
+            out += [(g.reason, g.reason.code) for g in p.guardrails]
+            out += [(e.note, getattr(e.note, "code", None)) for e in p.comparison.effects]
+        return out
+
+    reused, computed = session_verdict(session), session_verdict(fresh)
+    assert reused.verdict.created == doc["created"] != computed.verdict.created  # read back
+    got = coded(reused)
+    assert got == coded(computed)
+    assert {c for _, c in got} >= {Code.GUARDRAIL_UNDECIDED}
+    assert all(c is not None for t, c in got if t)  # every sentence has its code
+
+
 def test_a_stored_verdict_is_not_reused_for_edited_requests(session, tmp_path, capsys):
     """The run's stored verdict answers for the requests it was computed from: a copy of the
     file whose requests were edited afterwards (a later tool, a hand) gets its verdict computed
@@ -417,3 +456,22 @@ def test_a_stored_verdict_is_not_reused_for_edited_requests(session, tmp_path, c
         e for e in d["pairs"][0]["comparison"]["effects"] if e["key"] == "e2e.p50"
     )
     assert e2e(b)["b"] > e2e(a)["b"]  # the candidate's E2E now 1 ms longer per request
+
+
+def test_stored_health_reads_its_codes_back():
+    """The generators' stored reasons and notes come back with the codes stored beside them; a
+    code this version does not know, or a codes list that does not match, leaves the words."""
+    from abtui.report.health import stored_health
+    from abtui.stats.reasons import Code, codes
+
+    h = {
+        "reasons": ["a: lag P99 2.1 s"],
+        "reason_codes": ["load_not_kept"],
+        "notes": ["b: read late", "c: odd"],
+        "note_codes": ["main_behind", "no_such_code"],
+    }
+    got = stored_health({"degraded": True, "generator_health": h})
+    assert got.reasons == h["reasons"] and codes(got.reasons) == [Code.LOAD_NOT_KEPT]
+    assert got.notes == h["notes"] and codes(got.notes) == [Code.MAIN_BEHIND, None]
+    got = stored_health({"generator_health": dict(h, reason_codes=[1, 2], note_codes="x")})
+    assert codes(got.reasons) == [None] and codes(got.notes) == [None, None]

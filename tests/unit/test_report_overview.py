@@ -110,7 +110,7 @@ def test_a_degraded_sessions_reports_say_degraded_first(tmp_path):
 def test_reports_open_with_summary_cards_and_the_runs_metadata(tmp_path):
     sv = session_verdict(write_session(tmp_path, "cards", n=60, quality=True))
     doc = report_data(sv)
-    e = sv.verdict.pairs[0].comparison.get(sv.verdict.policy["primary"])
+    e = sv.verdict.pairs[0].comparison.get(sv.verdict.policy.primary)
     page = Cards()
     page.feed(to_html(sv, doc))
     titles = [c[0] for c in page.cards]

@@ -120,7 +120,7 @@ def test_input_length_breakdowns_are_a_benjamini_hochberg_family():
 def test_light_load_uses_the_paired_wilcoxon_and_load_uses_mann_whitney():
     light = synthetic_table(300, [ArmTruth(), FASTER], seed=3, rate=2.0)  # ≈ 0.4 in flight
     comp = evaluate(light, ARMS[:2], SPEC).pairs[0].comparison
-    assert comp.design["light_load"] and comp.design["rank_test"] == "wilcoxon"
+    assert comp.design.light_load and comp.design.rank_test == "wilcoxon"
     rt = comp.rank_tests["tpot"]
     assert rt.test == "wilcoxon" and rt.n == 300 and rt.p < 1e-6
     assert rt.shift == pytest.approx(-0.2, abs=0.05)  # Hodges–Lehmann of log(B/A): 20% faster
@@ -185,10 +185,10 @@ def test_alternation_blocks_are_resampled_whole():
     t = synthetic_table(400, [ArmTruth(), FASTER], seed=5)
     t.block = t.item // 50  # 8 alternation blocks of 50 items (arms took turns)
     comp = evaluate(t, ARMS[:2], SPEC).pairs[0].comparison
-    assert comp.design["resampling"] == "alternation blocks" and comp.design["units"] == 8
+    assert comp.design.resampling == "alternation blocks" and comp.design.units == 8
     assert comp.get("e2e.p50").block_len == 1
     flat = evaluate(synthetic_table(400, [ArmTruth(), FASTER], seed=5), ARMS[:2], SPEC)
-    assert flat.pairs[0].comparison.design["resampling"] == "circular blocks of items"
+    assert flat.pairs[0].comparison.design.resampling == "circular blocks of items"
     assert comp.get("e2e.p50").outcome == "IMPROVED"  # 20% faster is still clear with 8 blocks
     assert comp.get("e2e.p50").n_eff > 300  # independent requests: the n_eff rule lets it be
 
@@ -358,7 +358,7 @@ def test_alternation_blocks_a_per_arm_state_outlasts_are_not_called():
         t = _alternating(synthetic_table(200, truths, seed=seed), items_per_block=25)
         v = evaluate(t, ARMS[:2], DEFAULT_GUARDS)
         comp = v.pairs[0].comparison
-        assert comp.design["resampling"] == "alternation blocks" and v.result == INCONCLUSIVE
+        assert comp.design.resampling == "alternation blocks" and v.result == INCONCLUSIVE
         for key in ("e2e.p50", "ttft.p50", "tpot.p50"):
             e = comp.get(key)
             assert e.min_eff == decide.MIN_EFFECTIVE_UNWIDENED  # whole turns: not widened

@@ -6,6 +6,8 @@ sessions of known truth, and end to end against the simulator's ``--stop-after``
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from abtui.cli import main
@@ -15,6 +17,7 @@ from abtui.sim.process import SimProcess
 from abtui.stats import decide
 from abtui.stats.reasons import Code
 from abtui.store.reader import SessionReader
+from abtui.verdict.comparable import Finding
 from abtui.verdict.policy import GO, INCONCLUSIVE, GuardState, evaluate
 from tests.synthetic import ArmTruth, synthetic_table
 
@@ -59,7 +62,8 @@ def test_a_candidate_that_stops_after_one_token_is_not_faster(tmp_path):
         assert pair.comparison.get(key).outcome == decide.INCONCLUSIVE
     reason = next(r for r in pair.reasons if r.code == Code.OUTPUT_LENGTHS_DIFFER)
     assert "cand's outputs are -99.2%" in reason and "(mean 1.0 vs 128.0 tokens)" in reason
-    assert pair.findings[0]["kind"] == "output_lengths" and "e2e.p50" in pair.findings[0]["rows"]
+    assert pair.findings[0].kind == "output_lengths" and "e2e.p50" in pair.findings[0].rows
+    assert pair.findings[0].reason.code == Code.OUTPUT_LENGTHS_DIFFER and pair.findings[0].blocks
     check = pair.comparison.checks[0]
     assert check.key == "output_tokens.mean" and check.outcome == decide.IMPROVED
     # the same candidate with the same lengths is not flagged, and a faster one is still GO
@@ -80,8 +84,12 @@ def test_usage_that_the_stream_did_not_carry_is_flagged_and_blocks_go():
     reason = next(r for r in pair.reasons if r.code == Code.USAGE_OVERCOUNTS)
     assert "cand: 400 of 400 responses (e.g. 128 tokens in 2 chunks)" in reason
     assert pair.comparison.get("tpot.p50").note.code == Code.NOT_COMPARABLE
-    f = next(f for f in pair.findings if f["kind"] == "usage_outruns_stream")
-    assert f["blocks"] and f["arms"]["cand"]["responses"] == 400
+    f = next(f for f in pair.findings if f.kind == "usage_outruns_stream")
+    assert f.blocks and f.figures["arms"]["cand"]["responses"] == 400
+    stored = json.loads(json.dumps(pair.to_dict()))["findings"]  # as a stored verdict holds it
+    back = [Finding.from_dict(d) for d in stored]
+    assert back == pair.findings and [b.notes for b in back] == [f.notes for f in pair.findings]
+    assert [d["reason_code"] for d in stored] == [f.reason.code for f in pair.findings]
 
 
 BASE = dict(ttft_ms=15.0, itl_ms=1.5, jitter_ms=0.5)
