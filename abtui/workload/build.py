@@ -113,8 +113,6 @@ class LevelItems:
         elif w.file:
             base, _ = file_items(spec)
             if any(it.images for it in base):
-                from abtui.workload.spec_check import check_chat_images
-
                 check_chat_images(spec, f"workload file {w.file}")
             if ld.arrival == "replay":
                 offsets = [it.arrival_s / ld.speedup for it in base]
@@ -198,3 +196,14 @@ def _conversation_offsets(turns: list[Item], rate: float | None, ld, seed: int) 
         end = starts[j + 1] if j + 1 < len(starts) else len(turns)
         out += [firsts[j]] * (end - k)
     return out
+
+
+def check_chat_images(spec, source: str) -> None:
+    """Images go in chat messages: every arm must use the chat API."""
+    apis = {a.api or spec.request.api for a in spec.arms} or {spec.request.api}
+    if apis != {"chat"}:
+        raise SpecError(
+            f"{source}: images are sent in chat messages; the API is "
+            f"{' / '.join(sorted(map(str, apis)))}",
+            "give --api chat",
+        )

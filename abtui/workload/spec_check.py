@@ -126,18 +126,9 @@ def _check_images(spec, source: str) -> None:
             f"{source}: workload.images_per_request makes images for synthetic prompts",
             "a workload file carries its images in its messages (image_url content parts)",
         )
+    from abtui.workload.build import check_chat_images
+
     check_chat_images(spec, source)
-
-
-def check_chat_images(spec, source: str) -> None:
-    """Images go in chat messages: every arm must use the chat API."""
-    apis = {a.api or spec.request.api for a in spec.arms} or {spec.request.api}
-    if apis != {"chat"}:
-        raise SpecError(
-            f"{source}: images are sent in chat messages; the API is "
-            f"{' / '.join(sorted(map(str, apis)))}",
-            "give --api chat",
-        )
 
 
 def _check_load_shape(spec, source: str) -> None:
