@@ -47,11 +47,14 @@ class VllmSetup:
     extra_args: tuple[str, ...] = ()
 
 
+# the responses' usage says prompt_tokens_details.cached_tokens only with this flag
+DETAILS = ("--enable-prompt-tokens-details",)
+
 PREFIX_CACHING = Experiment(
     "prefix-caching",
     "vLLM prefix caching: off vs on, every prompt sharing a 512-token prefix",
-    VllmSetup("no-prefix-cache", prefix_caching=False),  # type: ignore[arg-type]
-    VllmSetup("prefix-cache", prefix_caching=True),  # type: ignore[arg-type]
+    VllmSetup("no-prefix-cache", prefix_caching=False, extra_args=DETAILS),  # type: ignore[arg-type]
+    VllmSetup("prefix-cache", prefix_caching=True, extra_args=DETAILS),  # type: ignore[arg-type]
     "alternate",
     "the arms take turns on the whole machine: neither pays for the other",
     requests=24,
