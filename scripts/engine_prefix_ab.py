@@ -35,12 +35,12 @@ from abtui.engine.conversation_ab import (
 
 
 @contextlib.contextmanager
-def vllm_servers(folder: Path):
+def vllm_servers(folder: Path, pin: bool):
     from abtui.engine.fetch import fetch
     from abtui.engine.hfconvert import convert
     from abtui.engine.vllm_ab import PREFIX_CACHING, servers_for, started
 
-    srv = servers_for(PREFIX_CACHING, convert(fetch("smollm2")), folder)
+    srv = servers_for(PREFIX_CACHING, convert(fetch("smollm2")), folder, pin=pin)
     with started(srv) as s:
         yield [
             ("baseline", s[PREFIX_CACHING.baseline.name]),
@@ -55,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--conversations", type=int, help="how many (default: the CI test's)")
     ap.add_argument("--threads", type=int, default=1, help="llama.cpp threads per server")
     ap.add_argument("--candidate-args", help="llama.cpp: the candidate's flags instead")
+    ap.add_argument("--pin", action="store_true", help="vLLM: each server on a core of its own")
     args = ap.parse_args(argv)
     folder = args.out or Path(tempfile.mkdtemp(prefix="abtui-prefix-ab-"))
     folder.mkdir(parents=True, exist_ok=True)
@@ -70,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
             arms = (arms[0], cand)
         servers = llamacpp_servers(fetch("smollm2"), folder, arms, threads=args.threads)
     else:
-        servers = vllm_servers(folder)
+        servers = vllm_servers(folder, args.pin)
     with servers as started:
         res = run_conversation_ab(started, workload, folder, name=f"{args.engine}-prefix")
         names = [s.name for _, s in started]

@@ -124,9 +124,14 @@ LLAMACPP = (
 LLAMACPP_WORKLOAD = ConversationWorkload(
     conversations=5, system_tokens=64, user_tokens=16, answer_tokens=4
 )
-# vLLM on the CPU: its prefix cache works in whole 128-token KV blocks, so the prompts are
-# longer (a shared system prompt of 2 blocks, each turn adding most of one)
-VLLM_WORKLOAD = ConversationWorkload(conversations=5, system_tokens=256, user_tokens=64)
+# vLLM on the CPU: its prefix cache reuses whole 128-token KV blocks, so the lengths are set
+# by blocks (SmolLM2's chat template): the system message is 139 tokens (one whole block
+# shared), turn 0's prompt 266 (just past two blocks) and each turn adds 137 (just past one),
+# so turn k >= 1 reuses k + 1 blocks (64, 71, 76 % of turns 1-3). Conversations start every
+# 2 s on average and think 1 s: the turns of a 1-thread server overlap less.
+VLLM_WORKLOAD = ConversationWorkload(
+    conversations=5, system_tokens=134, user_tokens=116, think_s=1.0, rate=0.5
+)
 
 
 @dataclass(slots=True)

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from abtui.engine.experiments import Experiment, arm_setups, spec_text, unscored_quality
-from abtui.engine.vllm_server import VllmServer
+from abtui.engine.vllm_server import VllmServer, _cpus
 from abtui.telemetry.promtext import parse as parse_prom
 
 COUNTERS = (
@@ -127,12 +127,18 @@ def counter_totals(text: str, names: tuple[str, ...] = COUNTERS) -> dict[str, fl
 
 
 def servers_for(
-    exp: Experiment, model_dir: Path, folder: Path, **server_kw
+    exp: Experiment, model_dir: Path, folder: Path, *, pin: bool = False, **server_kw
 ) -> dict[str, VllmServer]:
     """One (unstarted) :class:`VllmServer` per arm of ``exp``, by arm name, logging into
-    ``folder``."""
+    ``folder``. ``pin``: each server's OpenMP thread bound to a CPU of its own (the i-th this
+    process may use), where there are enough: vLLM's own binding puts every server's on the
+    same CPU, so two servers that run at once (a conversation A/B cannot alternate) would share
+    one core while the other idles."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
+    setups = arm_setups(exp)
+    cpus = _cpus()
+    pin = pin and len(cpus) >= len(setups)
     return {
         setup.name: VllmServer(
             model_dir,
@@ -140,9 +146,10 @@ def servers_for(
             prefix_caching=setup.prefix_caching,
             extra_args=setup.extra_args,
             log_path=folder / f"vllm-{exp.key}-{setup.name}.log",
+            bind=(cpus[i],) if pin else None,
             **server_kw,
         )
-        for _, setup in arm_setups(exp)
+        for i, (_, setup) in enumerate(setups)
     }
 
 
