@@ -3,13 +3,14 @@ converted once from its GGUF to a Hugging Face directory (``abtui engine fetch s
 
 Two servers for the whole module (:data:`abtui.engine.vllm_ab.PREFIX_CACHING`: prefix caching
 off and on, each bound to a core of its own), started one after the other by
-:class:`abtui.engine.vllm_server.VllmServer` and stopped by the fixture. Against them:
-abtui's vLLM telemetry names and labels on the live ``/metrics``; the PPL path (``echo`` + ``logprobs``) against transformers' own perplexity of the
-same weights; logprob collection; and the prefix-caching A/B through ``abtui run``, with what
-vLLM's own counters say it reused, on single requests sharing a prefix and on multi-turn
-conversations (hit rates per turn from the responses' ``cached_tokens``: both servers run with
-``--enable-prompt-tokens-details``). Figures from the same A/Bs are in docs/engine.md
-(``scripts/vllm_ab.py``, ``scripts/engine_prefix_ab.py vllm``).
+:class:`abtui.engine.vllm_server.VllmServer` and stopped by the fixture. Against them: abtui's
+vLLM telemetry names and labels on the live ``/metrics``; the PPL path (``echo`` +
+``logprobs``) against transformers' own perplexity of the same weights; logprob collection;
+and the prefix-caching A/B through ``abtui run``, with what vLLM's own counters say it reused,
+on single requests sharing a prefix and on multi-turn conversations (hit rates per turn from
+the responses' ``cached_tokens``: both servers run with ``--enable-prompt-tokens-details``).
+Figures from the same A/Bs are in docs/engine.md (``scripts/vllm_ab.py``,
+``scripts/engine_prefix_ab.py vllm``).
 
 Marked ``vllm``: skips without vLLM unless ``ABTUI_REQUIRE_VLLM=1`` (``.ci/run``).
 """
