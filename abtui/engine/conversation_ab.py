@@ -155,6 +155,7 @@ class ConversationResult:
     before: dict[str, dict[str, float]]  # arm → abtui counter name → value before the run
     after: dict[str, dict[str, float]]
     turns: dict[str, list[TurnFigures]]  # arm → per turn, from the responses and the session
+    engines: dict[str, str | None]  # arm → the engine its /metrics named (llamacpp, vllm)
     wall_s: float
     problems: list[str] = field(default_factory=list)
 
@@ -180,11 +181,8 @@ class ConversationResult:
         cached, prompt = self.delta(arm, "prompt_cached_tokens"), self.delta(arm, "prompt_tokens")
         if cached is None or prompt is None:
             return None
-        total = cached + prompt if self.engine(arm) == "llamacpp" else prompt
+        total = cached + prompt if self.engines.get(arm) == "llamacpp" else prompt
         return cached / total if total > 0 else None
-
-    def engine(self, arm: str) -> str | None:
-        return self.after[arm].get("_engine")  # type: ignore[return-value]
 
 
 @contextlib.contextmanager
@@ -226,14 +224,14 @@ def llamacpp_servers(
             s.close()
 
 
-def counters(text: str) -> dict:
-    """abtui's counters of :data:`COUNTERS` in one ``/metrics`` text, and the engine's name
-    under ``_engine``."""
+def counters(text: str) -> tuple[dict[str, float], str | None]:
+    """abtui's counters of :data:`COUNTERS` in one ``/metrics`` text, and the engine that
+    serves it."""
     ex = extract(parse_prom(text))
-    out: dict = {k: v for k, (_, v) in ex.cumulative.items() if k in COUNTERS}
     engines = sorted(ex.engines - {"dcgm"})
-    out["_engine"] = engines[0] if engines else None
-    return out
+    return {k: v for k, (_, v) in ex.cumulative.items() if k in COUNTERS}, (
+        engines[0] if engines else None
+    )
 
 
 def spec_text(
@@ -319,19 +317,27 @@ def run_conversation_ab(
     folder.mkdir(parents=True, exist_ok=True)
     conv = workload.write(folder / f"{name}.jsonl")
     t0 = time.monotonic()
-    before = {s.name: counters(s.metrics_text()) for _, s in arms}
+    before = {s.name: counters(s.metrics_text())[0] for _, s in arms}
     spec = folder / f"{name}.toml"
     spec.write_text(spec_text(name, arms, conv, folder, primary))
     with contextlib.redirect_stdout(log):
         rc = run_spec_file(spec, overwrite=True)
-    after = {s.name: counters(s.metrics_text()) for _, s in arms}
+    read = {s.name: counters(s.metrics_text()) for _, s in arms}
+    after = {k: c for k, (c, _) in read.items()}
     session = folder / f"{name}.duckdb"
     out = folder / f"{name}.json"
     with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
         write_report(session, "json", str(out))
     report = json.loads(out.read_text())
     res = ConversationResult(
-        session, rc, report, before, after, turn_figures(session, report), time.monotonic() - t0
+        session,
+        rc,
+        report,
+        before,
+        after,
+        turn_figures(session, report),
+        {k: e for k, (_, e) in read.items()},
+        time.monotonic() - t0,
     )
     if rc not in (0, 3, 4):
         res.problems.append(f"{name}: abtui run exited with code {rc}")
