@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from abtui.engine.experiments import Experiment, arm_setups, spec_text, unscored_quality
-from abtui.engine.vllm_server import VllmServer
+from abtui.engine.vllm_server import VllmServer, _cpus
 from abtui.telemetry.promtext import parse as parse_prom
 
 COUNTERS = (
@@ -47,11 +47,14 @@ class VllmSetup:
     extra_args: tuple[str, ...] = ()
 
 
+# the responses' usage says prompt_tokens_details.cached_tokens only with this flag
+DETAILS = ("--enable-prompt-tokens-details",)
+
 PREFIX_CACHING = Experiment(
     "prefix-caching",
     "vLLM prefix caching: off vs on, every prompt sharing a 512-token prefix",
-    VllmSetup("no-prefix-cache", prefix_caching=False),  # type: ignore[arg-type]
-    VllmSetup("prefix-cache", prefix_caching=True),  # type: ignore[arg-type]
+    VllmSetup("no-prefix-cache", prefix_caching=False, extra_args=DETAILS),  # type: ignore[arg-type]
+    VllmSetup("prefix-cache", prefix_caching=True, extra_args=DETAILS),  # type: ignore[arg-type]
     "alternate",
     "the arms take turns on the whole machine: neither pays for the other",
     requests=24,
@@ -124,12 +127,18 @@ def counter_totals(text: str, names: tuple[str, ...] = COUNTERS) -> dict[str, fl
 
 
 def servers_for(
-    exp: Experiment, model_dir: Path, folder: Path, **server_kw
+    exp: Experiment, model_dir: Path, folder: Path, *, pin: bool = False, **server_kw
 ) -> dict[str, VllmServer]:
     """One (unstarted) :class:`VllmServer` per arm of ``exp``, by arm name, logging into
-    ``folder``."""
+    ``folder``. ``pin``: each server's OpenMP thread bound to a CPU of its own (the i-th this
+    process may use), where there are enough: vLLM's own binding puts every server's on the
+    same CPU, so two servers that run at once (a conversation A/B cannot alternate) would share
+    one core while the other idles."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
+    setups = arm_setups(exp)
+    cpus = _cpus()
+    pin = pin and len(cpus) >= len(setups)
     return {
         setup.name: VllmServer(
             model_dir,
@@ -137,9 +146,10 @@ def servers_for(
             prefix_caching=setup.prefix_caching,
             extra_args=setup.extra_args,
             log_path=folder / f"vllm-{exp.key}-{setup.name}.log",
+            bind=(cpus[i],) if pin else None,
             **server_kw,
         )
-        for _, setup in arm_setups(exp)
+        for i, (_, setup) in enumerate(setups)
     }
 
 

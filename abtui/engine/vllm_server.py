@@ -101,7 +101,9 @@ class VllmServer(ServedProcess):
     ``name`` is the served model name. ``prefix_caching``: True/False pass
     ``--enable-prefix-caching`` / ``--no-enable-prefix-caching``, None leaves vLLM's default (on).
     ``threads``: OpenMP threads, bound to the first ``threads`` CPUs this process may use
-    (default: vLLM's own binding, all cores but one). ``python``: the interpreter with vLLM installed (default: this one).
+    (default: vLLM's own binding, all cores but one); ``bind``: the CPUs to bind them to instead
+    (one thread each; two servers that run at once each get their own). ``python``: the
+    interpreter with vLLM installed (default: this one).
     ``extra_args`` are passed as they are.
     """
 
@@ -115,6 +117,7 @@ class VllmServer(ServedProcess):
         prefix_caching: bool | None = None,
         kv_cache_gib: int = 1,
         threads: int | None = None,
+        bind: tuple[int, ...] | None = None,
         python: str | None = None,
         extra_args: tuple[str, ...] = (),
         log_path: Path | None = None,
@@ -128,6 +131,7 @@ class VllmServer(ServedProcess):
         self.prefix_caching = prefix_caching
         self.kv_cache_gib = kv_cache_gib
         self.threads = threads
+        self.bind = tuple(bind) if bind else None
         self.python = python or sys.executable
         self.extra_args = tuple(extra_args)
         self.log_path = log_path
@@ -142,6 +146,8 @@ class VllmServer(ServedProcess):
 
     def cpus(self) -> list[int] | None:
         """The CPUs its OpenMP threads are bound to; ``None``: vLLM's own choice."""
+        if self.bind:
+            return list(self.bind)
         return _cpus()[: self.threads] if self.threads else None
 
     def argv(self) -> list[str]:

