@@ -21,3 +21,18 @@ def test_a_load_generator_does_not_import_httpx():
     command line imports) only on ``request.http = "httpx"``."""
     code = "import abtui.runner.generator, abtui.runner.schedule, abtui.client.preconnect"
     assert _loaded(code, ("httpx", "httpcore", "rich", "click", "abtui.client.stream")) == []
+
+
+def test_the_run_command_loads_neither_world_nor_the_ui():
+    """``abtui run --headless``: the command line builds only the run command's parser (the
+    others import the simulator's and the engine's options), and the run's modules load no
+    Textual and no scipy.stats."""
+    code = (
+        "import abtui.cli\n"
+        "args = abtui.cli.build_parser('run').parse_args(\n"
+        "    ['run', '--baseline', 'http://127.0.0.1:1/v1', '--headless', '--concurrency', '4'])\n"
+        "assert args.func is abtui.cli.cmd_run\n"
+        "import abtui.headless, abtui.runner.session, abtui.report.console, abtui.verdict.saved"
+    )
+    names = ("abtui.sim", "abtui.engine", "abtui.demo", "textual", "scipy.stats")
+    assert _loaded(code, names) == []
