@@ -13,7 +13,7 @@ import ssl
 from dataclasses import dataclass, field
 
 from abtui.client.items import Item
-from abtui.client.tls import ssl_context
+from abtui.client.tls import verify_for
 
 
 @dataclass(slots=True)
@@ -34,9 +34,10 @@ class Target:
     ca_bundle: str | None = None  # a private CA's PEM file, trusted on top of the system's
 
     @property
-    def tls(self) -> ssl.SSLContext:
-        """The TLS context of this endpoint (verification on unless ``insecure``)."""
-        return ssl_context(self.insecure, self.ca_bundle)
+    def tls(self) -> ssl.SSLContext | bool:
+        """The TLS context of this endpoint (verification on unless ``insecure``); False for a
+        plain http one (:func:`abtui.client.tls.verify_for`)."""
+        return verify_for(self.base_url, self.insecure, self.ca_bundle)
 
     @property
     def url(self) -> str:
