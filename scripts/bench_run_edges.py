@@ -130,13 +130,15 @@ def main() -> None:
     with SimProcess(cfg("h100:llama-3-8b:bf16")) as a, SimProcess(cfg("h100:llama-3-8b:fp8")) as b:
         argv = ["run", "--baseline", a.url, "--candidate", b.url, "--headless", "--overwrite"]
         argv += ["--concurrency", str(args.concurrency), "--requests", str(args.requests)]
-        argv += ["--name", name, "--sessions-dir", args.out]
+        argv += ["--name", name, "--sessions-dir", os.path.abspath(args.out)]
         sampler = CpuSampler(exclude=_children())
         sampler.start()
         t0 = time.perf_counter_ns()
-        if args.cli:
+        if args.cli:  # run from the tree this script imported: -m puts the working folder first
+            tree = os.path.dirname(os.path.dirname(os.path.dirname(abtui.cli.__file__)))
             cmd = [sys.executable, "-m", "abtui", *argv]
-            rc = subprocess.run(cmd, stdout=subprocess.DEVNULL, check=False).returncode
+            out = subprocess.run(cmd, stdout=subprocess.DEVNULL, cwd=tree, check=False)
+            rc = out.returncode
         else:
             with contextlib.redirect_stdout(io.StringIO()):
                 if prof is not None:
