@@ -27,7 +27,6 @@ from abtui.client import records
 from abtui.client.http1 import ChunkedDecoder, Malformed, parse_head, request_bytes
 from abtui.client.items import Item
 from abtui.client.records import RequestRecord
-from abtui.client.stream import Target
 from abtui.client.stream_state import (
     ERROR_BODY_S,
     MAX_ERROR_BODY,
@@ -36,6 +35,7 @@ from abtui.client.stream_state import (
     fail,
     fail_http,
 )
+from abtui.client.target import Target
 from abtui.client.tls import describe
 
 _now = time.perf_counter_ns

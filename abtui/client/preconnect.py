@@ -37,7 +37,7 @@ from urllib.parse import urlsplit
 from abtui.client import fast
 from abtui.client.fast import FastClient, pool_key
 from abtui.client.http1 import Malformed, parse_head
-from abtui.client.stream import Target
+from abtui.client.target import Target
 from abtui.client.tls import describe
 
 PARALLEL = 64  # connections being opened at once

@@ -2,18 +2,17 @@
 
 The httpx path (the load generator's default is :mod:`abtui.client.fast`): every read is
 timestamped the moment it arrives, SSE is parsed on raw bytes, and a chunk's JSON is decoded once,
-by the same :class:`~abtui.client.stream_state.StreamState` as the fast path. Also the endpoint's
-``Target`` and the request body, which both paths send.
+by the same :class:`~abtui.client.stream_state.StreamState` as the fast path. The endpoint's
+``Target`` and the request body, which both paths send, live in :mod:`abtui.client.target` and
+are importable from here too.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import ssl
 import time
-from dataclasses import dataclass, field
 
 import httpx
 
@@ -28,66 +27,14 @@ from abtui.client.stream_state import (
     fail,
     fail_http,
 )
-from abtui.client.tls import describe, find_cert_error, ssl_context
+from abtui.client.target import Target, build_body
+from abtui.client.tls import describe, find_cert_error
+
+__all__ = ["Target", "build_body", "make_client", "stream_request"]
 
 _now = time.perf_counter_ns
 # httpcore's trace events of opening a connection (``….started`` / ``.complete`` / ``.failed``)
 _CONNECT_EVENTS = ("connection.connect_tcp.", "connection.start_tls.")
-
-
-@dataclass(slots=True)
-class Target:
-    """A resolved endpoint as the client needs it. Holds headers (and so credentials):
-    it is never written to a session file."""
-
-    base_url: str  # e.g. http://127.0.0.1:8000/v1 (no trailing slash)
-    model: str
-    api: str = "completions"  # "completions" | "chat"
-    headers: dict[str, str] = field(default_factory=dict)
-    params: dict = field(default_factory=dict)  # extra body fields: temperature, seed, ignore_eos…
-    include_usage: bool = True
-    timeout_s: float = 600.0  # whole request
-    connect_timeout_s: float = 10.0
-    read_timeout_s: float = 120.0  # longest silence between two reads
-    insecure: bool = False  # https without certificate checks (--insecure; abtui.client.tls)
-    ca_bundle: str | None = None  # a private CA's PEM file, trusted on top of the system's
-    # a conversation's id: the fast client sends its turns on one connection where it can
-    # (FastClient.stream); None: any pooled connection
-    affinity: str | None = None
-
-    @property
-    def tls(self) -> ssl.SSLContext:
-        """The TLS context of this endpoint (verification on unless ``insecure``)."""
-        return ssl_context(self.insecure, self.ca_bundle)
-
-    @property
-    def url(self) -> str:
-        return (
-            f"{self.base_url}/chat/completions"
-            if self.api == "chat"
-            else f"{self.base_url}/completions"
-        )
-
-
-def build_body(target: Target, item: Item, extra: dict | None = None) -> bytes:
-    """The request body for ``item``, serialised once, before its send time comes."""
-    body: dict = {"model": target.model}
-    if target.api == "chat":
-        body["messages"] = item.chat_messages()
-    else:
-        body["prompt"] = item.prompt if item.prompt is not None else _flatten(item.chat_messages())
-    body["max_tokens"] = item.max_tokens
-    body["stream"] = True
-    if target.include_usage:
-        body["stream_options"] = {"include_usage": True}
-    body.update(target.params)
-    if extra:
-        body.update(extra)
-    return json.dumps(body, separators=(",", ":")).encode()
-
-
-def _flatten(messages: list[dict]) -> str:
-    return "\n".join(str(m.get("content", "")) for m in messages)
 
 
 def make_client(max_connections: int, verify: ssl.SSLContext | bool = True) -> httpx.AsyncClient:

@@ -7,7 +7,7 @@ import os
 import httpx
 
 from abtui.client.stream import Target
-from abtui.client.tls import cert_error, find_cert_error, ssl_context
+from abtui.client.tls import cert_error, find_cert_error, verify_for
 from abtui.errors import EndpointError
 from abtui.spec import ArmSpec, Spec
 
@@ -33,7 +33,7 @@ def probe(arm: ArmSpec, timeout_s: float = 5.0) -> list[str]:
     url = f"{arm.url}/models"
     curl = f"curl {url}"
     try:
-        verify = ssl_context(arm.insecure, arm.ca_bundle)
+        verify = verify_for(arm.url, arm.insecure, arm.ca_bundle)
         with httpx.Client(trust_env=False, timeout=timeout_s, verify=verify) as c:
             r = c.get(url, headers=headers)
     except httpx.ConnectError as e:

@@ -30,7 +30,7 @@ from abtui.client.fast import FastClient, fast_stream_request, pool_key
 from abtui.client.items import Item
 from abtui.client.records import CANCELLED, OK, RequestRecord
 from abtui.client.redact import Scrubber, redact, secrets_of
-from abtui.client.stream import Target, build_body, make_client, stream_request
+from abtui.client.target import Target, build_body
 from abtui.runner.messages import (
     Batch,
     Connections,
@@ -241,7 +241,9 @@ class _Generator:
         n_conn = max(64, (plan.concurrency or 0) * 2, len(plan.warmup_items))
         if plan.mode == "open" and plan.concurrency is None:
             n_conn = max(n_conn, 4096)
-        if plan.http == "httpx":
+        if plan.http == "httpx":  # imported only then: httpx is ~0.1 s of a process's start
+            from abtui.client.stream import make_client, stream_request
+
             client, self._send = make_client(n_conn, plan.target.tls), stream_request
         else:
             client, self._send = FastClient(), fast_stream_request

@@ -38,7 +38,7 @@ import numpy as np
 
 from abtui.metrics import catalogue as cat
 from abtui.metrics.gaps import TAIL_FRACTION, TAIL_FROM, linear_quantile
-from abtui.stats.crossing import crossings
+from abtui.stats.crossing import STRIDE, crossings
 from abtui.stats.distributions import norm_ppf, t_ppf
 
 DEFAULT_RESAMPLES = 10_000
@@ -52,6 +52,7 @@ GRID_TRIM = (TAIL_FRACTION, 1 - TAIL_FRACTION)  # (defined with the gap scan tha
 WEIGHT_ROWS_CELLS = 62_500  # (resample, unit) counted at once by circular_block_weights, and
 RESAMPLE_ROWS = 256  # resamples at once in Sketch.resampled, wdot: ~500 KB temporaries (< 600 KB,
 # above which a run maps each array afresh: abtui.hardware.memory). The same numbers at any size.
+RESAMPLE_CELLS = RESAMPLE_ROWS * MAX_UNITS  # fewer units: more resamples at once, as many cells
 
 
 # ----------------------------------------------------------------------- block length
@@ -248,9 +249,18 @@ def circular_block_weights(
     return out
 
 
+def resample_rows(n_units: int) -> int:
+    """Resamples multiplied out at once (:func:`wdot`, :meth:`Sketch.resampled`): at least
+    :data:`RESAMPLE_ROWS`, more when there are fewer than :data:`MAX_UNITS` units, for the same
+    temporaries (the crossings' products are at most ``2 × STRIDE`` columns wide). Each block
+    costs a few dozen numpy calls whatever its size: at 320 units, 25 blocks of a
+    10,000-resample verdict instead of 40."""
+    return max(RESAMPLE_ROWS, RESAMPLE_CELLS // max(n_units, 2 * STRIDE))
+
+
 def wdot(weights: np.ndarray, v: np.ndarray) -> np.ndarray:
     """``weights @ v`` in float64 for integer ``weights`` (:func:`circular_block_weights`),
-    :data:`RESAMPLE_ROWS` rows at a time: only a block is ever cast to float (the whole
+    :func:`resample_rows` rows at a time: only a block is ever cast to float (the whole
     10,000 × 500 matrix in float64 would be 40 MB). Counts (whole ``v ≥ 0``) whose every partial
     sum stays below 2**24 are multiplied in float32, which is then exact: the same numbers,
     faster."""
@@ -263,10 +273,8 @@ def wdot(weights: np.ndarray, v: np.ndarray) -> np.ndarray:
     )
     dtype = np.float32 if exact32 else np.float64
     vv = v.astype(dtype)
-    parts = [
-        weights[r : r + RESAMPLE_ROWS].astype(dtype) @ vv
-        for r in range(0, len(weights), RESAMPLE_ROWS)
-    ]
+    step = resample_rows(weights.shape[1])
+    parts = [weights[r : r + step].astype(dtype) @ vv for r in range(0, len(weights), step)]
     return np.concatenate(parts).astype(np.float64) if parts else np.zeros(0)
 
 
@@ -368,10 +376,11 @@ class Sketch:
         self, weights: np.ndarray, stats: tuple[str, ...] = STATS
     ) -> dict[str, np.ndarray]:
         """Each statistic of each resample (rows of ``weights``), shape ``(R,)``. The products
-        are taken :data:`RESAMPLE_ROWS` resamples at a time, so their temporaries stay small
+        are taken :func:`resample_rows` resamples at a time, so their temporaries stay small
         (whole, a 10,000-resample product cast the weights to float64: 40 MB)."""
         out: dict[str, np.ndarray] = {}
-        blocks = [slice(r, r + RESAMPLE_ROWS) for r in range(0, len(weights), RESAMPLE_ROWS)]
+        step = resample_rows(weights.shape[1])
+        blocks = [slice(r, r + step) for r in range(0, len(weights), step)]
         with np.errstate(invalid="ignore", divide="ignore"):
             n_boot = wdot(weights, self.count)  # values in each resample
             if "mean" in stats:

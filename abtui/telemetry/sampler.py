@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from abtui.client.tls import ssl_context
+from abtui.client.tls import verify_for
 from abtui.telemetry.nvml import Nvml
 from abtui.telemetry.scraper import DeltaTracker, PromScraper, Row, metrics_url_for
 
@@ -73,7 +73,7 @@ def arms_from_spec(spec) -> list[ArmTelemetry]:
         elif url.strip().lower() in ("off", "none", ""):
             url = None
         gpus = parse_gpu_index(getattr(a, "gpu_index", None), f"arm {a.name!r}: gpu_index")
-        verify = ssl_context(getattr(a, "insecure", False), getattr(a, "ca_bundle", None))
+        verify = verify_for(url or "", getattr(a, "insecure", False), getattr(a, "ca_bundle", None))
         out.append(ArmTelemetry(i, a.name, url, gpus, verify))
     return out
 

@@ -245,3 +245,20 @@ def test_quality_suites_perplexity_and_logprobs_over_tls(endpoints, cert, tmp_pa
     assert n > 0 and scored == n  # every quality item answered over TLS
     assert all(m["supported"] for m in meta["quality_ppl"].values())
     assert all(m["supported"] for m in meta["quality_logprobs"].values())
+
+
+def test_a_plain_http_endpoint_builds_no_tls_context():
+    """Loading the trust store costs ~0.05 s of CPU at every run's start: for http endpoints
+    the probe, the /metrics scrape and the clients get no context at all."""
+    from abtui.client.tls import ssl_context
+    from abtui.runner.endpoints import resolve_targets
+    from abtui.spec import ArmSpec, Spec
+    from abtui.telemetry.sampler import arms_from_spec
+
+    with SimProcess(ttft_ms=5, itl_ms=1, seed=1) as sim:
+        spec = Spec(arms=[ArmSpec(name="a", url=sim.url, role="baseline")])
+        info = ssl_context.cache_info()
+        (target,) = resolve_targets(spec)
+        assert target.tls is False and arms_from_spec(spec)[0].verify is False
+        after = ssl_context.cache_info()
+        assert after.hits + after.misses == info.hits + info.misses
