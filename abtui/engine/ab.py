@@ -285,7 +285,7 @@ def logprob_agreement(
 ) -> dict:
     """Each candidate's top-1 agreement and KL lower bound against FP32 on ``prompts``
     (``compare()``'s dict, or ``{"error": …}`` when a server returned no logprobs)."""
-    from abtui.client.stream import Target
+    from abtui.client.target import Target
     from abtui.quality.logprobs import collect, compare
 
     got = {

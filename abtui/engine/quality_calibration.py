@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from abtui.client.fast import FastClient
-from abtui.client.stream import Target
+from abtui.client.target import Target
 from abtui.engine.server import LlamaCppServer
 from abtui.quality import builtin, sizing
 from abtui.quality import run as qrun

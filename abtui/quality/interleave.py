@@ -33,7 +33,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from abtui.client.stream import Target
+from abtui.client.target import Target
 from abtui.quality import run as qrun
 from abtui.quality.items import QualityItem
 

@@ -31,7 +31,7 @@ import math
 import httpx
 import numpy as np
 
-from abtui.client.stream import Target
+from abtui.client.target import Target
 from abtui.quality.kl_union import union_bound
 from abtui.quality.paired import cluster_bootstrap_ci
 from abtui.quality.ppl import FIXED_TEXT, NOT_SUPPORTED

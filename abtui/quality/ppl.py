@@ -21,7 +21,7 @@ import math
 
 import httpx
 
-from abtui.client.stream import Target
+from abtui.client.target import Target
 
 FLAT = 0.02  # |PPL_B / PPL_A − 1| below this is "flat"
 NOT_SUPPORTED = "not supported by this endpoint"

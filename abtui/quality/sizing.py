@@ -52,7 +52,7 @@ from abtui.client import records
 from abtui.client.fast import FastClient, fast_stream_request
 from abtui.client.items import Item
 from abtui.client.records import RequestRecord
-from abtui.client.stream import Target, build_body
+from abtui.client.target import Target, build_body
 from abtui.quality import builtin
 from abtui.quality.items import QualityItem
 from abtui.quality.prompts import filler

@@ -6,7 +6,7 @@ import os
 
 import httpx
 
-from abtui.client.stream import Target
+from abtui.client.target import Target
 from abtui.client.tls import cert_error, find_cert_error, verify_for
 from abtui.errors import EndpointError
 from abtui.spec import ArmSpec, Spec

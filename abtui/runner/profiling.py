@@ -25,7 +25,7 @@ from pathlib import Path
 
 import httpx
 
-from abtui.client.stream import Target
+from abtui.client.target import Target
 from abtui.profile.classes import table_from_dict
 from abtui.profile.stored import ArmTraces, analyse_session
 from abtui.spec import Spec

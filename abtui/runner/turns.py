@@ -15,7 +15,7 @@ from urllib.parse import quote
 
 from abtui.client.items import Item
 from abtui.client.records import CANCELLED, E_SKIPPED, RequestRecord
-from abtui.client.stream import Target
+from abtui.client.target import Target
 
 # characters a conversation id keeps in a header value; the rest is %-escaped (an id comes
 # from a file: it must not end the header or start another one)
