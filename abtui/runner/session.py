@@ -315,6 +315,7 @@ class SessionRun:
             phase=self.phase,
             segment=seg,
             sequential=self.seq_line,
+            look=self.until.seq_look() if self.until is not None else None,
         )
 
     def _result(self) -> SessionResult:

@@ -23,6 +23,7 @@ from abtui.client.records import RequestRecord
 from abtui.metrics import request as rm
 from abtui.metrics.table import RequestTable
 from abtui.metrics.tails import tail_min_n
+from abtui.runner.observer import SeqLook
 from abtui.spec import Spec
 from abtui.stats import seqdecide as sd
 
@@ -158,6 +159,13 @@ class UntilDecided:
         last = self.monitor.last
         return None if last is None else sd.remaining_seconds(last.more, self.pairs_per_s())
 
+    def seq_look(self) -> SeqLook | None:
+        """The last look for the live strip (None before the first)."""
+        last = self.monitor.last
+        if last is None:
+            return None
+        return SeqLook(last, self.remaining_s(), self.budget_pairs, self.stop_reason)
+
     def to_dict(self) -> dict:
         out = self.monitor.to_dict()
         rate = self.pairs_per_s()
@@ -180,11 +188,11 @@ def status_line(v: sd.SeqVerdict, remaining_s: float | None) -> str:
     if v.more is not None:
         left = f"; about {v.more:,} more pairs"
         if remaining_s is not None:
-            left += f" (~{_duration(remaining_s)})"
+            left += f" (~{duration_text(remaining_s)})"
     return f"anytime-valid at {v.pairs:,} pairs: {v.reason}{left}"
 
 
-def _duration(s: float) -> str:
+def duration_text(s: float) -> str:
     if s < 90:
         return f"{s:.0f} s"
     if s < 5400:
