@@ -27,6 +27,7 @@ from abtui.client.redact import Scrubber, secrets_of
 from abtui.errors import StoreWriteError
 from abtui.quality import interleave
 from abtui.quality.run import run_for_session as run_quality
+from abtui.quality.seqrun import run_until_decided as run_quality_until_decided
 from abtui.runner.cuts import Cuts
 from abtui.runner.endpoints import resolve_targets
 from abtui.runner.generator import ArmPlan
@@ -643,7 +644,13 @@ class SessionRun:
         elif spec.quality.enabled and not self.interrupts.count and not self.fatal:
             self.phase = "quality"  # after the load test, never timed with it (abtui.quality.run)
             obs.progress(self.snap())
-            run_quality(spec, self.targets, writer, obs, stop=lambda: self.interrupts.count > 0)
+            stop = lambda: self.interrupts.count > 0  # noqa: E731
+            if self.until is not None:  # items until the quality gate is decided, too
+                doc = run_quality_until_decided(spec, self.targets, writer, obs, stop)
+                if doc is not None:
+                    writer.write_meta(sequential=self.until.to_dict() | {"quality": doc})
+            else:
+                run_quality(spec, self.targets, writer, obs, stop=stop)
         if self.interrupts.count:
             self.status = "interrupted"
         elif self.fatal:

@@ -83,7 +83,9 @@ def _others(pair, seq: dict, policy: dict, meta: dict) -> tuple[list[str], list[
     if ra is not None and rb is not None and p is not None and rb > ra:
         text = f"errors rose: {rb:.1%} of requests vs {ra:.1%} (one-sided Fisher p = {p:.3g})"
         (no_go if p < policy.get("alpha", 0.05) else block).append(text)
-    q = pair.quality or {}
+    # the run's own anytime-valid quality gate when it sent items until decided (the fixed
+    # gate's interval is not valid after that optional stop); else the fixed gate
+    q = seq.get("quality") if isinstance(seq.get("quality"), dict) else pair.quality or {}
     no_go += list(q.get("no_go") or [])
     block += list(q.get("undecided") or [])
     block += [f["reason"] for f in pair.findings or [] if f.get("blocks", True)]

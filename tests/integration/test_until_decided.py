@@ -288,3 +288,41 @@ def test_the_sequential_verdict_keeps_the_checks_it_does_not_make():
     apply_sequential(v, _seq(), {})
     assert v.result == "?"
     assert "policy here differs" in v.pairs[0].reasons[-1]
+
+
+def test_quality_items_are_sent_until_a_bucket_decides_the_gate(tmp_path, capsys):
+    """The simulator's 128k model, INT4 weights + FP8 KV against BF16, keys suite: the run
+    sends rounds of new haystacks until the anytime-valid gate fails the suite at the length
+    that dropped (32k), where the fixed design's 3 haystacks per length only dilute it."""
+    from abtui.sim.preset_cli import PresetOptions
+
+    opts = lambda p: PresetOptions(p, time_scale=50)  # noqa: E731
+    base, cand = "h100:llama-3.1-8b:bf16", "h100:llama-3.1-8b:int4:kv=fp8"
+    with (
+        SimProcess(SimConfig(preset=opts(base))) as a,
+        SimProcess(SimConfig(preset=opts(cand))) as b,
+    ):
+        p = tmp_path / "q.toml"
+        p.write_text(
+            f'name = "q"\n[[arms]]\nname = "bf16"\nurl = "{a.url}"\n[[arms]]\n'
+            f'name = "int4"\nurl = "{b.url}"\n[workload]\nrequests = 40\ninput_tokens = 16\n'
+            f"output_tokens = 8\n[load]\nrate = 20\nuntil_decided = true\n[store]\n"
+            f'dir = "{tmp_path}"\ntext = false\n[quality]\nsuites = ["keys"]\n'
+        )
+        rc, out, err = _run(str(p), capsys)
+    assert rc == 3, out  # NO-GO: the quality gate failed
+    with SessionReader(tmp_path / "q.duckdb") as rd:
+        q = rd.meta()["sequential"]["quality"]
+        stored = rd.quality()
+    assert q["stop_reason"] == "decided" and q["decided"] and q["rounds"] > 3
+    (suite,) = q["suites"]
+    failed = [x for x in suite["buckets"] if x["state"] == "fail"]
+    assert suite["state"] == "fail" and [x["bucket"] for x in failed] == ["32k"]
+    assert failed[0]["hi"] < -0.01
+    # 6 lengths × 2 questions a round, fewer once a length passed; every one stored
+    assert 3 * 12 < q["items_per_arm"] <= 12 * q["rounds"]
+    assert len(stored) == 2 * q["items_per_arm"]
+    assert "quality until decided, round" in err
+    assert "keys at 32k accuracy" in out and "anytime-valid quality gate" in out
+    doc = _report_json(tmp_path / "q.duckdb", capsys)
+    assert doc["result"] == "NO-GO" and doc["sequential"]["quality"]["suites"][0]["state"] == "fail"
