@@ -1,7 +1,7 @@
 """``--until-decided``: the run looks at its paired latencies as they come and stops when the
 anytime-valid verdict (:mod:`abtui.stats.seqdecide`) is decided.
 
-The main process keeps, per measured record, only its pairing key and three latencies (not the
+The main process keeps, per measured record, only its pairing key and its latencies (not the
 records: those go to the file), so a look costs a concatenation and one
 :func:`~abtui.stats.seqdecide.evaluate_sequential` over the pairs so far. Looks are spaced
 geometrically: one when at least :data:`LOOK_MIN_PAIRS` and :data:`LOOK_GROWTH` of the pairs
@@ -30,8 +30,8 @@ from abtui.stats import seqdecide as sd
 LOOK_MIN_PAIRS = 25
 LOOK_GROWTH = 0.10
 LOOK_MIN_S = 1.0
-METRICS = ("ttft", "ttft_user", "tpot", "e2e")
-_FN = {"ttft": rm.ttft_s, "ttft_user": rm.ttft_user_s, "tpot": rm.tpot_s, "e2e": rm.e2e_s}
+METRICS = sd.SEQ_METRICS  # ttft, ttft_user, ttfo, tpot, e2e
+_FN = {m: rm.PER_REQUEST[m] for m in METRICS}
 
 
 def design_of(spec: Spec) -> sd.Design:

@@ -274,7 +274,7 @@ def evaluate_sequential(series: dict[str, tuple[np.ndarray, np.ndarray]], design
     return SeqVerdict(decision, stop, reason, rows, pairs, more, design.alpha)
 
 
-SEQ_METRICS = ("ttft", "ttft_user", "tpot", "e2e")
+SEQ_METRICS = ("ttft", "ttft_user", "ttfo", "tpot", "e2e")
 
 
 def supported(key: str) -> bool:
@@ -301,12 +301,7 @@ def paired_series(table, a: int, b: int, metrics: tuple[str, ...] = ("ttft", "tp
     did not succeed. ``table`` is a :class:`abtui.metrics.table.RequestTable`."""
     from abtui.metrics import request as request_metrics
 
-    fn = {
-        "ttft": request_metrics.ttft_s,
-        "ttft_user": request_metrics.ttft_user_s,
-        "tpot": request_metrics.tpot_s,
-        "e2e": request_metrics.e2e_s,
-    }
+    fn = {m: request_metrics.PER_REQUEST[m] for m in SEQ_METRICS}
     sent = ~table.warmup & (table.ok | (table.status == "error"))
     key = np.zeros(len(table), dtype=np.int64)
     for col in (table.run, table.level, table.block, table.item):

@@ -221,3 +221,12 @@ def test_an_a_a_that_may_not_stop_on_no_gain_has_no_time_to_a_decision():
     assert sd.evaluate_sequential(_series(600, 1.0, 11), sd.Design(guardrails=())).more
     slow = sd.evaluate_sequential(_series(120, 1.08, 12), keep)
     assert slow.decision == sd.UNDECIDED and slow.more is not None
+
+
+def test_paired_series_has_ttfo_for_a_sequential_primary():
+    t = synthetic_table(40, [ArmTruth(), ArmTruth()], seed=13)
+    s = sd.paired_series(t, 0, 1, ("ttfo", "ttft"))
+    (a, b), (ta, tb) = s["ttfo"], s["ttft"]
+    assert len(a) == 40 and np.allclose(a, ta, equal_nan=True)  # no reasoning: TTFO is TTFT
+    assert np.allclose(b, tb, equal_nan=True)
+    assert sd.supported("ttfo.p50") and sd.supported("ttfo.p99")

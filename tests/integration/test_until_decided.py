@@ -326,3 +326,32 @@ def test_quality_items_are_sent_until_a_bucket_decides_the_gate(tmp_path, capsys
     assert "keys at 32k accuracy" in out and "anytime-valid quality gate" in out
     doc = _report_json(tmp_path / "q.duckdb", capsys)
     assert doc["result"] == "NO-GO" and doc["sequential"]["quality"]["suites"][0]["state"] == "fail"
+
+
+def test_ttfo_can_be_the_sequential_primary(tmp_path, capsys):
+    """A reasoning model that thinks 2 tokens instead of 8 answers sooner at the same TTFT:
+    with ``ttfo.p50`` as the primary, the run looks at TTFO and stops on GO."""
+    with (
+        SimProcess(SimConfig(seed=1, reasoning_tokens=8, **BASE)) as a,
+        SimProcess(SimConfig(seed=2, reasoning_tokens=2, **BASE)) as b,
+    ):
+        p = tmp_path / "ttfo.toml"
+        text = _spec(tmp_path, "ttfo", a.url, b.url, 1500)
+        body = (
+            open(text)
+            .read()
+            .replace(
+                'guardrails = ["ttft.p50", "tpot.p50"]', 'primary = "ttfo.p50"\nguardrails = []'
+            )
+        )
+        body = body.replace('primary = "e2e.p50"\n', "") + '\n[request]\napi = "chat"\n'
+        body = body.replace("output_tokens = 8", "output_tokens = 16")  # an answer after it
+        p.write_text(body)
+        rc, out, err = _run(str(p), capsys)
+    assert rc == 0, out
+    with SessionReader(tmp_path / "ttfo.duckdb") as rd:
+        seq = rd.meta()["sequential"]
+    assert seq["stop_reason"] == "decided" and seq["decision"] == "GO"
+    (row,) = seq["rows"]
+    assert row["key"] == "ttfo.p50" and row["state"] == "IMPROVED"
+    assert -0.5 < row["effect"] < -0.15 and seq["stopped_at"] < 750  # 36 ms → 24 ms
