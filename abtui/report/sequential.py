@@ -49,7 +49,7 @@ def quality_lines(q: dict | None) -> list[str]:
         out.append(f"    {s['suite']}: {s['state']} (margin −{float(s['margin']) * 100:g} pp)")
         for b in s["buckets"]:
             more = b.get("more_clusters")
-            tail = f"; ~{more:,} more clusters would decide" if more else ""
+            tail = f", ~{more:,} more clusters" if more else ""
             out.append(
                 f"      {b['bucket']}: {_acc(b.get('acc_a'))} → {_acc(b.get('acc_b'))}, Δacc "
                 f"{_pp(b.get('delta'))} [{_pp(b.get('lo'))}, {_pp(b.get('hi'))}] "
@@ -64,3 +64,16 @@ def _pp(x) -> str:
 
 def _acc(x) -> str:
     return "—" if x is None or not math.isfinite(x) else f"{x:.1%}"
+
+
+def fixed_n_heading(seq: dict | None, policy: dict) -> str | None:
+    """The line over the fixed-n notes of a run that stopped on the anytime-valid rule (their
+    "requests per arm would decide" are a fixed design's, not this run's); None otherwise."""
+    from abtui.verdict.sequential import applies
+
+    if not applies(seq, policy):
+        return None
+    return (
+        "fixed-n notes (descriptive: this run stopped on the anytime-valid rule, so its n was "
+        "not fixed):"
+    )

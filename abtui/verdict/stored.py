@@ -37,7 +37,7 @@ from abtui.verdict.policy import (
     resolve_policy,
 )
 
-VERDICT_FORMAT = 1  # the stored verdict's layout; a change in how a verdict is computed bumps it
+VERDICT_FORMAT = 2  # the stored verdict's layout; a change in how a verdict is computed bumps it
 
 _EFFECT_FLOATS = ("a", "b", "ratio", "lo", "hi", "p", "n_eff", "min_eff", "p_adj", "delta")
 

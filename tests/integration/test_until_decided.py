@@ -110,6 +110,9 @@ def test_identical_candidate_spends_its_budget_inconclusive(tmp_path, capsys):
         rc, out, err = _run(_spec(tmp_path, "same", a.url, b.url, budget), capsys)
     assert rc == 4, out
     assert "Verdict: INCONCLUSIVE" in out and "ran its whole budget" in out
+    # the fixed design's notes are marked descriptive; throughput at 40 req/s is not extrapolated
+    assert "fixed-n notes (descriptive" in out and "set by the open-loop rate (40 req/s" in out
+    assert "throughput (output tok/s): about" not in out
     with SessionReader(tmp_path / "same.duckdb") as rd:
         meta = rd.meta()
     seq = meta["sequential"]
