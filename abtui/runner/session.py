@@ -644,13 +644,12 @@ class SessionRun:
         elif spec.quality.enabled and not self.interrupts.count and not self.fatal:
             self.phase = "quality"  # after the load test, never timed with it (abtui.quality.run)
             obs.progress(self.snap())
-            stop = lambda: self.interrupts.count > 0  # noqa: E731
             if self.until is not None:  # items until the quality gate is decided, too
-                doc = run_quality_until_decided(spec, self.targets, writer, obs, stop)
+                doc = run_quality_until_decided(spec, self.targets, writer, obs, self._stopping)
                 if doc is not None:
                     writer.write_meta(sequential=self.until.to_dict() | {"quality": doc})
             else:
-                run_quality(spec, self.targets, writer, obs, stop=stop)
+                run_quality(spec, self.targets, writer, obs, stop=self._stopping)
         if self.interrupts.count:
             self.status = "interrupted"
         elif self.fatal:
@@ -658,6 +657,10 @@ class SessionRun:
         else:
             self.status = "complete"
         self.phase = "done"
+
+    def _stopping(self) -> bool:
+        """A stop was asked for (Ctrl-C, SIGTERM, the UI's quit)."""
+        return self.interrupts.count > 0
 
     def _store_sequential(self) -> None:
         """--until-decided: the verdict where the run stopped, else one last look over every
