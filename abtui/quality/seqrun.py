@@ -24,6 +24,7 @@ from abtui.quality.items import QualityItem
 from abtui.quality.seqgate import sequential_gate
 
 MAX_ROUNDS = 200
+SAY_EVERY_S = 5.0  # a round's line on the console at most this often (every one in the events)
 
 
 def round_items(q, prof: sizing.Profile, lengths, r: int) -> list[QualityItem]:
@@ -75,12 +76,13 @@ def run_until_decided(
         writer.event("quality", f"quality suites not run: {e}")
         obs.message(f"quality suites not run: {e}")
         return None
-    t0 = time.monotonic()
+    t0 = said = time.monotonic()
     rows: list[dict] = []
     sent: list[QualityItem] = []
     looks: list[dict] = []
     gate: dict | None = None
     reason = "budget"
+    line = None  # the last round's line not yet said
     for r in range(MAX_ROUNDS):
         if stop():
             reason = "interrupted"
@@ -115,12 +117,17 @@ def run_until_decided(
         looks.append({"round": r + 1, "items": len(sent), "decided": gate["decided"]})
         line = _line(r, gate)
         writer.event("quality", line)
-        obs.message(line)
+        if gate["decided"] or time.monotonic() - said >= SAY_EVERY_S:
+            said = time.monotonic()
+            obs.message(line)
+            line = None
         if gate["decided"]:
             reason = "decided"
             break
         if time.monotonic() - t0 > q.budget_s:
             break
+    if line:  # the last round's, when it was not said
+        obs.message(line)
     run.finish(spec, targets, writer, sent, rows, stop)
     doc = dict(gate or {"suites": [], "no_go": [], "undecided": [], "decided": False})
     doc.update(
