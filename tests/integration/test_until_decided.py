@@ -326,6 +326,7 @@ def test_quality_items_are_sent_until_a_bucket_decides_the_gate(tmp_path, capsys
     assert 3 * 12 < q["items_per_arm"] <= 12 * q["rounds"]
     assert len(stored) == 2 * q["items_per_arm"]
     assert "quality until decided, round" in err
+    assert f"quality until decided: decided after {q['rounds']} round(s)" in out  # the summary
     assert "keys at 32k accuracy" in out and "anytime-valid quality gate" in out
     doc = _report_json(tmp_path / "q.duckdb", capsys)
     assert doc["result"] == "NO-GO" and doc["sequential"]["quality"]["suites"][0]["state"] == "fail"
