@@ -128,7 +128,8 @@ def _row(suite, bucket, ra, rb, cl) -> QualityRow:
     )
 
 
-def _bucket_key(bucket: str) -> tuple:
+def bucket_order(bucket: str) -> tuple:
+    """Sort key of a length bucket: ``1k`` < ``2k`` < ``32k``, then named ones."""
     digits = bucket.rstrip("k")
     return (0, int(digits)) if digits.isdigit() else (1, bucket)
 
@@ -157,7 +158,7 @@ def paired(rows: list[dict], a: int, b: int) -> dict:
             groups[(xa["suite"], xa["bucket"])].append(rec)
     suites, buckets = [], []
     for (suite, bucket), recs in sorted(
-        groups.items(), key=lambda kv: (kv[0][0], _bucket_key(kv[0][1]))
+        groups.items(), key=lambda kv: (kv[0][0], bucket_order(kv[0][1]))
     ):
         ra, rb, cl = zip(*recs, strict=True)
         q = _row(suite, bucket, ra, rb, cl)

@@ -36,6 +36,7 @@ from collections import defaultdict
 import numpy as np
 
 from abtui.quality.gates import FAIL, PASS, UNDECIDED, margin_of, pp
+from abtui.quality.paired import bucket_order
 from abtui.stats import sequential as sq
 from abtui.stats.betting import bounded_mean_cs
 
@@ -46,11 +47,6 @@ MIN_CLUSTERS = 10  # no bucket passes on fewer (the fixed gate's 30 items, in ha
 def _detail(r: dict) -> dict:
     d = r["detail"]
     return d if isinstance(d, dict) else json.loads(d or "{}")
-
-
-def _bucket_key(bucket: str) -> tuple:
-    digits = bucket.rstrip("k")
-    return (0, int(digits)) if digits.isdigit() else (1, bucket)
 
 
 def cluster_series(rows: list[dict], a: int, b: int) -> dict:
@@ -74,7 +70,7 @@ def cluster_series(rows: list[dict], a: int, b: int) -> dict:
     return {
         s: {
             bk: [((nb - na) / n, n, na, nb) for n, na, nb in cls.values()]
-            for bk, cls in sorted(bks.items(), key=lambda kv: _bucket_key(kv[0]))
+            for bk, cls in sorted(bks.items(), key=lambda kv: bucket_order(kv[0]))
         }
         for s, bks in groups.items()
     }
