@@ -12,8 +12,14 @@ with ``load.until_decided``, and reads the stored ``sequential`` key and the ver
 - ``fast``: the candidate ``--speedup`` times faster (TTFT and ITL). Reported: the pairs and
   seconds at the stop, and the share GO.
 
+``--sim fixed`` (the default) is the fixed-delay simulator above; ``--sim preset`` the
+continuous-batching one (``--preset`` on both arms for ``aa``, ``--fast-preset`` as the
+candidate for ``fast``, ``--time-scale`` times faster than the modelled GPU): queueing and
+batching dynamics instead of independent delays.
+
     nice -n 10 python scripts/bench_until_decided.py --cells aa --repeats 20 --budget 300
     nice -n 10 python scripts/bench_until_decided.py --cells fast --repeats 10 --speedup 1.25
+    nice -n 10 python scripts/bench_until_decided.py --sim preset --cells aa --repeats 50
 """
 
 from __future__ import annotations
@@ -46,17 +52,34 @@ def _spec(a: str, b: str, args, name: str, out: Path, seed: int):
     return validate(spec, "bench")
 
 
-def one(cell: str, k: int, args, out: Path) -> dict:
-    from abtui.runner.session import run_session
+def _sims(cell: str, k: int, args):
+    """The baseline's and candidate's simulator configurations of repeat ``k``."""
     from abtui.sim.engine import SimConfig
-    from abtui.sim.process import SimProcess
-    from abtui.verdict.saved import session_verdict
 
+    if args.sim == "preset":
+        from abtui.sim.preset_cli import PresetOptions
+
+        cand = args.fast_preset if cell == "fast" else args.preset
+        return (
+            SimConfig(
+                seed=2 * k + 1, preset=PresetOptions(args.preset, time_scale=args.time_scale)
+            ),
+            SimConfig(seed=2 * k + 2, preset=PresetOptions(cand, time_scale=args.time_scale)),
+        )
     f = args.speedup if cell == "fast" else 1.0
     base = SimConfig(seed=2 * k + 1, ttft_ms=args.ttft_ms, itl_ms=args.itl_ms, jitter_ms=1.0)
     cand = SimConfig(
         seed=2 * k + 2, ttft_ms=args.ttft_ms / f, itl_ms=args.itl_ms / f, jitter_ms=1.0
     )
+    return base, cand
+
+
+def one(cell: str, k: int, args, out: Path) -> dict:
+    from abtui.runner.session import run_session
+    from abtui.sim.process import SimProcess
+    from abtui.verdict.saved import session_verdict
+
+    base, cand = _sims(cell, k, args)
     with SimProcess(base) as a, SimProcess(cand) as b:
         spec = _spec(a.url, b.url, args, f"{cell}-{k}", out, seed=k)
         t = time.monotonic()
@@ -65,6 +88,7 @@ def one(cell: str, k: int, args, out: Path) -> dict:
     sv = session_verdict(res.path)
     seq = sv.meta.get("sequential") or {}
     return {
+        "sim": args.sim,
         "cell": cell,
         "repeat": k,
         "status": res.status,
@@ -81,18 +105,19 @@ def one(cell: str, k: int, args, out: Path) -> dict:
 
 def summarise(rows: list[dict]) -> list[str]:
     out = [
-        "| cell | runs | GO | NO-GO | INCONCLUSIVE | stopped early | pairs (median) | s (median) |"
+        "| sim | cell | runs | GO | NO-GO | INCONCLUSIVE | stopped early | pairs (median) "
+        "| s (median) |"
     ]
-    out.append("|---|--:|--:|--:|--:|--:|--:|--:|")
-    for cell in sorted({r["cell"] for r in rows}):
-        rs = [r for r in rows if r["cell"] == cell]
+    out.append("|---|---|--:|--:|--:|--:|--:|--:|--:|")
+    for sim, cell in sorted({(r.get("sim", "fixed"), r["cell"]) for r in rows}):
+        rs = [r for r in rows if r["cell"] == cell and r.get("sim", "fixed") == sim]
         n = len(rs)
         count = {x: sum(r["result"] == x for r in rs) for x in ("GO", "NO-GO", "INCONCLUSIVE")}
         early = sum(r["stop_reason"] == "decided" for r in rs)
         pairs = statistics.median(r["pairs"] or 0 for r in rs)
         wall = statistics.median(r["wall_s"] for r in rs)
         out.append(
-            f"| {cell} | {n} | {count['GO']} | {count['NO-GO']} | {count['INCONCLUSIVE']} | "
+            f"| {sim} | {cell} | {n} | {count['GO']} | {count['NO-GO']} | {count['INCONCLUSIVE']} | "
             f"{early} | {pairs:.0f} | {wall:.1f} |"
         )
     return out
@@ -108,9 +133,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--itl-ms", type=float, default=2.0)
     p.add_argument("--speedup", type=float, default=1.25, help="fast: candidate this × faster")
     p.add_argument("--guardrails", default="ttft.p50,tpot.p50", help="'' for the defaults")
+    p.add_argument("--sim", choices=("fixed", "preset"), default="fixed")
+    p.add_argument("--preset", default="h100:llama-3-8b:bf16", help="--sim preset: both arms")
+    p.add_argument("--fast-preset", default="h100:llama-3-8b:fp8", help="--sim preset: fast")
+    p.add_argument("--time-scale", type=float, default=10.0, help="--sim preset")
+    p.add_argument("--summarise", nargs="*", help="only pool these --json files' rows")
     p.add_argument("--dir", help="session files (default: a temporary folder)")
     p.add_argument("--json", help="write every run's row here")
     args = p.parse_args(argv)
+    if args.summarise:
+        rows = [r for f in args.summarise for r in json.loads(Path(f).read_text())]
+        print("\n".join(summarise(rows)))
+        return 0
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(args.dir or tmp)

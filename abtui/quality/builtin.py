@@ -125,11 +125,17 @@ def _item(
 
 
 def niah(
-    seed: int, lengths: list[int], per_length: int, tokens_per_word: float | None = None
+    seed: int,
+    lengths: list[int],
+    per_length: int,
+    tokens_per_word: float | None = None,
+    start: int = 0,
 ) -> list[QualityItem]:
+    """Haystacks ``start`` … ``start + per_length − 1`` of each length, each at every depth
+    (haystack ``s`` has its own seed: a later round's items are new draws)."""
     out = []
     for li, n in enumerate(lengths):
-        for s in range(per_length):
+        for s in range(start, start + per_length):
             sd = _seed(seed, 1, li, s)
             for depth in DEPTHS:
                 g = prompts.needle_prompt(sd, _words(n, tokens_per_word), depth)
@@ -148,11 +154,15 @@ def niah(
 
 
 def keys(
-    seed: int, lengths: list[int], per_length: int, tokens_per_word: float | None = None
+    seed: int,
+    lengths: list[int],
+    per_length: int,
+    tokens_per_word: float | None = None,
+    start: int = 0,
 ) -> list[QualityItem]:
     out = []
     for li, n in enumerate(lengths):
-        for s in range(per_length):
+        for s in range(start, start + per_length):
             sd = _seed(seed, 2, li, s)
             first = random.Random(f"keys-asked:{sd}").randrange(N_KEYS)
             for q in range(QUESTIONS_PER_HAYSTACK):
@@ -171,12 +181,13 @@ def keys(
     return out
 
 
-def exact(seed: int, n: int) -> list[QualityItem]:
-    """``n`` items of each exact task; the capitals are drawn without repeats while they last."""
+def exact(seed: int, n: int, start: int = 0) -> list[QualityItem]:
+    """``n`` items of each exact task (from the ``start``-th); the capitals are drawn without
+    repeats while they last."""
     countries = sorted(prompts.CAPITALS)
     random.Random(f"capitals:{seed}").shuffle(countries)
     out = []
-    for s in range(n):
+    for s in range(start, start + n):
         for g in (
             prompts.copy_prompt(_seed(seed, 3, s)),
             prompts.capital_prompt(s, countries[s % len(countries)]),
@@ -205,10 +216,12 @@ def build(
     max_length: int | None = None,
     tokens_per_word: float | None = None,
     lengths: list[int] | None = None,
+    start: int = 0,
 ) -> list[QualityItem]:
     """The items of the named built-in ``suites`` (ids unique across them). ``lengths``: the
     retrieval grid when already chosen (:mod:`abtui.quality.sizing`), else every length that
-    fits."""
+    fits. ``start``: the first cell index (a later round of a run ``--until-decided`` builds
+    cells ``start`` … ``start + per_cell − 1``, new items)."""
     unknown = [s for s in suites if s not in SUITES]
     if unknown:
         raise UsageError(
@@ -219,9 +232,9 @@ def build(
         if name in ("niah", "keys") and lengths is None:
             lengths = lengths_for(max_context, max_tokens, max_length, tokens_per_word)
         if name == "niah":
-            items += niah(seed, lengths, per_cell, tokens_per_word)
+            items += niah(seed, lengths, per_cell, tokens_per_word, start)
         elif name == "keys":
-            items += keys(seed, lengths, per_cell, tokens_per_word)
+            items += keys(seed, lengths, per_cell, tokens_per_word, start)
         else:
-            items += exact(seed, per_cell * EXACT_PER_CELL)
+            items += exact(seed, per_cell * EXACT_PER_CELL, start * EXACT_PER_CELL)
     return items

@@ -137,7 +137,8 @@ class PairedQuality:
     unpaired: int  # items left out: scored on one arm only
 
 
-def _bucket_key(bucket: str) -> tuple:
+def bucket_order(bucket: str) -> tuple:
+    """Sort key of a length bucket: ``1k`` < ``2k`` < ``32k``, then named ones."""
     digits = bucket.rstrip("k")
     return (0, int(digits)) if digits.isdigit() else (1, bucket)
 
@@ -166,7 +167,7 @@ def paired(rows: list[dict], a: int, b: int) -> PairedQuality:
             groups[(xa["suite"], xa["bucket"])].append(rec)
     suites, buckets = [], []
     for (suite, bucket), recs in sorted(
-        groups.items(), key=lambda kv: (kv[0][0], _bucket_key(kv[0][1]))
+        groups.items(), key=lambda kv: (kv[0][0], bucket_order(kv[0][1]))
     ):
         ra, rb, cl = zip(*recs, strict=True)
         q = _row(suite, bucket, ra, rb, cl)

@@ -314,6 +314,14 @@ def print_session_summary(
             f"(budget {seq.get('budget_pairs') or 0:,}; {len(seq.get('looks') or [])} looks): "
             f"{term(str(seq.get('decision')))}"
         )
+        q = seq.get("quality")
+        if isinstance(q, dict) and q.get("suites"):  # its quality items, sent until decided
+            states = ", ".join(f"{s['suite']} {s['state']}" for s in q["suites"])
+            console.print(
+                f"quality until decided: {term(str(q.get('stop_reason')))} after "
+                f"{q.get('rounds') or 0} round(s), {q.get('items_per_arm') or 0:,} items per "
+                f"arm: {term(states)}"
+            )
     if any(s.generator_behind for s in sums):
         console.print(
             "[yellow]warning:[/] the load generator fell behind its schedule "

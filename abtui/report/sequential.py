@@ -32,4 +32,48 @@ def row_lines(seq: dict | None) -> list[str]:
             f"[{_pct(r.get('lo'))}, {_pct(r.get('hi'))}] δ {float(r.get('delta') or 0):.0%} "
             f"→ {r.get('state')}{note}"
         )
+    out += quality_lines(seq.get("quality"))
     return out
+
+
+def quality_lines(q: dict | None) -> list[str]:
+    """The anytime-valid quality gate of a run that sent items until decided: per suite and
+    length bucket its interval of Δacc and state; ``[]`` without one."""
+    if not isinstance(q, dict) or not q.get("suites"):
+        return []
+    out = [
+        f"  anytime-valid quality gate ({q.get('rounds', 0)} round(s), "
+        f"{q.get('items_per_arm', 0):,} items per arm, stopped: {q.get('stop_reason')}):"
+    ]
+    for s in q["suites"]:
+        out.append(f"    {s['suite']}: {s['state']} (margin −{float(s['margin']) * 100:g} pp)")
+        for b in s["buckets"]:
+            more = b.get("more_clusters")
+            tail = f", ~{more:,} more clusters" if more else ""
+            out.append(
+                f"      {b['bucket']}: {_acc(b.get('acc_a'))} → {_acc(b.get('acc_b'))}, Δacc "
+                f"{_pp(b.get('delta'))} [{_pp(b.get('lo'))}, {_pp(b.get('hi'))}] "
+                f"({b.get('items')} items, {b.get('clusters')} clusters) → {b['state']}{tail}"
+            )
+    return out
+
+
+def _pp(x) -> str:
+    return "—" if x is None or not math.isfinite(x) else f"{x * 100:+.1f} pp"
+
+
+def _acc(x) -> str:
+    return "—" if x is None or not math.isfinite(x) else f"{x:.1%}"
+
+
+def fixed_n_heading(seq: dict | None, policy: dict) -> str | None:
+    """The line over the fixed-n notes of a run that stopped on the anytime-valid rule (their
+    "requests per arm would decide" are a fixed design's, not this run's); None otherwise."""
+    from abtui.verdict.sequential import applies
+
+    if not applies(seq, policy):
+        return None
+    return (
+        "fixed-n notes (descriptive: this run stopped on the anytime-valid rule, so its n was "
+        "not fixed):"
+    )

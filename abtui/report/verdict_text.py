@@ -404,7 +404,13 @@ def print_verdict(sv: SessionVerdict, out: TextIO, width: int | None = None) -> 
         for line in row_lines(sv.meta.get("sequential")):  # a run --until-decided
             console.print(hanging("  ", line, width))
         _print_quality(console, pair, sv.meta, width if fit else None)
-        for e in rows_of(pair, pol):  # every shown row's reason, not only the guardrails'
+        from abtui.report.sequential import fixed_n_heading
+
+        head = fixed_n_heading(sv.meta.get("sequential"), pol)
+        noted = [e for e in rows_of(pair, pol) if e.note]
+        if head and noted:
+            console.print(hanging("  ", head, width))
+        for e in noted:  # every shown row's reason, not only the guardrails'
             if e.note:
                 console.print(hanging("  ", f"{label(e.key)}: {e.note}", width, "    "))
         if pair.cost:

@@ -13,6 +13,7 @@ from typing import Protocol
 from abtui.client.redact import Scrubber, scrub_url
 from abtui.metrics.live import GaugeHistory, LiveArm
 from abtui.stats.decide import DELTA_CENTRAL, DELTA_TAIL
+from abtui.stats.seqdecide import SeqVerdict
 from abtui.workload.segments import Position
 
 
@@ -67,6 +68,20 @@ class Snapshot:
     sequential: str | None = None
     """``--until-decided``: the anytime-valid verdict at the last look, in one line (what is
     decided, what is left, the expected remaining time); None otherwise."""
+    look: SeqLook | None = None
+    """``--until-decided``: the last look itself (each row's anytime-valid interval, state and
+    pairs to its decision) for the live strip; None before the first look and otherwise."""
+
+
+@dataclass(frozen=True)
+class SeqLook:
+    """One look of a ``--until-decided`` run, as the live strip shows it. ``verdict`` is never
+    changed after the look made it, so the UI may read it from its own thread."""
+
+    verdict: SeqVerdict
+    remaining_s: float | None  # the pair's ``more`` at the run's pace (None: unknown)
+    budget_pairs: int
+    stop_reason: str | None = None  # decided / budget / interrupted / failed, once it ended
 
 
 @dataclass

@@ -27,6 +27,7 @@ from abtui.client.redact import Scrubber, secrets_of
 from abtui.errors import StoreWriteError
 from abtui.quality import interleave
 from abtui.quality.run import run_for_session as run_quality
+from abtui.quality.seqrun import run_until_decided as run_quality_until_decided
 from abtui.runner.cuts import Cuts
 from abtui.runner.endpoints import resolve_targets
 from abtui.runner.generator import ArmPlan
@@ -319,6 +320,7 @@ class SessionRun:
             phase=self.phase,
             segment=seg,
             sequential=self.seq_line,
+            look=self.until.seq_look() if self.until is not None else None,
         )
 
     def _result(self) -> SessionResult:
@@ -653,7 +655,12 @@ class SessionRun:
         elif spec.quality.enabled and not self.interrupts.count and not self.fatal:
             self.phase = "quality"  # after the load test, never timed with it (abtui.quality.run)
             obs.progress(self.snap())
-            run_quality(spec, self.targets, writer, obs, stop=lambda: self.interrupts.count > 0)
+            if self.until is not None:  # items until the quality gate is decided, too
+                doc = run_quality_until_decided(spec, self.targets, writer, obs, self._stopping)
+                if doc is not None:
+                    writer.write_meta(sequential=self.until.to_dict() | {"quality": doc})
+            else:
+                run_quality(spec, self.targets, writer, obs, stop=self._stopping)
         if self.interrupts.count:
             self.status = "interrupted"
         elif self.fatal:
@@ -661,6 +668,10 @@ class SessionRun:
         else:
             self.status = "complete"
         self.phase = "done"
+
+    def _stopping(self) -> bool:
+        """A stop was asked for (Ctrl-C, SIGTERM, the UI's quit)."""
+        return self.interrupts.count > 0
 
     def _store_sequential(self) -> None:
         """--until-decided: the verdict where the run stopped, else one last look over every

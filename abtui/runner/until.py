@@ -1,7 +1,7 @@
 """``--until-decided``: the run looks at its paired latencies as they come and stops when the
 anytime-valid verdict (:mod:`abtui.stats.seqdecide`) is decided.
 
-The main process keeps, per measured record, only its pairing key and three latencies (not the
+The main process keeps, per measured record, only its pairing key and its latencies (not the
 records: those go to the file), so a look costs a concatenation and one
 :func:`~abtui.stats.seqdecide.evaluate_sequential` over the pairs so far. Looks are spaced
 geometrically: one when at least :data:`LOOK_MIN_PAIRS` and :data:`LOOK_GROWTH` of the pairs
@@ -23,14 +23,15 @@ from abtui.client.records import RequestRecord
 from abtui.metrics import request as rm
 from abtui.metrics.table import RequestTable
 from abtui.metrics.tails import tail_min_n
+from abtui.runner.observer import SeqLook
 from abtui.spec import Spec
 from abtui.stats import seqdecide as sd
 
 LOOK_MIN_PAIRS = 25
 LOOK_GROWTH = 0.10
 LOOK_MIN_S = 1.0
-METRICS = ("ttft", "ttft_user", "tpot", "e2e")
-_FN = {"ttft": rm.ttft_s, "ttft_user": rm.ttft_user_s, "tpot": rm.tpot_s, "e2e": rm.e2e_s}
+METRICS = sd.SEQ_METRICS  # ttft, ttft_user, ttfo, tpot, e2e
+_FN = {m: rm.PER_REQUEST[m] for m in METRICS}
 
 
 def design_of(spec: Spec) -> sd.Design:
@@ -158,6 +159,13 @@ class UntilDecided:
         last = self.monitor.last
         return None if last is None else sd.remaining_seconds(last.more, self.pairs_per_s())
 
+    def seq_look(self) -> SeqLook | None:
+        """The last look for the live strip (None before the first)."""
+        last = self.monitor.last
+        if last is None:
+            return None
+        return SeqLook(last, self.remaining_s(), self.budget_pairs, self.stop_reason)
+
     def to_dict(self) -> dict:
         out = self.monitor.to_dict()
         rate = self.pairs_per_s()
@@ -180,11 +188,11 @@ def status_line(v: sd.SeqVerdict, remaining_s: float | None) -> str:
     if v.more is not None:
         left = f"; about {v.more:,} more pairs"
         if remaining_s is not None:
-            left += f" (~{_duration(remaining_s)})"
+            left += f" (~{duration_text(remaining_s)})"
     return f"anytime-valid at {v.pairs:,} pairs: {v.reason}{left}"
 
 
-def _duration(s: float) -> str:
+def duration_text(s: float) -> str:
     if s < 90:
         return f"{s:.0f} s"
     if s < 5400:

@@ -197,8 +197,8 @@ def _validate_until_decided(spec: Spec, source: str) -> None:
     bad = [k for k in [pol.primary, *pol.guardrails] if not supported(k)]
     if bad:
         raise SpecError(
-            f"{source}: load.until_decided decides latency rows only (ttft, ttft_user, tpot, "
-            f"e2e: mean, p50, p90, p95, p99); not {', '.join(bad)}",
+            f"{source}: load.until_decided decides latency rows only (ttft, ttft_user, ttfo, "
+            f"tpot, e2e: mean, p50, p90, p95, p99); not {', '.join(bad)}",
             "set policy.primary / policy.guardrails to latency rows, or "
             + hint[0].lower()
             + hint[1:],

@@ -26,6 +26,7 @@ class Code(StrEnum):
     PAST_DELTA = "past_delta"  # non-inferiority: the estimate itself is at or past δ
     CI_PAST_DELTA = "ci_past_delta"  # non-inferiority: the CI's worse bound reaches past δ
     NOT_COMPARABLE = "not_comparable"  # the arms did not do the same work (verdict.comparable)
+    SET_BY_LOAD = "set_by_load"  # a rate the open-loop arrivals set (verdict.comparable)
     # one pair (abtui.verdict.policy)
     PRIMARY_IMPROVED = "primary_improved"
     PRIMARY_IMPROVED_BUT = "primary_improved_but"  # ... but something forbids GO

@@ -237,16 +237,24 @@ def _pair(rows: list[SeqRow], design: Design) -> tuple[str, str]:
     return UNDECIDED, "undecided: " + ", ".join(open_rows)
 
 
-def _more(rows: list[SeqRow]) -> int | None:
-    """Further pairs to a decision at the current effects: every row's to GO when each heads
-    there (the slowest), else the first row's to NO-GO or NO-GAIN."""
+def _more(rows: list[SeqRow], stop_on_no_gain: bool = True) -> int | None:
+    """Further pairs to a decision that stops at the current effects: every row's to GO when
+    each heads there (the slowest), else the first row's to NO-GO (or to NO-GAIN where that
+    stops); None when no row heads for a stop (an A/A that may not stop on NO-GAIN runs to
+    its budget)."""
     prim = rows[0]
     heads_go = prim.state in (IMPROVED, UNDECIDED) and (prim.effect < -prim.delta)
     heads_go = heads_go and all(g.state == SHOWN or g.effect < g.delta for g in rows[1:])
     if heads_go:
         need = [r.more for r in rows if not r.decided or (r is prim and r.state != IMPROVED)]
         return None if any(x is None for x in need) else max(need, default=0)
-    need = [r.more for r in rows if r.more is not None and not r.decided]
+    need = [
+        r.more
+        for r in rows
+        if r.more is not None
+        and not r.decided
+        and (stop_on_no_gain or not r.callable or r.effect > r.delta)
+    ]
     return min(need) if need else None
 
 
@@ -262,11 +270,11 @@ def evaluate_sequential(series: dict[str, tuple[np.ndarray, np.ndarray]], design
     decision, reason = _pair(rows, design)
     stop = decision in (GO, NO_GO) or (decision == NO_GAIN and design.stop_on_no_gain)
     pairs = max((r.n for r in rows), default=0)
-    more = None if stop else _more(rows)
+    more = None if stop else _more(rows, design.stop_on_no_gain)
     return SeqVerdict(decision, stop, reason, rows, pairs, more, design.alpha)
 
 
-SEQ_METRICS = ("ttft", "ttft_user", "tpot", "e2e")
+SEQ_METRICS = ("ttft", "ttft_user", "ttfo", "tpot", "e2e")
 
 
 def supported(key: str) -> bool:
@@ -293,12 +301,7 @@ def paired_series(table, a: int, b: int, metrics: tuple[str, ...] = ("ttft", "tp
     did not succeed. ``table`` is a :class:`abtui.metrics.table.RequestTable`."""
     from abtui.metrics import request as request_metrics
 
-    fn = {
-        "ttft": request_metrics.ttft_s,
-        "ttft_user": request_metrics.ttft_user_s,
-        "tpot": request_metrics.tpot_s,
-        "e2e": request_metrics.e2e_s,
-    }
+    fn = {m: request_metrics.PER_REQUEST[m] for m in SEQ_METRICS}
     sent = ~table.warmup & (table.ok | (table.status == "error"))
     key = np.zeros(len(table), dtype=np.int64)
     for col in (table.run, table.level, table.block, table.item):

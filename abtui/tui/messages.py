@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from textual.message import Message
 
 from abtui.metrics.live import ArmView
-from abtui.runner.observer import ArmProgress, RunInfo
+from abtui.runner.observer import ArmProgress, RunInfo, SeqLook
 from abtui.workload.segments import Position
 
 
@@ -32,6 +32,7 @@ class RunProgress(Message):
         arms: list[ArmState],
         segment: Position | None = None,
         sequential: str | None = None,
+        look: SeqLook | None = None,
     ) -> None:
         super().__init__()
         self.elapsed_s = elapsed_s
@@ -39,6 +40,7 @@ class RunProgress(Message):
         self.arms = arms
         self.segment = segment  # sweep level, run, block and turn; None: a plain run
         self.sequential = sequential  # --until-decided: the anytime-valid status, one line
+        self.look = look  # --until-decided: the last look's rows, for the strip
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, RunProgress)

@@ -180,3 +180,29 @@ def usage_finding(table: RequestTable, comp: Comparison, names: list[str]) -> Fi
     )
     rows = sorted({e.key for e in comp.effects if _bound(e.key, USAGE_BOUND)}) if blocks else []
     return Finding("usage_outruns_stream", reason, blocks, tuple(rows), {"arms": per_arm})
+
+
+RATE_SET = ("throughput.requests", "throughput.output_tokens")
+
+
+def rate_set_notes(load: dict | None) -> dict[str, Reason]:
+    """Open-loop arrivals with no in-flight cap offer both arms the same requests at the same
+    instants, so each arm's throughput is the offered rate while it keeps up (and E2E, TTFT and
+    the generator checks show one that does not): the throughput rows are not called, and no
+    number of requests would decide them — an "about N requests would decide" there was an
+    extrapolation of noise (a shorter tail ending the run sooner). ``{row: note}``; empty for a
+    closed loop or a capped rate, where throughput is the server's."""
+    load = load or {}
+    open_loop = (
+        load.get("rate") is not None or load.get("sweep_rate") or (load.get("arrival") == "replay")
+    )
+    if not open_loop or load.get("concurrency") or load.get("sweep_concurrency"):
+        return {}
+    rate = load.get("rate")
+    offered = f"{rate:g} req/s offered to both arms" if rate else "the same arrivals for both arms"
+    note = Reason(
+        Code.SET_BY_LOAD,
+        f"set by the open-loop rate ({offered}): it follows the rate while an arm keeps up, "
+        "so it is not called, and more requests would not decide it",
+    )
+    return dict.fromkeys(RATE_SET, note)

@@ -53,7 +53,7 @@ from abtui.stats.multiple import benjamini_hochberg, holm
 from abtui.stats.reasons import Code, Reason, code_of, codes
 from abtui.stats.sweep import sweep_summary
 from abtui.store.schema import COMPLETE
-from abtui.verdict.comparable import Finding, length_finding, usage_finding
+from abtui.verdict.comparable import Finding, length_finding, rate_set_notes, usage_finding
 from abtui.verdict.resolved import Policy, resolve_policy
 
 
@@ -577,7 +577,9 @@ def evaluate(
             if f
         ]
         not_comparable = {k: v for f in findings for k, v in f.notes.items()}
-        apply_policy(comp, pol, noise_floor, not_comparable)
+        # throughput under open-loop arrivals: the design sets it (no call, nothing to extrapolate)
+        fixed = {k: v for k, v in rate_set_notes(spec.get("load")).items() if comp.get(k)}
+        apply_policy(comp, pol, noise_floor, fixed | not_comparable)
         out = _pair_result(comp, pol, status, names, table, machine_note, lost, findings)
         result, reasons = out.result, out.reasons
         qual = evaluate_quality(quality or [], a, b, spec.get("quality"))

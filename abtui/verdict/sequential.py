@@ -50,11 +50,14 @@ def headline(seq: dict) -> str:
     )
 
 
-def would_decide(seq: dict) -> str | None:
-    """What more data would decide, in pairs and time at the run's pace (None: unknown)."""
+def would_decide(seq: dict) -> str:
+    """What more data would decide, in pairs and time at the run's pace."""
     more = seq.get("more")
-    if more is None:
-        return None
+    if more is None:  # no row heads for GO or NO-GO (an A/A), or the effect sits at δ
+        return (
+            "no decision in sight: at the current effects no row heads for GO or NO-GO, so "
+            "more pairs are not expected to decide"
+        )
     rem = seq.get("remaining_s")
     at = f", about {_minutes(rem)} at this run's pace" if rem is not None else ""
     rows = seq.get("rows") or [{}]
@@ -80,7 +83,9 @@ def _others(pair, seq: dict, policy: Policy, meta: dict) -> tuple[list[str], lis
     if ra is not None and rb is not None and p is not None and rb > ra:
         text = f"errors rose: {rb:.1%} of requests vs {ra:.1%} (one-sided Fisher p = {p:.3g})"
         (no_go if p < policy.alpha else block).append(text)
-    q = pair.quality or {}
+    # the run's own anytime-valid quality gate when it sent items until decided (the fixed
+    # gate's interval is not valid after that optional stop); else the fixed gate
+    q = seq.get("quality") if isinstance(seq.get("quality"), dict) else pair.quality or {}
     no_go += list(q.get("no_go") or [])
     block += list(q.get("undecided") or [])
     block += [f.reason for f in pair.findings or [] if f.blocks]
@@ -173,7 +178,7 @@ def _apply_pair(pair, seq: dict, policy: Policy, meta: dict) -> None:
         elif decision == SEQ_NO_GAIN:
             reasons.append("nothing to gain: an improvement of δ or more is ruled out")
         more = would_decide(seq)
-        if more and decision not in (SEQ_GO, SEQ_NO_GAIN):
+        if decision not in (SEQ_GO, SEQ_NO_GAIN):
             reasons.append(more)
     reasons += block
     pair.result, pair.reasons = result, [*reasons, fixed]

@@ -209,3 +209,24 @@ def test_an_a_a_stops_on_no_gain_and_a_missing_row_is_not_measured():
     assert not sd.evaluate_sequential(s, keep).stop
     odd = sd.evaluate_sequential(s, sd.Design(guardrails=("ttft_user.p50",)))
     assert odd.rows[1].note == "not measured" and odd.decision != sd.GO
+
+
+def test_an_a_a_that_may_not_stop_on_no_gain_has_no_time_to_a_decision():
+    """A run stops on GO or NO-GO only: an A/A heads for neither, so it has no "more pairs
+    would decide" (the live strip's time left), while a slower candidate's rows point at the
+    NO-GO they head for."""
+    keep = sd.Design(guardrails=("ttft.p50", "tpot.p50"), stop_on_no_gain=False)
+    v = sd.evaluate_sequential(_series(600, 1.0, 11), keep)
+    assert v.decision in (sd.UNDECIDED, sd.NO_GAIN) and v.more is None
+    assert sd.evaluate_sequential(_series(600, 1.0, 11), sd.Design(guardrails=())).more
+    slow = sd.evaluate_sequential(_series(120, 1.08, 12), keep)
+    assert slow.decision == sd.UNDECIDED and slow.more is not None
+
+
+def test_paired_series_has_ttfo_for_a_sequential_primary():
+    t = synthetic_table(40, [ArmTruth(), ArmTruth()], seed=13)
+    s = sd.paired_series(t, 0, 1, ("ttfo", "ttft"))
+    (a, b), (ta, tb) = s["ttfo"], s["ttft"]
+    assert len(a) == 40 and np.allclose(a, ta, equal_nan=True)  # no reasoning: TTFO is TTFT
+    assert np.allclose(b, tb, equal_nan=True)
+    assert sd.supported("ttfo.p50") and sd.supported("ttfo.p99")

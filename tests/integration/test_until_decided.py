@@ -111,6 +111,9 @@ def test_identical_candidate_spends_its_budget_inconclusive(tmp_path, capsys):
         rc, out, err = _run(_spec(tmp_path, "same", a.url, b.url, budget), capsys)
     assert rc == 4, out
     assert "Verdict: INCONCLUSIVE" in out and "ran its whole budget" in out
+    # the fixed design's notes are marked descriptive; throughput at 40 req/s is not extrapolated
+    assert "fixed-n notes (descriptive" in out and "set by the open-loop rate (40 req/s" in out
+    assert "throughput (output tok/s): about" not in out
     with SessionReader(tmp_path / "same.duckdb") as rd:
         meta = rd.meta()
     seq = meta["sequential"]
@@ -118,7 +121,11 @@ def test_identical_candidate_spends_its_budget_inconclusive(tmp_path, capsys):
     assert seq["stop_reason"] == "budget" and seq["stopped_at"] is None
     assert seq["decision"] in ("NO-GAIN", "UNDECIDED") and seq["pairs"] >= budget - 5
     # the verdict says why it is not GO: no gain possible, or what more data would decide
-    assert "nothing to gain" in out or "more pairs per arm would decide" in out
+    assert (
+        "nothing to gain" in out
+        or "more pairs per arm would decide" in out
+        or "no decision in sight" in out
+    )
 
 
 def _records(arm: int, items: list[int], e2e_ms: float, failed=()) -> list[RequestRecord]:
@@ -285,3 +292,71 @@ def test_the_sequential_verdict_keeps_the_checks_it_does_not_make():
     apply_sequential(v, _seq(), {})
     assert v.result == "?"
     assert "policy here differs" in v.pairs[0].reasons[-1]
+
+
+def test_quality_items_are_sent_until_a_bucket_decides_the_gate(tmp_path, capsys):
+    """The simulator's 128k model, INT4 weights + FP8 KV against BF16, keys suite: the run
+    sends rounds of new haystacks until the anytime-valid gate fails the suite at the length
+    that dropped (32k), where the fixed design's 3 haystacks per length only dilute it."""
+    from abtui.sim.preset_cli import PresetOptions
+
+    opts = lambda p: PresetOptions(p, time_scale=50)  # noqa: E731
+    base, cand = "h100:llama-3.1-8b:bf16", "h100:llama-3.1-8b:int4:kv=fp8"
+    with (
+        SimProcess(SimConfig(preset=opts(base))) as a,
+        SimProcess(SimConfig(preset=opts(cand))) as b,
+    ):
+        p = tmp_path / "q.toml"
+        p.write_text(
+            f'name = "q"\n[[arms]]\nname = "bf16"\nurl = "{a.url}"\n[[arms]]\n'
+            f'name = "int4"\nurl = "{b.url}"\n[workload]\nrequests = 40\ninput_tokens = 16\n'
+            f"output_tokens = 8\n[load]\nrate = 20\nuntil_decided = true\n[store]\n"
+            f'dir = "{tmp_path}"\ntext = false\n[quality]\nsuites = ["keys"]\n'
+        )
+        rc, out, err = _run(str(p), capsys)
+    assert rc == 3, out  # NO-GO: the quality gate failed
+    with SessionReader(tmp_path / "q.duckdb") as rd:
+        q = rd.meta()["sequential"]["quality"]
+        stored = rd.quality()
+    assert q["stop_reason"] == "decided" and q["decided"] and q["rounds"] > 3
+    (suite,) = q["suites"]
+    failed = [x for x in suite["buckets"] if x["state"] == "fail"]
+    assert suite["state"] == "fail" and [x["bucket"] for x in failed] == ["32k"]
+    assert failed[0]["hi"] < -0.01
+    # 6 lengths × 2 questions a round, fewer once a length passed; every one stored
+    assert 3 * 12 < q["items_per_arm"] <= 12 * q["rounds"]
+    assert len(stored) == 2 * q["items_per_arm"]
+    assert "quality until decided, round" in err
+    assert f"quality until decided: decided after {q['rounds']} round(s)" in out  # the summary
+    assert "keys at 32k accuracy" in out and "anytime-valid quality gate" in out
+    doc = _report_json(tmp_path / "q.duckdb", capsys)
+    assert doc["result"] == "NO-GO" and doc["sequential"]["quality"]["suites"][0]["state"] == "fail"
+
+
+def test_ttfo_can_be_the_sequential_primary(tmp_path, capsys):
+    """A reasoning model that thinks 2 tokens instead of 8 answers sooner at the same TTFT:
+    with ``ttfo.p50`` as the primary, the run looks at TTFO and stops on GO."""
+    with (
+        SimProcess(SimConfig(seed=1, reasoning_tokens=8, **BASE)) as a,
+        SimProcess(SimConfig(seed=2, reasoning_tokens=2, **BASE)) as b,
+    ):
+        p = tmp_path / "ttfo.toml"
+        text = _spec(tmp_path, "ttfo", a.url, b.url, 1500)
+        body = (
+            open(text)
+            .read()
+            .replace(
+                'guardrails = ["ttft.p50", "tpot.p50"]', 'primary = "ttfo.p50"\nguardrails = []'
+            )
+        )
+        body = body.replace('primary = "e2e.p50"\n', "") + '\n[request]\napi = "chat"\n'
+        body = body.replace("output_tokens = 8", "output_tokens = 16")  # an answer after it
+        p.write_text(body)
+        rc, out, err = _run(str(p), capsys)
+    assert rc == 0, out
+    with SessionReader(tmp_path / "ttfo.duckdb") as rd:
+        seq = rd.meta()["sequential"]
+    assert seq["stop_reason"] == "decided" and seq["decision"] == "GO"
+    (row,) = seq["rows"]
+    assert row["key"] == "ttfo.p50" and row["state"] == "IMPROVED"
+    assert -0.5 < row["effect"] < -0.15 and seq["stopped_at"] < 750  # 36 ms → 24 ms

@@ -413,3 +413,57 @@ def test_open_header_follows_the_playhead_through_the_stored_segments(sweep_in_t
         assert where(h) == expected(t), (t, h)
     assert {where(h)[0] for _, h in steps} == {0, 1}
     assert {where(h)[2] for _, h in steps} == {"bf16", "fp8"}
+
+
+def test_until_decided_strip_and_quit_give_the_anytime_valid_verdict(tmp_path):
+    """A run --until-decided under the TUI at 80×24: the strip shows the anytime-valid rows
+    as the looks come; quitting early ends the run ``interrupted`` with one last look, and the
+    verdict is that sequential one (valid at any stop), the fixed-n one only descriptive."""
+    from abtui.headless import load_checked_spec
+    from abtui.sim.engine import SimConfig
+    from abtui.sim.process import SimProcess
+    from abtui.verdict.saved import session_verdict
+
+    base = dict(ttft_ms=20.0, itl_ms=2.0, jitter_ms=1.0)
+    with SimProcess(SimConfig(seed=1, **base)) as a, SimProcess(SimConfig(seed=2, **base)) as b:
+        p = tmp_path / "seq.toml"
+        p.write_text(
+            f'name = "seq"\n[[arms]]\nname = "base"\nurl = "{a.url}"\n[[arms]]\nname = "cand"\n'
+            f'url = "{b.url}"\n[workload]\nrequests = 4000\ninput_tokens = 16\n'
+            f"output_tokens = 8\n[load]\nrate = 40\nuntil_decided = true\n[store]\n"
+            f'dir = "{tmp_path}"\ntext = false\n'
+        )
+        spec, text = load_checked_spec(str(p))
+        seen: dict = {}
+
+        async def drive():
+            app = AbtuiApp(job=lambda obs, stop: run_session(spec, text, obs, stop_request=stop))
+            async with app.run_test(size=(80, 24)) as pilot:
+
+                def looked() -> bool:
+                    live = app.live
+                    look = live.last.look if live is not None and live.last else None
+                    return look is not None and look.verdict.pairs >= 100
+
+                await wait_for(pilot, looked, 60)
+                await pilot.pause()
+                seen["strip"] = text_of(app.live.query_one("#delta"))
+                await pilot.press("q")
+                await pilot.pause()
+                await pilot.press("y")
+                await wait_for(pilot, lambda: not app.is_running, 60)
+            return app.return_value
+
+        result = asyncio.run(drive())
+    strip = seen["strip"]
+    assert "E2E P50" in strip and "TTFT P99" in strip and "anytime-valid" in strip
+    assert "/4,000 pairs" in strip and "provisional" not in strip
+    assert re.search(r"E2E P50 [+-]\d+\.\d% \[[+-]\d+\.\d,[+-]\d+\.\d\]", strip)  # an interval
+    assert result is not None and result.status == "interrupted"
+    sv = session_verdict(result.path)
+    seq = sv.meta["sequential"]
+    assert seq["stop_reason"] == "interrupted" and 100 <= seq["pairs"] < 2000
+    reasons = sv.verdict.pairs[0].reasons
+    assert reasons[0].startswith("anytime-valid verdict (stopped early by the user at")
+    assert reasons[-1].startswith("fixed-n view (descriptive")
+    assert sv.result == "INCONCLUSIVE"  # identical arms, stopped early: never GO

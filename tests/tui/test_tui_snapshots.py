@@ -275,23 +275,68 @@ def arms_screen(n: int) -> LiveScreen:
     return LiveScreen(info, RunProgress(9.0, "measuring", [arm_state(a) for a in arms]))
 
 
-def test_live_screen_shows_the_anytime_valid_status():
-    """--until-decided: each look's status line (decided or not, what is left, how long)
-    becomes the screen's note."""
-    line = "anytime-valid at 240 pairs: undecided: ttft.p99; about 760 more pairs (~19 s)"
+def seq_look(n: int, factor: float, stop_reason=None):
+    """A look of the default sequential design at ``n`` pairs of log-normal latencies, the
+    candidate ``factor`` times the baseline."""
+    from abtui.runner.observer import SeqLook
+    from abtui.stats import seqdecide as sd
 
-    async def drive() -> str:
-        app = AbtuiApp()
-        async with app.run_test(size=(160, 48)) as pilot:
-            screen = fixed_screen()
-            await app.push_screen(screen)
-            await pilot.pause()
-            msg = screen._initial[0]
-            msg.sequential = line
-            screen.show_progress(msg)
-            await pilot.pause()
-            text = "\n".join(s.text.rstrip() for s in app.screen._compositor.render_strips())
-            await pilot.press("q")
-        return text
+    rng = np.random.default_rng(7)
+    series = {}
+    for m in ("ttft", "tpot", "e2e"):
+        shared = rng.normal(0, 0.18, n)
+        a = 0.05 * np.exp(shared + rng.normal(0, 0.18, n))
+        series[m] = (a, 0.05 * factor * np.exp(shared + rng.normal(0, 0.18, n)))
+    v = sd.evaluate_sequential(series, sd.Design(stop_on_no_gain=False))
+    return SeqLook(v, 19.0 if v.more else None, 2000, stop_reason)
 
-    assert "about 760 more pairs (~19 s)" in asyncio.run(drive())
+
+async def render_look(size, look, line: str) -> str:
+    app = AbtuiApp()
+    async with app.run_test(size=size) as pilot:
+        screen = fixed_screen()
+        await app.push_screen(screen)
+        await pilot.pause()
+        msg = screen._initial[0]
+        msg.sequential, msg.look = line, look
+        screen.show_progress(msg)
+        await pilot.pause()
+        await pilot.pause()
+        text = "\n".join(s.text.rstrip() for s in app.screen._compositor.render_strips())
+        await pilot.press("q")
+    return text
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)])
+def test_live_strip_shows_the_anytime_valid_intervals(size):
+    """--until-decided: the strip shows, per primary/guardrail row, the anytime-valid interval
+    the decision uses, its state and the pairs its decision needs; the line under it the pairs
+    so far of the budget and the time left at the run's pace; the note, each look's status."""
+    look = seq_look(400, 0.8)
+    v = look.verdict
+    assert [r.state for r in v.rows][:2] == ["IMPROVED", "SHOWN"]  # the P99s wait for 1,000
+    line = "anytime-valid at 400 pairs: undecided: ttft.p99; about 600 more pairs (~19 s)"
+    got = asyncio.run(render_look(size, look, line))
+    assert "E2E P50" in got and "TTFT P99" in got and "E2E P99" in got  # all six rows
+    assert "TTFT P50" in got and "TPOT P50" in got and "TPOT P99" in got
+    prim = v.rows[0]
+    assert f"{prim.lo * 100:+.1f}" in got and f"{prim.hi * 100:+.1f}" in got  # its interval
+    assert "[-∞" in got  # a P99 not bounded yet says so, never a made-up interval
+    assert "400/2,000 pairs" in got and "~600 more pairs (~19 s)" in got
+    assert ("?600" in got) or ("? ~600 more pairs" in got)  # how far a P99's decision is
+    assert "anytime-valid" in got and "provisional" not in got
+    assert "about 600 more pairs (~19 s)" in got  # the note
+    assert "▲P50" in got and "bf16" in got  # the panes keep their histograms at 80×24
+    if size == (80, 24):
+        assert max(len(x) for x in got.splitlines()) <= 80
+
+
+def test_live_strip_says_where_a_decided_run_stopped():
+    look = seq_look(1200, 0.8, stop_reason="decided")
+    assert look.verdict.decision == "GO"
+    got = asyncio.run(render_look((80, 24), look, "decided GO at 1,200 pairs: …"))
+    assert "stopped: decided GO at 1,200 pairs" in got
+    assert got.count("✓") == 6 and "?" not in got.split("TPOT P50")[-1].split("\n")[0]
+    aa = seq_look(400, 1.0, stop_reason="budget")
+    got = asyncio.run(render_look((80, 24), aa, "anytime-valid at 400 pairs: …"))
+    assert "budget spent at 400 pairs: UNDECIDED" in got

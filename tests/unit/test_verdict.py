@@ -452,3 +452,25 @@ def test_the_candidates_own_stalls_cannot_fake_a_gain():
         {"policy": {"resamples": 500}},
     )
     assert v.result == GO and v.pairs[0].generator["cand"]["flattery"] == {}
+
+
+def test_throughput_at_an_open_loop_rate_is_not_called_nor_extrapolated():
+    """Open-loop arrivals offer both arms the same load: throughput follows the rate, so its
+    rows get no outcome and no "requests would decide"; a closed loop's are called."""
+    from abtui.verdict.comparable import rate_set_notes
+
+    assert rate_set_notes({"rate": 20.0})["throughput.output_tokens"].code == Code.SET_BY_LOAD
+    assert rate_set_notes({"rate": None, "concurrency": 8}) == {}
+    assert rate_set_notes({"rate": 20.0, "concurrency": 4}) == {}  # a cap: the server's rate
+    assert rate_set_notes({"sweep_rate": [5.0, 10.0]})
+    fast = ArmTruth(ttft_s=0.025, tpot_s=0.006)
+    for load, called in (({"rate": 20.0}, False), ({"concurrency": 8}, True)):
+        v = _verdict(ArmTruth(), fast, spec={**SPEC, "load": load})
+        for key in ("throughput.requests", "throughput.output_tokens"):
+            e = v.pairs[0].comparison.get(key)
+            if called:
+                assert "open-loop" not in str(e.note)
+                continue
+            assert e.outcome == INCONCLUSIVE and e.samples_needed is None
+            assert "set by the open-loop rate (20 req/s" in e.note
+            assert "would decide" not in e.note

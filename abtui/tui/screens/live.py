@@ -23,7 +23,7 @@ from textual.widgets import Footer
 from abtui.metrics.live import deltas, shared_range
 from abtui.metrics.summary import LAG_MAX_LIMIT_S
 from abtui.runner.health import BEHIND_NOTE_S
-from abtui.runner.observer import RunInfo
+from abtui.runner.observer import RunInfo, SeqLook
 from abtui.tui import keys
 from abtui.tui.messages import ArmState, RunProgress
 from abtui.tui.widgets.charts import Chart, fmt_s, histogram_text, phase_bar, sparkline
@@ -40,7 +40,14 @@ from abtui.tui.widgets.pane import (
     pane_plan,
     title_text,
 )
-from abtui.tui.widgets.strip import LIVE, VERDICT, delta_text, verdict_rows, verdict_views
+from abtui.tui.widgets.strip import (
+    LIVE,
+    VERDICT,
+    delta_text,
+    sequential_text,
+    verdict_rows,
+    verdict_views,
+)
 from abtui.workload.segments import Position
 
 
@@ -368,7 +375,7 @@ class LiveScreen(Screen):
             for i, st in enumerate(msg.arms):
                 if i in self.shown:
                     self._show_arm(i, st, views[i], ttft_rng, tpot_rng, WINDOW[whole])
-        self._show_delta(msg.arms)
+        self._show_delta(msg.arms, msg.look)
 
     def _show_arm(self, i: int, st: ArmState, v, ttft_rng, tpot_rng, window: str) -> None:
         """Arm ``i``'s pane from its progress and ``v``, its view (the verdict's figures once
@@ -427,9 +434,12 @@ class LiveScreen(Screen):
         verdict's figures."""
         return VERDICT if self.verdict_pairs is not None else LIVE
 
-    def _show_delta(self, arms: list[ArmState]) -> None:
-        mode = self.strip_mode()
+    def _show_delta(self, arms: list[ArmState], look: SeqLook | None = None) -> None:
         base = arms[0].progress.name if arms else ""
+        if look is not None:  # --until-decided: the intervals the decision uses, live and after
+            self.query_one("#delta", Chart).show(lambda w: sequential_text(base, look, w))
+            return
+        mode = self.strip_mode()
         if len(arms) < 2:
             rows = []
         elif mode == VERDICT:

@@ -27,6 +27,7 @@ from abtui.metrics.live import (
     ArmView,
     Delta,
 )
+from abtui.runner.until import duration_text
 
 SHORT_DELTA = {  # the compact strip's group labels: a P99 follows its P50 under one label
     "TTFT P50": "TTFT",
@@ -242,3 +243,115 @@ def verdict_views(pairs, views: list[ArmView]) -> list[ArmView]:
             )
         )
     return out
+
+
+# --until-decided: the strip shows the anytime-valid intervals instead of the running estimates
+SEQ = "anytime"
+SEQ_MARKS = {  # row state (abtui.stats.seqdecide): (mark, word, style)
+    "IMPROVED": ("✓", "improved", "green"),
+    "SHOWN": ("✓", "within δ", "green"),
+    "REGRESSED": ("✗", "regressed", "red"),
+    "NO-GAIN": ("≈", "no gain", "cyan"),
+    "UNDECIDED": ("?", "open", "yellow"),
+}
+SEQ_MAX_LINES = 3  # of rows; the legend line comes under them
+
+
+def _bound(x: float, digits: int, unit: str) -> str:
+    if math.isnan(x):
+        return "?"
+    if math.isinf(x):
+        return "+∞" if x > 0 else "-∞"
+    return f"{x * 100:+.{digits}f}{unit}"
+
+
+def _seq_label(key: str, level: int) -> str:
+    """``e2e.p50`` → ``E2E P50`` (``E2E50`` at the tightest level)."""
+    metric, _, stat = key.partition(".")
+    m = {"ttft_user": "TTFT(u)"}.get(metric, metric.upper())
+    s = stat.upper() if stat.startswith("p") else stat
+    return f"{m}{s[1:]}" if level >= 2 and stat.startswith("p") else f"{m} {s}"
+
+
+def seq_cell(row, level: int) -> tuple[str, str, str]:
+    """(text, mark, style) of one anytime-valid row at a detail ``level`` (0: in words, 2: the
+    tightest): ``E2E P50 -20.1% [-25.3%, -14.2%]`` ``✓ improved``; an undecided row says how
+    far its decision is in pairs (``? ~760 more pairs``; ``?760``)."""
+    mark, word, style = SEQ_MARKS.get(row.state, SEQ_MARKS["UNDECIDED"])
+    name = _seq_label(row.key, level)
+    if not math.isfinite(row.effect):
+        return f"{name} n/a", "", "dim"
+    digits, unit, sep = ((1, "%", ", "), (1, "", ","), (0, "", ","))[level]
+    lo, hi = _bound(row.lo, digits, unit), _bound(row.hi, digits, unit)
+    text = f"{name} {row.effect * 100:+.{digits}f}% [{lo}{sep}{hi}]"
+    if row.state != "UNDECIDED":
+        return text, f"{mark} {word}" if level == 0 else mark, style
+    if row.more is None:
+        return text, mark, style
+    return text, f"{mark} ~{row.more:,} more pairs" if level == 0 else f"{mark}{row.more:,}", style
+
+
+def _seq_legend(base: str, look, width: int) -> str:
+    """The strip's last line: what the figures are, where the run stands, what is left."""
+    v = look.verdict
+    n = f"{v.pairs:,}/{look.budget_pairs:,} pairs"
+    if look.stop_reason is not None or v.stop:
+        how = {
+            "budget": "budget spent",
+            "interrupted": "stopped by the user",
+            "failed": "the run failed",
+        }.get(look.stop_reason or "decided")
+        if how is None:  # the run stops itself on a decision
+            states = [f"stopped: decided {v.decision} at {v.pairs:,} pairs"]
+        else:
+            states = [f"{how} at {v.pairs:,} pairs: {v.decision}"]
+        states.append(f"{v.decision} at {v.pairs:,} pairs")
+    else:
+        left = "no stop in sight at these effects: runs to its budget"
+        if v.more is not None:
+            left = f"~{v.more:,} more pairs"
+            if look.remaining_s is not None:
+                left += f" (~{duration_text(look.remaining_s)})"
+        states = [f"{n} · {v.decision.lower()} · {left}".rstrip(" ·"), f"{n} · {left}".rstrip(" ·")]
+    heads = (
+        f"vs {base} · anytime-valid intervals (α {v.alpha:g}), valid at any stop · ",
+        f"vs {base} · anytime-valid, α {v.alpha:g} · ",
+        f"vs {base} · anytime-valid · ",
+        "anytime-valid · ",
+    )
+    for st in states:
+        for head in heads:
+            if len(head + st) <= width:
+                return head + st
+    return _cut(heads[-1] + states[-1], width)
+
+
+def sequential_text(base: str, look, width: int) -> Text:
+    """The strip of a ``--until-decided`` run: per primary/guardrail row its anytime-valid
+    interval of B/A − 1 (the one the decision uses, so valid to act on at any moment), its
+    state (✓ improved / within δ, ✗ regressed, ≈ no gain, ? open with the pairs its decision
+    needs at the current effect), in columns that fit ``width`` within :data:`SEQ_MAX_LINES`
+    lines, the most words that fit; then one line with the pairs so far and the budget, the
+    pair's decision and the pairs and time left to it at the run's pace. The primary is the
+    first cell."""
+    rows = look.verdict.rows
+    t = Text()
+    for level in (0, 1, 2):
+        cells = [seq_cell(r, level) for r in rows]
+        texts = [c[0] for c in cells]
+        marks = [c[1] for c in cells]
+        tw = max(len(x) for x in texts)
+        mw = max(len(m) for m in marks)
+        cw = tw + 1 + mw
+        cols = max(1, (width + 2) // (cw + 2))
+        if -(-len(rows) // cols) <= SEQ_MAX_LINES or level == 2:
+            break
+    for k, (x, m, st) in enumerate(cells):
+        if k % cols:
+            t.append("  ")
+        t.append(x.ljust(tw) if cols > 1 else x, "bold" if k == 0 else "")
+        t.append(" ")
+        t.append(m.ljust(mw) if (k % cols) < cols - 1 and k < len(cells) - 1 else m, st)
+        if k % cols == cols - 1 or k == len(cells) - 1:
+            t.append("\n")
+    return t.append(_seq_legend(base, look, width), "dim")
