@@ -68,6 +68,7 @@ def _report_json(path, capsys) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
+@pytest.mark.serial  # GO needs a load generator that kept its schedule: not beside another worker
 def test_clearly_faster_candidate_stops_early_with_go(tmp_path, capsys):
     budget = 1500  # 37 s at 40 req/s if it ran out; a decision comes after ~100–200 pairs
     with SimProcess(SimConfig(seed=1, **BASE)) as a, SimProcess(SimConfig(seed=2, **FAST)) as b:
