@@ -25,6 +25,7 @@ from abtui.client.items import Item
 from abtui.client.records import RequestRecord
 from abtui.client.redact import Scrubber, secrets_of
 from abtui.errors import StoreWriteError
+from abtui.metrics.live import ttfo_time
 from abtui.quality import interleave
 from abtui.quality.run import run_for_session as run_quality
 from abtui.runner.cuts import Cuts
@@ -154,6 +155,7 @@ class _Live:
             p.live.slo = dict(slo or {})
         self._ttft = [collections.deque(maxlen=256) for _ in names]
         self._tpot = [collections.deque(maxlen=256) for _ in names]
+        self._ttfo = [collections.deque(maxlen=256) for _ in names]
         self.cuts = Cuts(len(names))  # what the client's bounds left out
 
     def add(self, arm: int, recs: list[RequestRecord], stats: GeneratorStats | None = None) -> None:
@@ -176,6 +178,8 @@ class _Live:
                     self._ttft[arm].append(times[0])
                     if (r.n_output or 0) > 1:
                         self._tpot[arm].append(times[2])
+                    if (ttfo := ttfo_time(r)) is not None:
+                        self._ttfo[arm].append(ttfo)
             elif r.status == records.CANCELLED:
                 p.cancelled += 1
             else:
@@ -185,6 +189,8 @@ class _Live:
             p.recent_ttft_p50_s = float(np.median(self._ttft[arm]))
         if self._tpot[arm]:
             p.recent_tpot_p50_s = float(np.median(self._tpot[arm]))
+        if p.live.thinking and self._ttfo[arm]:
+            p.recent_ttfo_p50_s = float(np.median(self._ttfo[arm]))
 
 
 class _Interrupts:
