@@ -67,7 +67,7 @@ from abtui.store.schema import WRITE_FAILED
 from abtui.store.writer import SessionWriter
 from abtui.telemetry import sampler as telemetry
 from abtui.workload.context import ContextCheck
-from abtui.workload.segments import Conductor, level_sources, shard
+from abtui.workload.segments import Conductor, Shape, level_sources, shard
 
 _now = time.perf_counter_ns
 PROGRESS_INTERVAL_S = 0.5
@@ -351,16 +351,17 @@ class SessionRun:
     # -- 1. header ------------------------------------------------------------------------
     def _header(self) -> None:
         spec = self.spec
+        self.levels_meta = [
+            {"level": k, "rate": rate, "concurrency": conc, "requests": len(src)}
+            for k, (rate, conc, src) in enumerate(self.sources)
+        ]
         self.writer.write_meta(
             session_name=self.name,
             spec_text=self.spec_text,
             spec=spec.to_dict(),
             mode=spec.load.schedule,
             load=describe_load(spec),
-            levels=[
-                {"level": k, "rate": rate, "concurrency": conc, "requests": len(src)}
-                for k, (rate, conc, src) in enumerate(self.sources)
-            ],
+            levels=self.levels_meta,
         )
         self.writer.write_arms(
             [
@@ -410,6 +411,11 @@ class SessionRun:
             return False
         self.sources = None  # every item is in the file now
         self.segments = segments_of(spec, self.schedule.levels, len(spec.arms))
+        if spec.load.schedule == "alternate":  # the blocks as cut (fewer: long conversations)
+            blocks = Shape.of_plan(self.segments).blocks
+            for lv in self.levels_meta:
+                lv["blocks"] = blocks[lv["level"]] if lv["level"] < len(blocks) else 0
+            self.writer.write_meta(levels=self.levels_meta)
         self.obs.started(
             RunInfo(
                 session_name=self.name,
