@@ -143,3 +143,18 @@ def test_reports_show_the_hit_rate_by_turn(session, tmp_path):
         assert r[1].startswith("0.0% (")  # no prefix caching on the baseline
     # the candidate serves later turns' history (and the shared system prompt) from its cache
     assert all(float(r[2].split("%")[0]) > 30 for r in rows[1:]), rows
+
+
+def test_the_replayed_panes_show_the_hit_rate(session, tmp_path):
+    """`abtui open`: the engine line's running hit rate, rebuilt from the stored requests, is
+    the one the report says (the same responses, the same tokens)."""
+    from abtui.runner.live_replay import Replay
+    from abtui.telemetry.diagnosis import diagnose
+    from abtui.tui.widgets.pane import engine_line
+
+    path, _ = session
+    base, cand = (p.live.view() for p in Replay(path).end_state())
+    want = diagnose(path)[1].prefix_cache.hit_rate
+    assert cand.cache_hit == pytest.approx(want) and want > 0.3
+    assert not base.cache_hit  # the baseline never hit: its line says nothing of a cache
+    assert f"cache {want:.0%}" in engine_line({}, 40, cand.cache_hit).plain
