@@ -26,6 +26,9 @@ from abtui.tui.screens.open import OpenScreen
 # eight 6 ms reasoning tokens before the answer: TTFO ≈ TTFT + 48 ms
 REASON, ITL_MS = 8, 6.0
 
+# serial: the medians of TTFO − TTFT (the simulator's 6 ms gaps) are asserted as lower bounds
+pytestmark = pytest.mark.serial
+
 
 @pytest.fixture(scope="module")
 def reasoned(tmp_path_factory):
