@@ -150,6 +150,7 @@ def test_the_replayed_panes_show_the_hit_rate(session, tmp_path):
     the one the report says (the same responses, the same tokens)."""
     from abtui.runner.live_replay import Replay
     from abtui.telemetry.diagnosis import diagnose
+    from abtui.tui.widgets.overlay import arms_table
     from abtui.tui.widgets.pane import engine_line
 
     path, _ = session
@@ -158,3 +159,6 @@ def test_the_replayed_panes_show_the_hit_rate(session, tmp_path):
     assert cand.cache_hit == pytest.approx(want) and want > 0.3
     assert not base.cache_hit  # the baseline never hit: its line says nothing of a cache
     assert f"cache {want:.0%}" in engine_line({}, 40, cand.cache_hit).plain
+    table = arms_table(["baseline", "candidate"], [base, cand], 100).plain.splitlines()
+    assert table[0].split()[-1] == "cache"
+    assert table[1].split()[-1] == "0%" and table[2].split()[-1] == f"{want:.0%}"
