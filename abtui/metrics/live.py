@@ -138,6 +138,9 @@ class ArmView:
     # prompt tokens served from the server's prefix cache / prompt tokens, over the responses
     # that said (usage.prompt_tokens_details.cached_tokens); None while none did
     cache_hit: float | None = None
+    # TTFO, to the answer's first token: None until some response reasoned before its answer
+    # (until then TTFO is TTFT and is not shown twice)
+    ttfo: HistView | None = None
 
 
 def service_times(r: RequestRecord) -> tuple[float, float, float] | None:
@@ -153,6 +156,23 @@ def service_times(r: RequestRecord) -> tuple[float, float, float] | None:
     return ttft, e2e, (e2e - ttft) / (n - 1) if n > 1 else float("nan")
 
 
+def ttfo_time(r: RequestRecord) -> float | None:
+    """TTFO in seconds of a successful record on the service's view (as :func:`service_times`):
+    to its answer's first chunk; None when no answer chunk came."""
+    if r.status != OK or r.first_output_ns is None:
+        return None
+    return (r.first_output_ns - r.dispatched_ns - r.connect_ns) / 1e9
+
+
+def reasoned(r: RequestRecord) -> bool:
+    """Whether ``r`` streamed reasoning before its answer (its TTFO is then not its TTFT):
+    it counted reasoning tokens, or its answer came after its first token."""
+    first = r.first_output_ns
+    return bool(r.reasoning_tokens) or (
+        first is not None and bool(r.chunk_ns) and first != r.chunk_ns[0]
+    )
+
+
 @dataclass
 class LiveArm:
     """Running figures of one arm (measured requests only; warm-up is left out)."""
@@ -160,6 +180,8 @@ class LiveArm:
     slo: dict[str, float] = field(default_factory=dict)
     ttft: LogHistogram = field(default_factory=LogHistogram)
     tpot: LogHistogram = field(default_factory=LogHistogram)
+    ttfo: LogHistogram = field(default_factory=LogHistogram)
+    thinking: bool = False  # some response reasoned before its answer: TTFO is shown
     _tok: deque = field(default_factory=lambda: deque(maxlen=SERIES_S))  # [second, tok, good]
     _sum_ttft: float = 0.0
     _sum_decode: float = 0.0
@@ -182,6 +204,10 @@ class LiveArm:
         n = r.n_output or 0
         self.ttft.add(ttft)
         self.tpot.add(tpot)
+        ttfo = ttfo_time(r)
+        if ttfo is not None:
+            self.ttfo.add(ttfo)
+        self.thinking = self.thinking or reasoned(r)
         self._n_ok += 1
         if r.cached_tokens is not None and r.n_input:
             self._cached += r.cached_tokens
@@ -232,6 +258,7 @@ class LiveArm:
             decode_mean_s=self._sum_decode / n,
             lag_mean_s=self._sum_lag / n,
             cache_hit=self._cached / self._cache_prompt if self._cache_prompt else None,
+            ttfo=_hv(self.ttfo) if self.thinking else None,
         )
 
 

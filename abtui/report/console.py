@@ -114,9 +114,11 @@ def progress_lines(snap: Snapshot) -> list[str]:
 
 def _progress(a: ArmProgress) -> str:
     err = sum(a.errors.values())
+    # TTFO once a response reasoned before its answer (until then it is TTFT)
+    ttfo = "" if a.recent_ttfo_p50_s is None else f" TTFO50 {_dur(a.recent_ttfo_p50_s)}"
     return (
         f"{printable(a.name)} {a.done}/{a.planned} ok {a.ok} err {err} "
-        f"TTFT50 {_dur(a.recent_ttft_p50_s)} TPOT50 {_dur(a.recent_tpot_p50_s)}"
+        f"TTFT50 {_dur(a.recent_ttft_p50_s)}{ttfo} TPOT50 {_dur(a.recent_tpot_p50_s)}"
     )
 
 

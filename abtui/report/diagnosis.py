@@ -93,8 +93,38 @@ def prefix_cache_doc(diagnosis: list[dict]) -> dict:
     }
 
 
+TURNS_TITLE = "Prefix-cache hit rate by turn"
+TURNS_NOTE = (
+    "cached / prompt tokens of each turn's measured responses that said, per arm "
+    "(in brackets: how many responses)"
+)
+
+
+def turn_cache_table(doc: dict) -> tuple[list[str], list[list[str]]] | None:
+    """(arm names, one row per turn index: the turn, then each arm's hit rate and response
+    count) from the report's ``prefix_cache`` key; None unless some arm's responses span more
+    than one turn (a conversation run whose server said its cached tokens)."""
+    arms = (doc.get("prefix_cache") or {}).get("arms") or {}
+    by_arm = {
+        name: {t["turn"]: t for t in (a.get("responses") or {}).get("turns") or []}
+        for name, a in arms.items()
+    }
+    turns = sorted({k for ts in by_arm.values() for k in ts})
+    if len(turns) < 2:
+        return None
+
+    def cell(t: dict | None) -> str:
+        if t is None or t.get("hit_rate") is None:
+            return "n/a"
+        return f"{t['hit_rate']:.1%} ({t['requests']})"
+
+    rows = [[str(k), *(cell(ts.get(k)) for ts in by_arm.values())] for k in turns]
+    return list(by_arm), rows
+
+
 def diagnosis_markdown(doc: dict, escape) -> list[str]:
-    """The report's "Diagnosis" section from ``doc["diagnosis"]`` (``escape``: md escaping)."""
+    """The report's "Diagnosis" section from ``doc["diagnosis"]`` (``escape``: md escaping),
+    with the prefix cache's hit rate turn by turn where the run had conversations."""
     diags = doc.get("diagnosis") or []
     if not diags:
         return []
@@ -102,6 +132,13 @@ def diagnosis_markdown(doc: dict, escape) -> list[str]:
     for d in diags:
         lines.append(f"**{escape(d['name'])}**")
         lines += [f"- {escape(x.strip())}" for x in d["lines"]] + [""]
+    table = turn_cache_table(doc)
+    if table is not None:
+        names, rows = table
+        lines += [f"### {TURNS_TITLE}", "", escape(TURNS_NOTE), ""]
+        lines.append("| turn | " + " | ".join(escape(n) for n in names) + " |")
+        lines.append("|--:|" + "--:|" * len(names))
+        lines += ["| " + " | ".join(r) + " |" for r in rows] + [""]
     return lines
 
 
@@ -113,4 +150,11 @@ def diagnosis_html(doc: dict, escape) -> str:
     for d in diags:
         items = "".join(f"<li>{escape(x.strip())}</li>" for x in d["lines"])
         h.append(f"<h3>{escape(d['name'])}</h3><ul>{items}</ul>")
+    table = turn_cache_table(doc)
+    if table is not None:
+        names, rows = table
+        h.append(f'<h3>{TURNS_TITLE}</h3><p class="muted">{escape(TURNS_NOTE)}</p><table>')
+        h.append("<tr><th>turn</th>" + "".join(f"<th>{escape(n)}</th>" for n in names) + "</tr>")
+        h += ["<tr>" + "".join(f"<td>{escape(x)}</td>" for x in r) + "</tr>" for r in rows]
+        h.append("</table>")
     return "".join(h)

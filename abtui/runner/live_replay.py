@@ -64,7 +64,7 @@ def _bins(v: np.ndarray) -> np.ndarray:
 ROW_SQL = (  # what the replay needs of each measured request (no chunks: they can be millions)
     f"SELECT arm, scheduled_ns, dispatched_ns, COALESCE(done_ns, {NA}),"
     f" COALESCE(first_token_ns, {NA}), COALESCE(last_token_ns, {NA}), COALESCE(n_output, {NA}),"
-    " {connect}, status, error_class FROM requests WHERE NOT warmup ORDER BY req"
+    " {connect}, {first_output}, {reasoning}, {cached}, COALESCE(n_input, 0), status, error_class FROM requests WHERE NOT warmup ORDER BY req"
 )
 
 
@@ -80,15 +80,31 @@ class _Rows:
     last_token_ns: np.ndarray
     n_output: np.ndarray
     connect_ns: np.ndarray
+    first_output_ns: np.ndarray  # the answer's first chunk (TTFO); NA when none came
+    reasoning_tokens: np.ndarray  # NA when unknown
+    cached_tokens: np.ndarray  # NA where the response did not say
+    n_input: np.ndarray  # 0 when unknown
     status: np.ndarray
     error_class: np.ndarray
 
     @classmethod
     def read(cls, rd: SessionReader) -> _Rows:
-        rows = rd.query(ROW_SQL.format(connect=rd.connect_sql()))
-        cols = list(zip(*rows, strict=True)) if rows else [()] * 10
-        ints = [np.array(c, dtype=np.int64) for c in cols[:8]]
-        strs = [np.array(c, dtype=object) for c in cols[8:]]
+        # a file before the column took a reasoning stream's first token for its first output
+        have = rd.columns("requests")
+        col = "first_output_ns" if "first_output_ns" in have else "first_token_ns"
+        rows = rd.query(
+            ROW_SQL.format(
+                connect=rd.connect_sql(),
+                first_output=f"COALESCE({col}, {NA})",
+                reasoning=f"COALESCE(reasoning_tokens, {NA})"
+                if "reasoning_tokens" in have
+                else str(NA),
+                cached=f"COALESCE(cached_tokens, {NA})" if "cached_tokens" in have else str(NA),
+            )
+        )
+        cols = list(zip(*rows, strict=True)) if rows else [()] * 14
+        ints = [np.array(c, dtype=np.int64) for c in cols[:12]]
+        strs = [np.array(c, dtype=object) for c in cols[12:]]
         return cls(*ints, *strs)
 
     def select(self, mask: np.ndarray) -> _Rows:
@@ -112,6 +128,11 @@ class _ArmTrack:
     ttft: np.ndarray
     ttft_bin: np.ndarray
     tpot_bin: np.ndarray
+    ttfo: np.ndarray  # NaN where no answer chunk came
+    ttfo_bin: np.ndarray
+    thinking: np.ndarray  # cumulative: measured requests so far that reasoned before answering
+    cached: np.ndarray  # cumulative prompt tokens from the prefix cache, as LiveArm counts them
+    cache_prompt: np.ndarray  # cumulative prompt tokens of those responses
     sum_ttft: np.ndarray  # cumulative, length m + 1 (sequential, as LiveArm adds them)
     sum_decode: np.ndarray
     sum_lag: np.ndarray
@@ -149,6 +170,10 @@ def _track(name: str, at: _Rows, slo: dict[str, float]) -> _ArmTrack:
     d, n = disp[meas] + at.connect_ns[order][meas], n_out[meas]
     ttft = (first[meas] - d) / 1e9
     e2e = (last[meas] - d) / 1e9
+    out1 = at.first_output_ns[order][meas]
+    ttfo = np.where(out1 != NA, (out1 - d) / 1e9, np.nan)
+    n_in = at.n_input[order][meas]
+    said = (at.cached_tokens[order][meas] != NA) & (n_in > 0)  # as LiveArm.add counts them
     with np.errstate(divide="ignore", invalid="ignore"):
         tpot = np.where(n > 1, (e2e - ttft) / (n - 1), np.nan)
     good = np.ones(len(d), dtype=bool)
@@ -170,6 +195,13 @@ def _track(name: str, at: _Rows, slo: dict[str, float]) -> _ArmTrack:
         ttft=ttft,
         ttft_bin=_bins(ttft),
         tpot_bin=_bins(tpot),
+        ttfo=ttfo,
+        ttfo_bin=_bins(ttfo),
+        cached=_cum(np.where(said, at.cached_tokens[order][meas], 0)),
+        cache_prompt=_cum(np.where(said, n_in, 0)),
+        thinking=_cum(  # as metrics.live.reasoned
+            (at.reasoning_tokens[order][meas] > 0) | ((out1 != NA) & (out1 != first[meas]))
+        ),
         sum_ttft=_cum(ttft),
         sum_decode=_cum(e2e - ttft),
         sum_lag=_cum(np.maximum(0.0, (disp[meas] - sched[meas]) / 1e9) + (d - disp[meas]) / 1e9),
@@ -207,6 +239,10 @@ def _live_arm(tr: _ArmTrack, m: int, slo: dict[str, float]) -> LiveArm:
         slo=dict(slo),
         ttft=_hist(tr.ttft_bin[:m]),
         tpot=_hist(tr.tpot_bin[:m]),
+        ttfo=_hist(tr.ttfo_bin[:m]),
+        thinking=bool(tr.thinking[m]),
+        _cached=int(tr.cached[m]),
+        _cache_prompt=int(tr.cache_prompt[m]),
         _tok=series,
         _sum_ttft=float(tr.sum_ttft[m]),
         _sum_decode=float(tr.sum_decode[m]),
@@ -368,6 +404,10 @@ class Replay:
             tp = tp[np.isfinite(tp)]
             if len(tp):
                 p.recent_tpot_p50_s = float(np.median(tp))
+            to = tr.ttfo[max(0, m - RECENT) : m]
+            to = to[np.isfinite(to)]
+            if tr.thinking[m] and len(to):
+                p.recent_ttfo_p50_s = float(np.median(to))
         return p
 
 

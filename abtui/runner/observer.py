@@ -31,6 +31,7 @@ class ArmProgress:
     in_flight: int = 0
     recent_ttft_p50_s: float = float("nan")  # over the last completed requests
     recent_tpot_p50_s: float = float("nan")
+    recent_ttfo_p50_s: float | None = None  # None until a response reasoned before its answer
     output_tokens: int = 0
     schedule_lag_max_s: float = 0.0
     generator_cpu_s: float = 0.0

@@ -160,14 +160,19 @@ def session_schedule(
     levels = []
     for rate, conc, src in sources:
         kept: list[Item] = []
-        index, arrival = array("q"), array("d")
+        index, arrival, starts = array("q"), array("d"), array("b")
         batch: list[Item] = []
         text = 0
+        prev: str | None = None  # the previous item's conversation
         for it in src:
             _digest(h, it)
             if light:
                 index.append(it.index)
                 arrival.append(it.arrival_s)
+                # where a conversation starts (segments.starts_unit): blocks cut only there
+                conv = it.conversation
+                starts.append(conv is None or len(index) == 1 or it.turn == 0 or conv != prev)
+                prev = conv
             else:
                 kept.append(it)
             if sink is not None:
@@ -179,7 +184,12 @@ def session_schedule(
         if batch:
             sink(batch, False)
         if light:
-            kept = Offsets(np.frombuffer(index, np.int64), np.frombuffer(arrival, np.float64))
+            first = np.frombuffer(starts, np.int8).astype(bool)
+            kept = Offsets(
+                np.frombuffer(index, np.int64),
+                np.frombuffer(arrival, np.float64),
+                None if first.all() else first,
+            )
         levels.append(Level(rate, conc, kept))
     for it in warm:
         _digest(h, it)

@@ -25,6 +25,7 @@ from abtui.client.items import Item
 from abtui.client.records import RequestRecord
 from abtui.client.redact import Scrubber, secrets_of
 from abtui.errors import StoreWriteError
+from abtui.metrics.live import ttfo_time
 from abtui.quality import interleave
 from abtui.quality.run import run_for_session as run_quality
 from abtui.quality.seqrun import run_until_decided as run_quality_until_decided
@@ -67,7 +68,7 @@ from abtui.store.schema import WRITE_FAILED
 from abtui.store.writer import SessionWriter
 from abtui.telemetry import sampler as telemetry
 from abtui.workload.context import ContextCheck
-from abtui.workload.segments import Conductor, level_sources, shard
+from abtui.workload.segments import Conductor, Shape, level_sources, shard
 
 _now = time.perf_counter_ns
 PROGRESS_INTERVAL_S = 0.5
@@ -155,6 +156,7 @@ class _Live:
             p.live.slo = dict(slo or {})
         self._ttft = [collections.deque(maxlen=256) for _ in names]
         self._tpot = [collections.deque(maxlen=256) for _ in names]
+        self._ttfo = [collections.deque(maxlen=256) for _ in names]
         self.cuts = Cuts(len(names))  # what the client's bounds left out
 
     def add(self, arm: int, recs: list[RequestRecord], stats: GeneratorStats | None = None) -> None:
@@ -177,6 +179,8 @@ class _Live:
                     self._ttft[arm].append(times[0])
                     if (r.n_output or 0) > 1:
                         self._tpot[arm].append(times[2])
+                    if (ttfo := ttfo_time(r)) is not None:
+                        self._ttfo[arm].append(ttfo)
             elif r.status == records.CANCELLED:
                 p.cancelled += 1
             else:
@@ -186,6 +190,8 @@ class _Live:
             p.recent_ttft_p50_s = float(np.median(self._ttft[arm]))
         if self._tpot[arm]:
             p.recent_tpot_p50_s = float(np.median(self._tpot[arm]))
+        if p.live.thinking and self._ttfo[arm]:
+            p.recent_ttfo_p50_s = float(np.median(self._ttfo[arm]))
 
 
 class _Interrupts:
@@ -347,16 +353,17 @@ class SessionRun:
     # -- 1. header ------------------------------------------------------------------------
     def _header(self) -> None:
         spec = self.spec
+        self.levels_meta = [
+            {"level": k, "rate": rate, "concurrency": conc, "requests": len(src)}
+            for k, (rate, conc, src) in enumerate(self.sources)
+        ]
         self.writer.write_meta(
             session_name=self.name,
             spec_text=self.spec_text,
             spec=spec.to_dict(),
             mode=spec.load.schedule,
             load=describe_load(spec),
-            levels=[
-                {"level": k, "rate": rate, "concurrency": conc, "requests": len(src)}
-                for k, (rate, conc, src) in enumerate(self.sources)
-            ],
+            levels=self.levels_meta,
         )
         self.writer.write_arms(
             [
@@ -406,6 +413,11 @@ class SessionRun:
             return False
         self.sources = None  # every item is in the file now
         self.segments = segments_of(spec, self.schedule.levels, len(spec.arms))
+        if spec.load.schedule == "alternate":  # the blocks as cut (fewer: long conversations)
+            blocks = Shape.of_plan(self.segments).blocks
+            for lv in self.levels_meta:
+                lv["blocks"] = blocks[lv["level"]] if lv["level"] < len(blocks) else 0
+            self.writer.write_meta(levels=self.levels_meta)
         self.obs.started(
             RunInfo(
                 session_name=self.name,

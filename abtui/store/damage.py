@@ -62,7 +62,7 @@ _OPTIONAL = {
         "conversation_id",
         "turn",
     )
-} | {("items", "images")}
+} | {("items", c) for c in ("images", "conversation_id", "turn", "think_s", "turn_messages")}
 _OPTIONAL_TABLES = {"server_timings"}
 # JSON types of the meta values the code reads (a key may be absent)
 _META_TYPES: dict[str, type | tuple[type, ...]] = {

@@ -282,11 +282,32 @@ class SessionReader:
         return out
 
     def items(self) -> list[Item]:
+        """The workload, each conversation turn's whole prompt rebuilt from the turns before
+        it (a turn stores only what its prompt adds to the previous turn's:
+        :func:`abtui.store.writer.added_messages`)."""
         have = self.columns("items")  # an older file lacks the newer columns
         cols = ", ".join(c if c in have else f"NULL AS {c}" for c in ITEM_COLUMNS)
         rows = self._con.execute(f"SELECT {cols} FROM items ORDER BY item").fetchall()
-        return [
-            Item(
+        out = []
+        last: dict[str, Item] = {}  # each conversation's latest turn read
+        for (
+            i,
+            id_,
+            arrival,
+            prompt,
+            messages,
+            max_tokens,
+            n_input,
+            expected,
+            suite,
+            tags,
+            images,
+            conv,
+            turn,
+            think_s,
+            turn_messages,
+        ) in rows:
+            it = Item(
                 index=i,
                 id=id_,
                 arrival_s=arrival,
@@ -301,20 +322,32 @@ class SessionReader:
                 else self._json(tags, f"items: the tags of item {i}"),
                 images=None if images is None else self._json(images, f"items: images of {i}"),
             )
-            for (
-                i,
-                id_,
-                arrival,
-                prompt,
-                messages,
-                max_tokens,
-                n_input,
-                expected,
-                suite,
-                tags,
-                images,
-            ) in rows
-        ]
+            if conv is not None:
+                it.conversation, it.turn = conv, turn or 0
+                it.think_s, it.turn_messages = think_s or 0.0, turn_messages or 0
+                self._whole_prompt(it, last.get(conv))
+                last[conv] = it
+            out.append(it)
+        return out
+
+    def _whole_prompt(self, it: Item, prev: Item | None) -> None:
+        """``it`` (a turn) with its whole prompt: the previous turn's, then what it stored."""
+        if it.turn == 0 or not it.turn_messages or it.messages is None:
+            return
+        if prev is None or prev.turn != it.turn - 1 or prev.messages is None:
+            raise damaged(
+                self.path,
+                f"items: item {it.index} is turn {it.turn} of conversation "
+                f"{it.conversation!r}, but turn {it.turn - 1} is not stored before it (a "
+                "turn's prompt is stored as what it adds to the previous turn's)",
+            )
+        if not isinstance(it.messages, list) or len(it.messages) != it.turn_messages + 1:
+            raise damaged(
+                self.path,
+                f"items: the messages of item {it.index} should be the previous turn's "
+                f"answer and {it.turn_messages} message(s) of its own",
+            )
+        it.messages = prev.messages + it.messages
 
     def item_images(self) -> list[list[dict] | None]:
         """Per measured item (not warm-up), in order: the images it sent (``items.images``:

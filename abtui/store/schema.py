@@ -32,6 +32,14 @@ Conventions:
   image's seed; NULL when the item sends none) came after, appended the same way: a file without
   it reads as no images; the version stays 1. The image bytes are not stored: the stored
   ``messages`` carry a stand-in for each data URL (:func:`abtui.client.images.elide`).
+- ``items.conversation_id``, ``turn``, ``think_s`` and ``turn_messages`` (a conversation's turn:
+  its conversation, index, think time, and how many of its prompt's last messages are its
+  own) came after, appended the same way; a file without them reads them as a request on its
+  own. Where ``turn > 0`` and ``turn_messages > 0``, ``items.messages`` holds only what the
+  turn's prompt adds to the previous turn's (the recorded answer to that turn, then the
+  turn's own messages), so that a conversation's text is stored once, not once per later
+  turn; the reader rebuilds each whole prompt (:meth:`SessionReader.items`). An abtui
+  before these columns reads such a turn's messages as that part alone; the version stays 1.
 - Bump ``SCHEMA_VERSION`` on any incompatible change; readers refuse newer versions.
 """
 
@@ -115,6 +123,10 @@ ITEM_COLUMNS = (
     "suite",
     "tags",
     "images",
+    "conversation_id",
+    "turn",
+    "think_s",
+    "turn_messages",
 )
 
 DDL = (
@@ -142,7 +154,11 @@ DDL = (
         expected VARCHAR,
         suite VARCHAR,
         tags VARCHAR,
-        images VARCHAR
+        images VARCHAR,
+        conversation_id VARCHAR,
+        turn INTEGER,
+        think_s DOUBLE,
+        turn_messages INTEGER
     )""",
     """CREATE TABLE IF NOT EXISTS requests (
         req BIGINT,

@@ -83,6 +83,28 @@ def _now_iso() -> str:
     return datetime.now().astimezone().isoformat(timespec="milliseconds")
 
 
+def _if_turn(it: Item, value):
+    """``value`` for a conversation's turn, None (NULL) for a request on its own."""
+    return None if it.conversation is None else value
+
+
+def added_messages(it: Item) -> list[dict] | None:
+    """The messages ``it`` stores, each image's data URL elided (only what it was): for a
+    conversation's turn after the first whose prompt carries its history (``turn_messages >
+    0``), only what its prompt adds to the previous turn's — the answer to that turn, then its
+    own messages — so a conversation's text is stored once, not once per later turn (the
+    reader rebuilds the whole prompt); else all."""
+    msgs = elide(it.messages, it.images)  # over the whole prompt: images are counted in it
+    if msgs is None or it.conversation is None or it.turn == 0 or not it.turn_messages:
+        return msgs
+    return msgs[-(it.turn_messages + 1) :]
+
+
+def _stored_messages(it: Item, dumps) -> str | None:
+    msgs = added_messages(it)
+    return None if msgs is None else dumps(msgs)
+
+
 class SessionWriter:
     """Creates a session file and appends to it; see the module docstring.
 
@@ -205,18 +227,17 @@ class SessionWriter:
             "id": objects([it.id for it in items]),
             "arrival_s": np.fromiter((it.arrival_s for it in items), np.float64, len(items)),
             "prompt": objects([it.prompt for it in items]),
-            "messages": objects(  # an image's data URL is not stored, only what it was
-                [
-                    None if it.messages is None else dumps(elide(it.messages, it.images))
-                    for it in items
-                ]
-            ),
+            "messages": objects([_stored_messages(it, dumps) for it in items]),
             "max_tokens": nullable([it.max_tokens for it in items], np.int32),
             "n_input": nullable([it.n_input for it in items], np.int32),
             "expected": objects([it.expected for it in items]),
             "suite": objects([it.suite for it in items]),
             "tags": objects([dumps(list(it.tags or [])) for it in items]),
             "images": objects([dumps(it.images) if it.images else None for it in items]),
+            "conversation_id": objects([it.conversation for it in items]),
+            "turn": nullable([_if_turn(it, it.turn) for it in items], np.int32),
+            "think_s": nullable([_if_turn(it, it.think_s) for it in items], np.float64),
+            "turn_messages": nullable([_if_turn(it, it.turn_messages) for it in items], np.int32),
         }
         cols = ", ".join(ITEM_COLUMNS)
         sql = f"INSERT INTO items ({cols}) SELECT {cols} FROM item_df"

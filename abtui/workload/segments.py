@@ -74,20 +74,26 @@ class Offsets:
     """A level's (or a segment's) items as the main process keeps them once they are in the
     session file and the generators make their own (:mod:`abtui.runner.schedule`): each
     item's index and offset, 16 bytes, instead of an :class:`Item` (~290 bytes without its
-    text). A sequence: ``len``, slices, ``[k]`` and iteration give :class:`Offset` records."""
+    text), and where a conversation starts (``starts``, one byte: None when every item is a
+    request on its own). A sequence: ``len``, slices, ``[k]`` and iteration give
+    :class:`Offset` records."""
 
-    __slots__ = ("index", "arrival")
+    __slots__ = ("index", "arrival", "starts")
 
-    def __init__(self, index: np.ndarray, arrival: np.ndarray) -> None:
+    def __init__(
+        self, index: np.ndarray, arrival: np.ndarray, starts: np.ndarray | None = None
+    ) -> None:
         self.index = index
         self.arrival = arrival
+        self.starts = starts
 
     def __len__(self) -> int:
         return len(self.index)
 
     def __getitem__(self, k):
         if isinstance(k, slice):
-            return Offsets(self.index[k], self.arrival[k])
+            starts = None if self.starts is None else self.starts[k]
+            return Offsets(self.index[k], self.arrival[k], starts)
         return Offset(int(self.index[k]), float(self.arrival[k]))
 
     def __iter__(self):
@@ -95,7 +101,42 @@ class Offsets:
             yield Offset(i, t)
 
     def rebased(self, start: float) -> Offsets:
-        return Offsets(self.index, np.maximum(0.0, self.arrival - start))
+        return Offsets(self.index, np.maximum(0.0, self.arrival - start), self.starts)
+
+
+def starts_unit(items, k: int) -> bool:
+    """Whether ``items[k]`` (Items) starts a unit a schedule may not split: a request on its
+    own, or a conversation's first turn here (its turns follow one another's answers)."""
+    it = items[k]
+    conv = getattr(it, "conversation", None)
+    return conv is None or k == 0 or it.turn == 0 or conv != items[k - 1].conversation
+
+
+def unit_starts(items: list[Item] | Offsets) -> np.ndarray | None:
+    """Where each unit (:func:`starts_unit`) of ``items`` starts; None: at every item."""
+    if isinstance(items, Offsets):
+        return items.starts
+    if not any(getattr(it, "conversation", None) is not None for it in items):
+        return None
+    return np.fromiter((starts_unit(items, k) for k in range(len(items))), bool, len(items))
+
+
+def block_bounds(items: list[Item] | Offsets, blocks: int) -> list[tuple[int, int]]:
+    """The ``[start, end)`` of each block ``alternate`` cuts ``items`` into: ``blocks`` (at
+    most) of equal count, each cut moved on to the next conversation's start, so that a
+    conversation is played whole in one block (fewer blocks where conversations are long)."""
+    n = len(items)
+    nb = max(1, min(blocks, n))
+    size = -(-n // nb) if n else 1
+    starts = unit_starts(items)
+    cuts = [b * size for b in range(1, nb) if b * size < n]
+    if starts is not None:
+        at = np.flatnonzero(starts)
+        cuts = sorted(
+            {int(at[j]) for c in cuts if (j := int(np.searchsorted(at, c))) < len(at)} - {0}
+        )
+    edges = [0, *cuts, n]
+    return [(a, b) for a, b in zip(edges, edges[1:], strict=False) if b > a]
 
 
 def alternate_order(block: int, n_arms: int) -> list[int]:
@@ -131,13 +172,8 @@ def plan_segments(
             if schedule == "parallel":
                 segs.append(Segment(lv.items, mode, lv.concurrency, None, run, li, 0, lv.rate, dur))
                 continue
-            nb = max(1, min(blocks, len(lv.items)))
-            size = -(-len(lv.items) // nb)
-            for b in range(nb):
-                part = lv.items[b * size : (b + 1) * size]
-                if not part:
-                    continue
-                part = _rebased(part, part[0].arrival_s)
+            for b, (lo, hi) in enumerate(block_bounds(lv.items, blocks)):
+                part = _rebased(lv.items[lo:hi], lv.items[lo].arrival_s)
                 for arm in alternate_order(b, n_arms):
                     segs.append(
                         Segment(part, mode, lv.concurrency, (arm,), run, li, b, lv.rate, dur)
@@ -169,7 +205,7 @@ def _share(items, g: int, n: int):
         return items[g::n]
     out, j = [], -1
     for k, it in enumerate(items):
-        if k == 0 or it.turn == 0 or it.conversation != items[k - 1].conversation:
+        if starts_unit(items, k):
             j += 1  # the next conversation
         if j % n == g:
             out.append(it)
@@ -385,7 +421,10 @@ class Shape:
                     conc if isinstance(conc, int) else None,
                 )
             )
-            blocks.append(block_count(n, want) if alternate and isinstance(n, int) else 1)
+            cut = lv.get("blocks")  # as the run cut them (conversations: at their starts)
+            if not (isinstance(cut, int) and cut >= 0):
+                cut = block_count(n, want) if alternate and isinstance(n, int) else 1
+            blocks.append(cut)
         runs = load.get("runs") if isinstance(load.get("runs"), int) else 1
         for e in log_entries(meta):
             runs = max(runs, e["run"] + 1)

@@ -65,7 +65,7 @@ def _check_conversations(spec, source: str) -> None:
     """``workload.conversations``, ``workload.history`` and ``request.session_header``."""
     from abtui.workload.conversations import HISTORIES
 
-    w, ld = spec.workload, spec.load
+    w = spec.workload
     if w.history not in HISTORIES:
         raise SpecError(
             f"{source}: workload.history must be one of {', '.join(HISTORIES)}, got {w.history!r}"
@@ -99,12 +99,6 @@ def _check_conversations(spec, source: str) -> None:
             f"{source}: a conversation is sent as chat messages; arm(s) "
             f"{', '.join(not_chat)} use the completions API",
             'set request.api = "chat" (--api chat)',
-        )
-    if ld.schedule != "parallel":
-        raise SpecError(
-            f"{source}: conversations are played with load.schedule = 'parallel' (a "
-            "conversation's turns follow one another's answers: they cannot be cut into blocks)",
-            "drop --schedule alternate",
         )
 
 

@@ -370,7 +370,6 @@ def test_session_target_names_the_conversation_in_one_header_line():
         ({"request": {"api": "completions"}}, "is sent as chat messages"),
         ({"request": {"session_header": "X Bad:"}}, "is not an HTTP header name"),
         ({"workload": {"history": "mine"}}, "workload.history must be one of"),
-        ({"load": {"schedule": "alternate", "concurrency": 2}}, "load.schedule = 'parallel'"),
         ({"workload": {"file": "conv.jsonl"}}, "takes no workload.file"),
     ],
 )

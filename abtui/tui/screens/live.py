@@ -385,9 +385,12 @@ class LiveScreen(Screen):
         plan = pane_plan(pane.content_size.height)
         pane.apply(plan)
         rows, marks, axis = plan.bars, plan.marks, plan.axes
+        ttfo = None if v.ttfo is None else ("TTFO", v.ttfo)  # once a response reasoned
         pane.query_one(".counts", Chart).show(lambda w: counts_text(p, w))
         pane.query_one(".ttft", Chart).show(
-            lambda w: histogram_text("TTFT", v.ttft, ttft_rng, w, rows, marks=marks, axis=axis)
+            lambda w: histogram_text(
+                "TTFT", v.ttft, ttft_rng, w, rows, marks=marks, axis=axis, also=ttfo
+            )
         )
         pane.query_one(".tpot", Chart).show(
             lambda w: histogram_text("TPOT", v.tpot, tpot_rng, w, rows, marks=marks, axis=axis)

@@ -33,19 +33,33 @@ def histogram_text(
     *,
     marks: bool = True,
     axis: bool = True,
+    also: tuple[str, HistView] | None = None,
 ) -> Text:
     """A title line (P50, P99, and the sample count where it fits), ``rows`` lines of bars over
     the shared axis, a line marking P50 (▲) and P99 (△) and the axis ends (each left out when
     the pane is short: :func:`abtui.tui.widgets.pane.pane_plan`). Always exactly
-    ``1 + rows + marks + axis`` lines, none wider than ``width``."""
+    ``1 + rows + marks + axis`` lines, none wider than ``width``. ``also``: a second metric's
+    (title, view) whose P50 and P99 the title line adds where they fit, its P50 alone where
+    only that fits (TTFO beside TTFT once a response reasoned)."""
     from abtui.tui.widgets.pane import fit
 
     out = Text(no_wrap=True, overflow="ellipsis")
     p50, p99 = fmt_s(view.p50), fmt_s(view.p99)
     head = f"{title} ▲P50 {p50} △P99 {p99}"
+    short = f"{title} ▲{p50} △{p99}"
     # the sample count where it fits (it is the counts line's ok figure): a wrapped title
     # took a line from each histogram at 80 columns
-    heads = [head + f" n={view.n}", head, f"{title} ▲{p50} △{p99}"]
+    heads = [head + f" n={view.n}", head, short]
+    if also is not None:
+        name, v = also
+        a50, a99 = fmt_s(v.p50), fmt_s(v.p99)
+        heads = [
+            f"{head} · {name} ▲P50 {a50} △P99 {a99} n={view.n}",
+            f"{head} · {name} ▲P50 {a50} △P99 {a99}",
+            f"{short} · {name} ▲{a50} △{a99}",
+            f"{short} {name} ▲{a50}",
+            short,
+        ]
     out.append_text(fit([Text(h, "bold") for h in heads], width))
     out.append("\n")
     width = max(8, width)

@@ -116,25 +116,32 @@ TABLE_HEAD = ("n", "TTFT P50", "P99", "TPOT P50", "P99", "tok/s")
 def arms_table(
     names: list[str], views: list[ArmView], width: int, rate: str = TABLE_HEAD[-1]
 ) -> Text:
-    """One row per arm: its letter and name, then n, TTFT and TPOT P50/P99 and tok/s, in
-    aligned columns (the name cut to make room; the last columns go where even that is too
-    narrow). ``rate``: the tok/s column's heading, with its window."""
+    """One row per arm: its letter and name, then n, TTFT (and TTFO, once a response reasoned
+    before its answer) and TPOT P50/P99, tok/s (and the prefix-cache hit rate, once a
+    response said it hit), in aligned columns (the name cut to make room; the last columns go
+    where even that is too narrow). ``rate``: the tok/s column's heading, with its window."""
 
     def num(v: float) -> str:
         return "n/a" if not math.isfinite(v) else f"{v:,.0f}"
 
+    thinking = any(v.ttfo is not None for v in views)
+    cache = any(v.cache_hit for v in views)  # some response said it hit the prefix cache
     cells = [
         [
             str(v.ttft.n),
             _fmt_s(v.ttft.p50),
             _fmt_s(v.ttft.p99),
+            # an arm that never reasoned has TTFO = TTFT
+            *((_fmt_s((v.ttfo or v.ttft).p50), _fmt_s((v.ttfo or v.ttft).p99)) if thinking else ()),
             _fmt_s(v.tpot.p50),
             _fmt_s(v.tpot.p99),
             num(v.out_tok_s),
+            *(("n/a" if v.cache_hit is None else f"{v.cache_hit:.0%}",) if cache else ()),
         ]
         for v in views
     ]
-    head = (*TABLE_HEAD[:-1], rate)
+    head = (*TABLE_HEAD[:3], *(("TTFO P50", "P99") if thinking else ()), *TABLE_HEAD[3:-1], rate)
+    head += ("cache",) if cache else ()
     cols = [max(len(h), *(len(r[k]) for r in cells)) for k, h in enumerate(head)]
     keep = len(cols)
     while keep > 1 and sum(cols[:keep]) + 2 * keep + 2 + 6 > width:

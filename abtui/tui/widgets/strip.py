@@ -210,6 +210,8 @@ VIEW_ROWS = (  # the verdict's row keys a pane, the compare view and the strip s
     "tpot.p99",
     "throughput.output_tokens",
     "goodput.output_tokens",
+    "ttfo.p50",  # where a response reasoned (else the comparison has no TTFO rows)
+    "ttfo.p99",
 )
 
 
@@ -238,6 +240,9 @@ def verdict_views(pairs, views: list[ArmView]) -> list[ArmView]:
                 v,
                 ttft=replace(v.ttft, p50=f.get("ttft.p50", nan), p99=f.get("ttft.p99", nan)),
                 tpot=replace(v.tpot, p50=f.get("tpot.p50", nan), p99=f.get("tpot.p99", nan)),
+                ttfo=None
+                if v.ttfo is None
+                else replace(v.ttfo, p50=f.get("ttfo.p50", nan), p99=f.get("ttfo.p99", nan)),
                 out_tok_s=f.get("throughput.output_tokens", nan),
                 good_tok_s=None if v.good_tok_s is None else f.get("goodput.output_tokens", nan),
             )
