@@ -178,6 +178,15 @@ class ProfileWindow:
             self.state = "stopping"
             self._all(self._stop_one, "closed")
 
+    def windows(self) -> list[tuple[int, int, int]]:
+        """``(arm, start_ns, end_ns)`` of each window opened so far; one still open ends at
+        the largest time (every request so far may have run in it)."""
+        return [
+            (a.arm, a.start_ns, a.end_ns if a.end_ns is not None else (1 << 63) - 1)
+            for a in self.arms
+            if a.start_ns is not None
+        ]
+
     def window_doc(self) -> dict:
         return {
             "after_s": self.pr.after_s,

@@ -619,7 +619,7 @@ class SessionRun:
         if not u.due():
             return
         try:
-            v = u.look()
+            v = u.look(self._profiled())
         except (ArithmeticError, ValueError) as e:  # a look must never end the run
             self.writer.event("sequential_error", f"look failed: {e!r}")
             return
@@ -685,6 +685,10 @@ class SessionRun:
         """A stop was asked for (Ctrl-C, SIGTERM, the UI's quit)."""
         return self.interrupts.count > 0
 
+    def _profiled(self) -> list[tuple[int, int, int]]:
+        """--profile: the windows the looks leave out (none without a profile)."""
+        return self.profiling.windows() if self.profiling is not None else []
+
     def _store_sequential(self) -> None:
         """--until-decided: the verdict where the run stopped, else one last look over every
         pair (valid at any stopping time), stored as the ``sequential`` meta key."""
@@ -696,7 +700,7 @@ class SessionRun:
             if self.fatal:
                 u.stop_reason = "failed"
             try:
-                v = u.look()
+                v = u.look(self._profiled())
             except (ArithmeticError, ValueError) as e:  # the file keeps the looks so far
                 self.writer.event("sequential_error", f"last look failed: {e!r}")
             else:

@@ -9,6 +9,11 @@ so far are new, and :data:`LOOK_MIN_S` after the last. The confidence sequences 
 every look whatever the spacing, so the spacing only trades the main process's time (a look
 over 5,000 pairs takes about 10 ms) against how late a decision is seen (at most 10 % more
 pairs than needed, or a second).
+
+A run that also profiles (``--profile``) leaves out of every look the items any of whose
+requests ran while its arm's server profiled, as the stored verdict does
+(:mod:`abtui.store.profiled`): the windows only grow until they close, so an item left out
+at one look is left out at every later one.
 """
 
 from __future__ import annotations
@@ -32,6 +37,9 @@ LOOK_GROWTH = 0.10
 LOOK_MIN_S = 1.0
 METRICS = sd.SEQ_METRICS  # ttft, ttft_user, ttfo, tpot, e2e
 _FN = {m: rm.PER_REQUEST[m] for m in METRICS}
+NEVER = (1 << 63) - 1  # a window still open ends after any request so far
+
+Window = tuple[int, int, int]  # (arm, start_ns, end_ns): a server profiling then
 
 
 def design_of(spec: Spec) -> sd.Design:
@@ -64,6 +72,7 @@ class UntilDecided:
         self._keys: list[np.ndarray] = []
         self._arm: list[np.ndarray] = []
         self._ok: list[np.ndarray] = []
+        self._span: list[np.ndarray] = []  # per record: (sent or scheduled, done) in ns
         self._vals: dict[str, list[np.ndarray]] = {m: [] for m in METRICS}
         self._rows = 0  # measured records kept, both arms
         self._looked_pairs = 0
@@ -90,6 +99,8 @@ class UntilDecided:
         self._rows += len(recs)
         self._arm.append(np.asarray(t.arm, np.int64))
         self._ok.append(np.asarray(t.ok, bool))
+        span = [(r.dispatched_ns or r.scheduled_ns, r.done_ns or NEVER) for r in recs]
+        self._span.append(np.array(span, dtype=np.int64).reshape(-1, 2))
         for m in METRICS:
             self._vals[m].append(_FN[m](t))
 
@@ -112,23 +123,28 @@ class UntilDecided:
         enough = new >= max(LOOK_MIN_PAIRS, LOOK_GROWTH * self._looked_pairs)
         return enough and time.monotonic() - self._looked_at >= LOOK_MIN_S
 
-    def series(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    def series(self, windows: list[Window] = ()) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         """Per metric, the baseline's and candidate's values on the items both sent, aligned
-        in schedule order (NaN where a request failed)."""
+        in schedule order (NaN where a request failed), less the items a profiling window
+        touched on either arm."""
         if not self._arm:
             empty = np.zeros(0)
             return {m: (empty, empty) for m in METRICS}
         key = np.concatenate(self._keys)
         arm = np.concatenate(self._arm)
         ok = np.concatenate(self._ok)
-        self._keys, self._arm, self._ok = [key], [arm], [ok]  # one array each from now on
+        span = np.concatenate(self._span)
+        # one array each from now on
+        self._keys, self._arm, self._ok, self._span = [key], [arm], [ok], [span]
         vals = {m: np.concatenate(self._vals[m]) for m in METRICS}
         self._vals = {m: [v] for m, v in vals.items()}
         flat = np.zeros(len(key), np.int64)
         for c in range(4):
             col = key[:, c]
             flat = flat * (int(col.max(initial=0)) + 1) + col
-        ia_rows, ib_rows = np.flatnonzero(arm == 0), np.flatnonzero(arm == 1)
+        keep = ~np.isin(flat, flat[_in_windows(arm, span, windows)])
+        ia_rows = np.flatnonzero((arm == 0) & keep)
+        ib_rows = np.flatnonzero((arm == 1) & keep)
         _, ia, ib = np.intersect1d(flat[ia_rows], flat[ib_rows], return_indices=True)
         ra, rb = ia_rows[ia], ib_rows[ib]
         out = {}
@@ -140,9 +156,10 @@ class UntilDecided:
             out[m] = (va, vb)
         return out
 
-    def look(self) -> sd.SeqVerdict:
+    def look(self, windows: list[Window] = ()) -> sd.SeqVerdict:
+        """The anytime-valid verdict on the pairs so far, less those ``windows`` touched."""
         t = time.perf_counter()
-        v = self.monitor.look(self.series())
+        v = self.monitor.look(self.series(windows))
         self.look_s += time.perf_counter() - t
         self._looked_pairs = v.pairs
         self._looked_at = time.monotonic()
@@ -178,6 +195,14 @@ class UntilDecided:
             look_s=round(self.look_s, 3),
         )
         return out
+
+
+def _in_windows(arm: np.ndarray, span: np.ndarray, windows: list[Window]) -> np.ndarray:
+    """The rows whose request ran, at least in part, inside its own arm's window."""
+    hit = np.zeros(len(arm), bool)
+    for a, lo, hi in windows:
+        hit |= (arm == a) & (span[:, 0] <= hi) & (span[:, 1] >= lo)
+    return hit
 
 
 def status_line(v: sd.SeqVerdict, remaining_s: float | None) -> str:

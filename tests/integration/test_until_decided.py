@@ -166,6 +166,26 @@ def test_the_run_pairs_items_both_arms_sent(tmp_path):
     assert len(a) == 4 and a[2] != a[2]  # the baseline's failed item 2 is NaN
 
 
+def test_looks_leave_out_the_items_a_profiling_window_touched():
+    """Item k runs from k+1 s to k+1 s + E2E on each arm: the baseline's window over 2.025–2.5 s
+    touches item 1 (running until 2.03 s), the candidate's still-open one from 4.5 s items 4
+    and 5; those items go on both arms, the rest stay paired."""
+    from abtui.runner.until import NEVER, UntilDecided
+
+    u = UntilDecided(Spec(), 10)
+    u.add(_records(0, list(range(6)), 30.0))
+    u.add(_records(1, list(range(6)), 20.0))
+    assert len(u.series()["e2e"][0]) == 6
+    s = 1_000_000_000
+    windows = [(0, int(2.025 * s), int(2.5 * s)), (1, int(4.5 * s), NEVER)]
+    a, b = u.series(windows)["e2e"]
+    assert len(a) == len(b) == 3  # items 0, 2, 3
+    assert u.look(windows).pairs == 3
+    assert (
+        len(u.series([(1, int(2.025 * s), int(2.5 * s))])["e2e"][0]) == 6
+    )  # its item 1 ended at 2.02 s
+
+
 def test_until_decided_refuses_what_it_cannot_decide():
     arms = [
         ArmSpec(name=n, url=f"http://127.0.0.1:{9 + k}/v1") for k, n in enumerate(("a", "b", "c"))
