@@ -128,7 +128,9 @@ def to_markdown(sv: SessionVerdict, doc: dict) -> str:
                 ("usd_per_1k_good_requests", "$ per 1k good requests"),
             ):
                 lines.append(
-                    f"| {lab} | " + " | ".join(_money(c[field]) for c in pair.cost.values()) + " |"
+                    f"| {lab} | "
+                    + " | ".join(_money(c.shown(field)) for c in pair.cost.values())
+                    + " |"
                 )
         lines.append("")
     from abtui.report.factorial import markdown as factorial_md

@@ -409,8 +409,8 @@ def print_verdict(sv: SessionVerdict, out: TextIO, width: int | None = None) -> 
                 console.print(hanging("  ", f"{label(e.key)}: {e.note}", width, "    "))
         if pair.cost:
             parts = [
-                f"{escape(n)} ${c['usd_per_mtok_good'] or math.inf:,.3f}/Mtok good, "
-                f"${c['usd_per_1k_good_requests'] or math.inf:,.3f} per 1k good requests"
+                f"{escape(n)} ${c.shown('usd_per_mtok_good') or math.inf:,.3f}/Mtok good, "
+                f"${c.shown('usd_per_1k_good_requests') or math.inf:,.3f} per 1k good requests"
                 for n, c in pair.cost.items()
             ]
             console.print("  cost: " + "; ".join(parts))

@@ -38,7 +38,7 @@ from enum import StrEnum
 
 import numpy as np
 
-from abtui.cost import arm_cost, arm_prices
+from abtui.cost import ArmCost, arm_cost, arm_prices
 from abtui.jsonable import json_ready
 from abtui.metrics import request as request_metrics
 from abtui.metrics.catalogue import latency_keys
@@ -122,7 +122,7 @@ class PairVerdict:
     comparison: Comparison
     errors: ErrorRates
     generator: dict
-    cost: dict | None = None
+    cost: dict[str, ArmCost] | None = None  # per arm name, when a GPU price is given
     quality: dict | None = None  # abtui.quality.gates.evaluate_quality, when quality was measured
     guardrails: list[Guardrail] | None = None  # guardrail_checks: each one's non-inferiority
     # what makes the pair's speed rows not compare like with like (abtui.verdict.comparable)
@@ -141,6 +141,8 @@ class PairVerdict:
             g["reason_code"] = code_of(g["reason"])
         if self.findings is not None:
             d["findings"] = [f.to_dict() for f in self.findings]
+        if self.cost is not None:
+            d["cost"] = {n: c.to_dict() for n, c in self.cost.items()}
         d["comparison"] = self.comparison.to_dict()
         return json_ready(d)
 
@@ -592,7 +594,7 @@ def evaluate(
         cost = None
         if prices:
             cost = {
-                names[x]: arm_cost(s, *prices[x]).to_dict()
+                names[x]: arm_cost(s, *prices[x])
                 for x, s in ((a, comp.summaries[0]), (b, comp.summaries[1]))
             }
         return PairVerdict(

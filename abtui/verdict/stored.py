@@ -24,6 +24,7 @@ from dataclasses import replace
 import numpy as np
 
 from abtui import __version__
+from abtui.cost import ArmCost
 from abtui.metrics.summary import summarize
 from abtui.stats.classical import RankTest
 from abtui.stats.decide import Outcome
@@ -107,7 +108,7 @@ def _pair(d: dict, table, slo: dict) -> PairVerdict:
         comp,
         ErrorRates(_nan(err["rate_a"]), _nan(err["rate_b"]), _nan(err["p_higher"])),
         d["generator"],
-        d.get("cost"),
+        None if d.get("cost") is None else {n: ArmCost.from_dict(c) for n, c in d["cost"].items()},
         d.get("quality"),
         None if guards is None else [_guardrail(g) for g in guards],
         None if findings is None else [Finding.from_dict(f) for f in findings],

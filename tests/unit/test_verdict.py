@@ -97,7 +97,7 @@ def test_cost_primary_objective():
     v = _verdict(ArmTruth(), ArmTruth(), spec=spec)
     e = v.pairs[0].comparison.get("cost.per_mtok_good")
     assert e.ratio == pytest.approx(-0.5, abs=0.01) and e.outcome == "IMPROVED"
-    assert v.pairs[0].cost["cand"]["usd_per_hour"] == 1.0
+    assert v.pairs[0].cost["cand"].usd_per_hour == 1.0
 
 
 def test_input_length_breakdowns_are_a_benjamini_hochberg_family():
