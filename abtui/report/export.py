@@ -143,9 +143,7 @@ def to_markdown(sv: SessionVerdict, doc: dict) -> str:
             "| " + " | ".join(SWEEP_COLUMNS) + " |",
             "|---|" + "--:|" * (len(SWEEP_COLUMNS) - 1),
         ]
-        lines += [
-            "| " + " | ".join(e_(c) for c in sweep_cells(p)) + " |" for p in v.sweep["points"]
-        ]
+        lines += ["| " + " | ".join(e_(c) for c in sweep_cells(p)) + " |" for p in v.sweep.points]
         lines += [
             "",
             e_(sweep_line(v.sweep)),

@@ -153,7 +153,7 @@ def to_html(sv: SessionVerdict, doc: dict) -> str:
             + "".join(f"<th>{esc(c)}</th>" for c in SWEEP_COLUMNS)
             + "</tr>"
         )
-        for p in v.sweep["points"]:
+        for p in v.sweep.points:
             h.append("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in sweep_cells(p)) + "</tr>")
         h.append(f'</table><p class="muted">{esc(sweep_line(v.sweep))}</p>')
     names = list(doc["summaries"])

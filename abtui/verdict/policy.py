@@ -51,7 +51,7 @@ from abtui.stats.effects import Comparison, compare
 from abtui.stats.labels import describe, label, pct
 from abtui.stats.multiple import benjamini_hochberg, holm
 from abtui.stats.reasons import Code, Reason, code_of, codes
-from abtui.stats.sweep import sweep_summary
+from abtui.stats.sweep import SweepSummary, sweep_summary
 from abtui.store.schema import COMPLETE
 from abtui.verdict.comparable import Finding, length_finding, usage_finding
 from abtui.verdict.resolved import Policy, resolve_policy
@@ -155,7 +155,7 @@ class Verdict:
     policy: Policy
     session: dict
     created: str = field(default_factory=lambda: datetime.now(UTC).isoformat())
-    sweep: dict | None = None  # abtui.stats.sweep.sweep_summary, with two or more load levels
+    sweep: SweepSummary | None = None  # with two or more load levels
     factorial: dict | None = None  # abtui.verdict.ablation.summarize_factorial ([ablation] factors)
 
     @property
@@ -171,7 +171,7 @@ class Verdict:
             "session": self.session,
             "pairs": [p.to_dict() for p in self.pairs],
             "ladder": [p.to_dict() for p in self.ladder],
-            "sweep": json_ready(self.sweep) if self.sweep else None,
+            "sweep": json_ready(self.sweep.to_dict()) if self.sweep else None,
             "factorial": json_ready(self.factorial) if self.factorial else None,
         }
 

@@ -30,6 +30,7 @@ from abtui.stats.classical import RankTest
 from abtui.stats.decide import Outcome
 from abtui.stats.effects import Comparison, ComparisonDesign, Effect
 from abtui.stats.reasons import read_reason
+from abtui.stats.sweep import SweepSummary
 from abtui.verdict.comparable import Finding
 from abtui.verdict.policy import (
     ErrorRates,
@@ -131,7 +132,7 @@ def verdict_from_dict(d: dict, table, slo: dict) -> Verdict:
         _policy(d["policy"]),
         d["session"],
         d["created"],
-        d.get("sweep"),
+        None if d.get("sweep") is None else SweepSummary.from_dict(d["sweep"]),
         d.get("factorial"),
     )
 
