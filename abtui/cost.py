@@ -18,13 +18,16 @@ prices come from the throughput/goodput bootstrap (:mod:`abtui.stats.effects`): 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 
 from abtui.metrics.summary import ArmSummary
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class ArmCost:
+    """One arm's prices. A price whose rate is zero is infinite and one whose rate was not
+    measured is NaN: :meth:`shown` and the JSON (:meth:`to_dict`) give ``None`` for both."""
+
     gpu_price: float  # USD per GPU-hour
     gpus: int
     usd_per_hour: float
@@ -33,11 +36,19 @@ class ArmCost:
     usd_per_mtok_good: float
     usd_per_1k_good_requests: float
 
+    def shown(self, name: str) -> float | None:
+        """The field ``name`` when it is a finite price, else ``None`` (what reports print)."""
+        v = getattr(self, name)
+        return v if math.isfinite(v) else None
+
     def to_dict(self) -> dict:
-        return {
-            k: (v if not isinstance(v, float) or math.isfinite(v) else None)
-            for k, v in asdict(self).items()
-        }
+        return {f.name: self.shown(f.name) for f in fields(self)}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> ArmCost:
+        """A stored :meth:`to_dict` (``None`` read back as NaN)."""
+        nan = {f.name: math.nan for f in fields(cls)}
+        return cls(**{**nan, **{k: v for k, v in d.items() if v is not None}})
 
 
 def _per(usd_per_hour: float, per_s: float, scale: float) -> float:

@@ -69,7 +69,7 @@ def report_data(sv: SessionVerdict) -> dict:
         from abtui.report.verdict_text import capacity_detail
 
         sweep = doc["sweep"] = {**doc["sweep"]}
-        sweep["capacity"] = capacity_detail(sweep)
+        sweep["capacity"] = capacity_detail(sv.verdict.sweep)
         sweep["points"] = [{**p, "level_number": p["level"] + 1} for p in sweep["points"]]
     from abtui.report.diagnosis import diagnosis_doc, prefix_cache_doc
 

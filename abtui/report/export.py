@@ -132,7 +132,9 @@ def to_markdown(sv: SessionVerdict, doc: dict) -> str:
                 ("usd_per_1k_good_requests", "$ per 1k good requests"),
             ):
                 lines.append(
-                    f"| {lab} | " + " | ".join(_money(c[field]) for c in pair.cost.values()) + " |"
+                    f"| {lab} | "
+                    + " | ".join(_money(c.shown(field)) for c in pair.cost.values())
+                    + " |"
                 )
         lines.append("")
     from abtui.report.factorial import markdown as factorial_md
@@ -145,9 +147,7 @@ def to_markdown(sv: SessionVerdict, doc: dict) -> str:
             "| " + " | ".join(SWEEP_COLUMNS) + " |",
             "|---|" + "--:|" * (len(SWEEP_COLUMNS) - 1),
         ]
-        lines += [
-            "| " + " | ".join(e_(c) for c in sweep_cells(p)) + " |" for p in v.sweep["points"]
-        ]
+        lines += ["| " + " | ".join(e_(c) for c in sweep_cells(p)) + " |" for p in v.sweep.points]
         lines += [
             "",
             e_(sweep_line(v.sweep)),

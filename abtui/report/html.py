@@ -140,10 +140,8 @@ def to_html(sv: SessionVerdict, doc: dict) -> str:
                 ("usd_per_mtok_good", "$/Mtok good"),
                 ("usd_per_1k_good_requests", "$ per 1k good requests"),
             ):
-                cells = "".join(
-                    f"<td>{'n/a' if c[field] is None else f'${c[field]:,.4f}'}</td>"
-                    for c in pair.cost.values()
-                )
+                shown = [c.shown(field) for c in pair.cost.values()]
+                cells = "".join(f"<td>{'n/a' if x is None else f'${x:,.4f}'}</td>" for x in shown)
                 h.append(f"<tr><td>{lab}</td>{cells}</tr>")
             h.append("</table>")
     from abtui.report.factorial import html as factorial_html
@@ -155,7 +153,7 @@ def to_html(sv: SessionVerdict, doc: dict) -> str:
             + "".join(f"<th>{esc(c)}</th>" for c in SWEEP_COLUMNS)
             + "</tr>"
         )
-        for p in v.sweep["points"]:
+        for p in v.sweep.points:
             h.append("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in sweep_cells(p)) + "</tr>")
         h.append(f'</table><p class="muted">{esc(sweep_line(v.sweep))}</p>')
     names = list(doc["summaries"])

@@ -47,7 +47,7 @@ def cards(sv: SessionVerdict, doc: dict) -> list[dict]:
         )
     cost = pair.cost if pair else None
     if cost:
-        per = [(n, c.get("usd_per_mtok_good")) for n, c in cost.items()]
+        per = [(n, c.shown("usd_per_mtok_good")) for n, c in cost.items()]
         out.append(
             {
                 "title": "Cost ($/Mtok good)",

@@ -21,6 +21,7 @@ import numpy as np
 from abtui.metrics import request as request_metrics
 from abtui.metrics.table import RequestTable
 from abtui.report.svg import LINEAR, LOG, TAIL, Axis, Chart, HLine, Series, no_data, render
+from abtui.stats.sweep import LevelPoint, SweepSummary
 
 PHASES = (
     ("ttft", "TTFT", request_metrics.ttft_s),
@@ -118,27 +119,27 @@ def latency_over_time(ok: RequestTable, arms: list[dict]) -> list[str]:
 # ------------------------------------------------------------------------------ load sweep
 
 
-def _by_arm(sweep: dict, arms: list[dict]) -> list[tuple[int, str, list[dict]]]:
+def _by_arm(sweep: SweepSummary, arms: list[dict]) -> list[tuple[int, str, list[LevelPoint]]]:
     out = []
     for k, a in enumerate(arms):
         pts = sorted(
-            (p for p in sweep["points"] if p["arm"] == a["name"]),
-            key=lambda p: (p["load_rps"] or 0, p["level"]),
+            (p for p in sweep.points if p.arm == a["name"]),
+            key=lambda p: (p.shown("load_rps") or 0, p.level),
         )
         if pts:
             out.append((k, a["name"], pts))
     return out
 
 
-def _arr(pts: list[dict], key: str, scale: float = 1.0) -> np.ndarray:
-    return np.array([np.nan if p[key] is None else p[key] * scale for p in pts], dtype=float)
+def _arr(pts: list[LevelPoint], key: str, scale: float = 1.0) -> np.ndarray:
+    return np.array([np.nan if (v := p.shown(key)) is None else v * scale for p in pts], float)
 
 
-def _levels(pts: list[dict]) -> list[str]:
-    return [f"L{p['level'] + 1}" for p in pts]
+def _levels(pts: list[LevelPoint]) -> list[str]:
+    return [f"L{p.level + 1}" for p in pts]
 
 
-def sweep_vs_load(sweep: dict, arms: list[dict], key: str, lab: str, slo_s) -> str:
+def sweep_vs_load(sweep: SweepSummary, arms: list[dict], key: str, lab: str, slo_s) -> str:
     """P99 ``key`` (``p99_e2e_s`` / ``p99_ttft_s``) against the load, one curve per arm."""
     plot_id, title = f"sweep-{lab.lower()}-vs-load", f"P99 {lab} vs load"
     groups = _by_arm(sweep, arms)
@@ -161,7 +162,7 @@ def sweep_vs_load(sweep: dict, arms: list[dict], key: str, lab: str, slo_s) -> s
     )
 
 
-def sweep_latency_vs_throughput(sweep: dict, arms: list[dict], slo: dict) -> str:
+def sweep_latency_vs_throughput(sweep: SweepSummary, arms: list[dict], slo: dict) -> str:
     """P99 E2E against goodput per arm: how much latency each arm pays for its throughput."""
     plot_id, title = "sweep-latency-vs-throughput", "P99 E2E vs throughput"
     groups = _by_arm(sweep, arms)
@@ -188,10 +189,10 @@ def sweep_latency_vs_throughput(sweep: dict, arms: list[dict], slo: dict) -> str
     )
 
 
-def sweep_pareto(sweep: dict, arms: list[dict]) -> str:
+def sweep_pareto(sweep: SweepSummary, arms: list[dict]) -> str:
     """Every (arm, level) at (P99 E2E, $/Mtok good) — goodput when unpriced — the points on
     the Pareto front filled and joined by a grey step line."""
-    priced = sweep["front_axes"][1] == "usd_per_mtok_good"
+    priced = sweep.priced
     plot_id = "sweep-pareto"
     title = "Cost vs latency (Pareto front)" if priced else "Goodput vs latency (Pareto front)"
     groups = _by_arm(sweep, arms)
@@ -209,11 +210,9 @@ def sweep_pareto(sweep: dict, arms: list[dict]) -> str:
     for (k, name, pts), x in zip(groups, xs, strict=True):
         y = _arr(pts, second)
         out.append(
-            Series(
-                name, k, x * scale, y, "markers", _levels(pts), [bool(p["on_front"]) for p in pts]
-            )
+            Series(name, k, x * scale, y, "markers", _levels(pts), [bool(p.on_front) for p in pts])
         )
-        front += [(a * scale, b) for a, b, p in zip(x, y, pts, strict=True) if p["on_front"]]
+        front += [(a * scale, b) for a, b, p in zip(x, y, pts, strict=True) if p.on_front]
     if front:
         front.sort()
         fx, fy = np.array([a for a, _ in front]), np.array([b for _, b in front])
@@ -234,7 +233,7 @@ def sweep_pareto(sweep: dict, arms: list[dict]) -> str:
     )
 
 
-def sweep_plots(sweep: dict | None, arms: list[dict], slo: dict) -> list[str]:
+def sweep_plots(sweep: SweepSummary | None, arms: list[dict], slo: dict) -> list[str]:
     if not sweep:
         return []
     return [

@@ -18,6 +18,7 @@ from abtui.metrics.catalogue import is_latency
 from abtui.report.untrusted import InertConsole
 from abtui.stats.effects import Effect
 from abtui.stats.labels import label, pct, short_label
+from abtui.stats.sweep import LevelPoint, SweepSummary
 from abtui.verdict.policy import GO, NO_GO, PairVerdict, Policy
 from abtui.verdict.saved import SessionVerdict
 
@@ -196,19 +197,22 @@ SWEEP_COLUMNS = (
 )
 
 
-def sweep_cells(p: dict) -> list[str]:
+def sweep_cells(p: LevelPoint) -> list[str]:
     """One sweep point as display strings (no markup: the caller escapes); the level numbered
     from 1, as the TUI's "level 1/N"."""
-    usd = p["usd_per_mtok_good"]
+    load, att, good, p99, usd = (
+        p.shown(k)
+        for k in ("load_rps", "attainment", "goodput_tps", "p99_e2e_s", "usd_per_mtok_good")
+    )
     return [
-        str(p["arm"]),
-        str(p["level"] + 1),
-        f"{p['load_rps']:,.2f}" if p["load_rps"] else "n/a",
-        "n/a" if p["attainment"] is None else f"{p['attainment'] * 100:.1f}%",
-        "n/a" if p["goodput_tps"] is None else f"{p['goodput_tps']:,.0f}",
-        "n/a" if p["p99_e2e_s"] is None else f"{p['p99_e2e_s'] * 1e3:,.1f} ms",
+        str(p.arm),
+        str(p.level + 1),
+        f"{load:,.2f}" if load else "n/a",
+        "n/a" if att is None else f"{att * 100:.1f}%",
+        "n/a" if good is None else f"{good:,.0f}",
+        "n/a" if p99 is None else f"{p99 * 1e3:,.1f} ms",
         "n/a" if usd is None else f"${usd:,.3f}",
-        "✓" if p["on_front"] else "",
+        "✓" if p.on_front else "",
     ]
 
 
@@ -216,19 +220,20 @@ def _rps(x: float) -> str:
     return f"{x:,.2f}".rstrip("0").rstrip(".") + " req/s"
 
 
-def capacity_detail(sweep: dict) -> dict[str, dict]:
+def capacity_detail(sweep: SweepSummary) -> dict[str, dict]:
     """What each arm's λ* is worth, from the levels tried: ``{arm: {"rps", "lower_bound",
     "above_rps", "below_rps", "text"}}``. λ* at the highest load tried is only a lower bound
     (no level above it failed because none was tried): ``lower_bound`` true, text "≥ 24 req/s:
     no level failed". Otherwise ``above_rps`` is the next load, which missed the target; with
     no λ* (every level missed it) ``below_rps`` is the lowest load tried."""
-    target = sweep["target"]
+    target = sweep.target
     out = {}
-    for arm, lam in sweep["capacity_rps"].items():
-        pts = [p for p in sweep["points"] if p["arm"] == arm and p["load_rps"]]
-        loads = sorted(p["load_rps"] for p in pts)
+    for arm, lam in sweep.capacity_rps.items():
+        lam = None if lam is None or not math.isfinite(lam) else lam
+        pts = [p for p in sweep.points if p.arm == arm and p.shown("load_rps")]
+        loads = sorted(p.load_rps for p in pts)
         missed = sorted(
-            p["load_rps"] for p in pts if p["attainment"] is None or p["attainment"] < target
+            p.load_rps for p in pts if p.shown("attainment") is None or p.attainment < target
         )
         d = {"rps": lam, "lower_bound": False, "above_rps": None, "below_rps": None}
         if lam is None:
@@ -250,26 +255,26 @@ def capacity_detail(sweep: dict) -> dict[str, dict]:
     return out
 
 
-def sweep_line(sweep: dict) -> str:
+def sweep_line(sweep: SweepSummary) -> str:
     """λ* per arm (and $/Mtok good there) in words, a lower bound said so."""
     parts = []
     for arm, d in capacity_detail(sweep).items():
-        usd = sweep["usd_per_mtok_good_at_capacity"].get(arm)
+        usd = sweep.usd_per_mtok_good_at_capacity.get(arm)
         at = f" at ${usd:,.3f}/Mtok good" if usd is not None else ""
         parts.append(f"{arm} {d['text']}{at}")
-    second = "$/Mtok good" if sweep["front_axes"][1] == "usd_per_mtok_good" else "goodput"
+    second = "$/Mtok good" if sweep.priced else "goodput"
     return (
-        f"capacity goodput λ* (largest load tried with SLO attainment ≥ {sweep['target']:.0%}): "
+        f"capacity goodput λ* (largest load tried with SLO attainment ≥ {sweep.target:.0%}): "
         + "; ".join(parts)
         + f". ✓ = on the Pareto front of (P99 E2E, {second}). Levels are numbered from 1."
     )
 
 
-def sweep_table(sweep: dict) -> Table:
+def sweep_table(sweep: SweepSummary) -> Table:
     t = Table(show_header=True, header_style="bold", box=None, pad_edge=False, title="load sweep")
     for c in SWEEP_COLUMNS:
         t.add_column(c, justify="left" if c == "arm" else "right")
-    for p in sweep["points"]:
+    for p in sweep.points:
         t.add_row(*(escape(c) for c in sweep_cells(p)))
     return t
 
@@ -415,8 +420,8 @@ def print_verdict(sv: SessionVerdict, out: TextIO, width: int | None = None) -> 
                 console.print(hanging("  ", f"{label(e.key)}: {e.note}", width, "    "))
         if pair.cost:
             parts = [
-                f"{escape(n)} ${c['usd_per_mtok_good'] or math.inf:,.3f}/Mtok good, "
-                f"${c['usd_per_1k_good_requests'] or math.inf:,.3f} per 1k good requests"
+                f"{escape(n)} ${c.shown('usd_per_mtok_good') or math.inf:,.3f}/Mtok good, "
+                f"${c.shown('usd_per_1k_good_requests') or math.inf:,.3f} per 1k good requests"
                 for n, c in pair.cost.items()
             ]
             console.print("  cost: " + "; ".join(parts))

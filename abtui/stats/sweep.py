@@ -18,7 +18,7 @@ level (:func:`abtui.metrics.summary.summarize` on that level's requests) into a
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 
@@ -47,11 +47,56 @@ class LevelPoint:
     usd_per_mtok_good: float | None
     on_front: bool = False
 
+    def shown(self, name: str):
+        """The field ``name``, ``None`` for a non-finite float (what reports print)."""
+        v = getattr(self, name)
+        return None if isinstance(v, float) and not math.isfinite(v) else v
+
+    def to_dict(self) -> dict:
+        return {k: self.shown(k) for k in asdict(self)}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> LevelPoint:
+        """A stored :meth:`to_dict`: ``None`` in a field that is always a float read back as
+        NaN; the optional ones stay ``None``."""
+        plain = {f.name for f in fields(cls) if f.type == "float"}
+        return cls(**{k: math.nan if v is None and k in plain else v for k, v in d.items()})
+
+
+@dataclass(frozen=True, slots=True)
+class SweepSummary:
+    """A sweep's points, each arm's λ* (``None``: no level met the target) and its $/Mtok good
+    there, and the two axes of the Pareto front."""
+
+    target: float
+    capacity_rps: dict[str, float | None]
+    usd_per_mtok_good_at_capacity: dict[str, float | None]
+    front_axes: tuple[str, str]  # P99 E2E and the cost ("usd_per_mtok_good") or "goodput_tps"
+    points: list[LevelPoint]
+
+    @property
+    def priced(self) -> bool:
+        return self.front_axes[1] == "usd_per_mtok_good"
+
     def to_dict(self) -> dict:
         return {
-            k: (None if isinstance(v, float) and not math.isfinite(v) else v)
-            for k, v in asdict(self).items()
+            "target": self.target,
+            "capacity_rps": dict(self.capacity_rps),
+            "usd_per_mtok_good_at_capacity": dict(self.usd_per_mtok_good_at_capacity),
+            "front_axes": list(self.front_axes),
+            "points": [p.to_dict() for p in self.points],
         }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> SweepSummary:
+        """A stored :meth:`to_dict`."""
+        return cls(
+            d["target"],
+            dict(d["capacity_rps"]),
+            dict(d["usd_per_mtok_good_at_capacity"]),
+            tuple(d["front_axes"]),
+            [LevelPoint.from_dict(p) for p in d["points"]],
+        )
 
 
 def _levels_of(table: RequestTable) -> np.ndarray:
@@ -140,7 +185,7 @@ def sweep_summary(
     levels_meta: list[dict] | None = None,
     prices: list[tuple[float, int]] | None = None,
     target: float = CAPACITY_TARGET,
-) -> dict | None:
+) -> SweepSummary | None:
     """Points, λ* and the $/Mtok good at λ* per arm, and the front; None without a sweep."""
     points = level_points(table, arms, slo, levels_meta, prices)
     if not points:
@@ -153,10 +198,5 @@ def sweep_summary(
         cap[a["name"]] = lam
         at = [p for p in mine if lam is not None and p.load_rps == lam]
         headline[a["name"]] = at[0].usd_per_mtok_good if at else None
-    return {
-        "target": target,
-        "capacity_rps": cap,
-        "usd_per_mtok_good_at_capacity": headline,
-        "front_axes": ["p99_e2e_s", "usd_per_mtok_good" if prices else "goodput_tps"],
-        "points": [p.to_dict() for p in points],
-    }
+    second = "usd_per_mtok_good" if prices else "goodput_tps"
+    return SweepSummary(target, cap, headline, ("p99_e2e_s", second), points)

@@ -38,7 +38,7 @@ from enum import StrEnum
 
 import numpy as np
 
-from abtui.cost import arm_cost, arm_prices
+from abtui.cost import ArmCost, arm_cost, arm_prices
 from abtui.jsonable import json_ready
 from abtui.metrics import request as request_metrics
 from abtui.metrics.catalogue import latency_keys
@@ -51,7 +51,7 @@ from abtui.stats.effects import Comparison, compare
 from abtui.stats.labels import describe, label, pct
 from abtui.stats.multiple import benjamini_hochberg, holm
 from abtui.stats.reasons import Code, Reason, code_of, codes
-from abtui.stats.sweep import sweep_summary
+from abtui.stats.sweep import SweepSummary, sweep_summary
 from abtui.store.schema import COMPLETE
 from abtui.verdict.comparable import Finding, length_finding, rate_set_notes, usage_finding
 from abtui.verdict.resolved import Policy, resolve_policy
@@ -122,7 +122,7 @@ class PairVerdict:
     comparison: Comparison
     errors: ErrorRates
     generator: dict
-    cost: dict | None = None
+    cost: dict[str, ArmCost] | None = None  # per arm name, when a GPU price is given
     quality: dict | None = None  # abtui.quality.gates.evaluate_quality, when quality was measured
     guardrails: list[Guardrail] | None = None  # guardrail_checks: each one's non-inferiority
     # what makes the pair's speed rows not compare like with like (abtui.verdict.comparable)
@@ -141,6 +141,8 @@ class PairVerdict:
             g["reason_code"] = code_of(g["reason"])
         if self.findings is not None:
             d["findings"] = [f.to_dict() for f in self.findings]
+        if self.cost is not None:
+            d["cost"] = {n: c.to_dict() for n, c in self.cost.items()}
         d["comparison"] = self.comparison.to_dict()
         return json_ready(d)
 
@@ -153,7 +155,7 @@ class Verdict:
     policy: Policy
     session: dict
     created: str = field(default_factory=lambda: datetime.now(UTC).isoformat())
-    sweep: dict | None = None  # abtui.stats.sweep.sweep_summary, with two or more load levels
+    sweep: SweepSummary | None = None  # with two or more load levels
     factorial: dict | None = None  # abtui.verdict.ablation.summarize_factorial ([ablation] factors)
 
     @property
@@ -169,7 +171,7 @@ class Verdict:
             "session": self.session,
             "pairs": [p.to_dict() for p in self.pairs],
             "ladder": [p.to_dict() for p in self.ladder],
-            "sweep": json_ready(self.sweep) if self.sweep else None,
+            "sweep": json_ready(self.sweep.to_dict()) if self.sweep else None,
             "factorial": json_ready(self.factorial) if self.factorial else None,
         }
 
@@ -594,7 +596,7 @@ def evaluate(
         cost = None
         if prices:
             cost = {
-                names[x]: arm_cost(s, *prices[x]).to_dict()
+                names[x]: arm_cost(s, *prices[x])
                 for x, s in ((a, comp.summaries[0]), (b, comp.summaries[1]))
             }
         return PairVerdict(

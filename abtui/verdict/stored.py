@@ -24,11 +24,13 @@ from dataclasses import replace
 import numpy as np
 
 from abtui import __version__
+from abtui.cost import ArmCost
 from abtui.metrics.summary import summarize
 from abtui.stats.classical import RankTest
 from abtui.stats.decide import Outcome
 from abtui.stats.effects import Comparison, ComparisonDesign, Effect
 from abtui.stats.reasons import read_reason
+from abtui.stats.sweep import SweepSummary
 from abtui.verdict.comparable import Finding
 from abtui.verdict.policy import (
     ErrorRates,
@@ -107,7 +109,7 @@ def _pair(d: dict, table, slo: dict) -> PairVerdict:
         comp,
         ErrorRates(_nan(err["rate_a"]), _nan(err["rate_b"]), _nan(err["p_higher"])),
         d["generator"],
-        d.get("cost"),
+        None if d.get("cost") is None else {n: ArmCost.from_dict(c) for n, c in d["cost"].items()},
         d.get("quality"),
         None if guards is None else [_guardrail(g) for g in guards],
         None if findings is None else [Finding.from_dict(f) for f in findings],
@@ -130,7 +132,7 @@ def verdict_from_dict(d: dict, table, slo: dict) -> Verdict:
         _policy(d["policy"]),
         d["session"],
         d["created"],
-        d.get("sweep"),
+        None if d.get("sweep") is None else SweepSummary.from_dict(d["sweep"]),
         d.get("factorial"),
     )
 

@@ -3,14 +3,16 @@ hostile strings (model output is untrusted input), the verdict's exit codes, and
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import re
 from html.parser import HTMLParser
 
 import pytest
 
 from abtui.cli import main
-from abtui.cost import arm_cost
+from abtui.cost import ArmCost, arm_cost
 from abtui.metrics.summary import ArmSummary
 from abtui.report.export import config_diff, md_escape
 from abtui.sim.engine import SimConfig
@@ -142,6 +144,20 @@ def test_cost_formulas():
     assert c.usd_per_1k_good_requests == pytest.approx(0.002 * 1e3 / 4)
     s.slo = {}  # no SLO: every ok request is good
     assert arm_cost(s, 3.6, 2).usd_per_mtok_good == pytest.approx(c.usd_per_mtok_output)
+
+
+def test_cost_non_finite_prices_are_none_only_in_json():
+    s = ArmSummary(arm=0, output_tokens_per_s=0.0, total_tokens_per_s=math.nan, requests_per_s=2.0)
+    c = arm_cost(s, gpu_price=1.0)
+    assert c.usd_per_mtok_output == math.inf and math.isnan(c.usd_per_mtok_total)
+    assert c.shown("usd_per_mtok_output") is None and c.shown("usd_per_hour") == 1.0
+    d = c.to_dict()
+    assert d["usd_per_mtok_output"] is None and d["usd_per_mtok_total"] is None
+    assert d["gpus"] == 1 and d["usd_per_1k_good_requests"] == pytest.approx(1e3 / 7200)
+    back = ArmCost.from_dict(json.loads(json.dumps(d)))  # a stored verdict read back
+    assert math.isnan(back.usd_per_mtok_output) and back.to_dict() == d
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        c.gpus = 2
 
 
 def test_config_diff_and_md_escape():

@@ -4,6 +4,7 @@ noise floor. 500 bootstrap resamples keep it fast; the effects here are far from
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -97,7 +98,7 @@ def test_cost_primary_objective():
     v = _verdict(ArmTruth(), ArmTruth(), spec=spec)
     e = v.pairs[0].comparison.get("cost.per_mtok_good")
     assert e.ratio == pytest.approx(-0.5, abs=0.01) and e.outcome == "IMPROVED"
-    assert v.pairs[0].cost["cand"]["usd_per_hour"] == 1.0
+    assert v.pairs[0].cost["cand"].usd_per_hour == 1.0
 
 
 def test_input_length_breakdowns_are_a_benjamini_hochberg_family():
@@ -150,6 +151,12 @@ def test_capacity_and_pareto_front_on_hand_made_points():
     assert capacity(pts[:3], target=0.999) is None
     mark_pareto(pts)
     assert [p.on_front for p in pts] == [True, True, True, False, True]
+    gap = _point("a", 3, 30.0, math.nan, math.nan, None)  # a level that measured nothing
+    d = gap.to_dict()
+    assert d["attainment"] is None and d["p99_e2e_s"] is None and d["usd_per_mtok_good"] is None
+    back = type(gap).from_dict(d)  # floats back as NaN, the optional price back as None
+    assert math.isnan(back.attainment) and back.usd_per_mtok_good is None
+    assert back.shown("attainment") is None and back.shown("load_rps") == 30.0
 
 
 def test_a_sweep_session_gets_capacity_cost_at_capacity_and_a_front():
@@ -172,12 +179,15 @@ def test_a_sweep_session_gets_capacity_cost_at_capacity_and_a_front():
     levels = [{"level": k, "rate": 5.0 * 2**k} for k in range(3)]
     v = evaluate(table, ARMS[:2], spec, levels=levels)
     sw = v.sweep
-    assert len(sw["points"]) == 6 and {p["level"] for p in sw["points"]} == {0, 1, 2}
-    cap = sw["capacity_rps"]
+    assert len(sw.points) == 6 and {p.level for p in sw.points} == {0, 1, 2}
+    cap = sw.capacity_rps
     assert cap["base"] in (5.0, 10.0) and cap["cand"] >= cap["base"]  # faster: more capacity
-    assert sw["usd_per_mtok_good_at_capacity"]["cand"] > 0
-    assert any(p["on_front"] for p in sw["points"])
-    assert v.to_dict()["sweep"]["target"] == 0.9
+    assert sw.usd_per_mtok_good_at_capacity["cand"] > 0
+    assert any(p.on_front for p in sw.points)
+    d = v.to_dict()["sweep"]
+    assert d["target"] == 0.9 and d["front_axes"] == ["p99_e2e_s", "usd_per_mtok_good"]
+    back = type(sw).from_dict(json.loads(json.dumps(d)))  # a stored verdict's sweep read back
+    assert back.to_dict() == d and back.points[0].arm == sw.points[0].arm
     assert _verdict(ArmTruth(), FASTER).sweep is None  # one level: no sweep section
 
 

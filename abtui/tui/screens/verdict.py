@@ -138,7 +138,7 @@ def _slo_cost(d: VerdictData) -> Text:
     if costs:
         t.append("cost\n", "bold")
         for n, c in dict(costs).items():
-            mt, rq = c.get("usd_per_mtok_good"), c.get("usd_per_1k_good_requests")
+            mt, rq = c.shown("usd_per_mtok_good"), c.shown("usd_per_1k_good_requests")
             t.append(
                 f"  {n}: "
                 + (f"${mt:,.3f}/Mtok good" if mt is not None else "n/a")
