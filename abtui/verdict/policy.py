@@ -35,6 +35,7 @@ import math
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -55,6 +56,9 @@ from abtui.stats.sweep import SweepSummary, sweep_summary
 from abtui.store.schema import COMPLETE
 from abtui.verdict.comparable import Finding, length_finding, rate_set_notes, usage_finding
 from abtui.verdict.resolved import Policy, resolve_policy
+
+if TYPE_CHECKING:
+    from abtui.verdict.ablation import Factorial
 
 
 class Result(StrEnum):
@@ -156,7 +160,7 @@ class Verdict:
     session: dict
     created: str = field(default_factory=lambda: datetime.now(UTC).isoformat())
     sweep: SweepSummary | None = None  # with two or more load levels
-    factorial: dict | None = None  # abtui.verdict.ablation.summarize_factorial ([ablation] factors)
+    factorial: Factorial | None = None  # with [ablation] factors
 
     @property
     def exit_code(self) -> int:
@@ -172,7 +176,7 @@ class Verdict:
             "pairs": [p.to_dict() for p in self.pairs],
             "ladder": [p.to_dict() for p in self.ladder],
             "sweep": json_ready(self.sweep.to_dict()) if self.sweep else None,
-            "factorial": json_ready(self.factorial) if self.factorial else None,
+            "factorial": self.factorial.to_dict() if self.factorial else None,
         }
 
 
@@ -648,7 +652,9 @@ def evaluate(
             combo.result, combo.reasons = NO_GO, [*no_go, *combo.reasons]
         combo.reasons = [*combo.reasons, *notes]
     elif factors:
-        factorial = {"factors": list(factors), "error": why, "rows": [], "findings": []}
+        from abtui.verdict.ablation import Factorial
+
+        factorial = Factorial.failed(factors, why)
     results = [p.result for p in pairs]
     if not results:
         overall = INCONCLUSIVE

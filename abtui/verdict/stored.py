@@ -31,6 +31,7 @@ from abtui.stats.decide import Outcome
 from abtui.stats.effects import Comparison, ComparisonDesign, Effect
 from abtui.stats.reasons import read_reason
 from abtui.stats.sweep import SweepSummary
+from abtui.verdict.ablation import Factorial
 from abtui.verdict.comparable import Finding
 from abtui.verdict.policy import (
     ErrorRates,
@@ -133,7 +134,7 @@ def verdict_from_dict(d: dict, table, slo: dict) -> Verdict:
         d["session"],
         d["created"],
         None if d.get("sweep") is None else SweepSummary.from_dict(d["sweep"]),
-        d.get("factorial"),
+        Factorial.from_dict(d.get("factorial")),
     )
 
 
