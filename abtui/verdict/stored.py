@@ -34,6 +34,7 @@ from abtui.stats.sweep import SweepSummary
 from abtui.verdict.ablation import Factorial
 from abtui.verdict.comparable import Finding
 from abtui.verdict.policy import (
+    ArmLoad,
     ErrorRates,
     Guardrail,
     GuardState,
@@ -109,7 +110,7 @@ def _pair(d: dict, table, slo: dict) -> PairVerdict:
         [read_reason(r, c) for r, c in zip(reasons, codes, strict=True)],
         comp,
         ErrorRates(_nan(err["rate_a"]), _nan(err["rate_b"]), _nan(err["p_higher"])),
-        d["generator"],
+        {n: ArmLoad.from_dict(g) for n, g in (d["generator"] or {}).items() if isinstance(g, dict)},
         None if d.get("cost") is None else {n: ArmCost.from_dict(c) for n, c in d["cost"].items()},
         d.get("quality"),
         None if guards is None else [_guardrail(g) for g in guards],
