@@ -1,30 +1,46 @@
 """The factorial ablation in words and tables: one plain-text grid per metric (the terminal
 report and the TUI's ablation view), the Markdown and HTML sections. Everything comes from the
-verdict's ``factorial`` dict (:mod:`abtui.verdict.ablation`); nothing is computed here."""
+verdict's :class:`~abtui.verdict.ablation.Factorial`; nothing is computed here."""
 
 from __future__ import annotations
 
+import math
 import textwrap
 
 from abtui.metrics.catalogue import is_latency
 from abtui.stats.labels import pct
-from abtui.verdict.ablation import headline_keys
+from abtui.verdict.ablation import (
+    AccuracyGate,
+    AccuracyTerm,
+    Factorial,
+    FactorialRow,
+    LatencyTerm,
+    Span,
+    headline_keys,
+)
 from abtui.verdict.policy import Policy
 
 MAX_FINDINGS_TEXT = 3  # findings printed in the terminal; the reports carry every one
 
 
-def _ci(d: dict | None) -> str:
-    if not d or d.get("ratio") is None:
+def _shown(x: float | None) -> float | None:
+    """``x``, or None where it is not a finite number (what the JSON has: null)."""
+    return x if x is not None and math.isfinite(x) else None
+
+
+def _ci(d: Span | LatencyTerm | None) -> str:
+    if d is None or _shown(d.ratio) is None:
         return "n/a"
-    return f"{pct(d['ratio'])} [{pct(d.get('lo'))}, {pct(d.get('hi'))}]"
+    return f"{pct(d.ratio)} [{pct(d.lo)}, {pct(d.hi)}]"
 
 
 def _p(x) -> str:
+    x = _shown(x)
     return "n/a" if x is None else (f"{x:.2g}" if x >= 1e-3 else "<0.001")
 
 
 def _value(key: str, v) -> str:
+    v = _shown(v)
     if v is None:
         return "n/a"
     if is_latency(key):
@@ -32,38 +48,38 @@ def _value(key: str, v) -> str:
     return f"{v:,.3g}"
 
 
-def interaction_line(inter: dict) -> str:
-    how = "BH" if (inter.get("family") or "").endswith("breakdown") else "Holm"
-    return f"interaction {inter['term']} {_ci(inter)} {inter['outcome']}, {how} p {_p(inter.get('p_adj'))}"
+def interaction_line(inter: LatencyTerm) -> str:
+    how = "BH" if inter.family.endswith("breakdown") else "Holm"
+    return f"interaction {inter.term} {_ci(inter)} {inter.outcome}, {how} p {_p(inter.p_adj)}"
 
 
-def _cell(row: dict, fac: dict, levels: dict) -> str:
+def _cell(row: FactorialRow, fac: Factorial, levels: dict) -> str:
     """One arm's cell: the baseline's value, or the arm's effect against the baseline."""
-    arm = next(a for a in fac["arms"] if a["levels"] == levels)
+    arm = next(a for a in fac.arms if a.levels == levels)
     if not any(levels.values()):
-        return f"{arm['name']} {_value(row['key'], row['values'].get(arm['name']))}"
+        return f"{arm.name} {_value(row.key, row.values.get(arm.name))}"
     on = [f for f, x in levels.items() if x]
-    d = (row.get("alone") or {}).get(arm["name"]) if len(on) == 1 else None
-    if d is None and arm["name"] == fac["combination"]:
-        d = row.get("combined")
+    d = row.alone.get(arm.name) if len(on) == 1 else None
+    if d is None and arm.name == fac.combination:
+        d = row.combined
     if d is None:  # a two-factor arm of a 2×2×2: its value against the baseline's
-        b, v = row["values"].get(fac["arms"][0]["name"]), row["values"].get(arm["name"])
+        b, v = _shown(row.values.get(fac.arms[0].name)), _shown(row.values.get(arm.name))
         return pct(v / b - 1) if b and v is not None else "n/a"
     return _ci(d)
 
 
-def grid_lines(fac: dict, key: str, width: int = 78) -> list[str]:
+def grid_lines(fac: Factorial, key: str, width: int = 78) -> list[str]:
     """The 2×2 (or two 2×2 for three factors) of one metric row: each arm's change against the
     baseline with its CI, then each interaction line. Fits ``width`` ≥ 60 columns."""
-    row = next((r for r in fac.get("rows") or [] if r["key"] == key), None)
+    row = fac.row(key)
     if row is None:
         return [f"{key}: not measured"]
-    f = fac["factors"]
+    f = fac.factors
     col = max(18, (width - 12) // 2)
     out = [
-        f"{row['label']} (lower is better)"
-        if row["lower_is_better"]
-        else f"{row['label']} (higher is better)"
+        f"{row.label} (lower is better)"
+        if row.lower_is_better
+        else f"{row.label} (higher is better)"
     ]
     for third in [{}] if len(f) == 2 else [{f[2]: 0}, {f[2]: 1}]:
         if third:
@@ -73,13 +89,12 @@ def grid_lines(fac: dict, key: str, width: int = 78) -> list[str]:
             cells = [_cell(row, fac, {f[0]: a, f[1]: b, **third}) for b in (0, 1)]
             head = f"{f[0]} {'on' if a else 'off'}"[:11]
             out.append((f"{head:<12}" + "".join(f"{c[: col - 1]:<{col}}" for c in cells)).rstrip())
-    pred = row.get("predicted") or {}
     if len(f) == 2:
         out.append(
-            f"parts multiplied {pct(pred.get('product'))}, added {pct(pred.get('sum'))}; "
-            f"measured {_ci(row.get('combined'))}"
+            f"parts multiplied {pct(row.product)}, added {pct(row.sum)}; "
+            f"measured {_ci(row.combined)}"
         )
-    out += [interaction_line(i) for i in row["interactions"]]
+    out += [interaction_line(i) for i in row.interactions]
     return [
         w
         for line in out
@@ -90,75 +105,70 @@ def grid_lines(fac: dict, key: str, width: int = 78) -> list[str]:
 
 
 def _pp(x) -> str:
+    x = _shown(x)
     return "n/a" if x is None else f"{x * 100:+.1f}"
 
 
-def _pp_ci(d: dict | None, est: str = "estimate") -> str:
-    """``−8.7 pp [−13.0, −5.2]``."""
-    if not d or d.get(est) is None:
+def _pp_ci(d: AccuracyTerm | AccuracyGate | None) -> str:
+    """``−8.7 pp [−13.0, −5.2]``: a term's estimate or a gate's change."""
+    est = None if d is None else _shown(d.estimate if isinstance(d, AccuracyTerm) else d.delta)
+    if est is None:
         return "n/a"
-    return f"{_pp(d[est])} pp [{_pp(d.get('lo'))}, {_pp(d.get('hi'))}]"
+    return f"{_pp(est)} pp [{_pp(d.lo)}, {_pp(d.hi)}]"
 
 
-def quality_interaction_line(inter: dict) -> str:
+def quality_interaction_line(inter: AccuracyTerm) -> str:
     """``interaction int4×spec −8.7 pp [−13.0, −5.2] ANTAGONISTIC, Holm p 0.0012``, and what
     the verdict makes of it."""
-    state = inter.get("state")
+    state = inter.state
     tail = {
         "fail": ": NO-GO for the combination",
         "clear": ": no combination-only drop beyond the margin",
     }.get(state, "")
     if state == "undecided":
-        need = inter.get("items_needed")
+        need = inter.items_needed
         tail = ": undecided, " + (
             f"about {need:,} items would decide" if need else "more items would decide"
         )
     return (
-        f"interaction {inter['term']} {_pp_ci(inter)} {inter['outcome']}, Holm p "
-        f"{_p(inter.get('p_adj'))}{tail}"
+        f"interaction {inter.term} {_pp_ci(inter)} {inter.outcome}, Holm p {_p(inter.p_adj)}{tail}"
     )
 
 
-def quality_lines(fac: dict | None, width: int = 78) -> list[str]:
+def quality_lines(fac: Factorial | None, width: int = 78) -> list[str]:
     """The accuracy terms per suite (the text report, the html and the TUI's ablation view):
     each arm's accuracy on the items scored on all arms, each factor alone and the combination
     against the baseline, the interaction with what the verdict makes of it, and the flips only
     the combination makes. Empty when no quality suite ran."""
-    q = (fac or {}).get("quality") or {}
-    if not q.get("suites"):
+    q = fac.quality if fac else None
+    if not q or not q.suites:
         return []
-    arms = [a["name"] for a in fac["arms"]]
-    singles = [a["name"] for a in fac["arms"] if sum(a["levels"].values()) == 1]
-    margins = {s["margin"] for s in q["suites"]}
+    arms = [a.name for a in fac.arms]
+    singles = fac.singles
+    margins = {s.margin for s in q.suites}
     one = len(margins) == 1
     out = [
         "quality: accuracy in pp; interaction = per-item difference in differences (0: the "
         "accuracy changes add up)" + (f", margin ±{margins.pop() * 100:g} pp" if one else "")
     ]
-    for s in q["suites"]:
-        if not s["n"]:
-            out.append(f"{s['suite']}: no item scored on every arm ({s['unpaired']} left out)")
+    for s in q.suites:
+        if not s.n:
+            out.append(f"{s.suite}: no item scored on every arm ({s.unpaired} left out)")
             continue
-        acc = ", ".join(f"{a} {s['accuracy'][a] * 100:.1f}%" for a in arms if a in s["accuracy"])
-        left = f", {s['unpaired']} left out" if s["unpaired"] else ""
-        left += "" if one else f", margin ±{s['margin'] * 100:g} pp"
-        out.append(f"{s['suite']} ({s['n']} items on all {len(arms)} arms{left}): {acc}")
-        if len(fac["factors"]) == 2:
-            alone = ", ".join(
-                f"{n} alone {_pp_ci((s.get('alone') or {}).get(n), 'delta')}" for n in singles
-            )
-            out.append(
-                f"  {alone}; added {_pp((s.get('predicted') or {}).get('sum'))} pp; "
-                f"measured {_pp_ci(s.get('combined'), 'delta')}"
-            )
-        for inter in s["interactions"]:
+        acc = ", ".join(f"{a} {s.accuracy[a] * 100:.1f}%" for a in arms if a in s.accuracy)
+        left = f", {s.unpaired} left out" if s.unpaired else ""
+        left += "" if one else f", margin ±{s.margin * 100:g} pp"
+        out.append(f"{s.suite} ({s.n} items on all {len(arms)} arms{left}): {acc}")
+        if fac.k == 2:
+            alone = ", ".join(f"{n} alone {_pp_ci(s.alone.get(n))}" for n in singles)
+            out.append(f"  {alone}; added {_pp(s.predicted_sum)} pp; measured {_pp_ci(s.combined)}")
+        for inter in s.interactions:
             out.append("  " + quality_interaction_line(inter))
-        oc = s.get("only_combination") or {}
+        oc = s.only_combination
         if oc:
-            named = f" ({', '.join(oc['lost_items'][:3])}…)" if oc.get("lost_items") else ""
+            named = f" ({', '.join(oc.lost_items[:3])}…)" if oc.lost_items else ""
             out.append(
-                f"  flips only {fac['combination']} makes: {oc['lost']} lost{named}, "
-                f"{oc['gained']} gained"
+                f"  flips only {fac.combination} makes: {oc.lost} lost{named}, {oc.gained} gained"
             )
     return [
         w
@@ -169,23 +179,23 @@ def quality_lines(fac: dict | None, width: int = 78) -> list[str]:
     ]
 
 
-def combination_no_go(fac: dict) -> list[str]:
+def combination_no_go(fac: Factorial) -> list[str]:
     """Every NO-GO reason the factorial gives the combination (latency, then quality)."""
-    q = fac.get("quality") or {}
-    return ([fac["no_go"]] if fac.get("no_go") else []) + list(q.get("no_go") or [])
+    return ([fac.no_go] if fac.no_go else []) + list(fac.quality.no_go if fac.quality else [])
 
 
-def text_lines(fac: dict | None, policy: Policy, width: int = 100) -> list[str]:
+def _undecided(fac: Factorial) -> list[str]:
+    return list(fac.quality.undecided) if fac.quality else []
+
+
+def text_lines(fac: Factorial | None, policy: Policy, width: int = 100) -> list[str]:
     """The terminal report's ablation section."""
     if not fac:
         return []
-    if fac.get("error"):
-        return [
-            f"factorial ablation ({', '.join(fac.get('factors') or [])}): not computed — "
-            f"{fac['error']}"
-        ]
+    if fac.error:
+        return [f"factorial ablation ({', '.join(fac.factors)}): not computed — {fac.error}"]
     out = [
-        f"factorial ablation: {' × '.join(fac['factors'])} ({2 ** len(fac['factors'])} arms, "
+        f"factorial ablation: {' × '.join(fac.factors)} ({2**fac.k} arms, "
         "paired; effects against the baseline, interactions on the log-ratio scale)"
     ]
     keys = headline_keys(fac, policy)[:2]
@@ -194,7 +204,7 @@ def text_lines(fac: dict | None, policy: Policy, width: int = 100) -> list[str]:
     ql = quality_lines(fac, min(width, 100) - 2)
     if ql:
         out += [""] + ["  " + line for line in ql]
-    finds = fac.get("findings") or []
+    finds = fac.findings
     if finds:
         out.append("")
         out += [f"  finding: {f}" for f in finds[:MAX_FINDINGS_TEXT]]
@@ -207,35 +217,29 @@ def text_lines(fac: dict | None, policy: Policy, width: int = 100) -> list[str]:
             "  no interaction significant and beyond δ: the gains compose as if independent "
             "(or the run cannot tell)"
         )
-    out += [f"  NO-GO for {fac['combination']}: {r}" for r in combination_no_go(fac)]
-    out += [f"  {r}" for r in (fac.get("quality") or {}).get("undecided") or []]
+    out += [f"  NO-GO for {fac.combination}: {r}" for r in combination_no_go(fac)]
+    out += [f"  {r}" for r in _undecided(fac)]
     return out
 
 
-def markdown(fac: dict | None, policy: Policy, e_) -> list[str]:
+def markdown(fac: Factorial | None, policy: Policy, e_) -> list[str]:
     if not fac:
         return []
     lines = ["## Factorial ablation", ""]
-    if fac.get("error"):
-        return lines + [f"Not computed: {e_(fac['error'])}", ""]
-    names = [a["name"] for a in fac["arms"]]
+    if fac.error:
+        return lines + [f"Not computed: {e_(fac.error)}", ""]
+    names = [a.name for a in fac.arms]
     lines += [
-        f"Factors {e_(', '.join(fac['factors']))}; arms {e_(', '.join(names))}. "
+        f"Factors {e_(', '.join(fac.factors))}; arms {e_(', '.join(names))}. "
         "Main effects: each factor's change averaged over the others' levels; "
         "interactions on the log-ratio scale (0: the gains multiply); families: "
         "Holm over the primary and guardrails, Benjamini–Hochberg over the rest.",
         "",
     ]
-    lines += [f"- **finding:** {e_(f)}" for f in fac.get("findings") or []]
-    lines += [f"- **NO-GO for {e_(fac['combination'])}:** {e_(r)}" for r in combination_no_go(fac)]
-    lines += [
-        f"- **undecided:** {e_(r)}" for r in (fac.get("quality") or {}).get("undecided") or []
-    ]
-    singles = (
-        names[1 : 1 + len(fac["factors"])]
-        if len(fac["factors"]) == 2
-        else [a["name"] for a in fac["arms"] if sum(a["levels"].values()) == 1]
-    )
+    lines += [f"- **finding:** {e_(f)}" for f in fac.findings]
+    lines += [f"- **NO-GO for {e_(fac.combination)}:** {e_(r)}" for r in combination_no_go(fac)]
+    lines += [f"- **undecided:** {e_(r)}" for r in _undecided(fac)]
+    singles = names[1 : 1 + fac.k] if fac.k == 2 else fac.singles
     lines += [
         "",
         "| metric | "
@@ -244,22 +248,22 @@ def markdown(fac: dict | None, policy: Policy, e_) -> list[str]:
         "|---|" + "--:|" * (len(singles) + 4) + "---|",
     ]
     first = set(headline_keys(fac, policy))
-    for row in sorted(fac["rows"], key=lambda r: r["key"] not in first):
-        for i in row["interactions"]:
-            alone = " | ".join(_ci((row.get("alone") or {}).get(s)) for s in singles)
+    for row in sorted(fac.rows, key=lambda r: r.key not in first):
+        for i in row.interactions:
+            alone = " | ".join(_ci(row.alone.get(s)) for s in singles)
             lines.append(
-                f"| {e_(row['label'])} | {alone} | {_ci(row.get('combined'))} | "
-                f"{pct((row.get('predicted') or {}).get('product'))} | {e_(i['term'])} | "
-                f"{_ci(i)} | {_p(i.get('p_adj'))} | {i['outcome']} |"
+                f"| {e_(row.label)} | {alone} | {_ci(row.combined)} | "
+                f"{pct(row.product)} | {e_(i.term)} | "
+                f"{_ci(i)} | {_p(i.p_adj)} | {i.outcome} |"
             )
     return lines + [""] + _quality_markdown(fac, e_)
 
 
-def _quality_markdown(fac: dict, e_) -> list[str]:
-    q = fac.get("quality") or {}
-    if not q.get("suites"):
+def _quality_markdown(fac: Factorial, e_) -> list[str]:
+    q = fac.quality
+    if not q or not q.suites:
         return []
-    arms = [a["name"] for a in fac["arms"]]
+    arms = [a.name for a in fac.arms]
     lines = [
         "### Quality in the factorial",
         "",
@@ -273,38 +277,33 @@ def _quality_markdown(fac: dict, e_) -> list[str]:
         + " | term | estimate | p (adj) | outcome | verdict | only the combination: lost / gained |",
         "|---|--:|" + "--:|" * len(arms) + "---|--:|--:|---|---|--:|",
     ]
-    for s in q["suites"]:
-        acc = " | ".join(
-            f"{s['accuracy'][a] * 100:.1f}%" if a in s["accuracy"] else "n/a" for a in arms
-        )
-        oc = s.get("only_combination") or {}
-        for t in s["main"] + s["interactions"]:
-            state = t.get("state") or "—"
-            if state == "undecided" and t.get("items_needed"):
-                state += f" (about {t['items_needed']:,} items would decide)"
+    for s in q.suites:
+        acc = " | ".join(f"{s.accuracy[a] * 100:.1f}%" if a in s.accuracy else "n/a" for a in arms)
+        oc = s.only_combination
+        for t in s.main + s.interactions:
+            state = t.state or "—"
+            if state == "undecided" and t.items_needed:
+                state += f" (about {t.items_needed:,} items would decide)"
             lines.append(
-                f"| {e_(s['suite'])} | {s['n']} | {acc} | {e_(t['term'])} | "
-                f"{_pp_ci(t)} | {_p(t.get('p_adj'))} | {t['outcome']} | {state} | "
-                + (f"{oc.get('lost', 0)} / {oc.get('gained', 0)} |" if t["order"] > 1 else "|")
+                f"| {e_(s.suite)} | {s.n} | {acc} | {e_(t.term)} | "
+                f"{_pp_ci(t)} | {_p(t.p_adj)} | {t.outcome} | {state} | "
+                + (f"{oc.lost if oc else 0} / {oc.gained if oc else 0} |" if t.order > 1 else "|")
             )
     return lines + [""]
 
 
-def html(fac: dict | None, policy: Policy, esc) -> str:
+def html(fac: Factorial | None, policy: Policy, esc) -> str:
     if not fac:
         return ""
-    if fac.get("error"):
-        return f"<h2>Factorial ablation</h2><p>Not computed: {esc(fac['error'])}</p>"
-    h = [f"<h2>Factorial ablation: {esc(' × '.join(fac['factors']))}</h2><ul>"]
-    h += [f"<li><b>finding:</b> {esc(f)}</li>" for f in fac.get("findings") or []]
+    if fac.error:
+        return f"<h2>Factorial ablation</h2><p>Not computed: {esc(fac.error)}</p>"
+    h = [f"<h2>Factorial ablation: {esc(' × '.join(fac.factors))}</h2><ul>"]
+    h += [f"<li><b>finding:</b> {esc(f)}</li>" for f in fac.findings]
     h += [
-        f"<li><b>NO-GO for {esc(fac['combination'])}:</b> {esc(r)}</li>"
+        f"<li><b>NO-GO for {esc(fac.combination)}:</b> {esc(r)}</li>"
         for r in combination_no_go(fac)
     ]
-    h += [
-        f"<li><b>undecided:</b> {esc(r)}</li>"
-        for r in (fac.get("quality") or {}).get("undecided") or []
-    ]
+    h += [f"<li><b>undecided:</b> {esc(r)}</li>" for r in _undecided(fac)]
     h.append("</ul>")
     for key in headline_keys(fac, policy):
         h.append("<pre>" + esc("\n".join(grid_lines(fac, key, 100))) + "</pre>")
@@ -315,12 +314,12 @@ def html(fac: dict | None, policy: Policy, esc) -> str:
         "<table><tr><th>metric</th><th>term</th><th>interaction</th><th>p (adj)</th>"
         "<th>family</th><th>outcome</th></tr>"
     )
-    for row in fac["rows"]:
-        for i in row["interactions"]:
+    for row in fac.rows:
+        for i in row.interactions:
             h.append(
-                f"<tr><td>{esc(row['label'])}</td><td>{esc(i['term'])}</td><td>{_ci(i)}</td>"
-                f"<td>{_p(i.get('p_adj'))}</td><td>{esc(i.get('family'))}</td>"
-                f"<td>{esc(i['outcome'])}</td></tr>"
+                f"<tr><td>{esc(row.label)}</td><td>{esc(i.term)}</td><td>{_ci(i)}</td>"
+                f"<td>{_p(i.p_adj)}</td><td>{esc(i.family)}</td>"
+                f"<td>{esc(i.outcome)}</td></tr>"
             )
     h.append("</table>")
     return "".join(h)

@@ -35,6 +35,7 @@ import math
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -55,6 +56,9 @@ from abtui.stats.sweep import SweepSummary, sweep_summary
 from abtui.store.schema import COMPLETE
 from abtui.verdict.comparable import Finding, length_finding, rate_set_notes, usage_finding
 from abtui.verdict.resolved import Policy, resolve_policy
+
+if TYPE_CHECKING:
+    from abtui.verdict.ablation import Factorial
 
 
 class Result(StrEnum):
@@ -101,13 +105,45 @@ class ErrorRates:
 
 
 @dataclass(frozen=True, slots=True)
+class ArmLoad:
+    """One arm's load generator in a pair (:mod:`abtui.stats.lagguard`): its dispatch lag, the
+    schedule's mean gap, whether it kept the offered load, and — for the pair's baseline — the
+    flattery of each bounded row (how much slower its stalls could make it look; ``None`` where
+    a stored verdict's JSON has ``null``, read as the row not bounded)."""
+
+    lag_p99_s: float
+    lag_max_s: float
+    behind: bool
+    gap_s: float
+    load_kept: bool | None
+    flattery: dict[str, float | None] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return json_ready(asdict(self))
+
+    @classmethod
+    def from_dict(cls, d: dict) -> ArmLoad:
+        """A stored :meth:`to_dict` (a float's ``null`` back as NaN, ``flattery`` as written);
+        a key an older verdict lacks reads as nothing measured."""
+        nan = lambda k: math.nan if d.get(k) is None else d[k]  # noqa: E731
+        return cls(
+            nan("lag_p99_s"),
+            nan("lag_max_s"),
+            bool(d.get("behind")),
+            nan("gap_s"),
+            d.get("load_kept"),
+            dict(d.get("flattery") or {}),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class PairOutcome:
     """What the policy makes of one pair's comparison (:func:`_pair_result`)."""
 
     result: Result
     reasons: list[Reason]
     errors: ErrorRates
-    generator: dict  # per arm name: the load generator's figures (lagguard)
+    generator: dict[str, ArmLoad]  # per arm name
     guardrails: list[Guardrail]
 
 
@@ -121,7 +157,7 @@ class PairVerdict:
     reasons: list[Reason]
     comparison: Comparison
     errors: ErrorRates
-    generator: dict
+    generator: dict[str, ArmLoad]  # per arm name
     cost: dict[str, ArmCost] | None = None  # per arm name, when a GPU price is given
     quality: dict | None = None  # abtui.quality.gates.evaluate_quality, when quality was measured
     guardrails: list[Guardrail] | None = None  # guardrail_checks: each one's non-inferiority
@@ -156,7 +192,7 @@ class Verdict:
     session: dict
     created: str = field(default_factory=lambda: datetime.now(UTC).isoformat())
     sweep: SweepSummary | None = None  # with two or more load levels
-    factorial: dict | None = None  # abtui.verdict.ablation.summarize_factorial ([ablation] factors)
+    factorial: Factorial | None = None  # with [ablation] factors
 
     @property
     def exit_code(self) -> int:
@@ -172,7 +208,7 @@ class Verdict:
             "pairs": [p.to_dict() for p in self.pairs],
             "ladder": [p.to_dict() for p in self.ladder],
             "sweep": json_ready(self.sweep.to_dict()) if self.sweep else None,
-            "factorial": json_ready(self.factorial) if self.factorial else None,
+            "factorial": self.factorial.to_dict() if self.factorial else None,
         }
 
 
@@ -311,21 +347,14 @@ def _generator_checks(
     the baseline of the pair, could its stalls have produced the primary's gain or a guardrail's
     non-inferiority. Returns the reasons that forbid GO and the figures per arm."""
     blockers: list[Reason] = []
-    generator: dict[str, dict] = {}
+    generator: dict[str, ArmLoad] = {}
     delta = policy.delta
     measured = {}
     for s, arm in zip(comp.summaries, (comp.a, comp.b), strict=True):
         measured[arm] = (table.arm == arm) & ~table.warmup
         gap = lagguard.mean_gap_s(table, measured[arm])  # no copy of the arm's rows
         kept = lagguard.load_kept(s.lag_p99_s, gap, s.e2e.p50, delta)
-        generator[names[arm]] = {
-            "lag_p99_s": s.lag_p99_s,
-            "lag_max_s": s.lag_max_s,
-            "behind": s.generator_behind,
-            "gap_s": gap,
-            "load_kept": kept,
-            "flattery": {},
-        }
+        generator[names[arm]] = ArmLoad(s.lag_p99_s, s.lag_max_s, s.generator_behind, gap, kept)
         if not kept:
             blockers.append(
                 Reason(
@@ -345,6 +374,7 @@ def _generator_checks(
     ]
     unbounded, explained = [], []
     shared: dict = {}  # what the rows' bounds share (lagguard.flattery)
+    flattery: dict[str, float] = {}  # the baseline's, per bounded row
     for key, role in checks:
         e = comp.get(key)
         if e is None or (role == "primary" and e.outcome != decide.IMPROVED):
@@ -355,7 +385,7 @@ def _generator_checks(
         if f is None:
             unbounded.append(key)
             continue
-        generator[name_a]["flattery"][key] = f
+        flattery[key] = f
         if f <= 1.0:
             continue
         r, lo, hi = lagguard.adjusted(e.ratio, e.lo, e.hi, f, e.lower_is_better)
@@ -396,6 +426,7 @@ def _generator_checks(
                 f"{_times(f)} on {label(key)} (the {role}'s CI bound {pct(bound)} "
                 f"would then be {pct(moved)}, not {what})"
             )
+    generator[name_a] = replace(generator[name_a], flattery=flattery)
     if explained:
         blockers.append(
             Reason(
@@ -648,7 +679,9 @@ def evaluate(
             combo.result, combo.reasons = NO_GO, [*no_go, *combo.reasons]
         combo.reasons = [*combo.reasons, *notes]
     elif factors:
-        factorial = {"factors": list(factors), "error": why, "rows": [], "findings": []}
+        from abtui.verdict.ablation import Factorial
+
+        factorial = Factorial.failed(factors, why)
     results = [p.result for p in pairs]
     if not results:
         overall = INCONCLUSIVE

@@ -107,10 +107,10 @@ def _generator_blockers(pair, seq: dict) -> list[str]:
         f"the load generator of {name} fell behind its schedule: it did not keep the offered "
         "load; this run cannot be GO"
         for name, g in gen.items()
-        if isinstance(g, dict) and g.get("load_kept") is False
+        if g.load_kept is False
     ]
-    base = gen.get(pair.baseline) if isinstance(gen.get(pair.baseline), dict) else {}
-    flattery = base.get("flattery") or {}
+    base = gen.get(pair.baseline)
+    flattery = base.flattery if base else {}
     explained, unknown = [], []
     for r in seq.get("rows") or []:
         if r.get("state") not in ("IMPROVED", "SHOWN") or r.get("hi") is None:
@@ -129,7 +129,7 @@ def _generator_blockers(pair, seq: dict) -> list[str]:
             + ", ".join(explained)
             + "; this run cannot be GO"
         )
-    if unknown and base.get("behind"):
+    if unknown and base and base.behind:
         out.append(
             f"the load generator of {pair.baseline} fell behind its schedule and "
             f"{', '.join(label(k) for k in unknown)} cannot be bounded for it; this run "

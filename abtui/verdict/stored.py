@@ -31,8 +31,10 @@ from abtui.stats.decide import Outcome
 from abtui.stats.effects import Comparison, ComparisonDesign, Effect
 from abtui.stats.reasons import read_reason
 from abtui.stats.sweep import SweepSummary
+from abtui.verdict.ablation import Factorial
 from abtui.verdict.comparable import Finding
 from abtui.verdict.policy import (
+    ArmLoad,
     ErrorRates,
     Guardrail,
     GuardState,
@@ -108,7 +110,7 @@ def _pair(d: dict, table, slo: dict) -> PairVerdict:
         [read_reason(r, c) for r, c in zip(reasons, codes, strict=True)],
         comp,
         ErrorRates(_nan(err["rate_a"]), _nan(err["rate_b"]), _nan(err["p_higher"])),
-        d["generator"],
+        {n: ArmLoad.from_dict(g) for n, g in (d["generator"] or {}).items() if isinstance(g, dict)},
         None if d.get("cost") is None else {n: ArmCost.from_dict(c) for n, c in d["cost"].items()},
         d.get("quality"),
         None if guards is None else [_guardrail(g) for g in guards],
@@ -133,7 +135,7 @@ def verdict_from_dict(d: dict, table, slo: dict) -> Verdict:
         d["session"],
         d["created"],
         None if d.get("sweep") is None else SweepSummary.from_dict(d["sweep"]),
-        d.get("factorial"),
+        Factorial.from_dict(d.get("factorial")),
     )
 
 

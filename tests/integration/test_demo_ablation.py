@@ -31,23 +31,21 @@ def test_demo_ablation_runs_the_2x2(tmp_path, capsys):
     assert "factorial ablation: int4 × spec (4 arms" in cap.out
     sv = session_verdict(tmp_path / "abl.duckdb", store=False)
     fac = sv.verdict.factorial
-    assert [a["name"] for a in fac["arms"]] == ["base", "int4", "spec", "int4+spec"]
-    row = next(r for r in fac["rows"] if r["key"] == "tpot.p50")
-    assert set(row["values"]) == {"base", "int4", "spec", "int4+spec"}
-    assert row["interactions"][0]["term"] == "int4×spec"
+    assert [a.name for a in fac.arms] == ["base", "int4", "spec", "int4+spec"]
+    row = fac.row("tpot.p50")
+    assert set(row.values) == {"base", "int4", "spec", "int4+spec"}
+    assert row.interactions[0].term == "int4×spec"
     # the quality suites ran on all four arms: the simulator's faces answer from the weights and
     # speculative decoding changes no answer, so every item's difference in differences is 0
     assert "quality: niah and keys after the load test" in cap.err
-    suites = {s["suite"]: s for s in fac["quality"]["suites"]}
+    suites = {s.suite: s for s in fac.quality.suites}
     assert set(suites) == {"niah", "keys"}
     for s in suites.values():
-        assert s["n"] >= 30 and s["accuracy"]["spec"] == s["accuracy"]["base"]
-        assert s["accuracy"]["int4+spec"] == s["accuracy"]["int4"]
-        inter = s["interactions"][0]
-        assert (
-            inter["estimate"] == 0 and inter["lo"] < 0 < inter["hi"] and inter["state"] == "clear"
-        )
-        assert s["only_combination"]["lost"] == s["only_combination"]["gained"] == 0
+        assert s.n >= 30 and s.accuracy["spec"] == s.accuracy["base"]
+        assert s.accuracy["int4+spec"] == s.accuracy["int4"]
+        inter = s.interactions[0]
+        assert inter.estimate == 0 and inter.lo < 0 < inter.hi and inter.state == "clear"
+        assert s.only_combination.lost == s.only_combination.gained == 0
     assert "interaction int4×spec +0.0 pp [" in cap.out
     # (40 time-scaled requests on a shared CI box measure the CPU more than the simulated GPUs:
     # the physics is checked offline, below)

@@ -363,8 +363,8 @@ resamples = 1000
     # item 0: 21.5 ms; every 40th: 11 ms (P99 of 150 ≈ 11 ms); the rest 2 ms
     v = late("CASE WHEN item = 0 THEN 21.5 WHEN item % 40 = 1 THEN 11 ELSE 2 END")
     g = v.pairs[0].generator["base"]
-    assert 0.010 < g["lag_p99_s"] <= 0.0115 and g["lag_max_s"] == pytest.approx(0.0215)
-    assert g["load_kept"] and g["flattery"]["e2e.p50"] < 1.1
+    assert 0.010 < g.lag_p99_s <= 0.0115 and g.lag_max_s == pytest.approx(0.0215)
+    assert g.load_kept and g.flattery["e2e.p50"] < 1.1
     assert v.result == "GO", v.pairs[0].reasons
     v = late("CASE WHEN item % 5 = 0 THEN 40 ELSE 2 END")  # P99 40 ms > half of a 33 ms gap
     assert v.result == "INCONCLUSIVE"

@@ -17,7 +17,7 @@ from abtui.sim.process import SimProcess
 from abtui.spec import Spec, validate
 from abtui.spec.model import ArmSpec
 from abtui.store.reader import SessionReader
-from abtui.verdict.policy import ErrorRates, resolve_policy
+from abtui.verdict.policy import ArmLoad, ErrorRates, resolve_policy
 
 BASE = dict(ttft_ms=20.0, itl_ms=2.0, jitter_ms=1.0)
 FAST = dict(ttft_ms=12.0, itl_ms=1.2, jitter_ms=1.0)
@@ -257,7 +257,10 @@ def _pair(**kw):
         errors=ErrorRates(rate_a=0.0, rate_b=0.0, p_higher=1.0),
         quality=None,
         findings=None,
-        generator={"base": {"load_kept": True, "flattery": {}}, "cand": {"load_kept": True}},
+        generator={
+            "base": ArmLoad.from_dict({"load_kept": True, "flattery": {}}),
+            "cand": ArmLoad.from_dict({"load_kept": True}),
+        },
     )
     return SimpleNamespace(**{**base, **kw})
 
@@ -301,10 +304,21 @@ def test_the_sequential_verdict_keeps_the_checks_it_does_not_make():
     apply_sequential(v, _seq(), {})
     assert v.result == "INCONCLUSIVE"
     # the baseline's stalls could have flattered the primary by 50 %: its bound would be +5 %
-    gen = {"base": {"load_kept": True, "flattery": {"e2e.p50": 1.5, "ttft.p50": 1.0}}}
+    flattery = {"e2e.p50": 1.5, "ttft.p50": 1.0}
+    gen = {"base": ArmLoad.from_dict({"load_kept": True, "flattery": flattery})}
     v = verdict(_pair(generator=gen))
     apply_sequential(v, _seq(), {})
     assert v.result == "INCONCLUSIVE" and "explain P50 E2E" in " ".join(v.pairs[0].reasons)
+    # the candidate did not get the offered load; the baseline fell behind, no row bounded
+    gen = {
+        "base": ArmLoad.from_dict({"load_kept": True, "behind": True}),
+        "cand": ArmLoad.from_dict({"load_kept": False}),
+    }
+    v = verdict(_pair(generator=gen))
+    apply_sequential(v, _seq(), {})
+    said = " ".join(v.pairs[0].reasons)
+    assert v.result == "INCONCLUSIVE" and "cand fell behind its schedule: it did not" in said
+    assert "P50 E2E, P50 TTFT cannot be bounded" in said
     v = verdict(_pair(result="NO-GO"))  # the fixed-n view does not decide
     apply_sequential(v, _seq(decision="UNDECIDED"), {})
     assert v.result == "INCONCLUSIVE"

@@ -3,6 +3,7 @@ design's checks, the combination's NO-GO, the spec and the CLI flags."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from abtui.errors import SpecError, UsageError
 from abtui.stats import factorial
 from abtui.stats.reasons import Code
+from abtui.verdict.ablation import Factorial
 from abtui.verdict.policy import NO_GO, evaluate, resolve_policy
 from tests.synthetic import ArmTruth, shared_load, synthetic_table
 
@@ -115,6 +117,10 @@ def test_verdict_carries_the_factorial_and_the_ladder_is_single_to_combination()
     assert row["interactions"][0]["term"] == "fp8×spec"
     assert row["interactions"][0]["outcome"] == factorial.SYNERGISTIC
     assert any("P50 TPOT" in f and "synergistic" in f for f in d["findings"])
+    inter = v.factorial.row("tpot.p50").interactions[0]
+    assert inter.finding in v.factorial.findings and "finding" not in row["main"][0]
+    # a stored verdict reads the same document back (JSON's nulls as NaN, then null again)
+    assert Factorial.from_dict(json.loads(json.dumps(d))).to_dict() == d
     assert [(p.baseline, p.candidate) for p in v.ladder] == [
         ("fp8", "fp8+spec"),
         ("spec", "fp8+spec"),
@@ -131,7 +137,7 @@ def test_combination_worse_than_every_single_factor_is_no_go():
     )
     combo = next(p for p in v.pairs if p.candidate == "fp8+spec")
     assert combo.result == NO_GO and combo.reasons[0].code == Code.COMBINATION_WORSE
-    assert v.result == NO_GO and v.factorial["no_go"] == combo.reasons[0]
+    assert v.result == NO_GO and v.factorial.no_go == combo.reasons[0]
 
 
 def test_no_factorial_without_factors_and_an_error_for_a_bad_design():
@@ -142,7 +148,9 @@ def test_no_factorial_without_factors_and_an_error_for_a_bad_design():
         [{"name": n} for n in ["base", "a", "b", "c"]],
         {"ablation": {"factors": ["fp8", "spec"]}, "policy": POLICY},
     )
-    assert bad.factorial["error"] and bad.to_dict()["factorial"]["rows"] == []
+    assert bad.factorial.error and bad.to_dict()["factorial"]["rows"] == []
+    stored = bad.to_dict()["factorial"]
+    assert Factorial.from_dict(stored).to_dict() == stored and len(stored) == 4
 
 
 def _spec(text: str):

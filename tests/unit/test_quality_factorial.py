@@ -76,34 +76,31 @@ def drop_verdict():
 
 
 def _suite(v, suite):
-    return next(s for s in v.factorial["quality"]["suites"] if s["suite"] == suite)
+    return next(s for s in v.factorial.quality.suites if s.suite == suite)
 
 
 def test_combination_only_drop_is_antagonistic_and_no_go(drop_verdict):
     v = drop_verdict
     niah = _suite(v, "niah")
-    inter = niah["interactions"][0]
+    inter = niah.interactions[0]
     truth = quality_synthetic.truth(DROP, list(COEF), 0.01)  # −9.8 pp
-    assert inter["term"] == "fp8×spec" and inter["lo"] <= truth <= inter["hi"]
-    assert (
-        inter["outcome"] == stats_factorial.ANTAGONISTIC
-        and inter["state"] == quality_factorial.FAIL
-    )
-    assert inter["family"] == "interaction" and inter["p_adj"] < 0.05
-    oc = niah["only_combination"]
-    assert oc["lost"] >= 20 and oc["lost"] > 5 * oc["gained"] and oc["lost_items"]
+    assert inter.term == "fp8×spec" and inter.lo <= truth <= inter.hi
+    assert inter.outcome == stats_factorial.ANTAGONISTIC and inter.state == quality_factorial.FAIL
+    assert inter.family == "interaction" and inter.p_adj < 0.05
+    oc = niah.only_combination
+    assert oc.lost >= 20 and oc.lost > 5 * oc.gained and oc.lost_items
     combo = next(p for p in v.pairs if p.candidate == "fp8+spec")
     assert combo.result == NO_GO
     reason = next(r for r in combo.reasons if r.code == Code.INTERACTION)
     assert reason.startswith("quality: niah accuracy interaction fp8×spec −") or "niah" in reason
     assert "beyond the −1 pp margin" in reason and "wrong only on fp8+spec" in reason
-    assert any("niah accuracy" in f and "antagonistic" in f for f in v.factorial["findings"])
+    assert any("niah accuracy" in f and "antagonistic" in f for f in v.factorial.findings)
     # each factor alone is measured on the baseline by its pair verdict
-    assert set(niah["alone"]) == {"fp8", "spec"} and niah["combined"]["delta"] < -0.05
-    keys = _suite(v, "keys")["interactions"][0]
+    assert set(niah.alone) == {"fp8", "spec"} and niah.combined.delta < -0.05
+    keys = _suite(v, "keys").interactions[0]
     assert (
-        keys["outcome"] not in (stats_factorial.ANTAGONISTIC, stats_factorial.SYNERGISTIC)
-        and keys["state"] != quality_factorial.FAIL
+        keys.outcome not in (stats_factorial.ANTAGONISTIC, stats_factorial.SYNERGISTIC)
+        and keys.state != quality_factorial.FAIL
     )
 
 
@@ -111,17 +108,17 @@ def test_quality_interactions_join_the_interaction_holm_family(drop_verdict):
     v = drop_verdict
     lat = [
         i
-        for r in v.factorial["rows"]
-        for i in r["interactions"]
-        if i["family"] == "interaction" and i["p_adj"] is not None
+        for r in v.factorial.rows
+        for i in r.interactions
+        if i.family == "interaction" and math.isfinite(i.p_adj)
     ]
-    qual = [i for s in v.factorial["quality"]["suites"] for i in s["interactions"]]
-    ps = [i["p"] for i in lat + qual]
+    qual = [i for s in v.factorial.quality.suites for i in s.interactions]
+    ps = [i.p for i in lat + qual]
     assert len(qual) == 2 and len(lat) >= 1
     for i, p_adj in zip(lat + qual, holm(ps), strict=True):
-        assert i["p_adj"] == pytest.approx(p_adj)
-    mains = [t for s in v.factorial["quality"]["suites"] for t in s["main"]]
-    assert {t["family"] for t in mains} == {"main"} and len(mains) == 4
+        assert i.p_adj == pytest.approx(p_adj)
+    mains = [t for s in v.factorial.quality.suites for t in s.main]
+    assert {t.family for t in mains} == {"main"} and len(mains) == 4
 
 
 def test_interaction_alone_makes_the_combination_no_go():
@@ -138,10 +135,9 @@ def test_interaction_alone_makes_the_combination_no_go():
     assert combo.quality["gates"][0]["state"] == "pass"
     assert combo.result == NO_GO and combo.reasons[0].code == Code.INTERACTION
     assert "fp8×spec" in combo.reasons[0]
-    inter = _suite(v, "niah")["interactions"][0]
+    inter = _suite(v, "niah").interactions[0]
     assert (
-        inter["estimate"] == pytest.approx(-0.10, abs=0.04)
-        and inter["state"] == quality_factorial.FAIL
+        inter.estimate == pytest.approx(-0.10, abs=0.04) and inter.state == quality_factorial.FAIL
     )
 
 
@@ -154,12 +150,12 @@ def test_undecided_interaction_is_said_with_the_items_that_would_decide():
             60, [0.90, 0.88, 0.90, 0.85], flip=0.02, seed=4, suite="niah"
         ),
     )
-    inter = _suite(v, "niah")["interactions"][0]
-    assert inter["state"] == quality_factorial.UNDECIDED and inter["items_needed"] > 60
+    inter = _suite(v, "niah").interactions[0]
+    assert inter.state == quality_factorial.UNDECIDED and inter.items_needed > 60
     combo = next(p for p in v.pairs if p.candidate == "fp8+spec")
     said = [r for r in combo.reasons if r.code == Code.INTERACTION]
-    assert said and f"about {inter['items_needed']:,} items per suite would decide" in said[0]
-    assert v.factorial["quality"]["undecided"] == said and not v.factorial["quality"]["no_go"]
+    assert said and f"about {inter.items_needed:,} items per suite would decide" in said[0]
+    assert list(v.factorial.quality.undecided) == said and not v.factorial.quality.no_go
     assert combo.result != GO  # (its own gate at 60 items is undecided too)
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from abtui.stats import decide
 from abtui.stats.reasons import Code, codes
-from abtui.verdict.policy import GO, INCONCLUSIVE, NO_GO, GuardState, evaluate
+from abtui.verdict.policy import GO, INCONCLUSIVE, NO_GO, ArmLoad, GuardState, evaluate
 from tests.synthetic import ArmTruth, synthetic_table
 
 ARMS = [{"name": "base"}, {"name": "cand"}, {"name": "cand2"}]
@@ -42,7 +42,7 @@ def test_a_degraded_load_generator_cannot_be_go():
     v = _verdict(ArmTruth(), ArmTruth(ttft_scale=0.8, tpot_scale=0.8, lag_s=0.05))
     assert v.result == INCONCLUSIVE
     assert Code.LOAD_NOT_KEPT in codes(v.pairs[0].reasons)
-    assert v.pairs[0].generator["cand"]["behind"] is True
+    assert v.pairs[0].generator["cand"].behind is True
 
 
 def test_more_errors_cannot_be_go_and_significantly_more_is_no_go():
@@ -431,8 +431,9 @@ def _busy(scale: float, stall_s: float = BUSY["stall_s"]):
 def test_a_lag_too_small_to_explain_a_large_gain_does_not_block_go():
     v = _busy(0.6)
     g = v.pairs[0].generator["base"]
-    assert 0.010 < g["lag_p99_s"] < 0.012 and g["behind"]  # past the fixed 10 ms limit
-    assert g["load_kept"] and 1.0 < g["flattery"]["e2e.p50"] < 1.05
+    assert 0.010 < g.lag_p99_s < 0.012 and g.behind  # past the fixed 10 ms limit
+    assert g.load_kept and 1.0 < g.flattery["e2e.p50"] < 1.05
+    assert ArmLoad.from_dict(json.loads(json.dumps(g.to_dict()))) == g  # as a stored verdict
     assert v.result == GO, v.pairs[0].reasons
 
 
@@ -442,13 +443,13 @@ def test_a_lag_that_could_explain_the_gain_still_blocks_go():
     v = _busy(0.9)
     assert v.result == INCONCLUSIVE
     assert codes(v.pairs[0].reasons).count(Code.LAG_EXPLAINS) == 1, v.pairs[0].reasons
-    assert v.pairs[0].generator["base"]["flattery"]["ttft.p50"] > 1.1  # the guardrail's bound
+    assert v.pairs[0].generator["base"].flattery["ttft.p50"] > 1.1  # the guardrail's bound
 
 
 def test_arrivals_late_by_more_than_half_a_gap_block_go_whatever_the_gain():
     v = _busy(0.6, stall_s=0.02)  # lag P99 ≈ 68 ms against a 33 ms gap and a 350 ms E2E
     assert v.result == INCONCLUSIVE
-    assert not v.pairs[0].generator["base"]["load_kept"]
+    assert not v.pairs[0].generator["base"].load_kept
     assert Code.LOAD_NOT_KEPT in codes(v.pairs[0].reasons)
 
 
@@ -461,7 +462,7 @@ def test_the_candidates_own_stalls_cannot_fake_a_gain():
         ARMS[:2],
         {"policy": {"resamples": 500}},
     )
-    assert v.result == GO and v.pairs[0].generator["cand"]["flattery"] == {}
+    assert v.result == GO and v.pairs[0].generator["cand"].flattery == {}
 
 
 def test_throughput_at_an_open_loop_rate_is_not_called_nor_extrapolated():

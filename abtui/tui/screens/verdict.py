@@ -23,6 +23,7 @@ from abtui.stats.labels import label
 from abtui.tui.keys import VERDICT
 from abtui.tui.widgets.charts import Chart
 from abtui.tui.widgets.inert import Static
+from abtui.verdict.ablation import Factorial
 from abtui.verdict.policy import GO, NO_GO
 from abtui.verdict.saved import SessionVerdict
 
@@ -150,25 +151,25 @@ def _slo_cost(d: VerdictData) -> Text:
     return t
 
 
-def ablation_text(fac: dict, key: str, width: int) -> Text:
+def ablation_text(fac: Factorial, key: str, width: int) -> Text:
     """The ablation view: the 2×2 (or 2×2×2) of one metric from the report module's grid, its
     findings and the combination's NO-GO, wrapped at ``width``."""
     from abtui.report.factorial import combination_no_go, grid_lines, quality_lines
 
-    t = Text(f"ablation: {' × '.join(fac['factors'])} — a: next metric\n", "bold")
-    if fac.get("error"):
-        return t.append(f"not computed: {printable(fac['error'])}")
+    t = Text(f"ablation: {' × '.join(fac.factors)} — a: next metric\n", "bold")
+    if fac.error:
+        return t.append(f"not computed: {printable(fac.error)}")
     lines = lambda xs: "\n".join(printable(x) for x in xs)  # noqa: E731  (each line inert)
     t.append(lines(grid_lines(fac, key, width)))
-    row = next((r for r in fac.get("rows") or [] if r["key"] == key), {})
-    for inter in row.get("interactions") or []:
-        if inter.get("finding"):
-            t.append("\nfinding: ", "bold yellow").append(printable(inter["finding"]))
+    row = fac.row(key)
+    for inter in row.interactions if row else ():
+        if inter.finding:
+            t.append("\nfinding: ", "bold yellow").append(printable(inter.finding))
     quality = quality_lines(fac, width)  # the accuracy terms, whatever the metric shown
     if quality:
         t.append("\n" + lines(quality))
     for reason in combination_no_go(fac):
-        t.append(f"\nNO-GO for {printable(fac['combination'])}: ", "bold red")
+        t.append(f"\nNO-GO for {printable(fac.combination)}: ", "bold red")
         t.append(printable(reason))
     return t
 
@@ -197,7 +198,7 @@ class VerdictScreen(Screen):
     def __init__(self, data: VerdictData) -> None:
         super().__init__(id="verdict")
         self.data = data
-        fac = data.sv.verdict.factorial or {}
+        fac = data.sv.verdict.factorial
         from abtui.verdict.ablation import headline_keys
 
         self._ablation_keys = headline_keys(fac, data.sv.verdict.policy) if fac else []
@@ -215,7 +216,7 @@ class VerdictScreen(Screen):
         with VerticalScroll():
             yield Static(_banner(d), id="banner")
             fac = d.sv.verdict.factorial
-            if fac and (self._ablation_keys or fac.get("error")):
+            if fac and (self._ablation_keys or fac.error):
                 view = Chart(id="ablation", classes="notes")
                 view.show(self._ablation_builder())
                 yield view
