@@ -245,7 +245,7 @@ def session_verdict(
     attach_ppl(verdict, meta)  # perplexity per arm, when the quality suites measured it
     seq = meta.get("sequential")
     if isinstance(seq, dict) and not is_aa(arms):  # --until-decided: the anytime-valid verdict
-        apply_sequential(verdict, seq, meta)
+        apply_sequential(verdict, seq, meta, table)
     if floor_doc is not None:  # how the floor that raised δ was measured, for the reports
         verdict.policy = replace(verdict.policy, noise_floor_detail=floor_doc)
     measured = detail = None

@@ -5,15 +5,21 @@ Such a run stopped at a data-dependent time, so the fixed-n intervals computed a
 not valid for it (they assume the sample size was fixed in advance); the latency decision is the
 anytime-valid one the run stored (meta ``sequential``, :mod:`abtui.runner.until`), whatever the
 stopping time: the run's own stop, its budget, or Ctrl-C. What the sequential rule does not
-cover still applies, from the fixed verdict's checks of the same pair: errors that rose
-significantly or a failed quality gate make it NO-GO; an undecided quality gate, a lost or
-lagging load generator, arms that did different work, or a failed run forbid GO.
+cover still applies: errors that rose (by an anytime-valid interval of the paired error
+difference, :func:`error_rise`: a fixed-n test read at a data-dependent stop would call a rise
+more often than α) or a failed quality gate make it NO-GO; a rise not yet shown, an undecided
+quality gate, a lost or lagging load generator, arms that did different work, or a failed run
+forbid GO.
 """
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
+
+from abtui.client.records import ERROR, OK
+from abtui.stats.betting import bounded_mean_cs
 from abtui.stats.labels import label
 from abtui.verdict.policy import GO, INCONCLUSIVE, NO_GO, Policy, Verdict
 
@@ -74,15 +80,43 @@ def _minutes(s: float) -> str:
     return f"{s:.0f} s" if s < 90 else f"{s / 60:.0f} min"
 
 
-def _others(pair, seq: dict, policy: Policy, meta: dict) -> tuple[list[str], list[str]]:
-    """(NO-GO reasons, GO blockers) of the pair that the sequential rule does not cover."""
-    no_go: list[str] = []
-    block: list[str] = []
+def error_rise(table, a: int, b: int, alpha: float) -> tuple[int, float, float] | None:
+    """The anytime-valid interval of how much more often arm ``b``'s requests failed than arm
+    ``a``'s on the same items: per item both sent (in schedule order), ``failed_b − failed_a``
+    in {−1, 0, 1}, and the betting confidence sequence of its mean (:mod:`abtui.stats.betting`)
+    at ``alpha`` a side. ``(items, lower, upper)``; None without a paired item."""
+    sent = (table.status == OK) | (table.status == ERROR)
+    keys: dict[int, dict] = {}
+    for arm in (a, b):
+        rows = np.flatnonzero(sent & (table.arm == arm))
+        k = list(zip(table.run[rows].tolist(), table.item[rows].tolist(), strict=True))
+        keys[arm] = dict(zip(k, (table.status[rows] == ERROR).tolist(), strict=True))
+    both = sorted(keys[a].keys() & keys[b].keys())
+    if not both:
+        return None
+    fails = [int(keys[b][k]) - int(keys[a][k]) for k in both]
+    lo, hi = bounded_mean_cs(fails, alpha, alpha)
+    return len(both), lo, hi
+
+
+def _errors(pair, rise) -> tuple[list[str], list[str]]:
+    """(NO-GO, blockers) from the error rates: NO-GO when the anytime-valid interval of the
+    paired rise is above 0, a blocker when the candidate's rate is higher but not shown so."""
     err = pair.errors
-    ra, rb, p = (getattr(err, k, None) for k in ("rate_a", "rate_b", "p_higher"))
-    if ra is not None and rb is not None and p is not None and rb > ra:
-        text = f"errors rose: {rb:.1%} of requests vs {ra:.1%} (one-sided Fisher p = {p:.3g})"
-        (no_go if p < policy.alpha else block).append(text)
+    ra, rb = getattr(err, "rate_a", None), getattr(err, "rate_b", None)
+    if ra is None or rb is None or not rb > ra:
+        return [], []
+    said = f"errors rose: {rb:.1%} of requests vs {ra:.1%}"
+    if rise is None:
+        return [], [said]
+    n, lo, hi = rise
+    text = f"{said} (paired rise {lo:+.1%} … {hi:+.1%} over {n:,} items, anytime-valid)"
+    return ([text], []) if lo > 0 else ([], [text + ": not shown"])
+
+
+def _others(pair, seq: dict, policy: Policy, meta: dict, rise=None) -> tuple[list[str], list[str]]:
+    """(NO-GO reasons, GO blockers) of the pair that the sequential rule does not cover."""
+    no_go, block = _errors(pair, rise)
     # the run's own anytime-valid quality gate when it sent items until decided (the fixed
     # gate's interval is not valid after that optional stop); else the fixed gate
     q = seq.get("quality") if isinstance(seq.get("quality"), dict) else pair.quality or {}
@@ -138,9 +172,11 @@ def _generator_blockers(pair, seq: dict) -> list[str]:
     return out
 
 
-def apply_sequential(verdict: Verdict, seq: dict, meta: dict) -> None:
+def apply_sequential(verdict: Verdict, seq: dict, meta: dict, table=None) -> None:
     """Replace the latency decision of the run's pair with the stored anytime-valid one (see
-    the module's docstring); the fixed-n reasons follow, marked as descriptive."""
+    the module's docstring); the fixed-n reasons follow, marked as descriptive. ``table``: the
+    session's requests, for the anytime-valid error check (without it, a higher error rate
+    only forbids GO)."""
     if not applies(seq, verdict.policy):
         note = (
             "this run stopped on the anytime-valid rule for "
@@ -151,7 +187,10 @@ def apply_sequential(verdict: Verdict, seq: dict, meta: dict) -> None:
             p.reasons = [*p.reasons, note]
         return
     for pair in verdict.pairs:
-        _apply_pair(pair, seq, verdict.policy, meta)
+        rise = None
+        if table is not None:
+            rise = error_rise(table, 0, _arm_of(verdict, pair), verdict.policy.alpha)
+        _apply_pair(pair, seq, verdict.policy, meta, rise)
     results = [p.result for p in verdict.pairs]
     if NO_GO in results:
         verdict.result = NO_GO
@@ -161,9 +200,16 @@ def apply_sequential(verdict: Verdict, seq: dict, meta: dict) -> None:
         verdict.result = INCONCLUSIVE
 
 
-def _apply_pair(pair, seq: dict, policy: Policy, meta: dict) -> None:
+def _arm_of(verdict: Verdict, pair) -> int:
+    """The candidate's arm number (a run --until-decided has one candidate: arm 1)."""
+    names = list((getattr(verdict, "session", None) or {}).get("arms") or [])
+    cand = getattr(pair, "candidate", None)
+    return names.index(cand) if cand in names else 1
+
+
+def _apply_pair(pair, seq: dict, policy: Policy, meta: dict, rise=None) -> None:
     decision = seq.get("decision")
-    no_go, block = _others(pair, seq, policy, meta)
+    no_go, block = _others(pair, seq, policy, meta, rise)
     fixed = f"fixed-n view (descriptive, not valid after optional stopping): {pair.result}"
     reasons = [headline(seq)]
     if decision == SEQ_NO_GO or no_go:

@@ -297,9 +297,17 @@ def test_the_sequential_verdict_keeps_the_checks_it_does_not_make():
     v = verdict(_pair())
     apply_sequential(v, _seq(), {"status": "complete"})
     assert v.result == "GO" and v.pairs[0].reasons[-1].startswith("fixed-n view")
-    v = verdict(_pair(errors=ErrorRates(rate_a=0.0, rate_b=0.2, p_higher=1e-6)))
-    apply_sequential(v, _seq(), {})
-    assert v.result == "NO-GO" and any("errors rose" in r for r in v.pairs[0].reasons)
+    rose = ErrorRates(rate_a=0.0, rate_b=0.2, p_higher=1e-6)
+    v = verdict(_pair(errors=rose))
+    apply_sequential(v, _seq(), {})  # no requests to bound the rise with: it only forbids GO
+    assert v.result == "INCONCLUSIVE" and any("errors rose" in r for r in v.pairs[0].reasons)
+    from abtui.metrics.table import RequestTable
+
+    recs = _records(0, list(range(400)), 30.0)
+    recs += _records(1, list(range(400)), 20.0, failed=set(range(0, 400, 5)))
+    v = verdict(_pair(errors=rose))
+    apply_sequential(v, _seq(), {}, RequestTable.from_records(recs))
+    assert v.result == "NO-GO" and any("anytime-valid" in r for r in v.pairs[0].reasons)
     v = verdict(_pair(quality={"no_go": [], "undecided": ["gsm8k not shown non-inferior"]}))
     apply_sequential(v, _seq(), {})
     assert v.result == "INCONCLUSIVE"
@@ -395,3 +403,31 @@ def test_ttfo_can_be_the_sequential_primary(tmp_path, capsys):
     (row,) = seq["rows"]
     assert row["key"] == "ttfo.p50" and row["state"] == "IMPROVED"
     assert -0.5 < row["effect"] < -0.15 and seq["stopped_at"] < 750  # 36 ms → 24 ms
+
+
+def test_errors_rose_is_no_go_only_when_the_anytime_valid_rise_is_above_zero():
+    """A run stopped at a data-dependent time: the error check is the betting interval of the
+    paired rise, not a fixed-n test. 400 items, the candidate failing 1 in 4 where the baseline
+    never does, is shown (NO-GO); 3 failures in 400 are higher but not shown (no GO)."""
+    from abtui.metrics.table import RequestTable
+    from abtui.verdict.sequential import _errors, error_rise
+
+    def table(cand_fails: set[int]) -> RequestTable:
+        a = _records(0, list(range(400)), 30.0)
+        b = _records(1, list(range(400)), 20.0, failed=cand_fails)
+        return RequestTable.from_records(a + b)
+
+    many = error_rise(table(set(range(0, 400, 4))), 0, 1, 0.05)
+    assert many[0] == 400 and 0 < many[1] < 0.25 < many[2]
+    few = error_rise(table({5, 50, 300}), 0, 1, 0.05)
+    assert few[1] <= 0 < few[2]
+    assert error_rise(RequestTable.from_records(_records(0, [1], 30.0)), 0, 1, 0.05) is None
+
+    pair = type("P", (), {"errors": ErrorRates(0.0, 0.25, 1e-9)})()
+    no_go, block = _errors(pair, many)
+    assert no_go and not block and "anytime-valid" in no_go[0]
+    pair = type("P", (), {"errors": ErrorRates(0.0, 0.0075, 0.06)})()
+    no_go, block = _errors(pair, few)
+    assert not no_go and block[0].endswith("not shown")
+    pair = type("P", (), {"errors": ErrorRates(0.01, 0.0, 1.0)})()
+    assert _errors(pair, few) == ([], [])  # fewer errors: nothing to say
