@@ -31,7 +31,6 @@ from abtui.stats.decide import Outcome
 from abtui.stats.effects import Comparison, ComparisonDesign, Effect
 from abtui.stats.reasons import read_reason
 from abtui.stats.sweep import SweepSummary
-from abtui.verdict.ablation import Factorial
 from abtui.verdict.comparable import Finding
 from abtui.verdict.policy import (
     ArmLoad,
@@ -135,8 +134,18 @@ def verdict_from_dict(d: dict, table, slo: dict) -> Verdict:
         d["session"],
         d["created"],
         None if d.get("sweep") is None else SweepSummary.from_dict(d["sweep"]),
-        Factorial.from_dict(d.get("factorial")),
+        _factorial(d.get("factorial")),
     )
+
+
+def _factorial(d: dict | None):
+    """A stored ablation section (None: none). Imported only then: the factorial's quality
+    part takes its normal quantiles from scipy.stats, which a verdict otherwise never loads."""
+    if d is None:
+        return None
+    from abtui.verdict.ablation import Factorial
+
+    return Factorial.from_dict(d)
 
 
 def data_fingerprint(table) -> str:
