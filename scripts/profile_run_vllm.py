@@ -17,9 +17,7 @@ import sys
 from pathlib import Path
 
 from abtui.cli import main as abtui_main
-from abtui.engine.fetch import cached
-from abtui.engine.hfconvert import convert
-from abtui.engine.vllm_server import VllmServer, profiler_args
+from abtui.engine.vllm_server import profiled_smollm2
 from abtui.sim.engine import SimConfig
 from abtui.sim.preset_cli import PresetOptions
 from abtui.sim.process import SimProcess
@@ -32,19 +30,11 @@ def main() -> int:
     ap.add_argument("--requests", type=int, default=24)
     ap.add_argument("--rate", type=float, default=2.0)
     args = ap.parse_args()
-    gguf = cached("smollm2")
-    if gguf is None:
+    srv = profiled_smollm2(args.out)
+    if srv is None:
         print("run `abtui engine fetch smollm2 --hf` first", file=sys.stderr)
         return 2
     traces = args.out / "traces"
-    traces.mkdir(parents=True, exist_ok=True)
-    srv = VllmServer(
-        convert(gguf),
-        name="smollm2",
-        prefix_caching=False,
-        extra_args=profiler_args(traces),
-        log_path=args.out / "vllm.log",
-    )
     sim = SimConfig(
         preset=PresetOptions("h100:llama-3-8b:bf16", time_scale=4.0),
         profiler=ProfilerConfig(str(args.out / "sim-traces"), detailed=True),

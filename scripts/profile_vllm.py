@@ -18,9 +18,7 @@ from pathlib import Path
 import httpx
 
 from abtui.cli import main as abtui_main
-from abtui.engine.fetch import cached
-from abtui.engine.hfconvert import convert
-from abtui.engine.vllm_server import VllmServer, profiler_args
+from abtui.engine.vllm_server import profiled_smollm2
 
 
 def main() -> int:
@@ -29,19 +27,11 @@ def main() -> int:
     ap.add_argument("--requests", type=int, default=3)
     ap.add_argument("--max-tokens", type=int, default=8)
     args = ap.parse_args()
-    gguf = cached("smollm2")
-    if gguf is None:
+    srv = profiled_smollm2(args.out)
+    if srv is None:
         print("run `abtui engine fetch smollm2 --hf` first", file=sys.stderr)
         return 2
     traces = args.out / "traces"
-    traces.mkdir(parents=True, exist_ok=True)
-    srv = VllmServer(
-        convert(gguf),
-        name="smollm2",
-        prefix_caching=False,
-        extra_args=profiler_args(traces),
-        log_path=args.out / "vllm.log",
-    )
     with srv, httpx.Client(trust_env=False, timeout=300) as c:
         print(f"vllm up in {srv.startup_s:.0f} s", file=sys.stderr)
         c.post(srv.base + "/start_profile").raise_for_status()

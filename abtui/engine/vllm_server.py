@@ -95,6 +95,27 @@ def profiler_args(folder: Path, detailed: bool = True) -> tuple[str, ...]:
     return ("--profiler-config", json.dumps(cfg))
 
 
+def profiled_smollm2(out: Path) -> VllmServer | None:
+    """SmolLM2 served by vLLM with its torch profiler writing into ``out/traces`` (made here)
+    and its log in ``out/vllm.log``, prefix caching off: the profile scripts' server. None when
+    the model is not fetched yet (``abtui engine fetch smollm2 --hf``)."""
+    from abtui.engine.fetch import cached
+    from abtui.engine.hfconvert import convert
+
+    gguf = cached("smollm2")
+    if gguf is None:
+        return None
+    traces = out / "traces"
+    traces.mkdir(parents=True, exist_ok=True)
+    return VllmServer(
+        convert(gguf),
+        name="smollm2",
+        prefix_caching=False,
+        extra_args=profiler_args(traces),
+        log_path=out / "vllm.log",
+    )
+
+
 class VllmServer(ServedProcess):
     """Start vLLM's OpenAI server for the Hugging Face directory ``model``; stop it on exit.
 
