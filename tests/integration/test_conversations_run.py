@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 
 import duckdb
 import numpy as np
 import pytest
+from loopback import LoopbackServer
 
 from abtui.cli import main
 from abtui.sim.engine import SimConfig
@@ -98,7 +98,7 @@ def test_turns_follow_each_arms_own_answers(tmp_path, capsys):
     assert rows_e2e and rows_e2e[0]["paired"] == N_CONV * N_TURNS
 
 
-class RecordingServer:
+class RecordingServer(LoopbackServer):
     """A chat endpoint that records each request's headers, body and client port, answers
     ``answer from <name> <n>``, keeps connections alive, and fails (500) the turns whose
     (session header value, user messages) is in ``fail``."""
@@ -115,20 +115,7 @@ class RecordingServer:
         self.delay_s = delay_s  # before each answer: the conversations' turns overlap
         self.fail = fail or set()
         self.seen: list[dict] = []
-        self.loop = asyncio.new_event_loop()
-        self.ready = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
-
-    def _run(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        server = self.loop.run_until_complete(asyncio.start_server(self._handle, "127.0.0.1", 0))
-        self.port = server.sockets[0].getsockname()[1]
-        self.ready.set()
-        self.loop.run_forever()
+        super().__init__()
 
     async def _handle(self, reader, writer) -> None:
         port = writer.get_extra_info("peername")[1]
@@ -165,15 +152,6 @@ class RecordingServer:
             pass
         finally:
             writer.close()
-
-    def __enter__(self) -> RecordingServer:
-        self.thread.start()
-        self.ready.wait(10)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(5)
 
     def turns(self) -> dict[str, list[dict]]:
         """The measured chat requests by conversation, in the order they came."""

@@ -10,9 +10,9 @@ import contextlib
 import io
 import json
 import re
-import threading
 
 import duckdb
+from loopback import LoopbackServer
 
 from abtui.cli import main
 from abtui.sim.process import SimProcess
@@ -20,7 +20,7 @@ from abtui.sim.process import SimProcess
 KEY = "sk-abtui-test-7f3c9e1d2b4a"
 
 
-class EchoServer:
+class EchoServer(LoopbackServer):
     """An endpoint that requires the key and echoes the Authorization header back: in a 401's
     message for every third request, padded so that the client's 300-character cut of the
     message falls inside the key; in the token text of the others, whole, or (every third)
@@ -29,16 +29,7 @@ class EchoServer:
     def __init__(self) -> None:
         self.n = 0
         self.seen_keys: set[str] = set()
-        self.loop = asyncio.new_event_loop()
-        self.ready = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        server = self.loop.run_until_complete(asyncio.start_server(self._handle, "127.0.0.1", 0))
-        self.port = server.sockets[0].getsockname()[1]
-        self.ready.set()
-        self.loop.run_forever()
+        super().__init__()
 
     async def _handle(self, reader, writer) -> None:
         try:
@@ -84,15 +75,6 @@ class EchoServer:
             pass
         finally:
             writer.close()
-
-    def __enter__(self) -> EchoServer:
-        self.thread.start()
-        self.ready.wait(10)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(5)
 
 
 def transformed(auth: str) -> str:

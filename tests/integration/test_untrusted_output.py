@@ -10,10 +10,10 @@ import contextlib
 import io
 import json
 import re
-import threading
 import time
 
 import pytest
+from loopback import LoopbackServer
 
 from abtui.cli import main
 from abtui.sim.process import SimProcess
@@ -23,23 +23,12 @@ EVIL = "\x1b]0;pwned\x07\x1b[2J\x1b[31m[/][bold]<script>alert(1)</script>\u202e\
 RAW_CONTROLS = ("\x1b", "\x07", "\x9b", "\u202e")
 
 
-class HostileServer:
+class HostileServer(LoopbackServer):
     """A minimal OpenAI-compatible endpoint that lies in every string it returns."""
 
     def __init__(self) -> None:
         self.n = 0
-        self.loop = asyncio.new_event_loop()
-        self.ready = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        self.server = self.loop.run_until_complete(
-            asyncio.start_server(self._handle, "127.0.0.1", 0)
-        )
-        self.port = self.server.sockets[0].getsockname()[1]
-        self.ready.set()
-        self.loop.run_forever()
+        super().__init__()
 
     async def _handle(self, reader, writer) -> None:
         try:
@@ -70,19 +59,6 @@ class HostileServer:
             pass
         finally:
             writer.close()
-
-    def __enter__(self) -> HostileServer:
-        self.thread.start()
-        self.ready.wait(10)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(5)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
 
 
 def _response(status: int, ctype: str, body: bytes) -> bytes:

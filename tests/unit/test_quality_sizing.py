@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 import time
 
 import pytest
+from loopback import LoopbackServer
 
 from abtui.client.fast import FastClient
 from abtui.client.stream import Target
@@ -39,7 +39,7 @@ def _response(status: int, ctype: str, body: bytes) -> bytes:
     ).encode() + body
 
 
-class StubServer:
+class StubServer(LoopbackServer):
     """An OpenAI-compatible endpoint that counts ``tokens_per_word`` tokens a word (+ 10 for
     the template), takes ``per_token_s`` a prompt token before its first token, answers a
     built-in quality prompt right and anything else "OK", and records every request."""
@@ -55,19 +55,7 @@ class StubServer:
         self.chat, self.props = chat, props
         self.tpw, self.per_token_s = tokens_per_word, per_token_s
         self.requests: list[tuple[str, dict | None]] = []
-        self.loop = asyncio.new_event_loop()
-        self.ready = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.port = 0
-
-    def _run(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        self.server = self.loop.run_until_complete(
-            asyncio.start_server(self._handle, "127.0.0.1", 0)
-        )
-        self.port = self.server.sockets[0].getsockname()[1]
-        self.ready.set()
-        self.loop.run_forever()
+        super().__init__()
 
     async def _handle(self, reader, writer) -> None:
         try:
@@ -115,19 +103,6 @@ class StubServer:
             )
         sse = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
         return _response(200, "text/event-stream", sse.encode())
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
-
-    def __enter__(self) -> StubServer:
-        self.thread.start()
-        self.ready.wait(10)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(5)
 
 
 def _props(template: str, n_ctx: int = 4096) -> dict:
