@@ -119,20 +119,30 @@ class ArmLoad:
     flattery: dict[str, float | None] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
-        return json_ready(asdict(self))
+        """The JSON record. JSON has no infinity, so the rows whose flattery is unbounded
+        (``inf``: the stalls could account for the whole statistic) are listed under
+        ``flattery_unbounded`` beside their ``null``, which alone means "not bounded"."""
+        d = json_ready(asdict(self))
+        unbounded = sorted(k for k, f in self.flattery.items() if f == math.inf)
+        if unbounded:
+            d["flattery_unbounded"] = unbounded
+        return d
 
     @classmethod
     def from_dict(cls, d: dict) -> ArmLoad:
-        """A stored :meth:`to_dict` (a float's ``null`` back as NaN, ``flattery`` as written);
-        a key an older verdict lacks reads as nothing measured."""
+        """A stored :meth:`to_dict` (a float's ``null`` back as NaN, ``flattery`` as written,
+        the ``flattery_unbounded`` rows back as ``inf``); a key an older verdict lacks reads as
+        nothing measured."""
         nan = lambda k: math.nan if d.get(k) is None else d[k]  # noqa: E731
+        flattery = dict(d.get("flattery") or {})
+        flattery.update(dict.fromkeys(d.get("flattery_unbounded") or [], math.inf))
         return cls(
             nan("lag_p99_s"),
             nan("lag_max_s"),
             bool(d.get("behind")),
             nan("gap_s"),
             d.get("load_kept"),
-            dict(d.get("flattery") or {}),
+            flattery,
         )
 
 

@@ -337,6 +337,30 @@ def test_the_sequential_verdict_keeps_the_checks_it_does_not_make():
     assert "policy here differs" in v.pairs[0].reasons[-1]
 
 
+def test_unbounded_flattery_blocks_go_read_back_as_when_fresh():
+    # the baseline's stalls could account for the whole P50 E2E (flattery inf) while it kept
+    # up on average (not "behind"): fresh and read back from a stored verdict, no GO
+    import json
+    import math
+    from types import SimpleNamespace
+
+    from abtui.verdict.sequential import apply_sequential
+
+    fresh = ArmLoad(0.5, 0.9, False, 0.03, True, {"e2e.p50": math.inf, "ttft.p50": 1.0})
+    stored = json.loads(json.dumps(fresh.to_dict()))
+    assert stored["flattery"]["e2e.p50"] is None and stored["flattery_unbounded"] == ["e2e.p50"]
+    assert ArmLoad.from_dict(stored) == fresh
+    pol = resolve_policy({"primary": "e2e.p50", "guardrails": ["ttft.p50"], "alpha": 0.05})
+    for base in (fresh, ArmLoad.from_dict(stored)):
+        gen = {"base": base, "cand": ArmLoad.from_dict({"load_kept": True})}
+        v = SimpleNamespace(pairs=[_pair(generator=gen)], policy=pol, result="?")
+        apply_sequential(v, _seq(), {})
+        assert v.result == "INCONCLUSIVE" and "explain P50 E2E" in " ".join(v.pairs[0].reasons)
+    # a verdict stored before the list existed: null reads as not bounded, as it always did
+    del stored["flattery_unbounded"]
+    assert ArmLoad.from_dict(stored).flattery["e2e.p50"] is None
+
+
 def test_quality_items_are_sent_until_a_bucket_decides_the_gate(tmp_path, capsys):
     """The simulator's 128k model, INT4 weights + FP8 KV against BF16, keys suite: the run
     sends rounds of new haystacks until the anytime-valid gate fails the suite at the length
