@@ -242,7 +242,7 @@ def compare(
         )
         if windows[x] is not None:  # the SLO rows' "good", over the arm's rows for its summary
             good[x] = np.zeros(int(arm_rows[x].sum()), dtype=bool)
-            good[x][ok_mask[x][arm_rows[x]]] = windows[x]["good"]
+            good[x][ok_mask[x][arm_rows[x]]] = windows[x].good
         del ok
     del seg, done
     # a metric only reasoning gives values (abtui.metrics.catalogue.ANSWER_KEYS) is no row where
@@ -263,9 +263,7 @@ def compare(
             slo,
             dists=dists[x],
             good=good.get(x),
-            spans=(windows[x]["first_ns"], windows[x]["last_ns"])
-            if windows[x] is not None
-            else None,
+            spans=(windows[x].first_ns, windows[x].last_ns) if windows[x] is not None else None,
         )
         for x in (a, b)
     )
@@ -401,7 +399,7 @@ def compare(
         for x in (a, b):
             sent = arm_rows[x] & sent_all
             good = np.zeros(len(t), dtype=bool)
-            good[np.flatnonzero(ok_mask[x])] = windows[x]["good"]
+            good[np.flatnonzero(ok_mask[x])] = windows[x].good
             per_arm.append((item_unit[sent], good[sent]))
         # their windows are not widened: the rule they were calibrated with (decide.py)
         slo_n_eff = bootstrap.effective_size(

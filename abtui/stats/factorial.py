@@ -343,10 +343,10 @@ def estimate(
 
 def _rate_terms(design, windows, sums, slo, weights, level, usd, alternating, point) -> list[Term]:
     arms = sorted(design.arm_of.values())
-    if any(windows[x] is None or not windows[x]["duration"] > 0 for x in arms):
+    if any(windows[x] is None or not windows[x].duration > 0 for x in arms):
         return []
     if alternating:
-        segments = np.unique(np.concatenate([windows[x]["segments"] for x in arms]))
+        segments = np.unique(np.concatenate([windows[x].segments for x in arms]))
         u = {x: _blocks(windows[x], segments) for x in arms}
     else:
         k = int(min(bootstrap.MAX_UNITS, max(10, min(sums[x].sent for x in arms) // 10)))

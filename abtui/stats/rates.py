@@ -38,6 +38,7 @@ counts per window follow the arrival schedule, which both arms share.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -71,6 +72,25 @@ _COUNTS = {  # ArmSummary field → (numerator, denominator) per unit
 }
 
 
+@dataclass(frozen=True, slots=True)
+class ArmWindows:
+    """One arm's rows for the rate units (:func:`windows_of`): the segments it played with its
+    span in each (first dispatch → last completion), and each sent and ok request's segment and
+    completion time, with the ok requests' output tokens and SLO verdicts."""
+
+    segments: np.ndarray  # ascending segment ids
+    first_ns: np.ndarray  # per segment
+    last_ns: np.ndarray  # per segment
+    span_s: np.ndarray  # per segment
+    duration: float  # Σ span_s: the arm's active time
+    sent_seg: np.ndarray
+    sent_done: np.ndarray
+    ok_seg: np.ndarray
+    ok_done: np.ndarray
+    ok_tokens: np.ndarray
+    good: np.ndarray  # per ok request: met every SLO
+
+
 def windows_of(
     t: RequestTable,
     sent: np.ndarray,
@@ -80,7 +100,7 @@ def windows_of(
     seg: np.ndarray | None = None,
     done: np.ndarray | None = None,
     values: dict[str, np.ndarray] | None = None,
-):
+) -> ArmWindows | None:
     """One arm's rows for the rate units: the segment and completion time of each sent request
     (``sent`` mask over ``t``) and of each ok request (``ok_mask`` over ``t``), with tokens and
     SLO, and the arm's span in every segment it played. ``seg``, ``done``: ``segment_ids(t)``
@@ -105,53 +125,53 @@ def windows_of(
     n_out = np.where(n_output != NA, n_output, 0).astype(np.float64)
     good = slo_met(t, slo, ok_mask, values)
     span = (last - first).astype(np.float64) / request_metrics.NS_PER_S
-    return {
-        "segments": ids,
-        "first_ns": first,
-        "last_ns": last,
-        "span_s": span,
-        "duration": float(span.sum()),
-        "sent_seg": sent_seg,
-        "sent_done": sent_done,
-        "ok_seg": ok_seg,
-        "ok_done": done[ok_mask],
-        "ok_tokens": n_out,
-        "good": good,
-    }
+    return ArmWindows(
+        segments=ids,
+        first_ns=first,
+        last_ns=last,
+        span_s=span,
+        duration=float(span.sum()),
+        sent_seg=sent_seg,
+        sent_done=sent_done,
+        ok_seg=ok_seg,
+        ok_done=done[ok_mask],
+        ok_tokens=n_out,
+        good=good,
+    )
 
 
-def _per_unit(w: dict, unit_of, n: int) -> dict[str, np.ndarray]:
+def _per_unit(w: ArmWindows, unit_of, n: int) -> dict[str, np.ndarray]:
     """Counts per unit; ``unit_of(segments, done)`` gives the unit of each row."""
-    us, uo = unit_of(w["sent_seg"], w["sent_done"]), unit_of(w["ok_seg"], w["ok_done"])
+    us, uo = unit_of(w.sent_seg, w.sent_done), unit_of(w.ok_seg, w.ok_done)
 
     def per(idx, weights=None):
         return np.bincount(idx, weights=weights, minlength=n).astype(np.float64)
 
-    good = w["good"].astype(np.float64)
+    good = w.good.astype(np.float64)
     return {
         "sent": per(us),
         "ok": per(uo),
-        "tokens": per(uo, w["ok_tokens"]),
+        "tokens": per(uo, w.ok_tokens),
         "good": per(uo, good),
-        "good_tokens": per(uo, np.where(w["good"], w["ok_tokens"], 0.0)),
+        "good_tokens": per(uo, np.where(w.good, w.ok_tokens, 0.0)),
     }
 
 
-def _windows(w: dict, k: int) -> dict[str, np.ndarray]:
+def _windows(w: ArmWindows, k: int) -> dict[str, np.ndarray]:
     """``k`` equal windows of the arm's active clock (its segments laid end to end)."""
-    offset = np.concatenate([[0.0], np.cumsum(w["span_s"])[:-1]])
+    offset = np.concatenate([[0.0], np.cumsum(w.span_s)[:-1]])
 
     def unit_of(seg, done):
-        j = np.searchsorted(w["segments"], seg)
-        pos = (offset[j] + (done - w["first_ns"][j]) / request_metrics.NS_PER_S) / w["duration"]
+        j = np.searchsorted(w.segments, seg)
+        pos = (offset[j] + (done - w.first_ns[j]) / request_metrics.NS_PER_S) / w.duration
         return np.clip(np.floor(pos * k), 0, k - 1).astype(np.int64)
 
     out = _per_unit(w, unit_of, k)
-    out["duration"] = np.full(k, w["duration"] / k)
+    out["duration"] = np.full(k, w.duration / k)
     return out
 
 
-def _blocks(w: dict, segments: np.ndarray) -> dict[str, np.ndarray]:
+def _blocks(w: ArmWindows, segments: np.ndarray) -> dict[str, np.ndarray]:
     """One unit per alternation block (``segments``, ascending): counts and the arm's own
     active duration in it (0 where the arm did not play it)."""
 
@@ -160,7 +180,7 @@ def _blocks(w: dict, segments: np.ndarray) -> dict[str, np.ndarray]:
 
     out = _per_unit(w, unit_of, len(segments))
     dur = np.zeros(len(segments))
-    dur[np.searchsorted(segments, w["segments"])] = w["span_s"]
+    dur[np.searchsorted(segments, w.segments)] = w.span_s
     out["duration"] = dur
     return out
 
@@ -193,10 +213,10 @@ def rate_effects(
     it, for the n_eff rule :func:`abtui.stats.decide.too_dependent`)."""
     sa, sb = sums
     out: list[Effect] = []
-    if win_a is None or win_b is None or not (win_a["duration"] > 0 and win_b["duration"] > 0):
+    if win_a is None or win_b is None or not (win_a.duration > 0 and win_b.duration > 0):
         return out
     if alternating:
-        segments = np.union1d(win_a["segments"], win_b["segments"])
+        segments = np.union1d(win_a.segments, win_b.segments)
         ua, ub = _blocks(win_a, segments), _blocks(win_b, segments)
     else:
         k = int(min(bootstrap.MAX_UNITS, max(10, min(sa.sent, sb.sent) // 10)))

@@ -6,6 +6,7 @@ reads the chunks twice, not three times."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -128,7 +129,7 @@ def test_an_arms_duration_from_its_windows_spans_is_run_duration():
         for arm in (0, 1):
             sent = (t.arm == arm) & (t.status != "cancelled")
             w = windows_of(t, sent, (t.arm == arm) & t.ok, None)
-            got = summarize(t, arm, spans=(w["first_ns"], w["last_ns"])).duration_s
+            got = summarize(t, arm, spans=(w.first_ns, w.last_ns)).duration_s
             assert got == run_duration_s(t, np.flatnonzero(sent)) == summarize(t, arm).duration_s
 
 
@@ -136,8 +137,8 @@ def test_one_segments_windows_are_a_view_with_the_same_counts():
     t = _table()
     sent, ok = t.arm == 1, (t.arm == 1) & t.ok
     w = windows_of(t, sent, ok, {"ttft": 0.5})
-    assert w["sent_seg"].strides == (0,) and len(w["ok_seg"]) == int(ok.sum())
-    full = dict(w, sent_seg=np.array(w["sent_seg"]), ok_seg=np.array(w["ok_seg"]))
+    assert w.sent_seg.strides == (0,) and len(w.ok_seg) == int(ok.sum())
+    full = replace(w, sent_seg=np.array(w.sent_seg), ok_seg=np.array(w.ok_seg))
     for k in (10, 37, 500):
         got, want = _windows(w, k), _windows(full, k)
         assert all(np.array_equal(got[c], want[c]) for c in want)
