@@ -71,6 +71,7 @@ def prefix_cache_doc(diagnosis: list[dict]) -> dict:
                 "cached_tokens": pc.get("cached_tokens", 0),
                 "hit_rate": pc.get("hit_rate"),
                 "turns": turns,
+                "latency_turns": list(pc.get("latency_turns") or []),
                 "ttft_p50_s": {
                     "cached": pc.get("ttft_cached_p50_s"),
                     "uncached": pc.get("ttft_uncached_p50_s"),
@@ -93,33 +94,58 @@ def prefix_cache_doc(diagnosis: list[dict]) -> dict:
     }
 
 
-TURNS_TITLE = "Prefix-cache hit rate by turn"
+TURNS_TITLE = "By turn: prefix-cache hit rate and TTFT"
 TURNS_NOTE = (
-    "cached / prompt tokens of each turn's measured responses that said, per arm "
-    "(in brackets: how many responses)"
+    "per turn index of the conversations, each arm's hit rate (cached / prompt tokens of the "
+    "measured responses that said; in brackets how many) and the median TTFT of its ok measured "
+    "requests (service view); the last columns: each candidate's median against the "
+    "baseline's (a description of the turn, no interval: the verdict's rows pair the whole run)"
 )
 
 
 def turn_cache_table(doc: dict) -> tuple[list[str], list[list[str]]] | None:
-    """(arm names, one row per turn index: the turn, then each arm's hit rate and response
-    count) from the report's ``prefix_cache`` key; None unless some arm's responses span more
-    than one turn (a conversation run whose server said its cached tokens)."""
+    """(column headings after "turn", one row per turn index) from the report's
+    ``prefix_cache`` key: each arm's hit rate and response count and its P50 TTFT, then each
+    candidate's P50 TTFT change against the first arm's; None unless some arm's requests span
+    more than one turn (a conversation run)."""
     arms = (doc.get("prefix_cache") or {}).get("arms") or {}
-    by_arm = {
+    hits = {
         name: {t["turn"]: t for t in (a.get("responses") or {}).get("turns") or []}
         for name, a in arms.items()
     }
-    turns = sorted({k for ts in by_arm.values() for k in ts})
+    ttft = {
+        name: {t["turn"]: t for t in (a.get("responses") or {}).get("latency_turns") or []}
+        for name, a in arms.items()
+    }
+    turns = sorted({k for ts in (*hits.values(), *ttft.values()) for k in ts})
     if len(turns) < 2:
         return None
 
-    def cell(t: dict | None) -> str:
+    def hit(t: dict | None) -> str:
         if t is None or t.get("hit_rate") is None:
             return "n/a"
         return f"{t['hit_rate']:.1%} ({t['requests']})"
 
-    rows = [[str(k), *(cell(ts.get(k)) for ts in by_arm.values())] for k in turns]
-    return list(by_arm), rows
+    def p50(name: str, k: int) -> float | None:
+        return (ttft[name].get(k) or {}).get("ttft_p50_s")
+
+    def ms(x: float | None) -> str:
+        return "n/a" if x is None else f"{x * 1e3:.1f} ms"
+
+    def change(x: float | None, base: float | None) -> str:
+        return "n/a" if x is None or not base else f"{x / base - 1:+.1%}"
+
+    names = list(arms)
+    heads = [h for n in names for h in (f"{n} hit", f"{n} TTFT P50")]
+    heads += [f"{n} vs {names[0]}" for n in names[1:]]
+    rows = []
+    for k in turns:
+        row = [str(k)]
+        for n in names:
+            row += [hit(hits[n].get(k)), ms(p50(n, k))]
+        row += [change(p50(n, k), p50(names[0], k)) for n in names[1:]]
+        rows.append(row)
+    return heads, rows
 
 
 def diagnosis_markdown(doc: dict, escape) -> list[str]:
@@ -134,10 +160,10 @@ def diagnosis_markdown(doc: dict, escape) -> list[str]:
         lines += [f"- {escape(x.strip())}" for x in d["lines"]] + [""]
     table = turn_cache_table(doc)
     if table is not None:
-        names, rows = table
+        heads, rows = table
         lines += [f"### {TURNS_TITLE}", "", escape(TURNS_NOTE), ""]
-        lines.append("| turn | " + " | ".join(escape(n) for n in names) + " |")
-        lines.append("|--:|" + "--:|" * len(names))
+        lines.append("| turn | " + " | ".join(escape(n) for n in heads) + " |")
+        lines.append("|--:|" + "--:|" * len(heads))
         lines += ["| " + " | ".join(r) + " |" for r in rows] + [""]
     return lines
 
@@ -152,9 +178,9 @@ def diagnosis_html(doc: dict, escape) -> str:
         h.append(f"<h3>{escape(d['name'])}</h3><ul>{items}</ul>")
     table = turn_cache_table(doc)
     if table is not None:
-        names, rows = table
+        heads, rows = table
         h.append(f'<h3>{TURNS_TITLE}</h3><p class="muted">{escape(TURNS_NOTE)}</p><table>')
-        h.append("<tr><th>turn</th>" + "".join(f"<th>{escape(n)}</th>" for n in names) + "</tr>")
+        h.append("<tr><th>turn</th>" + "".join(f"<th>{escape(n)}</th>" for n in heads) + "</tr>")
         h += ["<tr>" + "".join(f"<td>{escape(x)}</td>" for x in r) + "</tr>" for r in rows]
         h.append("</table>")
     return "".join(h)

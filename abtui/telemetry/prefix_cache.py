@@ -10,7 +10,8 @@ requests that said, overall and per turn of a conversation (the session's ``requ
 a request on its own is turn 0). TTFT (service view:
 dispatch to first token, less the connect phase) is split by each request's cached share: the
 median of the requests with at least :data:`CACHED_SHARE` of their prompt cached against the
-median of the rest. The server's own counters (vLLM ``prefix_cache_hits`` / ``queries``,
+median of the rest, and by turn index (every ok measured request of the turn, whether or not
+its response said what was cached). The server's own counters (vLLM ``prefix_cache_hits`` / ``queries``,
 llama.cpp ``prompt_tokens_cached``) are read by :mod:`abtui.telemetry.diagnosis` and shown next
 to these.
 
@@ -44,6 +45,16 @@ class TurnCache:
 
 
 @dataclass
+class TurnLatency:
+    """One turn index's ok measured requests on an arm and their median TTFT (service view),
+    whether or not the responses said what was cached."""
+
+    turn: int
+    requests: int
+    ttft_p50_s: float | None
+
+
+@dataclass
 class ArmCache:
     """One arm's prefix-cache figures from its responses (see the module docstring)."""
 
@@ -58,6 +69,7 @@ class ArmCache:
     ttft_uncached_p50_s: float | None = None  # the rest
     n_cached: int = 0
     n_uncached: int = 0
+    latency_turns: list[TurnLatency] = field(default_factory=list)  # by turn index
 
 
 @dataclass
@@ -120,7 +132,7 @@ def prefix_cache_figures(rd, arms: list[int]) -> dict[int, ArmCache]:
     out = {}
     for arm in arms:
         mine = r["arm"] == arm
-        a = ArmCache(measured=int(mine.sum()))
+        a = ArmCache(measured=int(mine.sum()), latency_turns=_turn_latency(r, mine))
         m = mine & said
         a.requests = int(m.sum())
         if a.requests:
@@ -140,6 +152,16 @@ def prefix_cache_figures(rd, arms: list[int]) -> dict[int, ArmCache]:
             a.ttft_uncached_p50_s = _median(r["ttft"][cold])
         out[arm] = a
     return out
+
+
+def _turn_latency(r: dict[str, np.ndarray], mine: np.ndarray) -> list[TurnLatency]:
+    """Per turn index of an arm's ok measured requests, their count and median TTFT."""
+    turns = r["turn"][mine]
+    ttft = r["ttft"][mine]
+    return [
+        TurnLatency(t, int((turns == t).sum()), _median(ttft[turns == t]))
+        for t in np.unique(turns).astype(int).tolist()
+    ]
 
 
 def reasoning_figures(rd, arms: list[int]) -> dict[int, ArmReasoning]:

@@ -2,8 +2,8 @@
 simulators over loopback, real DuckDB files): each turn's `items.messages` holds only what its
 prompt adds to the previous turn's, the reader rebuilds every whole prompt exactly as it was
 sent, a turn whose previous turn is missing is refused as damage, a file written before the
-turn columns reads as it did, and the md / HTML reports show the prefix cache's hit rate turn
-by turn (the candidate caches, the baseline does not)."""
+turn columns reads as it did, and the md / HTML reports show the prefix cache's hit rate and
+the median TTFT turn by turn (the candidate caches, the baseline does not)."""
 
 from __future__ import annotations
 
@@ -132,17 +132,37 @@ def test_reports_show_the_hit_rate_by_turn(session, tmp_path):
         out = tmp_path / f"r.{fmt}"
         assert main(["report", str(path), "--format", fmt, "-o", str(out)]) in (0, 3, 4)
         text = out.read_text()
-        assert "Prefix-cache hit rate by turn" in text, fmt
+        assert "By turn: prefix-cache hit rate and TTFT" in text, fmt
     md = (tmp_path / "r.md").read_text().splitlines()
-    start = md.index("### Prefix-cache hit rate by turn")
+    start = md.index("### By turn: prefix-cache hit rate and TTFT")
     table = [ln for ln in md[start:] if ln.startswith("| ")][: N_TURNS + 1]
-    assert table[0] == "| turn | baseline | candidate |"
+    heads = [c.strip() for c in table[0].strip("|").split("|")]
+    assert heads == [
+        "turn",
+        "baseline hit",
+        "baseline TTFT P50",
+        "candidate hit",
+        "candidate TTFT P50",
+        "candidate vs baseline",
+    ]
     rows = [[c.strip() for c in ln.strip("|").split("|")] for ln in table[1:]]
     assert [r[0] for r in rows] == [str(k) for k in range(N_TURNS)]
     for r in rows:
         assert r[1].startswith("0.0% (")  # no prefix caching on the baseline
     # the candidate serves later turns' history (and the shared system prompt) from its cache
-    assert all(float(r[2].split("%")[0]) > 30 for r in rows[1:]), rows
+    assert all(float(r[3].split("%")[0]) > 30 for r in rows[1:]), rows
+    # each turn's P50 TTFT is the median of that turn's ok measured requests on that arm
+    with SessionReader(path) as rd:
+        got = rd.query(
+            "SELECT arm, turn, median((first_token_ns - dispatched_ns - COALESCE(connect_ns, 0))"
+            " / 1e6) FROM requests WHERE status = 'ok' AND NOT warmup GROUP BY arm, turn"
+        )
+    want = {(a, t): ms for a, t, ms in got}
+    for r in rows:
+        k = int(r[0])
+        base, cand = want[(0, k)], want[(1, k)]
+        assert r[2] == f"{base:.1f} ms" and r[4] == f"{cand:.1f} ms", (r, base, cand)
+        assert r[5] == f"{cand / base - 1:+.1%}", r
 
 
 def test_the_replayed_panes_show_the_hit_rate(session, tmp_path):
