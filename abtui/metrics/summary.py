@@ -135,6 +135,9 @@ class ArmSummary:
     input_tokens: int = 0  # Σ n_input over ok requests
     output_tokens: int = 0  # Σ n_output over ok requests
     reasoning_tokens: int = 0  # Σ reasoning tokens over ok requests that said (or streamed) any
+    # prefix cache, over the ok requests whose usage said its cached prompt tokens
+    cache_prompt_tokens: int = 0  # Σ n_input of those requests
+    cached_tokens: int = 0  # Σ cached prompt tokens
     requests_per_s: float = math.nan
     output_tokens_per_s: float = math.nan
     total_tokens_per_s: float = math.nan
@@ -154,6 +157,11 @@ class ArmSummary:
         if not self.tpot_reasoning.n:
             del d["tpot_reasoning"], d["tpot_answer"]
         return json_ready(d)
+
+    @property
+    def prefix_hit_rate(self) -> float:
+        """Cached / prompt tokens over the ok requests whose usage said (NaN: none said)."""
+        return _rate(self.cached_tokens, self.cache_prompt_tokens)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ArmSummary:
@@ -284,6 +292,11 @@ def summarize(
     s.itl = have["itl"] if "itl" in have else itl_dist(table, ok)
     s.input_tokens, s.output_tokens = _sum(table.n_input[ok]), _sum(table.n_output[ok])
     s.reasoning_tokens = _sum(table.reasoning_tokens[ok])
+    said = ok[(table.cached_tokens[ok] != NA) & (table.n_input[ok] != NA)]
+    s.cache_prompt_tokens, s.cached_tokens = (
+        _sum(table.n_input[said]),
+        _sum(table.cached_tokens[said]),
+    )
     s.requests_per_s = _rate(s.ok, T)
     s.output_tokens_per_s = _rate(s.output_tokens, T)
     s.total_tokens_per_s = _rate(s.input_tokens + s.output_tokens, T)

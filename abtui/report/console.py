@@ -202,6 +202,8 @@ def summary_table(names: list[str], sums: list[ArmSummary], slo: dict[str, float
     row("", "total tok/s", [s.total_tokens_per_s for s in sums], digits=0)
     if thinking:
         row("reasoning", "tokens", [s.reasoning_tokens for s in sums], digits=0)
+    if any(s.cached_tokens for s in sums):  # some server said it served prompts from a cache
+        row("prefix cache", "hit %", [s.prefix_hit_rate for s in sums], 100.0, ratio=False)
     if slo:
         row(f"SLO {_slo_text(slo)}", "attainment %", [s.slo_attainment for s in sums], 100.0)
         row("", "goodput req/s", [s.goodput_requests_per_s for s in sums], digits=2)

@@ -165,6 +165,24 @@ def test_reports_show_the_hit_rate_by_turn(session, tmp_path):
         assert r[5] == f"{cand / base - 1:+.1%}", r
 
 
+def test_the_summary_table_gives_the_hit_rate(session):
+    """The headless summary's "prefix cache" row is the hit rate the diagnosis reports from the
+    same responses (usage's cached tokens over the ok measured requests' prompt tokens)."""
+    import io
+
+    from abtui.report.console import print_session_summary
+    from abtui.telemetry.diagnosis import diagnose
+
+    path, _ = session
+    out = io.StringIO()
+    sums = print_session_summary(path, out, width=160)
+    want = [d.prefix_cache.hit_rate for d in diagnose(path)]
+    assert sums[0].prefix_hit_rate == want[0] == 0.0
+    assert sums[1].prefix_hit_rate == pytest.approx(want[1]) and want[1] > 0.3
+    row = next(ln for ln in out.getvalue().splitlines() if "prefix cache" in ln).split()
+    assert row[-4:] == ["hit", "%", "0.0", f"{100 * want[1]:.1f}"], row
+
+
 def test_the_replayed_panes_show_the_hit_rate(session, tmp_path):
     """`abtui open`: the engine line's running hit rate, rebuilt from the stored requests, is
     the one the report says (the same responses, the same tokens)."""
