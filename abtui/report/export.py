@@ -85,11 +85,11 @@ def to_markdown(sv: SessionVerdict, doc: dict) -> str:
         from abtui.report.sequential import row_lines
 
         if pair in v.pairs:  # a run --until-decided: its anytime-valid rows
-            seq_rows = row_lines(sv.meta.get("sequential"))
+            seq_rows = row_lines(sv.sequential)
             lines += [e_(x.strip()) + "  " for x in seq_rows] + ([""] if seq_rows else [])
             from abtui.report.sequential import fixed_n_heading
 
-            head = fixed_n_heading(sv.meta.get("sequential"), v.policy)
+            head = fixed_n_heading(sv.sequential, v.policy)
             lines += [e_(head), ""] if head else []
         lines += [
             f"| metric | {e_(pair.baseline)} | {e_(pair.candidate)} | Δ | 95% CI | δ | p (adj) | outcome | note |",

@@ -113,7 +113,7 @@ def to_html(sv: SessionVerdict, doc: dict) -> str:
         if pair in v.pairs:  # a run --until-decided: its anytime-valid rows
             from abtui.report.sequential import row_lines
 
-            rows = row_lines(sv.meta.get("sequential"))
+            rows = row_lines(sv.sequential)
             if rows:
                 h.append(f"<p>{esc(rows[0].strip())}</p><ul>")
                 h += [f"<li>{esc(x.strip())}</li>" for x in rows[1:]]

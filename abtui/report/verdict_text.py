@@ -406,12 +406,12 @@ def print_verdict(sv: SessionVerdict, out: TextIO, width: int | None = None) -> 
         console.print(metrics_table(pair, pol, width, elsewhere=PRINTED_ELSEWHERE))
         from abtui.report.sequential import row_lines
 
-        for line in row_lines(sv.meta.get("sequential")):  # a run --until-decided
+        for line in row_lines(sv.sequential):  # a run --until-decided
             console.print(hanging("  ", line, width))
         _print_quality(console, pair, sv.meta, width if fit else None)
         from abtui.report.sequential import fixed_n_heading
 
-        head = fixed_n_heading(sv.meta.get("sequential"), pol)
+        head = fixed_n_heading(sv.sequential, pol)
         noted = [e for e in rows_of(pair, pol) if e.note]
         if head and noted:
             console.print(hanging("  ", head, width))

@@ -14,7 +14,7 @@ import queue as queue_mod
 import signal
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
@@ -670,7 +670,8 @@ class SessionRun:
             if self.until is not None:  # items until the quality gate is decided, too
                 doc = run_quality_until_decided(spec, self.targets, writer, obs, self._stopping)
                 if doc is not None:
-                    writer.write_meta(sequential=self.until.to_dict() | {"quality": doc})
+                    seq = replace(self.until.record(), quality=doc)
+                    writer.write_meta(sequential=seq.to_dict())
             else:
                 run_quality(spec, self.targets, writer, obs, stop=self._stopping)
         if self.interrupts.count:
@@ -706,7 +707,7 @@ class SessionRun:
             else:
                 self.seq_line = status_line(v, u.remaining_s())
                 self.obs.message(self.seq_line)
-        self.writer.write_meta(sequential=u.to_dict())
+        self.writer.write_meta(sequential=u.record().to_dict())
 
     def _close(self) -> None:
         """Whatever happened: the generators stopped, telemetry and the file closed."""

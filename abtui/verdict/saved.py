@@ -37,6 +37,7 @@ from abtui.stats import decide
 from abtui.stats import noise_floor as nfm
 from abtui.stats.labels import describe
 from abtui.stats.reasons import Code, Reason
+from abtui.stats.seqdecide import SequentialRun
 from abtui.store.reader import SessionReader
 from abtui.store.verdicts import append_verdict
 from abtui.verdict.policy import CALIBRATED, INCONCLUSIVE, Verdict, evaluate
@@ -54,6 +55,7 @@ class SessionVerdict:
     noise_floor: dict[str, float] | None  # measured here (A/A session): {row: floor}
     stored: bool | None  # None: not asked to (a read path); False: asked, the file refused
     noise_floor_detail: dict | None = None  # measured here: NoiseFloor.to_dict()
+    sequential: SequentialRun | None = None  # a run --until-decided: what it stored
 
     @property
     def result(self) -> str:
@@ -71,8 +73,8 @@ class SessionVerdict:
             d["noise_floor"] = self.noise_floor
         if self.noise_floor_detail is not None:
             d["noise_floor_detail"] = self.noise_floor_detail
-        if isinstance(self.meta.get("sequential"), dict):  # a run --until-decided
-            d["sequential"] = self.meta["sequential"]
+        if self.sequential is not None:  # a run --until-decided
+            d["sequential"] = self.sequential.to_dict()
         from abtui.verdict.stored import code_version
 
         d["code_version"] = code_version()  # what computed it (a read path reuses only its own)
@@ -148,6 +150,13 @@ def load_noise_floor_doc(path: str | Path) -> dict:
     return dict(stored, path=str(path))
 
 
+def sequential_of(meta: dict) -> SequentialRun | None:
+    """The anytime-valid verdict a run ``--until-decided`` stored in ``meta`` (None: not
+    such a run)."""
+    seq = meta.get("sequential")
+    return SequentialRun.from_dict(seq) if isinstance(seq, dict) else None
+
+
 def _apply_overrides(spec: dict, cost: dict | None, policy: dict | None) -> dict:
     spec = copy.deepcopy(spec)
     if cost:
@@ -212,10 +221,11 @@ def session_verdict(
     overridden = any(v is not None for v in (cost or {}).values())  # cost rows to compute
     if not (store or overridden or noise_floor_path or pol.get("noise_floor") or is_aa(arms)):
         again = reusable(rows, pol, status, data_fingerprint(table))
+    seq = sequential_of(meta)
     if again is not None:
         verdict = verdict_from_dict(again, table, spec.get("slo") or {})
         verdict.session["path"] = str(path)  # where the file is now
-        return SessionVerdict(verdict, path, arms, spec, meta, False, None, None)
+        return SessionVerdict(verdict, path, arms, spec, meta, False, None, None, sequential=seq)
     if computing is not None:
         computing()
     floor_path = noise_floor_path or pol.get("noise_floor")
@@ -243,8 +253,7 @@ def session_verdict(
         machine_note=machine_words(health.get("machine") if isinstance(health, dict) else None),
     )
     attach_ppl(verdict, meta)  # perplexity per arm, when the quality suites measured it
-    seq = meta.get("sequential")
-    if isinstance(seq, dict) and not is_aa(arms):  # --until-decided: the anytime-valid verdict
+    if seq is not None and not is_aa(arms):  # --until-decided: the anytime-valid verdict
         apply_sequential(verdict, seq, meta, table)
     if floor_doc is not None:  # how the floor that raised δ was measured, for the reports
         verdict.policy = replace(verdict.policy, noise_floor_detail=floor_doc)
@@ -283,7 +292,7 @@ def session_verdict(
             ]
         for p in verdict.pairs:
             p.result, p.reasons = verdict.result, reasons
-    sv = SessionVerdict(verdict, path, arms, spec, meta, aa, measured, None, detail)
+    sv = SessionVerdict(verdict, path, arms, spec, meta, aa, measured, None, detail, seq)
     if store:
         doc = sv.to_dict()
         doc["data"] = data_fingerprint(table)  # a read path reuses it only for these requests
