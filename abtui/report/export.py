@@ -172,8 +172,8 @@ def to_markdown(sv: SessionVerdict, doc: dict) -> str:
     from abtui.report.profile import profile_markdown
 
     lines += profile_markdown(doc, e_)
-    lines += _md_floor(doc)
-    lines += [policy_line(doc), ""]
+    lines += _md_floor(sv)
+    lines += [policy_line(doc, sv.verdict.policy.noise_floor_detail), ""]
     return "\n".join(lines)
 
 
@@ -199,8 +199,8 @@ def _md_overview(sv: SessionVerdict, doc: dict) -> list[str]:
     return out + [""]
 
 
-def _md_floor(doc: dict) -> list[str]:
-    title, detail = floor_section(doc)
+def _md_floor(sv: SessionVerdict) -> list[str]:
+    title, detail = floor_section(sv)
     if not title:
         return []
     lines = [f"## {md_escape(title)}", "", md_escape(floor_method(detail) or "none measured"), ""]

@@ -18,6 +18,7 @@ from abtui.metrics.catalogue import is_latency
 from abtui.report.untrusted import InertConsole
 from abtui.stats.effects import Effect
 from abtui.stats.labels import label, pct, short_label
+from abtui.stats.noise_floor import NoiseFloor
 from abtui.stats.sweep import LevelPoint, SweepSummary
 from abtui.verdict.policy import GO, NO_GO, PairVerdict, Policy
 from abtui.verdict.saved import SessionVerdict
@@ -291,47 +292,52 @@ def error_rates_line(pair: PairVerdict) -> str:
 FLOOR_METHOD = "|A/A bias| + 1.96 × between-block spread τ"
 
 
-def floor_rows(detail: dict | None) -> list[tuple[str, str, str, str, str, str]]:
-    """(metric, bias, bias SE, spread τ, floor, block pairs) per row of a floor document
-    (:func:`abtui.verdict.saved.load_noise_floor_doc`, a session's ``noise_floor_detail``),
-    largest floor first; a legacy document has only floors."""
+def floor_rows(detail: NoiseFloor | None) -> list[tuple[str, str, str, str, str, str]]:
+    """(metric, bias, bias SE, spread τ, floor, block pairs) per row of a noise floor
+    (:func:`abtui.verdict.saved.read_noise_floor`, a session's ``noise_floor_detail``),
+    largest floor first; a legacy floor has only floors."""
     if not detail:
         return []
-    if detail.get("method") != "aa-blocks-v2":
-        vals = sorted((detail.get("values") or {}).items(), key=lambda kv: -kv[1])
+    if detail.legacy:
+        vals = sorted(detail.values().items(), key=lambda kv: -kv[1])
         return [(label(k), "n/a", "n/a", "n/a", f"{x:.1%}", "n/a") for k, x in vals]
-    rows = sorted((detail.get("rows") or {}).items(), key=lambda kv: -(kv[1]["floor"] or 0))
+    rows = sorted(detail.rows.items(), key=lambda kv: -_or0(kv[1].floor))
     return [
         (
             label(k),
-            pct(r["bias"]),
-            f"{(r['bias_se'] or 0) * 100:.1f}%",
-            f"{(r['tau'] or 0) * 100:.1f}%",
-            f"{r['floor']:.1%}",
-            str(r["blocks"]),
+            pct(r.bias),
+            f"{_or0(r.bias_se) * 100:.1f}%",
+            f"{_or0(r.tau) * 100:.1f}%",
+            f"{r.floor:.1%}",
+            str(r.blocks),
         )
         for k, r in rows
     ]
 
 
-def floor_method(detail: dict | None) -> str:
-    """How a floor document was measured, in words."""
+def _or0(x: float) -> float:
+    """0 for a figure the document holds as ``null`` (not finite)."""
+    return x if math.isfinite(x) else 0.0
+
+
+def floor_method(detail: NoiseFloor | None) -> str:
+    """How a noise floor was measured, in words."""
     if not detail:
         return ""
-    if detail.get("method") == "aa-blocks-v2":
-        return f"{FLOOR_METHOD}, {detail.get('blocks')} block pairs"
+    if not detail.legacy:
+        return f"{FLOOR_METHOD}, {detail.blocks} block pairs"
     return "legacy: largest |A/A CI bound| of an A/A whose copies ran in parallel; rerun --aa"
 
 
-def floor_left_out(detail: dict | None) -> list[str]:
-    """``P99 E2E: reason`` for every row left out of a floor document, and its notes."""
+def floor_left_out(detail: NoiseFloor | None) -> list[str]:
+    """``P99 E2E: reason`` for every row left out of a noise floor, and its notes."""
     if not detail:
         return []
     by_reason: dict[str, list[str]] = {}
-    for k, why in (detail.get("left_out") or {}).items():
+    for k, why in detail.left_out.items():
         by_reason.setdefault(why, []).append(label(k) if "." in k else k)
     out = [f"{', '.join(keys)}: {why}" for why, keys in by_reason.items()]
-    return out + list(detail.get("notes") or [])
+    return out + list(detail.notes)
 
 
 PRINTED_ELSEWHERE = "`abtui report --format md`"  # printed text: no terminal to widen

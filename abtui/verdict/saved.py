@@ -54,7 +54,7 @@ class SessionVerdict:
     aa: bool
     noise_floor: dict[str, float] | None  # measured here (A/A session): {row: floor}
     stored: bool | None  # None: not asked to (a read path); False: asked, the file refused
-    noise_floor_detail: dict | None = None  # measured here: NoiseFloor.to_dict()
+    noise_floor_detail: nfm.NoiseFloor | None = None  # measured here (an A/A session)
     sequential: SequentialRun | None = None  # a run --until-decided: what it stored
 
     @property
@@ -72,7 +72,7 @@ class SessionVerdict:
         if self.noise_floor is not None:
             d["noise_floor"] = self.noise_floor
         if self.noise_floor_detail is not None:
-            d["noise_floor_detail"] = self.noise_floor_detail
+            d["noise_floor_detail"] = self.noise_floor_detail.to_dict()
         if self.sequential is not None:  # a run --until-decided
             d["sequential"] = self.sequential.to_dict()
         from abtui.verdict.stored import code_version
@@ -104,13 +104,13 @@ def ci_bound_floor(verdict: Verdict) -> dict[str, float]:
 
 def load_noise_floor(path: str | Path) -> dict[str, float]:
     """The noise floor of an A/A session, ``{row: floor}`` (base rows only)."""
-    return nfm.values_of(load_noise_floor_doc(path))
+    return read_noise_floor(path).values()
 
 
-def load_noise_floor_doc(path: str | Path) -> dict:
-    """The noise floor of the A/A session at ``path`` as a document: ``method``
+def read_noise_floor(path: str | Path) -> nfm.NoiseFloor:
+    """The noise floor of the A/A session at ``path``, its ``path`` set: ``method``
     (:data:`~abtui.stats.noise_floor.METHOD`, or ``ci-bound`` for an old parallel session's stored
-    values), ``rows`` (bias, spread, floor per row) or ``values``, ``notes``, ``path``. A stored
+    values), its rows (bias, spread, floor per row) or legacy values, and notes. A stored
     new-method floor is read as is; an old one is recomputed from the requests when the copies
     alternated (see the module docstring)."""
     with SessionReader(path) as rd:
@@ -121,7 +121,7 @@ def load_noise_floor_doc(path: str | Path) -> dict:
         stored = next(
             (d for r in reversed(rows) if (d := nfm.from_stored(r.get("result") or {}))), None
         )
-        if stored is None or stored["method"] != nfm.METHOD:
+        if stored is None or stored.legacy:
             table = rd.request_table()
     if not is_aa(arms):
         raise UsageError(
@@ -132,22 +132,25 @@ def load_noise_floor_doc(path: str | Path) -> dict:
         seed = int(((meta.get("spec") or {}).get("policy") or {}).get("seed") or 0)
         nf = nfm.measure_aa(table, len(arms), seed=seed)
         if nf.rows or stored is None:
-            doc = nf.to_dict()
             if stored is not None:
-                doc["notes"].append(
-                    "recomputed from the requests (the session stored the old CI-bound floor)"
+                nf = replace(
+                    nf,
+                    notes=(
+                        *nf.notes,
+                        "recomputed from the requests (the session stored the old CI-bound floor)",
+                    ),
                 )
-            stored = doc
+            stored = nf
         else:
-            stored = dict(
+            stored = replace(
                 stored,
-                notes=[
+                notes=(
                     *nf.notes,
                     "legacy floor (largest |A/A CI bound|, "
                     "copies in parallel): rerun `abtui run --aa`",
-                ],
+                ),
             )
-    return dict(stored, path=str(path))
+    return replace(stored, path=str(path))
 
 
 def sequential_of(meta: dict) -> SequentialRun | None:
@@ -229,8 +232,8 @@ def session_verdict(
     if computing is not None:
         computing()
     floor_path = noise_floor_path or pol.get("noise_floor")
-    floor_doc = load_noise_floor_doc(floor_path) if floor_path else None
-    floor = nfm.values_of(floor_doc) if floor_doc else None
+    applied = read_noise_floor(floor_path) if floor_path else None
+    floor = applied.values() if applied else None
     aa = is_aa(arms)
     session = {
         "name": meta.get("session_name", path.stem),
@@ -255,12 +258,12 @@ def session_verdict(
     attach_ppl(verdict, meta)  # perplexity per arm, when the quality suites measured it
     if seq is not None and not is_aa(arms):  # --until-decided: the anytime-valid verdict
         apply_sequential(verdict, seq, meta, table)
-    if floor_doc is not None:  # how the floor that raised δ was measured, for the reports
-        verdict.policy = replace(verdict.policy, noise_floor_detail=floor_doc)
+    if applied is not None:  # how the floor that raised δ was measured, for the reports
+        verdict.policy = replace(verdict.policy, noise_floor_detail=applied)
     measured = detail = None
     if aa:
         nf = nfm.measure_aa(table, len(arms), seed=int(verdict.policy.seed))
-        measured, detail = nf.values(), nf.to_dict()
+        measured, detail = nf.values(), nf
         changed = [
             e
             for p in verdict.pairs

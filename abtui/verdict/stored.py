@@ -29,6 +29,7 @@ from abtui.metrics.summary import summarize
 from abtui.stats.classical import RankTest
 from abtui.stats.decide import Outcome
 from abtui.stats.effects import Comparison, ComparisonDesign, Effect
+from abtui.stats.noise_floor import NoiseFloor
 from abtui.stats.reasons import read_reason
 from abtui.stats.sweep import SweepSummary
 from abtui.verdict.comparable import Finding
@@ -119,8 +120,12 @@ def _pair(d: dict, table, slo: dict) -> PairVerdict:
 
 def _policy(d: dict) -> Policy:
     """A stored :meth:`Policy.to_dict`, with its noise floor's values and detail."""
-    floor = {k: d.get(k) for k in ("noise_floor_values", "noise_floor_detail")}
-    return replace(resolve_policy(d), **floor)
+    detail = d.get("noise_floor_detail")
+    return replace(
+        resolve_policy(d),
+        noise_floor_values=d.get("noise_floor_values"),
+        noise_floor_detail=NoiseFloor.from_dict(detail) if isinstance(detail, dict) else None,
+    )
 
 
 def verdict_from_dict(d: dict, table, slo: dict) -> Verdict:
