@@ -40,7 +40,7 @@ from abtui.stats.reasons import Code, Reason
 from abtui.stats.seqdecide import SequentialRun
 from abtui.store.reader import SessionReader
 from abtui.store.verdicts import append_verdict
-from abtui.verdict.policy import CALIBRATED, INCONCLUSIVE, Verdict, evaluate
+from abtui.verdict.policy import CALIBRATED, INCONCLUSIVE, SessionInfo, Verdict, evaluate
 from abtui.verdict.sequential import apply_sequential
 
 
@@ -227,7 +227,7 @@ def session_verdict(
     seq = sequential_of(meta)
     if again is not None:
         verdict = verdict_from_dict(again, table, spec.get("slo") or {})
-        verdict.session["path"] = str(path)  # where the file is now
+        verdict.session = replace(verdict.session, path=str(path))  # where the file is now
         return SessionVerdict(verdict, path, arms, spec, meta, False, None, None, sequential=seq)
     if computing is not None:
         computing()
@@ -235,12 +235,12 @@ def session_verdict(
     applied = read_noise_floor(floor_path) if floor_path else None
     floor = applied.values() if applied else None
     aa = is_aa(arms)
-    session = {
-        "name": meta.get("session_name", path.stem),
-        "path": str(path),
-        "load": meta.get("load"),
-        "arms": [a["name"] for a in arms],
-    }
+    session = SessionInfo(
+        name=meta.get("session_name", path.stem),
+        path=str(path),
+        load=meta.get("load"),
+        arms=tuple(a["name"] for a in arms),
+    )
     health = meta.get("generator_health")
     verdict = evaluate(
         table,

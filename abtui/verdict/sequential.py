@@ -204,7 +204,8 @@ def apply_sequential(verdict: Verdict, seq: SequentialRun, meta: dict, table=Non
 
 def _arm_of(verdict: Verdict, pair) -> int:
     """The candidate's arm number (a run --until-decided has one candidate: arm 1)."""
-    names = list((getattr(verdict, "session", None) or {}).get("arms") or [])
+    session = getattr(verdict, "session", None)
+    names = list(session.arms or ()) if session is not None else []
     cand = getattr(pair, "candidate", None)
     return names.index(cand) if cand in names else 1
 

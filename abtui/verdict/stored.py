@@ -41,6 +41,7 @@ from abtui.verdict.policy import (
     PairVerdict,
     Policy,
     Result,
+    SessionInfo,
     Verdict,
     resolve_policy,
 )
@@ -136,7 +137,7 @@ def verdict_from_dict(d: dict, table, slo: dict) -> Verdict:
         [_pair(p, table, slo) for p in d["pairs"]],
         [_pair(p, table, slo) for p in d["ladder"]],
         _policy(d["policy"]),
-        d["session"],
+        SessionInfo.from_dict(d["session"]),
         d["created"],
         None if d.get("sweep") is None else SweepSummary.from_dict(d["sweep"]),
         _factorial(d.get("factorial")),

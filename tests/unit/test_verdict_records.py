@@ -10,8 +10,9 @@ import math
 import numpy as np
 
 from abtui.stats import seqdecide as sd
-from abtui.verdict.policy import evaluate
+from abtui.verdict.policy import SessionInfo, evaluate
 from abtui.verdict.sequential import applies, headline, would_decide
+from abtui.verdict.stored import verdict_from_dict
 from tests.synthetic import ArmTruth, synthetic_table
 
 
@@ -91,3 +92,33 @@ def test_a_partial_sequential_document_reads_with_neutral_values():
     assert row.state == sd.UNDECIDED and math.isnan(row.hi) and row.more is None
     assert headline(back) == "anytime-valid verdict (ended at 0 pairs, 0 look(s)): UNDECIDED: "
     assert would_decide(back).startswith("no decision in sight")
+
+
+def test_session_info_reads_back():
+    full = SessionInfo("ab", "/x/ab.duckdb", "poisson 40 req/s", ("base", "cand"), "complete")
+    doc = _json(full.to_dict())
+    assert list(doc) == ["name", "path", "load", "arms", "status"]
+    assert SessionInfo.from_dict(doc) == full
+    bare = SessionInfo(status="complete")  # a verdict of a bare table: the status only
+    assert (
+        bare.to_dict() == {"status": "complete"}
+        and SessionInfo.from_dict({"status": "complete"}) == bare
+    )
+
+
+def test_a_stored_verdict_keeps_its_session_record():
+    t = synthetic_table(200, [ArmTruth(), ArmTruth(ttft_scale=0.8)], seed=2)
+    arms = [{"name": "base"}, {"name": "cand"}]
+    info = SessionInfo("ab", "ab.duckdb", None, ("base", "cand"))
+    v = evaluate(t, arms, {"policy": {"resamples": 200}}, session=info)
+    assert v.session == SessionInfo("ab", "ab.duckdb", None, ("base", "cand"), "complete")
+    doc = _json(v.to_dict())
+    assert doc["session"] == {
+        "name": "ab",
+        "path": "ab.duckdb",
+        "load": None,
+        "arms": ["base", "cand"],
+        "status": "complete",
+    }
+    back = verdict_from_dict(doc, t, {})
+    assert back.session == v.session and _json(back.to_dict()) == doc
