@@ -70,7 +70,7 @@ def report_data(sv: SessionVerdict) -> dict:
         from abtui.report.verdict_text import capacity_detail
 
         sweep = doc["sweep"] = {**doc["sweep"]}
-        sweep["capacity"] = capacity_detail(sv.verdict.sweep)
+        sweep["capacity"] = {a: c.to_dict() for a, c in capacity_detail(sv.verdict.sweep).items()}
         sweep["points"] = [{**p, "level_number": p["level"] + 1} for p in sweep["points"]]
     from abtui.report.diagnosis import diagnosis_doc, prefix_cache_doc
 

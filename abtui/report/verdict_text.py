@@ -8,6 +8,7 @@ Every figure comes from :class:`abtui.verdict.saved.SessionVerdict`; nothing is 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import TextIO
 
 from rich.markup import escape
@@ -221,12 +222,33 @@ def _rps(x: float) -> str:
     return f"{x:,.2f}".rstrip("0").rstrip(".") + " req/s"
 
 
-def capacity_detail(sweep: SweepSummary) -> dict[str, dict]:
-    """What each arm's λ* is worth, from the levels tried: ``{arm: {"rps", "lower_bound",
-    "above_rps", "below_rps", "text"}}``. λ* at the highest load tried is only a lower bound
-    (no level above it failed because none was tried): ``lower_bound`` true, text "≥ 24 req/s:
-    no level failed". Otherwise ``above_rps`` is the next load, which missed the target; with
-    no λ* (every level missed it) ``below_rps`` is the lowest load tried."""
+@dataclass(frozen=True, slots=True)
+class Capacity:
+    """What an arm's λ* is worth, from the levels tried (:func:`capacity_detail`). λ* at the
+    highest load tried is only a lower bound (no level above it failed because none was
+    tried): ``lower_bound``, text "≥ 24 req/s: no level failed". Otherwise ``above_rps`` is the
+    next load, which missed the target; with no λ* (every level missed it) ``below_rps`` is the
+    lowest load tried."""
+
+    rps: float | None
+    lower_bound: bool
+    above_rps: float | None
+    below_rps: float | None
+    text: str
+
+    def to_dict(self) -> dict:
+        """The report document's ``sweep.capacity[arm]``."""
+        return {
+            "rps": self.rps,
+            "lower_bound": self.lower_bound,
+            "above_rps": self.above_rps,
+            "below_rps": self.below_rps,
+            "text": self.text,
+        }
+
+
+def capacity_detail(sweep: SweepSummary) -> dict[str, Capacity]:
+    """Per arm, what its λ* is worth (:class:`Capacity`)."""
     target = sweep.target
     out = {}
     for arm, lam in sweep.capacity_rps.items():
@@ -236,33 +258,32 @@ def capacity_detail(sweep: SweepSummary) -> dict[str, dict]:
         missed = sorted(
             p.load_rps for p in pts if p.shown("attainment") is None or p.attainment < target
         )
-        d = {"rps": lam, "lower_bound": False, "above_rps": None, "below_rps": None}
         if lam is None:
-            d["below_rps"] = loads[0] if loads else None
-            d["text"] = (
+            text = (
                 f"none: below {_rps(loads[0])}, the lowest load tried (no level reached "
                 f"{target:.0%} attainment)"
                 if loads
                 else "none: no level measured"
             )
+            out[arm] = Capacity(None, False, None, loads[0] if loads else None, text)
         elif lam >= loads[-1]:
-            d["lower_bound"] = True
             why = "no level failed" if not missed else "the highest level tried"
-            d["text"] = f"≥ {_rps(lam)}: {why} (a lower bound, not a capacity: try higher loads)"
+            text = f"≥ {_rps(lam)}: {why} (a lower bound, not a capacity: try higher loads)"
+            out[arm] = Capacity(lam, True, None, None, text)
         else:
-            d["above_rps"] = min(x for x in missed if x > lam)
-            d["text"] = f"{_rps(lam)} ({_rps(d['above_rps'])}, the next level tried, missed it)"
-        out[arm] = d
+            above = min(x for x in missed if x > lam)
+            text = f"{_rps(lam)} ({_rps(above)}, the next level tried, missed it)"
+            out[arm] = Capacity(lam, False, above, None, text)
     return out
 
 
 def sweep_line(sweep: SweepSummary) -> str:
     """λ* per arm (and $/Mtok good there) in words, a lower bound said so."""
     parts = []
-    for arm, d in capacity_detail(sweep).items():
+    for arm, c in capacity_detail(sweep).items():
         usd = sweep.usd_per_mtok_good_at_capacity.get(arm)
         at = f" at ${usd:,.3f}/Mtok good" if usd is not None else ""
-        parts.append(f"{arm} {d['text']}{at}")
+        parts.append(f"{arm} {c.text}{at}")
     second = "$/Mtok good" if sweep.priced else "goodput"
     return (
         f"capacity goodput λ* (largest load tried with SLO attainment ≥ {sweep.target:.0%}): "

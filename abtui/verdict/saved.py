@@ -32,7 +32,7 @@ from pathlib import Path
 
 from abtui.errors import StoreError, UsageError
 from abtui.quality.attach import attach as attach_ppl
-from abtui.runner.machine import machine_words
+from abtui.runner.machine import MachineUse, machine_words
 from abtui.stats import decide
 from abtui.stats import noise_floor as nfm
 from abtui.stats.labels import describe
@@ -242,6 +242,7 @@ def session_verdict(
         arms=tuple(a["name"] for a in arms),
     )
     health = meta.get("generator_health")
+    machine = health.get("machine") if isinstance(health, dict) else None
     verdict = evaluate(
         table,
         arms,
@@ -253,7 +254,7 @@ def session_verdict(
         levels=meta.get("levels"),
         quality=quality,
         lost=lost_generators(meta),
-        machine_note=machine_words(health.get("machine") if isinstance(health, dict) else None),
+        machine_note=machine_words(MachineUse.from_dict(machine)),
     )
     attach_ppl(verdict, meta)  # perplexity per arm, when the quality suites measured it
     if seq is not None and not is_aa(arms):  # --until-decided: the anytime-valid verdict

@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 
+from abtui.runner.machine import MachineUse, machine_words
 from abtui.stats import seqdecide as sd
 from abtui.verdict.policy import SessionInfo, evaluate
 from abtui.verdict.sequential import applies, headline, would_decide
@@ -94,7 +95,7 @@ def test_a_partial_sequential_document_reads_with_neutral_values():
     assert would_decide(back).startswith("no decision in sight")
 
 
-def test_session_info_reads_back():
+def test_session_info_and_the_machine_read_back():
     full = SessionInfo("ab", "/x/ab.duckdb", "poisson 40 req/s", ("base", "cand"), "complete")
     doc = _json(full.to_dict())
     assert list(doc) == ["name", "path", "load", "arms", "status"]
@@ -104,6 +105,10 @@ def test_session_info_reads_back():
         bare.to_dict() == {"status": "complete"}
         and SessionInfo.from_dict({"status": "complete"}) == bare
     )
+    m = MachineUse(2, 10.0, 1.5, 0.5, 1.0, None, 1.2)
+    assert MachineUse.from_dict(_json(m.to_dict())) == m
+    assert machine_words(m).startswith("the machine: while measuring, other processes kept 1.0")
+    assert MachineUse.from_dict({"cpus": 2}) is None and MachineUse.from_dict(None) is None
 
 
 def test_a_stored_verdict_keeps_its_session_record():
