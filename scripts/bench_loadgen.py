@@ -35,7 +35,7 @@ from abtui.client.items import Item
 from abtui.client.stream import Target
 from abtui.hardware.host import cpu_model
 from abtui.runner.generator import ArmPlan, generator_main
-from abtui.runner.messages import Batch, Done, Fatal, Ready
+from abtui.runner.messages import Batch, Done, Fatal, GeneratorStats, Ready
 from abtui.sim.engine import SimConfig
 from abtui.sim.process import SimProcess
 from abtui.workload.arrivals import arrival_offsets
@@ -101,7 +101,7 @@ def run_once(url: str, procs: int, rate: float, seconds: float, seed: int, cpus=
                     ready.add(msg.wid)
                 case Done():
                     done.add(msg.wid)
-                    stats[msg.wid] = msg.stats.to_dict()
+                    stats[msg.wid] = msg.stats
                 case Fatal():
                     done.add(msg.wid)
                     stats[msg.wid] = msg.error
@@ -119,9 +119,9 @@ def run_once(url: str, procs: int, rate: float, seconds: float, seed: int, cpus=
     lag = np.array([(r.dispatched_ns - r.scheduled_ns) / 1e9 for r in recs if r.dispatched_ns])
     ok = sum(r.status == "ok" for r in recs)
     cpu = [
-        s.get("measure_cpu_s", 0) / s["measure_wall_s"]
+        (s.measure_cpu_s or 0) / s.measure_wall_s
         for s in stats.values()
-        if isinstance(s, dict) and s.get("measure_wall_s")
+        if isinstance(s, GeneratorStats) and s.measure_wall_s
     ]
     return {
         "n": n,

@@ -308,17 +308,19 @@ def print_session_summary(
         console.print(
             f"\n[yellow]note:[/] the session is {status}: figures cover what was measured."
         )
-    seq = meta.get("sequential")
-    if isinstance(seq, dict):  # a run --until-decided: why it ended where it did
+    from abtui.verdict.saved import sequential_of
+
+    seq = sequential_of(meta)
+    if seq is not None:  # a run --until-decided: why it ended where it did
         from abtui.verdict.sequential import STOPPED
 
-        how = STOPPED.get(seq.get("stop_reason") or "", "ended")
+        how = STOPPED.get(seq.stop_reason or "", "ended")
         console.print(
-            f"\nuntil decided: {how} at {seq.get('pairs') or 0:,} pairs per arm "
-            f"(budget {seq.get('budget_pairs') or 0:,}; {len(seq.get('looks') or [])} looks): "
-            f"{term(str(seq.get('decision')))}"
+            f"\nuntil decided: {how} at {seq.pairs:,} pairs per arm "
+            f"(budget {seq.budget_pairs or 0:,}; {len(seq.looks)} looks): "
+            f"{term(str(seq.decision))}"
         )
-        q = seq.get("quality")
+        q = seq.quality
         if isinstance(q, dict) and q.get("suites"):  # its quality items, sent until decided
             states = ", ".join(f"{s['suite']} {s['state']}" for s in q["suites"])
             console.print(

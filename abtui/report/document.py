@@ -12,6 +12,7 @@ from abtui.metrics.summary import summarize
 from abtui.metrics.workload import workload_shape
 from abtui.report.verdict_text import floor_method
 from abtui.stats.labels import label
+from abtui.stats.noise_floor import NoiseFloor
 from abtui.store.reader import SessionReader
 from abtui.verdict.saved import SessionVerdict
 
@@ -69,7 +70,7 @@ def report_data(sv: SessionVerdict) -> dict:
         from abtui.report.verdict_text import capacity_detail
 
         sweep = doc["sweep"] = {**doc["sweep"]}
-        sweep["capacity"] = capacity_detail(sv.verdict.sweep)
+        sweep["capacity"] = {a: c.to_dict() for a, c in capacity_detail(sv.verdict.sweep).items()}
         sweep["points"] = [{**p, "level_number": p["level"] + 1} for p in sweep["points"]]
     from abtui.report.diagnosis import diagnosis_doc, prefix_cache_doc
 
@@ -86,18 +87,19 @@ def report_data(sv: SessionVerdict) -> dict:
 FLOOR_COLUMNS = ("metric", "bias", "bias SE", "spread τ", "floor", "block pairs")
 
 
-def floor_section(doc: dict) -> tuple[str, dict | None]:
-    """(title, floor document) of the noise floor a report shows: the one this A/A session
-    measured, else the one that raised δ (None: no floor)."""
-    if doc.get("aa"):
-        return "Noise floor measured", doc.get("noise_floor_detail")
-    detail = (doc.get("policy") or {}).get("noise_floor_detail")
+def floor_section(sv: SessionVerdict) -> tuple[str, NoiseFloor | None]:
+    """(title, noise floor) a report shows: the one this A/A session measured, else the one
+    that raised δ (None: no floor)."""
+    if sv.aa:
+        return "Noise floor measured", sv.noise_floor_detail
+    detail = sv.verdict.policy.noise_floor_detail
     if detail:
-        return f"Noise floor applied (from {detail.get('path', '?')})", detail
+        return f"Noise floor applied (from {detail.path or '?'})", detail
     return "", None
 
 
-def policy_line(doc: dict) -> str:
+def policy_line(doc: dict, floor: NoiseFloor | None) -> str:
+    """The policy in a sentence; ``floor``: the noise floor that raised δ (the policy's)."""
     p = doc["policy"]
     design = doc["pairs"][0]["comparison"]["design"] if doc["pairs"] else {}
     return (
@@ -105,7 +107,7 @@ def policy_line(doc: dict) -> str:
         f"{', '.join(label(g) for g in p['guardrails']) or 'none'}; α {p['alpha']}; "
         f"δ {p['delta']:.0%} (means, medians, rates, cost) / {p['delta_tail']:.0%} (P90–P99)"
         f"{' raised to the A/A noise floor' if p.get('noise_floor_values') else ''}"
-        f"{f' ({floor_method(fd)})' if (fd := p.get('noise_floor_detail')) else ''}. "
+        f"{f' ({floor_method(floor)})' if floor else ''}. "
         f"CIs: circular block bootstrap, {design.get('resamples', '?')} resamples, "
         f"{design.get('units', '?')} units; Holm over primary and guardrails, "
         "Benjamini–Hochberg over the rest; percentiles with fewer than 10 samples beyond them "

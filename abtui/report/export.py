@@ -85,11 +85,11 @@ def to_markdown(sv: SessionVerdict, doc: dict) -> str:
         from abtui.report.sequential import row_lines
 
         if pair in v.pairs:  # a run --until-decided: its anytime-valid rows
-            seq_rows = row_lines(sv.meta.get("sequential"))
+            seq_rows = row_lines(sv.sequential)
             lines += [e_(x.strip()) + "  " for x in seq_rows] + ([""] if seq_rows else [])
             from abtui.report.sequential import fixed_n_heading
 
-            head = fixed_n_heading(sv.meta.get("sequential"), v.policy)
+            head = fixed_n_heading(sv.sequential, v.policy)
             lines += [e_(head), ""] if head else []
         lines += [
             f"| metric | {e_(pair.baseline)} | {e_(pair.candidate)} | Δ | 95% CI | δ | p (adj) | outcome | note |",
@@ -172,8 +172,8 @@ def to_markdown(sv: SessionVerdict, doc: dict) -> str:
     from abtui.report.profile import profile_markdown
 
     lines += profile_markdown(doc, e_)
-    lines += _md_floor(doc)
-    lines += [policy_line(doc), ""]
+    lines += _md_floor(sv)
+    lines += [policy_line(doc, sv.verdict.policy.noise_floor_detail), ""]
     return "\n".join(lines)
 
 
@@ -199,8 +199,8 @@ def _md_overview(sv: SessionVerdict, doc: dict) -> list[str]:
     return out + [""]
 
 
-def _md_floor(doc: dict) -> list[str]:
-    title, detail = floor_section(doc)
+def _md_floor(sv: SessionVerdict) -> list[str]:
+    title, detail = floor_section(sv)
     if not title:
         return []
     lines = [f"## {md_escape(title)}", "", md_escape(floor_method(detail) or "none measured"), ""]

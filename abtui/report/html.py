@@ -113,7 +113,7 @@ def to_html(sv: SessionVerdict, doc: dict) -> str:
         if pair in v.pairs:  # a run --until-decided: its anytime-valid rows
             from abtui.report.sequential import row_lines
 
-            rows = row_lines(sv.meta.get("sequential"))
+            rows = row_lines(sv.sequential)
             if rows:
                 h.append(f"<p>{esc(rows[0].strip())}</p><ul>")
                 h += [f"<li>{esc(x.strip())}</li>" for x in rows[1:]]
@@ -207,8 +207,10 @@ def to_html(sv: SessionVerdict, doc: dict) -> str:
     from abtui.report.profile import profile_html
 
     h.append(profile_html(doc, esc))
-    h.append(_html_floor(doc))
-    h.append(f'<p class="muted">{esc(policy_line(doc))}</p></body></html>')
+    h.append(_html_floor(sv))
+    h.append(
+        f'<p class="muted">{esc(policy_line(doc, sv.verdict.policy.noise_floor_detail))}</p></body></html>'
+    )
     return "\n".join(h)
 
 
@@ -241,11 +243,11 @@ def _metrics_table(pair, policy: Policy, tag: int) -> str:
     return "".join(h)
 
 
-def _html_floor(doc: dict) -> str:
+def _html_floor(sv: SessionVerdict) -> str:
     """The noise floor measured (A/A session) or applied: bias, spread and floor per row."""
     from abtui.report.verdict_text import floor_left_out, floor_method, floor_rows
 
-    title, detail = floor_section(doc)
+    title, detail = floor_section(sv)
     if not title:
         return ""
     h = [

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 from abtui.stats.labels import label
+from abtui.stats.seqdecide import SequentialRun
 
 
 def _pct(x) -> str:
@@ -14,25 +15,22 @@ def _pct(x) -> str:
     return f"{x * 100:+.1f}%" if math.isfinite(x) else ("+inf" if x > 0 else "−inf")
 
 
-def row_lines(seq: dict | None) -> list[str]:
+def row_lines(seq: SequentialRun | None) -> list[str]:
     """``[]`` for a fixed-design session; else a heading and one line per row."""
-    if not isinstance(seq, dict) or not seq.get("rows"):
+    if seq is None or not seq.rows:
         return []
-    alpha = seq.get("alpha")
     out = [
-        f"  anytime-valid intervals (confidence sequences, α {alpha}; valid at any stop), "
-        f"{seq.get('pairs', 0):,} pairs:"
+        f"  anytime-valid intervals (confidence sequences, α {seq.alpha}; valid at any stop), "
+        f"{seq.pairs:,} pairs:"
     ]
-    for r in seq["rows"]:
-        key = str(r.get("key"))
-        name = label(key) if "." in key else key
-        note = f"; {r['note']}" if r.get("note") else ""
+    for r in seq.rows:
+        name = label(r.key) if "." in r.key else r.key
+        note = f"; {r.note}" if r.note else ""
         out.append(
-            f"    {name} ({r.get('role')}): {_pct(r.get('effect'))} "
-            f"[{_pct(r.get('lo'))}, {_pct(r.get('hi'))}] δ {float(r.get('delta') or 0):.0%} "
-            f"→ {r.get('state')}{note}"
+            f"    {name} ({r.role}): {_pct(r.effect)} [{_pct(r.lo)}, {_pct(r.hi)}] "
+            f"δ {r.delta:.0%} → {r.state}{note}"
         )
-    out += quality_lines(seq.get("quality"))
+    out += quality_lines(seq.quality)
     return out
 
 
@@ -66,7 +64,7 @@ def _acc(x) -> str:
     return "—" if x is None or not math.isfinite(x) else f"{x:.1%}"
 
 
-def fixed_n_heading(seq: dict | None, policy: dict) -> str | None:
+def fixed_n_heading(seq: SequentialRun | None, policy) -> str | None:
     """The line over the fixed-n notes of a run that stopped on the anytime-valid rule (their
     "requests per arm would decide" are a fixed design's, not this run's); None otherwise."""
     from abtui.verdict.sequential import applies

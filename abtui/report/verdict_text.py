@@ -8,6 +8,7 @@ Every figure comes from :class:`abtui.verdict.saved.SessionVerdict`; nothing is 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import TextIO
 
 from rich.markup import escape
@@ -18,6 +19,7 @@ from abtui.metrics.catalogue import is_latency
 from abtui.report.untrusted import InertConsole
 from abtui.stats.effects import Effect
 from abtui.stats.labels import label, pct, short_label
+from abtui.stats.noise_floor import NoiseFloor
 from abtui.stats.sweep import LevelPoint, SweepSummary
 from abtui.verdict.policy import GO, NO_GO, PairVerdict, Policy
 from abtui.verdict.saved import SessionVerdict
@@ -220,12 +222,33 @@ def _rps(x: float) -> str:
     return f"{x:,.2f}".rstrip("0").rstrip(".") + " req/s"
 
 
-def capacity_detail(sweep: SweepSummary) -> dict[str, dict]:
-    """What each arm's λ* is worth, from the levels tried: ``{arm: {"rps", "lower_bound",
-    "above_rps", "below_rps", "text"}}``. λ* at the highest load tried is only a lower bound
-    (no level above it failed because none was tried): ``lower_bound`` true, text "≥ 24 req/s:
-    no level failed". Otherwise ``above_rps`` is the next load, which missed the target; with
-    no λ* (every level missed it) ``below_rps`` is the lowest load tried."""
+@dataclass(frozen=True, slots=True)
+class Capacity:
+    """What an arm's λ* is worth, from the levels tried (:func:`capacity_detail`). λ* at the
+    highest load tried is only a lower bound (no level above it failed because none was
+    tried): ``lower_bound``, text "≥ 24 req/s: no level failed". Otherwise ``above_rps`` is the
+    next load, which missed the target; with no λ* (every level missed it) ``below_rps`` is the
+    lowest load tried."""
+
+    rps: float | None
+    lower_bound: bool
+    above_rps: float | None
+    below_rps: float | None
+    text: str
+
+    def to_dict(self) -> dict:
+        """The report document's ``sweep.capacity[arm]``."""
+        return {
+            "rps": self.rps,
+            "lower_bound": self.lower_bound,
+            "above_rps": self.above_rps,
+            "below_rps": self.below_rps,
+            "text": self.text,
+        }
+
+
+def capacity_detail(sweep: SweepSummary) -> dict[str, Capacity]:
+    """Per arm, what its λ* is worth (:class:`Capacity`)."""
     target = sweep.target
     out = {}
     for arm, lam in sweep.capacity_rps.items():
@@ -235,33 +258,32 @@ def capacity_detail(sweep: SweepSummary) -> dict[str, dict]:
         missed = sorted(
             p.load_rps for p in pts if p.shown("attainment") is None or p.attainment < target
         )
-        d = {"rps": lam, "lower_bound": False, "above_rps": None, "below_rps": None}
         if lam is None:
-            d["below_rps"] = loads[0] if loads else None
-            d["text"] = (
+            text = (
                 f"none: below {_rps(loads[0])}, the lowest load tried (no level reached "
                 f"{target:.0%} attainment)"
                 if loads
                 else "none: no level measured"
             )
+            out[arm] = Capacity(None, False, None, loads[0] if loads else None, text)
         elif lam >= loads[-1]:
-            d["lower_bound"] = True
             why = "no level failed" if not missed else "the highest level tried"
-            d["text"] = f"≥ {_rps(lam)}: {why} (a lower bound, not a capacity: try higher loads)"
+            text = f"≥ {_rps(lam)}: {why} (a lower bound, not a capacity: try higher loads)"
+            out[arm] = Capacity(lam, True, None, None, text)
         else:
-            d["above_rps"] = min(x for x in missed if x > lam)
-            d["text"] = f"{_rps(lam)} ({_rps(d['above_rps'])}, the next level tried, missed it)"
-        out[arm] = d
+            above = min(x for x in missed if x > lam)
+            text = f"{_rps(lam)} ({_rps(above)}, the next level tried, missed it)"
+            out[arm] = Capacity(lam, False, above, None, text)
     return out
 
 
 def sweep_line(sweep: SweepSummary) -> str:
     """λ* per arm (and $/Mtok good there) in words, a lower bound said so."""
     parts = []
-    for arm, d in capacity_detail(sweep).items():
+    for arm, c in capacity_detail(sweep).items():
         usd = sweep.usd_per_mtok_good_at_capacity.get(arm)
         at = f" at ${usd:,.3f}/Mtok good" if usd is not None else ""
-        parts.append(f"{arm} {d['text']}{at}")
+        parts.append(f"{arm} {c.text}{at}")
     second = "$/Mtok good" if sweep.priced else "goodput"
     return (
         f"capacity goodput λ* (largest load tried with SLO attainment ≥ {sweep.target:.0%}): "
@@ -291,47 +313,52 @@ def error_rates_line(pair: PairVerdict) -> str:
 FLOOR_METHOD = "|A/A bias| + 1.96 × between-block spread τ"
 
 
-def floor_rows(detail: dict | None) -> list[tuple[str, str, str, str, str, str]]:
-    """(metric, bias, bias SE, spread τ, floor, block pairs) per row of a floor document
-    (:func:`abtui.verdict.saved.load_noise_floor_doc`, a session's ``noise_floor_detail``),
-    largest floor first; a legacy document has only floors."""
+def floor_rows(detail: NoiseFloor | None) -> list[tuple[str, str, str, str, str, str]]:
+    """(metric, bias, bias SE, spread τ, floor, block pairs) per row of a noise floor
+    (:func:`abtui.verdict.saved.read_noise_floor`, a session's ``noise_floor_detail``),
+    largest floor first; a legacy floor has only floors."""
     if not detail:
         return []
-    if detail.get("method") != "aa-blocks-v2":
-        vals = sorted((detail.get("values") or {}).items(), key=lambda kv: -kv[1])
+    if detail.legacy:
+        vals = sorted(detail.values().items(), key=lambda kv: -kv[1])
         return [(label(k), "n/a", "n/a", "n/a", f"{x:.1%}", "n/a") for k, x in vals]
-    rows = sorted((detail.get("rows") or {}).items(), key=lambda kv: -(kv[1]["floor"] or 0))
+    rows = sorted(detail.rows.items(), key=lambda kv: -_or0(kv[1].floor))
     return [
         (
             label(k),
-            pct(r["bias"]),
-            f"{(r['bias_se'] or 0) * 100:.1f}%",
-            f"{(r['tau'] or 0) * 100:.1f}%",
-            f"{r['floor']:.1%}",
-            str(r["blocks"]),
+            pct(r.bias),
+            f"{_or0(r.bias_se) * 100:.1f}%",
+            f"{_or0(r.tau) * 100:.1f}%",
+            f"{r.floor:.1%}",
+            str(r.blocks),
         )
         for k, r in rows
     ]
 
 
-def floor_method(detail: dict | None) -> str:
-    """How a floor document was measured, in words."""
+def _or0(x: float) -> float:
+    """0 for a figure the document holds as ``null`` (not finite)."""
+    return x if math.isfinite(x) else 0.0
+
+
+def floor_method(detail: NoiseFloor | None) -> str:
+    """How a noise floor was measured, in words."""
     if not detail:
         return ""
-    if detail.get("method") == "aa-blocks-v2":
-        return f"{FLOOR_METHOD}, {detail.get('blocks')} block pairs"
+    if not detail.legacy:
+        return f"{FLOOR_METHOD}, {detail.blocks} block pairs"
     return "legacy: largest |A/A CI bound| of an A/A whose copies ran in parallel; rerun --aa"
 
 
-def floor_left_out(detail: dict | None) -> list[str]:
-    """``P99 E2E: reason`` for every row left out of a floor document, and its notes."""
+def floor_left_out(detail: NoiseFloor | None) -> list[str]:
+    """``P99 E2E: reason`` for every row left out of a noise floor, and its notes."""
     if not detail:
         return []
     by_reason: dict[str, list[str]] = {}
-    for k, why in (detail.get("left_out") or {}).items():
+    for k, why in detail.left_out.items():
         by_reason.setdefault(why, []).append(label(k) if "." in k else k)
     out = [f"{', '.join(keys)}: {why}" for why, keys in by_reason.items()]
-    return out + list(detail.get("notes") or [])
+    return out + list(detail.notes)
 
 
 PRINTED_ELSEWHERE = "`abtui report --format md`"  # printed text: no terminal to widen
@@ -406,12 +433,12 @@ def print_verdict(sv: SessionVerdict, out: TextIO, width: int | None = None) -> 
         console.print(metrics_table(pair, pol, width, elsewhere=PRINTED_ELSEWHERE))
         from abtui.report.sequential import row_lines
 
-        for line in row_lines(sv.meta.get("sequential")):  # a run --until-decided
+        for line in row_lines(sv.sequential):  # a run --until-decided
             console.print(hanging("  ", line, width))
         _print_quality(console, pair, sv.meta, width if fit else None)
         from abtui.report.sequential import fixed_n_heading
 
-        head = fixed_n_heading(sv.meta.get("sequential"), pol)
+        head = fixed_n_heading(sv.sequential, pol)
         noted = [e for e in rows_of(pair, pol) if e.note]
         if head and noted:
             console.print(hanging("  ", head, width))

@@ -20,10 +20,10 @@ grew.
 from __future__ import annotations
 
 import collections
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from abtui.metrics.summary import LAG_MAX_LIMIT_S, LAG_P99_LIMIT_S
-from abtui.runner.machine import machine_words
+from abtui.runner.machine import MachineUse, machine_words
 from abtui.runner.messages import GeneratorStats
 from abtui.stats.decide import DELTA_CENTRAL
 from abtui.stats.lagguard import LOAD_GAP_FRACTION, load_kept, load_words
@@ -101,14 +101,18 @@ class Delivery:
             out[worker_arm[wid]] = (max(b0, behind), n0 + waiting)
         return out
 
-    def into(self, stats: dict[int, dict]) -> dict[int, dict]:
-        """``stats`` (per process, as the generators report them) with the delivery figures."""
-        for wid, w in self._w.items():
-            st = stats.setdefault(wid, {})
-            if isinstance(st, dict):
-                st["main_behind_max_s"] = w["behind_max_s"]
-                st["records_waiting_max"] = w["waiting_max"]
-        return stats
+    def backlog(self) -> dict[int, Backlog]:
+        """Per generator process that shipped a stamped batch: how far behind its records were
+        read at most."""
+        return {wid: Backlog(w["behind_max_s"], w["waiting_max"]) for wid, w in self._w.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class Backlog:
+    """How far behind the main process read one generator's records (:class:`Delivery`)."""
+
+    behind_max_s: float  # the most seconds a batch waited between shipping and being read
+    waiting_max: int  # the most records shipped and not yet read at once
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +123,7 @@ class GeneratorHealth:
     arms: dict[str, dict]  # per arm name: lag P50/P99/max, CPU share, in flight, gap, E2E …
     reasons: list[Reason]  # why the session is degraded (an arm did not get its load)
     notes: list[Reason]  # said, not degrading: lag past the fixed limits, a busy core …
-    machine: dict | None  # what the machine was doing (abtui.runner.machine)
+    machine: MachineUse | None  # what the machine was doing (abtui.runner.machine)
 
     @property
     def degraded(self) -> bool:
@@ -134,12 +138,12 @@ class GeneratorHealth:
             "reason_codes": codes(self.reasons),
             "notes": self.notes,
             "note_codes": codes(self.notes),
-            "machine": self.machine,
+            "machine": None if self.machine is None else self.machine.to_dict(),
         }
 
 
 def generator_health(
-    con, names: list[str], stats: dict[int, dict], machine: dict | None = None
+    con, names: list[str], stats: dict[int, ArmGenerators], machine: MachineUse | None = None
 ) -> GeneratorHealth:
     """The health of each arm's load generators from the session's stored requests (``con``)
     and the generators' own ``stats`` per arm (:func:`per_arm`)."""
@@ -166,9 +170,9 @@ def generator_health(
     reasons: list[Reason] = []
     notes: list[Reason] = []
     for arm, p50, p99, mx, n in rows:
-        st = stats.get(arm, {})
-        wall = st.get("measure_wall_s") or 0.0
-        share = st.get("measure_cpu_s", 0.0) / wall if wall > 0 else None
+        st = stats.get(arm) or _NO_STATS
+        wall = st.measure_wall_s or 0.0
+        share = (st.measure_cpu_s or 0.0) / wall if wall > 0 else None
         name = names[arm]
         arms[name] = {
             "lag_p50_s": p50,
@@ -176,10 +180,10 @@ def generator_health(
             "lag_max_s": mx,
             "requests": n,
             "cpu_share": share,
-            "in_flight_max": st.get("in_flight_max"),
-            "processes": st.get("processes", 1),
-            "main_behind_max_s": st.get("main_behind_max_s"),
-            "records_waiting_max": st.get("records_waiting_max"),
+            "in_flight_max": st.in_flight_max,
+            "processes": st.processes,
+            "main_behind_max_s": st.main_behind_max_s,
+            "records_waiting_max": st.records_waiting_max,
             "gap_s": _num(gaps.get(arm)),
             "e2e_p50_s": _num(e2e.get(arm)),
         }
@@ -202,13 +206,13 @@ def generator_health(
         if share is not None and share > CPU_SHARE_WARN:
             busy = f"{name}: its load generator used {100 * share:.0f}% of a core"
             notes.append(Reason(Code.GENERATOR_BUSY, busy))
-        behind = st.get("main_behind_max_s")
+        behind = st.main_behind_max_s
         if behind is not None and behind > BEHIND_NOTE_S:
             notes.append(
                 Reason(
                     Code.MAIN_BEHIND,
                     f"{name}: the main process read the generator's records up to {behind:.1f} "
-                    f"s late ({st.get('records_waiting_max')} records waiting at most, held in "
+                    f"s late ({st.records_waiting_max} records waiting at most, held in "
                     "the generator's memory; the schedule is not affected)",
                 )
             )
@@ -222,26 +226,62 @@ def _num(x) -> float:
     return float(x) if isinstance(x, int | float) else float("nan")
 
 
-def per_arm(stats: dict[int, dict], worker_arm: list[int]) -> dict[int, dict]:
-    """Workers' stats → per arm: the busiest process's CPU share, in-flight summed, the main
-    process's latest read (max) and records waiting (each process's most, summed)."""
-    out: dict[int, dict] = {}
-    for w, st in stats.items():
-        if not isinstance(st, dict):
-            continue
-        a = out.setdefault(worker_arm[w], {"in_flight_max": 0, "processes": 0})
-        a["processes"] += 1
-        a["in_flight_max"] += st.get("in_flight_max") or 0
-        if st.get("main_behind_max_s") is not None:  # the latest read of any of its processes
-            a["main_behind_max_s"] = max(a.get("main_behind_max_s", 0.0), st["main_behind_max_s"])
-            a["records_waiting_max"] = a.get("records_waiting_max", 0) + st["records_waiting_max"]
-        wall = st.get("measure_wall_s") or 0.0
+@dataclass(frozen=True, slots=True)
+class ArmGenerators:
+    """One arm's load generators together (:func:`per_arm`): its processes, their in-flight
+    most summed, how far behind the main process read them (the latest of its processes; the
+    records waiting summed), and the measuring CPU and wall of its busiest process."""
+
+    processes: int = 1
+    in_flight_max: int | None = None
+    main_behind_max_s: float | None = None
+    records_waiting_max: int | None = None
+    measure_cpu_s: float | None = None
+    measure_wall_s: float | None = None
+
+    @property
+    def share(self) -> float | None:
+        """The busiest process's CPU share of its measuring wall time."""
+        if not self.measure_wall_s or self.measure_wall_s <= 0:
+            return None
+        return (self.measure_cpu_s or 0.0) / self.measure_wall_s
+
+
+_NO_STATS = ArmGenerators()  # an arm whose generators sent no figures
+
+
+def per_arm(
+    stats: dict[int, GeneratorStats],
+    worker_arm: list[int],
+    backlog: dict[int, Backlog] | None = None,
+) -> dict[int, ArmGenerators]:
+    """Per generator process's stats (and ``backlog``, :meth:`Delivery.backlog`) → per arm: the
+    busiest process's CPU share, in-flight summed, the main process's latest read (max) and
+    records waiting (each process's most, summed). A process with a backlog but no stats still
+    counts as one of its arm's."""
+    backlog = backlog or {}
+    out: dict[int, ArmGenerators] = {}
+    for w in [*stats, *(w for w in backlog if w not in stats)]:
+        st, b = stats.get(w), backlog.get(w)
+        a = out.get(worker_arm[w])
+        a = ArmGenerators(0, 0) if a is None else a
+        a = replace(
+            a,
+            processes=a.processes + 1,
+            in_flight_max=a.in_flight_max + ((st.in_flight_max if st else 0) or 0),
+        )
+        if b is not None:  # the latest read of any of its processes
+            a = replace(
+                a,
+                main_behind_max_s=max(a.main_behind_max_s or 0.0, b.behind_max_s),
+                records_waiting_max=(a.records_waiting_max or 0) + b.waiting_max,
+            )
+        wall = (st.measure_wall_s if st else None) or 0.0
         if wall > 0:
-            share = st.get("measure_cpu_s", 0.0) / wall
-            if share >= a.get("share", -1.0):
-                a.update(
-                    share=share, measure_cpu_s=st.get("measure_cpu_s", 0.0), measure_wall_s=wall
-                )
+            cpu = st.measure_cpu_s or 0.0
+            if cpu / wall >= (a.share if a.share is not None else -1.0):
+                a = replace(a, measure_cpu_s=cpu, measure_wall_s=wall)
+        out[worker_arm[w]] = a
     return out
 
 

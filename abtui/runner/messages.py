@@ -17,7 +17,6 @@ for a generator whose node died.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 
 from abtui.client.records import RequestRecord
@@ -62,12 +61,6 @@ class GeneratorStats:
     measure_cpu_s: float | None = None  # its CPU time since then
     shipped: int | None = None  # records put on the queue so far (batches only)
     shipped_ns: int | None = None  # when this batch was put there (batches only)
-
-    def to_dict(self) -> dict:
-        """The figures as the health rules and ``meta`` take them (unset ones left out)."""
-        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        out["connections"] = dataclasses.asdict(self.connections)
-        return {k: v for k, v in out.items() if v is not None}
 
 
 @dataclass(frozen=True, slots=True)

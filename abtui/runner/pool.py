@@ -16,9 +16,10 @@ goes out on connections opened beforehand (:mod:`abtui.client.preconnect`).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from abtui.client.records import OK
+from abtui.runner.messages import GeneratorStats
 
 OPEN_LOOP_MAX = 1024  # connections one generator process opens ahead for an open-loop segment
 MARGIN = 3.0  # open loop: the schedule's peak in flight at the warm-up's pace, times this
@@ -97,17 +98,19 @@ def connections_needed(seg, arm: int, pace: Pace | None, fd_limit: int | None = 
     return max(1, n)
 
 
-def per_arm_connections(stats: dict[int, dict], worker_arm: list[int], names: list[str]) -> dict:
-    """The generators' pre-connection figures (their ``connections`` stats: opened before the
-    t0s, unanswered, failed …) summed per arm, by arm name: ``meta.connections``."""
+def connections_doc(
+    stats: dict[int, GeneratorStats], worker_arm: list[int], names: list[str]
+) -> dict[str, dict]:
+    """The generators' pre-connection figures (:class:`~abtui.runner.messages.Connections`:
+    opened before the t0s, unanswered, failed …) summed per arm, by arm name: the JSON of
+    ``meta.connections``, written as is (the diagnosis reads it back from the file)."""
     out: dict[str, dict] = {}
     for w, st in stats.items():
-        c = st.get("connections") if isinstance(st, dict) else None
-        if not isinstance(c, dict) or not 0 <= w < len(worker_arm):
+        if not 0 <= w < len(worker_arm):
             continue
         a = out.setdefault(names[worker_arm[w]], {"processes": 0})
         a["processes"] += 1
-        for k, v in c.items():
+        for k, v in asdict(st.connections).items():
             if k == "error":
                 if v and "error" not in a:
                     a["error"] = v

@@ -14,7 +14,7 @@ import queue as queue_mod
 import signal
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
@@ -53,7 +53,7 @@ from abtui.runner.observer import (
     ScrubbingObserver,
     Snapshot,
 )
-from abtui.runner.pool import per_arm_connections
+from abtui.runner.pool import connections_doc
 from abtui.runner.profiling import ProfileWindow
 from abtui.runner.schedule import (
     Recipe,
@@ -89,7 +89,7 @@ class SessionResult:
 def _mark_health(
     writer: SessionWriter,
     names: list[str],
-    stats: dict,
+    stats: dict[int, GeneratorStats],
     worker_arm,
     obs,
     delivery=None,
@@ -97,11 +97,10 @@ def _mark_health(
 ) -> None:
     """Store the generators' health; mark the session degraded (loudly) when they lagged."""
     writer.flush()
-    if delivery is not None:  # how far behind this process read their records
-        stats = delivery.into(stats)
-    gen_cpu = sum(st.get("measure_cpu_s", 0.0) for st in stats.values() if isinstance(st, dict))
+    backlog = delivery.backlog() if delivery is not None else None  # how late their records read
+    gen_cpu = sum(st.measure_cpu_s or 0.0 for st in stats.values())
     load = machine.result(gen_cpu) if machine is not None else None
-    h = generator_health(writer.con, names, per_arm(stats, worker_arm), load)
+    h = generator_health(writer.con, names, per_arm(stats, worker_arm, backlog), load)
     writer.write_meta(generator_health=h.to_dict(), degraded=h.degraded)
     for r in h.reasons:
         writer.event("degraded", r)
@@ -651,9 +650,9 @@ class SessionRun:
         if self.fleet is not None:
             self.fleet.resync()
             writer.write_meta(ray=self.fleet.meta())
-        stats = {w: st.to_dict() for w, st in self.gen_stats.items()}
+        stats = self.gen_stats
         _mark_health(writer, self.names, stats, self.worker_arm, obs, self.delivery, self.machine)
-        writer.write_meta(connections=per_arm_connections(stats, self.worker_arm, self.names))
+        writer.write_meta(connections=connections_doc(stats, self.worker_arm, self.names))
         for p in self.procs:
             p.join(timeout=5)
         self._store_sequential()  # the load's end; the quality suites come after it
@@ -670,7 +669,8 @@ class SessionRun:
             if self.until is not None:  # items until the quality gate is decided, too
                 doc = run_quality_until_decided(spec, self.targets, writer, obs, self._stopping)
                 if doc is not None:
-                    writer.write_meta(sequential=self.until.to_dict() | {"quality": doc})
+                    seq = replace(self.until.record(), quality=doc)
+                    writer.write_meta(sequential=seq.to_dict())
             else:
                 run_quality(spec, self.targets, writer, obs, stop=self._stopping)
         if self.interrupts.count:
@@ -706,7 +706,7 @@ class SessionRun:
             else:
                 self.seq_line = status_line(v, u.remaining_s())
                 self.obs.message(self.seq_line)
-        self.writer.write_meta(sequential=u.to_dict())
+        self.writer.write_meta(sequential=u.record().to_dict())
 
     def _close(self) -> None:
         """Whatever happened: the generators stopped, telemetry and the file closed."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import replace
 
 import numpy as np
 
@@ -64,7 +65,7 @@ def design_of(spec: Spec) -> sd.Design:
 
 class UntilDecided:
     """The run's sequential monitor: :meth:`add` each batch of records, :meth:`due` says when
-    to :meth:`look`; :meth:`to_dict` is the session's ``sequential`` meta key."""
+    to :meth:`look`; :meth:`record` is the session's ``sequential`` meta key."""
 
     def __init__(self, spec: Spec, budget_pairs: int) -> None:
         self.monitor = sd.Monitor(design_of(spec))
@@ -183,18 +184,19 @@ class UntilDecided:
             return None
         return SeqLook(last, self.remaining_s(), self.budget_pairs, self.stop_reason)
 
-    def to_dict(self) -> dict:
-        out = self.monitor.to_dict()
+    def record(self) -> sd.SequentialRun:
+        """The session's ``sequential`` meta key as a record: the looks, the last verdict and
+        how the run ended."""
         rate = self.pairs_per_s()
         rem = self.remaining_s()
-        out.update(
+        end = sd.RunEnd(
             stop_reason=self.stop_reason,
             budget_pairs=self.budget_pairs,
             pairs_per_s=round(rate, 3) if math.isfinite(rate) else None,
             remaining_s=None if rem is None else round(rem, 1),
             look_s=round(self.look_s, 3),
         )
-        return out
+        return replace(self.monitor.record(), end=end)
 
 
 def _in_windows(arm: np.ndarray, span: np.ndarray, windows: list[Window]) -> np.ndarray:

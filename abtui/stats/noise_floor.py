@@ -39,7 +39,7 @@ whose copies overlapped in time (an old, parallel ``--aa`` run) has no floor at 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
@@ -66,7 +66,7 @@ def base_key(key: str) -> str:
     return key.partition("@")[0]
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class FloorRow:
     bias: float  # pooled log(B/A)
     bias_se: float
@@ -78,28 +78,84 @@ class FloorRow:
     q_p: float  # Cochran's Q test p-value (small: the blocks really differ)
     tau_detectable: float  # spread this A/A detects about half the time
 
+    def to_dict(self) -> dict:
+        """The JSON row: a non-finite figure as ``null``."""
+        return json_ready(asdict(self))
 
-@dataclass
+    @classmethod
+    def from_dict(cls, d: dict) -> FloorRow:
+        """A stored row, its ``null`` figures read back as NaN."""
+        f = {k: math.nan if d.get(k) is None else float(d[k]) for k in _FLOATS}
+        return cls(**f, blocks=int(d.get("blocks") or 0))
+
+
+_FLOATS = tuple(k for k in FloorRow.__dataclass_fields__ if k != "blocks")
+
+
+@dataclass(frozen=True, slots=True)
 class NoiseFloor:
+    """The noise floor of an A/A session: :func:`measure_aa`'s, or one read back from a session
+    file (:meth:`from_dict`; :func:`abtui.verdict.saved.read_noise_floor`). A legacy floor
+    (:data:`LEGACY_METHOD`: an old parallel A/A's largest CI bound per row) has only
+    ``legacy_values``. ``path``: the A/A session it was read from (None: measured here)."""
+
     rows: dict[str, FloorRow] = field(default_factory=dict)
     left_out: dict[str, str] = field(default_factory=dict)
     blocks: int = 0
     method: str = METHOD
     z: float = Z
-    notes: list[str] = field(default_factory=list)
+    notes: tuple[str, ...] = ()
+    legacy_values: dict[str, float] | None = None
+    path: str | None = None
+
+    @property
+    def legacy(self) -> bool:
+        return self.method != METHOD
 
     def values(self) -> dict[str, float]:
+        """{row: floor} (a legacy floor: its stored values, base rows only)."""
+        if self.legacy:
+            return dict(self.legacy_values or {})
         return {k: r.floor for k, r in self.rows.items()}
 
     def to_dict(self) -> dict:
-        return {
-            "method": self.method,
-            "z": self.z,
-            "blocks": self.blocks,
-            "rows": {k: json_ready(asdict(r)) for k, r in self.rows.items()},
-            "left_out": dict(self.left_out),
-            "notes": list(self.notes),
-        }
+        """The JSON document (``noise_floor_detail``): ``method``, then ``z``, ``blocks``,
+        ``rows``, ``left_out`` (a legacy floor: ``values``), ``notes`` and the ``path`` it was
+        read from."""
+        if self.legacy:
+            d = {"method": self.method, "values": dict(self.legacy_values or {})}
+        else:
+            d = {
+                "method": self.method,
+                "z": self.z,
+                "blocks": self.blocks,
+                "rows": {k: r.to_dict() for k, r in self.rows.items()},
+                "left_out": dict(self.left_out),
+            }
+        d["notes"] = list(self.notes)
+        if self.path is not None:
+            d["path"] = self.path
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> NoiseFloor:
+        """A stored floor document (either method)."""
+        path = d.get("path")
+        notes = tuple(str(n) for n in d.get("notes") or ())
+        path = None if path is None else str(path)
+        method = str(d.get("method"))
+        if method != METHOD:
+            values = d.get("values") or {}
+            legacy = {k: float(v) for k, v in values.items() if v is not None}
+            return cls(method=method, notes=notes, legacy_values=legacy, path=path)
+        return cls(
+            rows={k: FloorRow.from_dict(r) for k, r in (d.get("rows") or {}).items()},
+            left_out=dict(d.get("left_out") or {}),
+            blocks=int(d.get("blocks") or 0),
+            z=float(d.get("z", Z)),
+            notes=notes,
+            path=path,
+        )
 
 
 def overlapped(t: RequestTable, a: int, b: int) -> bool:
@@ -189,28 +245,30 @@ def _chi2_ppf(p: float, df: int) -> float:
 def measure(table: RequestTable, a: int = 0, b: int = 1, *, seed: int = 0) -> NoiseFloor:
     """The noise floor of A/A arms ``a`` and ``b`` of ``table`` (see the module docstring)."""
     t = table.select(((table.arm == a) | (table.arm == b)) & ~table.warmup)
-    nf = NoiseFloor()
+    found: dict[str, FloorRow] = {}
+    left_out: dict[str, str] = {}
+    notes: list[str] = []
     if overlapped(t, a, b):
-        nf.notes.append(
+        notes.append(
             "the two copies were in flight at the same instants (a parallel A/A): they shared "
             "engine steps, so their difference measures nothing a later A/B would see; rerun "
             "with `abtui run --aa` (it alternates)"
         )
-        return nf
+        return NoiseFloor(notes=tuple(notes))
     ok = t.select(t.ok)
     seg = segment_ids(ok)
     segs = [
         int(s) for s in np.unique(seg) if all(((seg == s) & (ok.arm == x)).any() for x in (a, b))
     ]
-    k = nf.blocks = len(segs)
+    k = len(segs)
     if k < 2:
-        nf.notes.append(
+        notes.append(
             f"{k} block pair(s) with both copies: a spread needs ≥ 2 "
             f"(`abtui run --aa` plays ≥ {AA_MIN_BLOCKS})"
         )
-        return nf
+        return NoiseFloor(blocks=k, notes=tuple(notes))
     if k < AA_MIN_BLOCKS:
-        nf.notes.append(f"only {k} block pairs (≥ {AA_MIN_BLOCKS} advised): the spread is rough")
+        notes.append(f"only {k} block pairs (≥ {AA_MIN_BLOCKS} advised): the spread is rough")
     rng = np.random.default_rng([seed, 24, 3])
     arm_t, arm_chunks, arm_counts, ell_of = {}, {}, {}, {}
     for x in (a, b):  # each arm's ok requests in block order, then schedule order
@@ -220,7 +278,7 @@ def measure(table: RequestTable, a: int = 0, b: int = 1, *, seed: int = 0) -> No
         blk = np.searchsorted(segs, seg[rows])
         ell_of[x] = ell = _chunk_len(arm_t[x], blk, k)
         arm_chunks[x], arm_counts[x] = _chunks(np.bincount(blk, minlength=k).tolist(), ell)
-    nf.notes.append(
+    notes.append(
         f"within-block noise: up to {PERMUTATIONS} permutations of chunks of ~"
         f"{'/'.join(str(ell_of[x]) for x in (a, b))} consecutive requests across blocks"
     )
@@ -240,7 +298,7 @@ def measure(table: RequestTable, a: int = 0, b: int = 1, *, seed: int = 0) -> No
         for stat in STATS:
             need = max(MIN_BLOCK_N, tail_min_n(stat))
             if n_min < need:
-                nf.left_out[f"{metric}.{stat}"] = (
+                left_out[f"{metric}.{stat}"] = (
                     f"blocks hold ≥ {n_min} values per arm; {stat.upper()} needs ≥ {need} per block"
                 )
             else:
@@ -263,7 +321,7 @@ def measure(table: RequestTable, a: int = 0, b: int = 1, *, seed: int = 0) -> No
             pa, pb = _stat(vals[a][0], st), _stat(vals[b][0], st)
             ref = null[:, i][np.isfinite(null[:, i])]
             if not (np.isfinite(d[i]).all() and pa > 0 and pb > 0 and len(ref)):
-                nf.left_out[key] = "a block's statistic is zero or undefined (no log ratio)"
+                left_out[key] = "a block's statistic is zero or undefined (no log ratio)"
                 continue
             s2 = float(np.var(d[i], ddof=1))
             v_bar = float(ref.mean())
@@ -271,7 +329,7 @@ def measure(table: RequestTable, a: int = 0, b: int = 1, *, seed: int = 0) -> No
             tau_raw = math.sqrt(max(0.0, s2 - v_bar))
             tau = tau_raw if q_p < HETEROGENEITY_ALPHA else 0.0
             bias = math.log(pb / pa)
-            nf.rows[key] = FloorRow(
+            found[key] = FloorRow(
                 bias=bias,
                 bias_se=math.sqrt(s2 / k),
                 tau=tau,
@@ -282,10 +340,10 @@ def measure(table: RequestTable, a: int = 0, b: int = 1, *, seed: int = 0) -> No
                 q_p=q_p,
                 tau_detectable=math.sqrt(max(0.0, float(np.quantile(ref, crit_q)) - v_bar)),
             )
-    nf.left_out.setdefault(
+    left_out.setdefault(
         "rates, cost", "not measured per block: later A/Bs use the default δ for them"
     )
-    return nf
+    return NoiseFloor(found, left_out, k, notes=tuple(notes))
 
 
 def _permutations(n_values: int) -> int:
@@ -319,32 +377,26 @@ def measure_aa(table: RequestTable, n_arms: int, *, seed: int = 0) -> NoiseFloor
         if out is None:
             out = nf
             continue
+        rows = dict(out.rows)
         for k, r in nf.rows.items():
-            if k not in out.rows or r.floor > out.rows[k].floor:
-                out.rows[k] = r
-        out.left_out.update({k: v for k, v in nf.left_out.items() if k not in out.rows})
-        out.notes += [n for n in nf.notes if n not in out.notes]
-    return out or NoiseFloor(notes=["no copy has measured requests"])
+            if k not in rows or r.floor > rows[k].floor:
+                rows[k] = r
+        left = dict(out.left_out)
+        left.update({k: v for k, v in nf.left_out.items() if k not in rows})
+        notes = out.notes + tuple(n for n in nf.notes if n not in out.notes)
+        out = replace(out, rows=rows, left_out=left, notes=notes)
+    return out or NoiseFloor(notes=("no copy has measured requests",))
 
 
-def from_stored(result: dict) -> dict | None:
-    """The floor document stored in a verdict row's result: the new form
-    (``noise_floor_detail``), else a legacy ``noise_floor`` {key: value} (base keys only,
-    ``method`` :data:`LEGACY_METHOD`); None when there is neither."""
+def from_stored(result: dict) -> NoiseFloor | None:
+    """The floor stored in a verdict row's result: the new form (``noise_floor_detail``), else
+    a legacy ``noise_floor`` {key: value} (base keys only, ``method`` :data:`LEGACY_METHOD`);
+    None when there is neither."""
     detail = result.get("noise_floor_detail")
     if isinstance(detail, dict) and detail.get("method") == METHOD:
-        return detail
+        return NoiseFloor.from_dict(detail)
     floor = result.get("noise_floor")
     if isinstance(floor, dict) and floor:
-        return {
-            "method": LEGACY_METHOD,
-            "values": {k: float(v) for k, v in floor.items() if "@" not in k and v is not None},
-        }
+        values = {k: float(v) for k, v in floor.items() if "@" not in k and v is not None}
+        return NoiseFloor(method=LEGACY_METHOD, legacy_values=values)
     return None
-
-
-def values_of(doc: dict) -> dict[str, float]:
-    """{key: floor} of a floor document (new or legacy)."""
-    if doc.get("method") == METHOD:
-        return {k: float(r["floor"]) for k, r in (doc.get("rows") or {}).items()}
-    return dict(doc.get("values") or {})

@@ -30,7 +30,7 @@ rule: below it ``τ̂`` is not estimated well enough for the asymptotics).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -72,8 +72,20 @@ class Design:
         return self.deltas.get(key, default_delta(key.partition(".")[2]))
 
 
-@dataclass
+def _finite_or_none(v: float) -> float | None:
+    return None if not math.isfinite(v) else round(float(v), 6)
+
+
+def _float(v) -> float:
+    """A stored figure: ``null`` (not finite when stored) reads back as NaN."""
+    return math.nan if v is None else float(v)
+
+
+@dataclass(frozen=True, slots=True)
 class SeqRow:
+    """One row of the anytime-valid verdict. A stored row (:meth:`from_dict`) has NaN where
+    the run had a non-finite figure (its JSON holds ``null``)."""
+
     key: str
     role: str  # primary / guardrail
     effect: float  # ratio − 1
@@ -94,20 +106,42 @@ class SeqRow:
         return self.state != UNDECIDED
 
     def to_dict(self) -> dict:
-        out = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        out = {k: getattr(self, k) for k in _ROW_FIELDS}
         for k in ("effect", "lo", "hi", "n_eff", "tau"):
-            v = out[k]
-            out[k] = None if not math.isfinite(v) else round(float(v), 6)
+            out[k] = _finite_or_none(out[k])
         out["decided"] = self.decided
         return out
 
+    @classmethod
+    def from_dict(cls, d: dict) -> SeqRow:
+        """A stored row; a field an older or partial document lacks takes a neutral value
+        (no figure: NaN, no state: UNDECIDED)."""
+        return cls(
+            key=str(d.get("key")),
+            role=str(d.get("role")),
+            effect=_float(d.get("effect")),
+            lo=_float(d.get("lo")),
+            hi=_float(d.get("hi")),
+            delta=float(d.get("delta") or 0.0),
+            state=str(d.get("state") or UNDECIDED),
+            n=int(d.get("n") or 0),
+            n_eff=_float(d.get("n_eff")),
+            tau=_float(d.get("tau")),
+            more=d.get("more"),
+            note=str(d.get("note") or ""),
+            callable=bool(d.get("callable")),
+        )
 
-@dataclass
+
+_ROW_FIELDS = tuple(f for f in SeqRow.__dataclass_fields__)
+
+
+@dataclass(frozen=True, slots=True)
 class SeqVerdict:
     decision: str  # GO / NO-GO / NO-GAIN / UNDECIDED
     stop: bool  # decided: the run may stop now
     reason: str
-    rows: list[SeqRow]
+    rows: tuple[SeqRow, ...]
     pairs: int  # paired items seen
     more: int | None  # further pairs that would decide at the current effects (None: unknown)
     alpha: float
@@ -122,6 +156,18 @@ class SeqVerdict:
             "alpha": self.alpha,
             "rows": [r.to_dict() for r in self.rows],
         }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> SeqVerdict:
+        return cls(
+            decision=str(d.get("decision")),
+            stop=bool(d.get("stop")),
+            reason=str(d.get("reason") or ""),
+            rows=tuple(SeqRow.from_dict(r) for r in d.get("rows") or [] if isinstance(r, dict)),
+            pairs=int(d.get("pairs") or 0),
+            more=d.get("more"),
+            alpha=float(d.get("alpha") or 0.0),
+        )
 
 
 def _interval(key: str, series: dict, alpha_lo: float, alpha_hi: float, design: Design, taus):
@@ -179,41 +225,41 @@ def _row(key: str, role: str, series: dict, design: Design, m: int, taus: dict) 
     effect, lo, hi = iv.ratio
     row = SeqRow(key, role, effect, lo, hi, delta, UNDECIDED, iv.n, iv.n_eff, iv.tau, None)
     if iv.n < MIN_SEQ_PAIRS:
-        row.more = MIN_SEQ_PAIRS - iv.n
-        row.note = f"too few pairs: {iv.n} (need ≥ {MIN_SEQ_PAIRS})"
-        return row
-    if iv.n_eff < MIN_EFFECTIVE and iv.n_eff < iv.n / 2:
-        row.more = math.ceil(iv.n * MIN_EFFECTIVE / max(iv.n_eff, 1.0)) - iv.n
-        row.note = (
-            f"strongly autocorrelated: about {iv.n_eff:.0f} effectively independent pairs "
-            f"(need ≥ {MIN_EFFECTIVE})"
+        return replace(
+            row, more=MIN_SEQ_PAIRS - iv.n, note=f"too few pairs: {iv.n} (need ≥ {MIN_SEQ_PAIRS})"
         )
-        return row
+    if iv.n_eff < MIN_EFFECTIVE and iv.n_eff < iv.n / 2:
+        return replace(
+            row,
+            more=math.ceil(iv.n * MIN_EFFECTIVE / max(iv.n_eff, 1.0)) - iv.n,
+            note=(
+                f"strongly autocorrelated: about {iv.n_eff:.0f} effectively independent pairs "
+                f"(need ≥ {MIN_EFFECTIVE})"
+            ),
+        )
     if not math.isfinite(iv.est):
-        row.note = "no estimate"
+        return replace(row, note="no estimate")
+    row = replace(row, callable=True, state=_state(role, iv, delta))
+    if row.state != UNDECIDED:
         return row
-    row.callable = True
-    row.state = _state(role, iv, delta)
-    if row.state == UNDECIDED:
-        goal, half, room = _target(role, iv, delta)
-        alpha = alpha_hi if goal in (IMPROVED, SHOWN) else alpha_lo
-        total = sq.units_to_clear(iv.n, half, room, alpha)
-        row.more = None if total is None else max(total - iv.n, 1)
-        stat = key.partition(".")[2]
-        if not math.isfinite(half) and stat in QUANTILES:
-            first = sq.finite_from(QUANTILES[stat], alpha / 2, iv.tau, iv.n)
-            if design.tails == "paired":  # the paired interval takes over there
-                first = min(first, max(tail_min_n(stat), iv.n + 1))
-            row.more = max(first - iv.n, 1)
-            row.note = (
-                f"{stat.upper()} has no anytime-valid bound on this side before about "
-                f"{first:,} pairs"
-            )
-        elif total is None:
-            row.note = f"the effect sits at δ {delta:.0%}: more pairs will not settle it"
-        else:
-            row.note = f"heading for {goal}: about {row.more:,} more pairs would decide"
-    return row
+    goal, half, room = _target(role, iv, delta)
+    alpha = alpha_hi if goal in (IMPROVED, SHOWN) else alpha_lo
+    total = sq.units_to_clear(iv.n, half, room, alpha)
+    more = None if total is None else max(total - iv.n, 1)
+    stat = key.partition(".")[2]
+    if not math.isfinite(half) and stat in QUANTILES:
+        first = sq.finite_from(QUANTILES[stat], alpha / 2, iv.tau, iv.n)
+        if design.tails == "paired":  # the paired interval takes over there
+            first = min(first, max(tail_min_n(stat), iv.n + 1))
+        more = max(first - iv.n, 1)
+        note = (
+            f"{stat.upper()} has no anytime-valid bound on this side before about {first:,} pairs"
+        )
+    elif total is None:
+        note = f"the effect sits at δ {delta:.0%}: more pairs will not settle it"
+    else:
+        note = f"heading for {goal}: about {more:,} more pairs would decide"
+    return replace(row, more=more, note=note)
 
 
 def _pair(rows: list[SeqRow], design: Design) -> tuple[str, str]:
@@ -271,7 +317,7 @@ def evaluate_sequential(series: dict[str, tuple[np.ndarray, np.ndarray]], design
     stop = decision in (GO, NO_GO) or (decision == NO_GAIN and design.stop_on_no_gain)
     pairs = max((r.n for r in rows), default=0)
     more = None if stop else _more(rows, design.stop_on_no_gain)
-    return SeqVerdict(decision, stop, reason, rows, pairs, more, design.alpha)
+    return SeqVerdict(decision, stop, reason, tuple(rows), pairs, more, design.alpha)
 
 
 SEQ_METRICS = ("ttft", "ttft_user", "ttfo", "tpot", "e2e")
@@ -330,9 +376,140 @@ METHOD = {
 }
 
 
+@dataclass(frozen=True, slots=True)
+class Look:
+    """One look of a run: the pairs it saw and its decision."""
+
+    pairs: int
+    decision: str
+
+    def to_dict(self) -> dict:
+        return {"pairs": self.pairs, "decision": self.decision}
+
+
+@dataclass(frozen=True, slots=True)
+class RunEnd:
+    """How a run ``--until-decided`` ended (:class:`abtui.runner.until.UntilDecided`)."""
+
+    stop_reason: str | None  # decided / budget / interrupted / failed
+    budget_pairs: int | None
+    pairs_per_s: float | None  # the pace at the last look (None: not measured)
+    remaining_s: float | None  # what ``more`` pairs would take at that pace
+    look_s: float | None  # time spent looking, all looks together
+
+    def to_dict(self) -> dict:
+        return {
+            "stop_reason": self.stop_reason,
+            "budget_pairs": self.budget_pairs,
+            "pairs_per_s": self.pairs_per_s,
+            "remaining_s": self.remaining_s,
+            "look_s": self.look_s,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class SequentialRun:
+    """The anytime-valid verdict a run stored (the session's ``sequential`` meta key): its
+    design, its looks, the last look's verdict (None before any look), how the run ended
+    (None for a :class:`Monitor` alone) and, when it sent quality items until decided, that
+    gate's document (:mod:`abtui.quality.seqrun`). :meth:`to_dict` is the stored JSON;
+    :meth:`from_dict` reads it back, a field it lacks as the verdict's readers took it
+    (no looks, no budget, 0 pairs)."""
+
+    method: dict[str, str]  # how each kind of row is bounded, in words
+    alpha: float
+    primary: str | None
+    guardrails: tuple[str, ...]
+    v_opt_pairs: float | None
+    looks: tuple[Look, ...]
+    stopped_at: int | None
+    last: SeqVerdict | None = None
+    end: RunEnd | None = None
+    quality: dict | None = None
+
+    @property
+    def decision(self) -> str | None:
+        return self.last.decision if self.last else None
+
+    @property
+    def reason(self) -> str | None:
+        return self.last.reason if self.last else None
+
+    @property
+    def pairs(self) -> int:
+        return self.last.pairs if self.last else 0
+
+    @property
+    def more(self) -> int | None:
+        return self.last.more if self.last else None
+
+    @property
+    def rows(self) -> tuple[SeqRow, ...]:
+        return self.last.rows if self.last else ()
+
+    @property
+    def stop_reason(self) -> str | None:
+        return self.end.stop_reason if self.end else None
+
+    @property
+    def budget_pairs(self) -> int | None:
+        return self.end.budget_pairs if self.end else None
+
+    @property
+    def remaining_s(self) -> float | None:
+        return self.end.remaining_s if self.end else None
+
+    def to_dict(self) -> dict:
+        out = {
+            "method": self.method,
+            "alpha": self.alpha,
+            "primary": self.primary,
+            "guardrails": list(self.guardrails),
+            "v_opt_pairs": self.v_opt_pairs,
+            "looks": [x.to_dict() for x in self.looks],
+            "stopped_at": self.stopped_at,
+        }
+        if self.last is not None:
+            out.update(self.last.to_dict())
+        if self.end is not None:
+            out.update(self.end.to_dict())
+        if self.quality is not None:
+            out["quality"] = self.quality
+        return out
+
+    @classmethod
+    def from_dict(cls, d: dict) -> SequentialRun:
+        looks = [x for x in d.get("looks") or [] if isinstance(x, dict)]
+        end = None
+        if any(k in d for k in _END_KEYS):
+            end = RunEnd(
+                d.get("stop_reason"),
+                d.get("budget_pairs"),
+                d.get("pairs_per_s"),
+                d.get("remaining_s"),
+                d.get("look_s"),
+            )
+        q = d.get("quality")
+        return cls(
+            method=dict(d.get("method") or {}),
+            alpha=float(d.get("alpha") or 0.0),
+            primary=d.get("primary"),
+            guardrails=tuple(d.get("guardrails") or ()),
+            v_opt_pairs=d.get("v_opt_pairs"),
+            looks=tuple(Look(int(x.get("pairs") or 0), str(x.get("decision"))) for x in looks),
+            stopped_at=d.get("stopped_at"),
+            last=SeqVerdict.from_dict(d) if "decision" in d else None,
+            end=end,
+            quality=q if isinstance(q, dict) else None,
+        )
+
+
+_END_KEYS = tuple(RunEnd.__dataclass_fields__)
+
+
 class Monitor:
     """What a run keeps of its looks: call :meth:`look` after each block of pairs; the
-    ``sequential`` key of a report is :meth:`to_dict` (the looks, where it stopped and why,
+    ``sequential`` key of a report is :meth:`record` (the looks, where it stopped and why,
     the method, the last rows)."""
 
     def __init__(self, design: Design | None = None) -> None:
@@ -349,17 +526,19 @@ class Monitor:
             self.stopped_at = v.pairs
         return v
 
-    def to_dict(self) -> dict:
+    def record(self) -> SequentialRun:
+        """The looks so far as the stored record (how the run ended: the run's to add)."""
         d = self.design
-        out = {
-            "method": METHOD,
-            "alpha": d.alpha,
-            "primary": d.primary,
-            "guardrails": list(d.guardrails),
-            "v_opt_pairs": d.v_opt,
-            "looks": [{"pairs": n, "decision": x} for n, x in self.looks],
-            "stopped_at": self.stopped_at,
-        }
-        if self.last is not None:
-            out.update(self.last.to_dict())
-        return out
+        return SequentialRun(
+            method=METHOD,
+            alpha=d.alpha,
+            primary=d.primary,
+            guardrails=tuple(d.guardrails),
+            v_opt_pairs=d.v_opt,
+            looks=tuple(Look(n, x) for n, x in self.looks),
+            stopped_at=self.stopped_at,
+            last=self.last,
+        )
+
+    def to_dict(self) -> dict:
+        return self.record().to_dict()

@@ -86,6 +86,19 @@ class GpuSummary:
     throttled_share: float | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class ConnectPhase:
+    """An arm's connect phase: measured requests, those that opened a connection during the
+    run, their mean and largest connect time, and its share of all measured requests' time
+    (dispatch to done; None without a finished request)."""
+
+    measured: int
+    connected: int
+    mean_s: float | None
+    max_s: float | None
+    share: float | None
+
+
 @dataclass
 class ArmDiagnosis:
     arm: int
@@ -123,7 +136,7 @@ class ArmDiagnosis:
     prefix_cache: ArmCache | None = None
     reasoning: ArmReasoning | None = None  # reasoning and answer TPOT, where there was reasoning
     # the connect phase: None for a session written before it was recorded
-    connect: dict | None = None  # measured, connected (opened one), mean_s, max_s, share
+    connect: ConnectPhase | None = None
     preconnected: dict | None = None  # meta.connections of this arm (abtui.runner.pool)
 
     @property
@@ -353,7 +366,7 @@ def _cached_share(s: _Series) -> tuple[float | None, str | None]:
     return None, None
 
 
-def _connects(rd) -> dict[int, dict]:
+def _connects(rd) -> dict[int, ConnectPhase]:
     """Per arm: measured requests, those that opened a connection during the run, their mean and
     largest connect phase, and its share of all measured requests' time (dispatch to done)."""
     if "connect_ns" not in rd.columns("requests"):
@@ -364,16 +377,7 @@ def _connects(rd) -> dict[int, dict]:
         "sum(connect_ns) / nullif(sum(done_ns - dispatched_ns), 0) "
         "FROM requests WHERE NOT warmup AND status <> 'cancelled' GROUP BY arm"
     )
-    return {
-        int(r[0]): {
-            "measured": int(r[1]),
-            "connected": int(r[2]),
-            "mean_s": r[3],
-            "max_s": r[4],
-            "share": r[5],
-        }
-        for r in rows
-    }
+    return {int(r[0]): ConnectPhase(int(r[1]), int(r[2]), r[3], r[4], r[5]) for r in rows}
 
 
 def connect_line(d: ArmDiagnosis) -> str | None:
@@ -397,12 +401,12 @@ def connect_line(d: ArmDiagnosis) -> str | None:
         ]
         parts.append(words + (f" ({'; '.join(extra)})" if extra else ""))
     if c is not None:
-        n, k = c["measured"], c["connected"]
+        n, k = c.measured, c.connected
         if k:
             parts.append(
                 f"{k} of {n} requests opened one during the run (mean "
-                f"{c['mean_s'] * 1e3:.1f} ms, max {c['max_s'] * 1e3:.1f} ms, "
-                f"{(c['share'] or 0.0):.2%} of request time; out of TTFT and E2E, "
+                f"{c.mean_s * 1e3:.1f} ms, max {c.max_s * 1e3:.1f} ms, "
+                f"{(c.share or 0.0):.2%} of request time; out of TTFT and E2E, "
                 "in TTFT (user))"
             )
         else:

@@ -193,13 +193,46 @@ class PairVerdict:
         return json_ready(d)
 
 
+@dataclass(frozen=True, slots=True)
+class SessionInfo:
+    """Which session a verdict is of: its name, file, load (in words) and arm names, and its
+    status. A verdict of a session file has all of them; one of a bare request table (a test's,
+    a synthetic one's) only the status, and its JSON only ``status``."""
+
+    name: str | None = None
+    path: str | None = None
+    load: str | None = None
+    arms: tuple[str, ...] | None = None
+    status: str | None = None
+
+    def to_dict(self) -> dict:
+        """The JSON ``session``: name, path, load and arms when the arms are known, then the
+        status."""
+        d: dict = {}
+        if self.arms is not None:
+            d.update(name=self.name, path=self.path, load=self.load, arms=list(self.arms))
+        d["status"] = self.status
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> SessionInfo:
+        arms = d.get("arms")
+        return cls(
+            d.get("name"),
+            d.get("path"),
+            d.get("load"),
+            None if arms is None else tuple(str(a) for a in arms),
+            d.get("status"),
+        )
+
+
 @dataclass
 class Verdict:
     result: Result
     pairs: list[PairVerdict]
     ladder: list[PairVerdict]
     policy: Policy
-    session: dict
+    session: SessionInfo
     created: str = field(default_factory=lambda: datetime.now(UTC).isoformat())
     sweep: SweepSummary | None = None  # with two or more load levels
     factorial: Factorial | None = None  # with [ablation] factors
@@ -214,7 +247,7 @@ class Verdict:
             "exit_code": self.exit_code,
             "created": self.created,
             "policy": self.policy.to_dict(),
-            "session": self.session,
+            "session": self.session.to_dict(),
             "pairs": [p.to_dict() for p in self.pairs],
             "ladder": [p.to_dict() for p in self.ladder],
             "sweep": json_ready(self.sweep.to_dict()) if self.sweep else None,
@@ -584,7 +617,7 @@ def evaluate(
     status: str = COMPLETE,
     policy: dict | None = None,
     noise_floor: dict[str, float] | None = None,
-    session: dict | None = None,
+    session: SessionInfo | None = None,
     levels: list[dict] | None = None,
     quality: list[dict] | None = None,
     lost: list[str] | None = None,
@@ -710,7 +743,7 @@ def evaluate(
         pairs,
         ladder,
         pol,
-        dict(session or {}, status=status),
+        replace(session or SessionInfo(), status=status),
         sweep=sweep,
         factorial=factorial,
     )

@@ -6,10 +6,14 @@ imports them."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
+from typing import TYPE_CHECKING
 
 from abtui import limits
 from abtui.errors import SpecError
 from abtui.spec import PolicySpec
+
+if TYPE_CHECKING:
+    from abtui.stats.noise_floor import NoiseFloor
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,7 +31,7 @@ class Policy:
     seed: int
     noise_floor: str | None = None  # the A/A session that raises δ, as named
     noise_floor_values: dict[str, float] | None = None  # its floor per row, when one raised δ
-    noise_floor_detail: dict | None = None  # how that floor was measured (for the reports)
+    noise_floor_detail: NoiseFloor | None = None  # how that floor was measured (reports)
 
     def to_dict(self) -> dict:
         """The JSON form: the spec's fields (guardrails a list), then the floor's values and
@@ -37,7 +41,7 @@ class Policy:
         if self.noise_floor_values is not None:
             d["noise_floor_values"] = self.noise_floor_values
         if self.noise_floor_detail is not None:
-            d["noise_floor_detail"] = self.noise_floor_detail
+            d["noise_floor_detail"] = self.noise_floor_detail.to_dict()
         return d
 
 

@@ -32,14 +32,15 @@ from pathlib import Path
 
 from abtui.errors import StoreError, UsageError
 from abtui.quality.attach import attach as attach_ppl
-from abtui.runner.machine import machine_words
+from abtui.runner.machine import MachineUse, machine_words
 from abtui.stats import decide
 from abtui.stats import noise_floor as nfm
 from abtui.stats.labels import describe
 from abtui.stats.reasons import Code, Reason
+from abtui.stats.seqdecide import SequentialRun
 from abtui.store.reader import SessionReader
 from abtui.store.verdicts import append_verdict
-from abtui.verdict.policy import CALIBRATED, INCONCLUSIVE, Verdict, evaluate
+from abtui.verdict.policy import CALIBRATED, INCONCLUSIVE, SessionInfo, Verdict, evaluate
 from abtui.verdict.sequential import apply_sequential
 
 
@@ -53,7 +54,8 @@ class SessionVerdict:
     aa: bool
     noise_floor: dict[str, float] | None  # measured here (A/A session): {row: floor}
     stored: bool | None  # None: not asked to (a read path); False: asked, the file refused
-    noise_floor_detail: dict | None = None  # measured here: NoiseFloor.to_dict()
+    noise_floor_detail: nfm.NoiseFloor | None = None  # measured here (an A/A session)
+    sequential: SequentialRun | None = None  # a run --until-decided: what it stored
 
     @property
     def result(self) -> str:
@@ -70,9 +72,9 @@ class SessionVerdict:
         if self.noise_floor is not None:
             d["noise_floor"] = self.noise_floor
         if self.noise_floor_detail is not None:
-            d["noise_floor_detail"] = self.noise_floor_detail
-        if isinstance(self.meta.get("sequential"), dict):  # a run --until-decided
-            d["sequential"] = self.meta["sequential"]
+            d["noise_floor_detail"] = self.noise_floor_detail.to_dict()
+        if self.sequential is not None:  # a run --until-decided
+            d["sequential"] = self.sequential.to_dict()
         from abtui.verdict.stored import code_version
 
         d["code_version"] = code_version()  # what computed it (a read path reuses only its own)
@@ -102,13 +104,13 @@ def ci_bound_floor(verdict: Verdict) -> dict[str, float]:
 
 def load_noise_floor(path: str | Path) -> dict[str, float]:
     """The noise floor of an A/A session, ``{row: floor}`` (base rows only)."""
-    return nfm.values_of(load_noise_floor_doc(path))
+    return read_noise_floor(path).values()
 
 
-def load_noise_floor_doc(path: str | Path) -> dict:
-    """The noise floor of the A/A session at ``path`` as a document: ``method``
+def read_noise_floor(path: str | Path) -> nfm.NoiseFloor:
+    """The noise floor of the A/A session at ``path``, its ``path`` set: ``method``
     (:data:`~abtui.stats.noise_floor.METHOD`, or ``ci-bound`` for an old parallel session's stored
-    values), ``rows`` (bias, spread, floor per row) or ``values``, ``notes``, ``path``. A stored
+    values), its rows (bias, spread, floor per row) or legacy values, and notes. A stored
     new-method floor is read as is; an old one is recomputed from the requests when the copies
     alternated (see the module docstring)."""
     with SessionReader(path) as rd:
@@ -119,7 +121,7 @@ def load_noise_floor_doc(path: str | Path) -> dict:
         stored = next(
             (d for r in reversed(rows) if (d := nfm.from_stored(r.get("result") or {}))), None
         )
-        if stored is None or stored["method"] != nfm.METHOD:
+        if stored is None or stored.legacy:
             table = rd.request_table()
     if not is_aa(arms):
         raise UsageError(
@@ -130,22 +132,32 @@ def load_noise_floor_doc(path: str | Path) -> dict:
         seed = int(((meta.get("spec") or {}).get("policy") or {}).get("seed") or 0)
         nf = nfm.measure_aa(table, len(arms), seed=seed)
         if nf.rows or stored is None:
-            doc = nf.to_dict()
             if stored is not None:
-                doc["notes"].append(
-                    "recomputed from the requests (the session stored the old CI-bound floor)"
+                nf = replace(
+                    nf,
+                    notes=(
+                        *nf.notes,
+                        "recomputed from the requests (the session stored the old CI-bound floor)",
+                    ),
                 )
-            stored = doc
+            stored = nf
         else:
-            stored = dict(
+            stored = replace(
                 stored,
-                notes=[
+                notes=(
                     *nf.notes,
                     "legacy floor (largest |A/A CI bound|, "
                     "copies in parallel): rerun `abtui run --aa`",
-                ],
+                ),
             )
-    return dict(stored, path=str(path))
+    return replace(stored, path=str(path))
+
+
+def sequential_of(meta: dict) -> SequentialRun | None:
+    """The anytime-valid verdict a run ``--until-decided`` stored in ``meta`` (None: not
+    such a run)."""
+    seq = meta.get("sequential")
+    return SequentialRun.from_dict(seq) if isinstance(seq, dict) else None
 
 
 def _apply_overrides(spec: dict, cost: dict | None, policy: dict | None) -> dict:
@@ -212,23 +224,25 @@ def session_verdict(
     overridden = any(v is not None for v in (cost or {}).values())  # cost rows to compute
     if not (store or overridden or noise_floor_path or pol.get("noise_floor") or is_aa(arms)):
         again = reusable(rows, pol, status, data_fingerprint(table))
+    seq = sequential_of(meta)
     if again is not None:
         verdict = verdict_from_dict(again, table, spec.get("slo") or {})
-        verdict.session["path"] = str(path)  # where the file is now
-        return SessionVerdict(verdict, path, arms, spec, meta, False, None, None)
+        verdict.session = replace(verdict.session, path=str(path))  # where the file is now
+        return SessionVerdict(verdict, path, arms, spec, meta, False, None, None, sequential=seq)
     if computing is not None:
         computing()
     floor_path = noise_floor_path or pol.get("noise_floor")
-    floor_doc = load_noise_floor_doc(floor_path) if floor_path else None
-    floor = nfm.values_of(floor_doc) if floor_doc else None
+    applied = read_noise_floor(floor_path) if floor_path else None
+    floor = applied.values() if applied else None
     aa = is_aa(arms)
-    session = {
-        "name": meta.get("session_name", path.stem),
-        "path": str(path),
-        "load": meta.get("load"),
-        "arms": [a["name"] for a in arms],
-    }
+    session = SessionInfo(
+        name=meta.get("session_name", path.stem),
+        path=str(path),
+        load=meta.get("load"),
+        arms=tuple(a["name"] for a in arms),
+    )
     health = meta.get("generator_health")
+    machine = health.get("machine") if isinstance(health, dict) else None
     verdict = evaluate(
         table,
         arms,
@@ -240,18 +254,17 @@ def session_verdict(
         levels=meta.get("levels"),
         quality=quality,
         lost=lost_generators(meta),
-        machine_note=machine_words(health.get("machine") if isinstance(health, dict) else None),
+        machine_note=machine_words(MachineUse.from_dict(machine)),
     )
     attach_ppl(verdict, meta)  # perplexity per arm, when the quality suites measured it
-    seq = meta.get("sequential")
-    if isinstance(seq, dict) and not is_aa(arms):  # --until-decided: the anytime-valid verdict
+    if seq is not None and not is_aa(arms):  # --until-decided: the anytime-valid verdict
         apply_sequential(verdict, seq, meta, table)
-    if floor_doc is not None:  # how the floor that raised δ was measured, for the reports
-        verdict.policy = replace(verdict.policy, noise_floor_detail=floor_doc)
+    if applied is not None:  # how the floor that raised δ was measured, for the reports
+        verdict.policy = replace(verdict.policy, noise_floor_detail=applied)
     measured = detail = None
     if aa:
         nf = nfm.measure_aa(table, len(arms), seed=int(verdict.policy.seed))
-        measured, detail = nf.values(), nf.to_dict()
+        measured, detail = nf.values(), nf
         changed = [
             e
             for p in verdict.pairs
@@ -283,7 +296,7 @@ def session_verdict(
             ]
         for p in verdict.pairs:
             p.result, p.reasons = verdict.result, reasons
-    sv = SessionVerdict(verdict, path, arms, spec, meta, aa, measured, None, detail)
+    sv = SessionVerdict(verdict, path, arms, spec, meta, aa, measured, None, detail, seq)
     if store:
         doc = sv.to_dict()
         doc["data"] = data_fingerprint(table)  # a read path reuses it only for these requests

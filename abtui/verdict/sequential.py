@@ -21,6 +21,7 @@ import numpy as np
 from abtui.client.records import ERROR, OK
 from abtui.stats.betting import bounded_mean_cs
 from abtui.stats.labels import label
+from abtui.stats.seqdecide import SequentialRun
 from abtui.verdict.policy import GO, INCONCLUSIVE, NO_GO, Policy, Verdict
 
 SEQ_GO, SEQ_NO_GO, SEQ_NO_GAIN = "GO", "NO-GO", "NO-GAIN"
@@ -32,45 +33,44 @@ STOPPED = {
 }
 
 
-def applies(seq: dict | None, policy: Policy) -> bool:
+def applies(seq: SequentialRun | None, policy: Policy) -> bool:
     """Whether the stored sequential design is the one ``policy`` asks for (an override of the
     primary, guardrails or α at report time leaves the fixed verdict, with a note)."""
-    if not isinstance(seq, dict) or "decision" not in seq:
+    if seq is None or seq.last is None:
         return False
     return (
-        seq.get("primary") == policy.primary
-        and list(seq.get("guardrails") or []) == list(policy.guardrails)
-        and math.isclose(float(seq.get("alpha") or 0), float(policy.alpha))
+        seq.primary == policy.primary
+        and list(seq.guardrails) == list(policy.guardrails)
+        and math.isclose(float(seq.alpha), float(policy.alpha))
     )
 
 
-def headline(seq: dict) -> str:
+def headline(seq: SequentialRun) -> str:
     """One line: how the run ended and what the anytime-valid verdict says."""
-    n, looks = seq.get("pairs") or 0, len(seq.get("looks") or [])
-    how = STOPPED.get(seq.get("stop_reason") or "", "ended")
-    budget = seq.get("budget_pairs")
+    n, looks = seq.pairs, len(seq.looks)
+    how = STOPPED.get(seq.stop_reason or "", "ended")
+    budget = seq.budget_pairs
     of = f" of a {budget:,}-pair budget" if budget else ""
     return (
         f"anytime-valid verdict ({how} at {n:,} pairs{of}, {looks} look(s)): "
-        f"{seq.get('decision')}: {seq.get('reason')}"
+        f"{seq.decision}: {seq.reason}"
     )
 
 
-def would_decide(seq: dict) -> str:
+def would_decide(seq: SequentialRun) -> str:
     """What more data would decide, in pairs and time at the run's pace."""
-    more = seq.get("more")
+    more = seq.more
     if more is None:  # no row heads for GO or NO-GO (an A/A), or the effect sits at δ
         return (
             "no decision in sight: at the current effects no row heads for GO or NO-GO, so "
             "more pairs are not expected to decide"
         )
-    rem = seq.get("remaining_s")
+    rem = seq.remaining_s
     at = f", about {_minutes(rem)} at this run's pace" if rem is not None else ""
-    rows = seq.get("rows") or [{}]
-    prim = rows[0]
-    if prim.get("more") == more and "NO-GAIN" in str(prim.get("note")):
+    prim = seq.rows[0] if seq.rows else None
+    if prim is not None and prim.more == more and "NO-GAIN" in prim.note:
         return (
-            f"about {more:,} more pairs per arm would show that {label(str(prim.get('key')))} "
+            f"about {more:,} more pairs per arm would show that {label(prim.key)} "
             f"cannot improve by δ (nothing to gain; still not GO){at}"
         )
     return f"about {more:,} more pairs per arm would decide at the current effects{at}"
@@ -114,12 +114,14 @@ def _errors(pair, rise) -> tuple[list[str], list[str]]:
     return ([text], []) if lo > 0 else ([], [text + ": not shown"])
 
 
-def _others(pair, seq: dict, policy: Policy, meta: dict, rise=None) -> tuple[list[str], list[str]]:
+def _others(
+    pair, seq: SequentialRun, policy: Policy, meta: dict, rise=None
+) -> tuple[list[str], list[str]]:
     """(NO-GO reasons, GO blockers) of the pair that the sequential rule does not cover."""
     no_go, block = _errors(pair, rise)
     # the run's own anytime-valid quality gate when it sent items until decided (the fixed
     # gate's interval is not valid after that optional stop); else the fixed gate
-    q = seq.get("quality") if isinstance(seq.get("quality"), dict) else pair.quality or {}
+    q = seq.quality if isinstance(seq.quality, dict) else pair.quality or {}
     no_go += list(q.get("no_go") or [])
     block += list(q.get("undecided") or [])
     block += [f.reason for f in pair.findings or [] if f.blocks]
@@ -131,7 +133,7 @@ def _others(pair, seq: dict, policy: Policy, meta: dict, rise=None) -> tuple[lis
     return no_go, block
 
 
-def _generator_blockers(pair, seq: dict) -> list[str]:
+def _generator_blockers(pair, seq: SequentialRun) -> list[str]:
     """The generator rule (docs/verdict.md §7) on the anytime-valid bounds: an arm whose
     generator did not keep the offered load forbids GO; so do the baseline's stalls when they
     could explain a row's bound (its flattery ``f``: the candidate's ratio may be up to ``f``
@@ -146,17 +148,17 @@ def _generator_blockers(pair, seq: dict) -> list[str]:
     base = gen.get(pair.baseline)
     flattery = base.flattery if base else {}
     explained, unknown = [], []
-    for r in seq.get("rows") or []:
-        if r.get("state") not in ("IMPROVED", "SHOWN") or r.get("hi") is None:
+    for r in seq.rows:
+        if r.state not in ("IMPROVED", "SHOWN") or not math.isfinite(r.hi):
             continue
-        f = flattery.get(r["key"])
+        f = flattery.get(r.key)
         if f is None:
-            unknown.append(r["key"])
+            unknown.append(r.key)
             continue
-        limit = -r["delta"] if r["state"] == "IMPROVED" else r["delta"]
-        moved = (1.0 + r["hi"]) * f - 1.0
+        limit = -r.delta if r.state == "IMPROVED" else r.delta
+        moved = (1.0 + r.hi) * f - 1.0
         if f > 1.0 and moved >= limit:
-            explained.append(f"{label(r['key'])} (bound {r['hi']:+.1%} would be {moved:+.1%})")
+            explained.append(f"{label(r.key)} (bound {r.hi:+.1%} would be {moved:+.1%})")
     if explained:
         out.append(
             f"the load generator of {pair.baseline} fell behind by enough to explain "
@@ -172,7 +174,7 @@ def _generator_blockers(pair, seq: dict) -> list[str]:
     return out
 
 
-def apply_sequential(verdict: Verdict, seq: dict, meta: dict, table=None) -> None:
+def apply_sequential(verdict: Verdict, seq: SequentialRun, meta: dict, table=None) -> None:
     """Replace the latency decision of the run's pair with the stored anytime-valid one (see
     the module's docstring); the fixed-n reasons follow, marked as descriptive. ``table``: the
     session's requests, for the anytime-valid error check (without it, a higher error rate
@@ -180,7 +182,7 @@ def apply_sequential(verdict: Verdict, seq: dict, meta: dict, table=None) -> Non
     if not applies(seq, verdict.policy):
         note = (
             "this run stopped on the anytime-valid rule for "
-            f"{label(str(seq.get('primary')))}; the policy here differs, so the fixed-n "
+            f"{label(str(seq.primary))}; the policy here differs, so the fixed-n "
             "intervals below are not valid after that optional stop"
         )
         for p in verdict.pairs:
@@ -202,13 +204,14 @@ def apply_sequential(verdict: Verdict, seq: dict, meta: dict, table=None) -> Non
 
 def _arm_of(verdict: Verdict, pair) -> int:
     """The candidate's arm number (a run --until-decided has one candidate: arm 1)."""
-    names = list((getattr(verdict, "session", None) or {}).get("arms") or [])
+    session = getattr(verdict, "session", None)
+    names = list(session.arms or ()) if session is not None else []
     cand = getattr(pair, "candidate", None)
     return names.index(cand) if cand in names else 1
 
 
-def _apply_pair(pair, seq: dict, policy: Policy, meta: dict, rise=None) -> None:
-    decision = seq.get("decision")
+def _apply_pair(pair, seq: SequentialRun, policy: Policy, meta: dict, rise=None) -> None:
+    decision = seq.decision
     no_go, block = _others(pair, seq, policy, meta, rise)
     fixed = f"fixed-n view (descriptive, not valid after optional stopping): {pair.result}"
     reasons = [headline(seq)]

@@ -29,6 +29,7 @@ from abtui.metrics.summary import summarize
 from abtui.stats.classical import RankTest
 from abtui.stats.decide import Outcome
 from abtui.stats.effects import Comparison, ComparisonDesign, Effect
+from abtui.stats.noise_floor import NoiseFloor
 from abtui.stats.reasons import read_reason
 from abtui.stats.sweep import SweepSummary
 from abtui.verdict.comparable import Finding
@@ -40,6 +41,7 @@ from abtui.verdict.policy import (
     PairVerdict,
     Policy,
     Result,
+    SessionInfo,
     Verdict,
     resolve_policy,
 )
@@ -119,8 +121,12 @@ def _pair(d: dict, table, slo: dict) -> PairVerdict:
 
 def _policy(d: dict) -> Policy:
     """A stored :meth:`Policy.to_dict`, with its noise floor's values and detail."""
-    floor = {k: d.get(k) for k in ("noise_floor_values", "noise_floor_detail")}
-    return replace(resolve_policy(d), **floor)
+    detail = d.get("noise_floor_detail")
+    return replace(
+        resolve_policy(d),
+        noise_floor_values=d.get("noise_floor_values"),
+        noise_floor_detail=NoiseFloor.from_dict(detail) if isinstance(detail, dict) else None,
+    )
 
 
 def verdict_from_dict(d: dict, table, slo: dict) -> Verdict:
@@ -131,7 +137,7 @@ def verdict_from_dict(d: dict, table, slo: dict) -> Verdict:
         [_pair(p, table, slo) for p in d["pairs"]],
         [_pair(p, table, slo) for p in d["ladder"]],
         _policy(d["policy"]),
-        d["session"],
+        SessionInfo.from_dict(d["session"]),
         d["created"],
         None if d.get("sweep") is None else SweepSummary.from_dict(d["sweep"]),
         _factorial(d.get("factorial")),

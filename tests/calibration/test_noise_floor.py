@@ -85,11 +85,31 @@ def test_copies_in_parallel_measure_no_floor():
 
 def test_breakdown_keys_are_not_stored_and_legacy_floors_load_base_keys_only():
     t = alternating_table(100, [[ArmTruth(), ArmTruth()]] * 8, seed=5)
-    doc = nfm.measure(t).to_dict()
+    nf = nfm.measure(t)
+    doc = nf.to_dict()
     assert doc["rows"] and not any("@" in k for k in doc["rows"])
     assert set(doc["rows"]["e2e.p50"]) >= {"bias", "bias_se", "tau", "floor", "blocks"}
-    assert nfm.from_stored({"noise_floor_detail": doc, "noise_floor": {"x": 1.0}}) is doc
+    assert nfm.from_stored({"noise_floor_detail": doc, "noise_floor": {"x": 1.0}}) == nf
     legacy = nfm.from_stored({"noise_floor": {"e2e.p50": 0.12, "ttft.p50@in16-255": 0.3}})
-    assert legacy["method"] == nfm.LEGACY_METHOD
-    assert nfm.values_of(legacy) == {"e2e.p50": 0.12}
+    assert legacy.method == nfm.LEGACY_METHOD and legacy.legacy
+    assert legacy.values() == {"e2e.p50": 0.12}
+
+
+def test_a_floor_document_reads_back_as_the_record_it_was_written_from():
+    """The JSON (through a JSON round trip, null for a non-finite figure) gives the record
+    again, and the record the same JSON: a legacy one, and one read from a file (its path)."""
+    import json
+
+    t = alternating_table(100, [[ArmTruth(), ArmTruth()]] * 8, seed=5)
+    nf = nfm.measure(t)
+    doc = json.loads(json.dumps(nf.to_dict()))
+    assert nfm.NoiseFloor.from_dict(doc) == nf and nfm.NoiseFloor.from_dict(doc).to_dict() == doc
+    assert list(doc) == ["method", "z", "blocks", "rows", "left_out", "notes"]
+    row = nfm.FloorRow(math.nan, 0.1, 0.0, 0.0, 0.2, 8, 0.1, 0.5, math.inf)
+    back = nfm.FloorRow.from_dict(json.loads(json.dumps(row.to_dict())))
+    assert back.bias != back.bias and math.isnan(back.tau_detectable) and back.blocks == 8
+    legacy = nfm.NoiseFloor(method="ci-bound", notes=("x",), legacy_values={"e2e.p50": 0.1})
+    read = {"method": "ci-bound", "values": {"e2e.p50": 0.1}, "notes": ["x"], "path": "aa.duckdb"}
+    assert nfm.NoiseFloor.from_dict(read).to_dict() == read
+    assert nfm.NoiseFloor.from_dict(read).values() == legacy.values() == {"e2e.p50": 0.1}
     assert nfm.base_key("ttft.p50@in16-255") == "ttft.p50"

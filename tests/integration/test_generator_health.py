@@ -16,7 +16,7 @@ import pytest
 from abtui.cli import main
 from abtui.metrics.summary import LAG_MAX_LIMIT_S, LAG_P99_LIMIT_S
 from abtui.report.health import stored_health
-from abtui.runner.health import Delivery
+from abtui.runner.health import ArmGenerators, Backlog, Delivery, per_arm
 from abtui.runner.messages import GeneratorStats
 from abtui.sim.engine import SimConfig
 from abtui.sim.process import SimProcess
@@ -220,11 +220,19 @@ def test_delivery_counts_the_records_waiting_at_each_ship_time():
             0, n, GeneratorStats(shipped=2 + sum((3, 4, 5)[: k + 1]), shipped_ns=(k + 1) * s), 5 * s
         )
     d.on_batch(0, 1, GeneratorStats(shipped=15, shipped_ns=6 * s), 6 * s)  # caught up
-    st = d.into({})[0]
-    assert st["records_waiting_max"] == 12  # at 3 s: 3 + 4 + 5 shipped since the last read
-    assert st["main_behind_max_s"] == 4.0  # the batch shipped at 1 s, read at 5 s
+    b = d.backlog()[0]
+    assert b.waiting_max == 12  # at 3 s: 3 + 4 + 5 shipped since the last read
+    assert b.behind_max_s == 4.0  # the batch shipped at 1 s, read at 5 s
     d.on_batch(1, 1, GeneratorStats(), 0)  # a batch without stamps is ignored
-    assert 1 not in d.into({})
+    assert 1 not in d.backlog()
+    # per arm: two processes of arm 0 (one without figures of its own), one of arm 1
+    stats = {
+        0: GeneratorStats(in_flight_max=3, measure_wall_s=2.0, measure_cpu_s=0.5),
+        2: GeneratorStats(in_flight_max=4, measure_wall_s=2.0, measure_cpu_s=1.5),
+    }
+    arms = per_arm(stats, [0, 0, 1], {0: b, 1: Backlog(0.5, 3)})
+    assert arms[0] == ArmGenerators(2, 3, 4.0, 15, 0.5, 2.0)
+    assert arms[1] == ArmGenerators(1, 4, None, None, 1.5, 2.0) and arms[1].share == 0.75
 
 
 def test_delivery_counts_late_only_from_when_reading_began():
@@ -235,11 +243,11 @@ def test_delivery_counts_late_only_from_when_reading_began():
     d.on_batch(
         0, 2, GeneratorStats(shipped=2, shipped_ns=7 * s), 10 * s + s // 100
     )  # warm-up batch
-    assert d.into({})[0]["main_behind_max_s"] == 0.01
+    assert d.backlog()[0].behind_max_s == 0.01
     d.on_batch(
         0, 3, GeneratorStats(shipped=5, shipped_ns=11 * s), 13 * s
     )  # later: from its shipping
-    assert d.into({})[0]["main_behind_max_s"] == 2.0
+    assert d.backlog()[0].behind_max_s == 2.0
 
 
 SLOW_MAIN = """

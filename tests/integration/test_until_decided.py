@@ -16,6 +16,7 @@ from abtui.sim.engine import SimConfig
 from abtui.sim.process import SimProcess
 from abtui.spec import Spec, validate
 from abtui.spec.model import ArmSpec
+from abtui.stats.seqdecide import SequentialRun
 from abtui.store.reader import SessionReader
 from abtui.verdict.policy import ArmLoad, ErrorRates, resolve_policy
 
@@ -265,24 +266,27 @@ def _pair(**kw):
     return SimpleNamespace(**{**base, **kw})
 
 
-def _seq(decision="GO", hi=-0.30):
+def _seq(decision="GO", hi=-0.30) -> SequentialRun:
+    """A stored sequential verdict, partial as an older or hand-made document may be."""
     rows = [
         {"key": "e2e.p50", "state": "IMPROVED", "hi": hi, "delta": 0.02},
         {"key": "ttft.p50", "state": "SHOWN", "hi": -0.2, "delta": 0.02},
     ]
-    return {
-        "decision": decision,
-        "reason": "r",
-        "primary": "e2e.p50",
-        "guardrails": ["ttft.p50"],
-        "alpha": 0.05,
-        "pairs": 120,
-        "looks": [{"pairs": 120, "decision": decision}],
-        "stop_reason": "decided",
-        "budget_pairs": 1000,
-        "rows": rows,
-        "more": None,
-    }
+    return SequentialRun.from_dict(
+        {
+            "decision": decision,
+            "reason": "r",
+            "primary": "e2e.p50",
+            "guardrails": ["ttft.p50"],
+            "alpha": 0.05,
+            "pairs": 120,
+            "looks": [{"pairs": 120, "decision": decision}],
+            "stop_reason": "decided",
+            "budget_pairs": 1000,
+            "rows": rows,
+            "more": None,
+        }
+    )
 
 
 def test_the_sequential_verdict_keeps_the_checks_it_does_not_make():

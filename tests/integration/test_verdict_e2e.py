@@ -201,9 +201,11 @@ def test_aa_run_alternates_the_copies_and_stores_a_noise_floor_that_raises_delta
         assert rows[key]["delta"] == pytest.approx(max(base, floor.get(key, 0.0))), key
     # an old-format floor stored in an alternating session is recomputed from its requests
     from abtui.store.verdicts import append_verdict
-    from abtui.verdict.saved import load_noise_floor_doc
+    from abtui.verdict.saved import read_noise_floor
 
+    stored = read_noise_floor(tmp_path / "aa.duckdb")  # the new-method floor the run stored
+    assert stored.to_dict() == dict(detail, path=str(tmp_path / "aa.duckdb"))
     append_verdict(tmp_path / "aa.duckdb", {"old": True}, {"noise_floor": {"e2e.p50": 0.9}})
-    again = load_noise_floor_doc(tmp_path / "aa.duckdb")
-    assert again["method"] == "aa-blocks-v2" and "recomputed" in again["notes"][-1]
-    assert again["rows"]["e2e.p50"]["floor"] == pytest.approx(e2e["floor"])
+    again = read_noise_floor(tmp_path / "aa.duckdb")
+    assert again.method == "aa-blocks-v2" and "recomputed" in again.notes[-1]
+    assert again.rows["e2e.p50"].floor == pytest.approx(e2e["floor"])
