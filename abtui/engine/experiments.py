@@ -348,7 +348,8 @@ class ExperimentResult:
         """abtui's "PPL flat, but accuracy dropped" warning with llama-perplexity's figures in
         place of the endpoint PPL that llama-server cannot give (None: no warning, or no PPL or
         quality section)."""
-        from abtui.quality.ppl import flat_ppl_warning
+        from abtui.quality.gates import QualityVerdict, flat_ppl_warning
+        from abtui.quality.ppl import Perplexity
 
         base = EXPERIMENTS[self.key].baseline.name
         cand = candidate or EXPERIMENTS[self.key].candidate.name
@@ -356,11 +357,8 @@ class ExperimentResult:
         q = self.pair_of(cand).get("quality")
         if c is None or not q:
             return None
-        ppl = {
-            base: {"supported": True, "ppl": c.base.ppl},
-            cand: {"supported": True, "ppl": c.cand.ppl},
-        }
-        return flat_ppl_warning(ppl, base, cand, q)
+        ppl = {base: Perplexity(True, c.base.ppl), cand: Perplexity(True, c.cand.ppl)}
+        return flat_ppl_warning(ppl, base, cand, QualityVerdict.from_dict(q))
 
     def effect(self, key: str, level: int | None = None) -> dict | None:
         """One row of the pair's comparison (``e2e.p50``…); ``level``: that sweep level's

@@ -670,7 +670,7 @@ class SessionRun:
             if self.until is not None:  # items until the quality gate is decided, too
                 doc = run_quality_until_decided(spec, self.targets, writer, obs, self._stopping)
                 if doc is not None:
-                    writer.write_meta(sequential=self.until.to_dict() | {"quality": doc})
+                    writer.write_meta(sequential=self.until.to_dict() | {"quality": doc.to_dict()})
             else:
                 run_quality(spec, self.targets, writer, obs, stop=self._stopping)
         if self.interrupts.count:

@@ -19,6 +19,7 @@ import math
 import numpy as np
 
 from abtui.client.records import ERROR, OK
+from abtui.quality.seqgate import SequentialQuality
 from abtui.stats.betting import bounded_mean_cs
 from abtui.stats.labels import label
 from abtui.verdict.policy import GO, INCONCLUSIVE, NO_GO, Policy, Verdict
@@ -119,9 +120,10 @@ def _others(pair, seq: dict, policy: Policy, meta: dict, rise=None) -> tuple[lis
     no_go, block = _errors(pair, rise)
     # the run's own anytime-valid quality gate when it sent items until decided (the fixed
     # gate's interval is not valid after that optional stop); else the fixed gate
-    q = seq.get("quality") if isinstance(seq.get("quality"), dict) else pair.quality or {}
-    no_go += list(q.get("no_go") or [])
-    block += list(q.get("undecided") or [])
+    sq = seq.get("quality")
+    q = SequentialQuality.from_dict(sq) if isinstance(sq, dict) else pair.quality
+    no_go += list(q.no_go if q else ())
+    block += list(q.undecided if q else ())
     block += [f.reason for f in pair.findings or [] if f.blocks]
     block += _generator_blockers(pair, seq)
     if (meta.get("ray") or {}).get("lost"):

@@ -389,6 +389,20 @@ def test_run_reports_ppl_and_logprob_agreement_per_pair(tmp_path, capsys):
     got = {p["candidate"]: p["quality"] for p in doc["pairs"]}
     assert {k: q["logprob_line"] for k, q in got.items()} == lines
     assert got["int4"]["ppl"] == {"base": ppl["base"], "int4": ppl["int4"]}
+    # the stored verdict read back (not computed again): records, with the same JSON
+    from abtui.jsonable import json_ready
+    from abtui.quality.ppl import Perplexity
+    from abtui.verdict.saved import session_verdict
+
+    computed = []
+    back = session_verdict(tmp_path / "lp.duckdb", computing=lambda: computed.append(1))
+    assert not computed
+    for p in back.verdict.pairs:
+        q = p.quality
+        assert json_ready(q.to_dict()) == pairs[p.candidate]["quality"]
+        assert q.logprob_line == lines[p.candidate]
+        assert q.ppl[p.candidate] == Perplexity.from_dict(ppl[p.candidate])
+        assert q.gate("exact") is q.gates[0] and q.suite("exact").n > 0
 
 
 def test_flat_ppl_with_a_retrieval_drop_is_a_warning(tmp_path, capsys):
