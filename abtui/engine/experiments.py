@@ -326,7 +326,7 @@ class ExperimentResult:
     counters: dict[str, ServerCounters]  # arm name → its server's counters
     wall_s: float
     problems: list[str] = field(default_factory=list)
-    logprobs: dict | None = None  # quality.logprobs.compare(): candidate vs baseline
+    logprobs: dict | None = None  # quality.logprobs.compare()'s to_dict: candidate vs baseline
     # llama-perplexity, each candidate arm against the baseline, by arm name
     ppls: dict[str, PerplexityComparison] = field(default_factory=dict)
 
@@ -582,7 +582,8 @@ def run_experiment(
             raw = rd.meta().get("quality_logprobs") or {}
         a, b = raw.get(exp.baseline.name) or {}, raw.get(exp.candidate.name) or {}
         if a.get("supported") and b.get("supported"):
-            res.logprobs = compare(a["sequences"], b["sequences"])
+            c = compare(a["sequences"], b["sequences"])
+            res.logprobs = c.to_dict() if c else None
         else:
             res.problems.append(
                 f"{name}: no logprobs from the servers: {a.get('note')}, {b.get('note')}"

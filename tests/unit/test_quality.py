@@ -448,7 +448,10 @@ def test_logprob_agreement_and_kl_lower_bound_by_hand():
     seq_a = [[["x", same], ["y", same], ["z", same]]]
     seq_b = [[["x", same], ["q", other], ["z", same]]]
     c = compare(seq_a, seq_b)
-    assert c["positions"] == 2 and c["top1_agreement"] == pytest.approx(0.5)
+    assert c.positions == 2 and c.top1_agreement == pytest.approx(0.5)
+    assert (
+        c.to_dict()["positions"] == 2 and list(c.to_dict())[-1] == "kl_hi"
+    )  # the engine tables' dict
     body = {
         "choices": [
             {
