@@ -297,6 +297,7 @@ def run_task(task: tuple) -> tuple:
         boot = "resamples" in inspect.signature(evaluate_quality).parameters
         kw = {"resamples": opts["resamples"], "seed": rep} if boot else {}
         q = evaluate_quality(rows, 0, 1, {}, **kw)
+        q = q.to_dict() if hasattr(q, "to_dict") else q  # its JSON, in any version of abtui
         return (
             (cell, scenario, n),
             rep,

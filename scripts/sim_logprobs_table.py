@@ -81,8 +81,8 @@ def main() -> None:
             m = Model(s, w, kv)
             r.append(ppl(m) / base[s][0] - 1)
             c = compare(base[s][1], seqs(m))
-            top1.append(c["top1_agreement"])
-            kl.append(c["kl_lower_bound"])
+            top1.append(c.top1_agreement)
+            kl.append(c.kl_lower_bound)
         print(
             f"| {w} | {kv} | {_fmt([x * 100 for x in r], '+.1f')} % | "
             f"{_fmt([x * 100 for x in top1], '.1f')} % | {_fmt(kl, '.4f')} |"

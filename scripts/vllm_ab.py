@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     ref, n = reference_ppl(model_dir, ppl.FIXED_TEXT)
     print(
         "PPL       "
-        + ", ".join(f"{k} {m['ppl']:.3f} ({m['tokens']} tokens)" for k, m in ppls.items())
+        + ", ".join(f"{k} {m.ppl:.3f} ({m.tokens} tokens)" for k, m in ppls.items())
         + f"; transformers FP32 {ref:.3f} ({n} tokens)"
     )
     print()

@@ -89,7 +89,9 @@ class EngineAB:
     problems: list[str] = field(default_factory=list)
     versions: dict[str, str] = field(default_factory=dict)
     exit_codes: dict[str, int] = field(default_factory=dict)  # candidate → `abtui run`'s exit code
-    logprobs: dict[str, dict] = field(default_factory=dict)  # candidate → compare() vs FP32
+    logprobs: dict[str, dict] = field(
+        default_factory=dict
+    )  # candidate → compare() vs FP32, as dict
 
 
 def _spec_text(
@@ -299,9 +301,8 @@ def logprob_agreement(
                 f"{cand} {got[cand]['note'] or 'ok'}"
             }
             continue
-        out[cand] = compare(got["FP32"]["sequences"], got[cand]["sequences"]) or {
-            "error": "no position to compare"
-        }
+        c = compare(got["FP32"]["sequences"], got[cand]["sequences"])
+        out[cand] = c.to_dict() if c else {"error": "no position to compare"}
     return out
 
 

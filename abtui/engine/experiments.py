@@ -326,7 +326,7 @@ class ExperimentResult:
     counters: dict[str, ServerCounters]  # arm name → its server's counters
     wall_s: float
     problems: list[str] = field(default_factory=list)
-    logprobs: dict | None = None  # quality.logprobs.compare(): candidate vs baseline
+    logprobs: dict | None = None  # quality.logprobs.compare()'s to_dict: candidate vs baseline
     # llama-perplexity, each candidate arm against the baseline, by arm name
     ppls: dict[str, PerplexityComparison] = field(default_factory=dict)
 
@@ -348,7 +348,8 @@ class ExperimentResult:
         """abtui's "PPL flat, but accuracy dropped" warning with llama-perplexity's figures in
         place of the endpoint PPL that llama-server cannot give (None: no warning, or no PPL or
         quality section)."""
-        from abtui.quality.ppl import flat_ppl_warning
+        from abtui.quality.gates import QualityVerdict, flat_ppl_warning
+        from abtui.quality.ppl import Perplexity
 
         base = EXPERIMENTS[self.key].baseline.name
         cand = candidate or EXPERIMENTS[self.key].candidate.name
@@ -356,11 +357,8 @@ class ExperimentResult:
         q = self.pair_of(cand).get("quality")
         if c is None or not q:
             return None
-        ppl = {
-            base: {"supported": True, "ppl": c.base.ppl},
-            cand: {"supported": True, "ppl": c.cand.ppl},
-        }
-        return flat_ppl_warning(ppl, base, cand, q)
+        ppl = {base: Perplexity(True, c.base.ppl), cand: Perplexity(True, c.cand.ppl)}
+        return flat_ppl_warning(ppl, base, cand, QualityVerdict.from_dict(q))
 
     def effect(self, key: str, level: int | None = None) -> dict | None:
         """One row of the pair's comparison (``e2e.p50``…); ``level``: that sweep level's
@@ -584,7 +582,8 @@ def run_experiment(
             raw = rd.meta().get("quality_logprobs") or {}
         a, b = raw.get(exp.baseline.name) or {}, raw.get(exp.candidate.name) or {}
         if a.get("supported") and b.get("supported"):
-            res.logprobs = compare(a["sequences"], b["sequences"])
+            c = compare(a["sequences"], b["sequences"])
+            res.logprobs = c.to_dict() if c else None
         else:
             res.problems.append(
                 f"{name}: no logprobs from the servers: {a.get('note')}, {b.get('note')}"

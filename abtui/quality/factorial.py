@@ -177,27 +177,62 @@ def term_of(
     )
 
 
-def only_combination(y: np.ndarray, ids: list[str], full: int) -> dict:
+@dataclass(frozen=True, slots=True)
+class OnlyCombination:
+    """Items whose answer only the full combination changes (named up to a few)."""
+
+    lost: int  # right on every other arm, wrong on the combination
+    gained: int
+    lost_items: tuple[str, ...]
+    gained_items: tuple[str, ...]
+
+    def to_dict(self) -> dict:
+        return {
+            "lost": self.lost,
+            "gained": self.gained,
+            "lost_items": list(self.lost_items),
+            "gained_items": list(self.gained_items),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict | None) -> OnlyCombination | None:
+        if d is None:
+            return None
+        return cls(d["lost"], d["gained"], tuple(d["lost_items"]), tuple(d["gained_items"]))
+
+
+@dataclass(frozen=True, slots=True)
+class SuiteEstimate:
+    """One suite of a factorial's quality items (:func:`estimate`): the items scored on every
+    arm (``n``, in ``clusters``), those left out, each arm's accuracy (arm index → fraction),
+    the combination-only flips and the suite's terms (none without items)."""
+
+    suite: str
+    n: int
+    unpaired: int
+    margin: float
+    clusters: int = 0
+    accuracy: dict[int, float] = field(default_factory=dict)
+    only_combination: OnlyCombination | None = None
+    terms: tuple[QualityTerm, ...] = ()
+
+
+def only_combination(y: np.ndarray, ids: list[str], full: int) -> OnlyCombination:
     """Items whose answer on the full combination (column ``full``) differs from the one every
     other arm gave: ``lost`` (right elsewhere, wrong on the combination), ``gained``."""
     others = np.delete(y, full, axis=1)
     agree = (others == others[:, :1]).all(axis=1)
     lost = agree & (others[:, 0] == 1) & (y[:, full] == 0)
     gained = agree & (others[:, 0] == 0) & (y[:, full] == 1)
-    name = lambda m: [ids[i] for i in np.flatnonzero(m)[:MAX_NAMED]]  # noqa: E731
-    return {
-        "lost": int(lost.sum()),
-        "gained": int(gained.sum()),
-        "lost_items": name(lost),
-        "gained_items": name(gained),
-    }
+    name = lambda m: tuple(ids[i] for i in np.flatnonzero(m)[:MAX_NAMED])  # noqa: E731
+    return OnlyCombination(int(lost.sum()), int(gained.sum()), name(lost), name(gained))
 
 
 def estimate(
     rows: list[dict], design: stats_factorial.Design, qspec: dict | None
-) -> tuple[list, list]:
-    """``(suites, terms)``: a dict per suite (accuracy per arm, the combination-only flips) and
-    every :class:`QualityTerm` (undecided; :func:`decide` after the family correction)."""
+) -> tuple[list[SuiteEstimate], list[QualityTerm]]:
+    """``(suites, terms)``: each suite's :class:`SuiteEstimate` and every :class:`QualityTerm`
+    (undecided; :func:`decide` after the family correction)."""
     arms = sorted(design.arm_of.values())
     items, left = _load(rows, arms)
     col = {a: i for i, a in enumerate(arms)}
@@ -205,29 +240,29 @@ def estimate(
     for suite in sorted(set(items) | set(left)):
         recs = items.get(suite) or []
         margin = margin_of(qspec or {}, suite)
-        s = {
-            "suite": suite,
-            "n": len(recs),
-            "unpaired": left.get(suite, 0),
-            "margin": margin,
-            "accuracy": {},
-            "only_combination": None,
-            "terms": [],
-        }
-        suites.append(s)
         if not recs:
+            suites.append(SuiteEstimate(suite, 0, left.get(suite, 0), margin))
             continue
         y = np.array([r[3] for r in recs], dtype=np.int8)
         cl = np.array([r[2] for r in recs], dtype=object)
-        s["clusters"] = len(set(cl.tolist()))
-        s["accuracy"] = {a: float(y[:, col[a]].mean()) for a in arms}
-        s["only_combination"] = only_combination(y, [r[1] for r in recs], col[design.full])
+        own = []
         for tm in design.terms():
             cs = design.coefficients(tm)
             coef = np.array([cs[a] for a in arms])
-            t = term_of(suite, design.term_name(tm), len(tm), y @ coef, cl, coef, margin)
-            terms.append(t)
-            s["terms"].append(t)
+            own.append(term_of(suite, design.term_name(tm), len(tm), y @ coef, cl, coef, margin))
+        terms += own
+        suites.append(
+            SuiteEstimate(
+                suite,
+                len(recs),
+                left.get(suite, 0),
+                margin,
+                len(set(cl.tolist())),
+                {a: float(y[:, col[a]].mean()) for a in arms},
+                only_combination(y, [r[1] for r in recs], col[design.full]),
+                tuple(own),
+            )
+        )
     return suites, terms
 
 
@@ -294,42 +329,44 @@ def term_words(t: QualityTerm) -> str:
 
 
 def sentences(
-    s: dict,
+    s: SuiteEstimate,
     t: QualityTerm,
     combo: str,
     alone: dict,
-    combined: dict | None,
+    combined,
     singles: list[str],
     k: int,
 ) -> tuple[str | None, str | None, str | None]:
-    """``(finding, no_go, undecided)`` of one interaction term in words (each may be None)."""
-    oc = s.get("only_combination") or {}
-    lost, gained = oc.get("lost", 0), oc.get("gained", 0)
+    """``(finding, no_go, undecided)`` of one interaction term in words (each may be None).
+    ``alone``: arm name → its pair's accuracy change on the suite, ``combined`` the
+    combination's (records with ``delta``, ``lo``, ``hi``; None where not measured)."""
+    oc = s.only_combination
+    lost, gained = (oc.lost, oc.gained) if oc else (0, 0)
     others = ", ".join(["base", *singles]) if k == 2 else "every other arm"
     flips = (
         f"{lost} item{'s' if lost != 1 else ''} right on {others} "
         f"{'are' if lost != 1 else 'is'} wrong only on {combo}, {gained} the reverse"
     )
-    if oc.get("lost_items"):
-        flips += f" (e.g. {', '.join(oc['lost_items'][:3])})"
+    if oc and oc.lost_items:
+        flips += f" (e.g. {', '.join(oc.lost_items[:3])})"
     m = f"{t.margin * 100:g} pp"
-    head = f"quality: {s['suite']} accuracy interaction {term_words(t)}"
+    head = f"quality: {s.suite} accuracy interaction {term_words(t)}"
     finding = no_go = undecided = None
     if t.outcome in (stats_factorial.ANTAGONISTIC, stats_factorial.SYNERGISTIC):
-        parts = ", ".join(f"{n} alone {pp((alone.get(n) or {}).get('delta'))}" for n in singles)
-        comb = combined or {}
-        pred = sum((alone.get(n) or {}).get("delta") or 0.0 for n in singles)
+        delta = {n: alone[n].delta if alone.get(n) else None for n in singles}
+        parts = ", ".join(f"{n} alone {pp(delta[n])}" for n in singles)
+        pred = sum(d if d is not None and math.isfinite(d) else 0.0 for d in delta.values())
         how = (
             "loses accuracy its parts do not (antagonistic)"
             if t.outcome == stats_factorial.ANTAGONISTIC
             else "keeps accuracy its parts lose (synergistic)"
         )
         lead = (
-            f"{combo}: {s['suite']} accuracy {pp(comb.get('delta'))} [{pp(comb.get('lo'))}, "
-            f"{pp(comb.get('hi'))}] against the baseline; {parts} would give {pp(pred)} "
+            f"{combo}: {s.suite} accuracy {pp(combined.delta)} [{pp(combined.lo)}, "
+            f"{pp(combined.hi)}] against the baseline; {parts} would give {pp(pred)} "
             f"added: "
-            if k == 2 and comb
-            else f"{s['suite']}: "
+            if k == 2 and combined is not None
+            else f"{s.suite}: "
         )
         finding = f"{lead}interaction {term_words(t)}, the combination {how}; {flips}"
     if t.state == FAIL:

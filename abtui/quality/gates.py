@@ -27,10 +27,13 @@ wholly below zero) while its suite passed is a warning, not a gate.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, replace
 from enum import StrEnum
+from typing import NamedTuple
 
 from abtui.quality.config import DEFAULT_MARGIN
 from abtui.quality.paired import LEVEL, QualityRow, paired
+from abtui.quality.ppl import FLAT, Perplexity
 from abtui.stats.classical import paired_difference_ci
 from abtui.stats.decide import MAX_SAMPLES_HINT
 
@@ -47,6 +50,115 @@ PASS, FAIL, UNDECIDED = GateState
 MIN_ITEMS = 30  # fewer paired items never pass a suite, whatever the interval says
 
 
+@dataclass(frozen=True, slots=True)
+class SuiteGate:
+    """One suite's gate: its margin, the interval of Δacc (None: no item scored on both arms),
+    its state, and the items that would decide it (None: passed, blind, or none would)."""
+
+    suite: str
+    margin: float
+    lo: float | None
+    hi: float | None
+    state: GateState
+    passed: bool
+    items_needed: int | None
+    blind: bool
+
+    def to_dict(self) -> dict:
+        return {
+            "suite": self.suite,
+            "margin": self.margin,
+            "lo": self.lo,
+            "hi": self.hi,
+            "state": self.state,
+            "passed": self.passed,
+            "items_needed": self.items_needed,
+            "blind": self.blind,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> SuiteGate:
+        """A stored gate; one stored before the third state existed has only ``passed``."""
+        state = d.get("state") or (PASS if d["passed"] else FAIL)
+        return cls(
+            d["suite"],
+            d["margin"],
+            d.get("lo"),
+            d.get("hi"),
+            GateState(state),
+            d["passed"],
+            d.get("items_needed"),
+            d.get("blind", False),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class QualityVerdict:
+    """A pair's quality section (:func:`evaluate_quality`): the paired rows per suite and per
+    length bucket, the items left out, each suite's gate and the sentences. ``no_go``: failed
+    suites (the pair is NO-GO); ``undecided``: suites neither passed nor failed (the pair cannot
+    be GO). ``logprob_line`` and ``ppl`` (arm name → its perplexity) come from the session's
+    meta (:func:`abtui.quality.attach.attach`); ``ppl`` None: not attached, and the JSON has
+    neither key."""
+
+    suites: tuple[QualityRow, ...]
+    buckets: tuple[QualityRow, ...]
+    unpaired: int
+    gates: tuple[SuiteGate, ...]
+    no_go: tuple[str, ...]
+    undecided: tuple[str, ...]
+    warnings: tuple[str, ...]
+    logprob_line: str | None = None
+    ppl: dict[str, Perplexity] | None = None
+
+    def gate(self, suite: str) -> SuiteGate | None:
+        return next((g for g in self.gates if g.suite == suite), None)
+
+    def suite(self, suite: str) -> QualityRow | None:
+        return next((r for r in self.suites if r.suite == suite), None)
+
+    def with_notes(
+        self, logprob_line: str | None, ppl: dict[str, Perplexity], warning: str | None
+    ) -> QualityVerdict:
+        """This section with the session's logprob sentence, perplexities and a warning."""
+        warnings = (*self.warnings, warning) if warning else self.warnings
+        return replace(self, logprob_line=logprob_line, ppl=dict(ppl), warnings=warnings)
+
+    def to_dict(self) -> dict:
+        """The verdict's JSON section (non-finite floats left to the verdict's ``json_ready``)."""
+        d = {
+            "suites": [q.to_dict() for q in self.suites],
+            "buckets": [q.to_dict() for q in self.buckets],
+            "unpaired": self.unpaired,
+            "gates": [g.to_dict() for g in self.gates],
+            "no_go": list(self.no_go),
+            "undecided": list(self.undecided),
+            "warnings": list(self.warnings),
+        }
+        if self.ppl is not None:
+            d["logprob_line"] = self.logprob_line
+            d["ppl"] = {n: m.to_dict() for n, m in self.ppl.items()}
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict | None) -> QualityVerdict | None:
+        """A stored section (None: none)."""
+        if d is None:
+            return None
+        ppl = d.get("ppl")
+        return cls(
+            tuple(QualityRow.from_dict(q) for q in d.get("suites") or []),
+            tuple(QualityRow.from_dict(q) for q in d.get("buckets") or []),
+            d.get("unpaired") or 0,
+            tuple(SuiteGate.from_dict(g) for g in d.get("gates") or []),
+            tuple(d.get("no_go") or []),
+            tuple(d.get("undecided") or []),
+            tuple(d.get("warnings") or []),
+            d.get("logprob_line"),
+            None if ppl is None else {n: Perplexity.from_dict(m) for n, m in ppl.items()},
+        )
+
+
 def pp(x: float) -> str:
     return "n/a" if x is None or not math.isfinite(x) else f"{x * 100:+.1f} pp"
 
@@ -60,7 +172,7 @@ def margin_of(qspec: dict, suite: str) -> float:
     return float(m if m is not None else qspec.get("margin", DEFAULT_MARGIN))
 
 
-def gate_state(q: QualityRow, margin: float) -> str:
+def gate_state(q: QualityRow, margin: float) -> GateState:
     """``pass`` / ``fail`` / ``inconclusive`` for one suite row (module docstring)."""
     if not (math.isfinite(q.lo) and math.isfinite(q.hi)):
         return UNDECIDED
@@ -109,8 +221,15 @@ def smallest_deciding(n: int, decided) -> int | None:
     return int(max(hi_n, MIN_ITEMS))
 
 
-def _unscored(rows: list[dict], a: int, b: int, scored: set[str]) -> dict[str, tuple[int, str]]:
-    """Suites of arms ``a``/``b`` with no paired scored item: suite → (items, first error).
+class Unscored(NamedTuple):
+    """A suite no item of which was scored on both arms."""
+
+    items: int  # the baseline's items of the suite
+    error: str  # the first error stored, or what was missing
+
+
+def _unscored(rows: list[dict], a: int, b: int, scored: set[str]) -> dict[str, Unscored]:
+    """Suites of arms ``a``/``b`` with no paired scored item: suite → :class:`Unscored`.
     (Every item failed — a prompt longer than the server's context, a 400 — or was never
     answered on one arm.) Such a suite is undecided, never silently absent from the gate."""
     import json
@@ -125,14 +244,12 @@ def _unscored(rows: list[dict], a: int, b: int, scored: set[str]) -> dict[str, t
             continue
         n, err = out.get(suite, (0, ""))
         out[suite] = (n + (r["arm"] == a), err or str(d.get("error") or ""))
-    return {k: (n, e or "no answer on one arm") for k, (n, e) in out.items()}
+    return {k: Unscored(n, e or "no answer on one arm") for k, (n, e) in out.items()}
 
 
-def evaluate_quality(rows: list[dict], a: int, b: int, qspec: dict | None) -> dict | None:
-    """The pair's quality section: ``{"suites", "buckets", "unpaired", "gates", "no_go",
-    "undecided", "warnings"}`` (lists of dicts / sentences), or None when no quality rows were
-    stored. ``no_go``: failed suites (the pair is NO-GO); ``undecided``: suites neither passed
-    nor failed (the pair cannot be GO)."""
+def evaluate_quality(rows: list[dict], a: int, b: int, qspec: dict | None) -> QualityVerdict | None:
+    """The pair's quality section (:class:`QualityVerdict`), or None when no quality rows were
+    stored."""
     if not any(r["arm"] in (a, b) for r in rows):
         return None
     qspec = qspec or {}
@@ -143,18 +260,7 @@ def evaluate_quality(rows: list[dict], a: int, b: int, qspec: dict | None) -> di
         state = gate_state(q, m)
         is_blind = state == UNDECIDED and blind(q, m)
         need = None if state == PASS or is_blind else items_needed(q, m)
-        gates.append(
-            {
-                "suite": q.suite,
-                "margin": m,
-                "lo": q.lo,
-                "hi": q.hi,
-                "state": state,
-                "passed": state == PASS,
-                "items_needed": need,
-                "blind": is_blind,
-            }
-        )
+        gates.append(SuiteGate(q.suite, m, q.lo, q.hi, state, state == PASS, need, is_blind))
         if state == PASS:
             continue
         head = (
@@ -193,34 +299,57 @@ def evaluate_quality(rows: list[dict], a: int, b: int, qspec: dict | None) -> di
         )
     for suite, (n, err) in sorted(_unscored(rows, a, b, {q.suite for q in st.suites}).items()):
         gates.append(
-            {
-                "suite": suite,
-                "margin": margin_of(qspec, suite),
-                "lo": None,
-                "hi": None,
-                "state": UNDECIDED,
-                "passed": False,
-                "items_needed": None,
-                "blind": False,
-            }
+            SuiteGate(suite, margin_of(qspec, suite), None, None, UNDECIDED, False, None, False)
         )
         undecided.append(
             f"quality: {suite}: no item was scored on both arms ({n} items; "
             f"first error: {err}): the suite cannot vouch for the candidate"
         )
-    passed = {g["suite"] for g in gates if g["passed"]}
+    passed = {g.suite for g in gates if g.passed}
     for x in st.buckets:
         if x.suite in passed and math.isfinite(x.hi) and x.hi < 0:
             warnings.append(
                 f"quality: {x.suite} passed overall, but dropped {pp(x.delta)} "
                 f"{_ci(x)} at {x.bucket}"
             )
-    return {
-        "suites": [q.to_dict() for q in st.suites],
-        "buckets": [q.to_dict() for q in st.buckets],
-        "unpaired": st.unpaired,
-        "gates": gates,
-        "no_go": no_go,
-        "undecided": undecided,
-        "warnings": warnings,
-    }
+    return QualityVerdict(
+        st.suites,
+        st.buckets,
+        st.unpaired,
+        tuple(gates),
+        tuple(no_go),
+        tuple(undecided),
+        tuple(warnings),
+    )
+
+
+def flat_ppl_warning(
+    ppl: dict[str, Perplexity] | None, a: str, b: str, qual: QualityVerdict
+) -> str | None:
+    """A warning when PPL is flat but a suite's accuracy dropped: a failed gate ("PPL flat,
+    but accuracy dropped: retrieval −6 pp"), or an undecided one whose estimate is past its
+    margin ("… may have dropped: keys −5.6 pp (not yet shown)")."""
+    if not ppl or a not in ppl or b not in ppl:
+        return None
+    pa, pb = ppl[a], ppl[b]
+    if not (pa.supported and pb.supported):
+        return None
+    r = pb.ppl / pa.ppl - 1
+    if abs(r) >= FLAT:
+        return None
+
+    def state(s: QualityRow) -> str:
+        g = qual.gate(s.suite)
+        st = "pass" if g is None else g.state
+        if st == "inconclusive" and s.delta < -g.margin:  # NaN: never below
+            return "maybe"
+        return st
+
+    failed = [s for s in qual.suites if state(s) == "fail"]
+    maybe = [s for s in qual.suites if state(s) == "maybe"]
+    if not (failed or maybe):
+        return None
+    drops = ", ".join(f"{s.suite} {s.delta * 100:+.1f} pp" for s in failed or maybe)
+    verb = "dropped" if failed else "may have dropped"
+    shown = "" if failed else " (not yet shown: more items would decide)"
+    return f"PPL flat ({r:+.1%}), but accuracy {verb}: {drops}{shown} — never trust PPL alone"

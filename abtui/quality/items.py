@@ -29,8 +29,8 @@ class QualityItem:
     timeout_s: float | None = None  # longest silence while it is answered (None: the arm's)
     tags: tuple[str, ...] = field(default_factory=tuple)
 
-    def describe(self) -> dict:
-        """What the quality table's ``detail`` keeps about the item (with the output)."""
+    def detail_doc(self) -> dict:
+        """What the quality table's ``detail`` JSON keeps about the item (with the output)."""
         return (
             {
                 "id": self.id,

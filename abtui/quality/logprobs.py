@@ -27,6 +27,7 @@ Both are averaged over positions, with a 95% CI from the bootstrap of whole prom
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, fields
 
 import httpx
 import numpy as np
@@ -96,7 +97,8 @@ def _parse_content(content: object) -> list[tuple[str, dict[str, float]]] | None
 
 
 def collect(target: Target, prompts: list[str], seed: int, timeout_s: float = 60.0) -> dict:
-    """``{"supported", "sequences", "note"}``: one parsed sequence per prompt, for one arm."""
+    """One arm's ``meta.quality_logprobs`` document: ``{"supported", "sequences", "note"}``, one
+    parsed sequence (``[token, {token: logprob}]`` per position) per prompt."""
     seqs = []
     with httpx.Client(trust_env=False, timeout=timeout_s, verify=target.tls) as c:
         for prompt in prompts:
@@ -128,8 +130,27 @@ def kl_lower_bound(top_a: dict[str, float], top_b: dict[str, float], k: int | No
     )
 
 
-def compare(seqs_a: list, seqs_b: list) -> dict | None:
-    """Top-1 agreement and the KL lower bound of B against A (module docstring)."""
+@dataclass(frozen=True, slots=True)
+class LogprobAgreement:
+    """Top-1 agreement and the KL lower bound (nats) of B against A on A's greedy
+    continuations, each with its 95 % prompt-cluster bootstrap interval."""
+
+    positions: int
+    prompts: int
+    top1_agreement: float
+    top1_lo: float
+    top1_hi: float
+    kl_lower_bound: float
+    kl_lo: float
+    kl_hi: float
+
+    def to_dict(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def compare(seqs_a: list, seqs_b: list) -> LogprobAgreement | None:
+    """Top-1 agreement and the KL lower bound of B against A (module docstring); None when no
+    position could be compared."""
     agree, kl, prompt = [], [], []
     for k, (sa, sb) in enumerate(zip(seqs_a, seqs_b, strict=False)):
         for (ta, top_a), (tb, top_b) in zip(sa, sb, strict=False):
@@ -144,16 +165,16 @@ def compare(seqs_a: list, seqs_b: list) -> dict | None:
     finite = np.isfinite(kl_a)
     a_lo, a_hi = cluster_bootstrap_ci(agree_a - 1.0, cl, resamples=2000)
     k_lo, k_hi = cluster_bootstrap_ci(kl_a[finite], cl[finite], resamples=2000)
-    return {
-        "positions": len(agree),
-        "prompts": len(set(prompt)),
-        "top1_agreement": float(agree_a.mean()),
-        "top1_lo": 1.0 + a_lo,
-        "top1_hi": 1.0 + a_hi,
-        "kl_lower_bound": float(kl_a[finite].mean()) if finite.any() else math.inf,
-        "kl_lo": k_lo,
-        "kl_hi": k_hi,
-    }
+    return LogprobAgreement(
+        len(agree),
+        len(set(prompt)),
+        float(agree_a.mean()),
+        1.0 + a_lo,
+        1.0 + a_hi,
+        float(kl_a[finite].mean()) if finite.any() else math.inf,
+        k_lo,
+        k_hi,
+    )
 
 
 def logprob_line(name_a: str, name_b: str, raw: dict | None) -> str | None:
@@ -167,8 +188,8 @@ def logprob_line(name_a: str, name_b: str, raw: dict | None) -> str | None:
     if c is None:
         return None
     return (
-        f"logprob agreement on {name_a}'s greedy continuation ({c['prompts']} prompts, "
-        f"{c['positions']} positions): top-1 {c['top1_agreement']:.1%} "
-        f"[{c['top1_lo']:.1%}, {c['top1_hi']:.1%}], KL ≥ {c['kl_lower_bound']:.4f} nats "
-        f"[{c['kl_lo']:.4f}, {c['kl_hi']:.4f}] (a lower bound: union of both top-{TOP_K} + OTHER)"
+        f"logprob agreement on {name_a}'s greedy continuation ({c.prompts} prompts, "
+        f"{c.positions} positions): top-1 {c.top1_agreement:.1%} "
+        f"[{c.top1_lo:.1%}, {c.top1_hi:.1%}], KL ≥ {c.kl_lower_bound:.4f} nats "
+        f"[{c.kl_lo:.4f}, {c.kl_hi:.4f}] (a lower bound: union of both top-{TOP_K} + OTHER)"
     )

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields, replace
 
 import numpy as np
 
@@ -33,8 +33,10 @@ RESAMPLES = 10_000
 LEVEL = 0.95
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class QualityRow:
+    """The paired statistics of one suite (``bucket`` "all") or one of its length buckets."""
+
     suite: str
     bucket: str  # "all" for the suite row
     n: int  # paired items
@@ -52,10 +54,22 @@ class QualityRow:
     deff: float = 1.0  # design effect of the clusters (counts divided by it for the CI)
 
     def to_dict(self) -> dict:
+        """The verdict's JSON row (a non-finite float as ``null``)."""
         return {
             k: (None if isinstance(v, float) and not math.isfinite(v) else v)
             for k, v in asdict(self).items()
         }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> QualityRow:
+        """A row read back from :meth:`to_dict` (``null`` in a float field as NaN)."""
+        return cls(
+            **{
+                f.name: (math.nan if d[f.name] is None and f.type == "float" else d[f.name])
+                for f in fields(cls)
+                if f.name in d
+            }
+        )
 
 
 def cluster_bootstrap_ci(
@@ -132,8 +146,8 @@ def _row(suite, bucket, ra, rb, cl) -> QualityRow:
 class PairedQuality:
     """The paired statistics of two arms' quality items (:func:`paired`)."""
 
-    suites: list[QualityRow]  # one per suite (bucket "all"), Holm-corrected among them
-    buckets: list[QualityRow]  # per length bucket, for suites with more than one
+    suites: tuple[QualityRow, ...]  # one per suite (bucket "all"), Holm-corrected among them
+    buckets: tuple[QualityRow, ...]  # per length bucket, for suites with more than one
     unpaired: int  # items left out: scored on one arm only
 
 
@@ -175,7 +189,10 @@ def paired(rows: list[dict], a: int, b: int) -> PairedQuality:
             suites.append(q)
         elif len({x[1] for x in groups if x[0] == suite}) > 2:  # a suite with one bucket: no split
             buckets.append(q)
-    for fam in (suites, buckets):
-        for q, p in zip(fam, holm([q.p for q in fam]), strict=True):
-            q.p_holm = float(p)
+    suites, buckets = (
+        tuple(
+            replace(q, p_holm=float(p)) for q, p in zip(fam, holm([q.p for q in fam]), strict=True)
+        )
+        for fam in (suites, buckets)
+    )
     return PairedQuality(suites, buckets, unpaired)

@@ -12,12 +12,13 @@ for llama.cpp, ``abtui.engine.perplexity`` runs its ``llama-perplexity`` tool on
 
 PPL is a prefill-only measure: it may never read a quantised KV cache, so a flat PPL says
 nothing about long-context retrieval. The verdict never gates on it; it warns when PPL is flat
-(within :data:`FLAT`) while a quality gate failed.
+(within :data:`FLAT`) while a quality gate failed (:func:`abtui.quality.gates.flat_ppl_warning`).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import httpx
 
@@ -35,6 +36,31 @@ FIXED_TEXT = (
     "square was full of voices: farmers selling apples and cheese, a painter setting up his "
     "easel, and an old teacher reading the newspaper on a bench beside the fountain."
 )
+
+
+@dataclass(frozen=True, slots=True)
+class Perplexity:
+    """One arm's perplexity of :data:`FIXED_TEXT` (``ppl`` None and a ``note`` saying why when
+    the endpoint gives no prompt logprobs). Stored per arm name in ``meta.quality_ppl``."""
+
+    supported: bool
+    ppl: float | None
+    tokens: int = 0
+    note: str = ""
+
+    def to_dict(self) -> dict:
+        return {
+            "supported": self.supported,
+            "ppl": self.ppl,
+            "tokens": self.tokens,
+            "note": self.note,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Perplexity:
+        return cls(
+            bool(d.get("supported")), d.get("ppl"), d.get("tokens") or 0, d.get("note") or ""
+        )
 
 
 def perplexity_of(body: object, n_generated: int = 1) -> tuple[float, int] | None:
@@ -61,8 +87,8 @@ def perplexity_of(body: object, n_generated: int = 1) -> tuple[float, int] | Non
     return math.exp(-sum(vals) / len(vals)), len(vals)
 
 
-def measure(target: Target, timeout_s: float = 60.0) -> dict:
-    """``{"supported", "ppl", "tokens", "note"}`` for one arm."""
+def measure(target: Target, timeout_s: float = 60.0) -> Perplexity:
+    """One arm's :class:`Perplexity`."""
     body = {
         "model": target.model,
         "prompt": FIXED_TEXT,
@@ -84,49 +110,18 @@ def measure(target: Target, timeout_s: float = 60.0) -> dict:
     except (httpx.HTTPError, ValueError):
         got = None
     if got is None:
-        return {"supported": False, "ppl": None, "tokens": 0, "note": f"{NOT_SUPPORTED} ({why})"}
-    return {"supported": True, "ppl": got[0], "tokens": got[1], "note": ""}
+        return Perplexity(False, None, 0, f"{NOT_SUPPORTED} ({why})")
+    return Perplexity(True, got[0], got[1])
 
 
-def ppl_line(ppl: dict | None) -> str | None:
+def ppl_line(ppl: dict[str, Perplexity] | None) -> str | None:
     """``perplexity of the fixed text: base 5.21, cand 5.34 (+2.5%)`` (arm name → measure)."""
     if not ppl:
         return None
     parts = [
-        f"{n} {m['ppl']:.3f}" if m.get("supported") else f"{n} {m.get('note') or NOT_SUPPORTED}"
+        f"{n} {m.ppl:.3f}" if m.supported else f"{n} {m.note or NOT_SUPPORTED}"
         for n, m in ppl.items()
     ]
-    vals = [m["ppl"] for m in ppl.values() if m.get("supported")]
+    vals = [m.ppl for m in ppl.values() if m.supported]
     ratio = f" ({vals[1] / vals[0] - 1:+.1%})" if len(vals) == 2 and len(ppl) == 2 else ""
     return "perplexity of the fixed text (echo + logprobs): " + ", ".join(parts) + ratio
-
-
-def flat_ppl_warning(ppl: dict | None, a: str, b: str, qual: dict) -> str | None:
-    """A warning when PPL is flat but a suite's accuracy dropped: a failed gate ("PPL flat,
-    but accuracy dropped: retrieval −6 pp"), or an undecided one whose estimate is past its
-    margin ("… may have dropped: keys −5.6 pp (not yet shown)")."""
-    if not ppl or a not in ppl or b not in ppl:
-        return None
-    pa, pb = ppl[a], ppl[b]
-    if not (pa.get("supported") and pb.get("supported")):
-        return None
-    r = pb["ppl"] / pa["ppl"] - 1
-    if abs(r) >= FLAT:
-        return None
-    gates = {g["suite"]: g for g in qual.get("gates", [])}
-
-    def state(s: dict) -> str:
-        g = gates.get(s["suite"]) or {}
-        st = g.get("state") or ("pass" if g.get("passed", True) else "fail")
-        if st == "inconclusive" and s.get("delta") is not None and s["delta"] < -g["margin"]:
-            return "maybe"
-        return st
-
-    failed = [s for s in qual["suites"] if state(s) == "fail"]
-    maybe = [s for s in qual["suites"] if state(s) == "maybe"]
-    if not (failed or maybe):
-        return None
-    drops = ", ".join(f"{s['suite']} {s['delta'] * 100:+.1f} pp" for s in failed or maybe)
-    verb = "dropped" if failed else "may have dropped"
-    shown = "" if failed else " (not yet shown: more items would decide)"
-    return f"PPL flat ({r:+.1%}), but accuracy {verb}: {drops}{shown} — never trust PPL alone"

@@ -66,7 +66,7 @@ def row(arm: int, k: int, qi: QualityItem, rec: RequestRecord) -> dict:
     ok = rec.status == records.OK
     text = rec.text or ""
     right = score(qi, text) if ok else None
-    detail = qi.describe() | {
+    detail = qi.detail_doc() | {
         "output": text[:MAX_OUTPUT_CHARS],
         "finish_reason": rec.finish_reason,
         "status": rec.status,
@@ -204,7 +204,7 @@ def session_items(spec, targets: list[Target], writer, obs) -> list[QualityItem]
         text = sizing.message(prof, pl, len(items), q.budget_s, q.concurrency)
         obs.message(f"quality ({q.mode}, {suites}): {text}")
         writer.event("quality", text)
-        writer.write_meta(quality_plan=prof.describe() | pl.describe())
+        writer.write_meta(quality_plan=prof.to_dict() | pl.to_dict())
     return items
 
 
@@ -223,7 +223,9 @@ def finish(
     writer.write_meta(quality_mode=q.mode, **meta)
     if not stop():
         writer.write_meta(
-            quality_ppl={a.name: measure(t) for a, t in zip(spec.arms, targets, strict=True)}
+            quality_ppl={
+                a.name: measure(t).to_dict() for a, t in zip(spec.arms, targets, strict=True)
+            }
         )
     if not stop():
         writer.write_meta(

@@ -21,7 +21,7 @@ from abtui.errors import AbtuiError
 from abtui.quality import builtin, run, sizing, userfile
 from abtui.quality.gates import PASS, pp
 from abtui.quality.items import QualityItem
-from abtui.quality.seqgate import sequential_gate
+from abtui.quality.seqgate import Look, SequentialGate, SequentialQuality, sequential_gate
 
 MAX_ROUNDS = 200
 SAY_EVERY_S = 5.0  # a round's line on the console at most this often (every one in the events)
@@ -49,23 +49,22 @@ def round_items(q, prof: sizing.Profile, lengths, r: int) -> list[QualityItem]:
     )
 
 
-def _line(r: int, gate: dict) -> str:
+def _line(r: int, gate: SequentialGate) -> str:
     parts = []
-    for s in gate["suites"]:
-        worst = min(s["buckets"], key=lambda x: x["hi"] if s["state"] == "fail" else x["lo"])
-        where = "" if worst["bucket"] == "all" else f" {worst['bucket']}"
+    for s in gate.suites:
+        worst = min(s.buckets, key=lambda x: x.hi if s.state == "fail" else x.lo)
+        where = "" if worst.bucket == "all" else f" {worst.bucket}"
         parts.append(
-            f"{s['suite']} {s['state']} (worst{where} {pp(worst['delta'])} "
-            f"[{pp(worst['lo'])}, {pp(worst['hi'])}])"
+            f"{s.suite} {s.state} (worst{where} {pp(worst.delta)} [{pp(worst.lo)}, {pp(worst.hi)}])"
         )
     return f"quality until decided, round {r + 1}: " + "; ".join(parts)
 
 
 def run_until_decided(
     spec, targets: list[Target], writer, obs, stop: Callable[[], bool]
-) -> dict | None:
-    """Send, store and look, round by round (module docstring); the gate's document with its
-    looks and why it stopped (None when no item could be built)."""
+) -> SequentialQuality | None:
+    """Send, store and look, round by round (module docstring); the last gate with its looks
+    and why it stopped (None when no item could be built)."""
     q = spec.quality
     qspec = {"margin": q.margin, "margins": dict(q.margins)}
     obs.message("quality: asking the endpoints how to send the items, and timing them")
@@ -79,8 +78,8 @@ def run_until_decided(
     t0 = said = time.monotonic()
     rows: list[dict] = []
     sent: list[QualityItem] = []
-    looks: list[dict] = []
-    gate: dict | None = None
+    looks: list[Look] = []
+    gate: SequentialGate | None = None
     reason = "budget"
     line = None  # the last round's line not yet said
     for r in range(MAX_ROUNDS):
@@ -88,10 +87,10 @@ def run_until_decided(
             reason = "interrupted"
             break
         passed = {
-            (s["suite"], b["bucket"])
-            for s in (gate or {}).get("suites", [])
-            for b in s["buckets"]
-            if b["state"] == PASS
+            (s.suite, b.bucket)
+            for s in (gate.suites if gate else ())
+            for b in s.buckets
+            if b.state == PASS
         }
         items = [
             i for i in round_items(q, prof, pl.lengths, r) if (i.suite, i.bucket) not in passed
@@ -114,14 +113,14 @@ def run_until_decided(
         writer.write_quality(new)
         rows += new
         gate = sequential_gate(rows, 0, 1, qspec)
-        looks.append({"round": r + 1, "items": len(sent), "decided": gate["decided"]})
+        looks.append(Look(r + 1, len(sent), gate.decided))
         line = _line(r, gate)
         writer.event("quality", line)
-        if gate["decided"] or time.monotonic() - said >= SAY_EVERY_S:
+        if gate.decided or time.monotonic() - said >= SAY_EVERY_S:
             said = time.monotonic()
             obs.message(line)
             line = None
-        if gate["decided"]:
+        if gate.decided:
             reason = "decided"
             break
         if time.monotonic() - t0 > q.budget_s:
@@ -129,13 +128,6 @@ def run_until_decided(
     if line:  # the last round's, when it was not said
         obs.message(line)
     run.finish(spec, targets, writer, sent, rows, stop)
-    doc = dict(gate or {"suites": [], "no_go": [], "undecided": [], "decided": False})
-    doc.update(
-        looks=looks,
-        rounds=len(looks),
-        items_per_arm=len(sent),
-        stop_reason=reason,
-        seconds=round(time.monotonic() - t0, 1),
-        budget_s=q.budget_s,
+    return SequentialQuality(
+        gate, tuple(looks), len(sent), reason, round(time.monotonic() - t0, 1), q.budget_s
     )
-    return doc

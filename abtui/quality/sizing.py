@@ -103,7 +103,8 @@ class Profile:
     cost: Cost | None = None  # the slowest arm's
     notes: list[str] = field(default_factory=list)  # what could not be measured, and why
 
-    def describe(self) -> dict:
+    def to_dict(self) -> dict:
+        """The ``meta.quality_plan`` keys of the probe."""
         c = self.cost
         return {
             "api": self.api,
@@ -339,7 +340,8 @@ class Plan:
     estimate_s: float | None  # the whole quality phase, Σ est over the items (None: untimed)
     left_out_s: float  # what the lengths left out would have added
 
-    def describe(self) -> dict:
+    def to_dict(self) -> dict:
+        """The ``meta.quality_plan`` keys of the plan."""
         return dataclasses.asdict(self)
 
 

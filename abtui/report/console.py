@@ -272,7 +272,7 @@ def print_session_summary(
     from abtui.report.quality import mode_info
 
     qmode = mode_info(meta)
-    if qmode and qmode["mode"] == "interleaved":  # the quality requests loaded the server too
+    if qmode and qmode.mode == "interleaved":  # the quality requests loaded the server too
         console.print(
             "quality: interleaved with the load test (quality mode: interleaved): these "
             "latencies compare only with sessions run in the same mode"
@@ -320,13 +320,14 @@ def print_session_summary(
             f"(budget {seq.budget_pairs or 0:,}; {len(seq.looks)} looks): "
             f"{term(str(seq.decision))}"
         )
-        q = seq.quality
-        if isinstance(q, dict) and q.get("suites"):  # its quality items, sent until decided
-            states = ", ".join(f"{s['suite']} {s['state']}" for s in q["suites"])
+        from abtui.verdict.sequential import quality_of
+
+        q = quality_of(seq)
+        if q and q.suites:  # its quality items, sent until decided
+            states = ", ".join(f"{s.suite} {s.state}" for s in q.suites)
             console.print(
-                f"quality until decided: {term(str(q.get('stop_reason')))} after "
-                f"{q.get('rounds') or 0} round(s), {q.get('items_per_arm') or 0:,} items per "
-                f"arm: {term(states)}"
+                f"quality until decided: {term(q.stop_reason)} after {q.rounds} round(s), "
+                f"{q.items_per_arm:,} items per arm: {term(states)}"
             )
     if any(s.generator_behind for s in sums):
         console.print(

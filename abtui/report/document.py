@@ -61,7 +61,7 @@ def report_data(sv: SessionVerdict) -> dict:
 
     mode = mode_info(sv.meta)  # which quality mode ran, next to every pair's quality results
     if mode is not None:
-        mode = {**mode, "note": mode_line(mode)}
+        mode = {**mode.to_dict(), "note": mode_line(mode)}
         doc["quality_mode"] = mode
         for p in doc.get("pairs", []) + doc.get("ladder", []):
             if p.get("quality"):

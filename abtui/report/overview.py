@@ -67,14 +67,12 @@ def cards(sv: SessionVerdict, doc: dict) -> list[dict]:
     if not q:
         out.append({"title": "Quality", "value": "not measured", "detail": "no quality suites"})
     else:
-        gates = q.get("gates") or []
-        state = "FAIL" if q.get("no_go") else "undecided" if q.get("undecided") else "pass"
+        state = "FAIL" if q.no_go else "undecided" if q.undecided else "pass"
         out.append(
             {
                 "title": "Quality",
                 "value": state,
-                "detail": "; ".join(f"{g['suite']} {g['state']}" for g in gates)
-                or "no gated suite",
+                "detail": "; ".join(f"{g.suite} {g.state}" for g in q.gates) or "no gated suite",
             }
         )
     return out

@@ -8,6 +8,7 @@ the quality requests and compare only with sessions run in the same mode)."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from html import escape as html_escape
 
 from rich.cells import cell_len
@@ -16,7 +17,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from abtui.quality.gates import pp
+from abtui.quality.gates import QualityVerdict, SuiteGate, pp
 from abtui.quality.ppl import ppl_line
 from abtui.report.untrusted import printable
 
@@ -42,40 +43,37 @@ def _p(x) -> str:
     return "—" if x is None or not math.isfinite(x) else f"{x:.3g}"
 
 
-def _entries(qual: dict):
+def _entries(qual: QualityVerdict):
     """``(row, gate, is_suite)`` per table row: each suite (with its gate, if any), then its
     length buckets."""
-    gates = {g["suite"]: g for g in qual.get("gates", [])}
-    for s in qual.get("suites", []):
-        yield s, gates.get(s["suite"]), True
-        for b in qual.get("buckets", []):
-            if b["suite"] == s["suite"]:
+    for s in qual.suites:
+        yield s, qual.gate(s.suite), True
+        for b in qual.buckets:
+            if b.suite == s.suite:
                 yield b, None, False
 
 
-def _word(gate: dict) -> str:
-    """``pass``, ``FAIL`` or ``undecided`` (neither shown: abtui.quality.gates); a session stored
-    before the third state existed has only ``passed``."""
-    state = gate.get("state") or ("pass" if gate["passed"] else "fail")
-    return {"pass": "pass", "fail": "FAIL"}.get(state, "undecided")
+def _word(gate: SuiteGate) -> str:
+    """``pass``, ``FAIL`` or ``undecided`` (neither shown: abtui.quality.gates)."""
+    return {"pass": "pass", "fail": "FAIL"}.get(gate.state, "undecided")
 
 
-def rows(qual: dict) -> list[list[str]]:
+def rows(qual: QualityVerdict) -> list[list[str]]:
     """Text cells, suites first (each followed by its buckets)."""
     out = []
     for r, g, is_suite in _entries(qual):
-        gate = "" if g is None else f"{_word(g)} (≥ −{g['margin'] * 100:g} pp)"
+        gate = "" if g is None else f"{_word(g)} (≥ −{g.margin * 100:g} pp)"
         out.append(
             [
-                r["suite"],
-                "all" if is_suite else r["bucket"],
-                str(r["n"]),
-                _acc(r["acc_a"]),
-                _acc(r["acc_b"]),
-                pp(_f(r["delta"])),
-                f"[{pp(_f(r['lo']))}, {pp(_f(r['hi']))}]",
-                f"{_p(r['p'])} ({_p(r['p_holm'])})",
-                _acc(r["flip_rate"]),
+                r.suite,
+                "all" if is_suite else r.bucket,
+                str(r.n),
+                _acc(r.acc_a),
+                _acc(r.acc_b),
+                pp(r.delta),
+                f"[{pp(r.lo)}, {pp(r.hi)}]",
+                f"{_p(r.p)} ({_p(r.p_holm)})",
+                _acc(r.flip_rate),
                 gate,
             ]
         )
@@ -100,7 +98,7 @@ def _num_pp(x) -> str:
     return "n/a" if x is None or not math.isfinite(x) else f"{x * 100:+.1f}"
 
 
-def short_rows(qual: dict) -> list[list[str]]:
+def short_rows(qual: QualityVerdict) -> list[list[str]]:
     """:func:`rows` in fewer characters, column for column (headers :data:`SHORT_COLUMNS`), for
     a narrow screen: Δacc and its CI without the unit (the header says pp), Holm's p alone, the
     gate as its word (the margins: :func:`gate_rule`)."""
@@ -108,26 +106,26 @@ def short_rows(qual: dict) -> list[list[str]]:
     for r, g, is_suite in _entries(qual):
         out.append(
             [
-                r["suite"],
-                "all" if is_suite else r["bucket"],
-                str(r["n"]),
-                _acc(r["acc_a"]),
-                _acc(r["acc_b"]),
-                _num_pp(r["delta"]),
-                f"[{_num_pp(r['lo'])}, {_num_pp(r['hi'])}]",
-                _p(r["p_holm"]),
-                _acc(r["flip_rate"]),
+                r.suite,
+                "all" if is_suite else r.bucket,
+                str(r.n),
+                _acc(r.acc_a),
+                _acc(r.acc_b),
+                _num_pp(r.delta),
+                f"[{_num_pp(r.lo)}, {_num_pp(r.hi)}]",
+                _p(r.p_holm),
+                _acc(r.flip_rate),
                 "" if g is None else _word(g),
             ]
         )
     return out
 
 
-def gate_rule(qual: dict) -> str | None:
+def gate_rule(qual: QualityVerdict) -> str | None:
     """The gates' margins in words, for a table whose gate column is the bare word: ``gate: pass
     when the CI's lower bound ≥ −1 pp`` (one margin), or ``… ≥ −margin (exact 1 pp, niah 15
     pp)``. None when no suite has a gate."""
-    margins = {g["suite"]: f"{g['margin'] * 100:g} pp" for g in qual.get("gates", [])}
+    margins = {g.suite: f"{g.margin * 100:g} pp" for g in qual.gates}
     if not margins:
         return None
     if len(set(margins.values())) == 1:
@@ -136,24 +134,39 @@ def gate_rule(qual: dict) -> str | None:
     return f"gate: pass when the CI's lower bound ≥ −margin ({each})"
 
 
-def _f(x) -> float:
-    return math.nan if x is None else float(x)
-
-
-def notes(qual: dict) -> list[str]:
-    line = ppl_line(qual.get("ppl"))
-    out = [x for x in (line, qual.get("logprob_line")) if x] + list(qual.get("warnings", []))
-    if qual.get("unpaired"):
-        out.append(f"{qual['unpaired']} items left out: their request failed in an arm")
+def notes(qual: QualityVerdict) -> list[str]:
+    line = ppl_line(qual.ppl)
+    out = [x for x in (line, qual.logprob_line) if x] + list(qual.warnings)
+    if qual.unpaired:
+        out.append(f"{qual.unpaired} items left out: their request failed in an arm")
     return out
 
 
-def mode_info(meta: dict) -> dict | None:
+@dataclass(frozen=True, slots=True)
+class QualityMode:
+    """The quality mode a session ran: ``separate`` or ``interleaved``, with, when interleaved,
+    the quality requests of every arm and how many went while the load ran (None where
+    unknown)."""
+
+    mode: str
+    requests: int | None = None
+    sent_during_load: int | None = None
+
+    def to_dict(self) -> dict:
+        """The report's ``quality_mode`` (the counts only for an interleaved run)."""
+        if self.mode != "interleaved":
+            return {"mode": self.mode}
+        return {
+            "mode": self.mode,
+            "requests": self.requests,
+            "sent_during_load": self.sent_during_load,
+        }
+
+
+def mode_info(meta: dict) -> QualityMode | None:
     """The quality mode a session ran, from its stored meta (``quality_mode``, written when the
-    quality items were done; else the spec's ``quality.mode``): ``{"mode": "separate"}`` or
-    ``{"mode": "interleaved", "requests": …, "sent_during_load": …}`` (quality requests of every
-    arm, and how many went while the load ran; None where unknown). None when the session ran
-    no quality suite."""
+    quality items were done; else the spec's ``quality.mode``; ``quality_interleaved``: the
+    counts). None when the session ran no quality suite."""
     if not isinstance(meta, dict):
         return None
     mode = meta.get("quality_mode")
@@ -163,27 +176,25 @@ def mode_info(meta: dict) -> dict | None:
         if not isinstance(q, dict) or not (q.get("suites") or q.get("file")):
             return None
         mode = q.get("mode") or "separate"
-    info: dict = {"mode": str(mode)}
-    if info["mode"] == "interleaved":
-        il = meta.get("quality_interleaved")
-        il = il if isinstance(il, dict) else {}
-        info["requests"] = il.get("rows")
-        info["sent_during_load"] = il.get("sent_during_load")
-    return info
+    if str(mode) != "interleaved":
+        return QualityMode(str(mode))
+    il = meta.get("quality_interleaved")
+    il = il if isinstance(il, dict) else {}
+    return QualityMode(str(mode), il.get("rows"), il.get("sent_during_load"))
 
 
-def mode_line(info: dict | None) -> str | None:
+def mode_line(info: QualityMode | None) -> str | None:
     """One sentence saying which mode ran and what it means for the latencies."""
     if not info:
         return None
-    mode = info.get("mode")
+    mode = info.mode
     if mode == "separate":
         return (
             "quality mode: separate (the quality items were sent after the load test, on "
             "an otherwise idle endpoint; the latency figures are the load test's alone)"
         )
     if mode == "interleaved":
-        n, during = info.get("requests"), info.get("sent_during_load")
+        n, during = info.requests, info.sent_during_load
         sent = (
             f"{during} of {n} quality requests were sent during the load test"
             if isinstance(n, int) and isinstance(during, int)
@@ -197,7 +208,7 @@ def mode_line(info: dict | None) -> str | None:
     return f"quality mode: {mode} (not a mode this abtui knows)"
 
 
-def console_lines(qual: dict | None, mode: dict | None = None) -> list[str]:
+def console_lines(qual: QualityVerdict | None, mode: QualityMode | None = None) -> list[str]:
     """Plain lines for the headless summary (a fixed-width table); ``mode``: :func:`mode_info`."""
     if not qual:
         return []
@@ -214,7 +225,7 @@ def console_lines(qual: dict | None, mode: dict | None = None) -> list[str]:
     return lines
 
 
-def markdown(qual: dict | None, esc, mode: dict | None = None) -> list[str]:
+def markdown(qual: QualityVerdict | None, esc, mode: QualityMode | None = None) -> list[str]:
     if not qual:
         return []
     lines = [""]
@@ -226,7 +237,7 @@ def markdown(qual: dict | None, esc, mode: dict | None = None) -> list[str]:
     return lines
 
 
-def html(qual: dict | None, mode: dict | None = None) -> str:
+def html(qual: QualityVerdict | None, mode: QualityMode | None = None) -> str:
     if not qual:
         return ""
     h = ["<h3>Quality</h3>"]
@@ -253,7 +264,11 @@ def _width(head: tuple[str, ...], cells: list[list[str]], keep: list[int]) -> in
 
 
 def fitted_table(
-    qual: dict, mode: dict | None, width: int, extra: int = 0, elsewhere: str | None = None
+    qual: QualityVerdict,
+    mode: QualityMode | None,
+    width: int,
+    extra: int = 0,
+    elsewhere: str | None = None,
 ) -> Group:
     """The pair's quality section for ``width`` columns: a title, the quality mode, the table,
     and the notes (sentences, wrapped). The report's table (abtui.report.quality.rows) where it

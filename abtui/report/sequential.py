@@ -34,24 +34,28 @@ def row_lines(seq: SequentialRun | None) -> list[str]:
     return out
 
 
-def quality_lines(q: dict | None) -> list[str]:
-    """The anytime-valid quality gate of a run that sent items until decided: per suite and
-    length bucket its interval of Δacc and state; ``[]`` without one."""
-    if not isinstance(q, dict) or not q.get("suites"):
+def quality_lines(doc: dict | None) -> list[str]:
+    """The anytime-valid quality gate of a run that sent items until decided (its stored
+    ``meta.sequential.quality``): per suite and length bucket its interval of Δacc and state;
+    ``[]`` without one."""
+    from abtui.quality.seqgate import SequentialQuality
+
+    q = SequentialQuality.from_dict(doc) if isinstance(doc, dict) else None
+    if not q or not q.suites:
         return []
     out = [
-        f"  anytime-valid quality gate ({q.get('rounds', 0)} round(s), "
-        f"{q.get('items_per_arm', 0):,} items per arm, stopped: {q.get('stop_reason')}):"
+        f"  anytime-valid quality gate ({q.rounds} round(s), "
+        f"{q.items_per_arm:,} items per arm, stopped: {q.stop_reason}):"
     ]
-    for s in q["suites"]:
-        out.append(f"    {s['suite']}: {s['state']} (margin −{float(s['margin']) * 100:g} pp)")
-        for b in s["buckets"]:
-            more = b.get("more_clusters")
+    for s in q.suites:
+        out.append(f"    {s.suite}: {s.state} (margin −{float(s.margin) * 100:g} pp)")
+        for b in s.buckets:
+            more = b.more_clusters
             tail = f", ~{more:,} more clusters" if more else ""
             out.append(
-                f"      {b['bucket']}: {_acc(b.get('acc_a'))} → {_acc(b.get('acc_b'))}, Δacc "
-                f"{_pp(b.get('delta'))} [{_pp(b.get('lo'))}, {_pp(b.get('hi'))}] "
-                f"({b.get('items')} items, {b.get('clusters')} clusters) → {b['state']}{tail}"
+                f"      {b.bucket}: {_acc(b.acc_a)} → {_acc(b.acc_b)}, Δacc "
+                f"{_pp(b.delta)} [{_pp(b.lo)}, {_pp(b.hi)}] "
+                f"({b.items} items, {b.clusters} clusters) → {b.state}{tail}"
             )
     return out
 

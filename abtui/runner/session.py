@@ -669,7 +669,7 @@ class SessionRun:
             if self.until is not None:  # items until the quality gate is decided, too
                 doc = run_quality_until_decided(spec, self.targets, writer, obs, self._stopping)
                 if doc is not None:
-                    seq = replace(self.until.record(), quality=doc)
+                    seq = replace(self.until.record(), quality=doc.to_dict())
                     writer.write_meta(sequential=seq.to_dict())
             else:
                 run_quality(spec, self.targets, writer, obs, stop=self._stopping)

@@ -50,6 +50,7 @@ from dataclasses import dataclass, fields, replace
 
 from abtui.jsonable import json_ready
 from abtui.quality import factorial as quality_factorial
+from abtui.quality.factorial import OnlyCombination
 from abtui.stats import factorial as stats_factorial
 from abtui.stats.labels import label, pct
 from abtui.stats.reasons import Code, Reason
@@ -265,25 +266,6 @@ class AccuracyTerm:
     @classmethod
     def from_dict(cls, d: dict) -> AccuracyTerm:
         return _read(cls, d)
-
-
-@dataclass(frozen=True, slots=True)
-class OnlyCombination:
-    """Items whose answer only the full combination changes (named up to a few)."""
-
-    lost: int
-    gained: int
-    lost_items: tuple[str, ...]
-    gained_items: tuple[str, ...]
-
-    def to_dict(self) -> dict:
-        return _flat(self)
-
-    @classmethod
-    def from_dict(cls, d: dict | None) -> OnlyCombination | None:
-        if d is None:
-            return None
-        return cls(d["lost"], d["gained"], tuple(d["lost_items"]), tuple(d["gained_items"]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -528,24 +510,21 @@ def _rows(terms: list, point: dict, design, names: list[str], by_pair: dict) -> 
     ]
 
 
-def _gate(pair, suite: str) -> dict | None:
+def _gate(pair, suite: str) -> AccuracyGate | None:
     """A pair verdict's accuracy change on ``suite`` (its gate's interval and state)."""
-    q = getattr(pair, "quality", None) or {}
-    row = next((r for r in q.get("suites") or [] if r["suite"] == suite), None)
+    q = getattr(pair, "quality", None)
+    row = q.suite(suite) if q else None
     if row is None:
         return None
-    gate = next((g for g in q.get("gates") or [] if g["suite"] == suite), {})
-    return {
-        "delta": row["delta"],
-        "lo": row["lo"],
-        "hi": row["hi"],
-        "n": row["n"],
-        "state": gate.get("state"),
-    }
+    gate = q.gate(suite)
+    return AccuracyGate(row.delta, row.lo, row.hi, row.n, gate.state if gate else None)
 
 
 def _quality(
-    suites: list[dict], design: stats_factorial.Design, names: list[str], by_pair: dict
+    suites: list[quality_factorial.SuiteEstimate],
+    design: stats_factorial.Design,
+    names: list[str],
+    by_pair: dict,
 ) -> FactorialQuality:
     """The quality part of the factorial: per suite the accuracy of each arm, each factor alone
     and the combination against the baseline (the pair verdicts' gates), the predicted sum, the
@@ -554,11 +533,13 @@ def _quality(
     combo = names[design.full]
     out, finds, no_go, undecided = [], [], [], []
     for s in suites:
-        alone = {names[i]: _gate(by_pair.get(i), s["suite"]) for i in design.singles()}
-        combined = _gate(by_pair.get(design.full), s["suite"])
-        deltas = [(alone[n] or {}).get("delta") for n in singles]
+        alone = {names[i]: _gate(by_pair.get(i), s.suite) for i in design.singles()}
+        combined = _gate(by_pair.get(design.full), s.suite)
+        deltas = [
+            g.delta if g and math.isfinite(g.delta) else None for g in map(alone.get, singles)
+        ]
         main, inters = [], []
-        for t in s["terms"]:
+        for t in s.terms:
             if t.order > 1:
                 f, ng, und = quality_factorial.sentences(
                     s, t, combo, alone, combined, singles, design.k
@@ -570,17 +551,17 @@ def _quality(
             (main if t.order == 1 else inters).append(AccuracyTerm.of(t))
         out.append(
             AccuracySuite(
-                s["suite"],
-                f"{s['suite']} accuracy",
-                s["n"],
-                s.get("clusters", 0),
-                s["unpaired"],
-                s["margin"],
-                {names[a]: v for a, v in s["accuracy"].items()},
-                {n: AccuracyGate.from_dict(json_ready(g)) for n, g in alone.items()},
-                AccuracyGate.from_dict(json_ready(combined)),
+                s.suite,
+                f"{s.suite} accuracy",
+                s.n,
+                s.clusters,
+                s.unpaired,
+                s.margin,
+                {names[a]: v for a, v in s.accuracy.items()},
+                alone,
+                combined,
                 sum(deltas) if all(x is not None for x in deltas) else None,
-                OnlyCombination.from_dict(s["only_combination"]),
+                s.only_combination,
                 tuple(main),
                 tuple(inters),
             )

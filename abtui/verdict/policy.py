@@ -45,7 +45,7 @@ from abtui.metrics import request as request_metrics
 from abtui.metrics.catalogue import latency_keys
 from abtui.metrics.keys import unique_ints
 from abtui.metrics.table import RequestTable
-from abtui.quality.gates import evaluate_quality
+from abtui.quality.gates import QualityVerdict, evaluate_quality
 from abtui.stats import decide, lagguard
 from abtui.stats.classical import error_rate_higher_p
 from abtui.stats.effects import Comparison, compare
@@ -169,7 +169,7 @@ class PairVerdict:
     errors: ErrorRates
     generator: dict[str, ArmLoad]  # per arm name
     cost: dict[str, ArmCost] | None = None  # per arm name, when a GPU price is given
-    quality: dict | None = None  # abtui.quality.gates.evaluate_quality, when quality was measured
+    quality: QualityVerdict | None = None  # evaluate_quality, when quality was measured
     guardrails: list[Guardrail] | None = None  # guardrail_checks: each one's non-inferiority
     # what makes the pair's speed rows not compare like with like (abtui.verdict.comparable)
     findings: list[Finding] | None = None
@@ -189,6 +189,8 @@ class PairVerdict:
             d["findings"] = [f.to_dict() for f in self.findings]
         if self.cost is not None:
             d["cost"] = {n: c.to_dict() for n, c in self.cost.items()}
+        if self.quality is not None:
+            d["quality"] = self.quality.to_dict()
         d["comparison"] = self.comparison.to_dict()
         return json_ready(d)
 
@@ -659,14 +661,14 @@ def evaluate(
         out = _pair_result(comp, pol, status, names, table, machine_note, lost, findings)
         result, reasons = out.result, out.reasons
         qual = evaluate_quality(quality or [], a, b, spec.get("quality"))
-        if qual and qual["no_go"]:  # a quality gate failed: NO-GO whatever the latencies say
+        if qual and qual.no_go:  # a quality gate failed: NO-GO whatever the latencies say
             result = NO_GO
-            reasons = [Reason(Code.QUALITY_NO_GO, r) for r in qual["no_go"]] + reasons
-        elif qual and qual["undecided"]:  # quality not shown non-inferior: cannot be GO
+            reasons = [Reason(Code.QUALITY_NO_GO, r) for r in qual.no_go] + reasons
+        elif qual and qual.undecided:  # quality not shown non-inferior: cannot be GO
             if result == GO:
                 but = Reason(Code.PRIMARY_IMPROVED_BUT, reasons[0].rstrip(":") + ", but:")
                 result, reasons = INCONCLUSIVE, [but] + reasons[1:]
-            reasons = reasons + [Reason(Code.QUALITY_UNDECIDED, r) for r in qual["undecided"]]
+            reasons = reasons + [Reason(Code.QUALITY_UNDECIDED, r) for r in qual.undecided]
         cost = None
         if prices:
             cost = {

@@ -19,6 +19,7 @@ import math
 import numpy as np
 
 from abtui.client.records import ERROR, OK
+from abtui.quality.seqgate import SequentialQuality
 from abtui.stats.betting import bounded_mean_cs
 from abtui.stats.labels import label
 from abtui.stats.seqdecide import SequentialRun
@@ -114,6 +115,12 @@ def _errors(pair, rise) -> tuple[list[str], list[str]]:
     return ([text], []) if lo > 0 else ([], [text + ": not shown"])
 
 
+def quality_of(seq: SequentialRun) -> SequentialQuality | None:
+    """The anytime-valid quality gate of a run that sent its items until decided (``meta``'s
+    ``sequential.quality`` document, read once here); None without one."""
+    return SequentialQuality.from_dict(seq.quality) if isinstance(seq.quality, dict) else None
+
+
 def _others(
     pair, seq: SequentialRun, policy: Policy, meta: dict, rise=None
 ) -> tuple[list[str], list[str]]:
@@ -121,9 +128,9 @@ def _others(
     no_go, block = _errors(pair, rise)
     # the run's own anytime-valid quality gate when it sent items until decided (the fixed
     # gate's interval is not valid after that optional stop); else the fixed gate
-    q = seq.quality if isinstance(seq.quality, dict) else pair.quality or {}
-    no_go += list(q.get("no_go") or [])
-    block += list(q.get("undecided") or [])
+    q = quality_of(seq) or pair.quality
+    no_go += list(q.no_go if q else ())
+    block += list(q.undecided if q else ())
     block += [f.reason for f in pair.findings or [] if f.blocks]
     block += _generator_blockers(pair, seq)
     if (meta.get("ray") or {}).get("lost"):

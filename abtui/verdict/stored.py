@@ -26,6 +26,7 @@ import numpy as np
 from abtui import __version__
 from abtui.cost import ArmCost
 from abtui.metrics.summary import summarize
+from abtui.quality.gates import QualityVerdict
 from abtui.stats.classical import RankTest
 from abtui.stats.decide import Outcome
 from abtui.stats.effects import Comparison, ComparisonDesign, Effect
@@ -113,7 +114,7 @@ def _pair(d: dict, table, slo: dict) -> PairVerdict:
         ErrorRates(_nan(err["rate_a"]), _nan(err["rate_b"]), _nan(err["p_higher"])),
         {n: ArmLoad.from_dict(g) for n, g in (d["generator"] or {}).items() if isinstance(g, dict)},
         None if d.get("cost") is None else {n: ArmCost.from_dict(c) for n, c in d["cost"].items()},
-        d.get("quality"),
+        QualityVerdict.from_dict(d.get("quality")),
         None if guards is None else [_guardrail(g) for g in guards],
         None if findings is None else [Finding.from_dict(f) for f in findings],
     )

@@ -145,13 +145,13 @@ def test_ppl_from_echo_and_logprobs_matches_transformers(servers, model_dir):
     got = {}
     for name, srv in servers.items():
         m = ppl.measure(Target(base_url=srv.url, model=name))
-        assert m["supported"], m
+        assert m.supported, m
         got[name] = m
     ref, n = reference_ppl(model_dir, ppl.FIXED_TEXT)
     for name, m in got.items():
-        assert m["tokens"] == n, (name, m)  # every prompt token but the first
-        assert abs(m["ppl"] / ref - 1) < 0.05, (name, m["ppl"], ref)  # BF16 server vs FP32
-    assert abs(got[CAND]["ppl"] / got[BASE]["ppl"] - 1) < 0.01
+        assert m.tokens == n, (name, m)  # every prompt token but the first
+        assert abs(m.ppl / ref - 1) < 0.05, (name, m.ppl, ref)  # BF16 server vs FP32
+    assert abs(got[CAND].ppl / got[BASE].ppl - 1) < 0.01
 
 
 def test_logprob_collection_on_vllm(servers):

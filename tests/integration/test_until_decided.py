@@ -12,6 +12,7 @@ import pytest
 from abtui.cli import main
 from abtui.client.records import ERROR, OK, RequestRecord
 from abtui.errors import SpecError
+from abtui.quality.gates import QualityVerdict
 from abtui.sim.engine import SimConfig
 from abtui.sim.process import SimProcess
 from abtui.spec import Spec, validate
@@ -312,7 +313,8 @@ def test_the_sequential_verdict_keeps_the_checks_it_does_not_make():
     v = verdict(_pair(errors=rose))
     apply_sequential(v, _seq(), {}, RequestTable.from_records(recs))
     assert v.result == "NO-GO" and any("anytime-valid" in r for r in v.pairs[0].reasons)
-    v = verdict(_pair(quality={"no_go": [], "undecided": ["gsm8k not shown non-inferior"]}))
+    undecided = QualityVerdict((), (), 0, (), (), ("gsm8k not shown non-inferior",), ())
+    v = verdict(_pair(quality=undecided))
     apply_sequential(v, _seq(), {})
     assert v.result == "INCONCLUSIVE"
     # the baseline's stalls could have flattered the primary by 50 %: its bound would be +5 %

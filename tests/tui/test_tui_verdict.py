@@ -156,7 +156,7 @@ def test_quality_rows_are_one_line_each_at_80_and_100_columns(quality_data, size
     assert "the report's full table from 1" in under
     for note in quality_report.notes(qual):  # sentences, wrapped but whole
         assert note in under, (note, under)
-    assert quality_report.mode_line({"mode": "separate"}) in _flat(lines[:head])
+    assert quality_report.mode_line(quality_report.QualityMode("separate")) in _flat(lines[:head])
 
 
 def test_quality_table_keeps_every_column_at_160(quality_data):
@@ -171,19 +171,23 @@ def test_quality_table_keeps_every_column_at_160(quality_data):
         for c in r:  # every cell, in order, as the report writes it
             at = line.index(c, at) + len(c)
     assert "full table from" not in _flat(lines) and "FAIL (≥ −1 pp)" in lines[head + 1]
-    assert quality_report.mode_line({"mode": "separate"}) in _flat(
+    assert quality_report.mode_line(quality_report.QualityMode("separate")) in _flat(
         lines[:head]
     )  # the mode that ran
 
 
 def test_gate_rule_states_one_margin_or_each_suites():
-    gates = [{"suite": "a", "margin": 0.01}, {"suite": "b", "margin": 0.01}]
-    assert (
-        quality_report.gate_rule({"gates": gates}) == "gate: pass when the CI's lower bound ≥ −1 pp"
-    )
-    gates[1]["margin"] = 0.025
-    assert quality_report.gate_rule({"gates": gates}).endswith("≥ −margin (a 1 pp, b 2.5 pp)")
-    assert quality_report.gate_rule({"gates": []}) is None
+    from abtui.quality.gates import PASS, QualityVerdict, SuiteGate
+
+    def qual(*margins: float) -> QualityVerdict:
+        gates = [SuiteGate(s, m, -0.001, 0.001, PASS, True, None, False) for s, m in margins]
+        return QualityVerdict((), (), 0, tuple(gates), (), (), ())
+
+    one = qual(("a", 0.01), ("b", 0.01))
+    assert quality_report.gate_rule(one) == "gate: pass when the CI's lower bound ≥ −1 pp"
+    each = qual(("a", 0.01), ("b", 0.025))
+    assert quality_report.gate_rule(each).endswith("≥ −margin (a 1 pp, b 2.5 pp)")
+    assert quality_report.gate_rule(qual()) is None
 
 
 def test_the_width_the_metrics_caption_names_is_the_terminals(verdict_data):

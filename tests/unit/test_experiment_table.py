@@ -5,6 +5,7 @@ report is the shape ``abtui report --format json`` writes."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from abtui.engine.experiment_table import quality_cell
@@ -21,12 +22,19 @@ def _cmp(base: float, cand: float) -> PerplexityComparison:
 
 
 def _quality(acc_a: float, acc_b: float, n: int, state: str) -> dict:
-    row = {"suite": "keys", "n": n, "acc_a": acc_a, "acc_b": acc_b, "delta": acc_b - acc_a}
-    return {
-        "suites": [row],
-        "buckets": [{**row, "bucket": "1k", "n": n // 2}, {**row, "bucket": "2k", "n": n // 2}],
-        "gates": [{"suite": "keys", "state": state, "margin": 0.01, "blind": False}],
-    }
+    """A pair's quality section as ``abtui report --format json`` writes it."""
+    from abtui.quality.gates import GateState, QualityVerdict, SuiteGate
+    from abtui.quality.paired import QualityRow
+
+    def row(bucket: str, k: int) -> QualityRow:
+        lost = round(k * (acc_a - acc_b))
+        return QualityRow("keys", bucket, k, k, acc_a, acc_b, lost, 0, acc_b - acc_a, -1, 0, 0.01)
+
+    gate = SuiteGate("keys", 0.01, -1, 0, GateState(state), state == "pass", None, False)
+    q = QualityVerdict(
+        (row("all", n),), (row("1k", n // 2), row("2k", n // 2)), 0, (gate,), (), (), ()
+    )
+    return json.loads(json.dumps(q.to_dict()))
 
 
 def test_every_knob_is_an_arm_of_the_knobs_experiment():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -275,19 +276,17 @@ def test_gate_fails_on_a_drop_and_passes_identical_arms():
     a = [True] * 40
     b = [True] * 20 + [True, True, False, True] * 5
     res = evaluate_quality(_rows(a, b, bucket=buckets, suite="niah"), 0, 1, {})
-    assert res["gates"][0]["state"] == "fail" and len(res["no_go"]) == 1
-    assert "niah accuracy 100.0% → 87.5%" in res["no_go"][0]
-    assert (
-        "dropped beyond the −1 pp margin" in res["no_go"][0] and "worst at 32k" in res["no_go"][0]
-    )
+    assert res.gates[0].state == "fail" and len(res.no_go) == 1
+    assert "niah accuracy 100.0% → 87.5%" in res.no_go[0]
+    assert "dropped beyond the −1 pp margin" in res.no_go[0] and "worst at 32k" in res.no_go[0]
     # a wide enough margin passes it, per suite
     res = evaluate_quality(
         _rows(a, b, bucket=buckets, suite="niah"), 0, 1, {"margins": {"niah": 0.5}}
     )
-    assert res["gates"][0]["passed"] and not res["no_go"] and not res["undecided"]
+    assert res.gates[0].passed and not res.no_go and not res.undecided
     # identical answers on 400 items show non-inferiority within 1 pp (the interval is ±0.95 pp)
     same = evaluate_quality(_rows([True] * 400, [True] * 400, suite="niah"), 0, 1, None)
-    assert same["gates"][0]["passed"] and not same["no_go"] and not same["warnings"]
+    assert same.gates[0].passed and not same.no_go and not same.warnings
     assert evaluate_quality([], 0, 1, None) is None
 
 
@@ -295,16 +294,14 @@ def test_no_flipped_answer_on_few_items_is_undecided_not_a_pass():
     # 40 identical answers: no flip, but ±8.8 pp of score interval; the bootstrap said [0, 0]
     # and the gate passed any suite of any size (a true 10 pp drop on 12 items passed 29 %)
     res = evaluate_quality(_rows([True] * 40, [True] * 40, suite="niah"), 0, 1, None)
-    g = res["gates"][0]
-    assert g["state"] == "inconclusive" and not g["passed"] and not res["no_go"]
-    assert g["lo"] == pytest.approx(-(1.96**2) / (40 + 1.96**2), abs=1e-3)
-    assert 370 <= g["items_needed"] <= 400  # z²/(n + z²) ≤ 1 pp from n ≈ 380
-    assert (
-        "underpowered: about" in res["undecided"][0] and "items would decide" in res["undecided"][0]
-    )
+    g = res.gates[0]
+    assert g.state == "inconclusive" and not g.passed and not res.no_go
+    assert g.lo == pytest.approx(-(1.96**2) / (40 + 1.96**2), abs=1e-3)
+    assert 370 <= g.items_needed <= 400  # z²/(n + z²) ≤ 1 pp from n ≈ 380
+    assert "underpowered: about" in res.undecided[0] and "items would decide" in res.undecided[0]
     tiny = evaluate_quality(_rows([True] * 12, [True] * 12), 0, 1, {"margin": 0.5})
-    assert tiny["gates"][0]["state"] == "inconclusive"  # inside a 50 pp margin, but 12 < 30 items
-    assert "fewer than 30 paired items" in tiny["undecided"][0]
+    assert tiny.gates[0].state == "inconclusive"  # inside a 50 pp margin, but 12 < 30 items
+    assert "fewer than 30 paired items" in tiny.undecided[0]
 
 
 def test_a_few_flips_each_way_is_undecided_not_no_go():
@@ -315,10 +312,10 @@ def test_a_few_flips_each_way_is_undecided_not_no_go():
         b[k] = False
         a[100 + k] = False
     res = evaluate_quality(_rows(a, b), 0, 1, None)
-    g = res["gates"][0]
-    assert g["state"] == "inconclusive" and not res["no_go"]
-    assert -0.03 < g["lo"] < -0.01 < 0.01 < g["hi"] < 0.03
-    assert 1000 < g["items_needed"] < 3000
+    g = res.gates[0]
+    assert g.state == "inconclusive" and not res.no_go
+    assert -0.03 < g.lo < -0.01 < 0.01 < g.hi < 0.03
+    assert 1000 < g.items_needed < 3000
 
 
 def test_a_significant_drop_beyond_the_margin_fails_even_when_the_ci_reaches_it():
@@ -328,8 +325,8 @@ def test_a_significant_drop_beyond_the_margin_fails_even_when_the_ci_reaches_it(
         b[k] = False
     a[50] = False
     res = evaluate_quality(_rows(a, b), 0, 1, None)
-    g = res["gates"][0]
-    assert -0.01 < g["hi"] < 0 and g["state"] == "fail" and res["no_go"]
+    g = res.gates[0]
+    assert -0.01 < g.hi < 0 and g.state == "fail" and res.no_go
 
 
 def test_score_interval_known_values_and_coverage():
@@ -366,7 +363,9 @@ def test_clusters_widen_the_score_interval_by_their_design_effect():
 
 
 def test_perplexity_from_echoed_logprobs_and_the_flat_ppl_warning():
-    from abtui.quality.ppl import flat_ppl_warning, perplexity_of
+    from abtui.quality.gates import GateState, QualityVerdict, SuiteGate, flat_ppl_warning
+    from abtui.quality.paired import QualityRow
+    from abtui.quality.ppl import Perplexity, perplexity_of
 
     body = {"choices": [{"logprobs": {"token_logprobs": [None, -1.0, -2.0, -3.0, -0.5]}}]}
     ppl, n = perplexity_of(body)  # the first (no context) and the generated token left out
@@ -378,25 +377,24 @@ def test_perplexity_from_echoed_logprobs_and_the_flat_ppl_warning():
     assert perplexity_of(body)[1] == 3
     assert perplexity_of({"choices": [{"text": "x", "logprobs": None}]}) is None
     assert perplexity_of({"error": "echo is not supported"}) is None
-    qual = {
-        "no_go": ["x"],
-        "suites": [{"suite": "niah", "delta": -0.06}],
-        "gates": [{"suite": "niah", "passed": False}],
-    }
-    flat = {"a": {"supported": True, "ppl": 5.00}, "b": {"supported": True, "ppl": 5.04}}
+    row = QualityRow("niah", "all", 100, 100, 0.9, 0.84, 6, 0, -0.06, -0.11, -0.02, 0.03)
+    failed = SuiteGate("niah", 0.01, -0.11, -0.02, GateState.FAIL, False, None, False)
+    qual = QualityVerdict((row,), (), 0, (failed,), ("x",), (), ())
+    flat = {"a": Perplexity(True, 5.00), "b": Perplexity(True, 5.04)}
     assert "PPL flat (+0.8%), but accuracy dropped: niah -6.0 pp" in flat_ppl_warning(
         flat, "a", "b", qual
     )
-    moved = {"a": {"supported": True, "ppl": 5.0}, "b": {"supported": True, "ppl": 6.0}}
+    moved = {"a": Perplexity(True, 5.0), "b": Perplexity(True, 6.0)}
     assert flat_ppl_warning(moved, "a", "b", qual) is None
-    passed = dict(qual, no_go=[], gates=[{"suite": "niah", "passed": True, "state": "pass"}])
+    ok = replace(failed, state=GateState.PASS, passed=True)
+    passed = replace(qual, no_go=(), gates=(ok,))
     assert flat_ppl_warning(flat, "a", "b", passed) is None
-    undecided = dict(
-        passed, gates=[{"suite": "niah", "passed": False, "state": "inconclusive", "margin": 0.01}]
-    )
+    undecided = replace(passed, gates=(replace(ok, state=GateState.UNDECIDED, passed=False),))
     assert "but accuracy may have dropped: niah -6.0 pp (not yet shown" in flat_ppl_warning(
         flat, "a", "b", undecided
     )
+    unmeasured = {"a": Perplexity(False, None, 0, "no"), "b": Perplexity(True, 5.0)}
+    assert flat_ppl_warning(unmeasured, "a", "b", qual) is None
 
 
 def test_bad_quality_options_fail_before_anything_runs(tmp_path, capsys):
@@ -450,7 +448,10 @@ def test_logprob_agreement_and_kl_lower_bound_by_hand():
     seq_a = [[["x", same], ["y", same], ["z", same]]]
     seq_b = [[["x", same], ["q", other], ["z", same]]]
     c = compare(seq_a, seq_b)
-    assert c["positions"] == 2 and c["top1_agreement"] == pytest.approx(0.5)
+    assert c.positions == 2 and c.top1_agreement == pytest.approx(0.5)
+    assert (
+        c.to_dict()["positions"] == 2 and list(c.to_dict())[-1] == "kl_hi"
+    )  # the engine tables' dict
     body = {
         "choices": [
             {
@@ -470,15 +471,15 @@ def test_a_suite_the_baseline_fails_cannot_vouch_for_the_candidate():
     drop can show when the baseline has nothing to lose (a tiny random model on niah), so the
     suite is undecided — with the reason, and no "more items would decide"."""
     res = evaluate_quality(_rows([False] * 400, [False] * 400, suite="niah"), 0, 1, None)
-    g = res["gates"][0]
-    assert g["state"] == "inconclusive" and g["blind"] and g["items_needed"] is None
-    assert not res["no_go"] and len(res["undecided"]) == 1
-    assert "the baseline itself scores 0.0%" in res["undecided"][0]
-    assert "cannot vouch for the candidate" in res["undecided"][0]
+    g = res.gates[0]
+    assert g.state == "inconclusive" and g.blind and g.items_needed is None
+    assert not res.no_go and len(res.undecided) == 1
+    assert "the baseline itself scores 0.0%" in res.undecided[0]
+    assert "cannot vouch for the candidate" in res.undecided[0]
     # a baseline just above the margin is informative again: 5 % of 400 with a 1 pp margin
     some = [True] * 20 + [False] * 380
     ok = evaluate_quality(_rows(some, some, suite="niah"), 0, 1, None)
-    assert ok["gates"][0]["passed"] and not ok["gates"][0]["blind"]
+    assert ok.gates[0].passed and not ok.gates[0].blind
 
 
 def test_a_suite_whose_every_item_failed_is_undecided_not_absent():
@@ -499,10 +500,41 @@ def test_a_suite_whose_every_item_failed_is_undecided_not_absent():
     for r in rows[8:]:
         r["item"] += 100
     res = evaluate_quality(rows, 0, 1, None)
-    states = {g["suite"]: g["state"] for g in res["gates"]}
+    states = {g.suite: g.state for g in res.gates}
     assert states == {"keys": "pass", "niah": "inconclusive"}
     assert (
-        len(res["undecided"]) == 1
-        and "niah: no item was scored on both arms (4 items" in res["undecided"][0]
+        len(res.undecided) == 1
+        and "niah: no item was scored on both arms (4 items" in res.undecided[0]
     )
-    assert "exceeds the available context size" in res["undecided"][0]
+    assert "exceeds the available context size" in res.undecided[0]
+
+
+def test_the_quality_section_reads_back_from_its_json():
+    """A pair's quality section (length buckets, an unscored suite, the session's notes) as
+    the verdict stores it, and read back: the same record, the same JSON."""
+    from abtui.jsonable import json_ready
+    from abtui.quality.gates import GateState, QualityVerdict, SuiteGate
+    from abtui.quality.ppl import Perplexity
+
+    buckets = ["1k"] * 40 + ["32k"] * 40
+    a = [True] * 80
+    b = [True] * 40 + [True, True, False, True] * 10
+    rows = _rows(a, b, bucket=buckets, suite="niah")
+    for arm in (0, 1):  # a suite no item of which was scored
+        d = {"suite": "keys", "cluster": "k", "bucket": "1k", "error": "http: HTTP 400"}
+        rows.append({"arm": arm, "item": 900, "run": 0, "correct": None, "detail": json.dumps(d)})
+    q = evaluate_quality(rows, 0, 1, {"margins": {"niah": 0.05}})
+    assert [g.suite for g in q.gates] == ["niah", "keys"] and q.gate("keys").lo is None
+    assert [r.bucket for r in q.buckets] == ["1k", "32k"] and q.suite("niah").n == 80
+    assert "logprob_line" not in q.to_dict() and "ppl" not in q.to_dict()  # not attached
+    ppl = {"base": Perplexity(True, 5.2, 120), "cand": Perplexity(False, None, 0, "no")}
+    q = q.with_notes("logprob agreement: not supported by this endpoint", ppl, "a warning")
+    assert q.warnings[-1] == "a warning" and q.ppl["base"].ppl == 5.2
+    doc = json.loads(json.dumps(json_ready(q.to_dict())))
+    assert doc["gates"][1]["state"] == "inconclusive" and doc["ppl"]["cand"]["note"] == "no"
+    back = QualityVerdict.from_dict(doc)
+    assert back == q and json_ready(back.to_dict()) == doc
+    assert QualityVerdict.from_dict(None) is None
+    # a gate stored before the third state existed has only ``passed``
+    old = SuiteGate.from_dict({"suite": "niah", "margin": 0.01, "passed": False})
+    assert old.state == GateState.FAIL and old.lo is None and not old.blind

@@ -132,7 +132,7 @@ def test_interaction_alone_makes_the_combination_no_go():
         quality=quality_synthetic.rows(400, th, seed=3, suite="niah"),
     )
     combo = next(p for p in v.pairs if p.candidate == "fp8+spec")
-    assert combo.quality["gates"][0]["state"] == "pass"
+    assert combo.quality.gates[0].state == "pass"
     assert combo.result == NO_GO and combo.reasons[0].code == Code.INTERACTION
     assert "fp8×spec" in combo.reasons[0]
     inter = _suite(v, "niah").interactions[0]
@@ -197,10 +197,10 @@ def test_three_factors_have_seven_accuracy_terms_and_the_full_combination():
         quality_synthetic.rows(200, th, seed=5, suite="keys"), design, {}
     )
     assert [t.term for t in terms] == ["a", "b", "c", "a×b", "a×c", "b×c", "a×b×c"]
-    assert suites[0]["only_combination"]["lost"] == pytest.approx(20, abs=12)
+    assert suites[0].only_combination.lost == pytest.approx(20, abs=12)
     abc = terms[-1]
     assert abc.vmin == -1 and abc.vmax == 1  # one answer flipped on one arm
-    assert abc.estimate == pytest.approx(-suites[0]["only_combination"]["lost"] / 200)
+    assert abc.estimate == pytest.approx(-suites[0].only_combination.lost / 200)
 
 
 def test_reports_and_json_carry_the_quality_interaction(drop_verdict):

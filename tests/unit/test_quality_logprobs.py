@@ -206,11 +206,11 @@ def test_variants_depart_from_bf16_as_their_quantisation_grows():
         bf16, fp8, int4 = (Model(seed, w) for w in ("bf16", "fp8", "int4"))
         ref = _seqs(bf16, ps)
         same = compare(ref, _seqs(Model(seed, "bf16"), ps))
-        assert same["top1_agreement"] == 1.0 and same["kl_lower_bound"] == 0.0
-        assert same["positions"] == 16 * len(ps)  # nothing departs: every position compared
+        assert same.top1_agreement == 1.0 and same.kl_lower_bound == 0.0
+        assert same.positions == 16 * len(ps)  # nothing departs: every position compared
         c8, c4 = compare(ref, _seqs(fp8, ps)), compare(ref, _seqs(int4, ps))
-        assert 0.0 < c8["kl_lower_bound"] < c4["kl_lower_bound"]
-        assert c4["top1_agreement"] < 1.0 and c4["positions"] < same["positions"]
+        assert 0.0 < c8.kl_lower_bound < c4.kl_lower_bound
+        assert c4.top1_agreement < 1.0 and c4.positions < same.positions
         assert _ppl(bf16) < _ppl(fp8) < _ppl(int4) < 1.06 * _ppl(bf16)
     # another seed is another model: its text differs
     assert _seqs(Model(1), ps[:1]) != _seqs(Model(0), ps[:1])
@@ -365,13 +365,13 @@ def test_run_reports_ppl_and_logprob_agreement_per_pair(tmp_path, capsys):
     # logprob agreement on the baseline's continuation
     same = compare(raw["base"]["sequences"], raw["same"]["sequences"])
     int4 = compare(raw["base"]["sequences"], raw["int4"]["sequences"])
-    assert same["top1_agreement"] == 1.0 and same["kl_lower_bound"] == 0.0
-    assert int4["top1_agreement"] < 1.0 and int4["kl_lower_bound"] > 0.0
-    assert int4["kl_lo"] > 0.0 and int4["top1_hi"] <= 1.0
+    assert same.top1_agreement == 1.0 and same.kl_lower_bound == 0.0
+    assert int4.top1_agreement < 1.0 and int4.kl_lower_bound > 0.0
+    assert int4.kl_lo > 0.0 and int4.top1_hi <= 1.0
     lines = {k: p["quality"]["logprob_line"] for k, p in pairs.items()}
     assert "top-1 100.0% [100.0%, 100.0%], KL ≥ 0.0000 nats" in lines["same"]
-    assert f"top-1 {int4['top1_agreement']:.1%} [" in lines["int4"]
-    assert f"KL ≥ {int4['kl_lower_bound']:.4f} nats [{int4['kl_lo']:.4f}, " in lines["int4"]
+    assert f"top-1 {int4.top1_agreement:.1%} [" in lines["int4"]
+    assert f"KL ≥ {int4.kl_lower_bound:.4f} nats [{int4.kl_lo:.4f}, " in lines["int4"]
     assert "a lower bound" in lines["int4"]
     assert lines["nolp"] == "logprob agreement: not supported by this endpoint"
     # the same lines in the headless summary and the md / json reports
@@ -389,6 +389,20 @@ def test_run_reports_ppl_and_logprob_agreement_per_pair(tmp_path, capsys):
     got = {p["candidate"]: p["quality"] for p in doc["pairs"]}
     assert {k: q["logprob_line"] for k, q in got.items()} == lines
     assert got["int4"]["ppl"] == {"base": ppl["base"], "int4": ppl["int4"]}
+    # the stored verdict read back (not computed again): records, with the same JSON
+    from abtui.jsonable import json_ready
+    from abtui.quality.ppl import Perplexity
+    from abtui.verdict.saved import session_verdict
+
+    computed = []
+    back = session_verdict(tmp_path / "lp.duckdb", computing=lambda: computed.append(1))
+    assert not computed
+    for p in back.verdict.pairs:
+        q = p.quality
+        assert json_ready(q.to_dict()) == pairs[p.candidate]["quality"]
+        assert q.logprob_line == lines[p.candidate]
+        assert q.ppl[p.candidate] == Perplexity.from_dict(ppl[p.candidate])
+        assert q.gate("exact") is q.gates[0] and q.suite("exact").n > 0
 
 
 def test_flat_ppl_with_a_retrieval_drop_is_a_warning(tmp_path, capsys):

@@ -59,22 +59,22 @@ def _rows(drop_at: dict[str, float], clusters: int, seed: int, per_cluster: int 
 def test_a_drop_at_one_length_fails_the_suite_there():
     rows = _rows({"32k": 0.33}, clusters=40, seed=1)
     g = sequential_gate(rows, 0, 1, {"margin": 0.01})
-    (suite,) = g["suites"]
-    by = {b["bucket"]: b for b in suite["buckets"]}
-    assert suite["state"] == "fail" and by["32k"]["state"] == "fail" and by["32k"]["hi"] < -0.01
-    assert all(by[b]["state"] != "fail" for b in BUCKETS[:-1])
-    assert g["decided"] and "niah at 32k" in g["no_go"][0]
+    (suite,) = g.suites
+    by = {b.bucket: b for b in suite.buckets}
+    assert suite.state == "fail" and by["32k"].state == "fail" and by["32k"].hi < -0.01
+    assert all(by[b].state != "fail" for b in BUCKETS[:-1])
+    assert g.decided and "niah at 32k" in g.no_go[0]
     # the fixed gate on the first 3 haystacks (54 items) sees only the diluted average
     first = [r for r in rows if int(r["detail"]["cluster"].rsplit("s", 1)[1]) < 3]
     fixed = evaluate_quality(first, 0, 1, {"margin": 0.01})
-    assert fixed["gates"][0]["state"] != "fail"
+    assert fixed.gates[0].state != "fail"
 
 
 def test_identical_arms_are_never_failed_and_say_what_would_decide():
     for seed in range(5):
         g = sequential_gate(_rows({}, clusters=30, seed=seed), 0, 1, {"margin": 0.01})
-        assert g["suites"][0]["state"] == "inconclusive" and not g["decided"]
-        assert "more clusters per open bucket would decide" in g["undecided"][0]
+        assert g.suites[0].state == "inconclusive" and not g.decided
+        assert "more clusters per open bucket would decide" in g.undecided[0]
 
 
 def test_every_bucket_shown_within_the_margin_passes():
@@ -82,5 +82,27 @@ def test_every_bucket_shown_within_the_margin_passes():
     for r in rows:  # nothing flips: both arms the same on every item
         r["correct"] = True
     g = sequential_gate(rows, 0, 1, {"margin": 0.02})
-    assert g["suites"][0]["state"] == "pass" and g["decided"] and not g["undecided"]
-    assert sequential_gate(rows, 0, 1, {"margin": 0.01})["suites"][0]["state"] == "inconclusive"
+    assert g.suites[0].state == "pass" and g.decided and not g.undecided
+    assert sequential_gate(rows, 0, 1, {"margin": 0.01}).suites[0].state == "inconclusive"
+
+
+def test_the_sequential_gate_reads_back_from_the_stored_meta():
+    """The document a run --until-decided stores (``meta.sequential.quality``), and read back:
+    the same record, the same JSON; one that sent no round has no gate."""
+    import json
+
+    from abtui.quality.seqgate import Look, SequentialQuality
+
+    g = sequential_gate(_rows({"32k": 0.33}, clusters=40, seed=1), 0, 1, {"margin": 0.01})
+    run = SequentialQuality(g, (Look(1, 12, False), Look(2, 24, True)), 24, "decided", 1.5, 60.0)
+    doc = json.loads(json.dumps(run.to_dict()))
+    assert doc["rounds"] == 2 and doc["suites"][0]["buckets"][-1]["state"] == "fail"
+    assert list(doc)[:6] == ["method", "alpha", "suites", "no_go", "undecided", "decided"]
+    back = SequentialQuality.from_dict(doc)
+    assert back == run and back.to_dict() == doc
+    assert back.no_go == g.no_go and back.suites[0].buckets[-1].bucket == "32k"
+    none = SequentialQuality(None, (), 0, "none", 0.0, 60.0)
+    doc = json.loads(json.dumps(none.to_dict()))
+    assert doc["suites"] == [] and not doc["decided"] and "alpha" not in doc
+    back = SequentialQuality.from_dict(doc)
+    assert back == none and back.to_dict() == doc and back.no_go == ()

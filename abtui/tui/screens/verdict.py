@@ -15,6 +15,7 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer
 
+from abtui.quality.gates import QualityVerdict
 from abtui.report import quality as quality_report
 from abtui.report.health import DEGRADED_TAG, DEGRADED_WHY, stored_health
 from abtui.report.untrusted import printable
@@ -58,7 +59,9 @@ def load_verdict(path, store: bool = False) -> VerdictData:
     return VerdictData(sv, doc, lines)
 
 
-def quality_table(qual: dict, mode: dict | None, width: int, extra: int = 0):
+def quality_table(
+    qual: QualityVerdict, mode: quality_report.QualityMode | None, width: int, extra: int = 0
+):
     """The pair's quality section fitted to ``width`` columns (``extra``: the screen's columns
     beside it, to name terminal widths): :func:`abtui.report.quality.fitted_table`."""
     return quality_report.fitted_table(qual, mode, width, extra)
