@@ -27,8 +27,6 @@ from abtui.client.redact import Scrubber, secrets_of
 from abtui.errors import StoreWriteError
 from abtui.metrics.live import ttfo_time
 from abtui.quality import interleave
-from abtui.quality.run import run_for_session as run_quality
-from abtui.quality.seqrun import run_until_decided as run_quality_until_decided
 from abtui.runner.cuts import Cuts
 from abtui.runner.endpoints import resolve_targets
 from abtui.runner.generator import ArmPlan
@@ -678,6 +676,10 @@ class SessionRun:
         elif spec.quality.enabled and not self.interrupts.count and not self.fatal:
             self.phase = "quality"  # after the load test, never timed with it (abtui.quality.run)
             obs.progress(self.snap())
+            # the suites' modules (scorers, clients) load only when they run
+            from abtui.quality.run import run_for_session as run_quality
+            from abtui.quality.seqrun import run_until_decided as run_quality_until_decided
+
             if self.until is not None:  # items until the quality gate is decided, too
                 doc = run_quality_until_decided(spec, self.targets, writer, obs, self._stopping)
                 if doc is not None:

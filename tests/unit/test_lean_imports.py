@@ -38,6 +38,14 @@ def test_the_run_command_loads_neither_world_nor_the_ui():
     assert _loaded(code, names) == []
 
 
+def test_the_command_line_module_loads_no_run_modules():
+    """A load generator started from the ``abtui`` script runs the script again (spawn), which
+    imports ``abtui.cli``: that import loads no numpy, Rich, DuckDB or run command; each
+    generator paid ~0.15 s of CPU for them."""
+    names = ("numpy", "rich", "duckdb", "httpx", "abtui.cli.run", "abtui.spec", "abtui.store")
+    assert _loaded("import abtui.cli", names) == []
+
+
 def test_a_prestarted_generator_with_a_shipped_plan_loads_no_workload_builders(tmp_path):
     """A small workload's plan is shipped whole (abtui.runner.schedule): the generator that
     unpickles it (a prestarted one, abtui.runner.prestart) imports neither numpy nor the spec,
@@ -68,4 +76,12 @@ def test_a_prestarted_generator_with_a_shipped_plan_loads_no_workload_builders(t
         "assert plan.segments[0].items[3].prompt == 'p3'"
     )
     names = ("numpy", "abtui.spec", "abtui.runner.schedule", "abtui.workload.synthetic", "duckdb")
+    assert _loaded(code, names) == []
+
+
+def test_the_run_path_loads_no_profiler_and_no_quality_suites():
+    """Without ``--profile`` and quality suites, the run's modules load neither the profile
+    analysis nor the suites' scorers and clients (imported when used)."""
+    code = "import abtui.headless, abtui.runner.session, abtui.report.console"
+    names = ("abtui.profile.stored", "abtui.profile.classes", "abtui.quality.run")
     assert _loaded(code, names) == []
