@@ -82,6 +82,11 @@ def test_a_prestarted_generator_with_a_shipped_plan_loads_no_workload_builders(t
 def test_the_run_path_loads_no_profiler_and_no_quality_suites():
     """Without ``--profile`` and quality suites, the run's modules load neither the profile
     analysis nor the suites' scorers and clients (imported when used)."""
-    code = "import abtui.headless, abtui.runner.session, abtui.report.console"
-    names = ("abtui.profile.stored", "abtui.profile.classes", "abtui.quality.run")
+    code = (
+        "import abtui.headless, abtui.runner.session, abtui.report.console\n"
+        "from abtui.spec import spec_from_dict, validate\n"
+        "arms = [{'name': n, 'url': 'http://127.0.0.1:9/v1'} for n in ('a', 'b')]\n"
+        "validate(spec_from_dict({'arms': arms, 'load': {'concurrency': 2}}, 't.toml'), 't')"
+    )
+    names = ("abtui.profile.stored", "abtui.quality.run", "abtui.quality.sizing")
     assert _loaded(code, names) == []
