@@ -76,7 +76,10 @@ class Prestarted:
         self.launched = True
         procs.extend(self.procs)
         for conn, plan in zip(self._plans, plans, strict=True):
-            conn.send(plan)
+            try:
+                conn.send(plan)
+            except OSError:  # it died meanwhile: the session records its exit code
+                pass
             conn.close()
         self._plans = []
         return self.results, self.start_pipes, self.stop

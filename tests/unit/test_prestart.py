@@ -56,3 +56,31 @@ def test_a_generator_whose_pipe_closes_exits_by_itself():
     assert p.exitcode == 0
     pre._plans = []
     pre.close()
+
+
+def test_a_generator_that_died_before_its_plan_is_left_to_the_session():
+    """Killed while it waited: the launch still hands the others their plans (here: nothing to
+    send), and the session sees the dead one's exit code (it reaps silent generators)."""
+    from abtui.client.target import Target
+    from abtui.runner.generator import ArmPlan
+    from abtui.runner.messages import Done, Ready
+
+    def plan(arm: int) -> ArmPlan:
+        target = Target(base_url="http://127.0.0.1:9/v1", model="m")
+        return ArmPlan(arm, target, [], [], "closed", 1, segments=[])
+
+    pre = Prestarted(["abtui-gen-a", "abtui-gen-b"])
+    a, b = pre.procs
+    a.kill()
+    a.join(timeout=10)
+    procs: list = []
+    results, pipes, stop = pre.launch([plan(0), plan(1)], procs)
+    assert procs == [a, b] and len(pipes) == 2
+    assert a.exitcode == -9
+    ready = results.get(timeout=60)
+    assert (type(ready), ready.wid) == (Ready, 1)
+    stop.set()  # before its t0: it ends
+    done = results.get(timeout=60)
+    assert (type(done), done.wid) == (Done, 1)
+    b.join(timeout=60)
+    assert b.exitcode == 0
