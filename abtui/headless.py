@@ -40,13 +40,21 @@ def load_checked_spec(path: str | Path | None = None, apply=None):
 
 
 def run_headless(
-    spec, text: str = "", *, overwrite: bool = False, items=None, gate: bool = True
+    spec,
+    text: str = "",
+    *,
+    overwrite: bool = False,
+    items=None,
+    gate: bool = True,
+    generators=None,
 ) -> int:
-    """Run ``spec`` with progress lines on stderr; print the summary and verdict on stdout."""
+    """Run ``spec`` with progress lines on stderr; print the summary and verdict on stdout
+    (``generators``: prestarted, :class:`~abtui.runner.prestart.Prestarted`)."""
     from abtui.report.console import HeadlessObserver
     from abtui.runner.session import run_session
 
-    result = run_session(spec, text, HeadlessObserver(sys.stderr), overwrite=overwrite, items=items)
+    obs = HeadlessObserver(sys.stderr)
+    result = run_session(spec, text, obs, overwrite=overwrite, items=items, generators=generators)
     return report_run(result, gate)
 
 

@@ -2,6 +2,9 @@
 """Where a small headless A/B spends its time outside the load window: before the first
 request (start-up) and after the last one (summary, verdict, teardown).
 
+The first request is a warm-up one (the load window starts there); a second line gives the
+first measured request, after the warm-up and the common start.
+
 Two simulated GPUs on 127.0.0.1 (h100 bf16 / fp8, time scale 8, 256 in a batch), then
 ``abtui run --concurrency C --requests N --headless`` in this process; the session file gives
 the first dispatch and the last completion (the same monotonic clock). ``--cli`` runs the
@@ -163,6 +166,12 @@ def main() -> None:
         + ("; under cProfile" if prof is not None else "")
         + ("; a new abtui process" if args.cli else "")
         + ("" if _bytecode_cached(abtui.cli) else "; abtui's bytecode not cached")
+    )
+    measured = int(t.dispatched_ns[~t.warmup].min()) if (~t.warmup).any() else first
+    print(
+        f"  the first request is a warm-up one; the first measured request "
+        f"{(measured - t0) / 1e9:.2f} s after the start (CPU {sampler.at(measured) - c0:.2f} s): "
+        "the warm-up, the connections opened and the start barrier in between"
     )
     if prof is not None:
         prof.dump_stats(os.path.join(args.out, f"{name}.prof"))

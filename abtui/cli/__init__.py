@@ -22,21 +22,23 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from abtui import __version__
 from abtui.cli.helptext import HelpFormatter, examples
-from abtui.cli.run import (
-    add_run_options,
-    add_verdict_options,
-    apply_flags,
-    cmd_demo,
-    cmd_run,
-    verdict_overrides,
-)
 from abtui.cli.types import bounded, positive_float, positive_int
 from abtui.errors import AbtuiError, StoreError, UsageError
-from abtui.hardware.memory import quiet_duckdb_allocator
-from abtui.report.untrusted import inert
-from abtui.spec.model import StoreSpec
 
 __all__ = ["apply_flags", "build_parser", "main"]
+
+# What the commands need is imported when a command is parsed or run, not with this module: a
+# load generator started from the ``abtui`` script imports it again (multiprocessing's spawn
+# runs the main script in each child), and the run command's options load numpy and Rich.
+_FROM_RUN = ("add_run_options", "add_verdict_options", "apply_flags", "cmd_demo", "cmd_run")
+
+
+def __getattr__(name: str):
+    if name in _FROM_RUN or name == "verdict_overrides":
+        from abtui.cli import run
+
+        return getattr(run, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -135,6 +137,7 @@ def cmd_sim_predict(args) -> int:
 def cmd_report(args) -> int:
     """The summary and verdict of a saved session; exit code = the verdict's (0/3/4). It only
     reads the file (docs/session-file.md); a damaged one is an error naming it (exit 2)."""
+    from abtui.cli.run import verdict_overrides
     from abtui.report.console import print_session_summary
     from abtui.store.damage import reading
 
@@ -273,14 +276,18 @@ def _add_run(sub) -> None:
             "abtui run --aa --baseline URL --concurrency 8   # A/A: the set-up's own noise floor",
         ),
     )
+    from abtui.cli.run import add_run_options, cmd_run
+
     r.add_argument("spec", nargs="?", help="experiment spec (TOML)")
     add_run_options(r)
     r.set_defaults(func=cmd_run)
 
 
 def _add_demo(sub) -> None:
+    from abtui.cli.run import cmd_demo
     from abtui.demo import DemoOptions
     from abtui.demo_prefix import SCENARIOS
+    from abtui.spec.model import StoreSpec
 
     _d = DemoOptions()
     d = sub.add_parser(
@@ -501,6 +508,8 @@ def _add_report(sub) -> None:
     g.add_argument(
         "-o", "--output", metavar="FILE", help="write the md/html/json report here (default stdout)"
     )
+    from abtui.cli.run import add_verdict_options
+
     add_verdict_options(rep.add_argument_group("verdict and cost"))
     rep.set_defaults(func=cmd_report)
 
@@ -563,6 +572,8 @@ def main(argv: list[str] | None = None) -> int:
         parser = build_parser(words[0] if words else None)
         args = parser.parse_args(argv)
         if args.command in RUNS_A_SESSION:  # before anything loads DuckDB (hardware.memory)
+            from abtui.hardware.memory import quiet_duckdb_allocator
+
             quiet_duckdb_allocator()
         if not getattr(args, "func", None):
             if args.command is None and sys.stdin.isatty() and sys.stdout.isatty():
@@ -573,6 +584,8 @@ def main(argv: list[str] | None = None) -> int:
     except AbtuiError as e:
         hint = f" (hint: {e.hint})" if e.hint else ""
         head = "" if getattr(e, "prefixed", False) else "abtui: "  # one prefix, not two
+        from abtui.report.untrusted import inert
+
         print(inert(f"{head}{e.message}{hint}"), file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:

@@ -486,18 +486,33 @@ def run_and_report(
     (:mod:`abtui.headless` says which). The process gives big arrays back to the OS when it
     frees them (:func:`abtui.hardware.memory.big_arrays_to_the_os`): the summary and verdict at
     the end of a 100,000-request run peaked ~12 MB higher on the holes of the ones before."""
+    from abtui.runner.prestart import Prestarted, generator_names, local_generators
+
+    # the load generators start first: they import their modules while this process imports
+    # its own, asks the endpoints and writes the session file (abtui.runner.prestart)
+    gens = Prestarted(generator_names(spec)) if local_generators(spec) else None
+    try:
+        return _run_and_report(spec, text, overwrite, items, gate, tui, gens)
+    finally:
+        if gens is not None:  # a run that never launched them (a bad endpoint, a quit)
+            gens.close()
+
+
+def _run_and_report(spec, text, overwrite, items, gate, tui, gens) -> int:
     from abtui.hardware.memory import big_arrays_to_the_os
     from abtui.headless import report_run, run_headless
 
     big_arrays_to_the_os()
 
     if not tui:
-        return run_headless(spec, text, overwrite=overwrite, items=items, gate=gate)
+        return run_headless(
+            spec, text, overwrite=overwrite, items=items, gate=gate, generators=gens
+        )
     from abtui.runner.session import run_session
 
     result, verdict = run_in_tui(
         lambda obs, stop: run_session(
-            spec, text, obs, overwrite=overwrite, items=items, stop_request=stop
+            spec, text, obs, overwrite=overwrite, items=items, stop_request=stop, generators=gens
         )
     )
     return report_run(result, gate, verdict)  # the TUI's verdict printed, not computed again

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 
 from abtui.errors import SpecError
 
+API_SETTINGS = ("auto", "chat", "completions")  # quality.api (abtui.quality.sizing acts on it)
+
 DEFAULT_MARGIN = 0.01  # non-inferiority: the lower CI bound of Δacc must be ≥ −1 pp to pass
 MODES = ("separate", "interleaved")
 
@@ -82,8 +84,6 @@ def validate_quality(q: QualitySpec, source: str, load=None) -> None:
         from abtui.quality.userfile import load
 
         load(q.file)
-    from abtui.quality.sizing import API_SETTINGS
-
     if q.api not in API_SETTINGS:
         raise SpecError(
             f"{source}: quality.api must be one of {', '.join(API_SETTINGS)}, got {q.api!r}",

@@ -34,7 +34,6 @@ import time
 from collections.abc import Callable
 
 from abtui.client.target import Target
-from abtui.quality import run as qrun
 from abtui.quality.items import QualityItem
 
 _now = time.perf_counter_ns
@@ -139,6 +138,8 @@ class Interleaved:
             "sent_during_load": during,
             "load_end_s": None if during is None else (load_end_ns - self.t0_ns) / 1e9,
         }
+        from abtui.quality import run as qrun  # with its scorers and clients: only when used
+
         qrun.finish(
             self.spec,
             self.targets,
@@ -163,6 +164,8 @@ class Interleaved:
             self.error = f"{type(e).__name__}: {e}"
 
     async def _main(self) -> None:
+        from abtui.quality import run as qrun  # with its scorers and clients: only when used
+
         q = self.spec.quality
         greedy = [qrun.greedy_target(t, q.seed) for t in self.targets]
         tasks: set[asyncio.Task] = set()
@@ -227,5 +230,7 @@ def prepare(
     ``interleaved`` and there are items to send."""
     if not spec.quality.enabled or spec.quality.mode != "interleaved":
         return None
+    from abtui.quality import run as qrun  # with its scorers and clients: only when used
+
     items = qrun.session_items(spec, targets, writer, obs)
     return Interleaved(spec, targets, items, segments, stop) if items else None

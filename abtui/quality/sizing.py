@@ -54,10 +54,10 @@ from abtui.client.items import Item
 from abtui.client.records import RequestRecord
 from abtui.client.target import Target, build_body
 from abtui.quality import builtin
+from abtui.quality.config import API_SETTINGS  # noqa: F401 (this module's setting, defined there)
 from abtui.quality.items import QualityItem
 from abtui.quality.prompts import filler
 
-API_SETTINGS = ("auto", "chat", "completions")
 DEFAULT_BUDGET_S = 600.0
 SAFETY = 4.0  # timeout = SAFETY × in flight × the expected time
 PROBE_WORDS = 256  # the middle timing request's filler words

@@ -14,8 +14,12 @@ from abtui.spec import Spec
 from abtui.store.writer import SessionWriter
 
 
-def start_local(spec: Spec, plans: list[ArmPlan], procs: list):
-    """One spawned process per generator; returns (result queue, start pipes, stop event)."""
+def start_local(spec: Spec, plans: list[ArmPlan], procs: list, prestarted=None):
+    """One spawned process per generator; returns (result queue, start pipes, stop event).
+    ``prestarted``: a :class:`~abtui.runner.prestart.Prestarted` with as many processes as
+    ``plans``, given their plans instead of new ones started."""
+    if prestarted is not None and len(prestarted.names) == len(plans):
+        return prestarted.launch(plans, procs)
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
     stop = ctx.Event()

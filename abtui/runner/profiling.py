@@ -22,13 +22,15 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 
 from abtui.client.target import Target
-from abtui.profile.classes import table_from_dict
-from abtui.profile.stored import ArmTraces, analyse_session
 from abtui.spec import Spec
+
+if TYPE_CHECKING:  # the analysis is imported when a window closes: most runs never profile
+    from abtui.profile.stored import ArmTraces
 
 _now = time.perf_counter_ns
 CALL_TIMEOUT_S = 120.0  # a stop call: the server writes its trace before it answers
@@ -223,6 +225,9 @@ class ProfileWindow:
                 writer.event("profile", a.error, arm=a.arm)
                 self.say(f"profile: {a.name}: {a.error}")
         self.say("profile: reading the traces…")
+        from abtui.profile.classes import table_from_dict
+        from abtui.profile.stored import analyse_session
+
         traces = [self._traces(a) for a in self.arms]
         table = table_from_dict(self.pr.classes, "profile.classes")
         doc = analyse_session(traces, table, tuple(self.pr.optimises), self.pr.factor)
@@ -240,6 +245,8 @@ class ProfileWindow:
 
     # -- the traces -----------------------------------------------------------------------
     def _traces(self, a: _Arm) -> ArmTraces:
+        from abtui.profile.stored import ArmTraces
+
         out = ArmTraces(a.arm, a.name, hardware=self.hardware[a.arm])
         if a.start_ns is None:
             out.error = a.error or "not profiled"

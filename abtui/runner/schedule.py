@@ -17,6 +17,10 @@ it prompts the main process never reads again (docs/reliability.md). Instead:
 - Where a generator cannot rebuild — the caller's own items (``abtui demo``), Ray actors on other
   machines (whose disks may not hold the workload file) — the main process builds the whole
   schedule (``light=False``) and ships it in the plans, as before.
+- A small workload (at most :data:`SHIP_ITEMS` items and :data:`SHIP_TEXT` characters of prompt
+  text) is shipped whole too: the main process keeps it as it streams it (``whole_up_to``), and
+  a generator then starts without importing numpy and the spec's workload builders (~0.1 s of
+  CPU per process on the 2-core dev VM) and without making the items again.
 """
 
 from __future__ import annotations
@@ -44,6 +48,8 @@ from abtui.workload.segments import (
 
 BATCH = 4096  # items written to the session file at once while streaming ...
 BATCH_TEXT = 8 << 20  # ... or fewer, when their prompts and messages hold this many characters
+SHIP_ITEMS = 10_000  # a workload of at most this many items ...
+SHIP_TEXT = 2 << 20  # ... and this many characters of text is shipped whole, not rebuilt
 
 
 @dataclass
@@ -53,6 +59,7 @@ class Schedule:
     levels: list[Level]
     warm: list[Item]
     fingerprint: str
+    whole: list[Level] | None = None  # light, and small enough: the levels' items kept whole
 
     @property
     def n(self) -> int:
@@ -149,17 +156,23 @@ def session_schedule(
     *,
     sink: Callable[[list[Item], bool], None] | None = None,
     light: bool = False,
+    whole_up_to: tuple[int, int] | None = None,
 ) -> Schedule:
     """The schedule of ``spec`` whose levels are ``sources``
     (:func:`~abtui.workload.segments.level_sources`): each item made once, in order,
     fingerprinted, handed to ``sink(batch, warmup)`` in batches of :data:`BATCH` (measured
     items, then the warm-up items), and kept whole, or ``light``: as their indices and offsets
-    (:class:`~abtui.workload.segments.Offsets`), which is all the main process reads of them."""
+    (:class:`~abtui.workload.segments.Offsets`), which is all the main process reads of them.
+    ``whole_up_to=(items, characters)`` with ``light``: the items are kept whole as well while
+    there are no more than that (``Schedule.whole``; None once there are more)."""
     warm = warmup_items(spec, sum(len(src) for _, _, src in sources))
     h = hashlib.blake2b(digest_size=16)
     levels = []
+    whole: list[Level] | None = [] if light and whole_up_to else None
+    room_items, room_text = whole_up_to or (0, 0)
     for rate, conc, src in sources:
         kept: list[Item] = []
+        small: list[Item] | None = [] if whole is not None else None
         index, arrival, starts = array("q"), array("d"), array("b")
         batch: list[Item] = []
         text = 0
@@ -173,6 +186,12 @@ def session_schedule(
                 conv = it.conversation
                 starts.append(conv is None or len(index) == 1 or it.turn == 0 or conv != prev)
                 prev = conv
+                if small is not None:
+                    room_items -= 1
+                    room_text -= _text_len(it)
+                    small.append(it)
+                    if room_items < 0 or room_text < 0:  # too big to keep: rebuilt instead
+                        small = whole = None
             else:
                 kept.append(it)
             if sink is not None:
@@ -191,11 +210,13 @@ def session_schedule(
                 None if first.all() else first,
             )
         levels.append(Level(rate, conc, kept))
+        if whole is not None:
+            whole.append(Level(rate, conc, small))
     for it in warm:
         _digest(h, it)
     if sink is not None and warm:
         sink(warm, True)
-    return Schedule(levels, warm, h.hexdigest())
+    return Schedule(levels, warm, h.hexdigest(), whole)
 
 
 def segments_of(spec: Spec, levels: list[Level], n_arms: int) -> list[Segment]:

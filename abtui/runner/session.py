@@ -27,8 +27,6 @@ from abtui.client.redact import Scrubber, secrets_of
 from abtui.errors import StoreWriteError
 from abtui.metrics.live import ttfo_time
 from abtui.quality import interleave
-from abtui.quality.run import run_for_session as run_quality
-from abtui.quality.seqrun import run_until_decided as run_quality_until_decided
 from abtui.runner.cuts import Cuts
 from abtui.runner.endpoints import resolve_targets
 from abtui.runner.generator import ArmPlan
@@ -56,6 +54,8 @@ from abtui.runner.observer import (
 from abtui.runner.pool import connections_doc
 from abtui.runner.profiling import ProfileWindow
 from abtui.runner.schedule import (
+    SHIP_ITEMS,
+    SHIP_TEXT,
     Recipe,
     open_loop,
     recipe_spec,
@@ -259,7 +259,9 @@ class SessionRun:
     ``items``: a workload built by the caller (``abtui demo``), sent to every arm instead of
     the spec's synthetic one; ``spec.workload.requests`` should be its length.
     ``stop_request``: set it to stop as Ctrl-C does (a UI running this in a thread, where
-    signal handlers cannot be installed)."""
+    signal handlers cannot be installed). ``generators``: local generator processes started
+    beforehand (:class:`~abtui.runner.prestart.Prestarted`), given their plans at the launch
+    (closed with the session if it never gets there)."""
 
     def __init__(
         self,
@@ -271,8 +273,10 @@ class SessionRun:
         generator_cpus: list[int] | None = None,
         items: list[Item] | None = None,
         stop_request: threading.Event | None = None,
+        generators=None,
     ) -> None:
         self.spec, self.spec_text, self.generator_cpus = spec, spec_text, generator_cpus
+        self.prestarted = generators
         # local generators make their items themselves from the spec (abtui.runner.schedule):
         # the main process streams them into the file and keeps them light; not the caller's
         # items (the demo) nor Ray actors, whose machines may not hold the workload file
@@ -401,7 +405,10 @@ class SessionRun:
                 context.add(batch)
 
         try:
-            self.schedule = session_schedule(spec, self.sources, sink=sink, light=self.rebuild)
+            small = (SHIP_ITEMS, SHIP_TEXT) if self.rebuild else None
+            self.schedule = session_schedule(
+                spec, self.sources, sink=sink, light=self.rebuild, whole_up_to=small
+            )
         except _StoppedEarly:
             self.status = "interrupted"
             writer.event("interrupted", "stop requested while the workload was being written")
@@ -411,6 +418,8 @@ class SessionRun:
             )
             return False
         self.sources = None  # every item is in the file now
+        if self.schedule.whole is not None:  # small: shipped to the generators, not rebuilt
+            self.schedule.levels, self.rebuild = self.schedule.whole, False
         self.segments = segments_of(spec, self.schedule.levels, len(spec.arms))
         if spec.load.schedule == "alternate":  # the blocks as cut (fewer: long conversations)
             blocks = Shape.of_plan(self.segments).blocks
@@ -476,7 +485,7 @@ class SessionRun:
             self.results, self.pipes, stop, procs = self.fleet.handles
             self.procs.extend(procs)
         else:
-            self.results, self.pipes, stop = start_local(spec, plans, self.procs)
+            self.results, self.pipes, stop = start_local(spec, plans, self.procs, self.prestarted)
         self.interrupts.stop = stop
         self.qi = interleave.prepare(
             spec,
@@ -666,6 +675,10 @@ class SessionRun:
         elif spec.quality.enabled and not self.interrupts.count and not self.fatal:
             self.phase = "quality"  # after the load test, never timed with it (abtui.quality.run)
             obs.progress(self.snap())
+            # the suites' modules (scorers, clients) load only when they run
+            from abtui.quality.run import run_for_session as run_quality
+            from abtui.quality.seqrun import run_until_decided as run_quality_until_decided
+
             if self.until is not None:  # items until the quality gate is decided, too
                 doc = run_quality_until_decided(spec, self.targets, writer, obs, self._stopping)
                 if doc is not None:
@@ -710,6 +723,8 @@ class SessionRun:
 
     def _close(self) -> None:
         """Whatever happened: the generators stopped, telemetry and the file closed."""
+        if self.prestarted is not None:  # never launched (a stop before): ended here
+            self.prestarted.close()
         for p in self.procs:
             if p.is_alive():
                 p.terminate()
@@ -735,9 +750,10 @@ def run_session(
     generator_cpus: list[int] | None = None,
     items: list[Item] | None = None,
     stop_request: threading.Event | None = None,
+    generators=None,
 ) -> SessionResult:
     """Run ``spec`` (already validated) to the end, or until Ctrl-C / SIGTERM (see
-    :class:`SessionRun` for the phases, ``items`` and ``stop_request``)."""
+    :class:`SessionRun` for the phases, ``items``, ``stop_request`` and ``generators``)."""
     return SessionRun(
         spec,
         spec_text,
@@ -746,4 +762,5 @@ def run_session(
         generator_cpus=generator_cpus,
         items=items,
         stop_request=stop_request,
+        generators=generators,
     ).run()

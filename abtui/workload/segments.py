@@ -20,10 +20,12 @@ starts on a fresh common ``t0``. So in ``alternate`` mode the arms never overlap
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from abtui.client.items import Item
+
+if TYPE_CHECKING:  # numpy is imported where it is used: a load generator unpickling its
+    import numpy as np  # segments of whole items (Segment, Level) needs none of it
 
 SCHEDULES = ("parallel", "alternate")
 
@@ -101,6 +103,8 @@ class Offsets:
             yield Offset(i, t)
 
     def rebased(self, start: float) -> Offsets:
+        import numpy as np
+
         return Offsets(self.index, np.maximum(0.0, self.arrival - start), self.starts)
 
 
@@ -118,6 +122,8 @@ def unit_starts(items: list[Item] | Offsets) -> np.ndarray | None:
         return items.starts
     if not any(getattr(it, "conversation", None) is not None for it in items):
         return None
+    import numpy as np
+
     return np.fromiter((starts_unit(items, k) for k in range(len(items))), bool, len(items))
 
 
@@ -131,6 +137,8 @@ def block_bounds(items: list[Item] | Offsets, blocks: int) -> list[tuple[int, in
     starts = unit_starts(items)
     cuts = [b * size for b in range(1, nb) if b * size < n]
     if starts is not None:
+        import numpy as np
+
         at = np.flatnonzero(starts)
         cuts = sorted(
             {int(at[j]) for c in cuts if (j := int(np.searchsorted(at, c))) < len(at)} - {0}

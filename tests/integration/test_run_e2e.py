@@ -360,11 +360,15 @@ def test_interrupt_while_the_workload_is_written(sims, tmp_path):
     while not path.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     time.sleep(1.0)
-    assert not _children(proc.pid), "the generators started: the items were written already"
+    # the load generators are started already (abtui.runner.prestart), waiting for their plans
+    children = _children(proc.pid)
+    assert children
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert "Traceback" not in err and "stopped before any request was sent" in err
+    time.sleep(0.5)
+    assert not any(_alive(c) for c in children), "a load generator outlived abtui"
     with SessionReader(path) as rd:
         assert rd.status == "interrupted"
         (items,) = rd.query("SELECT count(*) FROM items")[0]

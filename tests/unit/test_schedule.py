@@ -161,6 +161,42 @@ def test_each_generator_rebuilds_the_segments_the_session_file_records(case, tmp
             assert _rows(a.items) == _rows(b.items)
 
 
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_small_workload_is_kept_whole_to_ship_a_big_one_is_not(case, tmp_path, monkeypatch):
+    """``whole_up_to``: while the items fit, the light schedule keeps them whole as well (the
+    generators get them pickled instead of rebuilding them); one item or one character over
+    either bound and it keeps none."""
+    monkeypatch.setattr("abtui.limits.usable_cpus", lambda: 8)
+    spec, n_arms, _ = _spec(tmp_path, case)
+    levels = build_levels(spec)
+    items = [it for lv in levels for it in lv.items]
+    text = sum(schedule._text_len(it) for it in items)
+    for bound, kept in (((len(items), text), True), ((len(items) - 1, text), False)):
+        written: list = []
+        sch = schedule.session_schedule(
+            spec,
+            level_sources(spec),
+            sink=lambda batch, warmup: written.extend(batch),  # noqa: B023
+            light=True,
+            whole_up_to=bound,
+        )
+        assert all(isinstance(lv.items, Offsets) for lv in sch.levels)
+        assert len(written) == len(items) + spec.load.warmup  # the file gets them all the same
+        if not kept:
+            assert sch.whole is None
+            continue
+        assert [(lv.rate, lv.concurrency) for lv in sch.whole] == [
+            (lv.rate, lv.concurrency) for lv in levels
+        ]
+        assert [_rows(lv.items) for lv in sch.whole] == [_rows(lv.items) for lv in levels]
+        want = schedule.segments_of(spec, levels, n_arms)
+        assert schedule.segments_of(spec, sch.whole, n_arms) == want
+    over = schedule.session_schedule(
+        spec, level_sources(spec), light=True, whole_up_to=(len(items), text - 1)
+    )
+    assert over.whole is None
+
+
 def test_level_items_know_their_count_and_raise_before_making_any(tmp_path):
     spec, _, _ = _spec(tmp_path, "poisson-duration")
     src = LevelItems(spec, spec.load.rate)
@@ -283,3 +319,39 @@ def test_the_context_check_counts_across_batches(monkeypatch):
         )
     ]
     assert len(messages) == 1 and "refuse or truncate" in messages[0]
+
+
+def test_the_session_ships_a_small_workload_and_has_a_big_one_rebuilt(tmp_path, monkeypatch):
+    """The plans: a small workload's segments whole (no recipe), a bigger one's recipe (the
+    generators make their own items); both sessions record every item."""
+    from abtui.runner.session import SessionRun
+
+    with SimProcess(SimConfig(port=0)) as a, SimProcess(SimConfig(port=0)) as b:
+        for name, ship_text in (("small", schedule.SHIP_TEXT), ("big", 100)):
+            monkeypatch.setattr("abtui.runner.session.SHIP_TEXT", ship_text)
+            spec = validate(
+                spec_from_dict(
+                    {
+                        "name": name,
+                        "arms": [{"name": "a", "url": a.url}, {"name": "b", "url": b.url}],
+                        "workload": {"requests": 30, "input_tokens": 8},
+                        "load": {"concurrency": 4},
+                        "store": {"dir": str(tmp_path)},
+                    },
+                    "t.toml",
+                )
+            )
+            run = SessionRun(spec)
+            try:
+                run._header()
+                assert run._workload()
+                run.worker_arm = [0, 1]
+                plans = run._plans()
+            finally:
+                run.writer.close(status="failed")
+            if name == "small":
+                assert all(p.recipe is None for p in plans)
+                assert [len(p.segments[0].items) for p in plans] == [30, 30]
+                assert all(p.segments[0].items[0].prompt for p in plans)
+            else:
+                assert all(p.recipe is not None and p.segments is None for p in plans)
