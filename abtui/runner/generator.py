@@ -393,10 +393,13 @@ class _Generator:
             self._spawn(rec, item, body, sem)
 
     async def _closed_loop(self, t0: int | None = None) -> None:
-        """Keep ``concurrency`` requests in flight; each worker sends its next item at once."""
+        """From ``t0`` (the same instant for every arm), keep ``concurrency`` requests in
+        flight; each worker sends its next item at once."""
         plan, seg = self.plan, self.seg
         queue = iter(seg.items)
         end = t0 + int(seg.duration_s * 1e9) if seg.duration_s and t0 is not None else None
+        if t0 is not None:
+            await _sleep_until(t0)
 
         async def worker() -> None:
             for item in queue:
@@ -433,10 +436,12 @@ class _Generator:
 
     async def _closed_conversations(self, t0: int | None = None) -> None:
         """Keep ``concurrency`` conversations under way; a worker starts its next one when its
-        last turn completed."""
+        last turn completed; from ``t0``, the same instant for every arm."""
         seg = self.seg
         queue = iter(conversations_of(seg.items))
         end = t0 + int(seg.duration_s * 1e9) if seg.duration_s and t0 is not None else None
+        if t0 is not None:
+            await _sleep_until(t0)
 
         async def worker() -> None:
             for turns in queue:

@@ -217,6 +217,12 @@ def test_concurrency_sweep_is_closed_loop_per_level(gpus, tmp_path):
         segs = rd.meta()["segments"]
         t = rd.request_table()
     assert [(s["concurrency"], s["rate"]) for s in segs] == [(1, None), (4, None)]
+    for lv, seg in enumerate(segs):  # a closed loop starts at its t0 too, on every arm
+        rows = t.select(t.level == lv)
+        assert rows.dispatched_ns.min() >= seg["t0_ns"], (
+            lv,
+            rows.dispatched_ns.min() - seg["t0_ns"],
+        )
     for lv, conc in ((0, 1), (1, 4)):
         rows = t.select((t.level == lv) & (t.arm == 0))
         starts, ends = np.sort(rows.dispatched_ns), np.sort(rows.done_ns)
