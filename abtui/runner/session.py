@@ -654,8 +654,8 @@ class SessionRun:
         stats = {w: st.to_dict() for w, st in self.gen_stats.items()}
         _mark_health(writer, self.names, stats, self.worker_arm, obs, self.delivery, self.machine)
         writer.write_meta(connections=per_arm_connections(stats, self.worker_arm, self.names))
-        for p in self.procs:
-            p.join(timeout=5)
+        # every generator has ended (Done, Fatal or found dead) and exits on its own, beside the
+        # summary and verdict: their teardown took ~0.1 s of a small run's end (_close)
         self._store_sequential()  # the load's end; the quality suites come after it
         if self.qi is not None:  # the rest of the interleaved items; rows answered are kept
             if self.fatal:
@@ -709,9 +709,11 @@ class SessionRun:
         self.writer.write_meta(sequential=u.to_dict())
 
     def _close(self) -> None:
-        """Whatever happened: the generators stopped, telemetry and the file closed."""
-        for p in self.procs:
-            if p.is_alive():
+        """Whatever happened: the generators stopped, telemetry and the file closed. A generator
+        that ended (:meth:`_loop` heard its last message) is left to exit: its process is
+        reaped when it has (multiprocessing does, at the latest at this process's exit)."""
+        for i, p in enumerate(self.procs):
+            if i not in self.done and p.is_alive():
                 p.terminate()
                 p.join(timeout=2)
         if self.fleet is not None:
