@@ -655,7 +655,7 @@ class SessionRun:
         _mark_health(writer, self.names, stats, self.worker_arm, obs, self.delivery, self.machine)
         writer.write_meta(connections=per_arm_connections(stats, self.worker_arm, self.names))
         # every generator has ended (Done, Fatal or found dead) and exits on its own, beside the
-        # summary and verdict: their teardown took ~0.1 s of a small run's end (_close)
+        # summary and verdict: waiting for their teardown took up to 0.1 s of a small run's end
         self._store_sequential()  # the load's end; the quality suites come after it
         if self.qi is not None:  # the rest of the interleaved items; rows answered are kept
             if self.fatal:
