@@ -1,5 +1,3 @@
-import sys
+from abtui.cli.entry import entry
 
-from abtui.cli import main
-
-sys.exit(main())
+entry()

@@ -7,7 +7,9 @@ dumps leaf by leaf (docs/reliability.md).
     python scripts/verdict_diff.py compare before.json after.json
 
 ``dump`` writes ``SessionVerdict.to_dict()`` of each file (``store=False``: the files are not
-changed; ``created`` left out) with whichever abtui is first on the path. ``compare`` counts the
+changed; ``created`` left out) with whichever abtui is first on the path; ``--recompute``
+computes each verdict even where the file stores one the tree would reuse (the same abtui
+version: two trees of one version would otherwise both print the stored one). ``compare`` counts the
 leaves, lists every one that differs (floats with their relative difference, largest first;
 anything else as a change of value) and exits 1 when a non-float leaf differs.
 """
@@ -20,11 +22,15 @@ import sys
 from collections import Counter
 
 
-def dump(out: str, paths: list[str]) -> None:
+def dump(out: str, paths: list[str], recompute: bool = False) -> None:
     try:
         from abtui.verdict.saved import session_verdict
     except ImportError:  # a tree whose module still has its old name
         from abtui.verdict.session import session_verdict
+    if recompute:
+        import abtui.verdict.stored
+
+        abtui.verdict.stored.reusable = lambda *a, **k: None  # looked up at each call
 
     docs = {}
     for path in paths:
@@ -81,13 +87,16 @@ def main() -> int:
     d = sub.add_parser("dump", help="write the verdict documents of session files")
     d.add_argument("out")
     d.add_argument("paths", nargs="+")
+    d.add_argument(
+        "--recompute", action="store_true", help="never reuse a verdict stored in the file"
+    )
     c = sub.add_parser("compare", help="compare two dumps leaf by leaf")
     c.add_argument("a")
     c.add_argument("b")
     c.add_argument("--show", type=int, default=10, help="differences listed (default 10)")
     args = ap.parse_args()
     if args.cmd == "dump":
-        dump(args.out, args.paths)
+        dump(args.out, args.paths, args.recompute)
         return 0
     return compare(args.a, args.b, args.show)
 

@@ -21,7 +21,7 @@ from abtui.metrics.workload import workload_shape
 from abtui.report.health import DEGRADED_TAG, DEGRADED_WHY, stored_health
 from abtui.report.untrusted import InertConsole, inert, printable, term
 from abtui.runner.observer import ArmProgress, RunInfo, Snapshot
-from abtui.store.reader import SessionReader, never_closed
+from abtui.store.reader import SessionReader, never_closed, reading
 from abtui.store.schema import WRITE_FAILED
 
 LINE_MAX = 100  # a headless progress line at most (they were ~170 with two arms)
@@ -238,13 +238,15 @@ def _print_generator_health(console: Console, meta: dict) -> None:
 
 
 def print_session_summary(
-    path: str | Path, out: TextIO | None = None, width: int | None = None
+    source: str | Path | SessionReader, out: TextIO | None = None, width: int | None = None
 ) -> list[ArmSummary]:
-    """Summarise the session file at ``path`` side by side, in ``width`` columns (default: the
+    """Summarise the session file at ``source`` (a path, or a reader of it:
+    :func:`~abtui.store.reader.reading`) side by side, in ``width`` columns (default: the
     terminal's, when ``out`` is one; a file or pipe gets the full width); returns the per-arm
     summaries."""
     out = out or sys.stdout
-    with SessionReader(path) as rd:
+    with reading(source) as rd:
+        path = source if not isinstance(source, SessionReader) else rd.path
         meta = rd.meta()
         arms = rd.arms()
         table = rd.request_table()

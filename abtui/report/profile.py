@@ -8,7 +8,7 @@ from __future__ import annotations
 from abtui.jsonable import json_ready
 from abtui.profile.stored import PHASE_METRICS, phase_bars, profile_lines
 from abtui.report.untrusted import inert
-from abtui.store.reader import SessionReader
+from abtui.store.reader import SessionReader, reading
 
 
 def _latency(pairs: list[dict] | None) -> dict[str, dict[str, tuple[str, float]]]:
@@ -28,8 +28,9 @@ def _latency(pairs: list[dict] | None) -> dict[str, dict[str, tuple[str, float]]
 def profile_doc(path, pairs: list[dict] | None = None) -> dict | None:
     """The stored profile of the session at ``path`` with its window, the requests the window
     left out per arm (``excluded``) and the lines the reports print; None without one.
-    ``pairs``: the verdict's (its latency changes go beside the Amdahl bounds)."""
-    with SessionReader(path) as rd:
+    ``pairs``: the verdict's (its latency changes go beside the Amdahl bounds). ``path``: or
+    an open reader of the file (:func:`~abtui.store.reader.reading`)."""
+    with reading(path) as rd:
         meta = rd.meta()
         doc, window = meta.get("profile"), meta.get("profile_window")
         if not isinstance(doc, dict) and not isinstance(window, dict):

@@ -662,8 +662,8 @@ class SessionRun:
         stats = self.gen_stats
         _mark_health(writer, self.names, stats, self.worker_arm, obs, self.delivery, self.machine)
         writer.write_meta(connections=connections_doc(stats, self.worker_arm, self.names))
-        for p in self.procs:
-            p.join(timeout=5)
+        # every generator has ended (Done, Fatal or found dead) and exits on its own, beside the
+        # summary and verdict: waiting for their teardown took up to 0.1 s of a small run's end
         self._store_sequential()  # the load's end; the quality suites come after it
         if self.qi is not None:  # the rest of the interleaved items; rows answered are kept
             if self.fatal:
@@ -722,11 +722,13 @@ class SessionRun:
         self.writer.write_meta(sequential=u.record().to_dict())
 
     def _close(self) -> None:
-        """Whatever happened: the generators stopped, telemetry and the file closed."""
+        """Whatever happened: the generators stopped, telemetry and the file closed. A generator
+        that ended (:meth:`_loop` heard its last message) is left to exit: its process is
+        reaped when it has (multiprocessing does, at the latest at this process's exit)."""
         if self.prestarted is not None:  # never launched (a stop before): ended here
             self.prestarted.close()
-        for p in self.procs:
-            if p.is_alive():
+        for i, p in enumerate(self.procs):
+            if i not in self.done and p.is_alive():
                 p.terminate()
                 p.join(timeout=2)
         if self.fleet is not None:

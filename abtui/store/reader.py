@@ -129,8 +129,12 @@ class _Copy:
 class SessionReader:
     """Read-only view of a session file (see the module docstring for how it is opened)."""
 
-    def __init__(self, path: str | os.PathLike) -> None:
+    def __init__(self, path: str | os.PathLike, keep_tables: bool = False) -> None:
+        """``keep_tables``: the file is not written while this reader is open (a finished
+        session that one report prints: summary, diagnosis, verdict); :meth:`request_table`
+        reads it once per set of arguments and hands every caller that same table."""
         self.path = Path(path)
+        self._tables: dict[tuple, RequestTable] | None = {} if keep_tables else None
         self.snapshot = False  # True when reading a copy (the file was locked by a writer)
         self._copy: _Copy | None = None
         self._shared = False  # connected to this process's own (writing) instance
@@ -389,9 +393,15 @@ class SessionReader:
         """All requests (warm-up excluded unless asked). Their chunks stay in the file unless
         ``chunks``: the table streams them from it when ITL is asked for, one pass at a time
         on a connection of its own (:mod:`abtui.store.request_table`)."""
-        return read_request_table(
+        key = (include_warmup, chunks)
+        if self._tables is not None and key in self._tables:
+            return self._tables[key]
+        table = read_request_table(
             self._con, self._opener(), self._copy, include_warmup, chunks, name=self.path
         )
+        if self._tables is not None:
+            self._tables[key] = table
+        return table
 
     def _opener(self) -> Callable[[], AbstractContextManager[duckdb.DuckDBPyConnection]]:
         """How a table read from this reader opens the file again for a pass over its chunks:
@@ -493,6 +503,7 @@ class SessionReader:
 
     def close(self) -> None:
         con, self._con = getattr(self, "_con", None), None
+        self._tables = None if getattr(self, "_tables", None) is None else {}
         if con is not None:
             con.close()
         self._copy = None  # deleted now, or with the last table that reads its chunks
@@ -508,3 +519,15 @@ class SessionReader:
             self.close()
         except Exception:
             pass
+
+
+@contextmanager
+def reading(source: str | os.PathLike | SessionReader) -> Iterator[SessionReader]:
+    """A reader of ``source``: the open :class:`SessionReader` given (left open: its owner
+    closes it; one file opened once for a report's sections), else a new one of the path,
+    closed after."""
+    if isinstance(source, SessionReader):
+        yield source
+        return
+    with SessionReader(source) as rd:
+        yield rd

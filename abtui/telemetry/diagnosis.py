@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from abtui.metrics.windows import MeasuredWindows
-from abtui.store.reader import SessionReader
+from abtui.store.reader import reading
 from abtui.telemetry.engines import ENGINES
 from abtui.telemetry.prefix_cache import (
     ArmCache,
@@ -247,8 +247,9 @@ def _gpu(s: _Series, out_tokens: int) -> GpuSummary | None:
 
 
 def diagnose(path) -> list[ArmDiagnosis]:
-    """One :class:`ArmDiagnosis` per arm of the session file at ``path``."""
-    with SessionReader(path) as rd:
+    """One :class:`ArmDiagnosis` per arm of the session file at ``path`` (or an open reader of
+    it: :func:`~abtui.store.reader.reading`)."""
+    with reading(path) as rd:
         meta = rd.meta()
         arms = rd.arms()
         tel = rd.telemetry()

@@ -38,7 +38,7 @@ from abtui.stats import noise_floor as nfm
 from abtui.stats.labels import describe
 from abtui.stats.reasons import Code, Reason
 from abtui.stats.seqdecide import SequentialRun
-from abtui.store.reader import SessionReader
+from abtui.store.reader import SessionReader, reading
 from abtui.store.verdicts import append_verdict
 from abtui.verdict.policy import CALIBRATED, INCONCLUSIVE, SessionInfo, Verdict, evaluate
 from abtui.verdict.sequential import apply_sequential
@@ -190,7 +190,7 @@ def lost_generators(meta: dict) -> list[str]:
 
 
 def session_verdict(
-    path: str | Path,
+    path: str | Path | SessionReader,
     *,
     cost: dict | None = None,
     policy: dict | None = None,
@@ -205,11 +205,15 @@ def session_verdict(
     (:func:`abtui.verdict.stored.reusable`), else computes it, calling ``computing()`` first
     (to say so: seconds to a minute).
 
-    ``cost``: ``{"gpu_price": …, "gpus": …}`` for every arm; ``policy``: fields of ``[policy]``."""
+    ``cost``: ``{"gpu_price": …, "gpus": …}`` for every arm; ``policy``: fields of ``[policy]``.
+    ``path``: or an open reader of the file (:func:`~abtui.store.reader.reading`: the report
+    after a run reads it once); with ``store`` it is closed before the verdict is stored (DuckDB
+    opens a file for writing only where this process has no read-only connection to it)."""
     from abtui.verdict.stored import data_fingerprint, reusable, verdict_from_dict
 
-    path = Path(path)
-    with SessionReader(path) as rd:
+    given = path if isinstance(path, SessionReader) else None
+    path = given.path if given is not None else Path(path)
+    with reading(given or path) as rd:
         meta = rd.meta()
         arms = rd.arms()
         table = rd.request_table()
@@ -300,5 +304,7 @@ def session_verdict(
     if store:
         doc = sv.to_dict()
         doc["data"] = data_fingerprint(table)  # a read path reuses it only for these requests
+        if given is not None:
+            given.close()
         sv.stored = append_verdict(path, verdict.policy.to_dict(), doc)
     return sv

@@ -374,11 +374,17 @@ def test_a_dependent_aa_interval_covers_the_truth():
 
 @pytest.mark.parametrize("n_bins", [1, 7, 32, 33, 200, 512])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_crossings_are_those_of_the_full_product(n_bins, dtype):
-    """The block-wise crossings (abtui/stats/crossing.py) against the whole product: the same
-    bin, counts and rank for every resample and quantile, empty resamples and heavy bins too."""
+@pytest.mark.parametrize("way", ["blocks", "whole"])
+def test_crossings_are_those_of_the_full_product(n_bins, dtype, way, monkeypatch):
+    """The crossings (abtui/stats/crossing.py), block-wise and with the product taken whole,
+    against the whole product computed here: the same bin, counts and rank for every resample
+    and quantile, empty resamples and heavy bins too."""
+    from abtui.stats import crossing
     from abtui.stats.crossing import crossings
 
+    big = 10**9 if way == "whole" else 0  # 0: block-wise past 2 × STRIDE bins
+    monkeypatch.setattr(crossing, "FULL_BINS", big)
+    monkeypatch.setattr(crossing, "FULL_CELLS", big)
     rng = np.random.default_rng(n_bins)
     units = 60
     hist = rng.poisson(0.3, size=(units, n_bins)) * (rng.random((units, n_bins)) < 0.4)
@@ -401,3 +407,25 @@ def test_crossings_are_those_of_the_full_product(n_bins, dtype):
         assert np.array_equal(at, full[rows, want_j].astype(np.float64))
         want_before = np.where(want_j > 0, full[rows, np.maximum(want_j - 1, 0)], 0)
         assert np.array_equal(before, want_before.astype(np.float64))
+
+
+@pytest.mark.parametrize(("n", "decimals"), [(40, 9), (320, 9), (3000, 2)])
+def test_resampled_quantiles_the_same_whole_or_in_blocks(n, decimals, monkeypatch):
+    """A bootstrap's quantiles (Sketch.resampled) on random data: a small product taken whole
+    (crossing.whole) gives every resample's quantiles bit for bit as the block-wise crossings."""
+    from abtui.stats import crossing
+    from abtui.stats.bootstrap import Grid, Sketch, circular_block_weights, resample_rows
+
+    rng = np.random.default_rng(n)
+    values = np.round(rng.lognormal(-1.0, 0.8, n), decimals)  # 2: ties, fewer bins
+    values[rng.random(n) < 0.05] = np.nan  # failed requests: no value
+    units = min(n, 320)
+    sk = Sketch.of(values, np.arange(n) * units // n, units, Grid.covering(values))
+    w = circular_block_weights(units, 3, 2_000, rng)
+    occupied = int(sk.hist.any(axis=0).sum())
+    assert occupied > 2 * crossing.STRIDE and crossing.whole(resample_rows(units), occupied)
+    fast = sk.resampled(w)
+    monkeypatch.setattr(crossing, "FULL_BINS", 0)
+    slow = sk.resampled(w)
+    for s in slow:
+        assert np.array_equal(fast[s], slow[s], equal_nan=True), s

@@ -52,3 +52,45 @@ def test_run_spec_file_names_a_bad_spec(tmp_path, capsys):
     assert run_spec_file(spec) == 2
     err = capsys.readouterr().err
     assert "bad.toml" in err and "Traceback" not in err
+
+
+def test_the_report_after_a_run_opens_the_file_once_and_prints_the_same(
+    tmp_path, capsys, monkeypatch
+):
+    """report_run (the end of ``abtui run``) reads the session through one reader and one
+    request table for the summary, diagnosis, profile and verdict, closes it before the
+    verdict is stored, and prints what each section prints from the path on its own."""
+    import shutil
+    from types import SimpleNamespace
+
+    from tui_fixtures import write_session
+
+    from abtui.headless import print_session_verdict, report_run
+    from abtui.report.console import print_session_summary
+    from abtui.report.diagnosis import print_diagnosis
+    from abtui.report.profile import print_profile
+
+    path = write_session(tmp_path, "once", n=80, verdict=False)
+    alone = shutil.copyfile(path, tmp_path / "alone.duckdb")
+    opened: list[str] = []
+    init = SessionReader.__init__
+
+    def counted(self, p, *args, **kwargs):
+        opened.append(str(p))
+        init(self, p, *args, **kwargs)
+
+    monkeypatch.setattr(SessionReader, "__init__", counted)
+    rc = report_run(SimpleNamespace(path=str(path), status="complete"))
+    together = capsys.readouterr().out
+    assert opened == [str(path)]
+    monkeypatch.setattr(SessionReader, "__init__", init)
+    with SessionReader(path) as rd:
+        assert len(rd.verdicts()) == 1  # stored: the reader was closed first
+    import sys
+
+    for section in (print_session_summary, print_diagnosis, print_profile):
+        section(str(alone), sys.stdout)
+    sv = print_session_verdict(str(alone), store=True)
+    separately = capsys.readouterr().out
+    assert rc == sv.exit_code
+    assert together == separately.replace(str(alone), str(path))
