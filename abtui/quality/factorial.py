@@ -101,7 +101,7 @@ class QualityTerm:
         return d
 
 
-def _load(rows: list[dict], arms: list[int]) -> tuple[dict, dict]:
+def _load(rows: list[dict], arms: list[int]) -> tuple[dict[str, list], dict[str, int]]:
     """``{suite: [(item, id, cluster, [y per arm])]}`` of the items scored on every arm, and
     ``{suite: items left out}``."""
     by: dict[tuple[int, int], dict] = {}

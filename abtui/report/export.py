@@ -188,10 +188,10 @@ def _md_overview(sv: SessionVerdict, doc: dict) -> list[str]:
         out += [f"> **{e_(deg[0])}**"] + [f"> - {e_(r)}" for r in deg[1:]] + [""]
     cs = cards(sv, doc)
     out += [
-        "| " + " | ".join(e_(c["title"]) for c in cs) + " |",
+        "| " + " | ".join(e_(c.title) for c in cs) + " |",
         "|" + "---|" * len(cs),
-        "| " + " | ".join(f"**{e_(c['value'])}**" for c in cs) + " |",
-        "| " + " | ".join(e_(c["detail"]) for c in cs) + " |",
+        "| " + " | ".join(f"**{e_(c.value)}**" for c in cs) + " |",
+        "| " + " | ".join(e_(c.detail) for c in cs) + " |",
         "",
     ]
     out += ["## Run", "", "| | |", "|---|---|"]

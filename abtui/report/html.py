@@ -280,9 +280,9 @@ def _html_overview(sv: SessionVerdict, doc: dict) -> str:
     h.append('<div class="cards">')
     for c in cards(sv, doc):
         h.append(
-            f'<div class="card"><h3>{esc(c["title"])}</h3>'
-            f'<p class="value">{esc(c["value"])}</p>'
-            f'<p class="muted">{esc(c["detail"])}</p></div>'
+            f'<div class="card"><h3>{esc(c.title)}</h3>'
+            f'<p class="value">{esc(c.value)}</p>'
+            f'<p class="muted">{esc(c.detail)}</p></div>'
         )
     h.append('</div><h2>Run</h2><table class="meta">')
     h += [f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in metadata(sv, doc)]

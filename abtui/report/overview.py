@@ -11,6 +11,7 @@ renderers escape them.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from abtui.report.health import DEGRADED_TAG, DEGRADED_WHY, stored_health
 from abtui.stats.labels import label, pct
@@ -21,59 +22,62 @@ def _money(x) -> str:
     return "n/a" if x is None or not math.isfinite(x) else f"${x:,.3f}"
 
 
-def cards(sv: SessionVerdict, doc: dict) -> list[dict]:
-    """``[{"title", "value", "detail"}]``: verdict, primary Δ with CI, cost, quality."""
+@dataclass(frozen=True, slots=True)
+class Card:
+    """One summary card: a title, the headline value and a line of detail."""
+
+    title: str
+    value: str
+    detail: str
+
+
+def cards(sv: SessionVerdict, doc: dict) -> list[Card]:
+    """The summary cards: verdict, primary Δ with CI, cost, quality."""
     v, pol = sv.verdict, sv.verdict.policy
     degraded = stored_health(sv.meta).degraded
     out = [
-        {
-            "title": "A/A calibration" if sv.aa else "Verdict",
-            "value": v.result + (f" · {DEGRADED_TAG.split()[0]}" if degraded else ""),
-            "detail": f"exit code {sv.exit_code}; session {doc.get('status')}",
-        }
+        Card(
+            "A/A calibration" if sv.aa else "Verdict",
+            v.result + (f" · {DEGRADED_TAG.split()[0]}" if degraded else ""),
+            f"exit code {sv.exit_code}; session {doc.get('status')}",
+        )
     ]
     pair = v.pairs[0] if v.pairs else None
     e = pair.comparison.get(pol.primary) if pair else None
     if e is None:
-        out.append({"title": "Primary Δ", "value": "n/a", "detail": label(pol.primary)})
+        out.append(Card("Primary Δ", "n/a", label(pol.primary)))
     else:
         out.append(
-            {
-                "title": f"Primary Δ ({label(e.key)})",
-                "value": pct(e.ratio),
-                "detail": f"95% CI [{pct(e.lo)}, {pct(e.hi)}] · {e.outcome} · δ ±{e.delta:.0%}"
+            Card(
+                f"Primary Δ ({label(e.key)})",
+                pct(e.ratio),
+                f"95% CI [{pct(e.lo)}, {pct(e.hi)}] · {e.outcome} · δ ±{e.delta:.0%}"
                 + (f" · {pair.candidate} vs {pair.baseline}" if len(v.pairs) > 1 else ""),
-            }
+            )
         )
     cost = pair.cost if pair else None
     if cost:
         per = [(n, c.shown("usd_per_mtok_good")) for n, c in cost.items()]
         out.append(
-            {
-                "title": "Cost ($/Mtok good)",
-                "value": _money(per[-1][1]) + f" {per[-1][0]}",
-                "detail": " vs ".join(f"{n} {_money(x)}" for n, x in per),
-            }
+            Card(
+                "Cost ($/Mtok good)",
+                _money(per[-1][1]) + f" {per[-1][0]}",
+                " vs ".join(f"{n} {_money(x)}" for n, x in per),
+            )
         )
     else:
-        out.append(
-            {
-                "title": "Cost",
-                "value": "no price given",
-                "detail": "set cost.gpu_price (and cost.gpus) in the spec",
-            }
-        )
+        out.append(Card("Cost", "no price given", "set cost.gpu_price (and cost.gpus) in the spec"))
     q = pair.quality if pair else None
     if not q:
-        out.append({"title": "Quality", "value": "not measured", "detail": "no quality suites"})
+        out.append(Card("Quality", "not measured", "no quality suites"))
     else:
         state = "FAIL" if q.no_go else "undecided" if q.undecided else "pass"
         out.append(
-            {
-                "title": "Quality",
-                "value": state,
-                "detail": "; ".join(f"{g.suite} {g.state}" for g in q.gates) or "no gated suite",
-            }
+            Card(
+                "Quality",
+                state,
+                "; ".join(f"{g.suite} {g.state}" for g in q.gates) or "no gated suite",
+            )
         )
     return out
 

@@ -252,7 +252,7 @@ def estimate(
     level: float = 0.95,
     usd: list[float] | None = None,
     metrics: tuple[str, ...] | None = None,
-) -> tuple[list[Term], dict]:
+) -> tuple[list[Term], dict[str, dict[int, float]]]:
     """Every term of every metric row (module docstring) and the arms' point values
     ``{key: {arm: value}}``. ``usd``: USD/hour per arm index, for the cost rows. ``metrics``
     (default :data:`LATENCY_METRICS`, TTFO only where it is not TTFT)."""

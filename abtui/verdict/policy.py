@@ -387,7 +387,7 @@ def _generator_checks(
     names: list[str],
     guards: list[Guardrail],
     machine_note: str | None,
-) -> tuple[list[Reason], dict]:
+) -> tuple[list[Reason], dict[str, ArmLoad]]:
     """The generator rule (:mod:`abtui.stats.lagguard`): per arm, was the offered load kept; for
     the baseline of the pair, could its stalls have produced the primary's gain or a guardrail's
     non-inferiority. Returns the reasons that forbid GO and the figures per arm."""

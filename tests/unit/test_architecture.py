@@ -8,7 +8,11 @@
   with grimp over every import, also those inside functions and under TYPE_CHECKING;
 - the code is as ``ruff format`` writes it, and every function stays under the McCabe
   complexity limit in pyproject.toml ([tool.ruff.lint.mccabe]): a function reads on one screen.
-  A module's length alone is no rule.
+  A module's length alone is no rule;
+- a result one part of abtui hands another is a record, not a dict: a function that returns a
+  bare ``dict`` (or a list of them) builds a JSON or store document, and says so by its name
+  (``to_dict``, ``…_doc``, ``…_json``), by its module (the session file, the workload files,
+  the wire, the worlds) or in :data:`DOCUMENTS` with the document it builds.
 """
 
 from __future__ import annotations
@@ -152,3 +156,97 @@ def test_test_modules_have_distinct_names():
     for p in (ROOT.parent / "tests").rglob("test_*.py"):
         seen[p.name].append(str(p.parent.name))
     assert {n: d for n, d in seen.items() if len(d) > 1} == {}
+
+
+# Modules whose dicts are a file's or the wire's own format: the session file (store), the
+# workload, trace and conversation files (workload), request bodies and messages (client), and
+# the worlds that play or drive a server (sim, engine).
+DOCUMENT_MODULES = (
+    "abtui/store/",
+    "abtui/workload/",
+    "abtui/client/",
+    "abtui/sim/",
+    "abtui/engine/",
+)
+DOCUMENT_NAMES = ("to_dict", "as_dict", "to_json", "json_ready", "__getstate__")
+DOCUMENT_SUFFIXES = ("_doc", "_json", "_dict")
+# Elsewhere, every function that returns a bare dict, and the document it builds.
+DOCUMENTS = {
+    "abtui/cli/run.py:verdict_overrides": "the spec's policy overrides from the flags (spec JSON)",
+    "abtui/demo.py:_hardware": "an arm's hardware entry in meta.arms",
+    "abtui/hardware/host.py:host_fingerprint": "meta.host",
+    "abtui/profile/stored.py:_roofline": "the roofline rows of meta.profile",
+    "abtui/profile/stored.py:analyse_session": "meta.profile",
+    "abtui/profile/writer.py:chrome_trace": "a Chrome trace file",
+    "abtui/profile/writer.py:_x": "one event of a Chrome trace file",
+    "abtui/quality/logprobs.py:collect": "meta.quality_logprobs",
+    "abtui/quality/run.py:row": "a row of the quality table",
+    "abtui/quality/run.py:_arm": "rows of the quality table",
+    "abtui/quality/run.py:run_items": "rows of the quality table",
+    "abtui/quality/run.py:main": "rows of the quality table",
+    "abtui/quality/seqgate.py:_detail": "a quality row's stored detail, parsed",
+    "abtui/quality/sizing.py:_props": "llama.cpp's /props answer",
+    "abtui/quality/synthetic.py:rows": "rows of the quality table (test data)",
+    "abtui/report/document.py:report_data": "the report's JSON document",
+    "abtui/runner/ray/actor.py:where": "meta.ray's node entry",
+    "abtui/runner/ray/clocks.py:per_node": "meta.ray's clock offsets",
+    "abtui/runner/ray/fleet.py:meta": "meta.ray",
+    "abtui/verdict/ablation.py:_flat": "a record's JSON (its to_dict)",
+    "abtui/verdict/saved.py:_apply_overrides": "the spec's JSON with a report's overrides",
+    "abtui/verdict/stored.py:reusable": "a stored verdict's JSON",
+}
+
+
+def _returns_bare_dicts(fn) -> bool:
+    import ast
+    import re
+
+    ann = ast.unparse(fn.returns).replace(" ", "") if fn.returns else ""
+    if ann:  # dict, dict | None, list[dict], tuple[..., dict], dict[K, dict]: a dict of no type
+        return bool(re.search(r"(^|[\[,|])dict(\]|\||,|$)", ann))
+    returns = [n.value for n in ast.walk(fn) if isinstance(n, ast.Return) and n.value is not None]
+    return any(isinstance(v, ast.Dict | ast.DictComp) for v in returns)
+
+
+def _dict_returners() -> set[str]:
+    import ast
+
+    found = set()
+    for path in sorted(ROOT.rglob("*.py")):
+        rel = path.relative_to(ROOT.parent).as_posix()
+        if rel.startswith(DOCUMENT_MODULES):
+            continue
+        for fn in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            if fn.name in DOCUMENT_NAMES or fn.name.endswith(DOCUMENT_SUFFIXES):
+                continue
+            if _returns_bare_dicts(fn):
+                found.add(f"{rel}:{fn.name}")
+    return found
+
+
+def test_results_are_records_and_dicts_are_documents():
+    found = _dict_returners()
+    new = sorted(found - set(DOCUMENTS))
+    assert not new, (
+        "these return a bare dict: return a frozen dataclass (a record), or name the document "
+        f"they build (to_dict, …_doc, …_json) or list it in DOCUMENTS: {new}"
+    )
+    gone = sorted(set(DOCUMENTS) - found)
+    assert not gone, f"DOCUMENTS lists functions that no longer return dicts: {gone}"
+
+
+def test_the_dict_check_sees_a_dict_returned(tmp_path, monkeypatch):
+    import ast
+
+    src = (
+        "def a() -> dict: ...\n"
+        "def b() -> list[dict] | None: ...\n"
+        "def c(): return {'x': 1}\n"
+        "def d() -> dict[str, float]: ...\n"
+        "def e() -> tuple[int, dict]: ...\n"
+        "def f() -> dict[int, dict]: ...\n"
+    )
+    got = {f.name: _returns_bare_dicts(f) for f in ast.parse(src).body}
+    assert got == {"a": True, "b": True, "c": True, "d": False, "e": True, "f": True}
