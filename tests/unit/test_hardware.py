@@ -217,8 +217,9 @@ _MAPPED = """
 """
 _FIX = "from abtui.hardware.memory import big_arrays_to_the_os; assert big_arrays_to_the_os()"
 # what `abtui run` and `abtui demo` go through, the run itself stubbed out
-_RUN = (
+_RUN = (  # a run whose load is no load: no generators, the headless run returns at once
     "import abtui.headless as h; h.run_headless = lambda *a, **k: 0; "
+    "import abtui.runner.prestart as p; p.local_generators = lambda spec: False; "
     "from abtui.cli.run import run_and_report; run_and_report(None, '', overwrite=False)"
 )
 
