@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from abtui.client.records import CANCELLED, OK, RequestRecord
+from abtui.metrics.catalogue import per_request_values
+from abtui.metrics.table import NA as NA_NS
 from abtui.metrics.tails import tail_min_n
 
 LO_S = 1e-4  # lowest bin edge: 0.1 ms
@@ -141,6 +143,10 @@ class ArmView:
     # TTFO, to the answer's first token: None until some response reasoned before its answer
     # (until then TTFO is TTFT and is not shown twice)
     ttfo: HistView | None = None
+    # TPOT while thinking and while answering (the catalogue's tpot_reasoning / tpot_answer):
+    # None as TTFO is (without reasoning the answer's TPOT is TPOT and there is no thinking)
+    tpot_reasoning: HistView | None = None
+    tpot_answer: HistView | None = None
 
 
 def service_times(r: RequestRecord) -> tuple[float, float, float] | None:
@@ -164,6 +170,29 @@ def ttfo_time(r: RequestRecord) -> float | None:
     return (r.first_output_ns - r.dispatched_ns - r.connect_ns) / 1e9
 
 
+class _OneRow:
+    """One record as the one-row columns the catalogue's formulas read
+    (:mod:`abtui.metrics.request`), so that the live panes compute a record's reasoning and
+    answer TPOT by those formulas rather than by a copy of them."""
+
+    def __init__(self, r: RequestRecord) -> None:
+        def col(v: int | None) -> np.ndarray:
+            return np.array([NA_NS if v is None else v], dtype=np.int64)
+
+        self.first_token_ns = col(r.chunk_ns[0] if r.chunk_ns else None)
+        self.last_token_ns = col(r.chunk_ns[-1] if r.chunk_ns else None)
+        self.first_output_ns = col(r.first_output_ns)
+        self.reasoning_tokens = col(r.reasoning_tokens)
+        self.n_output = col(r.n_output)
+
+
+def split_tpot(r: RequestRecord) -> tuple[float, float]:
+    """(reasoning TPOT, answer TPOT) of a record in seconds, NaN where the catalogue's
+    ``tpot_reasoning`` / ``tpot_answer`` have no value for it."""
+    row = _OneRow(r)
+    return tuple(float(per_request_values(row, k)[0]) for k in ("tpot_reasoning", "tpot_answer"))
+
+
 def reasoned(r: RequestRecord) -> bool:
     """Whether ``r`` streamed reasoning before its answer (its TTFO is then not its TTFT):
     it counted reasoning tokens, or its answer came after its first token."""
@@ -181,6 +210,8 @@ class LiveArm:
     ttft: LogHistogram = field(default_factory=LogHistogram)
     tpot: LogHistogram = field(default_factory=LogHistogram)
     ttfo: LogHistogram = field(default_factory=LogHistogram)
+    tpot_reasoning: LogHistogram = field(default_factory=LogHistogram)
+    tpot_answer: LogHistogram = field(default_factory=LogHistogram)
     thinking: bool = False  # some response reasoned before its answer: TTFO is shown
     _tok: deque = field(default_factory=lambda: deque(maxlen=SERIES_S))  # [second, tok, good]
     _sum_ttft: float = 0.0
@@ -207,6 +238,9 @@ class LiveArm:
         ttfo = ttfo_time(r)
         if ttfo is not None:
             self.ttfo.add(ttfo)
+        think, answer = split_tpot(r)
+        self.tpot_reasoning.add(think)
+        self.tpot_answer.add(answer)
         self.thinking = self.thinking or reasoned(r)
         self._n_ok += 1
         if r.cached_tokens is not None and r.n_input:
@@ -259,6 +293,8 @@ class LiveArm:
             lag_mean_s=self._sum_lag / n,
             cache_hit=self._cached / self._cache_prompt if self._cache_prompt else None,
             ttfo=_hv(self.ttfo) if self.thinking else None,
+            tpot_reasoning=_hv(self.tpot_reasoning) if self.thinking else None,
+            tpot_answer=_hv(self.tpot_answer) if self.thinking else None,
         )
 
 

@@ -15,6 +15,7 @@ import numpy as np
 from rich.cells import cell_len
 from rich.text import Text
 
+from abtui.metrics.catalogue import METRICS
 from abtui.metrics.live import ArmView, HistView, rebin, shared_range
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -117,7 +118,7 @@ def arms_table(
     names: list[str], views: list[ArmView], width: int, rate: str = TABLE_HEAD[-1]
 ) -> Text:
     """One row per arm: its letter and name, then n, TTFT (and TTFO, once a response reasoned
-    before its answer) and TPOT P50/P99, tok/s (and the prefix-cache hit rate, once a
+    before its answer) and TPOT P50/P99, tok/s (then the reasoning and answer TPOT, as TTFO) (and the prefix-cache hit rate, once a
     response said it hit), in aligned columns (the name cut to make room; the last columns go
     where even that is too narrow). ``rate``: the tok/s column's heading, with its window."""
 
@@ -126,21 +127,31 @@ def arms_table(
 
     thinking = any(v.ttfo is not None for v in views)
     cache = any(v.cache_hit for v in views)  # some response said it hit the prefix cache
+
+    def pair(h, fallback) -> tuple[str, str]:  # an arm that never reasoned: TTFO = TTFT, …
+        h = h or fallback
+        return (_fmt_s(h.p50), _fmt_s(h.p99)) if h is not None else ("n/a", "n/a")
+
     cells = [
         [
             str(v.ttft.n),
             _fmt_s(v.ttft.p50),
             _fmt_s(v.ttft.p99),
-            # an arm that never reasoned has TTFO = TTFT
-            *((_fmt_s((v.ttfo or v.ttft).p50), _fmt_s((v.ttfo or v.ttft).p99)) if thinking else ()),
+            *(pair(v.ttfo, v.ttft) if thinking else ()),
             _fmt_s(v.tpot.p50),
             _fmt_s(v.tpot.p99),
             num(v.out_tok_s),
+            # after tok/s, which a narrow table keeps; an arm that never reasoned has no
+            # reasoning TPOT, and its answer's TPOT is TPOT
+            *((*pair(v.tpot_reasoning, None), *pair(v.tpot_answer, v.tpot)) if thinking else ()),
             *(("n/a" if v.cache_hit is None else f"{v.cache_hit:.0%}",) if cache else ()),
         ]
         for v in views
     ]
+    split = (f"{METRICS['tpot_reasoning'].short} P50", "P99")
+    split += (f"{METRICS['tpot_answer'].short} P50", "P99")
     head = (*TABLE_HEAD[:3], *(("TTFO P50", "P99") if thinking else ()), *TABLE_HEAD[3:-1], rate)
+    head += split if thinking else ()
     head += ("cache",) if cache else ()
     cols = [max(len(h), *(len(r[k]) for r in cells)) for k, h in enumerate(head)]
     keep = len(cols)
