@@ -132,12 +132,16 @@ def test_live_figures_follow_the_catalogue(sessions):
         assert fed.tpot_reasoning is fed.tpot_answer is v.tpot_reasoning is v.tpot_answer is None
 
 
-def test_compare_view_table_has_split_tpot(sessions):
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)])
+def test_compare_view_table_has_split_tpot(sessions, size):
+    """The compare view's table has TPOT(r) and TPOT(a) P50/P99 columns (at 80 columns in a
+    second block under the first), each arm's P50 the catalogue's (binned); not without
+    reasoning."""
     think, plain = sessions
 
     async def drive(path):
         app = AbtuiApp()
-        async with app.run_test(size=(160, 48)) as pilot:
+        async with app.run_test(size=size) as pilot:
             await app.push_screen(OpenScreen(Replay(path), "stored session, complete"))
             for _ in range(3):
                 await pilot.pause()
@@ -149,11 +153,16 @@ def test_compare_view_table_has_split_tpot(sessions):
         return text
 
     lines = asyncio.run(drive(think))
-    head = next(ln for ln in lines if "TTFT P50" in ln)
-    assert "TPOT(r) P50" in head and "TPOT(a) P50" in head, "\n".join(lines)
-    lines = asyncio.run(drive(plain))
-    head = next(ln for ln in lines if "TTFT P50" in ln)
-    assert "TPOT(r)" not in head and "TPOT(a)" not in head
+    k, head = next((k, ln) for k, ln in enumerate(lines) if "TPOT(r) P50" in ln)
+    assert "TPOT(a) P50" in head and "tok/s" in "".join(lines[k - 3 : k + 1]), "\n".join(lines)
+    at = head.index("TPOT(r) P50")
+    for arm, row in enumerate(lines[k + 1 : k + 3]):
+        ms = [float(v) for v in re.findall(r"([\d.]+)ms", row[at:])]  # r P50, P99, a P50, P99
+        for metric, got in (("tpot_reasoning", ms[0]), ("tpot_answer", ms[2])):
+            want = _catalogue_p50(think, arm, metric) * 1e3
+            assert abs(got / want - 1) < 0.07, (metric, got, want, row)
+    text = "\n".join(asyncio.run(drive(plain)))
+    assert "TPOT P50" in text and "TPOT(r)" not in text and "TPOT(a)" not in text
 
 
 def test_verdict_figures_in_the_panes(sessions):
