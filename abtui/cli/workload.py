@@ -321,6 +321,21 @@ def add_workload_parser(sub) -> None:
         help="tokens of each group's prefix (default %(default)s)",
     )
     syn.add_argument(
+        "--images-per-request",
+        type=bounded("workload.images_per_request"),
+        default=0,
+        metavar="N",
+        help="seeded PNGs in each prompt, as `abtui run` makes them, written into the file as "
+        "chat content parts (data URLs; run the file with --api chat). Each 512x512 PNG is "
+        "~33 kB (~44 kB in the file): 200 requests × 2 images ≈ 18 MB (default %(default)s)",
+    )
+    syn.add_argument(
+        "--image-size",
+        default="512x512",
+        metavar="WxH[,WxH…]",
+        help="their pixel size, or several, drawn per image (default %(default)s)",
+    )
+    syn.add_argument(
         "--seed",
         type=bounded("workload.seed"),
         default=0,
@@ -477,7 +492,7 @@ def cmd_inspect(args) -> int:
 
 def cmd_synth(args) -> int:
     """The synthetic workload ``abtui run`` would send with the same options, as JSONL."""
-    from abtui.spec import LoadSpec, Spec, WorkloadSpec
+    from abtui.spec import LoadSpec, RequestSpec, Spec, WorkloadSpec
     from abtui.workload.build import build_items
     from abtui.workload.jsonl import item_records, write_jsonl
     from abtui.workload.spec_check import check_workload
@@ -492,8 +507,12 @@ def cmd_synth(args) -> int:
             output_dist=args.output_dist,
             prefix_groups=args.prefix_groups,
             prefix_tokens=args.prefix_tokens,
+            images_per_request=args.images_per_request,
+            image_size=args.image_size,
         ),
         load=LoadSpec(rate=args.rate, arrival=args.arrival, burstiness=args.burstiness),
+        # images go in chat messages: the file's items are chat items then
+        request=RequestSpec(api="chat" if args.images_per_request else "completions"),
     )
     from abtui.spec.bounds import check_bounds
 

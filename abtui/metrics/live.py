@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from abtui.client.records import CANCELLED, OK, RequestRecord
+from abtui.metrics.catalogue import per_request_values
+from abtui.metrics.table import NA as NA_NS
 from abtui.metrics.tails import tail_min_n
 
 LO_S = 1e-4  # lowest bin edge: 0.1 ms
@@ -141,6 +143,10 @@ class ArmView:
     # TTFO, to the answer's first token: None until some response reasoned before its answer
     # (until then TTFO is TTFT and is not shown twice)
     ttfo: HistView | None = None
+    # TPOT while thinking and while answering (the catalogue's tpot_reasoning / tpot_answer):
+    # None as TTFO is (without reasoning the answer's TPOT is TPOT and there is no thinking)
+    tpot_reasoning: HistView | None = None
+    tpot_answer: HistView | None = None
 
 
 def service_times(r: RequestRecord) -> tuple[float, float, float] | None:
@@ -164,6 +170,31 @@ def ttfo_time(r: RequestRecord) -> float | None:
     return (r.first_output_ns - r.dispatched_ns - r.connect_ns) / 1e9
 
 
+SPLIT_BATCH = 256  # records whose reasoning and answer TPOT are computed at once
+
+
+class _RecordRows:
+    """Records as the columns the catalogue's formulas read (:mod:`abtui.metrics.request`), so
+    that the live panes compute reasoning and answer TPOT by those formulas rather than by a
+    copy of them. A batch at a time (:data:`SPLIT_BATCH`, and whatever waits when the view is
+    read): one row at a time, numpy's overhead costs ~35 µs a record, a batch ~2 µs."""
+
+    COLUMNS = ("first_token_ns", "last_token_ns", "first_output_ns", "reasoning_tokens", "n_output")
+
+    def __init__(self, rows: list[tuple[int, ...]]) -> None:
+        cols = np.array(rows, dtype=np.int64).reshape(-1, len(self.COLUMNS)).T
+        for name, col in zip(self.COLUMNS, cols, strict=True):
+            setattr(self, name, col)
+
+    @staticmethod
+    def row(r: RequestRecord) -> tuple[int, ...]:
+        def na(v: int | None) -> int:
+            return NA_NS if v is None else int(v)
+
+        first, last = (r.chunk_ns[0], r.chunk_ns[-1]) if r.chunk_ns else (None, None)
+        return na(first), na(last), na(r.first_output_ns), na(r.reasoning_tokens), na(r.n_output)
+
+
 def reasoned(r: RequestRecord) -> bool:
     """Whether ``r`` streamed reasoning before its answer (its TTFO is then not its TTFT):
     it counted reasoning tokens, or its answer came after its first token."""
@@ -181,6 +212,8 @@ class LiveArm:
     ttft: LogHistogram = field(default_factory=LogHistogram)
     tpot: LogHistogram = field(default_factory=LogHistogram)
     ttfo: LogHistogram = field(default_factory=LogHistogram)
+    tpot_reasoning: LogHistogram = field(default_factory=LogHistogram)
+    tpot_answer: LogHistogram = field(default_factory=LogHistogram)
     thinking: bool = False  # some response reasoned before its answer: TTFO is shown
     _tok: deque = field(default_factory=lambda: deque(maxlen=SERIES_S))  # [second, tok, good]
     _sum_ttft: float = 0.0
@@ -190,6 +223,7 @@ class LiveArm:
     _t0_ns: int | None = None
     _cached: int = 0  # prompt tokens the responses said came from the prefix cache
     _cache_prompt: int = 0  # prompt tokens of those responses
+    _split: list = field(default_factory=list)  # rows waiting for their reasoning/answer TPOT
 
     def add(self, r: RequestRecord) -> tuple[float, float, float] | None:
         """Count a finished record; returns its :func:`service_times` when it counted them."""
@@ -207,6 +241,9 @@ class LiveArm:
         ttfo = ttfo_time(r)
         if ttfo is not None:
             self.ttfo.add(ttfo)
+        self._split.append(_RecordRows.row(r))
+        if len(self._split) >= SPLIT_BATCH:
+            self._add_split()
         self.thinking = self.thinking or reasoned(r)
         self._n_ok += 1
         if r.cached_tokens is not None and r.n_input:
@@ -220,6 +257,15 @@ class LiveArm:
         sec = int(((r.done_ns or r.chunk_ns[-1]) - self._t0_ns) // 1_000_000_000)
         self._bump(sec, n, n if good else 0)
         return times
+
+    def _add_split(self) -> None:
+        """The waiting records' reasoning and answer TPOT into their histograms."""
+        if not self._split:
+            return
+        rows, self._split = _RecordRows(self._split), []
+        for h, key in ((self.tpot_reasoning, "tpot_reasoning"), (self.tpot_answer, "tpot_answer")):
+            for v in per_request_values(rows, key).tolist():
+                h.add(v)
 
     def _within_slo(self, ttft: float, tpot: float, e2e: float) -> bool:
         got = {"ttft": ttft, "tpot": tpot, "e2e": e2e}
@@ -240,6 +286,7 @@ class LiveArm:
         self._tok[-1][2] += good
 
     def view(self) -> ArmView:
+        self._add_split()
         tok = [float(r[1]) for r in self._tok]
         good = [float(r[2]) for r in self._tok]
         recent = self._tok and list(self._tok)[-10:]
@@ -259,6 +306,8 @@ class LiveArm:
             lag_mean_s=self._sum_lag / n,
             cache_hit=self._cached / self._cache_prompt if self._cache_prompt else None,
             ttfo=_hv(self.ttfo) if self.thinking else None,
+            tpot_reasoning=_hv(self.tpot_reasoning) if self.thinking else None,
+            tpot_answer=_hv(self.tpot_answer) if self.thinking else None,
         )
 
 

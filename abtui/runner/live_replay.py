@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from abtui.metrics.catalogue import per_request_values
 from abtui.metrics.live import (
     EDGES,
     GAUGE_HISTORY,
@@ -130,6 +131,8 @@ class _ArmTrack:
     tpot_bin: np.ndarray
     ttfo: np.ndarray  # NaN where no answer chunk came
     ttfo_bin: np.ndarray
+    tpot_reasoning_bin: np.ndarray  # the catalogue's tpot_reasoning / tpot_answer, binned
+    tpot_answer_bin: np.ndarray
     thinking: np.ndarray  # cumulative: measured requests so far that reasoned before answering
     cached: np.ndarray  # cumulative prompt tokens from the prefix cache, as LiveArm counts them
     cache_prompt: np.ndarray  # cumulative prompt tokens of those responses
@@ -176,6 +179,9 @@ def _track(name: str, at: _Rows, slo: dict[str, float]) -> _ArmTrack:
     said = (at.cached_tokens[order][meas] != NA) & (n_in > 0)  # as LiveArm.add counts them
     with np.errstate(divide="ignore", invalid="ignore"):
         tpot = np.where(n > 1, (e2e - ttft) / (n - 1), np.nan)
+    think, answer = (
+        per_request_values(at, k, order)[meas] for k in ("tpot_reasoning", "tpot_answer")
+    )
     good = np.ones(len(d), dtype=bool)
     for key, val in (("ttft", ttft), ("tpot", tpot), ("e2e", e2e)):
         if key in slo:
@@ -197,6 +203,8 @@ def _track(name: str, at: _Rows, slo: dict[str, float]) -> _ArmTrack:
         tpot_bin=_bins(tpot),
         ttfo=ttfo,
         ttfo_bin=_bins(ttfo),
+        tpot_reasoning_bin=_bins(think),
+        tpot_answer_bin=_bins(answer),
         cached=_cum(np.where(said, at.cached_tokens[order][meas], 0)),
         cache_prompt=_cum(np.where(said, n_in, 0)),
         thinking=_cum(  # as metrics.live.reasoned
@@ -240,6 +248,8 @@ def _live_arm(tr: _ArmTrack, m: int, slo: dict[str, float]) -> LiveArm:
         ttft=_hist(tr.ttft_bin[:m]),
         tpot=_hist(tr.tpot_bin[:m]),
         ttfo=_hist(tr.ttfo_bin[:m]),
+        tpot_reasoning=_hist(tr.tpot_reasoning_bin[:m]),
+        tpot_answer=_hist(tr.tpot_answer_bin[:m]),
         thinking=bool(tr.thinking[m]),
         _cached=int(tr.cached[m]),
         _cache_prompt=int(tr.cache_prompt[m]),

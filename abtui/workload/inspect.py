@@ -44,9 +44,20 @@ def _pct(x: np.ndarray) -> dict[str, float]:
     }
 
 
+def _text(content: object) -> str:
+    """A message's text: its string, or its text parts' (an image part has no words)."""
+    if isinstance(content, list):
+        return " ".join(
+            str(p.get("text", ""))
+            for p in content
+            if isinstance(p, dict) and p.get("type") == "text"
+        )
+    return "" if content is None else str(content)
+
+
 def _words(item: Item) -> list[str]:
     if item.messages is not None:
-        return " ".join(str(m.get("content", "")) for m in item.messages).split()
+        return " ".join(_text(m.get("content")) for m in item.messages).split()
     return (item.prompt or "").split()
 
 

@@ -315,11 +315,13 @@ def write_jsonl(path: str | Path, records: Iterable[dict]) -> int:
 
 
 def item_records(items: Iterable[Item]) -> Iterator[dict]:
-    """Items as JSONL records (what ``abtui workload`` writes for a synthetic workload)."""
+    """Items as JSONL records (what ``abtui workload`` writes for a synthetic workload); an
+    item with made images (:attr:`Item.images`) becomes its chat message, text then images."""
     for it in items:
         rec: dict = {"id": it.id, "arrival_s": round(it.arrival_s, 6)}
-        if it.messages is not None:
-            rec["messages"] = it.messages
+        if it.messages is not None or it.images:
+            # made images: the chat message the run sends, its images as data URLs
+            rec["messages"] = it.chat_messages()
         else:
             rec["prompt"] = it.prompt
         rec["max_tokens"] = it.max_tokens

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import struct
 import time
 import zlib
@@ -273,3 +274,37 @@ def test_made_images_with_a_conversation_file_are_refused(sims, tmp_path, capsys
     assert _run(sims, tmp_path, "conv", *extra) == 2
     err = capsys.readouterr().err
     assert "images_per_request makes images for synthetic prompts" in err
+
+
+def test_synth_writes_the_images_run_makes_and_a_run_of_the_file_sends_them(sims, tmp_path, capsys):
+    """``abtui workload synth --images-per-request`` writes each prompt's made images into
+    the file as chat content parts; ``abtui run --workload`` of it stores those images (sizes,
+    digests), which are the ones ``abtui run`` makes itself with the same options."""
+    wl = tmp_path / "syn.jsonl"
+    opts = ["--images-per-request", "2", "--image-size", "64x32,128x128", "--seed", "7"]
+    shape = ["--requests", "12", "--input-tokens", "8", "--output-tokens", "2"]
+    assert main(["workload", "synth", "-o", str(wl), *shape, *opts]) == 0
+    written = []
+    for line in wl.read_text().splitlines():
+        rec = json.loads(line)
+        urls = im.image_urls(rec["messages"])
+        assert rec["messages"][0]["content"][0]["type"] == "text" and len(urls) == 2
+        written.append([im.describe(im.decode_data_url(u)) for u in urls])
+    assert len(written) == 12
+    assert {(d["width"], d["height"]) for pics in written for d in pics} == {(64, 32), (128, 128)}
+    capsys.readouterr()
+    assert main(["workload", "inspect", str(wl)]) == 0  # the prompts' words, not the images'
+    assert re.search(r"^\s*input\s+8\s+8\s+8\s+8\s", capsys.readouterr().out, re.M)
+
+    assert _run(sims, tmp_path, "fromfile", "--workload", str(wl)) in (0, 3, 4)
+    assert _run(sims, tmp_path, "made", *opts) in (0, 3, 4)
+    capsys.readouterr()
+    for name in ("fromfile", "made"):
+        with SessionReader(tmp_path / f"{name}.duckdb") as rd:
+            items = sorted(
+                (it for it in rd.items() if "warmup" not in it.tags), key=lambda it: it.index
+            )
+            t = rd.request_table()
+        assert t.ok[~t.warmup].sum() == 24, name  # the sim took every image
+        got = [[{k: v for k, v in d.items() if k != "seed"} for d in it.images] for it in items]
+        assert got == written, name

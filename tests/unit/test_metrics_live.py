@@ -6,7 +6,17 @@ from __future__ import annotations
 import numpy as np
 
 from abtui.client.records import ERROR, OK, RequestRecord
-from abtui.metrics.live import SERIES_S, LiveArm, LogHistogram, deltas, rebin, shared_range
+from abtui.metrics.catalogue import per_request_values
+from abtui.metrics.live import (
+    SERIES_S,
+    SPLIT_BATCH,
+    LiveArm,
+    LogHistogram,
+    deltas,
+    rebin,
+    shared_range,
+)
+from abtui.metrics.table import RequestTable
 
 
 def rec(t0_ns: int, ttft_s: float, tpot_s: float, n: int, **kw) -> RequestRecord:
@@ -69,3 +79,42 @@ def test_series_is_bounded_and_errors_are_not_throughput():
     v = arm.view()
     assert len(v.throughput) == SERIES_S and v.goodput is None
     assert v.ttft.n == SERIES_S * 3
+
+
+def test_reasoning_and_answer_tpot_are_the_catalogues():
+    """More records than one batch (SPLIT_BATCH), reasoning or not, some ending while still
+    thinking, one-token answers, an error and a warm-up: the live histograms hold exactly the
+    catalogue's values over the same records (RequestTable.from_records), binned; without any
+    reasoning neither is shown."""
+    rng = np.random.default_rng(3)
+    recs = []
+    for k in range(SPLIT_BATCH + 57):
+        n = int(rng.integers(1, 40))
+        think = int(rng.integers(0, n + 1)) if k % 3 else 0
+        r = rec(k * 10**7, 0.01, float(rng.uniform(0.002, 0.02)), n)
+        r.reasoning_tokens = think if k % 5 else None  # unknown on some
+        r.first_output_ns = r.chunk_ns[think] if think < n else None  # None: still thinking
+        recs.append(r)
+    recs.append(rec(0, 0.01, 0.01, 5, warmup=True, reasoning_tokens=2))
+    recs.append(rec(0, 0.01, 0.01, 5, reasoning_tokens=2))
+    recs[-1].status = ERROR
+    live = LiveArm()
+    for r in recs:
+        live.add(r)
+    v = live.view()
+    kept = [r for r in recs if r.status == OK and not r.warmup]
+    t = RequestTable.from_records(kept)
+    for metric in ("tpot_reasoning", "tpot_answer"):
+        want = LogHistogram()
+        for x in per_request_values(t, metric):
+            want.add(float(x))
+        got = getattr(v, metric)
+        assert got is not None and np.array_equal(got.counts, want.counts), metric
+        assert got.n == want.n > 0
+    plain = LiveArm()
+    for r in recs[:10]:
+        if not r.reasoning_tokens:
+            r.first_output_ns = r.chunk_ns[0]
+            plain.add(r)
+    pv = plain.view()
+    assert pv.ttft.n > 0 and pv.tpot_reasoning is None and pv.tpot_answer is None

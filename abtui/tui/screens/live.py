@@ -20,6 +20,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer
 
+from abtui.metrics.catalogue import METRICS
 from abtui.metrics.live import deltas, shared_range
 from abtui.metrics.summary import LAG_MAX_LIMIT_S
 from abtui.runner.health import BEHIND_NOTE_S
@@ -386,6 +387,11 @@ class LiveScreen(Screen):
         pane.apply(plan)
         rows, marks, axis = plan.bars, plan.marks, plan.axes
         ttfo = None if v.ttfo is None else ("TTFO", v.ttfo)  # once a response reasoned
+        split = [  # reasoning and answer TPOT beside TPOT, as TTFO beside TTFT
+            (METRICS[k].short, h)
+            for k, h in (("tpot_reasoning", v.tpot_reasoning), ("tpot_answer", v.tpot_answer))
+            if h is not None
+        ]
         pane.query_one(".counts", Chart).show(lambda w: counts_text(p, w))
         pane.query_one(".ttft", Chart).show(
             lambda w: histogram_text(
@@ -393,7 +399,9 @@ class LiveScreen(Screen):
             )
         )
         pane.query_one(".tpot", Chart).show(
-            lambda w: histogram_text("TPOT", v.tpot, tpot_rng, w, rows, marks=marks, axis=axis)
+            lambda w: histogram_text(
+                "TPOT", v.tpot, tpot_rng, w, rows, marks=marks, axis=axis, also=split
+            )
         )
 
         def spark(w: int) -> Text:

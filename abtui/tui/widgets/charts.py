@@ -33,14 +33,15 @@ def histogram_text(
     *,
     marks: bool = True,
     axis: bool = True,
-    also: tuple[str, HistView] | None = None,
+    also: tuple[str, HistView] | list[tuple[str, HistView]] | None = None,
 ) -> Text:
     """A title line (P50, P99, and the sample count where it fits), ``rows`` lines of bars over
     the shared axis, a line marking P50 (▲) and P99 (△) and the axis ends (each left out when
     the pane is short: :func:`abtui.tui.widgets.pane.pane_plan`). Always exactly
-    ``1 + rows + marks + axis`` lines, none wider than ``width``. ``also``: a second metric's
-    (title, view) whose P50 and P99 the title line adds where they fit, its P50 alone where
-    only that fits (TTFO beside TTFT once a response reasoned)."""
+    ``1 + rows + marks + axis`` lines, none wider than ``width``. ``also``: other metrics'
+    (title, view), one or a list, whose P50 and P99 the title line adds where they fit, their
+    P50 alone where only that fits (TTFO beside TTFT, the reasoning and answer TPOT beside
+    TPOT, once a response reasoned)."""
     from abtui.tui.widgets.pane import fit
 
     out = Text(no_wrap=True, overflow="ellipsis")
@@ -50,14 +51,22 @@ def histogram_text(
     # the sample count where it fits (it is the counts line's ok figure): a wrapped title
     # took a line from each histogram at 80 columns
     heads = [head + f" n={view.n}", head, short]
-    if also is not None:
-        name, v = also
-        a50, a99 = fmt_s(v.p50), fmt_s(v.p99)
+    more = [also] if isinstance(also, tuple) else list(also or ())
+    if more:
+        figs = [(name, fmt_s(v.p50), fmt_s(v.p99)) for name, v in more]
+        full = " · ".join(f"{name} ▲P50 {a50} △P99 {a99}" for name, a50, a99 in figs)
+        brief = " · ".join(f"{name} ▲{a50} △{a99}" for name, a50, a99 in figs)
+        medians = " ".join(f"{name} ▲{a50}" for name, a50, _ in figs)
+        # ``TPOT(r)`` → ``r▲6.0ms``: the letter alone where the names do not fit
+        tight = " ".join(
+            f"{name.partition('(')[2].rstrip(')') or name}▲{a50}" for name, a50, _ in figs
+        )
         heads = [
-            f"{head} · {name} ▲P50 {a50} △P99 {a99} n={view.n}",
-            f"{head} · {name} ▲P50 {a50} △P99 {a99}",
-            f"{short} · {name} ▲{a50} △{a99}",
-            f"{short} {name} ▲{a50}",
+            f"{head} · {full} n={view.n}",
+            f"{head} · {full}",
+            f"{short} · {brief}",
+            f"{short} {medians}",
+            *([f"{short} {tight}"] if len(figs) > 1 else []),
             short,
         ]
     out.append_text(fit([Text(h, "bold") for h in heads], width))

@@ -15,6 +15,7 @@ import numpy as np
 from rich.cells import cell_len
 from rich.text import Text
 
+from abtui.metrics.catalogue import METRICS
 from abtui.metrics.live import ArmView, HistView, rebin, shared_range
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -114,49 +115,77 @@ TABLE_HEAD = ("n", "TTFT P50", "P99", "TPOT P50", "P99", "tok/s")
 
 
 def arms_table(
-    names: list[str], views: list[ArmView], width: int, rate: str = TABLE_HEAD[-1]
+    names: list[str],
+    views: list[ArmView],
+    width: int,
+    rate: str = TABLE_HEAD[-1],
+    more_lines: int = 0,
 ) -> Text:
     """One row per arm: its letter and name, then n, TTFT (and TTFO, once a response reasoned
-    before its answer) and TPOT P50/P99, tok/s (and the prefix-cache hit rate, once a
-    response said it hit), in aligned columns (the name cut to make room; the last columns go
-    where even that is too narrow). ``rate``: the tok/s column's heading, with its window."""
+    before its answer) and TPOT P50/P99, tok/s (then the reasoning and answer TPOT, as TTFO;
+    and the prefix-cache hit rate, once a response said it hit), in aligned columns (the name
+    cut to make room; the last columns go where even that is too narrow, to a second block of
+    as many lines under the first where ``more_lines`` allows, else out). ``rate``: the tok/s column's heading, with its window."""
 
     def num(v: float) -> str:
         return "n/a" if not math.isfinite(v) else f"{v:,.0f}"
 
     thinking = any(v.ttfo is not None for v in views)
     cache = any(v.cache_hit for v in views)  # some response said it hit the prefix cache
+
+    def pair(h, fallback) -> tuple[str, str]:  # an arm that never reasoned: TTFO = TTFT, …
+        h = h or fallback
+        return (_fmt_s(h.p50), _fmt_s(h.p99)) if h is not None else ("n/a", "n/a")
+
     cells = [
         [
             str(v.ttft.n),
             _fmt_s(v.ttft.p50),
             _fmt_s(v.ttft.p99),
-            # an arm that never reasoned has TTFO = TTFT
-            *((_fmt_s((v.ttfo or v.ttft).p50), _fmt_s((v.ttfo or v.ttft).p99)) if thinking else ()),
+            *(pair(v.ttfo, v.ttft) if thinking else ()),
             _fmt_s(v.tpot.p50),
             _fmt_s(v.tpot.p99),
             num(v.out_tok_s),
+            # after tok/s, which a narrow table keeps; an arm that never reasoned has no
+            # reasoning TPOT, and its answer's TPOT is TPOT
+            *((*pair(v.tpot_reasoning, None), *pair(v.tpot_answer, v.tpot)) if thinking else ()),
             *(("n/a" if v.cache_hit is None else f"{v.cache_hit:.0%}",) if cache else ()),
         ]
         for v in views
     ]
+    split = (f"{METRICS['tpot_reasoning'].short} P50", "P99")
+    split += (f"{METRICS['tpot_answer'].short} P50", "P99")
     head = (*TABLE_HEAD[:3], *(("TTFO P50", "P99") if thinking else ()), *TABLE_HEAD[3:-1], rate)
+    head += split if thinking else ()
     head += ("cache",) if cache else ()
     cols = [max(len(h), *(len(r[k]) for r in cells)) for k, h in enumerate(head)]
     keep = len(cols)
     while keep > 1 and sum(cols[:keep]) + 2 * keep + 2 + 6 > width:
         keep -= 1
     name_w = max(4, min(max(len(n) for n in names), width - 2 - sum(c + 2 for c in cols[:keep])))
+    t = _block(names, head, cells, cols, range(keep), name_w)
+    if keep < len(cols) and more_lines >= len(names) + 1:  # the rest under it, as fits
+        end = len(cols)
+        while end > keep + 1 and sum(c + 2 for c in cols[keep:end]) + 2 + name_w > width:
+            end -= 1
+        t.append("\n")
+        t.append_text(_block(names, head, cells, cols, range(keep, end), name_w))
+    return t
+
+
+def _block(names, head, cells, cols, ks: range, name_w: int) -> Text:
+    """The table's columns ``ks``: a heading line and one line per arm, its letter and name
+    first."""
     t = Text(no_wrap=True, overflow="ellipsis")
     t.append("  " + "arm".ljust(name_w), "bold")
-    for h, w in zip(head[:keep], cols, strict=False):
-        t.append("  " + h.rjust(w), "bold")
+    for k in ks:
+        t.append("  " + head[k].rjust(cols[k]), "bold")
     for i, (nm, row) in enumerate(zip(names, cells, strict=True)):
         t.append("\n")
         t.append(letter(i) + " ", f"bold {colour(i)}")
         t.append(_cut(nm, name_w).ljust(name_w), "bold")
-        for x, w in zip(row[:keep], cols, strict=False):
-            t.append("  " + x.rjust(w))
+        for k in ks:
+            t.append("  " + row[k].rjust(cols[k]))
     return t
 
 
@@ -166,16 +195,20 @@ def compare_text(
     """The compare view in ``width`` × ``height``: the TTFT and TPOT CDFs of every arm
     overlaid (side by side from :data:`SIDE_BY_SIDE` columns, else one above the other), a
     legend line, and the arms' table (``rate``: its tok/s heading, with the window)."""
-    table = arms_table(names, views, width, rate)
+    side = width >= SIDE_BY_SIDE
+    # the table's columns that do not fit its width go under it where the CDFs keep their
+    # least rows (the reasoning and answer TPOT at 80 columns)
+    spare = height - (len(names) + 1) - 2 - (MIN_PLOT_ROWS + 2) * (1 if side else 2)
+    table = arms_table(names, views, width, rate, more_lines=spare)
     legend = Text(
         "  ".join(f"{letter(i)} {n}" for i, n in enumerate(names))
         + f"  ({SEVERAL} several arms; left is faster)",
         "dim",
     )
     legend.truncate(width, overflow="ellipsis")
-    room = height - (len(names) + 1) - 2  # the table, a blank line, the legend
+    room = height - len(table.plain.split("\n")) - 2  # the table, a blank line, the legend
     t = Text(no_wrap=True, overflow="ellipsis")
-    if width >= SIDE_BY_SIDE:
+    if side:
         ch = max(MIN_PLOT_ROWS + 2, room)
         half = (width - 2) // 2
         left = cdf_chart("TTFT: share of requests by time", [v.ttft for v in views], half, ch)

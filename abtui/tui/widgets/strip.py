@@ -26,6 +26,7 @@ from abtui.metrics.live import (
     WORSE,
     ArmView,
     Delta,
+    HistView,
 )
 from abtui.runner.until import duration_text
 
@@ -212,7 +213,18 @@ VIEW_ROWS = (  # the verdict's row keys a pane, the compare view and the strip s
     "goodput.output_tokens",
     "ttfo.p50",  # where a response reasoned (else the comparison has no TTFO rows)
     "ttfo.p99",
+    "tpot_reasoning.p50",  # as TTFO
+    "tpot_reasoning.p99",
+    "tpot_answer.p50",
+    "tpot_answer.p99",
 )
+
+
+def _figures(h: HistView | None, f: dict[str, float], metric: str) -> HistView | None:
+    """``h`` with the verdict's P50 and P99 of ``metric`` (n/a where it has none)."""
+    if h is None:
+        return None
+    return replace(h, p50=f.get(f"{metric}.p50", math.nan), p99=f.get(f"{metric}.p99", math.nan))
 
 
 def verdict_views(pairs, views: list[ArmView]) -> list[ArmView]:
@@ -240,9 +252,9 @@ def verdict_views(pairs, views: list[ArmView]) -> list[ArmView]:
                 v,
                 ttft=replace(v.ttft, p50=f.get("ttft.p50", nan), p99=f.get("ttft.p99", nan)),
                 tpot=replace(v.tpot, p50=f.get("tpot.p50", nan), p99=f.get("tpot.p99", nan)),
-                ttfo=None
-                if v.ttfo is None
-                else replace(v.ttfo, p50=f.get("ttfo.p50", nan), p99=f.get("ttfo.p99", nan)),
+                ttfo=_figures(v.ttfo, f, "ttfo"),
+                tpot_reasoning=_figures(v.tpot_reasoning, f, "tpot_reasoning"),
+                tpot_answer=_figures(v.tpot_answer, f, "tpot_answer"),
                 out_tok_s=f.get("throughput.output_tokens", nan),
                 good_tok_s=None if v.good_tok_s is None else f.get("goodput.output_tokens", nan),
             )
