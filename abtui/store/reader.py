@@ -382,6 +382,13 @@ class SessionReader:
             f"COALESCE({alias}connect_ns, 0)" if "connect_ns" in self.columns("requests") else "0"
         )
 
+    def profile_windows(self) -> list[tuple[int, int, int]]:
+        """``(arm, start_ns, end_ns)`` of every profiling window the session stored (a sweep:
+        one per level and arm); [] without one."""
+        from abtui.store.profiled import windows
+
+        return windows(self._con)
+
     def profiled_counts(self, wins: list[tuple[int, int, int]] | None = None) -> dict[int, int]:
         """Per arm, the measured requests a profiling window left out of the latency figures
         (:mod:`abtui.store.profiled`); {} without a window. ``wins``: these windows only."""

@@ -100,3 +100,44 @@ def test_reports_show_a_profile_per_level(swept, capsys):
         assert f"{head.split(':')[0]}" in " ".join(doc["lines"])
     assert "s into the level" in printed and "bf16 decode (" in printed
     assert "ran while the servers profiled (bf16" in printed
+
+
+def test_the_replay_timeline_marks_each_window_at_80x24(swept):
+    import asyncio
+    import io
+
+    from rich.console import Console
+
+    from abtui.runner.live_replay import Replay
+    from abtui.tui.app import AbtuiApp
+    from abtui.tui.screens.open import OpenScreen
+
+    _, path = swept
+    rp = Replay(path)
+    assert len(rp.profiled) == 2  # the arms' windows merged: one span per level
+    (a0, b0), (a1, b1) = rp.profiled
+    assert 0 < a0 < b0 < a1 < b1 <= rp.duration_s
+
+    def line(scr) -> str:
+        buf = io.StringIO()
+        Console(file=buf, width=300, color_system=None).print(scr.query_one("#timeline").content)
+        return buf.getvalue()
+
+    async def go() -> tuple[str, str]:
+        app = AbtuiApp()
+        async with app.run_test(size=(80, 24)) as pilot:
+            scr = OpenScreen(rp, "stored session, complete")
+            await app.push_screen(scr)
+            await pilot.pause()
+            at_end = line(scr)
+            scr.playhead.t_s = (a1 + b1) / 2  # inside the second level's window
+            scr._draw_timeline()
+            await pilot.pause()
+            inside = line(scr)
+            await pilot.press("q")
+        return at_end, inside
+
+    at_end, inside = asyncio.run(go())
+    assert "▒" in at_end and "▒ profiled" in at_end
+    assert "▒ profiling now" in inside
+    assert inside.count("▒") >= 3  # the legend and a cell of each window
