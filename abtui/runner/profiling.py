@@ -209,6 +209,11 @@ class ProfileWindow:
                 w.rate, w.concurrency = first.get("rate"), first.get("concurrency")
                 self._in_background(w, self._start_one, "open")
 
+    @property
+    def active(self) -> bool:
+        """A window is open (or being opened or closed) now: the live header says so."""
+        return any(w.state in ("starting", "open", "stopping") for w in self.wins)
+
     def _close_now(self, w: _Window) -> None:
         if w.thread is not None:
             w.thread.join()

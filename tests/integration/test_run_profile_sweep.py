@@ -32,7 +32,18 @@ def swept(tmp_path_factory):
         )
         for p, name in ((BF16, "bf16"), (FP8, "fp8"))
     ]
-    with SimProcess(cfgs[0]) as a, SimProcess(cfgs[1]) as b:
+    from abtui.runner.session import SessionRun
+
+    seen: list[tuple[str, bool]] = []  # (phase, profiling) of each snapshot the UI was sent
+    snap = SessionRun.snap
+
+    def watched(self):
+        s = snap(self)
+        seen.append((s.phase, getattr(s, "profiling", None)))
+        return s
+
+    with SimProcess(cfgs[0]) as a, SimProcess(cfgs[1]) as b, pytest.MonkeyPatch.context() as mp:
+        mp.setattr(SessionRun, "snap", watched)
         spec = tmp / "spec.toml"
         spec.write_text(
             f'name = "sweep"\n[[arms]]\nname = "bf16"\nurl = "{a.url}"\n'
@@ -43,11 +54,11 @@ def swept(tmp_path_factory):
         argv = ["run", str(spec), "--sweep-rate", "30,45", "--headless"]
         rc = main([*argv, "--sessions-dir", str(tmp / "s")])
     assert rc in (0, 3, 4)
-    return tmp, tmp / "s" / "sweep.duckdb"
+    return tmp, tmp / "s" / "sweep.duckdb", seen
 
 
 def test_one_window_and_one_profile_per_level(swept):
-    _, path = swept
+    _, path, _ = swept
     with SessionReader(path) as rd:
         meta = rd.meta()
         total = rd.profiled_counts()
@@ -76,7 +87,7 @@ def test_one_window_and_one_profile_per_level(swept):
 
 
 def test_reports_show_a_profile_per_level(swept, capsys):
-    tmp, path = swept
+    tmp, path, _ = swept
     shutil.rmtree(tmp / "traces", ignore_errors=True)  # the reports read the session file
     out = tmp / "r.json"
     assert main(["report", str(path), "--format", "json", "-o", str(out)]) in (0, 3, 4)
@@ -112,32 +123,42 @@ def test_the_replay_timeline_marks_each_window_at_80x24(swept):
     from abtui.tui.app import AbtuiApp
     from abtui.tui.screens.open import OpenScreen
 
-    _, path = swept
+    _, path, _ = swept
     rp = Replay(path)
     assert len(rp.profiled) == 2  # the arms' windows merged: one span per level
     (a0, b0), (a1, b1) = rp.profiled
     assert 0 < a0 < b0 < a1 < b1 <= rp.duration_s
 
-    def line(scr) -> str:
+    def line(scr, which: str = "#timeline") -> str:
         buf = io.StringIO()
-        Console(file=buf, width=300, color_system=None).print(scr.query_one("#timeline").content)
+        Console(file=buf, width=300, color_system=None).print(scr.query_one(which).content)
         return buf.getvalue()
 
-    async def go() -> tuple[str, str]:
+    async def go() -> tuple[str, str, str, str]:
         app = AbtuiApp()
         async with app.run_test(size=(80, 24)) as pilot:
             scr = OpenScreen(rp, "stored session, complete")
             await app.push_screen(scr)
             await pilot.pause()
             at_end = line(scr)
+            header_end = line(scr, "#header")
             scr.playhead.t_s = (a1 + b1) / 2  # inside the second level's window
-            scr._draw_timeline()
+            scr._render_now()  # what a key moving the playhead draws
             await pilot.pause()
             inside = line(scr)
+            header = line(scr, "#header")
             await pilot.press("q")
-        return at_end, inside
+        return at_end, inside, header_end, header
 
-    at_end, inside = asyncio.run(go())
+    at_end, inside, header_end, header = asyncio.run(go())
     assert "▒" in at_end and "▒ profiled" in at_end
     assert "▒ profiling now" in inside
+    assert "▒ profiling" in header and "▒ profiling" not in header_end  # the live header's
     assert inside.count("▒") >= 3  # the legend and a cell of each window
+
+
+def test_the_live_snapshots_say_when_the_servers_profile(swept):
+    seen = swept[2]
+    flags = [p for _, p in seen]
+    assert any(flags) and not flags[-1]  # said while a window was open, not after
+    assert not any(p for ph, p in seen if ph == "warmup")

@@ -34,7 +34,9 @@ def progress_of(replay: Replay, ph: Playhead) -> RunProgress:
     arms = replay.end_state() if end else replay.at(ph.t_s)
     states = [ArmState(progress=p, view=p.live.view()) for p in arms]
     seg = None if end else replay.segment_at(ph.t_s)  # as the live run: none once it ended
-    return RunProgress(ph.t_s, "done" if end else "replaying", states, seg)
+    profiling = not end and any(lo <= ph.t_s <= hi for lo, hi in replay.profiled)
+    phase = "done" if end else "replaying"
+    return RunProgress(ph.t_s, phase, states, seg, profiling=profiling)
 
 
 def timeline_text(ph: Playhead, width: int, profiled=()) -> Text:
