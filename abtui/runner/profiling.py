@@ -98,6 +98,7 @@ class ProfileWindow:
             for k in range(n_levels)
         ]
         self.k = 0  # the window opened next (or in flight)
+        self.taken: set[str] = set()  # trace files an earlier level's window read
         self.hardware = [
             {
                 "gpu": a.gpu,
@@ -313,7 +314,7 @@ class ProfileWindow:
     # -- the traces -----------------------------------------------------------------------
     def _traces(self, a: _Arm, nxt: _Arm | None = None) -> ArmTraces:
         """``a``'s trace files; in a folder, those written before ``nxt`` (the arm in the next
-        level's window) started."""
+        level's window) started and not read by an earlier level's window."""
         from abtui.profile.stored import ArmTraces
 
         out = ArmTraces(a.arm, a.name, hardware=self.hardware[a.arm])
@@ -337,6 +338,9 @@ class ProfileWindow:
         while True:
             until = nxt.started_wall if nxt is not None and nxt.started_wall else None
             found = _find(places, a.started_wall, prefix_of(a.name), until)
+            # a folder's file an earlier level read is that level's (a file named outright
+            # is read as it is)
+            found = [p for p in found if p in places or str(p) not in self.taken]
             if found or time.monotonic() >= deadline:
                 break
             time.sleep(0.5)
@@ -344,6 +348,8 @@ class ProfileWindow:
             where = ", ".join(str(p) for p in places)
             out.error = f"no trace file in {where} newer than the window ({self.pr.wait_s:g} s)"
         out.paths = [str(p) for p in found]
+        if self.sweep:
+            self.taken.update(out.paths)
         return out
 
 

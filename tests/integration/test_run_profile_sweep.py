@@ -50,6 +50,8 @@ def swept(tmp_path_factory):
             f'[[arms]]\nname = "fp8"\nurl = "{b.url}"\n'
             "[workload]\nrequests = 45\ninput_tokens = 256\noutput_tokens = 32\n"
             '[profile]\nafter = "0.3s"\nduration = "10s"\nsteps = 200\noptimises = ["gemm"]\n'
+            # bf16's traces found in its folder (each level its own file), fp8's as answered
+            f'traces = {{ bf16 = "{tmp / "traces" / "bf16"}" }}\n'
         )
         argv = ["run", str(spec), "--sweep-rate", "30,45", "--headless"]
         rc = main([*argv, "--sessions-dir", str(tmp / "s")])
@@ -74,8 +76,8 @@ def test_one_window_and_one_profile_per_level(swept):
             assert seg["t0_ns"] + 0.3e9 <= a["start_ns"] < seg["end_ns"] <= a["end_ns"]
     # one window at a time: level 2's opened once level 1's had stopped on every arm
     assert min(a["start_ns"] for a in wins[1]["arms"]) > max(a["end_ns"] for a in wins[0]["arms"])
-    traces = [a["traces"][0] for d in docs for a in d["arms"]]
-    assert len(set(traces)) == 4  # a trace per arm and level
+    traces = [a["traces"] for d in docs for a in d["arms"]]
+    assert all(len(t) == 1 for t in traces) and len({t[0] for t in traces}) == 4  # one each
     for d in docs:
         for a in d["arms"]:
             assert a["error"] is None and a["profile"]["phases"]["decode"]["steps"] > 0
