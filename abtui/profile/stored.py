@@ -170,6 +170,17 @@ def _phase_line(name: str, phase: str, ph: dict, labels: dict) -> str:
     return f"  {render.one_line(name, 32)} {phase}{when}: " + ", ".join(parts)
 
 
+def level_name(doc: dict) -> str:
+    """A sweep level as the reports name it: ``level 2 (10 req/s)``, ``level 1 (concurrency
+    4)``."""
+    text = f"level {int(doc.get('level') or 0) + 1}"
+    if doc.get("rate") is not None:
+        return text + f" ({doc['rate']:g} req/s)"
+    if doc.get("concurrency") is not None:
+        return text + f" (concurrency {doc['concurrency']})"
+    return text
+
+
 def _window_line(window: dict | None, excluded: dict[str, int] | None) -> str:
     if not window:
         return "Profile (the traces' share of time per class, phase by phase):"
@@ -180,8 +191,12 @@ def _window_line(window: dict | None, excluded: dict[str, int] | None) -> str:
     span = f"{max(spans):.1f} s" if spans else "no"
     after = window.get("after_s")
     text = f"Profile: a window of {span} per arm"
+    into = "the measured phase"
+    if window.get("level") is not None:  # a sweep: one window per level
+        text = f"Profile, {level_name(window)}: a window of {span} per arm"
+        into = "the level"
     if after is not None and spans:
-        text += f", {after:g} s into the measured phase"
+        text += f", {after:g} s into {into}"
     if excluded:
         n = max(excluded.values())
         text += (

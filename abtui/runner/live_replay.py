@@ -335,6 +335,7 @@ class Replay:
             table = _Rows.read(rd)
             tel = rd.telemetry()
             windows = MeasuredWindows.read(rd)
+            profiled = rd.profile_windows()
         self.path = Path(path)
         self.status: str = meta.get("status") or "unknown"
         self.slo: dict[str, float] = dict((meta.get("spec") or {}).get("slo") or {})
@@ -347,6 +348,8 @@ class Replay:
         self.t0_ns = int(table.scheduled_ns.min()) if some else 0
         self.end_ns = int(done.max()) if some else 0
         self.duration_s = max(0.0, (self.end_ns - self.t0_ns) / 1e9)
+        # the profiling windows (run --profile), seconds into the replay, the arms' merged
+        self.profiled = spans_of(profiled, self.t0_ns, self.duration_s)
         # the stored segment log: which sweep level / run / block played when (meta.segments)
         self.shape = Shape.of_meta(meta)
         self.segment_log = sorted(log_entries(meta), key=lambda e: e["t0_ns"])
@@ -430,6 +433,21 @@ def default_speed(duration_s: float) -> int:
     """The slowest speed that replays ``duration_s`` within :data:`TARGET_S` (10–20 s for runs
     between 20 s and 21 min)."""
     return next((s for s in SPEEDS if duration_s / s <= TARGET_S), SPEEDS[-1])
+
+
+def spans_of(wins: list[tuple[int, int, int]], t0_ns: int, duration_s: float):
+    """``[(from_s, to_s)]``: the windows ``(arm, start_ns, end_ns)`` as seconds from ``t0_ns``,
+    cut to ``[0, duration_s]``, overlapping ones (the arms' of one window) merged."""
+    out: list[list[float]] = []
+    for lo, hi in sorted(((lo - t0_ns) / 1e9, (hi - t0_ns) / 1e9) for _, lo, hi in wins):
+        lo, hi = max(lo, 0.0), min(hi, duration_s)
+        if hi <= lo:
+            continue
+        if out and lo <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], hi)
+        else:
+            out.append([lo, hi])
+    return [(lo, hi) for lo, hi in out]
 
 
 @dataclass

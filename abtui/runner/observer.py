@@ -72,6 +72,9 @@ class Snapshot:
     look: SeqLook | None = None
     """``--until-decided``: the last look itself (each row's anytime-valid interval, state and
     pairs to its decision) for the live strip; None before the first look and otherwise."""
+    profiling: bool = False
+    """``--profile``: the servers are profiling now (a window is open; its requests are left
+    out of the latency figures)."""
 
 
 @dataclass(frozen=True)

@@ -330,6 +330,7 @@ class SessionRun:
             segment=seg,
             sequential=self.seq_line,
             look=self.until.seq_look() if self.until is not None else None,
+            profiling=self.profiling is not None and self.profiling.active,
         )
 
     def _result(self) -> SessionResult:

@@ -1,4 +1,5 @@
-"""The requests a profiling window slowed: the ``profile_window`` meta key holds, per arm,
+"""The requests a profiling window slowed: the ``profile_window`` meta key (a sweep:
+``profile_windows``, one per level) holds, per arm,
 the window in which its server was profiling (``start_ns``, ``end_ns``: the perf-counter
 clock of every ``*_ns`` column); an item any of whose measured requests ran while its arm's
 server profiled is *profiled*. A profiler slows a server (vLLM's worker records every
@@ -14,15 +15,18 @@ import duckdb
 _NEVER = (1 << 63) - 1  # a request with no end yet ran past any window
 
 
-def windows(con: duckdb.DuckDBPyConnection) -> list[tuple[int, int, int]]:
-    """``(arm, start_ns, end_ns)`` of each window the session stored (none: [])."""
-    row = con.execute("SELECT value FROM meta WHERE key = 'profile_window'").fetchone()
+def _meta(con: duckdb.DuckDBPyConnection, key: str):
+    row = con.execute("SELECT value FROM meta WHERE key = ?", [key]).fetchone()
     if row is None:
-        return []
+        return None
     try:
-        doc = json.loads(row[0])
+        return json.loads(row[0])
     except (TypeError, ValueError):
-        return []
+        return None
+
+
+def window_times(doc) -> list[tuple[int, int, int]]:
+    """``(arm, start_ns, end_ns)`` of each arm's window in one stored window document."""
     out = []
     for w in (doc or {}).get("arms") or [] if isinstance(doc, dict) else []:
         try:
@@ -30,6 +34,16 @@ def windows(con: duckdb.DuckDBPyConnection) -> list[tuple[int, int, int]]:
         except (KeyError, TypeError, ValueError):
             continue  # a window that never opened has no times
         out.append((arm, lo, hi))
+    return out
+
+
+def windows(con: duckdb.DuckDBPyConnection) -> list[tuple[int, int, int]]:
+    """``(arm, start_ns, end_ns)`` of each window the session stored (none: []): the one of
+    ``profile_window``, and those of ``profile_windows`` (a sweep: one per level)."""
+    out = window_times(_meta(con, "profile_window"))
+    levels = _meta(con, "profile_windows")
+    for doc in levels if isinstance(levels, list) else []:
+        out += window_times(doc)
     return out
 
 
@@ -58,10 +72,12 @@ def outside_sql(con: duckdb.DuckDBPyConnection) -> str:
     return f" AND NOT {_profiled_sql(wins)}"
 
 
-def profiled_counts(con: duckdb.DuckDBPyConnection) -> dict[int, int]:
+def profiled_counts(
+    con: duckdb.DuckDBPyConnection, wins: list[tuple[int, int, int]] | None = None
+) -> dict[int, int]:
     """Per arm, its measured requests left out as profiled (every arm's rows of a profiled
-    item); {} when the session has no window."""
-    wins = windows(con)
+    item); {} when the session has no window. ``wins``: these windows only (one level's)."""
+    wins = windows(con) if wins is None else wins
     if not wins:
         return {}
     rows = con.execute(

@@ -382,12 +382,19 @@ class SessionReader:
             f"COALESCE({alias}connect_ns, 0)" if "connect_ns" in self.columns("requests") else "0"
         )
 
-    def profiled_counts(self) -> dict[int, int]:
+    def profile_windows(self) -> list[tuple[int, int, int]]:
+        """``(arm, start_ns, end_ns)`` of every profiling window the session stored (a sweep:
+        one per level and arm); [] without one."""
+        from abtui.store.profiled import windows
+
+        return windows(self._con)
+
+    def profiled_counts(self, wins: list[tuple[int, int, int]] | None = None) -> dict[int, int]:
         """Per arm, the measured requests a profiling window left out of the latency figures
-        (:mod:`abtui.store.profiled`); {} without a window."""
+        (:mod:`abtui.store.profiled`); {} without a window. ``wins``: these windows only."""
         from abtui.store.profiled import profiled_counts
 
-        return profiled_counts(self._con)
+        return profiled_counts(self._con, wins)
 
     def request_table(self, include_warmup: bool = False, chunks: bool = False) -> RequestTable:
         """All requests (warm-up excluded unless asked). Their chunks stay in the file unless

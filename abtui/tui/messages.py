@@ -33,6 +33,7 @@ class RunProgress(Message):
         segment: Position | None = None,
         sequential: str | None = None,
         look: SeqLook | None = None,
+        profiling: bool = False,
     ) -> None:
         super().__init__()
         self.elapsed_s = elapsed_s
@@ -41,6 +42,7 @@ class RunProgress(Message):
         self.segment = segment  # sweep level, run, block and turn; None: a plain run
         self.sequential = sequential  # --until-decided: the anytime-valid status, one line
         self.look = look  # --until-decided: the last look's rows, for the strip
+        self.profiling = profiling  # --profile: a window is open (the header says so)
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, RunProgress)

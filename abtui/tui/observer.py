@@ -34,7 +34,15 @@ class TuiObserver:
     def progress(self, snap: Snapshot) -> None:
         arms = [arm_state(a) for a in snap.arms]
         self.app.post_message(
-            RunProgress(snap.elapsed_s, snap.phase, arms, snap.segment, snap.sequential, snap.look)
+            RunProgress(
+                snap.elapsed_s,
+                snap.phase,
+                arms,
+                snap.segment,
+                snap.sequential,
+                snap.look,
+                profiling=snap.profiling,
+            )
         )
 
     def arm_finished(self, arm: int, progress: ArmProgress) -> None:

@@ -36,3 +36,14 @@ def test_a_shared_folder_gives_each_arm_its_own_files(tmp_path):
 def test_the_prefix_is_one_vllm_accepts_whatever_the_arm_is_called():
     for arm in ("fp8", "fp8+spec", "a b/c", "é" * 300):
         assert PREFIX.fullmatch(prefix_of(arm)), arm
+
+
+def test_a_sweep_level_reads_the_files_written_before_the_next_window(tmp_path):
+    now = time.time()
+    first, second = tmp_path / "abtui_a_rank0.1.json", tmp_path / "abtui_a_rank0.2.json"
+    for p, t in ((first, now - 100), (second, now - 10)):
+        p.write_text("{}")
+        os.utime(p, (t, t))
+    # level 1's window opened 120 s ago, level 2's 50 s ago: each its own trace
+    assert _find([tmp_path], now - 120, prefix_of("a"), until=now - 50) == [first]
+    assert _find([tmp_path], now - 50, prefix_of("a")) == [second]

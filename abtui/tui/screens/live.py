@@ -87,12 +87,14 @@ def header_text(
     *,
     behind_s: float = 0.0,
     waiting: int = 0,
+    profiling: bool = False,
 ) -> Text:
     """The run's header on one line of ``width``: session, state, elapsed, requests done/total,
     where the schedule is (sweep level, run, block and whose turn: ``segment``), the load and
     the load generator's health — and, when the main process is reading the generators'
     finished records more than :data:`~abtui.runner.health.BEHIND_NOTE_S` late (``behind_s``,
-    ``waiting`` records; the summary's note says it afterwards), that too. Narrower, it
+    ``waiting`` records; the summary's note says it afterwards), that too; ``▒ profiling``
+    while a profiling window is open (``profiling``). Narrower, it
     shortens rather than wraps, least needed first: compact words, the load description (the
     segment says the level's load), the 'abtui' mark, the session name cut, the state's
     detail, the segment's load, 'req', the name cut shorter, then gone; only then is the line
@@ -115,6 +117,7 @@ def header_text(
             (f"{elapsed_s:6.1f}s" if k == 0 else f"{elapsed_s:.1f}s", ""),
             (f"{done}/{planned}" + (" req" if k < 7 else ""), ""),
             (seg, "bold"),
+            ("" if not profiling else "▒ profiling" if k < 7 else "▒ prof", "bold magenta"),
             (load if k < 2 else _short_load(load) if k < 7 else "", ""),
             (health, "bold red" if late else "green"),
             (
@@ -360,6 +363,7 @@ class LiveScreen(Screen):
                 w,
                 behind_s=behind,
                 waiting=waiting,
+                profiling=msg.profiling,
             )
         )
         whole = self.strip_mode() == VERDICT  # the verdict's figures everywhere, not the 10 s

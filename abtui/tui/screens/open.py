@@ -34,18 +34,30 @@ def progress_of(replay: Replay, ph: Playhead) -> RunProgress:
     arms = replay.end_state() if end else replay.at(ph.t_s)
     states = [ArmState(progress=p, view=p.live.view()) for p in arms]
     seg = None if end else replay.segment_at(ph.t_s)  # as the live run: none once it ended
-    return RunProgress(ph.t_s, "done" if end else "replaying", states, seg)
+    profiling = not end and any(lo <= ph.t_s <= hi for lo, hi in replay.profiled)
+    phase = "done" if end else "replaying"
+    return RunProgress(ph.t_s, phase, states, seg, profiling=profiling)
 
 
-def timeline_text(ph: Playhead, width: int) -> Text:
-    """``t = 41.2 s / 120.0 s ▶ 4×`` and a bar of where the playhead is in the run."""
+def timeline_text(ph: Playhead, width: int, profiled=()) -> Text:
+    """``t = 41.2 s / 120.0 s ▶ 4×`` and a bar of where the playhead is in the run; the
+    profiling windows (``profiled``: ``[(from_s, to_s)]``, run --profile) drawn ``▒`` in it."""
     t = Text(ph.label() + (" playing  " if ph.playing else " paused  "), "bold")
     note = "  end: gauges are session means" if ph.at_end_state else "  gauges at t"
+    if profiled:
+        inside = any(lo <= ph.t_s <= hi for lo, hi in profiled) and not ph.at_end_state
+        legend = "  ▒ profiling now" if inside else "  ▒ profiled"
+        # the legend before the gauges' note: that one goes where both leave the bar short
+        note = legend + (note if width - len(t) - len(legend + note) - 6 >= 10 else "")
     bar_w = max(10, width - len(t) - len(note) - 6)
     frac = ph.t_s / ph.duration_s if ph.duration_s > 0 else 1.0
     filled = round(frac * bar_w)
-    t.append("━" * filled, "cyan")
-    t.append("─" * (bar_w - filled), "dim")
+    for i in range(bar_w):
+        lo, hi = ph.duration_s * i / bar_w, ph.duration_s * (i + 1) / bar_w
+        if any(a < hi and b > lo for a, b in profiled):
+            t.append("▒", "magenta" if i < filled else "dim magenta")
+        else:
+            t.append("━" if i < filled else "─", "cyan" if i < filled else "dim")
     t.append(f" {frac:4.0%}")
     if len(t) + len(note) <= width:
         t.append(note, "dim")
@@ -164,4 +176,5 @@ class OpenScreen(LiveScreen):
 
     def _draw_timeline(self) -> None:
         ph = self.playhead
-        self.query_one("#timeline", Chart).show(lambda w: timeline_text(ph, w))
+        spans = self.replay.profiled
+        self.query_one("#timeline", Chart).show(lambda w: timeline_text(ph, w, spans))
