@@ -199,3 +199,28 @@ def screen_text(app) -> str:
     for line in update.strips:
         lines.append("".join(seg.text for strip in line for seg in strip if not seg.control))
     return "\n".join(lines)
+
+
+def compare_view_lines(path: Path, size: tuple[int, int]) -> list[str]:
+    """The compare view (``c``) of the stored session at ``path``, opened as `abtui open`
+    opens it, at ``size``: one string per terminal row."""
+    import asyncio
+
+    from abtui.runner.live_replay import Replay
+    from abtui.tui.app import AbtuiApp
+    from abtui.tui.screens.open import OpenScreen
+
+    async def drive() -> list[str]:
+        app = AbtuiApp()
+        async with app.run_test(size=size) as pilot:
+            await app.push_screen(OpenScreen(Replay(path), "stored session, complete"))
+            for _ in range(3):
+                await pilot.pause()
+            await pilot.press("c")
+            for _ in range(3):
+                await pilot.pause()
+            text = [s.text for s in app.screen._compositor.render_strips()]
+            await pilot.press("q")
+        return text
+
+    return asyncio.run(drive())

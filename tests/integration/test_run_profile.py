@@ -11,6 +11,7 @@ import json
 import shutil
 
 import pytest
+from profiled_sims import BF16, FP8, profiled_sim_configs
 
 from abtui.cli import main
 from abtui.errors import SpecError
@@ -21,21 +22,13 @@ from abtui.sim.profiler import ProfilerConfig
 from abtui.spec import load_spec, validate
 from abtui.store.reader import SessionReader
 
-BF16, FP8 = "h100:llama-3-8b:bf16", "h100:llama-3-8b:fp8"
-
 
 @pytest.fixture(scope="module")
 def profiled(tmp_path_factory):
     """One run: 120 requests per arm at 30 req/s; the window 0.5 s into the measured phase,
     1 s long, at most 300 steps recorded (the trace written quickly)."""
     tmp = tmp_path_factory.mktemp("profiled")
-    cfgs = [
-        SimConfig(
-            preset=PresetOptions(p, time_scale=8.0),
-            profiler=ProfilerConfig(str(tmp / "traces" / name), detailed=True),
-        )
-        for p, name in ((BF16, "bf16"), (FP8, "fp8"))
-    ]
+    cfgs = profiled_sim_configs(tmp)
     with SimProcess(cfgs[0]) as a, SimProcess(cfgs[1]) as b:
         spec = tmp / "spec.toml"
         spec.write_text(

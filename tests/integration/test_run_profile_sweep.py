@@ -9,15 +9,11 @@ import json
 import shutil
 
 import pytest
+from profiled_sims import profiled_sim_configs
 
 from abtui.cli import main
-from abtui.sim.engine import SimConfig
-from abtui.sim.preset_cli import PresetOptions
 from abtui.sim.process import SimProcess
-from abtui.sim.profiler import ProfilerConfig
 from abtui.store.reader import SessionReader
-
-BF16, FP8 = "h100:llama-3-8b:bf16", "h100:llama-3-8b:fp8"
 
 
 @pytest.fixture(scope="module")
@@ -25,13 +21,7 @@ def swept(tmp_path_factory):
     """Two levels of 45 requests per arm (30 then 45 req/s); each level's window 0.3 s into
     it, asked for 10 s (so it closes when its level ends), at most 200 steps recorded."""
     tmp = tmp_path_factory.mktemp("swept")
-    cfgs = [
-        SimConfig(
-            preset=PresetOptions(p, time_scale=8.0),
-            profiler=ProfilerConfig(str(tmp / "traces" / name), detailed=True),
-        )
-        for p, name in ((BF16, "bf16"), (FP8, "fp8"))
-    ]
+    cfgs = profiled_sim_configs(tmp)
     from abtui.runner.session import SessionRun
 
     seen: list[tuple[str, bool]] = []  # (phase, profiling) of each snapshot the UI was sent

@@ -15,6 +15,7 @@ import re
 import numpy as np
 import pytest
 from test_tui_fit import _panes
+from tui_fixtures import compare_view_lines
 
 from abtui.cli import main
 from abtui.client.records import RequestRecord
@@ -139,20 +140,7 @@ def test_compare_view_table_has_split_tpot(sessions, size):
     reasoning."""
     think, plain = sessions
 
-    async def drive(path):
-        app = AbtuiApp()
-        async with app.run_test(size=size) as pilot:
-            await app.push_screen(OpenScreen(Replay(path), "stored session, complete"))
-            for _ in range(3):
-                await pilot.pause()
-            await pilot.press("c")
-            for _ in range(3):
-                await pilot.pause()
-            text = [s.text for s in app.screen._compositor.render_strips()]
-            await pilot.press("q")
-        return text
-
-    lines = asyncio.run(drive(think))
+    lines = compare_view_lines(think, size)
     k, head = next((k, ln) for k, ln in enumerate(lines) if "TPOT(r) P50" in ln)
     assert "TPOT(a) P50" in head and "tok/s" in "".join(lines[k - 3 : k + 1]), "\n".join(lines)
     at = head.index("TPOT(r) P50")
@@ -161,7 +149,7 @@ def test_compare_view_table_has_split_tpot(sessions, size):
         for metric, got in (("tpot_reasoning", ms[0]), ("tpot_answer", ms[2])):
             want = _catalogue_p50(think, arm, metric) * 1e3
             assert abs(got / want - 1) < 0.07, (metric, got, want, row)
-    text = "\n".join(asyncio.run(drive(plain)))
+    text = "\n".join(compare_view_lines(plain, size))
     assert "TPOT P50" in text and "TPOT(r)" not in text and "TPOT(a)" not in text
 
 

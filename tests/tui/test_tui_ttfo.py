@@ -15,12 +15,12 @@ import re
 
 import pytest
 from test_tui_fit import _panes
+from tui_fixtures import compare_view_lines
 
 from abtui.cli import main
 from abtui.runner.live_replay import Replay
 from abtui.sim.engine import SimConfig
 from abtui.sim.process import SimProcess
-from abtui.tui.app import AbtuiApp
 from abtui.tui.screens.open import OpenScreen
 
 # eight 6 ms reasoning tokens before the answer: TTFO ≈ TTFT + 48 ms
@@ -84,20 +84,7 @@ def test_replayed_panes_show_ttfo_beside_ttft_at_80x24(reasoned):
 def test_compare_view_table_has_ttfo(reasoned):
     path, _ = reasoned
 
-    async def drive():
-        app = AbtuiApp()
-        async with app.run_test(size=(80, 24)) as pilot:
-            await app.push_screen(OpenScreen(Replay(path), "stored session, complete"))
-            for _ in range(3):
-                await pilot.pause()
-            await pilot.press("c")
-            for _ in range(3):
-                await pilot.pause()
-            text = [s.text for s in app.screen._compositor.render_strips()]
-            await pilot.press("q")
-        return text
-
-    lines = asyncio.run(drive())
+    lines = compare_view_lines(path, (80, 24))
     head = next(ln for ln in lines if "TTFT P50" in ln)
     assert "TTFO P50" in head, "\n".join(lines)
     k = lines.index(head)
